@@ -1,0 +1,333 @@
+"""Cost distributions of the sellers, virtual costs and Myerson ironing.
+
+A :class:`CostDistribution` wraps a ``scipy.stats`` frozen distribution on a
+bounded support ``[low, high]`` (``low >= 0``: costs are per unit of privacy
+loss and cannot be negative).  It exposes the pdf and cdf, sampling with an
+explicit :class:`numpy.random.Generator`, the virtual cost
+
+    psi(c) = c + F(c) / f(c)                      (Assumption III.1, 003)
+
+and the distribution of the virtual cost Psi = psi(C) (needed by the online
+mechanism).  The mechanisms of the papers need psi non-decreasing ("regular").
+A non-regular distribution is refused unless the caller asks for Myerson
+ironing, which replaces psi by the derivative of the greatest convex minorant
+of H(q) = q F^{-1}(q) (the integral of psi in quantile space).
+
+Spec strings (one syntax for all; ``parse_distribution``):
+
+=================================  ============================================
+``uniform:LOW:HIGH``               U[LOW, HIGH]
+``truncnorm:MEAN:SD:LOW:HIGH``     N(MEAN, SD^2) truncated to [LOW, HIGH]
+``beta:A:B:LOW:HIGH``              Beta(A, B) scaled to [LOW, HIGH]
+``truncexpon:SCALE:LOW:HIGH``      LOW + Exp(mean SCALE), truncated at HIGH
+``empirical:PATH``                 smoothed empirical law of the costs in PATH
+                                   (a CSV with a ``cost`` column, or one column)
+=================================  ============================================
+
+The empirical distribution is smoothed by a Gaussian kernel density estimate
+(Scott's bandwidth unless given) evaluated at the centres of ``bins`` equal
+bins on ``[min, max]`` of the samples and renormalised there; the result is a
+piecewise-uniform density (``scipy.stats.rv_histogram``) with a piecewise
+linear cdf.  Such a density usually is not regular (psi drops wherever the
+density steps up), so empirical costs normally need ``iron=True``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from .errors import MarketSimError
+
+__all__ = [
+    "CostDistribution",
+    "parse_distribution",
+    "uniform",
+    "truncnorm",
+    "scaled_beta",
+    "truncexpon",
+    "empirical",
+]
+
+_GRID = 8193  # points used for the regularity check and for ironing
+_REG_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class CostDistribution:
+    """A cost distribution on a bounded support, optionally ironed.
+
+    Build it with :func:`parse_distribution` or the constructors below.
+    """
+
+    spec: str
+    dist: object = field(repr=False, compare=False)  # scipy frozen distribution
+    support: tuple[float, float]
+    ironed: bool = False
+    # ironing intervals in cost space and the constant virtual cost on each
+    iron_intervals: tuple[tuple[float, float, float], ...] = field(default=(), repr=False)
+
+    # ---- density, cdf, sampling ---------------------------------------------
+    def pdf(self, c):
+        return self.dist.pdf(c)
+
+    def cdf(self, c):
+        return self.dist.cdf(c)
+
+    def ppf(self, q):
+        return self.dist.ppf(q)
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` i.i.d. costs drawn with the caller's Generator."""
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError("rng must be a numpy.random.Generator")
+        lo, hi = self.support
+        return np.clip(self.dist.rvs(size=int(n), random_state=rng), lo, hi)
+
+    def mean(self) -> float:
+        return float(self.dist.mean())
+
+    # ---- virtual costs -------------------------------------------------------
+    def check_in_support(self, c, what: str = "cost") -> np.ndarray:
+        c = np.asarray(c, dtype=float)
+        lo, hi = self.support
+        bad = ~np.isfinite(c) | (c < lo) | (c > hi)
+        if np.any(bad):
+            first = c[bad].flat[0]
+            raise MarketSimError(
+                f"{what} {first!r} is outside the support [{lo:g}, {hi:g}] of {self.spec}"
+            )
+        return c
+
+    def raw_virtual_cost(self, c) -> np.ndarray:
+        """psi(c) = c + F(c)/f(c), without ironing (Lemma III.2, 003).
+
+        At the bottom of the support F/f -> 0, so psi(low) = low; where the
+        density vanishes inside or at the top of the support psi is +inf.
+        """
+        c = np.asarray(c, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            ratio = np.exp(self.dist.logcdf(c) - self.dist.logpdf(c))
+        ratio = np.where(c <= self.support[0], 0.0, ratio)
+        ratio = np.where(np.isnan(ratio), np.inf, ratio)
+        return c + ratio
+
+    def virtual_cost(self, c) -> np.ndarray:
+        """The (ironed, if requested) virtual cost of costs in the support."""
+        c = self.check_in_support(c)
+        psi = self.raw_virtual_cost(c)
+        for a, b, value in self.iron_intervals:
+            psi = np.where((c > a) & (c < b), value, psi)
+        return psi
+
+    def is_regular(self) -> bool:
+        """True when psi is non-decreasing on the support (checked on a grid)."""
+        return _first_decrease(self) is None
+
+    def inverse_virtual_cost(self, y) -> np.ndarray:
+        """Largest cost c with psi(c) <= y (``low`` if none, ``high`` if all)."""
+        y = np.asarray(y, dtype=float)
+        lo, hi = self.support
+        a = np.full(y.shape, lo)
+        b = np.full(y.shape, hi)
+        for _ in range(80):
+            mid = 0.5 * (a + b)
+            below = self.virtual_cost(mid) <= y
+            a = np.where(below, mid, a)
+            b = np.where(below, b, mid)
+        return np.where(self.virtual_cost(np.full(y.shape, lo)) > y, lo, a)
+
+    def virtual_cost_cdf(self, y) -> np.ndarray:
+        """P(Psi <= y) for Psi = psi(C)."""
+        y = np.asarray(y, dtype=float)
+        return np.where(self.virtual_cost(self.support[0]) > y, 0.0,
+                        self.cdf(self.inverse_virtual_cost(y)))
+
+    def virtual_cost_pdf(self, y) -> np.ndarray:
+        """Density of Psi = psi(C): f(c) / psi'(c) at c = psi^{-1}(y).
+
+        Zero outside [psi(low), psi(high)].  Ironed intervals are atoms of Psi
+        and have no density; this returns the density of the continuous part.
+        """
+        y = np.asarray(y, dtype=float)
+        lo, hi = self.support
+        c = self.inverse_virtual_cost(y)
+        h = 1e-6 * (hi - lo)
+        c0 = np.clip(c - h, lo, hi)
+        c1 = np.clip(c + h, lo, hi)
+        slope = (self.virtual_cost(c1) - self.virtual_cost(c0)) / (c1 - c0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dens = np.where(slope > 0, self.pdf(c) / slope, 0.0)
+        inside = (y >= self.virtual_cost(lo)) & (y <= self.virtual_cost(hi))
+        return np.where(inside & np.isfinite(dens), dens, 0.0)
+
+
+# ---- regularity and ironing -------------------------------------------------
+def _cost_grid(dist: CostDistribution) -> np.ndarray:
+    lo, hi = dist.support
+    return np.linspace(lo, hi, _GRID)
+
+
+def _first_decrease(dist: CostDistribution):
+    c = _cost_grid(dist)
+    psi = dist.raw_virtual_cost(c)
+    finite = np.isfinite(psi)
+    psi, c = psi[finite], c[finite]
+    drop = np.diff(psi) < -_REG_TOL * np.maximum(1.0, np.abs(psi[:-1]))
+    return float(c[1:][drop][0]) if drop.any() else None
+
+
+def _ironing_intervals(dist: CostDistribution) -> tuple[tuple[float, float, float], ...]:
+    """Intervals where Myerson ironing flattens psi, with the flat value.
+
+    In quantile space H(q) = q F^{-1}(q) has H' = psi; the ironed virtual cost
+    is the slope of the greatest convex minorant of H.  The minorant is the
+    lower convex hull of H on the cost grid.
+    """
+    c = _cost_grid(dist)
+    q = dist.cdf(c)
+    h = q * c
+    hull: list[int] = []
+    for j in range(len(c)):  # Andrew's monotone chain, lower hull
+        while len(hull) >= 2:
+            i0, i1 = hull[-2], hull[-1]
+            cross = (q[i1] - q[i0]) * (h[j] - h[i0]) - (h[i1] - h[i0]) * (q[j] - q[i0])
+            if cross <= 0:
+                hull.pop()
+            else:
+                break
+        hull.append(j)
+    intervals = []
+    for i0, i1 in zip(hull[:-1], hull[1:]):
+        if i1 - i0 < 2 or q[i1] <= q[i0]:
+            continue
+        slope = (h[i1] - h[i0]) / (q[i1] - q[i0])
+        chord = h[i0] + slope * (q[i0:i1 + 1] - q[i0])
+        if np.max(h[i0:i1 + 1] - chord) > 1e-12 * max(1.0, abs(h[i1])):
+            intervals.append((float(c[i0]), float(c[i1]), float(slope)))
+    return tuple(intervals)
+
+
+def _make(spec: str, frozen, low: float, high: float, iron: bool) -> CostDistribution:
+    if not (np.isfinite(low) and np.isfinite(high)) or low < 0 or high <= low:
+        raise MarketSimError(
+            f"{spec}: the support must satisfy 0 <= LOW < HIGH < inf (got [{low:g}, {high:g}])"
+        )
+    d = CostDistribution(spec=spec, dist=frozen, support=(float(low), float(high)))
+    where = _first_decrease(d)
+    if where is None:
+        return d
+    if not iron:
+        raise MarketSimError(
+            f"{spec} is not regular (its virtual cost decreases near c={where:.6g}); "
+            "ask for Myerson ironing (iron=True, or --iron on the command line)"
+        )
+    spec_i = spec if spec.endswith("+iron") else spec + "+iron"
+    return CostDistribution(spec=spec_i, dist=frozen, support=d.support, ironed=True,
+                            iron_intervals=_ironing_intervals(d))
+
+
+# ---- constructors ------------------------------------------------------------
+def uniform(low: float, high: float, *, iron: bool = False) -> CostDistribution:
+    return _make(f"uniform:{low:g}:{high:g}", stats.uniform(loc=low, scale=high - low),
+                 low, high, iron)
+
+
+def truncnorm(mean: float, sd: float, low: float, high: float, *,
+              iron: bool = False) -> CostDistribution:
+    spec = f"truncnorm:{mean:g}:{sd:g}:{low:g}:{high:g}"
+    if not sd > 0:
+        raise MarketSimError(f"{spec}: SD must be > 0")
+    frozen = stats.truncnorm((low - mean) / sd, (high - mean) / sd, loc=mean, scale=sd)
+    return _make(spec, frozen, low, high, iron)
+
+
+def scaled_beta(a: float, b: float, low: float, high: float, *,
+                iron: bool = False) -> CostDistribution:
+    spec = f"beta:{a:g}:{b:g}:{low:g}:{high:g}"
+    if not (a > 0 and b > 0):
+        raise MarketSimError(f"{spec}: A and B must be > 0")
+    return _make(spec, stats.beta(a, b, loc=low, scale=high - low), low, high, iron)
+
+
+def truncexpon(scale: float, low: float, high: float, *, iron: bool = False) -> CostDistribution:
+    spec = f"truncexpon:{scale:g}:{low:g}:{high:g}"
+    if not scale > 0:
+        raise MarketSimError(f"{spec}: SCALE must be > 0")
+    frozen = stats.truncexpon((high - low) / scale, loc=low, scale=scale)
+    return _make(spec, frozen, low, high, iron)
+
+
+def empirical(samples, *, bins: int = 512, bandwidth: float | None = None,
+              iron: bool = False, name: str = "samples") -> CostDistribution:
+    """Smoothed empirical distribution of observed costs (see module docstring)."""
+    x = np.asarray(samples, dtype=float).ravel()
+    spec = f"empirical:{name}"
+    if x.size < 2 or not np.all(np.isfinite(x)):
+        raise MarketSimError(f"{spec}: need at least 2 finite cost samples")
+    if np.any(x < 0):
+        raise MarketSimError(f"{spec}: costs must be >= 0")
+    low, high = float(x.min()), float(x.max())
+    if high <= low:
+        raise MarketSimError(f"{spec}: all samples are equal; the distribution has no density")
+    kde = stats.gaussian_kde(x, bw_method=bandwidth)
+    edges = np.linspace(low, high, bins + 1)
+    dens = kde(0.5 * (edges[:-1] + edges[1:]))
+    dens = np.maximum(dens, 1e-12 * dens.max())
+    frozen = stats.rv_histogram((dens, edges), density=True)
+    return _make(spec, frozen, low, high, iron)
+
+
+def _read_cost_column(path: str) -> np.ndarray:
+    import pandas as pd
+
+    p = Path(path)
+    if not p.is_file():
+        raise MarketSimError(f"empirical:{path}: no such file")
+    try:
+        df = pd.read_csv(p)
+    except Exception as exc:  # pandas raises many types for bad CSV
+        raise MarketSimError(f"empirical:{path}: cannot read CSV ({exc.__class__.__name__})") from None
+    col = "cost" if "cost" in df.columns else (df.columns[0] if df.shape[1] == 1 else None)
+    if col is None:
+        raise MarketSimError(f"empirical:{path}: needs a 'cost' column")
+    values = pd.to_numeric(df[col], errors="coerce").to_numpy(float)
+    return values
+
+
+def parse_distribution(spec: str, *, iron: bool = False) -> CostDistribution:
+    """Parse a spec string such as ``uniform:0:1`` (see the module docstring).
+
+    A trailing ``+iron`` in the spec is the same as ``iron=True``.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise MarketSimError("distribution spec must be a non-empty string such as 'uniform:0:1'")
+    spec = spec.strip()
+    if spec.endswith("+iron"):
+        spec, iron = spec[: -len("+iron")], True
+    name, _, rest = spec.partition(":")
+    name = name.lower()
+    if name == "empirical":
+        if not rest:
+            raise MarketSimError("empirical needs a file: 'empirical:PATH'")
+        return empirical(_read_cost_column(rest), iron=iron, name=rest)
+    arity = {"uniform": 2, "truncnorm": 4, "beta": 4, "truncexpon": 3}
+    if name not in arity:
+        raise MarketSimError(
+            f"unknown distribution {name!r}; use one of uniform, truncnorm, beta, truncexpon, empirical"
+        )
+    parts = rest.split(":") if rest else []
+    if len(parts) != arity[name]:
+        raise MarketSimError(f"{name} takes {arity[name]} numbers separated by ':' (got {spec!r})")
+    try:
+        nums = [float(p) for p in parts]
+    except ValueError:
+        raise MarketSimError(f"{spec!r}: parameters must be numbers") from None
+    if not all(np.isfinite(nums)):
+        raise MarketSimError(f"{spec!r}: parameters must be finite")
+    build = {"uniform": uniform, "truncnorm": truncnorm, "beta": scaled_beta,
+             "truncexpon": truncexpon}[name]
+    return build(*nums, iron=iron)

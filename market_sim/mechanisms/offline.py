@@ -1,0 +1,434 @@
+"""The offline data-independent mechanism (Algorithm 2, Eq. 11 of 003), solved exactly.
+
+Problem (Eq. 11, 003), with x_i = gamma * psi_i:
+
+    min_{a, eta}  mu ||a||_2 + sigma / eta + eta * sum_i a_i x_i
+    s.t. a >= 0, sum_i a_i = 1, a_i <= kappa = k/m,  eta > 0,   eps = a * eta.
+
+For fixed ``a`` the best eta is sqrt(sigma / x.a), so the problem is
+min_a mu ||a|| + 2 sqrt(sigma x.a): not convex (sqrt of a linear map is
+concave), so a local method is not enough.  For fixed eta it is convex in a,
+and its KKT conditions give a_i = min(kappa, rho (lam - x_i)^+) (Eq. 13, 003,
+plus the cap): sorted by x, the first sellers are at the cap, a middle band is
+linear in x, the rest get nothing.  On each "cell" (c capped groups, n active
+groups) every sum is a prefix sum, and the stationarity condition in
+u = lam - mean(mid x) is the depressed cubic (Eq. 14, 003 when c = 0)
+
+    A u^3 + (s N V - C1 - R m1) u + R V = 0,
+    s = sigma/mu^2, N = #mid, m1, V = mean, variance of mid x,
+    R = 1 - c_count*kappa, C1 = kappa * sum(capped x), A = s N (1 + c_count kappa^2 N / R^2).
+
+The global minimiser is a KKT point, so it is one of the at most two positive
+roots of one of these cubics whose (lam, tau = kappa/rho) is consistent with
+the cell.  The cells that can hold a KKT point lie on a monotone staircase
+(as tau grows, lam grows and lam - tau falls), found by a vectorised binary
+search: O(m log m) in all, dominated by the sort.  The winning root is then
+re-solved from exact (two-pass) sums of its cell.
+
+Without a cap (k=None) kappa = 1 and only c = 0 cells matter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import MarketSimError
+
+__all__ = ["OfflineResult", "solve", "solve_eta_grid", "proxy_loss", "check_params"]
+
+
+@dataclass(frozen=True)
+class OfflineResult:
+    """Outcome of the offline mechanism, arrays in the input order.
+
+    ``lam`` is the cut-off of Eq. 13 (003): seller i is bought (eps_i > 0)
+    iff gamma * psi_i < lam.  ``n_bought`` counts sellers with eps_i > 0.
+    """
+
+    eps: np.ndarray
+    a: np.ndarray
+    eta: float
+    lam: float
+    proxy_loss: float
+    n_bought: int
+
+
+def check_params(mu: float, sigma: float, gamma: float, k: float | None = None) -> None:
+    for name, v in (("mu", mu), ("sigma", sigma), ("gamma", gamma)):
+        if not (isinstance(v, (int, float, np.floating, np.integer)) and np.isfinite(v) and v > 0):
+            raise MarketSimError(f"{name} must be a finite number > 0 (got {v!r})")
+    if k is not None and not (np.isfinite(k) and k >= 1):
+        raise MarketSimError(f"k must be >= 1 (got {k!r}); a_i <= k/m needs k*m/m >= 1")
+
+
+def _as_psi(psi) -> np.ndarray:
+    psi = np.asarray(psi, dtype=float)
+    if psi.ndim != 1 or psi.size == 0:
+        raise MarketSimError("psi must be a non-empty 1-D array of virtual costs")
+    if np.isnan(psi).any() or np.isneginf(psi).any():
+        raise MarketSimError("virtual costs must not be NaN or -inf")
+    return psi
+
+
+def proxy_loss(a, eta, psi, *, mu, sigma, gamma) -> float:
+    """Eq. 11 (003) at (a, eta): mu ||a|| + sigma/eta + gamma eta sum a_i psi_i."""
+    a = np.asarray(a, dtype=float)
+    psi = np.asarray(psi, dtype=float)
+    lin = float(np.dot(a[a > 0], psi[a > 0]))
+    return float(mu * np.linalg.norm(a) + sigma / eta + gamma * eta * lin)
+
+
+# ---- the cubic -----------------------------------------------------------------
+def _positive_roots(A, p, q):
+    """Positive roots of A u^3 + p u + q = 0 with A > 0, q >= 0 (NaN when absent).
+
+    With q >= 0 the roots sum to 0 and multiply to -q/A, so there are either
+    none or two positive ones; the larger comes from the trigonometric form,
+    the smaller from the quadratic left after deflation (no cancellation).
+    """
+    with np.errstate(all="ignore"):
+        P = p / A
+        Qc = q / A
+        ok = (P < 0) & (4 * P**3 + 27 * Qc**2 <= 0)
+        Pm = np.where(ok, P, -1.0)
+        r = 2 * np.sqrt(-Pm / 3)
+        x = np.clip(1.5 * Qc / Pm * np.sqrt(-3 / Pm), -1.0, 1.0)
+        u0 = r * np.cos(np.arccos(x) / 3)
+        t = Qc / u0
+        u1 = 2 * t / (u0 + np.sqrt(u0 * u0 + 4 * t))
+    nan = np.nan
+    return np.where(ok & (u0 > 0), u0, nan), np.where(ok & (u1 > 0), u1, nan)
+
+
+def _newton(A, p, q, u, steps=3):
+    for _ in range(steps):
+        f = (A * u * u + p) * u + q
+        d = 3 * A * u * u + p
+        if d == 0:
+            break
+        u = u - f / d
+    return u
+
+
+# ---- grouping -----------------------------------------------------------------
+@dataclass(frozen=True)
+class _Groups:
+    """Sorted finite values, grouped by equal value, with shifted prefix sums."""
+
+    xs: np.ndarray         # sorted values
+    v: np.ndarray          # distinct values (U,)
+    w: np.ndarray          # multiplicities (U,)
+    start: np.ndarray      # first sorted position of each group
+    ref: float             # shift of the prefix sums (their accuracy needs it)
+    Nw: np.ndarray         # prefix counts (U+1,)
+    S1: np.ndarray         # prefix sums of w (v - ref)
+    S2: np.ndarray         # prefix sums of w (v - ref)^2
+
+    @classmethod
+    def of(cls, xs: np.ndarray) -> "_Groups":
+        new = np.empty(xs.size, dtype=bool)
+        new[0] = True
+        np.not_equal(xs[1:], xs[:-1], out=new[1:])
+        if new.all():
+            start, v, w = np.arange(xs.size), xs, np.ones(xs.size)
+        else:
+            start = np.flatnonzero(new)
+            v = xs[start]
+            w = np.diff(np.append(start, xs.size)).astype(float)
+        ref = float(v[0])
+        y = v - ref
+        zero = np.zeros(1)
+        return cls(xs, v, w, start, ref,
+                   np.concatenate((zero, np.cumsum(w))),
+                   np.concatenate((zero, np.cumsum(w * y))),
+                   np.concatenate((zero, np.cumsum(w * y * y))))
+
+    def stats(self, g0: int, g1: int):
+        """Exact count, mean, variance and sum of the values in groups [g0, g1)."""
+        end = self.start[g1] if g1 < len(self.start) else self.xs.size
+        seg = self.xs[self.start[g0]:end] if g0 < len(self.start) else self.xs[:0]
+        if seg.size == 0:
+            return 0, 0.0, 0.0, 0.0
+        mean = float(np.mean(seg))
+        return seg.size, mean, float(np.mean((seg - mean) ** 2)), float(np.sum(seg))
+
+    def value(self, g):
+        """v_g for 1-based g, -inf for g = 0 and +inf past the last group."""
+        g = np.asarray(g)
+        U = len(self.v)
+        out = self.v[np.clip(g - 1, 0, U - 1)]
+        return np.where(g < 1, -np.inf, np.where(g > U, np.inf, out))
+
+
+# ---- cells --------------------------------------------------------------------
+def _staircase(G: _Groups, Q: float) -> np.ndarray:
+    """c*(j), j = 1..U+1: number of capped groups when lam = v_j (v_{U+1} = inf).
+
+    At lam = v_j the band width tau solves sum_g w_g min(tau, d_g) = Q tau with
+    d_g = v_j - v_g; the capped groups are those with d_g >= tau, i.e. the c
+    with F(d_c) = (N_c - Q) d_c + sum_{c<g<j} w_g d_g <= 0 (monotone in c).
+    """
+    U = len(G.v)
+    j = np.arange(1, U + 2)
+    cstar = j - 1  # before the path starts (too few sellers): all active capped
+    started = G.Nw[np.minimum(j - 1, U)] > Q * (1 + 1e-12)
+    js = j[started & (j <= U)]
+    if js.size:
+        yj = G.v[js - 1] - G.ref
+        lo = np.zeros(js.size, dtype=np.int64)
+        hi = js - 1
+        while True:
+            active = lo < hi
+            if not active.any():
+                break
+            mid = (lo + hi + 1) // 2
+            Nc = G.Nw[mid]
+            yc = G.v[np.maximum(mid, 1) - 1] - G.ref
+            F = (Nc - Q) * (yj - yc) + (G.Nw[js - 1] - Nc) * yj - (G.S1[js - 1] - G.S1[mid])
+            ok = F <= 0
+            lo = np.where(active & ok, mid, lo)
+            hi = np.where(active & ~ok, mid - 1, hi)
+        cstar[js - 1] = lo
+    if started[-1]:
+        cstar[-1] = 0
+    return cstar
+
+
+def _cells(G: _Groups, kappa: float) -> tuple[np.ndarray, np.ndarray]:
+    """(c, n) pairs (numbers of capped and of active groups) that may hold a KKT point."""
+    U = len(G.v)
+    n_all = np.arange(1, U + 1)
+    if kappa >= 1.0:
+        return np.zeros(U, dtype=np.int64), n_all
+    cs = _staircase(G, 1.0 / kappa)
+    lo = np.maximum(np.minimum(cs[:-1], cs[1:]) - 1, 0)
+    hi = np.minimum(np.maximum(cs[:-1], cs[1:]) + 1, n_all - 1)
+    cnt = np.maximum(hi - lo + 1, 0)
+    n = np.repeat(n_all, cnt)
+    offs = np.arange(n.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    return (np.repeat(lo, cnt) + offs).astype(np.int64), n
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """Valid KKT candidates: cell (c, n), root u, cut-off lam, loss / mu."""
+
+    c: np.ndarray
+    n: np.ndarray
+    u: np.ndarray
+    lam: np.ndarray
+    loss: np.ndarray
+
+
+def _cubic_coefficients(Nc, N, m1, V, C1, kappa, s):
+    R = 1.0 - Nc * kappa
+    with np.errstate(all="ignore"):
+        A = s * N * (1 + Nc * kappa**2 * N / R**2)
+        p = s * N * V - C1 - R * m1
+    return R, A, p, R * V
+
+
+def _cell_candidates(G: _Groups, c, n, kappa: float, s: float) -> _Candidates:
+    """Roots of the cells' cubics that are consistent with their cell.
+
+    A cheap screen first keeps the cells whose admissible u-interval can hold
+    a root: there g(u) = A u + p + q/u (= cubic / u) is convex, so a root
+    needs g >= 0 at an end and g <= 0 at an end or at its minimum.
+    """
+    Nc = G.Nw[c]
+    N = G.Nw[n] - Nc
+    with np.errstate(all="ignore"):
+        d1 = (G.S1[n] - G.S1[c]) / N
+        V = np.maximum((G.S2[n] - G.S2[c]) / N - d1 * d1, 0.0)
+    m1 = d1 + G.ref
+    C1 = kappa * (G.S1[c] + G.ref * Nc)
+    R, A, p, q = _cubic_coefficients(Nc, N, m1, V, C1, kappa, s)
+    v_n, v_next = G.value(n), G.value(n + 1)
+    scale = 1e-9 * (np.abs(G.v[0]) + np.abs(G.v[-1]) + 1e-300)
+    with np.errstate(all="ignore"):
+        uL, uR = v_n - m1, v_next - m1
+        if kappa < 1.0:  # band lam - tau in [v_c, v_{c+1}), tau = kappa N u / R
+            beta = 1.0 - kappa * N / R
+            v_c, v_c1 = G.value(c), G.value(c + 1)
+            b0, b1 = (v_c - m1) / beta, (v_c1 - m1) / beta
+            inside = (v_c <= m1) & (m1 < v_c1)
+            lo_b = np.where(beta > 0, b0, np.where(beta < 0, b1, np.where(inside, -np.inf, np.inf)))
+            hi_b = np.where(beta > 0, b1, np.where(beta < 0, b0, np.where(inside, np.inf, -np.inf)))
+            uL, uR = np.maximum(uL, lo_b), np.minimum(uR, hi_b)
+        uL = np.maximum(uL - scale, 0.0)
+        uR = uR + scale
+        good = (N > 0) & (R > 0) & (uR > uL)
+        gL = np.where(uL > 0, A * uL * uL + p + q / uL, np.where(q > 0, np.inf, p))
+        gR = np.where(np.isfinite(uR), A * uR * uR + p + q / uR, np.inf)
+        ust3 = q / (2 * A)
+        interior = good & (ust3 > uL**3) & (ust3 < uR**3)
+    gmin = np.minimum(gL, gR)
+    if interior.any():
+        ii = np.flatnonzero(interior)
+        us = np.cbrt(ust3[ii])
+        gmin[ii] = np.minimum(gmin[ii], A[ii] * us * us + p[ii] + q[ii] / us)
+    tol = 1e-10 * (np.abs(p) + np.where(np.isfinite(gL), np.abs(gL), 0.0))
+    keep = np.flatnonzero(good & (gmin <= tol) & (np.maximum(gL, gR) >= -tol))
+
+    c, n, Nc, N, R, m1, V, C1, A, p, q = (z[keep] for z in (c, n, Nc, N, R, m1, V, C1, A, p, q))
+    v_n, v_next = G.value(n), G.value(n + 1)
+    v_c, v_c1 = G.value(c), G.value(c + 1)
+    out = []
+    for u in _positive_roots(A, p, q):
+        with np.errstate(all="ignore"):
+            lam = m1 + u
+            tol = 1e-11 * (np.abs(lam) + np.abs(G.v[-1]) + 1e-300)
+            valid = (u > 0) & (lam > v_n - tol) & (lam <= v_next + tol)
+            if kappa < 1.0:
+                band = lam - kappa * N * u / R
+                valid &= (band >= v_c - tol) & (band < v_c1 + tol)
+            rho = R / (N * u)
+            norm_a = np.sqrt(Nc * kappa**2 + rho * rho * N * (u * u + V))
+            lin = C1 + R * (m1 * u - V) / u
+            valid &= lin > 0
+            loss = norm_a + 2 * np.sqrt(s * lin)
+        out.append((valid, u, lam, loss))
+    valid = np.concatenate([o[0] for o in out])
+    pick = lambda i: np.concatenate([o[i] for o in out])[valid]  # noqa: E731
+    return _Candidates(np.concatenate((c, c))[valid], np.concatenate((n, n))[valid],
+                       pick(1), pick(2), pick(3))
+
+
+def _greedy(G: _Groups, kappa: float):
+    """Cheapest feasible allocation of x.a: groups at the cap in x order, the
+    marginal group sharing what is left.  Returns (marginal group, its share)."""
+    cum = G.Nw[1:] * kappa
+    g = int(min(np.searchsorted(cum, 1.0 - 1e-12), len(G.v) - 1))
+    share = (1.0 - G.Nw[g] * kappa) / G.w[g]
+    return g, share
+
+
+def solve(psi, *, mu: float, sigma: float, gamma: float, k: float | None = None) -> OfflineResult:
+    """Global minimiser of Eq. 11 (003) for virtual costs ``psi``.
+
+    ``k`` adds the cap a_i <= k/m (Remark IV.1, 003); ``k=None`` or k >= m
+    means no cap.  Sellers with psi = +inf are never bought.  Raises
+    :class:`MarketSimError` when the problem has no minimiser: when sellers
+    with psi = 0 can take all of the weight, eta -> inf is free and the loss
+    tends to mu ||a|| without reaching it, unless a finite eta does better
+    (then that finite optimum is returned).
+    """
+    check_params(mu, sigma, gamma, k)
+    psi = _as_psi(psi)
+    m = psi.size
+    kappa = 1.0 if (k is None or k >= m) else float(k) / m
+    x = gamma * psi
+    xs = np.sort(x[np.isfinite(x)])
+    if xs.size * kappa < 1 - 1e-12:
+        raise MarketSimError(
+            f"only {xs.size} sellers have a finite virtual cost; the cap a_i <= k/m cannot sum to 1"
+        )
+    G = _Groups.of(xs)
+    s = sigma / mu**2
+
+    g_marg, share = _greedy(G, kappa)
+    w_head = G.w[:g_marg]
+    lin_greedy = kappa * float(np.dot(w_head, G.v[:g_marg])) + share * G.w[g_marg] * G.v[g_marg]
+    if lin_greedy < 0:
+        raise MarketSimError("the problem is unbounded below: sellers with negative virtual "
+                             "cost can absorb all of the weight")
+    norm_greedy = np.sqrt(kappa**2 * w_head.sum() + share**2 * G.w[g_marg])
+    best_loss = norm_greedy + 2 * np.sqrt(s * lin_greedy)
+
+    c, n = _cells(G, kappa)
+    cand = _cell_candidates(G, c, n, kappa, s)
+    if lin_greedy == 0 and not (cand.loss.size and cand.loss.min() < best_loss):
+        raise MarketSimError(
+            "no optimum: sellers with virtual cost 0 (a cost at the bottom of a support that "
+            "starts at 0) can absorb all of the weight, and the loss only tends to its infimum "
+            "as eta -> inf"
+        )
+    with np.errstate(invalid="ignore"):
+        if cand.loss.size and cand.loss.min() < best_loss:
+            i = int(np.argmin(cand.loss))
+            a = _cell_allocation(G, x, kappa, s, int(cand.c[i]), int(cand.n[i]), float(cand.u[i]))
+            lam_cut = a[1]
+            a = a[0]
+        else:
+            v_m = G.v[g_marg]
+            a = np.where(x < v_m, kappa, np.where(x == v_m, share, 0.0))
+            lam_cut = float(G.v[g_marg + 1]) if g_marg + 1 < len(G.v) else np.inf
+    a = a / a.sum()
+    bought = a > 0
+    lin = float(np.dot(a[bought], x[bought]))
+    eta = float(np.sqrt(sigma / lin))
+    eps = a * eta
+    return OfflineResult(eps=eps, a=a, eta=eta, lam=float(lam_cut),
+                         proxy_loss=proxy_loss(a, eta, psi, mu=mu, sigma=sigma, gamma=gamma),
+                         n_bought=int(np.count_nonzero(eps)))
+
+
+def _cell_allocation(G: _Groups, x, kappa, s, c: int, n: int, u_guess: float):
+    """Allocation of cell (c, n), re-solved from exact sums; returns (a, lam)."""
+    N, m1, V, _ = G.stats(c, n)
+    Nc, _, _, sum_capped = G.stats(0, c)
+    R, A, p, q = _cubic_coefficients(Nc, N, m1, V, kappa * sum_capped, kappa, s)
+    roots = [float(z[0]) for z in _positive_roots(np.array([A]), np.array([p]), np.array([q]))]
+    roots = [z for z in roots if np.isfinite(z)]
+    u = min(roots, key=lambda z: abs(z - u_guess)) if roots else u_guess
+    u = _newton(A, p, q, u)
+    lam = m1 + u
+    rho = R / (N * u)
+    v_top = G.v[n - 1]
+    v_cap = G.v[c - 1] if c > 0 else -np.inf
+    with np.errstate(invalid="ignore"):
+        a = np.where(x <= v_cap, kappa,
+                     np.where(x <= v_top, np.minimum(kappa, rho * np.maximum(lam - x, 0.0)), 0.0))
+    return a, lam
+
+
+# ---- the paper's method, kept as a baseline -------------------------------------
+def _project_capped_simplex(Y: np.ndarray, cap: float) -> np.ndarray:
+    """Euclidean projection of each row onto {a: 0 <= a <= cap, sum a = 1}."""
+    lo = (Y.min(axis=1) - cap)[:, None]
+    hi = Y.max(axis=1)[:, None]
+    for _ in range(100):  # bisection on the shift
+        mid = 0.5 * (lo + hi)
+        s = np.clip(Y - mid, 0, cap).sum(axis=1, keepdims=True)
+        big = s > 1
+        lo = np.where(big, mid, lo)
+        hi = np.where(big, hi, mid)
+    A = np.clip(Y - 0.5 * (lo + hi), 0, cap)
+    return A / A.sum(axis=1, keepdims=True)
+
+
+def solve_eta_grid(psi, *, mu: float, sigma: float, gamma: float, k: float | None = None,
+                   n_eta: int = 200, eta_max: float | None = None, n_iter: int = 500
+                   ) -> OfflineResult:
+    """The paper's method (Sec. IV, 003): a grid over eta in (0, L], and projected
+    gradient descent over a for each eta.  Approximate; a baseline only.
+
+    The default L is the largest eta any allocation can want,
+    sqrt(sigma / (gamma min psi)).
+    """
+    check_params(mu, sigma, gamma, k)
+    psi = _as_psi(psi)
+    m = psi.size
+    if not np.all(np.isfinite(psi)) or psi.min() <= 0:
+        raise MarketSimError("solve_eta_grid needs finite, positive virtual costs")
+    cap = 1.0 if (k is None or k >= m) else float(k) / m
+    L = eta_max if eta_max is not None else float(np.sqrt(sigma / (gamma * psi.min())))
+    etas = np.linspace(L / n_eta, L, n_eta)
+    A = np.full((n_eta, m), 1.0 / m)
+    step = 1.0 / (mu * np.sqrt(m) + 1e-300)  # ||a|| is sqrt(m)-smooth on the simplex
+    lin = gamma * etas[:, None] * psi[None, :]
+    for _ in range(n_iter):
+        norm = np.linalg.norm(A, axis=1, keepdims=True)
+        grad = mu * A / norm + lin
+        A = _project_capped_simplex(A - step * grad, cap)
+    losses = mu * np.linalg.norm(A, axis=1) + sigma / etas + gamma * etas * (A @ psi)
+    b = int(np.argmin(losses))
+    a, eta = A[b], float(etas[b])
+    x = gamma * psi
+    bought = a > 0
+    lam = float(x[~bought].min()) if (~bought).any() else np.inf
+    return OfflineResult(eps=a * eta, a=a, eta=eta, lam=lam,
+                         proxy_loss=proxy_loss(a, eta, psi, mu=mu, sigma=sigma, gamma=gamma),
+                         n_bought=int(bought.sum()))
