@@ -231,14 +231,19 @@ def _make(spec: str, frozen, low: float, high: float, iron: bool) -> CostDistrib
 
 
 # ---- constructors ------------------------------------------------------------
+def _fmt(*values: float) -> str:
+    """Exact, short text of the parameters: the spec re-parses to the same law."""
+    return ":".join(np.format_float_positional(float(v), trim="-") for v in values)
+
+
 def uniform(low: float, high: float, *, iron: bool = False) -> CostDistribution:
-    return _make(f"uniform:{low:g}:{high:g}", stats.uniform(loc=low, scale=high - low),
+    return _make("uniform:" + _fmt(low, high), stats.uniform(loc=low, scale=high - low),
                  low, high, iron)
 
 
 def truncnorm(mean: float, sd: float, low: float, high: float, *,
               iron: bool = False) -> CostDistribution:
-    spec = f"truncnorm:{mean:g}:{sd:g}:{low:g}:{high:g}"
+    spec = "truncnorm:" + _fmt(mean, sd, low, high)
     if not sd > 0:
         raise MarketSimError(f"{spec}: SD must be > 0")
     frozen = stats.truncnorm((low - mean) / sd, (high - mean) / sd, loc=mean, scale=sd)
@@ -247,14 +252,14 @@ def truncnorm(mean: float, sd: float, low: float, high: float, *,
 
 def scaled_beta(a: float, b: float, low: float, high: float, *,
                 iron: bool = False) -> CostDistribution:
-    spec = f"beta:{a:g}:{b:g}:{low:g}:{high:g}"
+    spec = "beta:" + _fmt(a, b, low, high)
     if not (a > 0 and b > 0):
         raise MarketSimError(f"{spec}: A and B must be > 0")
     return _make(spec, stats.beta(a, b, loc=low, scale=high - low), low, high, iron)
 
 
 def truncexpon(scale: float, low: float, high: float, *, iron: bool = False) -> CostDistribution:
-    spec = f"truncexpon:{scale:g}:{low:g}:{high:g}"
+    spec = "truncexpon:" + _fmt(scale, low, high)
     if not scale > 0:
         raise MarketSimError(f"{spec}: SCALE must be > 0")
     frozen = stats.truncexpon((high - low) / scale, loc=low, scale=scale)

@@ -9,9 +9,12 @@ gives the same number when eps_i(c_high) = 0, which is the usual case).
 
 Seller i's allocation eps_i(z) is non-increasing in its own report z (the
 exact optimum of a problem with a term gamma psi(z) eps_i is monotone), so the
-integrand is positive on [c_i, z*) and 0 beyond a threshold z*.  We find z*
-by bisection and integrate on [c_i, z*] by Gauss-Legendre.  Unbought sellers
-are paid 0.
+integrand is positive on [c_i, z*) and 0 beyond a threshold z*.  It is smooth
+except where the optimum changes cell (another seller enters or leaves the
+active set, or the cap starts to bind): we find those points by bisection on
+the cell and integrate each smooth piece by Gauss-Legendre after the change
+of variables z = a + (b-a)(1 - cos theta)/2, which also smooths the square-root
+behaviour at a piece's end where its branch of the optimum ends in a fold.  Unbought sellers are paid 0.
 
 Evaluating eps_i(z) is a full solve of a market in which one value moved.
 Without a cap this is cheap: the stationary points of the solution family are
@@ -38,7 +41,9 @@ from .offline import _Groups, _positive_roots, check_params, solve
 
 __all__ = ["offline_payments", "seller_utility"]
 
-_BISECT = 52
+_SECTIONS = 15      # points per step of the search for piece ends
+_REL_TOL = 1e-15    # piece ends are located to this relative width
+_MAX_PIECES = 10_000
 
 
 class _UncappedOracle:
@@ -73,8 +78,11 @@ class _UncappedOracle:
         keep = ~((phimin > delta + slack) | (phimax < -delta - slack))
         self.K = n[keep]
 
-    def eps(self, xi: np.ndarray, p: np.ndarray) -> np.ndarray:
-        """Vectorised over sellers: arrays xi (truthful values) and p (reported)."""
+    def eps(self, xi: np.ndarray, p: np.ndarray):
+        """Vectorised over sellers: arrays xi (truthful values) and p (reported).
+
+        Returns (eps_i, cell): cell identifies the smooth piece eps_i is on
+        (-1 when seller i is not bought)."""
         G, s, K = self.G, self.s, self.K
         xi = xi[:, None]
         p = p[:, None]
@@ -86,10 +94,9 @@ class _UncappedOracle:
         S20 = G.S2[K][None, :] - inside * yi * yi
         best_loss = np.full(xi.shape[0], np.inf)
         best_eps = np.zeros(xi.shape[0])
+        best_cell = np.full(xi.shape[0], -1, dtype=np.int64)
         for active in (False, True):
-            N = N0 + active
-            S1 = S10 + active * yp
-            S2 = S20 + active * yp * yp
+            N, S1, S2 = (N0 + 1, S10 + yp, S20 + yp * yp) if active else (N0, S10, S20)
             lo = np.maximum(v_n, p) if active else v_n
             hi = v_next if active else np.minimum(v_next, p)
             with np.errstate(all="ignore"):
@@ -118,25 +125,33 @@ class _UncappedOracle:
                 better = lj < best_loss
                 best_loss = np.where(better, lj, best_loss)
                 best_eps = np.where(better, eps_i[rows, j], best_eps)
+                best_cell = np.where(better, 2 * j + 1 if active else -1, best_cell)
         if not np.all(np.isfinite(best_loss)):
             raise RuntimeError("payment oracle found no KKT point; please report this market")
-        return best_eps
+        return best_eps, np.where(best_eps > 0, best_cell, -1)
 
 
 class _ResolveOracle:
     """eps_i by solving the whole market again (exact; O(m log m) per call)."""
 
     def __init__(self, psi, mu, sigma, gamma, k, index):
-        self.psi, self.kw, self.index = psi, dict(mu=mu, sigma=sigma, gamma=gamma, k=k), index
-        self.gamma = gamma
+        self.psi, self.index, self.gamma = psi, index, gamma
+        self.kw = dict(mu=mu, sigma=sigma, gamma=gamma, k=k)
+        self.cap = 1.0 if (k is None or k >= psi.size) else k / psi.size
 
-    def eps(self, xi, p):
+    def eps(self, xi, p, index=None):
+        index = self.index if index is None else index
         out = np.empty(p.size)
-        for j, (i, pj) in enumerate(zip(self.index, p)):
+        cell = np.empty(p.size, dtype=np.int64)
+        m = self.psi.size
+        for j, (i, pj) in enumerate(zip(index, p)):
             psi = self.psi.copy()
             psi[i] = pj / self.gamma
-            out[j] = solve(psi, **self.kw).eps[i]
-        return out
+            res = solve(psi, **self.kw)
+            out[j] = res.eps[i]
+            at_cap = int(np.count_nonzero(res.a >= self.cap * (1 - 1e-12)))
+            cell[j] = res.n_bought * (m + 1) + at_cap if out[j] > 0 else -1
+        return out, cell
 
 
 def offline_payments(costs, dist: CostDistribution, *, mu: float, sigma: float, gamma: float,
@@ -193,34 +208,62 @@ def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only):
     lo = costs[bought]
     top = dist.support[1]
 
-    # threshold z*: the last report at which the seller is still bought
-    every = np.ones(lo.shape, dtype=bool)
-    at_top = _subset(oracle, xi, every, gamma * dist.virtual_cost(np.full(lo.shape, top))) > 0
-    a, b = lo.copy(), np.full(lo.shape, top)
-    todo = ~at_top
-    for _ in range(_BISECT):
-        if not todo.any():
-            break
-        mid = 0.5 * (a + b)
-        pos = np.zeros(lo.shape, dtype=bool)
-        pos[todo] = _subset(oracle, xi, todo, gamma * dist.virtual_cost(mid[todo])) > 0
-        a = np.where(todo & pos, mid, a)
-        b = np.where(todo & ~pos, mid, b)
-    zstar = np.where(at_top, top, a)
-    nodes, weights = np.polynomial.legendre.leggauss(int(n_quad))
-    half = 0.5 * (zstar - lo)
+    def alloc(idx, z):
+        """(eps, cell) of bought sellers idx (positions in ``bought``) reporting z."""
+        p = gamma * dist.virtual_cost(z)
+        if isinstance(oracle, _ResolveOracle):
+            return oracle.eps(xi[idx], p, bought[idx])
+        return oracle.eps(xi[idx], p)
+
+    every = np.arange(lo.size)
+    _, cell_top = alloc(every, np.full(lo.shape, top))
+    cur, cur_cell = lo.copy(), alloc(every, lo)[1]
     integral = np.zeros(lo.shape)
-    for t, w in zip(nodes, weights):
-        z = lo + half * (t + 1.0)
-        integral += w * half * _subset(oracle, xi, every, gamma * dist.virtual_cost(z))
+    nodes, weights = np.polynomial.legendre.leggauss(int(n_quad))
+    theta = 0.5 * np.pi * (nodes + 1.0)
+    # z = a + (b - a)(1 - cos theta)/2 makes sqrt-type end points (a branch of
+    # the optimum ending in a fold) smooth in theta
+    shape, jac = 0.5 * (1.0 - np.cos(theta)), 0.25 * np.pi * np.sin(theta) * weights
+    # points per search step: many for the vectorised oracle, 1 (bisection) when re-solving
+    sections = 1 if isinstance(oracle, _ResolveOracle) else _SECTIONS
+    frac = np.arange(1, sections + 1) / (sections + 1)
+    pending = np.ones(lo.shape, dtype=bool)
+    for _ in range(_MAX_PIECES):
+        if not pending.any():
+            break
+        last = pending & (cur_cell == cell_top)
+        # the next change of piece after cur: k-section search keeping
+        # cell(a) == cur_cell != cell(b)
+        a, b = cur.copy(), np.full(lo.shape, top)
+        todo = np.flatnonzero(pending & ~last)
+        while todo.size:
+            width = b[todo] - a[todo]
+            todo = todo[width > _REL_TOL * (np.abs(a[todo]) + np.abs(b[todo]) + 1e-300)]
+            if not todo.size:
+                break
+            z = a[todo, None] + (b[todo] - a[todo])[:, None] * frac[None, :]
+            cells = alloc(np.repeat(todo, sections), z.ravel())[1].reshape(z.shape)
+            changed = cells != cur_cell[todo, None]
+            first = np.where(changed.any(axis=1), changed.argmax(axis=1), sections)
+            rows = np.arange(todo.size)
+            a_new = np.where(first > 0, z[rows, np.maximum(first - 1, 0)], a[todo])
+            b_new = np.where(first < sections, z[rows, np.minimum(first, sections - 1)], b[todo])
+            a[todo], b[todo] = a_new, b_new
+        end = np.where(last, top, a)
+        ok = np.flatnonzero(pending & (cur_cell >= 0) & (end > cur))
+        if ok.size:
+            width = end[ok] - cur[ok]
+            z = cur[ok, None] + width[:, None] * shape[None, :]
+            vals = alloc(np.repeat(ok, shape.size), z.ravel())[0].reshape(z.shape)
+            integral[ok] += width * (vals @ jac)
+        pending &= ~last
+        idx = np.flatnonzero(pending)
+        if idx.size:
+            cur[idx] = b[idx]
+            cur_cell[idx] = alloc(idx, b[idx])[1]
+            # once unbought, a seller stays unbought at higher reports (monotonicity)
+            pending &= ~((cur_cell == -1) & (cell_top == -1))
+    else:
+        raise RuntimeError("payment integral: too many pieces; please report this market")
     pay[bought] = costs[bought] * eps[bought] + integral
     return eps, pay
-
-
-def _subset(oracle, xi, mask, p):
-    if isinstance(oracle, _ResolveOracle):
-        sub = _ResolveOracle.__new__(_ResolveOracle)
-        sub.psi, sub.kw, sub.gamma = oracle.psi, oracle.kw, oracle.gamma
-        sub.index = oracle.index[mask]
-        return sub.eps(xi[mask], p)
-    return oracle.eps(xi[mask], p)

@@ -1,0 +1,126 @@
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from market_sim.distributions import empirical, parse_distribution
+from market_sim.errors import MarketSimError
+
+
+@pytest.mark.parametrize("spec, ref", [
+    ("uniform:0.5:2", stats.uniform(0.5, 1.5)),
+    ("truncnorm:1:0.5:0:2", stats.truncnorm(-2, 2, loc=1, scale=0.5)),
+    ("beta:2:3:1:4", stats.beta(2, 3, loc=1, scale=3)),
+    ("truncexpon:0.5:0.2:3", stats.truncexpon(5.6, loc=0.2, scale=0.5)),
+])
+def test_spec_matches_scipy(spec, ref):
+    d = parse_distribution(spec)
+    c = np.linspace(*d.support, 17)
+    np.testing.assert_allclose(d.pdf(c), ref.pdf(c), rtol=1e-12)
+    np.testing.assert_allclose(d.cdf(c), ref.cdf(c), rtol=1e-12, atol=1e-15)
+    assert d.is_regular()
+    # psi = c + F/f by its definition, away from the bottom where F/f -> 0
+    inner = c[1:-1]
+    np.testing.assert_allclose(d.virtual_cost(inner), inner + ref.cdf(inner) / ref.pdf(inner),
+                               rtol=1e-10)
+
+
+def test_uniform_virtual_cost_is_2c_minus_low():
+    # 003, Sec. VI: c ~ U[e^-4, 5e^-4] gives psi(c) = 2c - e^-4
+    lo, hi = np.exp(-4), 5 * np.exp(-4)
+    d = parse_distribution(f"uniform:{float(lo)!r}:{float(hi)!r}")
+    assert parse_distribution(d.spec).support == (lo, hi)  # the spec is exact
+    c = np.linspace(lo, hi, 11)
+    np.testing.assert_allclose(d.virtual_cost(c), 2 * c - lo, rtol=1e-12)
+
+
+def test_virtual_cost_law_of_uniform():
+    d = parse_distribution("uniform:0:1")  # Psi = 2C ~ U[0, 2]
+    y = np.array([0.1, 0.7, 1.9])
+    np.testing.assert_allclose(d.virtual_cost_pdf(y), 0.5, rtol=1e-5)
+    np.testing.assert_allclose(d.virtual_cost_cdf(y), y / 2, atol=1e-12)
+    assert d.virtual_cost_pdf(np.array([2.5]))[0] == 0.0
+
+
+def test_virtual_cost_pdf_integrates_to_cdf_and_matches_sampling(rng):
+    d = parse_distribution("beta:2:2:0:1")
+    y = d.virtual_cost(np.linspace(0, 0.95, 4001))
+    mass = integrate.trapezoid(d.virtual_cost_pdf(y), y)
+    assert abs(mass - d.cdf(0.95)) < 1e-3
+    psi = d.virtual_cost(d.sample(20000, rng))
+    for y in (0.3, 0.8, 1.5):
+        assert abs(np.mean(psi <= y) - d.virtual_cost_cdf(np.array([y]))[0]) < 0.015
+
+
+def test_sampling_is_reproducible_and_in_support():
+    d = parse_distribution("truncnorm:0.5:1:0:1")
+    a = d.sample(1000, np.random.default_rng(7))
+    b = d.sample(1000, np.random.default_rng(7))
+    assert np.array_equal(a, b)
+    assert a.min() >= 0 and a.max() <= 1
+    with pytest.raises(TypeError):
+        d.sample(3, 7)
+
+
+def test_non_regular_is_refused_unless_ironed():
+    with pytest.raises(MarketSimError, match="not regular.*iron"):
+        parse_distribution("beta:0.5:0.5:0:1")
+    d = parse_distribution("beta:0.5:0.5:0:1", iron=True)
+    assert d.ironed and d.iron_intervals
+    assert parse_distribution("beta:0.5:0.5:0:1+iron").iron_intervals == d.iron_intervals
+
+
+def test_ironing_is_monotone_and_preserves_mass():
+    d = parse_distribution("beta:0.5:0.5:0:1", iron=True)
+    c = np.linspace(1e-6, 1 - 1e-6, 4001)
+    psi_bar = d.virtual_cost(c)
+    assert np.all(np.diff(psi_bar) >= -1e-9)
+    # on each ironing interval the flat value is the F-average of psi: its integral in q
+    for a, b, value in d.iron_intervals:
+        num, _ = integrate.quad(lambda z: float(d.raw_virtual_cost(z) * d.pdf(z)), a, b, limit=200)
+        assert abs(num / (d.cdf(b) - d.cdf(a)) - value) < 1e-3 * abs(value)
+    # outside the intervals nothing changes
+    a0 = d.iron_intervals[0][0]
+    outside = c[c < a0]
+    np.testing.assert_allclose(d.virtual_cost(outside), d.raw_virtual_cost(outside))
+
+
+def test_regular_distribution_is_not_changed_by_iron():
+    d = parse_distribution("uniform:0:1", iron=True)
+    assert not d.iron_intervals
+    np.testing.assert_allclose(d.virtual_cost([0.2, 0.9]), [0.4, 1.8])
+
+
+def test_empirical_from_samples_and_file(tmp_path, rng):
+    x = rng.uniform(1, 3, 3000)
+    d = empirical(x, iron=True)
+    assert d.support == (x.min(), x.max())
+    c = np.linspace(*d.support, 9)
+    np.testing.assert_allclose(d.cdf(c), stats.uniform(1, 2).cdf(c), atol=0.04)
+    assert np.all(np.diff(d.virtual_cost(np.linspace(*d.support, 500))) >= -1e-9)
+    f = tmp_path / "costs.csv"
+    f.write_text("cost\n" + "\n".join(map(str, x)))
+    d2 = parse_distribution(f"empirical:{f}", iron=True)
+    assert d2.support == d.support
+
+
+@pytest.mark.parametrize("spec, msg", [
+    ("", "non-empty"),
+    ("gamma:1:2", "unknown distribution"),
+    ("uniform:0", "takes 2 numbers"),
+    ("uniform:a:b", "must be numbers"),
+    ("uniform:1:0", "LOW < HIGH"),
+    ("uniform:-1:1", "0 <= LOW"),
+    ("uniform:0:inf", "finite"),
+    ("truncnorm:0:0:0:1", "SD must be > 0"),
+    ("beta:0:1:0:1", "A and B must be > 0"),
+    ("empirical:/no/such/file.csv", "no such file"),
+])
+def test_bad_specs(spec, msg):
+    with pytest.raises(MarketSimError, match=msg):
+        parse_distribution(spec)
+
+
+def test_virtual_cost_outside_support_is_an_error():
+    d = parse_distribution("uniform:0:1")
+    with pytest.raises(MarketSimError, match="outside the support"):
+        d.virtual_cost([0.5, 1.5])
