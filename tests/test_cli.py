@@ -142,3 +142,10 @@ def test_console_script_and_demo(tmp_path):
     r = subprocess.run(exe + ["solve", "--costs", str(tmp_path / "nope.csv"), "--dist", "uniform:0:1"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.count("\n") == 1
+
+
+def test_ids_with_commas_round_trip(tmp_path, capsys):
+    path = _write(tmp_path, 'seller_id,cost\n"Smith, J",0.1\nplain,0.3\n')
+    out = tmp_path / "o.csv"
+    assert main(["solve", "--costs", str(path), "--dist", "uniform:0:1", "--out", str(out)]) == 0
+    assert list(pd.read_csv(out).seller_id) == ["Smith, J", "plain"]
