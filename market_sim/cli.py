@@ -54,40 +54,73 @@ def _k_value(text):
     return v
 
 
+def _count(name):
+    def conv(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer (got {text!r})") from None
+        if v < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be >= 1 (got {text!r})")
+        return v
+    return conv
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="market-sim", description="A testbed for privacy data markets "
                 "(offline mechanism of Fallah et al.; see README).")
     p.add_argument("--version", action="version", version=f"market-sim {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    s = sub.add_parser("solve", help="privacy levels and Myerson payments for reported costs",
-                       description="Solve the offline mechanism (Alg. 2, Eq. 11 of 003) exactly "
-                       "and compute Myerson payments (Eq. 8) for the sellers in a CSV.")
+    market = _Parser(add_help=False)
+    market.add_argument("--dist", required=True, metavar="SPEC",
+                        help="cost distribution, e.g. uniform:0:1, truncnorm:MEAN:SD:LOW:HIGH, "
+                        "beta:A:B:LOW:HIGH, truncexpon:SCALE:LOW:HIGH, empirical:FILE.csv")
+    market.add_argument("--iron", action="store_true",
+                        help="use Myerson ironing if the distribution is not regular")
+    market.add_argument("--mu", type=_positive("mu"), default=1.0,
+                        help="weight of the ||a|| term (generalisation), default 1")
+    market.add_argument("--sigma", type=_positive("sigma"), default=1.0,
+                        help="weight of the 1/eta term (privacy noise), default 1")
+    market.add_argument("--gamma", type=_positive("gamma"), default=1.0,
+                        help="weight of the payments, default 1")
+    online = _Parser(add_help=False)
+    online.add_argument("--rule", choices=["fluid", "alg3"], default="fluid",
+                        help="online rule: fluid (exact, any regular law; default) or alg3 "
+                        "(the paper's printed formulas, needs f_Psi(0) > 0)")
+
+    s = sub.add_parser("solve", parents=[market, online],
+                       help="privacy levels and Myerson payments for reported costs",
+                       description="Run the offline mechanism (Alg. 2, Eq. 11 of 003, solved "
+                       "exactly) or the online one (Alg. 3) on the sellers in a CSV and compute "
+                       "Myerson payments (Eq. 8).")
     s.add_argument("--costs", required=True, metavar="FILE.csv",
                    help="CSV with columns seller_id,cost (one row per seller)")
-    s.add_argument("--dist", required=True, metavar="SPEC",
-                   help="cost distribution, e.g. uniform:0:1, truncnorm:MEAN:SD:LOW:HIGH, "
-                   "beta:A:B:LOW:HIGH, truncexpon:SCALE:LOW:HIGH, empirical:FILE.csv")
-    s.add_argument("--iron", action="store_true",
-                   help="use Myerson ironing if the distribution is not regular")
-    s.add_argument("--mu", type=_positive("mu"), default=1.0,
-                   help="weight of the ||a|| term (generalisation), default 1")
-    s.add_argument("--sigma", type=_positive("sigma"), default=1.0,
-                   help="weight of the 1/eta term (privacy noise), default 1")
-    s.add_argument("--gamma", type=_positive("gamma"), default=1.0,
-                   help="weight of the payments, default 1")
     s.add_argument("--k", type=_k_value, default=None,
-                   help="cap a_i <= k/m (Remark IV.1); default: no cap")
-    s.add_argument("--mechanism", choices=["offline"], default="offline",
+                   help="offline only: cap a_i <= k/m (Remark IV.1); default: no cap")
+    s.add_argument("--mechanism", choices=["offline", "online"], default="offline",
                    help="mechanism to run (default offline)")
+    s.add_argument("--planned-m", type=_count("planned-m"), default=None,
+                   help="online only: the number of sellers the platform plans for "
+                   "(default: the number of rows)")
     s.add_argument("--n-quad", type=int, default=32,
-                   help="Gauss-Legendre nodes for the payment integral (default 32)")
+                   help="Gauss-Legendre nodes per piece of the payment integral (default 32)")
     out = s.add_mutually_exclusive_group()
     out.add_argument("--out", metavar="FILE.csv",
                      help="write the per-seller table here; the summary goes to stdout")
     out.add_argument("--json", action="store_true",
                      help="print one JSON document {summary, sellers} on stdout")
     s.set_defaults(func=cmd_solve)
+
+    o = sub.add_parser("online-stream", parents=[market, online],
+                       help="answer a live feed of sellers, one CSV line at a time",
+                       description="Read seller_id,cost lines from stdin (a header line is "
+                       "optional) and write each decision at once: seller_id,cost,virtual_cost,"
+                       "eps,payment,utility,error. A bad line gets an error record and the "
+                       "stream goes on.")
+    o.add_argument("--planned-m", type=_count("planned-m"), required=True,
+                   help="the number of sellers the platform plans for")
+    o.set_defaults(func=cmd_online_stream)
 
     d = sub.add_parser("demo", help="a small seeded market end to end, with a figure",
                        description="Run one seeded market: costs, eps, payments, utilities, "
@@ -171,25 +204,41 @@ def _json_value(v):
 
 
 # ---- commands -------------------------------------------------------------------
-def run_market(costs, dist, *, mu, sigma, gamma, k=None, n_quad=32):
-    """Solve one market; returns (per-seller DataFrame without ids, summary dict)."""
+def run_market(costs, dist, *, mu, sigma, gamma, k=None, n_quad=32, mechanism="offline",
+               rule="fluid", planned_m=None):
+    """Run one market; returns (per-seller DataFrame without ids, summary dict)."""
     import pandas as pd
 
-    from .mechanisms.offline import solve
-    from .mechanisms.payments import offline_payments
-
     psi = dist.virtual_cost(costs)
-    res = solve(psi, mu=mu, sigma=sigma, gamma=gamma, k=k)
-    eps, pay = offline_payments(costs, dist, mu=mu, sigma=sigma, gamma=gamma, k=k, n_quad=n_quad)
-    table = pd.DataFrame({"cost": costs, "virtual_cost": psi, "a": res.a, "eps": eps,
+    summary = {"mechanism": mechanism, "distribution": dist.spec, "m": int(costs.size),
+               "mu": mu, "sigma": sigma, "gamma": gamma}
+    if mechanism == "offline":
+        from .mechanisms.offline import solve
+        from .mechanisms.payments import offline_payments
+
+        res = solve(psi, mu=mu, sigma=sigma, gamma=gamma, k=k)
+        eps, pay = offline_payments(costs, dist, mu=mu, sigma=sigma, gamma=gamma, k=k,
+                                    n_quad=n_quad)
+        a, eta, cutoff, loss = res.a, res.eta, res.lam, res.proxy_loss
+        summary["k"] = k
+    else:
+        from .mechanisms.offline import proxy_loss
+        from .mechanisms.online import OnlineMechanism
+
+        if k is not None:
+            raise MarketSimError("--k applies to the offline mechanism only")
+        planned = int(planned_m or costs.size)
+        mech = OnlineMechanism(dist, planned, mu=mu, sigma=sigma, gamma=gamma, rule=rule)
+        eps, pay = mech.eps(costs), mech.payments(costs)
+        eta = float(eps.sum())
+        a = eps / eta if eta > 0 else np.zeros_like(eps)
+        cutoff = mech.cutoff
+        loss = proxy_loss(a, eta, psi, mu=mu, sigma=sigma, gamma=gamma) if eta > 0 else np.inf
+        summary.update(rule=rule, planned_m=planned)
+    table = pd.DataFrame({"cost": costs, "virtual_cost": psi, "a": a, "eps": eps,
                           "payment": pay, "utility": pay - costs * eps})
-    summary = {
-        "mechanism": "offline", "distribution": dist.spec, "m": int(costs.size),
-        "mu": mu, "sigma": sigma, "gamma": gamma, "k": k,
-        "eta": res.eta, "cutoff": res.lam, "proxy_loss": res.proxy_loss,
-        "n_bought": res.n_bought, "total_payment": float(pay.sum()),
-        "version": __version__,
-    }
+    summary.update(eta=eta, cutoff=cutoff, proxy_loss=loss, n_bought=int(np.count_nonzero(eps)),
+                   total_payment=float(pay.sum()), version=__version__)
     return table, summary
 
 
@@ -201,8 +250,11 @@ def cmd_solve(args) -> int:
     ids, costs = read_costs(args.costs)
     dist = parse_distribution(args.dist, iron=args.iron)
     dist.check_in_support(costs)
+    if args.mechanism == "offline" and args.planned_m is not None:
+        raise MarketSimError("--planned-m applies to the online mechanism only")
     table, summary = run_market(costs, dist, mu=args.mu, sigma=args.sigma, gamma=args.gamma,
-                                k=args.k, n_quad=args.n_quad)
+                                k=args.k, n_quad=args.n_quad, mechanism=args.mechanism,
+                                rule=args.rule, planned_m=args.planned_m)
     table.insert(0, "seller_id", ids)
     if args.json:
         doc = {"summary": {k: _json_value(v) for k, v in summary.items()},
@@ -232,6 +284,81 @@ def _write_csv(table, fh) -> None:
     pacsv.write_csv(pa.Table.from_pandas(table, preserve_index=False), fh,
                     pacsv.WriteOptions(include_header=False,
                                        quoting_style="none" if plain else "needed"))
+
+
+STREAM_COLUMNS = ["seller_id", "cost", "virtual_cost", "eps", "payment", "utility", "error"]
+
+
+def cmd_online_stream(args) -> int:
+    import csv
+
+    from .distributions import parse_distribution
+    from .mechanisms.online import OnlineMechanism
+
+    dist = parse_distribution(args.dist, iron=args.iron)
+    mech = OnlineMechanism(dist, args.planned_m, mu=args.mu, sigma=args.sigma,
+                           gamma=args.gamma, rule=args.rule)
+    out = csv.writer(sys.stdout, lineterminator="\n")
+    out.writerow(STREAM_COLUMNS)
+    sys.stdout.flush()
+    seen: set[str] = set()
+    for lineno, row in _stream_rows(sys.stdin.buffer):
+        _, record = answer_stream_row(mech, row, lineno, seen)
+        if record is not None:
+            out.writerow(record)
+            sys.stdout.flush()
+    return 0
+
+
+def _stream_rows(stream):
+    """(line number, fields) of each non-empty line of a binary stream, read one
+    line at a time (a live feed is answered as it comes); bad lines give None."""
+    import csv
+
+    for lineno, raw in enumerate(iter(stream.readline, b""), start=1):
+        try:
+            line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+        except UnicodeDecodeError:
+            yield lineno, None
+            continue
+        if not line.strip():
+            continue
+        try:
+            yield lineno, next(csv.reader([line]))
+        except csv.Error:
+            yield lineno, None
+
+
+def answer_stream_row(mech, row, lineno, seen):
+    """One output record for one input line of online-stream."""
+    def error(sid, msg):
+        return sid, [sid, "", "", "", "", "", f"line {lineno}: {msg}"]
+
+    if row is None:
+        return error("", "not UTF-8 CSV")
+    fields = [f.strip() for f in row]
+    if lineno == 1 and fields == ["seller_id", "cost"]:
+        return None, None  # the optional header
+    if len(fields) != 2:
+        return error(fields[0] if fields else "", f"expected 2 fields seller_id,cost, got {len(fields)}")
+    sid, text = fields
+    if not sid:
+        return error("", "empty seller_id")
+    if sid in seen:
+        return error(sid, "duplicate seller_id")
+    try:
+        cost = float(text)
+    except ValueError:
+        return error(sid, f"cost {text!r} is not a number")
+    lo, hi = mech.dist.support
+    if not (np.isfinite(cost) and lo <= cost <= hi):
+        return error(sid, f"cost {text} is outside the support [{lo:g}, {hi:g}]")
+    seen.add(sid)
+    c = np.array([cost])
+    psi = float(mech.dist.virtual_cost(c)[0])
+    eps = float(mech.eps(c)[0])
+    pay = float(mech.payments(c)[0])
+    return sid, [sid, repr(cost), repr(psi), repr(eps), repr(pay), repr(pay - cost * eps), ""]
 
 
 def cmd_demo(args) -> int:

@@ -96,7 +96,7 @@ class CostDistribution:
         lo, hi = self.support
         bad = ~np.isfinite(c) | (c < lo) | (c > hi)
         if np.any(bad):
-            first = c[bad].flat[0]
+            first = float(c[bad].flat[0])
             raise MarketSimError(
                 f"{what} {first!r} is outside the support [{lo:g}, {hi:g}] of {self.spec}"
             )
@@ -119,8 +119,10 @@ class CostDistribution:
         """The (ironed, if requested) virtual cost of costs in the support."""
         c = self.check_in_support(c)
         psi = self.raw_virtual_cost(c)
-        for a, b, value in self.iron_intervals:
-            psi = np.where((c > a) & (c < b), value, psi)
+        if self.iron_intervals:
+            a, b, value = (np.array(col) for col in zip(*self.iron_intervals))
+            j = np.clip(np.searchsorted(a, c, side="right") - 1, 0, a.size - 1)
+            psi = np.where((c > a[j]) & (c < b[j]), value[j], psi)
         return psi
 
     def is_regular(self) -> bool:
@@ -267,17 +269,23 @@ def truncexpon(scale: float, low: float, high: float, *, iron: bool = False) -> 
 
 
 def empirical(samples, *, bins: int = 512, bandwidth: float | None = None,
-              iron: bool = False, name: str = "samples") -> CostDistribution:
-    """Smoothed empirical distribution of observed costs (see module docstring)."""
+              iron: bool = False, name: str = "samples",
+              support: tuple[float, float] | None = None) -> CostDistribution:
+    """Smoothed empirical distribution of observed costs (see module docstring).
+
+    ``support`` (default: [min, max] of the samples) is where the smoothed
+    density lives; the KDE is renormalised there."""
     x = np.asarray(samples, dtype=float).ravel()
     spec = f"empirical:{name}"
     if x.size < 2 or not np.all(np.isfinite(x)):
         raise MarketSimError(f"{spec}: need at least 2 finite cost samples")
     if np.any(x < 0):
         raise MarketSimError(f"{spec}: costs must be >= 0")
-    low, high = float(x.min()), float(x.max())
+    low, high = (float(x.min()), float(x.max())) if support is None else map(float, support)
     if high <= low:
         raise MarketSimError(f"{spec}: all samples are equal; the distribution has no density")
+    if support is not None and (x.min() < low or x.max() > high):
+        raise MarketSimError(f"{spec}: samples fall outside the support [{low:g}, {high:g}]")
     kde = stats.gaussian_kde(x, bw_method=bandwidth)
     edges = np.linspace(low, high, bins + 1)
     dens = kde(0.5 * (edges[:-1] + edges[1:]))

@@ -149,3 +149,64 @@ def test_ids_with_commas_round_trip(tmp_path, capsys):
     out = tmp_path / "o.csv"
     assert main(["solve", "--costs", str(path), "--dist", "uniform:0:1", "--out", str(out)]) == 0
     assert list(pd.read_csv(out).seller_id) == ["Smith, J", "plain"]
+
+
+def test_solve_online_matches_the_mechanism(costs_csv, capsys):
+    from market_sim.mechanisms.online import OnlineMechanism
+
+    path, c = costs_csv
+    code, stdout, _ = run(["solve", "--costs", str(path), "--dist", "uniform:0:1", "--mechanism",
+                           "online", "--planned-m", "100", "--json"], capsys)
+    assert code == 0
+    doc = json.loads(stdout)
+    mech = OnlineMechanism(parse_distribution("uniform:0:1"), 100, mu=1, sigma=1, gamma=1)
+    np.testing.assert_allclose([r["eps"] for r in doc["sellers"]], mech.eps(c))
+    np.testing.assert_allclose([r["payment"] for r in doc["sellers"]], mech.payments(c))
+    assert doc["summary"]["rule"] == "fluid" and doc["summary"]["planned_m"] == 100
+    assert doc["summary"]["cutoff"] == pytest.approx(mech.cutoff)
+
+
+def test_online_option_errors(costs_csv, capsys):
+    path, _ = costs_csv
+    for extra, msg in ((["--mechanism", "online", "--k", "2"], "offline mechanism only"),
+                       (["--planned-m", "10"], "online mechanism only"),
+                       (["--mechanism", "online", "--planned-m", "0"], "planned-m must be >= 1")):
+        code = exit_code(["solve", "--costs", str(path), "--dist", "uniform:0:1"] + extra)
+        err = capsys.readouterr().err
+        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1
+    code = exit_code(["solve", "--costs", str(path), "--dist", "uniform:0.001:1", "--mechanism",
+                      "online", "--rule", "alg3"])
+    err = capsys.readouterr().err
+    assert code == 2 and "use rule='fluid'" in err
+
+
+def test_online_stream_answers_each_line_as_it_comes():
+    """A live feed: each decision is read back before the next line is sent."""
+    proc = subprocess.Popen([sys.executable, "-m", "market_sim.cli", "online-stream", "--dist",
+                             "uniform:0:1", "--planned-m", "1000"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        header = proc.stdout.readline().decode().strip()
+        assert header == "seller_id,cost,virtual_cost,eps,payment,utility,error"
+        answers = {}
+        for line in (b"seller_id,cost\n", b"a,0.01\n", b"b,abc\n", b"a,0.02\n", b"c,1.5\n",
+                     b"\xff\xfe,1\n", b"d,0.3,4\n", b'"e, f",0.005\n'):
+            proc.stdin.write(line)
+            proc.stdin.flush()
+            if line.startswith(b"seller_id"):
+                continue
+            answers[line] = proc.stdout.readline().decode().strip()
+    finally:
+        proc.stdin.close()
+        rest = proc.stdout.read().decode()
+        proc.wait(timeout=60)
+    assert proc.returncode == 0 and rest == ""
+    rows = {k: next(__import__("csv").reader([v])) for k, v in answers.items()}
+    assert rows[b"a,0.01\n"][0] == "a" and float(rows[b"a,0.01\n"][3]) > 0
+    assert rows[b"a,0.01\n"][6] == ""
+    assert "not a number" in rows[b"b,abc\n"][6]
+    assert "duplicate seller_id" in rows[b"a,0.02\n"][6]
+    assert "outside the support" in rows[b"c,1.5\n"][6]
+    assert "not UTF-8" in rows[b"\xff\xfe,1\n"][6]
+    assert "expected 2 fields" in rows[b"d,0.3,4\n"][6]
+    assert rows[b'"e, f",0.005\n'][0] == "e, f"

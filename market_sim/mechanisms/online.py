@@ -1,0 +1,283 @@
+"""The online mechanism (Algorithm 3, Sec. V of 003) and its exact fluid form.
+
+Sellers arrive one at a time; each is answered with eps_i and t_i from its own
+report only, with a cut-off lam fixed in advance from the cost distribution and
+the planned number of sellers m.  Then eps is a fixed non-increasing function
+of the own report and the Myerson payment (Eq. 8) makes every seller's truth
+optimal whatever the others do.
+
+Rules (x = gamma psi):
+
+* ``alg3`` -- the printed formulas: lam = sqrt(mu^2 gamma / (sigma m f_Psi(0))),
+  eps = 2 sqrt(3) gamma^{3/2} mu (lam - x)^+ / (f_Psi(0)^{3/2} m^{3/2} lam^{7/2}).
+  They divide by f_Psi(0), which is 0 whenever costs are bounded away from 0
+  (the paper's own U[1, 5] experiment): refused there.
+* ``fluid`` -- Eq. 13/14 of the offline optimum with every sum replaced by m
+  times its expectation: with g(lam) = E[((lam - gamma Psi)^+)^2] and
+  w(lam) = E[(lam - gamma Psi)^+], lam solves lam - sigma m g / mu^2 - g/w = 0
+  (the non-trivial root with the least expected proxy loss) and
+  eps = mu (lam - x)^+ / (sqrt(m g) m w).  Defined for every regular law;
+  ``alg3`` is its small-lam expansion (g ~ f lam^3/3, w ~ f lam^2/2), and the
+  two coincide when the density of Psi is flat near 0 (U[0, b]).
+
+Expectations are integrals over the cost distribution by Gauss-Legendre
+quadrature (after a cosine change of variables), never by sampling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize
+
+from ..distributions import CostDistribution, empirical
+from ..errors import MarketSimError
+from .offline import check_params, proxy_loss, solve
+
+__all__ = ["OnlineMechanism", "ArrivalOutcome", "simulate_arrivals", "compare_online_offline",
+           "PriorFreeOnline"]
+
+_NODES = 256
+_RULES = ("fluid", "alg3")
+
+
+def _gl_cos(n: int):
+    t, w = np.polynomial.legendre.leggauss(n)
+    theta = 0.5 * np.pi * (t + 1.0)
+    return 0.5 * (1.0 - np.cos(theta)), 0.25 * np.pi * np.sin(theta) * w
+
+
+_SHAPE, _JAC = _gl_cos(_NODES)          # expectations over the cost law
+_PAY_SHAPE, _PAY_JAC = _gl_cos(64)      # the payment integral (eps is smooth in z)
+
+
+class OnlineMechanism:
+    """Algorithm 3 (``rule="alg3"``) or its fluid form (``rule="fluid"``).
+
+    ``eps(costs)`` and ``payments(costs)`` answer each reported cost as if it
+    arrived alone.  ``cutoff`` is lam: a report is bought iff gamma psi < lam.
+    """
+
+    def __init__(self, dist: CostDistribution, m: int, *, mu: float, sigma: float, gamma: float,
+                 rule: str = "fluid"):
+        check_params(mu, sigma, gamma)
+        if not isinstance(dist, CostDistribution):
+            raise MarketSimError("dist must be a CostDistribution (see parse_distribution)")
+        if rule not in _RULES:
+            raise MarketSimError(f"unknown online rule {rule!r}; use 'fluid' or 'alg3'")
+        if not (float(m) == int(m) and int(m) >= 1):
+            raise MarketSimError(f"the planned number of sellers m must be an integer >= 1 (got {m!r})")
+        self.dist, self.m, self.rule = dist, int(m), rule
+        self.mu, self.sigma, self.gamma = float(mu), float(sigma), float(gamma)
+        if rule == "alg3":
+            self.cutoff, self.scale = self._alg3()
+        else:
+            self.cutoff = self._fluid_cutoff()
+            g, w = self.moments(self.cutoff)
+            self.scale = self.mu / (np.sqrt(self.m * g) * self.m * w)
+        # the largest report that is still bought (the top of the support if all are)
+        self.threshold_cost = float(dist.inverse_virtual_cost(np.array(self.cutoff / gamma)))
+
+    # ---- expectations over the cost distribution ------------------------------
+    def moments(self, lam: float) -> tuple[float, float]:
+        """g(lam) = E[((lam - gamma Psi)^+)^2], w(lam) = E[(lam - gamma Psi)^+]."""
+        top = float(self.dist.inverse_virtual_cost(np.array(lam / self.gamma)))
+        return self._moments(lam, top)
+
+    def _moments(self, lam: float, top: float) -> tuple[float, float]:
+        """The moments when gamma psi(c) < lam exactly for c < top."""
+        lo = self.dist.support[0]
+        if top <= lo:
+            return 0.0, 0.0
+        c = lo + (top - lo) * _SHAPE
+        gap = np.maximum(lam - self.gamma * self.dist.virtual_cost(c), 0.0)
+        dens = self.dist.pdf(c) * (top - lo) * _JAC
+        return float(np.dot(gap * gap, dens)), float(np.dot(gap, dens))
+
+    def _phi(self, lam: float, top: float) -> float:
+        """Eq. 14 (003) in expectation: lam - sigma m g / mu^2 - g / w."""
+        g, w = self._moments(lam, top)
+        if w <= 0:
+            return lam
+        return lam - self.sigma * self.m * g / self.mu**2 - g / w
+
+    def expected_proxy_loss(self, lam: float) -> float:
+        """Proxy loss (Eq. 11) of the fluid allocation at lam, sums as m x expectations."""
+        g, w = self.moments(lam)
+        if w <= 0:
+            return np.inf
+        m = self.m
+        scale = self.mu / (np.sqrt(m * g) * m * w)
+        eta = m * scale * w
+        lin = m * scale * (lam * w - g)  # gamma sum eps_i psi_i
+        return float(self.mu * np.sqrt(m * g) / (m * w) + self.sigma / eta + lin)
+
+    def _fluid_cutoff(self) -> float:
+        """All non-trivial roots of the expected Eq. 14, then the best of them.
+
+        Below gamma psi(high) the cut-off is parametrised by the cost t where
+        gamma psi(t) = lam (no inversion of psi needed); above it everybody is
+        bought and lam is scanned directly."""
+        lo, hi = self.dist.support
+        gam = self.gamma
+        roots = []
+
+        def scan(grid, lam_of, top_of):
+            vals = np.array([self._phi(lam_of(t), top_of(t)) for t in grid])
+            for a, b, fa, fb in zip(grid[:-1], grid[1:], vals[:-1], vals[1:]):
+                if fa * fb < 0:
+                    t = optimize.brentq(lambda u: self._phi(lam_of(u), top_of(u)), a, b,
+                                        xtol=1e-14 * max(abs(b), 1e-300), rtol=1e-15)
+                    roots.append(lam_of(t))
+                elif fb == 0:
+                    roots.append(lam_of(b))
+
+        x_hi = gam * float(self.dist.virtual_cost(hi))
+        ts = lo + (hi - lo) * np.geomspace(1e-9, 1.0, 300)
+        scan(ts, lambda t: gam * float(self.dist.virtual_cost(t)), lambda t: t)
+        if np.isfinite(x_hi):
+            top = 2 * x_hi + 1e-300
+            while self._phi(top, hi) > 0:
+                top *= 2
+                if top > 1e300:
+                    raise MarketSimError("fluid rule: no cut-off found (phi stays positive)")
+            scan(x_hi + (top - x_hi) * np.linspace(0, 1, 200), lambda v: v, lambda v: hi)
+        roots = [r for r in roots if r > gam * float(self.dist.virtual_cost(lo))]
+        if not roots:
+            raise MarketSimError("fluid rule: Eq. 14 in expectation has no positive root")
+        return float(min(roots, key=self.expected_proxy_loss))
+
+    def _alg3(self):
+        f0 = float(self.dist.virtual_cost_pdf(np.array(0.0)))
+        if not f0 > 0:
+            raise MarketSimError(
+                f"alg3 divides by f_Psi(0), the density of the virtual cost at 0, which is 0 for "
+                f"{self.dist.spec} (virtual costs start at {float(self.dist.virtual_cost(self.dist.support[0])):g}); "
+                "use rule='fluid'"
+            )
+        m, mu, sigma, gamma = self.m, self.mu, self.sigma, self.gamma
+        lam = np.sqrt(mu**2 * gamma / (sigma * m * f0))
+        scale = 2 * np.sqrt(3) * gamma**1.5 * mu / (f0**1.5 * m**1.5 * lam**3.5)
+        return float(lam), float(scale)
+
+    # ---- answers ----------------------------------------------------------------
+    def eps(self, costs) -> np.ndarray:
+        """eps for each reported cost, each as if it arrived alone."""
+        psi = self.dist.virtual_cost(np.asarray(costs, dtype=float))
+        return self.scale * np.maximum(self.cutoff - self.gamma * psi, 0.0)
+
+    def payments(self, costs) -> np.ndarray:
+        """Myerson payments (Eq. 8): t = c eps(c) + int_c^{c*} eps(z) dz."""
+        c = np.asarray(costs, dtype=float)
+        e = self.eps(c)
+        pay = c * e
+        top = min(self.threshold_cost, self.dist.support[1])
+        bought = np.flatnonzero((c < top).ravel())
+        cb = c.ravel()[bought]
+        width = top - cb
+        z = cb[:, None] + width[:, None] * _PAY_SHAPE
+        pay.ravel()[bought] += width * (self.eps(z) @ _PAY_JAC)
+        return pay
+
+
+@dataclass(frozen=True)
+class ArrivalOutcome:
+    """What the platform bought from the sellers who actually arrived."""
+
+    arrived: np.ndarray      # indices (into the given costs) of the arrivals, in order
+    eps: np.ndarray          # per arrival
+    payments: np.ndarray     # per arrival
+    proxy_loss: float        # Eq. 11 of what was bought (inf if nothing was bought)
+    total_payment: float
+
+
+def _loss_of(eps, psi, mu, sigma, gamma) -> float:
+    eta = float(eps.sum())
+    if eta <= 0:
+        return np.inf
+    return proxy_loss(eps / eta, eta, psi, mu=mu, sigma=sigma, gamma=gamma)
+
+
+def simulate_arrivals(mech, costs, *, xi: float = 1.0, rng: np.random.Generator | None = None,
+                      true_dist: CostDistribution | None = None) -> ArrivalOutcome:
+    """Sellers with ``costs`` arrive (in random order if ``rng`` is given, else in
+    the given order); only the first round(xi * len(costs)) arrive (Thm V.1:
+    the platform planned for more).  ``mech`` is an OnlineMechanism or a
+    PriorFreeOnline.  The proxy loss uses the virtual costs of ``true_dist``
+    (default: the mechanism's own distribution; required for PriorFreeOnline)."""
+    costs = np.asarray(costs, dtype=float).ravel()
+    if true_dist is None:
+        if isinstance(mech, PriorFreeOnline):
+            raise MarketSimError("PriorFreeOnline needs true_dist to score the proxy loss")
+        true_dist = mech.dist
+    if not (0 < xi <= 1):
+        raise MarketSimError(f"xi must be in (0, 1] (got {xi!r})")
+    order = rng.permutation(costs.size) if rng is not None else np.arange(costs.size)
+    arrived = order[: max(1, int(round(xi * costs.size)))]
+    c = costs[arrived]
+    if isinstance(mech, PriorFreeOnline):
+        eps, pay = mech.run(c)
+    else:
+        eps, pay = mech.eps(c), mech.payments(c)
+    psi = true_dist.virtual_cost(c)
+    return ArrivalOutcome(arrived, eps, pay, _loss_of(eps, psi, mech.mu, mech.sigma, mech.gamma),
+                          float(pay.sum()))
+
+
+def compare_online_offline(costs, mech, *, xi: float = 1.0,
+                           rng: np.random.Generator | None = None,
+                           true_dist: CostDistribution | None = None) -> dict:
+    """Online and offline proxy losses on the same realised (arrived) costs."""
+    out = simulate_arrivals(mech, costs, xi=xi, rng=rng, true_dist=true_dist)
+    true_dist = true_dist or mech.dist
+    psi = true_dist.virtual_cost(np.asarray(costs, dtype=float)[out.arrived])
+    offline = solve(psi, mu=mech.mu, sigma=mech.sigma, gamma=mech.gamma).proxy_loss
+    return {"online_loss": out.proxy_loss, "offline_loss": offline,
+            "ratio": out.proxy_loss / offline, "n_arrived": int(out.arrived.size),
+            "online_payment": out.total_payment}
+
+
+class PriorFreeOnline:
+    """Online mechanism that does not know f_C (beyond its support).
+
+    Arrivals are split into epochs that double in length after a warm-up; the
+    sellers of an epoch face the fluid rule built from an ironed, smoothed
+    empirical distribution of the reports of all *earlier* epochs.  A seller's
+    own report therefore never moves its own schedule, so each seller still
+    faces a fixed non-increasing eps(report) with its Myerson payment: IC and
+    IR hold seller by seller.  Warm-up sellers are not bought.
+    """
+
+    def __init__(self, support: tuple[float, float], m: int, *, mu: float, sigma: float,
+                 gamma: float, warmup: int = 32):
+        check_params(mu, sigma, gamma)
+        lo, hi = map(float, support)
+        if not (0 <= lo < hi < np.inf):
+            raise MarketSimError("support must satisfy 0 <= low < high < inf")
+        if warmup < 2:
+            raise MarketSimError("warmup must be >= 2")
+        self.support, self.m, self.warmup = (lo, hi), int(m), int(warmup)
+        self.mu, self.sigma, self.gamma = float(mu), float(sigma), float(gamma)
+        self.dist = None  # the estimate in force for the last epoch
+        self.schedules: list[tuple[int, OnlineMechanism]] = []
+
+    def run(self, costs) -> tuple[np.ndarray, np.ndarray]:
+        """Answer the reports in arrival order; returns (eps, payments)."""
+        c = np.asarray(costs, dtype=float)
+        eps = np.zeros(c.size)
+        pay = np.zeros(c.size)
+        start = self.warmup
+        self.schedules = []
+        while start < c.size:
+            end = min(c.size, 2 * start)
+            est = empirical(c[:start], iron=True, support=self.support, name=f"first {start} reports")
+            mech = OnlineMechanism(est, self.m, mu=self.mu, sigma=self.sigma, gamma=self.gamma)
+            self.schedules.append((start, mech))
+            eps[start:end] = mech.eps(c[start:end])
+            pay[start:end] = mech.payments(c[start:end])
+            self.dist = est
+            start = end
+        if self.dist is None:
+            raise MarketSimError(f"no seller arrived after the warm-up of {self.warmup}")
+        return eps, pay
