@@ -122,6 +122,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the number of sellers the platform plans for")
     o.set_defaults(func=cmd_online_stream)
 
+    r = sub.add_parser("run", help="run a scenario's grid and store its rows as Parquet",
+                       description="Run every (parameters, replication) task of a scenario in "
+                       "scenarios/ with reproducible seeds; write the rows to a Parquet file.")
+    r.add_argument("scenario", help="scenario module name, e.g. online_vs_offline")
+    r.add_argument("--quick", action="store_true", help="the scenario's small grid")
+    r.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
+    r.add_argument("--workers", type=_count("workers"), default=1, help="processes (default 1)")
+    r.add_argument("--out", default=None, help="Parquet file (default results/SCENARIO.parquet)")
+    r.set_defaults(func=cmd_run)
+
     d = sub.add_parser("demo", help="a small seeded market end to end, with a figure",
                        description="Run one seeded market: costs, eps, payments, utilities, "
                        "an IC and IR check, and a figure.")
@@ -359,6 +369,16 @@ def answer_stream_row(mech, row, lineno, seen):
     eps = float(mech.eps(c)[0])
     pay = float(mech.payments(c)[0])
     return sid, [sid, repr(cost), repr(psi), repr(eps), repr(pay), repr(pay - cost * eps), ""]
+
+
+def cmd_run(args) -> int:
+    from .runner import run_scenario, write_results
+
+    out = args.out or f"results/{args.scenario}.parquet"
+    df = run_scenario(args.scenario, seed=args.seed, quick=args.quick, workers=args.workers)
+    write_results(df, out, scenario=args.scenario, seed=args.seed, quick=args.quick)
+    print(f"{len(df)} rows written to {out}")
+    return 0
 
 
 def cmd_demo(args) -> int:
