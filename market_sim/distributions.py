@@ -25,8 +25,9 @@ Spec strings (one syntax for all; ``parse_distribution``):
 =================================  ============================================
 
 The empirical distribution is smoothed by a Gaussian kernel density estimate
-(Scott's bandwidth unless given) evaluated at the centres of ``bins`` equal
-bins on ``[min, max]`` of the samples and renormalised there; the result is a
+(Scott's bandwidth unless given), reflected at both ends of the support to
+remove the boundary bias, evaluated at the centres of ``bins`` equal bins on
+the support (``[min, max]`` of the samples unless given) and renormalised; the result is a
 piecewise-uniform density (``scipy.stats.rv_histogram``) with a piecewise
 linear cdf.  Such a density usually is not regular (psi drops wherever the
 density steps up), so empirical costs normally need ``iron=True``.
@@ -288,7 +289,9 @@ def empirical(samples, *, bins: int = 512, bandwidth: float | None = None,
         raise MarketSimError(f"{spec}: samples fall outside the support [{low:g}, {high:g}]")
     kde = stats.gaussian_kde(x, bw_method=bandwidth)
     edges = np.linspace(low, high, bins + 1)
-    dens = kde(0.5 * (edges[:-1] + edges[1:]))
+    mid = 0.5 * (edges[:-1] + edges[1:])
+    # reflection at both ends removes the KDE's boundary bias (half the density there)
+    dens = kde(mid) + kde(2 * low - mid) + kde(2 * high - mid)
     dens = np.maximum(dens, 1e-12 * dens.max())
     frozen = stats.rv_histogram((dens, edges), density=True)
     return _make(spec, frozen, low, high, iron)

@@ -157,4 +157,4 @@ def test_prior_free_is_ic_and_close_to_fluid():
     # what not knowing the prior costs
     known = simulate_arrivals(OnlineMechanism(U01, m, **KW), costs).proxy_loss
     learnt = simulate_arrivals(pf, costs, true_dist=U01).proxy_loss
-    assert known < learnt < 1.3 * known
+    assert abs(learnt / known - 1) < 0.05  # 0.2-1% here with the reflected KDE

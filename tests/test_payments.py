@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import integrate
 
@@ -26,6 +26,7 @@ def _costs(seed, m, dist=UNIFORM):
 
 @settings(max_examples=30)
 @given(market(max_m=40))
+@example((1, 20, 2.65625, 4.0, 1.0625))  # cells A, B, A: bisection alone steps over B
 def test_pruned_oracle_equals_full_resolve(case):
     seed, m, mu, sigma, gamma = case
     c = _costs(seed, m)

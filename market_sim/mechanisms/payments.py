@@ -44,6 +44,7 @@ __all__ = ["offline_payments", "seller_utility"]
 _SECTIONS = 15      # points per step of the search for piece ends
 _REL_TOL = 1e-15    # piece ends are located to this relative width
 _MAX_PIECES = 10_000
+_SKIP = 1e-10        # relative width skipped past each change of piece
 
 
 class _UncappedOracle:
@@ -227,20 +228,14 @@ def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only):
     # points per search step: many for the vectorised oracle, 1 (bisection) when re-solving
     sections = 1 if isinstance(oracle, _ResolveOracle) else _SECTIONS
     frac = np.arange(1, sections + 1) / (sections + 1)
-    pending = np.ones(lo.shape, dtype=bool)
-    for _ in range(_MAX_PIECES):
-        if not pending.any():
-            break
-        last = pending & (cur_cell == cell_top)
-        # the next change of piece after cur: k-section search keeping
-        # cell(a) == cur_cell != cell(b)
-        a, b = cur.copy(), np.full(lo.shape, top)
-        todo = np.flatnonzero(pending & ~last)
+
+    def search(a, b, todo):
+        """Shrink [a, b] to a change of cell, keeping cell(a) == cur_cell != cell(b)."""
         while todo.size:
             width = b[todo] - a[todo]
             todo = todo[width > _REL_TOL * (np.abs(a[todo]) + np.abs(b[todo]) + 1e-300)]
             if not todo.size:
-                break
+                return
             z = a[todo, None] + (b[todo] - a[todo])[:, None] * frac[None, :]
             cells = alloc(np.repeat(todo, sections), z.ravel())[1].reshape(z.shape)
             changed = cells != cur_cell[todo, None]
@@ -249,20 +244,47 @@ def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only):
             a_new = np.where(first > 0, z[rows, np.maximum(first - 1, 0)], a[todo])
             b_new = np.where(first < sections, z[rows, np.minimum(first, sections - 1)], b[todo])
             a[todo], b[todo] = a_new, b_new
-        end = np.where(last, top, a)
-        ok = np.flatnonzero(pending & (cur_cell >= 0) & (end > cur))
-        if ok.size:
+
+    skip = _SKIP * (top - dist.support[0])
+    pending = np.ones(lo.shape, dtype=bool)  # sellers still integrating (cur_cell >= 0)
+    for _ in range(_MAX_PIECES):
+        if not pending.any():
+            break
+        a, b = cur.copy(), np.full(lo.shape, top)
+        todo = pending & (cur_cell != cell_top)
+        search(a, b, np.flatnonzero(todo))
+        end = np.where(todo, a, top)
+        unchecked = pending.copy()
+        while unchecked.any():
+            # integrate [cur, end] if every quadrature node lies in cur's cell; a node
+            # in another cell means the search stepped over a piece (cell A, B, A):
+            # search again below that node
+            ok = np.flatnonzero(unchecked)
             width = end[ok] - cur[ok]
             z = cur[ok, None] + width[:, None] * shape[None, :]
-            vals = alloc(np.repeat(ok, shape.size), z.ravel())[0].reshape(z.shape)
-            integral[ok] += width * (vals @ jac)
-        pending &= ~last
+            vals, cells = (v.reshape(z.shape) for v in alloc(np.repeat(ok, shape.size), z.ravel()))
+            stray = (cells != cur_cell[ok, None]) & (width[:, None] > 0)
+            bad = stray.any(axis=1)
+            good = ok[~bad]
+            integral[good] += width[~bad] * (vals[~bad] @ jac)
+            unchecked[good] = False
+            redo = ok[bad]
+            if redo.size:
+                a[redo] = cur[redo]
+                b[redo] = z[bad][np.arange(redo.size), stray[bad].argmax(axis=1)]
+                todo[redo] = True
+                search(a, b, redo)
+                end[redo] = a[redo]
+        # the next piece starts just past the change (skipping the ~1e-11 wide zone
+        # where a solver may pick either of two cells that give the same eps); a
+        # seller whose piece ran to the top, or who is unbought from here on
+        # (monotonicity), is done
+        pending &= todo
         idx = np.flatnonzero(pending)
         if idx.size:
-            cur[idx] = b[idx]
-            cur_cell[idx] = alloc(idx, b[idx])[1]
-            # once unbought, a seller stays unbought at higher reports (monotonicity)
-            pending &= ~((cur_cell == -1) & (cell_top == -1))
+            cur[idx] = np.minimum(b[idx] + skip, top)
+            cur_cell[idx] = alloc(idx, cur[idx])[1]
+            pending &= cur_cell >= 0
     else:
         raise RuntimeError("payment integral: too many pieces; please report this market")
     pay[bought] = costs[bought] * eps[bought] + integral
