@@ -32,38 +32,29 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
-def _positive(name):
+def _number(name, kind, ok, need):
+    """argparse type: parse with ``kind``, accept when ``ok(v)``, else say ``need``."""
     def conv(text):
         try:
-            v = float(text)
+            v = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number (got {text!r})") from None
-        if not (math.isfinite(v) and v > 0):
-            raise argparse.ArgumentTypeError(f"{name} must be a finite number > 0 (got {text!r})")
+            noun = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{name} must be {noun} (got {text!r})") from None
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"{name} must be {need} (got {text!r})")
         return v
     return conv
 
 
-def _k_value(text):
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"k must be a number (got {text!r})") from None
-    if not (math.isfinite(v) and v >= 1):
-        raise argparse.ArgumentTypeError(f"k must be >= 1 (got {text!r})")
-    return v
+def _positive(name):
+    return _number(name, float, lambda v: math.isfinite(v) and v > 0, "a finite number > 0")
 
 
 def _count(name):
-    def conv(text):
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer (got {text!r})") from None
-        if v < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be >= 1 (got {text!r})")
-        return v
-    return conv
+    return _number(name, int, lambda v: v >= 1, ">= 1")
+
+
+_k_value = _number("k", float, lambda v: math.isfinite(v) and v >= 1, ">= 1")
 
 
 def build_parser() -> argparse.ArgumentParser:
