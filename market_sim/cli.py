@@ -123,6 +123,25 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default=None, help="Parquet file (default results/SCENARIO.parquet)")
     r.set_defaults(func=cmd_run)
 
+    sim = sub.add_parser("simulate", parents=[market],
+                         help="the agent-based market: strategic sellers over repeated rounds",
+                         description="Run the Mesa market model and write DIR/agents.csv "
+                         "(one row per seller and round), DIR/model.csv (one row per round) and "
+                         "DIR/simulation.png.")
+    sim.add_argument("--mechanism", default="offline",
+                     help="offline, online, pay-as-bid or posted-price (default offline)")
+    sim.add_argument("--strategy", default="truthful",
+                     help="truthful, shade, random, best-response, learning or collusion")
+    sim.add_argument("--sellers", type=_count("sellers"), default=20, help="number of sellers")
+    sim.add_argument("--rounds", type=_count("rounds"), default=3, help="number of rounds")
+    sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    sim.add_argument("--xi", type=float, default=1.0,
+                     help="probability that a seller arrives in a round (default 1)")
+    sim.add_argument("--strategic-fraction", type=float, default=1.0,
+                     help="share of sellers using the strategy; the rest are truthful")
+    sim.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    sim.set_defaults(func=cmd_simulate)
+
     d = sub.add_parser("demo", help="a small seeded market end to end, with a figure",
                        description="Run one seeded market: costs, eps, payments, utilities, "
                        "an IC and IR check, and a figure.")
@@ -370,6 +389,55 @@ def cmd_run(args) -> int:
     write_results(df, out, scenario=args.scenario, seed=args.seed, quick=args.quick)
     print(f"{len(df)} rows written to {out}")
     return 0
+
+
+def cmd_simulate(args) -> int:
+    from .agents import MarketModel
+    from .distributions import parse_distribution
+
+    dist = parse_distribution(args.dist, iron=args.iron)
+    model = MarketModel(args.sellers, dist=dist, mechanism=args.mechanism,
+                        strategy=args.strategy, strategic_fraction=args.strategic_fraction,
+                        rounds=args.rounds, mu=args.mu, sigma=args.sigma, gamma=args.gamma,
+                        xi=args.xi, seed=args.seed)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise MarketSimError(f"--out {args.out!r} exists and is not a folder")
+    model_df, agent_df = model.run()
+    out.mkdir(parents=True, exist_ok=True)
+    _atomic_write(str(out / "agents.csv"), lambda fh: fh.write(agent_df.to_csv(index=False).encode()))
+    _atomic_write(str(out / "model.csv"), lambda fh: fh.write(model_df.to_csv(index=False).encode()))
+    _plot_simulation(agent_df, model_df, out / "simulation.png",
+                     f"{args.mechanism}, {args.strategy}, {args.sellers} sellers")
+    print(model_df.to_string(index=False))
+    print(f"written: {out / 'agents.csv'}, {out / 'model.csv'}, {out / 'simulation.png'}")
+    return 0
+
+
+def _plot_simulation(agent_df, model_df, path, title):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 3, figsize=(15, 4))
+    last = agent_df[agent_df["round"] == agent_df["round"].max()]
+    for r, part in agent_df.groupby("round"):
+        ax[0].plot(part.cost, part.report, "o", alpha=0.6, label=f"round {r}")
+    lim = [agent_df.cost.min(), agent_df.cost.max()]
+    ax[0].plot(lim, lim, "k--", lw=1, label="truth")
+    ax[0].set(xlabel="true cost", ylabel="report", title="reports vs true costs")
+    ax[0].legend(fontsize=8)
+    ax[1].bar(last.seller_id, last.eps)
+    ax[1].set(xlabel="seller", ylabel="eps", title="privacy level per seller (last round)")
+    ax[2].plot(model_df["round"], model_df.max_regret, "o-", label="max regret")
+    ax[2].plot(model_df["round"], model_df.share_misreporting, "s-", label="share misreporting")
+    ax[2].set(xlabel="round", title="incentives over rounds")
+    ax[2].legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def cmd_demo(args) -> int:

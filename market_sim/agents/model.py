@@ -1,0 +1,208 @@
+"""The Mesa market: seller agents who decide what to report, a platform that runs a mechanism.
+
+Each round has explicit stages: arrival -> report -> allocate -> settle ->
+learn, then the DataCollector records the round.
+"""
+
+from __future__ import annotations
+
+import mesa
+import numpy as np
+
+from ..distributions import CostDistribution, parse_distribution
+from ..errors import MarketSimError
+from ..mechanisms.offline import proxy_loss
+from .markets import Market
+from .strategies import STRATEGIES, Colluder, CollusionGroup, Truthful, make_strategy
+
+
+class SellerAgent(mesa.Agent):
+    """A seller with a private cost, a reporting strategy and a participation rule."""
+
+    def __init__(self, model, cost: float, strategy, index: int):
+        super().__init__(model)
+        self.cost, self.strategy = float(cost), strategy
+        self.seller_id = index  # stable id
+        self.index = index      # position among this round's participants
+        self.report = self.cost
+        self.eps = self.payment = self.utility = 0.0
+        self.regret = np.nan
+        self.participating = True
+
+    def arrive(self):
+        """Participation rule: stay out after a round with negative utility."""
+        self.participating = self.utility >= -self.model.tol
+
+    def decide_report(self):
+        if self.participating:
+            self.report = float(self.strategy.report(self, self.model))
+
+    def learn(self):
+        if self.participating:
+            self.strategy.observe(self, self.model, self.utility)
+
+
+class PlatformAgent(mesa.Agent):
+    """Collects the reports, runs the mechanism, pays, records the buyer's outcome."""
+
+    def __init__(self, model, market: Market):
+        super().__init__(model)
+        self.market = market
+        self.proxy_loss = np.nan
+        self.total_payment = 0.0
+
+    def allocate_and_settle(self, sellers):
+        reports = np.array([s.report for s in sellers])
+        eps, pay = self.market.outcome(reports)
+        for s, e, t in zip(sellers, eps, pay):
+            s.eps, s.payment = float(e), float(t)
+            s.utility = s.payment - s.cost * s.eps
+        self.total_payment = float(pay.sum())
+        psi = self.market.dist.virtual_cost(np.array([s.cost for s in sellers]))
+        eta = float(eps.sum())
+        self.proxy_loss = (proxy_loss(eps / eta, eta, psi, **self.market.params)
+                           if eta > 0 else np.inf)
+
+
+class MarketModel(mesa.Model):
+    """Repeated rounds of one market.
+
+    ``strategy`` is given to a fraction ``strategic_fraction`` of the sellers
+    (the others are truthful).  ``mechanism`` is one of offline, online,
+    pay-as-bid, posted-price.  With ``measure_regret`` every seller's regret
+    (best utility on a report grid minus actual utility) is computed each round.
+    """
+
+    def __init__(self, n_sellers: int = 20, *, dist="uniform:0:1", mechanism: str = "offline",
+                 strategy: str = "truthful", strategic_fraction: float = 1.0, rounds: int = 3,
+                 mu: float = 1.0, sigma: float = 1.0, gamma: float = 1.0, xi: float = 1.0,
+                 new_costs_each_round: bool = False, measure_regret: bool = True,
+                 n_grid: int = 11, collusion_size: int = 3, seed: int | None = None):
+        if not (isinstance(n_sellers, (int, np.integer)) and n_sellers >= 1):
+            raise MarketSimError(f"n_sellers must be an integer >= 1 (got {n_sellers!r})")
+        if not (isinstance(rounds, (int, np.integer)) and rounds >= 1):
+            raise MarketSimError(f"rounds must be an integer >= 1 (got {rounds!r})")
+        if not (0 < xi <= 1):
+            raise MarketSimError(f"xi must be in (0, 1] (got {xi!r})")
+        if not (0 <= strategic_fraction <= 1):
+            raise MarketSimError(f"strategic_fraction must be in [0, 1] (got {strategic_fraction!r})")
+        if strategy not in STRATEGIES:
+            raise MarketSimError(f"strategy: unknown {strategy!r}; use one of {', '.join(STRATEGIES)}")
+        super().__init__(rng=np.random.default_rng(seed))
+        self.dist = dist if isinstance(dist, CostDistribution) else parse_distribution(dist)
+        self.market = Market.build(mechanism, self.dist, mu=mu, sigma=sigma, gamma=gamma,
+                                   planned_m=n_sellers)
+        self.rounds, self.xi, self.tol = int(rounds), float(xi), 1e-9
+        self.new_costs, self.measure_regret, self.n_grid = new_costs_each_round, measure_regret, n_grid
+        self.utility_scale = 1.0
+        costs = self.dist.sample(n_sellers, self.rng)
+        n_strategic = int(round(strategic_fraction * n_sellers))
+        self.group = None
+        if strategy == "collusion":
+            self.group = CollusionGroup(members=[])
+        self.sellers = []
+        for i, c in enumerate(costs):
+            if i < n_strategic:
+                strat = Colluder(group=self.group) if strategy == "collusion" else make_strategy(strategy)
+            else:
+                strat = Truthful()
+            self.sellers.append(SellerAgent(self, c, strat, i))
+        if self.group is not None:
+            self.group.members = [s for s in self.sellers[:min(collusion_size, n_strategic)]]
+            for s in self.sellers[len(self.group.members):n_strategic]:
+                s.strategy = Truthful()
+        self.platform = PlatformAgent(self, self.market)
+        self.datacollector = mesa.DataCollector(
+            model_reporters={
+                "proxy_loss": lambda m: m.platform.proxy_loss,
+                "total_payment": lambda m: m.platform.total_payment,
+                "mean_regret": lambda m: float(np.nanmean([s.regret for s in m.active()]))
+                if m.measure_regret else np.nan,
+                "max_regret": lambda m: float(np.nanmax([s.regret for s in m.active()]))
+                if m.measure_regret else np.nan,
+                "participation": lambda m: np.mean([s.participating for s in m.sellers]),
+                "share_misreporting": lambda m: np.mean([abs(s.report - s.cost) > 1e-12
+                                                         for s in m.active()]),
+            },
+            agent_reporters={
+                "seller_id": lambda a: getattr(a, "seller_id", None),
+                "cost": lambda a: getattr(a, "cost", None),
+                "report": lambda a: getattr(a, "report", None),
+                "eps": lambda a: getattr(a, "eps", None),
+                "payment": lambda a: getattr(a, "payment", None),
+                "utility": lambda a: getattr(a, "utility", None),
+                "regret": lambda a: getattr(a, "regret", None),
+            },
+        )
+
+    # ---- helpers used by the strategies ------------------------------------------
+    def active(self):
+        return [s for s in self.sellers if s.participating]
+
+    def current_reports(self) -> np.ndarray:
+        return np.array([s.report for s in self.active()])
+
+    def report_grid(self, cost: float, n: int) -> np.ndarray:
+        """The true cost first, then the midpoints of n equal cells of the support
+        (the bottom itself is avoided: at a support starting at 0, psi = 0 there)."""
+        lo, hi = self.dist.support
+        return np.concatenate(([cost], lo + (hi - lo) * (np.arange(n) + 0.5) / n))
+
+    # ---- one round -----------------------------------------------------------------
+    def step(self):
+        sellers = self.sellers
+        # arrival
+        if self.new_costs and self.steps > 1:
+            for s, c in zip(sellers, self.dist.sample(len(sellers), self.rng)):
+                s.cost = float(c)
+        for s in sellers:
+            s.arrive()
+        if self.xi < 1:
+            absent = self.rng.random(len(sellers)) >= self.xi
+            for s, out in zip(sellers, absent):
+                s.participating = s.participating and not out
+        active = self.active()
+        for k, s in enumerate(active):
+            s.index = k
+        for s in sellers:
+            if not s.participating:  # out this round: nothing sold, nothing paid
+                s.eps = s.payment = s.utility = 0.0
+                s.regret = np.nan
+        if not active:
+            raise MarketSimError("no seller participates in this round")
+        # report
+        if self.group is not None:
+            self.group.members = [s for s in self.group.members if s.participating]
+            if self.group.members:
+                self.group.decide(self)
+        self.agents_by_type[SellerAgent].select(lambda a: a.participating).shuffle_do("decide_report")
+        # allocate and settle
+        self.platform.allocate_and_settle(active)
+        pays = [abs(s.payment) for s in active]
+        self.utility_scale = max(max(pays), 1e-12)
+        # learn
+        for s in active:
+            s.learn()
+        if self.measure_regret:
+            reports = self.current_reports()
+            for s in active:
+                grid = self.report_grid(s.cost, self.n_grid)
+                best = float(np.max(self.market.utilities(s.index, grid, s.cost, reports)))
+                s.regret = max(best - s.utility, 0.0)
+        self.datacollector.collect(self)
+
+    def run(self):
+        for _ in range(self.rounds):
+            self.step()
+        return self.model_frame(), self.agent_frame()
+
+    def model_frame(self):
+        df = self.datacollector.get_model_vars_dataframe().reset_index(drop=True)
+        df.insert(0, "round", np.arange(1, len(df) + 1))
+        return df
+
+    def agent_frame(self):
+        df = self.datacollector.get_agent_vars_dataframe().reset_index()
+        df = df[df.seller_id.notna()].rename(columns={"Step": "round"}).drop(columns=["AgentID"])
+        df["seller_id"] = df.seller_id.astype(int)
+        return df.reset_index(drop=True)

@@ -1,0 +1,32 @@
+"""Deliberately non-truthful controls: pay-as-bid and a posted price.
+
+They are the negative controls of the IC tests: under pay-as-bid a seller
+gains by shading its report upwards, which a working IC test must detect.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..distributions import CostDistribution
+from ..errors import MarketSimError
+from .offline import solve
+
+__all__ = ["pay_as_bid", "posted_price"]
+
+
+def pay_as_bid(reports, dist: CostDistribution, *, mu: float, sigma: float, gamma: float,
+               k: float | None = None):
+    """The offline allocation of the reports, paid t_i = report_i * eps_i."""
+    r = dist.check_in_support(np.asarray(reports, dtype=float), "report")
+    eps = solve(dist.virtual_cost(r), mu=mu, sigma=sigma, gamma=gamma, k=k).eps
+    return eps, r * eps
+
+
+def posted_price(reports, *, price: float, eps_level: float):
+    """Every seller reporting at most ``price`` sells ``eps_level`` at ``price`` per unit."""
+    if not (np.isfinite(price) and price >= 0 and np.isfinite(eps_level) and eps_level > 0):
+        raise MarketSimError("posted price needs price >= 0 and eps_level > 0")
+    r = np.asarray(reports, dtype=float)
+    eps = np.where(r <= price, eps_level, 0.0)
+    return eps, price * eps

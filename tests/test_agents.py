@@ -1,0 +1,99 @@
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from market_sim.agents import MECHANISMS, STRATEGIES, MarketModel
+from market_sim.cli import main
+from market_sim.errors import MarketSimError
+
+SMALL = dict(rounds=2, gamma=0.3, n_grid=9)
+
+
+@pytest.mark.parametrize("mechanism, strategy", list(itertools.product(MECHANISMS, STRATEGIES)))
+def test_every_mechanism_and_strategy_runs(mechanism, strategy):
+    m = MarketModel(8, mechanism=mechanism, strategy=strategy, seed=3, measure_regret=False,
+                    **SMALL)
+    model_df, agent_df = m.run()
+    assert list(model_df["round"]) == [1, 2]
+    assert len(agent_df) == 16
+    assert {"round", "seller_id", "cost", "report", "eps", "payment", "utility",
+            "regret"} <= set(agent_df.columns)
+    assert np.all(agent_df.eps >= 0)
+    lo, hi = m.dist.support
+    assert agent_df.report.between(lo, hi).all()
+    if strategy == "truthful":
+        assert (agent_df.report == agent_df.cost).all()
+        if mechanism != "pay-as-bid":  # IR of the truthful mechanisms (and posted price)
+            assert agent_df.utility.min() >= -1e-12
+
+
+@pytest.mark.parametrize("mechanism", ["offline", "online"])
+def test_best_responders_stay_truthful_under_myerson_payments(mechanism):
+    m = MarketModel(8, mechanism=mechanism, strategy="best-response", seed=1, **SMALL)
+    model_df, agent_df = m.run()
+    assert (model_df.share_misreporting == 0).all()
+    assert model_df.max_regret.max() <= 1e-7
+    assert agent_df.utility.min() >= -1e-12
+
+
+def test_pay_as_bid_is_the_negative_control():
+    """The IC test can fail: under pay-as-bid truth has regret and best responders shade up."""
+    m = MarketModel(8, mechanism="pay-as-bid", strategy="best-response", seed=1, **SMALL)
+    model_df, agent_df = m.run()
+    assert model_df.share_misreporting.max() > 0
+    moved = agent_df[agent_df.report != agent_df.cost]
+    assert (moved.report > moved.cost).all()  # they shade upwards
+    truthful = MarketModel(8, mechanism="pay-as-bid", strategy="truthful", seed=1, **SMALL)
+    assert truthful.run()[0].max_regret.min() > 1e-3
+
+
+def test_same_seed_same_frames():
+    a = MarketModel(8, mechanism="online", strategy="learning", seed=11, **SMALL).run()
+    b = MarketModel(8, mechanism="online", strategy="learning", seed=11, **SMALL).run()
+    c = MarketModel(8, mechanism="online", strategy="learning", seed=12, **SMALL).run()
+    pd.testing.assert_frame_equal(a[0], b[0])
+    pd.testing.assert_frame_equal(a[1], b[1])
+    assert not a[1].cost.equals(c[1].cost)
+
+
+def test_missing_sellers_keep_their_ids():
+    m = MarketModel(10, mechanism="online", strategy="truthful", rounds=3, xi=0.5, seed=2,
+                    measure_regret=False)
+    _, agent_df = m.run()
+    per_id = agent_df.groupby("seller_id").cost.nunique()
+    assert (per_id == 1).all() and len(per_id) == 10
+    absent = agent_df[agent_df.eps == 0]
+    assert len(absent) > 0
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(strategy="lie"), "strategy: unknown"),
+    (dict(mechanism="auction"), "mechanism: unknown"),
+    (dict(xi=1.5), "xi must be in"),
+    (dict(rounds=0), "rounds must be"),
+    (dict(n_sellers=-3), "n_sellers must be"),
+])
+def test_bad_configuration_fails_before_the_run(kw, msg):
+    args = dict(n_sellers=5)
+    args.update(kw)
+    n = args.pop("n_sellers")
+    with pytest.raises(MarketSimError, match=msg):
+        MarketModel(n, **args)
+
+
+def test_cli_simulate_writes_tables_and_figure(tmp_path, capsys):
+    out = tmp_path / "sim"
+    code = main(["simulate", "--dist", "uniform:0:1", "--mechanism", "pay-as-bid", "--strategy",
+                 "shade", "--sellers", "6", "--rounds", "2", "--gamma", "0.3", "--out", str(out)])
+    assert code == 0
+    agents = pd.read_csv(out / "agents.csv")
+    assert list(agents.columns[:8]) == ["round", "seller_id", "cost", "report", "eps", "payment",
+                                        "utility", "regret"]
+    assert len(agents) == 12 and len(pd.read_csv(out / "model.csv")) == 2
+    assert (out / "simulation.png").stat().st_size > 10_000
+    code = main(["simulate", "--dist", "uniform:0:1", "--strategy", "nope", "--out",
+                 str(tmp_path / "x")])
+    assert code == 2 and not (tmp_path / "x").exists()
+    assert "strategy: unknown" in capsys.readouterr().err
