@@ -1,0 +1,5 @@
+"""Private learners."""
+
+from .hetero_dp import HeteroDPLogisticRegression
+
+__all__ = ["HeteroDPLogisticRegression"]

@@ -1,0 +1,128 @@
+"""Heterogeneous-DP logistic regression by objective perturbation (Algorithm 1, 003).
+
+    w = argmin_w  sum_i a_i log(1 + exp(-y_i w.x_i)) + b'.w + (Lambda/2) ||w||^2,
+    b' = 2 b / eta,  ||b|| ~ Gamma(d, 1), direction uniform on the sphere,
+
+with a on the simplex, eta > 0 and rows ||x_i|| <= 1.  Prop. II.2: the output
+is (eps_i + Delta)-DP for seller i with eps_i = a_i eta.  Its proof (Eqs.
+23-25) bounds the Jacobian ratio of seller m by (1 + a_m / Lambda)^2, so the
+guarantee we report is eps_i + 2 log(1 + a_i / Lambda) per seller (the paper
+states the uniform Delta = 2 log(1 + k/(m Lambda)) >= this for a_i <= k/m).
+A seller with a_i = 0 does not enter the objective and is 0-DP.
+Rows are divided by ``data_norm`` before fitting (the proof needs ||x|| <= 1);
+``coef_`` is expressed in the caller's units.  No intercept, as in the paper:
+append a constant feature (inside the norm bound) if one is wanted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import optimize
+from scipy.special import expit, log1p
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..errors import MarketSimError
+
+__all__ = ["HeteroDPLogisticRegression"]
+
+
+def _rng(random_state) -> np.random.Generator:
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    return np.random.default_rng(random_state)
+
+
+class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
+    """scikit-learn estimator for Algorithm 1 (003); see the module docstring.
+
+    Give either ``epsilons`` (per row; then a = eps / sum(eps), eta = sum(eps),
+    so a_i eta = eps_i exactly) or ``a`` and ``eta``.
+    """
+
+    def __init__(self, epsilons=None, *, a=None, eta=None, reg_lambda=1e-2, data_norm=1.0,
+                 clip=False, random_state=None):
+        self.epsilons = epsilons
+        self.a = a
+        self.eta = eta
+        self.reg_lambda = reg_lambda
+        self.data_norm = data_norm
+        self.clip = clip
+        self.random_state = random_state
+
+    def _weights(self, m: int):
+        if self.epsilons is not None:
+            if self.a is not None or self.eta is not None:
+                raise MarketSimError("give either epsilons or (a, eta), not both")
+            eps = np.asarray(self.epsilons, dtype=float).ravel()
+            if eps.size != m or not np.all(np.isfinite(eps)) or eps.min() < 0 or eps.sum() <= 0:
+                raise MarketSimError(f"epsilons must be {m} finite values >= 0 with a positive sum")
+            return eps / eps.sum(), float(eps.sum())
+        if self.a is None or self.eta is None:
+            raise MarketSimError("give epsilons, or both a and eta")
+        a = np.asarray(self.a, dtype=float).ravel()
+        eta = float(self.eta)
+        if a.size != m or not np.all(np.isfinite(a)) or a.min() < 0 or abs(a.sum() - 1) > 1e-9:
+            raise MarketSimError(f"a must be {m} values >= 0 summing to 1")
+        if not (np.isfinite(eta) and eta > 0):
+            raise MarketSimError("eta must be a finite number > 0")
+        return a, eta
+
+    def fit(self, X, y):
+        X, y = validate_data(self, X, y, dtype=float, y_numeric=False)
+        if type_of_target(y) != "binary":
+            raise MarketSimError("labels must be binary (two classes, e.g. {0, 1} or {-1, 1})")
+        self.classes_ = np.unique(y)
+        if self.classes_.size != 2:
+            raise MarketSimError("labels must contain two classes")
+        if not (np.isfinite(self.reg_lambda) and self.reg_lambda > 0):
+            raise MarketSimError("reg_lambda must be > 0")
+        if not (np.isfinite(self.data_norm) and self.data_norm > 0):
+            raise MarketSimError("data_norm must be > 0")
+        norms = np.linalg.norm(X, axis=1)
+        too_long = norms > self.data_norm * (1 + 1e-12)
+        if too_long.any():
+            if not self.clip:
+                i = int(np.argmax(too_long))
+                raise MarketSimError(f"row {i} has norm {norms[i]:.6g} > data_norm "
+                                     f"{self.data_norm:g}; rescale the data or pass clip=True")
+            X = X * np.minimum(1.0, self.data_norm / np.maximum(norms, 1e-300))[:, None]
+        Z = X / self.data_norm
+        s = np.where(y == self.classes_[1], 1.0, -1.0)
+        a, eta = self._weights(X.shape[0])
+        d = X.shape[1]
+        rng = _rng(self.random_state)
+        direction = rng.standard_normal(d)
+        direction /= np.linalg.norm(direction)
+        self.noise_norm_ = float(rng.gamma(d, 1.0))
+        b_prime = 2.0 * self.noise_norm_ * direction / eta  # Alg. 1 step 2
+        lam = float(self.reg_lambda)
+        SZ = s[:, None] * Z
+
+        def objective(w):  # Eq. 2 (003)
+            margin = SZ @ w
+            loss = np.dot(a, np.logaddexp(0.0, -margin))
+            grad = -(SZ.T @ (a * expit(-margin)))
+            return (loss + b_prime @ w + 0.5 * lam * w @ w,
+                    grad + b_prime + lam * w)
+
+        res = optimize.minimize(objective, np.zeros(d), jac=True, method="L-BFGS-B",
+                                options={"maxiter": 10_000, "gtol": 1e-10})
+        self.coef_ = res.x / self.data_norm
+        self.eps_ = a * eta
+        self.privacy_guarantees_ = self.eps_ + 2.0 * log1p(a / lam)  # Prop. II.2, Eq. 24-25
+        self.a_, self.eta_ = a, eta
+        return self
+
+    def decision_function(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=float, reset=False)
+        return X @ self.coef_
+
+    def predict_proba(self, X):
+        p = expit(self.decision_function(X))
+        return np.column_stack([1 - p, p])
+
+    def predict(self, X):
+        return self.classes_[(self.decision_function(X) > 0).astype(int)]
