@@ -139,6 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="probability that a seller arrives in a round (default 1)")
     sim.add_argument("--strategic-fraction", type=float, default=1.0,
                      help="share of sellers using the strategy; the rest are truthful")
+    sim.add_argument("--data", action="store_true",
+                     help="give each seller a synthetic data point; the platform trains the "
+                     "private model (Alg. 1) and reports its test error")
+    sim.add_argument("--animate", action="store_true",
+                     help="also write DIR/simulation.gif: reports vs costs and eps, round by round")
     sim.add_argument("--out", required=True, metavar="DIR", help="output folder")
     sim.set_defaults(func=cmd_simulate)
 
@@ -205,7 +210,10 @@ def _atomic_write(path: str, write) -> None:
     if not target.parent.exists():
         raise MarketSimError(f"{path}: folder {str(target.parent)!r} does not exist")
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual mode
         with os.fdopen(fd, "wb") as fh:
             write(fh)
         os.replace(tmp, target)
@@ -399,7 +407,7 @@ def cmd_simulate(args) -> int:
     model = MarketModel(args.sellers, dist=dist, mechanism=args.mechanism,
                         strategy=args.strategy, strategic_fraction=args.strategic_fraction,
                         rounds=args.rounds, mu=args.mu, sigma=args.sigma, gamma=args.gamma,
-                        xi=args.xi, seed=args.seed)
+                        xi=args.xi, seed=args.seed, data="synthetic" if args.data else None)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise MarketSimError(f"--out {args.out!r} exists and is not a folder")
@@ -409,8 +417,11 @@ def cmd_simulate(args) -> int:
     _atomic_write(str(out / "model.csv"), lambda fh: fh.write(model_df.to_csv(index=False).encode()))
     _plot_simulation(agent_df, model_df, out / "simulation.png",
                      f"{args.mechanism}, {args.strategy}, {args.sellers} sellers")
+    if args.animate:
+        _animate_simulation(agent_df, out / "simulation.gif")
     print(model_df.to_string(index=False))
-    print(f"written: {out / 'agents.csv'}, {out / 'model.csv'}, {out / 'simulation.png'}")
+    print(f"written to {out}: agents.csv, model.csv, simulation.png"
+          + (", simulation.gif" if args.animate else ""))
     return 0
 
 
@@ -437,6 +448,34 @@ def _plot_simulation(agent_df, model_df, path, title):
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _animate_simulation(agent_df, path):
+    """A GIF, one frame per round: reports vs true costs, and eps per seller."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.animation import FuncAnimation, PillowWriter
+
+    rounds = sorted(agent_df["round"].unique())
+    fig, ax = plt.subplots(1, 2, figsize=(10, 4))
+    lim = [agent_df.cost.min(), max(agent_df.cost.max(), agent_df.report.max())]
+    eps_top = max(agent_df.eps.max(), 1e-12) * 1.05
+
+    def frame(k):
+        part = agent_df[agent_df["round"] == rounds[k]]
+        for a in ax:
+            a.clear()
+        ax[0].plot(lim, lim, "k--", lw=1)
+        ax[0].scatter(part.cost, part.report, c=part.eps, cmap="viridis")
+        ax[0].set(xlabel="true cost", ylabel="report", title=f"round {rounds[k]}: reports")
+        ax[1].bar(part.seller_id, part.eps)
+        ax[1].set(ylim=(0, eps_top), xlabel="seller", ylabel="eps", title="privacy levels")
+
+    anim = FuncAnimation(fig, frame, frames=len(rounds))
+    anim.save(path, writer=PillowWriter(fps=1))
     plt.close(fig)
 
 

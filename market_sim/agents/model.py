@@ -16,6 +16,23 @@ from .markets import Market
 from .strategies import STRATEGIES, Colluder, CollusionGroup, Truthful, make_strategy
 
 
+def synthetic_data(n: int, d: int, rng: np.random.Generator, n_test: int = 2000,
+                   label_noise: float = 0.05):
+    """Rows with ||x|| <= 1 and labels from a fixed linear rule with flipped noise."""
+    w = np.ones(d) / np.sqrt(d)
+
+    def draw(k):
+        X = rng.standard_normal((k, d)) / np.sqrt(d)
+        X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
+        y = (X @ w > 0).astype(int)
+        flip = rng.random(k) < label_noise
+        return X, np.where(flip, 1 - y, y)
+
+    X, y = draw(n)
+    X_test, y_test = draw(n_test)
+    return X, y, X_test, y_test
+
+
 class SellerAgent(mesa.Agent):
     """A seller with a private cost, a reporting strategy and a participation rule."""
 
@@ -45,11 +62,33 @@ class SellerAgent(mesa.Agent):
 class PlatformAgent(mesa.Agent):
     """Collects the reports, runs the mechanism, pays, records the buyer's outcome."""
 
-    def __init__(self, model, market: Market):
+    def __init__(self, model, market: Market, test_data=None, reg_lambda: float = 1e-2):
         super().__init__(model)
         self.market = market
+        self.test_data = test_data
+        self.reg_lambda = reg_lambda
         self.proxy_loss = np.nan
         self.total_payment = 0.0
+        self.test_error = np.nan
+
+    def train(self, sellers):
+        """Fit the private model on the bought sellers' data with their eps (Alg. 1)."""
+        if self.test_data is None:
+            return
+        from ..learning import HeteroDPLogisticRegression
+
+        eps = np.array([s.eps for s in sellers])
+        X = np.array([s.x for s in sellers])
+        y = np.array([s.y for s in sellers])
+        bought = eps > 0
+        if not bought.any() or np.unique(y[bought]).size < 2:
+            self.test_error = np.nan
+            return
+        clf = HeteroDPLogisticRegression(eps[bought], reg_lambda=self.reg_lambda,
+                                         random_state=self.model.rng)
+        clf.fit(X[bought], y[bought])
+        X_test, y_test = self.test_data
+        self.test_error = float(1.0 - clf.score(X_test, y_test))
 
     def allocate_and_settle(self, sellers):
         reports = np.array([s.report for s in sellers])
@@ -77,7 +116,8 @@ class MarketModel(mesa.Model):
                  strategy: str = "truthful", strategic_fraction: float = 1.0, rounds: int = 3,
                  mu: float = 1.0, sigma: float = 1.0, gamma: float = 1.0, xi: float = 1.0,
                  new_costs_each_round: bool = False, measure_regret: bool = True,
-                 n_grid: int = 11, collusion_size: int = 3, seed: int | None = None):
+                 n_grid: int = 11, collusion_size: int = 3, data=None,
+                 seed: int | None = None):
         if not (isinstance(n_sellers, (int, np.integer)) and n_sellers >= 1):
             raise MarketSimError(f"n_sellers must be an integer >= 1 (got {n_sellers!r})")
         if not (isinstance(rounds, (int, np.integer)) and rounds >= 1):
@@ -111,11 +151,26 @@ class MarketModel(mesa.Model):
             self.group.members = [s for s in self.sellers[:min(collusion_size, n_strategic)]]
             for s in self.sellers[len(self.group.members):n_strategic]:
                 s.strategy = Truthful()
-        self.platform = PlatformAgent(self, self.market)
+        test_data = None
+        if data is not None:
+            if isinstance(data, str) and data == "synthetic":
+                data = synthetic_data(n_sellers, 5, self.rng)
+            try:
+                X, y, X_test, y_test = (np.asarray(v) for v in data)
+            except (TypeError, ValueError):
+                raise MarketSimError("data must be 'synthetic' or (X, y, X_test, y_test)") from None
+            if len(X) != n_sellers or len(y) != n_sellers:
+                raise MarketSimError(f"data: {len(X)} rows for {n_sellers} sellers; "
+                                     "give one (x, y) per seller")
+            for sel, xi_, yi_ in zip(self.sellers, X, y):
+                sel.x, sel.y = xi_, yi_
+            test_data = (X_test, y_test)
+        self.platform = PlatformAgent(self, self.market, test_data)
         self.datacollector = mesa.DataCollector(
             model_reporters={
                 "proxy_loss": lambda m: m.platform.proxy_loss,
                 "total_payment": lambda m: m.platform.total_payment,
+                "test_error": lambda m: m.platform.test_error,
                 "mean_regret": lambda m: float(np.nanmean([s.regret for s in m.active()]))
                 if m.measure_regret else np.nan,
                 "max_regret": lambda m: float(np.nanmax([s.regret for s in m.active()]))
@@ -180,9 +235,10 @@ class MarketModel(mesa.Model):
         self.platform.allocate_and_settle(active)
         pays = [abs(s.payment) for s in active]
         self.utility_scale = max(max(pays), 1e-12)
-        # learn
+        # learn (sellers) and train (platform)
         for s in active:
             s.learn()
+        self.platform.train(active)
         if self.measure_regret:
             reports = self.current_reports()
             for s in active:
