@@ -130,3 +130,15 @@ def test_cli_animation(tmp_path):
     gif = out / "simulation.gif"
     assert gif.read_bytes()[:6] in (b"GIF89a", b"GIF87a")
     assert "test_error" in pd.read_csv(out / "model.csv").columns
+
+
+def test_learners_settle_on_truth_under_the_online_mechanism_and_shade_under_pay_as_bid():
+    def greedy_multipliers(mechanism):
+        m = MarketModel(12, mechanism=mechanism, strategy="learning", rounds=25, gamma=0.3,
+                        seed=4, measure_regret=False)
+        m.run()
+        return np.array([s.strategy.multipliers[s.strategy.greedy()] for s in m.sellers])
+
+    assert (greedy_multipliers("online") == 1.0).all()
+    shaded = greedy_multipliers("pay-as-bid")
+    assert np.mean(shaded > 1.0) >= 0.5 and (shaded >= 1.0).all()

@@ -134,7 +134,6 @@ class MarketModel(mesa.Model):
                                    planned_m=n_sellers)
         self.rounds, self.xi, self.tol = int(rounds), float(xi), 1e-9
         self.new_costs, self.measure_regret, self.n_grid = new_costs_each_round, measure_regret, n_grid
-        self.utility_scale = 1.0
         costs = self.dist.sample(n_sellers, self.rng)
         n_strategic = int(round(strategic_fraction * n_sellers))
         self.group = None
@@ -233,8 +232,6 @@ class MarketModel(mesa.Model):
         self.agents_by_type[SellerAgent].select(lambda a: a.participating).shuffle_do("decide_report")
         # allocate and settle
         self.platform.allocate_and_settle(active)
-        pays = [abs(s.payment) for s in active]
-        self.utility_scale = max(max(pays), 1e-12)
         # learn (sellers) and train (platform)
         for s in active:
             s.learn()

@@ -63,27 +63,42 @@ class BestResponse(Truthful):
 
 @dataclass
 class Learning(Truthful):
-    """EXP3 over report multipliers, from realised utilities only."""
+    """epsilon-greedy over report multipliers, from realised utilities only.
+
+    Every multiplier is tried once (the truthful one first), then the seller
+    plays the best average realised utility, exploring at rate ``explore``.
+    Ties go to the multiplier nearest 1 (so a seller who is never bought
+    stays truthful, as with the best response).
+    """
 
     multipliers: tuple = (0.8, 0.9, 1.0, 1.1, 1.25, 1.5)
-    rate: float = 0.3
-    weights: np.ndarray = field(default=None)
-    last: int = 2
+    explore: float = 0.1
+    totals: np.ndarray = field(default=None, repr=False)
+    counts: np.ndarray = field(default=None, repr=False)
+    last: int = 0
+
+    def greedy(self) -> int:
+        means = np.where(self.counts > 0, self.totals / np.maximum(self.counts, 1), -np.inf)
+        best = np.flatnonzero(means >= means.max() - 1e-12 * max(1.0, abs(means.max())))
+        return int(min(best, key=lambda j: abs(np.log(self.multipliers[j]))))
 
     def report(self, agent, model):
         k = len(self.multipliers)
-        if self.weights is None:
-            self.weights = np.ones(k)
-        p = (1 - self.rate) * self.weights / self.weights.sum() + self.rate / k
-        self.last = int(model.rng.choice(k, p=p))
-        self._p = p[self.last]
+        if self.totals is None:
+            self.totals, self.counts = np.zeros(k), np.zeros(k)
+        untried = np.flatnonzero(self.counts == 0)
+        if untried.size:
+            order = sorted(untried, key=lambda j: abs(np.log(self.multipliers[j])))
+            self.last = int(order[0])
+        elif model.rng.random() < self.explore:
+            self.last = int(model.rng.integers(k))
+        else:
+            self.last = self.greedy()
         return _clip(model, agent.cost * self.multipliers[self.last])
 
     def observe(self, agent, model, utility):
-        scale = model.utility_scale
-        gain = utility / scale if scale > 0 else 0.0
-        self.weights[self.last] *= np.exp(self.rate * gain / (len(self.multipliers) * self._p))
-        self.weights /= self.weights.max()
+        self.totals[self.last] += utility
+        self.counts[self.last] += 1
 
 
 @dataclass
