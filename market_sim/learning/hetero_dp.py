@@ -38,7 +38,7 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
     """scikit-learn estimator for Algorithm 1 (003); see the module docstring.
 
     Give either ``epsilons`` (per row; then a = eps / sum(eps), eta = sum(eps),
-    so a_i eta = eps_i exactly) or ``a`` and ``eta``.
+    so a_i eta = eps_i exactly) or ``a`` and ``eta``; with neither, eps_i = 1.
     """
 
     def __init__(self, epsilons=None, *, a=None, eta=None, reg_lambda=1e-2, data_norm=1.0,
@@ -51,7 +51,14 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
         self.clip = clip
         self.random_state = random_state
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False  # binary only, as in the paper
+        return tags
+
     def _weights(self, m: int):
+        if self.epsilons is None and self.a is None and self.eta is None:
+            return np.full(m, 1.0 / m), float(m)  # default: eps_i = 1 for every row
         if self.epsilons is not None:
             if self.a is not None or self.eta is not None:
                 raise MarketSimError("give either epsilons or (a, eta), not both")
@@ -71,11 +78,13 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
 
     def fit(self, X, y):
         X, y = validate_data(self, X, y, dtype=float, y_numeric=False)
-        if type_of_target(y) != "binary":
-            raise MarketSimError("labels must be binary (two classes, e.g. {0, 1} or {-1, 1})")
+        kind = type_of_target(y, input_name="y", raise_unknown=True)
+        if kind != "binary":
+            raise MarketSimError(f"Only binary classification is supported (labels in {{0, 1}} "
+                                 f"or {{-1, 1}}); the target is {kind}")
         self.classes_ = np.unique(y)
         if self.classes_.size != 2:
-            raise MarketSimError("labels must contain two classes")
+            raise MarketSimError("Only binary classification is supported; y has one class")
         if not (np.isfinite(self.reg_lambda) and self.reg_lambda > 0):
             raise MarketSimError("reg_lambda must be > 0")
         if not (np.isfinite(self.data_norm) and self.data_norm > 0):
@@ -116,7 +125,7 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
         return self
 
     def decision_function(self, X):
-        check_is_fitted(self)
+        check_is_fitted(self, "coef_")
         X = validate_data(self, X, dtype=float, reset=False)
         return X @ self.coef_
 
@@ -125,4 +134,5 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
         return np.column_stack([1 - p, p])
 
     def predict(self, X):
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+        positive = self.decision_function(X) > 0
+        return self.classes_[positive.astype(int)]
