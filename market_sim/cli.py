@@ -250,7 +250,7 @@ def run_market(costs, dist, *, mu, sigma, gamma, k=None, n_quad=32, mechanism="o
         a, eta, cutoff, loss = res.a, res.eta, res.lam, res.proxy_loss
         summary["k"] = k
     else:
-        from .mechanisms.offline import proxy_loss
+        from .mechanisms.offline import proxy_loss_of_eps
         from .mechanisms.online import OnlineMechanism
 
         if k is not None:
@@ -261,7 +261,7 @@ def run_market(costs, dist, *, mu, sigma, gamma, k=None, n_quad=32, mechanism="o
         eta = float(eps.sum())
         a = eps / eta if eta > 0 else np.zeros_like(eps)
         cutoff = mech.cutoff
-        loss = proxy_loss(a, eta, psi, mu=mu, sigma=sigma, gamma=gamma) if eta > 0 else np.inf
+        loss = proxy_loss_of_eps(eps, psi, mu=mu, sigma=sigma, gamma=gamma)
         summary.update(rule=rule, planned_m=planned)
     table = pd.DataFrame({"cost": costs, "virtual_cost": psi, "a": a, "eps": eps,
                           "payment": pay, "utility": pay - costs * eps})

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..distributions import CostDistribution, parse_distribution
 from ..errors import MarketSimError
-from ..mechanisms.offline import proxy_loss
+from ..mechanisms.offline import proxy_loss_of_eps
 from .markets import Market
 from .strategies import STRATEGIES, Colluder, CollusionGroup, Truthful, make_strategy
 
@@ -98,9 +98,7 @@ class PlatformAgent(mesa.Agent):
             s.utility = s.payment - s.cost * s.eps
         self.total_payment = float(pay.sum())
         psi = self.market.dist.virtual_cost(np.array([s.cost for s in sellers]))
-        eta = float(eps.sum())
-        self.proxy_loss = (proxy_loss(eps / eta, eta, psi, **self.market.params)
-                           if eta > 0 else np.inf)
+        self.proxy_loss = proxy_loss_of_eps(eps, psi, **self.market.params)
 
 
 class MarketModel(mesa.Model):

@@ -36,7 +36,8 @@ import numpy as np
 
 from ..errors import MarketSimError
 
-__all__ = ["OfflineResult", "solve", "solve_eta_grid", "proxy_loss", "check_params"]
+__all__ = ["OfflineResult", "solve", "solve_eta_grid", "proxy_loss", "proxy_loss_of_eps",
+           "check_params"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,15 @@ def proxy_loss(a, eta, psi, *, mu, sigma, gamma) -> float:
     psi = np.asarray(psi, dtype=float)
     lin = float(np.dot(a[a > 0], psi[a > 0]))
     return float(mu * np.linalg.norm(a) + sigma / eta + gamma * eta * lin)
+
+
+def proxy_loss_of_eps(eps, psi, *, mu, sigma, gamma) -> float:
+    """Eq. 11 (003) of what was bought: eta = sum eps, a = eps / eta (inf if nothing)."""
+    eps = np.asarray(eps, dtype=float)
+    eta = float(eps.sum())
+    if eta <= 0:
+        return np.inf
+    return proxy_loss(eps / eta, eta, psi, mu=mu, sigma=sigma, gamma=gamma)
 
 
 # ---- the cubic -----------------------------------------------------------------

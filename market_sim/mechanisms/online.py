@@ -33,7 +33,7 @@ from scipy import optimize
 
 from ..distributions import CostDistribution, empirical
 from ..errors import MarketSimError
-from .offline import check_params, proxy_loss, solve
+from .offline import check_params, proxy_loss_of_eps, solve
 
 __all__ = ["OnlineMechanism", "ArrivalOutcome", "simulate_arrivals", "compare_online_offline",
            "PriorFreeOnline"]
@@ -192,13 +192,6 @@ class ArrivalOutcome:
     total_payment: float
 
 
-def _loss_of(eps, psi, mu, sigma, gamma) -> float:
-    eta = float(eps.sum())
-    if eta <= 0:
-        return np.inf
-    return proxy_loss(eps / eta, eta, psi, mu=mu, sigma=sigma, gamma=gamma)
-
-
 def simulate_arrivals(mech, costs, *, xi: float = 1.0, rng: np.random.Generator | None = None,
                       true_dist: CostDistribution | None = None) -> ArrivalOutcome:
     """Sellers with ``costs`` arrive (in random order if ``rng`` is given, else in
@@ -220,9 +213,9 @@ def simulate_arrivals(mech, costs, *, xi: float = 1.0, rng: np.random.Generator 
         eps, pay = mech.run(c)
     else:
         eps, pay = mech.eps(c), mech.payments(c)
-    psi = true_dist.virtual_cost(c)
-    return ArrivalOutcome(arrived, eps, pay, _loss_of(eps, psi, mech.mu, mech.sigma, mech.gamma),
-                          float(pay.sum()))
+    loss = proxy_loss_of_eps(eps, true_dist.virtual_cost(c), mu=mech.mu, sigma=mech.sigma,
+                             gamma=mech.gamma)
+    return ArrivalOutcome(arrived, eps, pay, loss, float(pay.sum()))
 
 
 def compare_online_offline(costs, mech, *, xi: float = 1.0,
