@@ -34,6 +34,7 @@ from scipy import optimize
 from ..distributions import CostDistribution, empirical
 from ..errors import MarketSimError
 from .offline import check_params, proxy_loss_of_eps, solve
+from .quadrature import gauss_legendre_cos
 
 __all__ = ["OnlineMechanism", "ArrivalOutcome", "simulate_arrivals", "compare_online_offline",
            "PriorFreeOnline"]
@@ -42,14 +43,8 @@ _NODES = 256
 _RULES = ("fluid", "alg3")
 
 
-def _gl_cos(n: int):
-    t, w = np.polynomial.legendre.leggauss(n)
-    theta = 0.5 * np.pi * (t + 1.0)
-    return 0.5 * (1.0 - np.cos(theta)), 0.25 * np.pi * np.sin(theta) * w
-
-
-_SHAPE, _JAC = _gl_cos(_NODES)          # expectations over the cost law
-_PAY_SHAPE, _PAY_JAC = _gl_cos(64)      # the payment integral (eps is smooth in z)
+_SHAPE, _JAC = gauss_legendre_cos(_NODES)          # expectations over the cost law
+_PAY_SHAPE, _PAY_JAC = gauss_legendre_cos(64)      # the payment integral (eps is smooth in z)
 
 
 class OnlineMechanism:

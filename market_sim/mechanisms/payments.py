@@ -38,6 +38,7 @@ import numpy as np
 from ..distributions import CostDistribution
 from ..errors import MarketSimError
 from .offline import _Groups, _positive_roots, check_params, solve
+from .quadrature import gauss_legendre_cos
 
 __all__ = ["offline_payments", "seller_utility"]
 
@@ -220,11 +221,7 @@ def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only):
     _, cell_top = alloc(every, np.full(lo.shape, top))
     cur, cur_cell = lo.copy(), alloc(every, lo)[1]
     integral = np.zeros(lo.shape)
-    nodes, weights = np.polynomial.legendre.leggauss(int(n_quad))
-    theta = 0.5 * np.pi * (nodes + 1.0)
-    # z = a + (b - a)(1 - cos theta)/2 makes sqrt-type end points (a branch of
-    # the optimum ending in a fold) smooth in theta
-    shape, jac = 0.5 * (1.0 - np.cos(theta)), 0.25 * np.pi * np.sin(theta) * weights
+    shape, jac = gauss_legendre_cos(n_quad)
     # points per search step: many for the vectorised oracle, 1 (bisection) when re-solving
     sections = 1 if isinstance(oracle, _ResolveOracle) else _SECTIONS
     frac = np.arange(1, sections + 1) / (sections + 1)
