@@ -13,15 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from . import __version__
 from .errors import MarketSimError
+from .files import atomic_write as _atomic_write
 
 EXIT_USAGE = 2
 
@@ -201,26 +200,6 @@ def read_costs(path: str):
         i = int(np.argmax(costs < 0))
         raise MarketSimError(f"{path}: cost of seller {ids.iloc[i]!r} is negative ({costs[i]:g})")
     return ids.to_numpy(), costs
-
-
-def _atomic_write(path: str, write) -> None:
-    """Write through ``write(binary_file)`` to a temporary file, then rename:
-    a failure leaves no partial output."""
-    target = Path(path)
-    if not target.parent.exists():
-        raise MarketSimError(f"{path}: folder {str(target.parent)!r} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual mode
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _json_value(v):

@@ -12,8 +12,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import os
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -21,6 +19,7 @@ import numpy as np
 
 from . import __version__
 from .errors import MarketSimError
+from .files import atomic_write
 
 __all__ = ["load_scenario", "task_rng", "run_scenario", "write_results", "read_results"]
 
@@ -74,15 +73,7 @@ def write_results(df, path: str, *, scenario: str, seed: int, quick: bool) -> No
     meta = {b"market_sim": json.dumps({"version": __version__, "scenario": scenario,
                                         "seed": seed, "quick": quick}).encode()}
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(target, lambda fh: pq.write_table(table, fh))
 
 
 def read_results(path: str):

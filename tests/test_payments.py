@@ -27,6 +27,7 @@ def _costs(seed, m, dist=UNIFORM):
 @settings(max_examples=30)
 @given(market(max_m=40))
 @example((1, 20, 2.65625, 4.0, 1.0625))  # cells A, B, A: bisection alone steps over B
+@example((3, 2, 1.3125, 3.0, 3.0))  # an extra piece: the skipped sliver must be integrated
 def test_pruned_oracle_equals_full_resolve(case):
     seed, m, mu, sigma, gamma = case
     c = _costs(seed, m)

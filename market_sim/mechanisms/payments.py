@@ -11,10 +11,11 @@ Seller i's allocation eps_i(z) is non-increasing in its own report z (the
 exact optimum of a problem with a term gamma psi(z) eps_i is monotone), so the
 integrand is positive on [c_i, z*) and 0 beyond a threshold z*.  It is smooth
 except where the optimum changes cell (another seller enters or leaves the
-active set, or the cap starts to bind): we find those points by bisection on
-the cell and integrate each smooth piece by Gauss-Legendre after the change
-of variables z = a + (b-a)(1 - cos theta)/2, which also smooths the square-root
-behaviour at a piece's end where its branch of the optimum ends in a fold.  Unbought sellers are paid 0.
+active set, or the cap starts to bind): we find those points by a search on
+the cell (checked again on each piece's quadrature nodes) and integrate each
+smooth piece by Gauss-Legendre after z = a + (b-a)(1 - cos theta)/2, which
+also smooths the square-root end of a branch of the optimum that ends in a
+fold.  Unbought sellers are paid 0.
 
 Evaluating eps_i(z) is a full solve of a market in which one value moved.
 Without a cap this is cheap: the stationary points of the solution family are
@@ -51,6 +52,8 @@ _SKIP = 1e-10        # relative width skipped past each change of piece
 class _UncappedOracle:
     """eps_i when seller i (truthful value x_i = gamma psi_i) reports value p >= x_i."""
 
+    sections = _SECTIONS  # vectorised: many points per step of the piece search
+
     def __init__(self, x: np.ndarray, mu: float, sigma: float):
         self.mu, self.sigma = mu, sigma
         self.s = sigma / mu**2
@@ -80,8 +83,9 @@ class _UncappedOracle:
         keep = ~((phimin > delta + slack) | (phimax < -delta - slack))
         self.K = n[keep]
 
-    def eps(self, xi: np.ndarray, p: np.ndarray):
-        """Vectorised over sellers: arrays xi (truthful values) and p (reported).
+    def eps(self, sellers, xi: np.ndarray, p: np.ndarray):
+        """Vectorised over sellers: arrays xi (truthful values) and p (reported);
+        ``sellers`` (their indices) is not needed here.
 
         Returns (eps_i, cell): cell identifies the smooth piece eps_i is on
         (-1 when seller i is not bought)."""
@@ -136,17 +140,18 @@ class _UncappedOracle:
 class _ResolveOracle:
     """eps_i by solving the whole market again (exact; O(m log m) per call)."""
 
-    def __init__(self, psi, mu, sigma, gamma, k, index):
-        self.psi, self.index, self.gamma = psi, index, gamma
+    sections = 1  # each point is a full solve: bisect
+
+    def __init__(self, psi, mu, sigma, gamma, k):
+        self.psi, self.gamma = psi, gamma
         self.kw = dict(mu=mu, sigma=sigma, gamma=gamma, k=k)
         self.cap = 1.0 if (k is None or k >= psi.size) else k / psi.size
 
-    def eps(self, xi, p, index=None):
-        index = self.index if index is None else index
+    def eps(self, sellers, xi, p):
         out = np.empty(p.size)
         cell = np.empty(p.size, dtype=np.int64)
         m = self.psi.size
-        for j, (i, pj) in enumerate(zip(index, p)):
+        for j, (i, pj) in enumerate(zip(sellers, p)):
             psi = self.psi.copy()
             psi[i] = pj / self.gamma
             res = solve(psi, **self.kw)
@@ -203,7 +208,7 @@ def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only):
     if method == "pruned" and capped:
         raise MarketSimError("the pruned payment oracle has no cap; use method='resolve'")
     if method == "resolve" or (method == "auto" and (capped or not np.all(np.isfinite(psi)))):
-        oracle = _ResolveOracle(psi, mu, sigma, gamma, k, bought)
+        oracle = _ResolveOracle(psi, mu, sigma, gamma, k)
     else:
         oracle = _UncappedOracle(gamma * psi, mu, sigma)
     xi = gamma * psi[bought]
@@ -212,18 +217,14 @@ def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only):
 
     def alloc(idx, z):
         """(eps, cell) of bought sellers idx (positions in ``bought``) reporting z."""
-        p = gamma * dist.virtual_cost(z)
-        if isinstance(oracle, _ResolveOracle):
-            return oracle.eps(xi[idx], p, bought[idx])
-        return oracle.eps(xi[idx], p)
+        return oracle.eps(bought[idx], xi[idx], gamma * dist.virtual_cost(z))
 
     every = np.arange(lo.size)
     _, cell_top = alloc(every, np.full(lo.shape, top))
     cur, cur_cell = lo.copy(), alloc(every, lo)[1]
     integral = np.zeros(lo.shape)
     shape, jac = gauss_legendre_cos(n_quad)
-    # points per search step: many for the vectorised oracle, 1 (bisection) when re-solving
-    sections = 1 if isinstance(oracle, _ResolveOracle) else _SECTIONS
+    sections = oracle.sections
     frac = np.arange(1, sections + 1) / (sections + 1)
 
     def search(a, b, todo):
@@ -272,15 +273,17 @@ def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only):
                 todo[redo] = True
                 search(a, b, redo)
                 end[redo] = a[redo]
-        # the next piece starts just past the change (skipping the ~1e-11 wide zone
-        # where a solver may pick either of two cells that give the same eps); a
-        # seller whose piece ran to the top, or who is unbought from here on
-        # (monotonicity), is done
+        # the next piece starts just past the change, skipping the ~1e-11 wide zone
+        # where a solver may pick either of two cells that give the same eps; the
+        # sliver [a, b + skip] is integrated by the midpoint rule.  A seller whose
+        # piece ran to the top, or who is unbought from here on (monotonicity), is done
         pending &= todo
         idx = np.flatnonzero(pending)
         if idx.size:
-            cur[idx] = np.minimum(b[idx] + skip, top)
-            cur_cell[idx] = alloc(idx, cur[idx])[1]
+            nxt = np.minimum(b[idx] + skip, top)
+            integral[idx] += (nxt - a[idx]) * alloc(idx, 0.5 * (a[idx] + nxt))[0]
+            cur[idx] = nxt
+            cur_cell[idx] = alloc(idx, nxt)[1]
             pending &= cur_cell >= 0
     else:
         raise RuntimeError("payment integral: too many pieces; please report this market")
