@@ -25,7 +25,31 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..errors import MarketSimError
 
-__all__ = ["HeteroDPLogisticRegression"]
+__all__ = ["HeteroDPLogisticRegression", "weighted_logistic_fit", "draw_noise"]
+
+
+def weighted_logistic_fit(SZ: np.ndarray, a: np.ndarray, reg_lambda: float, linear=None,
+                          w0=None) -> np.ndarray:
+    """argmin_w sum_i a_i log(1 + exp(-w.SZ_i)) + linear.w + (reg_lambda/2)||w||^2
+    (Eq. 2, 003; rows SZ_i = y_i x_i).  Strongly convex, so L-BFGS finds the optimum."""
+    d = SZ.shape[1]
+    lin = np.zeros(d) if linear is None else linear
+
+    def objective(w):
+        margin = SZ @ w
+        loss = np.dot(a, np.logaddexp(0.0, -margin))
+        grad = -(SZ.T @ (a * expit(-margin)))
+        return loss + lin @ w + 0.5 * reg_lambda * w @ w, grad + lin + reg_lambda * w
+
+    start = np.zeros(d) if w0 is None else w0
+    return optimize.minimize(objective, start, jac=True, method="L-BFGS-B",
+                             options={"maxiter": 10_000, "gtol": 1e-10}).x
+
+
+def draw_noise(d: int, rng: np.random.Generator) -> np.ndarray:
+    """b of Algorithm 1 (003): ||b|| ~ Gamma(d, 1), direction uniform on the sphere."""
+    direction = rng.standard_normal(d)
+    return rng.gamma(d, 1.0) * direction / np.linalg.norm(direction)
 
 
 def _rng(random_state) -> np.random.Generator:
@@ -100,25 +124,12 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
         Z = X / self.data_norm
         s = np.where(y == self.classes_[1], 1.0, -1.0)
         a, eta = self._weights(X.shape[0])
-        d = X.shape[1]
-        rng = _rng(self.random_state)
-        direction = rng.standard_normal(d)
-        direction /= np.linalg.norm(direction)
-        self.noise_norm_ = float(rng.gamma(d, 1.0))
-        b_prime = 2.0 * self.noise_norm_ * direction / eta  # Alg. 1 step 2
+        b = draw_noise(X.shape[1], _rng(self.random_state))
+        self.noise_norm_ = float(np.linalg.norm(b))
+        b_prime = 2.0 * b / eta  # Alg. 1 step 2
         lam = float(self.reg_lambda)
-        SZ = s[:, None] * Z
-
-        def objective(w):  # Eq. 2 (003)
-            margin = SZ @ w
-            loss = np.dot(a, np.logaddexp(0.0, -margin))
-            grad = -(SZ.T @ (a * expit(-margin)))
-            return (loss + b_prime @ w + 0.5 * lam * w @ w,
-                    grad + b_prime + lam * w)
-
-        res = optimize.minimize(objective, np.zeros(d), jac=True, method="L-BFGS-B",
-                                options={"maxiter": 10_000, "gtol": 1e-10})
-        self.coef_ = res.x / self.data_norm
+        w = weighted_logistic_fit(s[:, None] * Z, a, lam, linear=b_prime)  # Eq. 2 (003)
+        self.coef_ = w / self.data_norm
         self.eps_ = a * eta
         self.privacy_guarantees_ = self.eps_ + 2.0 * log1p(a / lam)  # Prop. II.2, Eq. 24-25
         self.a_, self.eta_ = a, eta

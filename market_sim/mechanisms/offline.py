@@ -56,10 +56,13 @@ class OfflineResult:
     n_bought: int
 
 
-def check_params(mu: float, sigma: float, gamma: float, k: float | None = None) -> None:
+def check_params(mu: float, sigma: float, gamma: float, k: float | None = None, *,
+                 allow_zero: bool = False) -> None:
     for name, v in (("mu", mu), ("sigma", sigma), ("gamma", gamma)):
-        if not (isinstance(v, (int, float, np.floating, np.integer)) and np.isfinite(v) and v > 0):
-            raise MarketSimError(f"{name} must be a finite number > 0 (got {v!r})")
+        ok = isinstance(v, (int, float, np.floating, np.integer)) and np.isfinite(v)
+        if not (ok and (v >= 0 if allow_zero else v > 0)):
+            bound = ">= 0" if allow_zero else "> 0"
+            raise MarketSimError(f"{name} must be a finite number {bound} (got {v!r})")
     if k is not None and not (np.isfinite(k) and k >= 1):
         raise MarketSimError(f"k must be >= 1 (got {k!r}); a_i <= k/m needs k*m/m >= 1")
 
@@ -395,6 +398,38 @@ def _cell_allocation(G: _Groups, x, kappa, s, c: int, n: int, u_guess: float):
 
 
 # ---- the paper's method, kept as a baseline -------------------------------------
+def project_capped_simplex(y: np.ndarray, cap: float = 1.0) -> np.ndarray:
+    """Exact Euclidean projection of a vector onto {a: 0 <= a <= cap, sum a = 1}.
+
+    a = clip(y - tau, 0, cap) with S(tau) = sum a piecewise linear and
+    non-increasing; its breakpoints are y_i and y_i - cap.  S is evaluated at
+    all of them by prefix sums, and tau is interpolated in the bracketing piece.
+    """
+    y = np.asarray(y, dtype=float)
+    ys = np.sort(y)
+    m = ys.size
+    csum = np.concatenate([[0.0], np.cumsum(ys)])
+    knots = np.unique(np.concatenate([ys, ys - cap]))
+
+    def S(t):  # sum clip(y - t, 0, cap) at each t
+        n_hi = m - np.searchsorted(ys - cap, t, side="right")  # y_i - cap > t: capped
+        n_pos = m - np.searchsorted(ys, t, side="right")  # y_i > t: positive
+        n_mid = n_pos - n_hi
+        mid_sum = csum[m - n_hi] - csum[m - n_pos]
+        return n_hi * cap + mid_sum - n_mid * t, n_mid
+
+    s_knots, _ = S(knots)
+    j = int(np.searchsorted(-s_knots, -1.0, side="left"))  # first knot with S <= 1
+    j = min(max(j, 1), knots.size - 1)
+    lo, hi = knots[j - 1], knots[j]
+    s_lo, n_mid = S(np.array([0.5 * (lo + hi)]))
+    # on (lo, hi), S(t) = S(mid) - n_mid (t - mid)
+    mid = 0.5 * (lo + hi)
+    tau = mid + (s_lo[0] - 1.0) / n_mid[0] if n_mid[0] > 0 else mid
+    a = np.clip(y - tau, 0.0, cap)
+    return a / a.sum()
+
+
 def _project_capped_simplex(Y: np.ndarray, cap: float) -> np.ndarray:
     """Euclidean projection of each row onto {a: 0 <= a <= cap, sum a = 1}."""
     lo = (Y.min(axis=1) - cap)[:, None]

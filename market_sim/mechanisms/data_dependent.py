@@ -1,0 +1,293 @@
+"""The data-dependent mechanism (Sec. VIII, Eq. 17 and Algorithm 4 of 003; Sec. 4 of 000).
+
+    min_{w, a, eta}  sum_i a_i l_i(w) + 2 b.w / eta + (Lambda/2)||w||^2
+                     + mu ||a||^2 + sigma / eta + gamma sum_i psi_i u(a_i eta)
+    s.t. a >= 0, sum a = 1, a_i <= k/m,  eps_i = a_i eta,
+
+with l_i(w) = log(1 + exp(-y_i w.x_i)) and u(eps) = eps**p, p >= 1 (the convex
+costs of 000; p = 1 is Eq. 17 of 003).  As Algorithm 4 we search eta = m eps_avg
+on a grid and solve the (w, a) problem for each eta.
+
+Where we depart from the papers, and why:
+
+* **The noise term.**  Algorithm 4 draws b once and keeps 2 b.w / eta in the
+  objective.  Then min_w (2 b.w / eta + Lambda/2 ||w||^2) = -2 ||b||^2 / (Lambda eta^2),
+  which goes to -infinity as eta -> 0: the realised noise *rewards* buying less
+  privacy, and the line search drifts to the smallest eps_avg on the grid.  The
+  cost of noise is already in the objective as sigma / eta (Thm II.4's bound),
+  and b has mean zero, so E_b[objective] drops the linear term exactly.  By
+  default (``noise=None``) we minimise that expectation, which also keeps the
+  allocation independent of the noise that Algorithm 1 later draws.  Passing a
+  vector ``noise=b`` gives the literal Eq. 17.
+* **The projection.**  Algorithm 4 projects a onto {sum a = 1} only, which can
+  make weights negative; Eq. 17 asks for 0 <= a_i <= k/m and that is what we
+  project onto (exactly).
+* **The optimiser.**  Not a fixed-step projected gradient.  For fixed eta and
+  mu > 0 the a-block is strongly convex and solved exactly (a capped-simplex
+  projection when p = 1, a nested bisection on its KKT conditions otherwise),
+  and L-BFGS minimises the w-objective with a eliminated (Danskin's theorem
+  gives its gradient).  The joint (w, a) problem is convex when 2 Lambda mu > m
+  (Thm VIII.1), reported as ``jointly_convex``; otherwise the optimum is local.
+  With mu = 0 (the papers' naive model) the a-block is a linear programme,
+  solved greedily inside block-coordinate descent.
+* **The log-weight form** a = e^z of 000 (Eq. 13, Thm 4.1) makes the objective
+  convex in (w, z), but its constraint {z : sum e^z = 1} is not a convex set.
+  ``parametrisation="log"`` therefore uses a = softmax(z), which satisfies the
+  constraint identically, and optimises (w, z) jointly by L-BFGS (no cap; a_i
+  can approach but not reach 0).  It is a cross-check of the exact solver.
+
+The allocation depends on the data.  Is eps_i still non-increasing in seller
+i's own cost, as Myerson's payments need for IC?  Seller i's report enters the
+objective only through the term t u(eps_i), t = gamma psi(c_i).  If (x, x') are
+*global* minimisers at (t, t'), adding the two optimality inequalities gives
+(t - t') (u(eps_i) - u(eps_i')) <= 0, so eps_i is non-increasing in psi and hence
+in c_i (psi is non-decreasing, ironed if need be), for any data and any grid.
+The guarantee is only as good as the optimiser: below 2 Lambda mu > m the
+problem need not be convex and a local optimum can break it.
+``own_cost_response`` and ``monotonicity_violations`` measure it; a violation
+is an IC failure to report.  Choosing a from the data also means the DP
+guarantee of Prop. II.2, which treats a as fixed, does not cover what the
+allocation itself reveals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize
+from scipy.special import expit, softmax
+
+from ..errors import MarketSimError
+from ..learning.hetero_dp import weighted_logistic_fit
+from .offline import check_params, project_capped_simplex
+
+__all__ = ["DataDependentResult", "solve", "objective", "own_cost_response",
+           "monotonicity_violations", "myerson_payment", "DEFAULT_EPS_AVG_GRID"]
+
+DEFAULT_EPS_AVG_GRID = np.geomspace(0.01, 10.0, 31)
+
+
+@dataclass(frozen=True)
+class DataDependentResult:
+    """Outcome of Eq. 17 (003).  ``profile[j]`` is the optimal value at
+    ``eps_avg_grid[j]``; ``w`` is the model the mechanism optimised (noise-free
+    unless ``noise`` was given), not the private model Algorithm 1 trains."""
+
+    eps: np.ndarray
+    a: np.ndarray
+    eta: float
+    w: np.ndarray
+    objective: float
+    eps_avg_grid: np.ndarray
+    profile: np.ndarray
+    jointly_convex: bool
+
+
+def _signed_rows(X, y) -> np.ndarray:
+    X = np.asarray(X, dtype=float)
+    y = np.asarray(y)
+    if X.ndim != 2 or X.shape[0] == 0:
+        raise MarketSimError("data: X must be a non-empty 2-D array")
+    if y.shape != (X.shape[0],):
+        raise MarketSimError(f"data: y has shape {y.shape}, expected ({X.shape[0]},)")
+    if not np.all(np.isfinite(X)):
+        raise MarketSimError("data: X contains NaN or infinite values")
+    labels = set(np.unique(y).tolist())
+    if not (labels <= {0, 1} or labels <= {-1, 1}):
+        raise MarketSimError(f"data: labels must be in {{0, 1}} or {{-1, 1}}, got {sorted(labels)}")
+    norm = np.linalg.norm(X, axis=1).max()
+    if norm > 1 + 1e-9:
+        raise MarketSimError(f"data: rows must have ||x|| <= 1 (largest is {norm:.6g})")
+    return np.where(y > 0, 1.0, -1.0)[:, None] * X
+
+
+def _losses(SX, w) -> np.ndarray:
+    return np.logaddexp(0.0, -(SX @ w))
+
+
+def _cost(psi, eps, p):
+    return psi @ eps**p
+
+
+def objective(w, a, eta, X, y, psi, *, mu, sigma, gamma, reg_lambda, noise=None,
+              cost_exponent: float = 1.0) -> float:
+    """Eq. 17 (003) at (w, a, eta); the linear noise term only when ``noise`` is given."""
+    noise = None if noise is None else np.asarray(noise, dtype=float)
+    w, a, psi = (np.asarray(v, dtype=float) for v in (w, a, psi))
+    return _value(_signed_rows(X, y), w, a, eta, psi, mu=mu, sigma=sigma, gamma=gamma,
+                  reg_lambda=reg_lambda, noise=noise, cost_exponent=cost_exponent)
+
+
+def _value(SX, w, a, eta, psi, *, mu, sigma, gamma, reg_lambda, noise, cost_exponent):
+    val = (a @ _losses(SX, w) + 0.5 * reg_lambda * w @ w + mu * a @ a + sigma / eta
+           + gamma * _cost(psi, a * eta, cost_exponent))
+    if noise is not None:
+        val += 2.0 * noise @ w / eta
+    return float(val)
+
+
+def _weights_block(loss, psi, eta, gamma, mu, p, cap):
+    """argmin_a sum a_i loss_i + mu ||a||^2 + gamma sum psi_i (eta a_i)^p on the capped simplex."""
+    m = loss.size
+    if mu == 0 and p == 1:  # a linear programme: fill the cheapest sellers up to the cap
+        order = np.argsort(loss + gamma * eta * psi, kind="stable")
+        a = np.zeros(m)
+        full = int(np.floor(1.0 / cap + 1e-12))
+        a[order[:full]] = cap
+        if full < m:
+            a[order[full]] = 1.0 - full * cap
+        return a
+    if p == 1:
+        return project_capped_simplex(-(loss + gamma * eta * psi) / (2 * mu), cap)
+    scale = gamma * psi * p * eta**p  # d/da of gamma psi (eta a)^p = scale a^(p-1)
+
+    def a_of(lam):  # KKT: loss_i + 2 mu a + scale_i a^(p-1) = lam, clipped to [0, cap]
+        lo, hi = np.zeros(m), np.full(m, cap)
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            big = loss + 2 * mu * mid + scale * mid ** (p - 1) > lam
+            hi, lo = np.where(big, mid, hi), np.where(big, lo, mid)
+        return 0.5 * (lo + hi)
+
+    lo = float(loss.min())
+    hi = float(np.max(loss + 2 * mu * cap + scale * cap ** (p - 1)))
+    for _ in range(60):
+        lam = 0.5 * (lo + hi)
+        lo, hi = (lam, hi) if a_of(lam).sum() < 1 else (lo, lam)
+    a = a_of(0.5 * (lo + hi))
+    return a / a.sum()
+
+
+def _solve_fixed_eta(SX, psi, eta, mu, gamma, lam, p, cap, w0, noise, tol, max_iter):
+    """(w, a) for one eta.  With mu > 0 the a-block has a unique minimiser a*(w), so
+    F(w) = min_a f(w, a) is differentiable with grad = sum a*_i grad l_i + ... (Danskin)
+    and L-BFGS minimises it directly.  With mu = 0, block-coordinate descent."""
+    linear = np.zeros(SX.shape[1]) if noise is None else 2.0 * noise / eta
+    if mu > 0:
+        def F(w):
+            margin = SX @ w
+            loss = np.logaddexp(0.0, -margin)
+            a = _weights_block(loss, psi, eta, gamma, mu, p, cap)
+            val = a @ loss + mu * a @ a + gamma * _cost(psi, a * eta, p) + linear @ w \
+                + 0.5 * lam * w @ w
+            return val, -(SX.T @ (a * expit(-margin))) + linear + lam * w
+
+        w = optimize.minimize(F, w0, jac=True, method="L-BFGS-B",
+                              options={"maxiter": 10_000, "gtol": tol, "ftol": 1e-15}).x
+        return w, _weights_block(_losses(SX, w), psi, eta, gamma, mu, p, cap)
+    a = np.full(SX.shape[0], 1.0 / SX.shape[0])
+    w = w0
+    for _ in range(max_iter):
+        w = weighted_logistic_fit(SX, a, lam, linear=linear, w0=w)
+        a_new = _weights_block(_losses(SX, w), psi, eta, gamma, mu, p, cap)
+        done = np.max(np.abs(a_new - a)) < tol
+        a = a_new
+        if done:
+            break
+    return w, a
+
+
+def _solve_fixed_eta_log(SX, psi, eta, mu, gamma, lam, p, w0, noise):
+    m, d = SX.shape
+    linear = np.zeros(d) if noise is None else 2.0 * noise / eta
+
+    def f(v):
+        w, z = v[:d], v[d:]
+        a = softmax(z)
+        margin = SX @ w
+        loss = np.logaddexp(0.0, -margin)
+        val = a @ loss + linear @ w + 0.5 * lam * w @ w + mu * a @ a + gamma * psi @ (eta * a) ** p
+        grad_w = -(SX.T @ (a * expit(-margin))) + linear + lam * w
+        grad_a = loss + 2 * mu * a + gamma * psi * p * eta**p * a ** (p - 1)
+        grad_z = a * (grad_a - a @ grad_a)  # softmax Jacobian
+        return val, np.concatenate([grad_w, grad_z])
+
+    v0 = np.concatenate([w0, np.zeros(m)])
+    v = optimize.minimize(f, v0, jac=True, method="L-BFGS-B",
+                          options={"maxiter": 50_000, "gtol": 1e-11, "ftol": 1e-15}).x
+    return v[:d], softmax(v[d:])
+
+
+def solve(X, y, psi, *, mu: float, sigma: float, gamma: float, reg_lambda: float,
+          k: float | None = None, eps_avg_grid=None, noise=None, cost_exponent: float = 1.0,
+          parametrisation: str = "simplex", tol: float = 1e-9,
+          max_iter: int = 200) -> DataDependentResult:
+    """Eq. 17 (003) by Algorithm 4 for rows X (||x|| <= 1), labels y in {0,1} or
+    {-1,1}, and virtual costs psi.  See the module docstring for ``noise``."""
+    check_params(mu, sigma, gamma, k, allow_zero=True)  # mu = sigma = 0: the naive model
+    SX = _signed_rows(X, y)
+    m, d = SX.shape
+    psi = np.asarray(psi, dtype=float)
+    if psi.shape != (m,) or not np.all(np.isfinite(psi)):
+        raise MarketSimError(f"psi must be {m} finite virtual costs, one per row")
+    if not (np.isfinite(reg_lambda) and reg_lambda > 0):
+        raise MarketSimError("reg_lambda must be > 0")
+    if not (np.isfinite(cost_exponent) and cost_exponent >= 1):
+        raise MarketSimError("cost_exponent must be >= 1 (a convex cost u(eps) = eps**p)")
+    if parametrisation not in ("simplex", "log"):
+        raise MarketSimError("parametrisation must be 'simplex' or 'log'")
+    noise = None if noise is None else np.asarray(noise, dtype=float)
+    if noise is not None:
+        if noise.shape != (d,):
+            raise MarketSimError(f"noise must be a vector of length {d}")
+    grid = DEFAULT_EPS_AVG_GRID if eps_avg_grid is None else np.asarray(eps_avg_grid, float)
+    if grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid)) or grid.min() <= 0:
+        raise MarketSimError("eps_avg_grid must be a non-empty list of positive numbers")
+    cap = 1.0 if (k is None or k >= m) else float(k) / m
+    if parametrisation == "log" and cap < 1:
+        raise MarketSimError("parametrisation='log' has no cap; use k=None")
+    kw = dict(mu=mu, sigma=sigma, gamma=gamma, reg_lambda=reg_lambda, noise=noise,
+              cost_exponent=cost_exponent)
+    w = np.zeros(d)
+    best, profile = None, []
+    for eps_avg in grid:
+        eta = m * float(eps_avg)
+        if parametrisation == "log":
+            w, a = _solve_fixed_eta_log(SX, psi, eta, mu, gamma, reg_lambda, cost_exponent, w, noise)
+        else:
+            w, a = _solve_fixed_eta(SX, psi, eta, mu, gamma, reg_lambda, cost_exponent, cap, w,
+                                    noise, tol, max_iter)
+        val = _value(SX, w, a, eta, psi, **kw)
+        profile.append(val)
+        if best is None or val < best[0]:
+            best = (val, w, a, eta)
+    val, w, a, eta = best
+    return DataDependentResult(eps=a * eta, a=a, eta=eta, w=w, objective=val,
+                               eps_avg_grid=grid.copy(), profile=np.array(profile),
+                               jointly_convex=bool(2 * reg_lambda * mu > m))
+
+
+def own_cost_response(i: int, X, y, costs, virtual_cost, report_grid, **kw) -> np.ndarray:
+    """eps_i when seller i reports each value of ``report_grid`` (others fixed)."""
+    costs = np.array(costs, dtype=float)
+    if not 0 <= i < costs.size:
+        raise MarketSimError(f"seller index {i} out of range")
+    out = []
+    for r in np.asarray(report_grid, dtype=float):
+        costs[i] = r
+        out.append(solve(X, y, virtual_cost(costs), **kw).eps[i])
+    return np.array(out)
+
+
+def monotonicity_violations(i: int, X, y, costs, virtual_cost, report_grid, *,
+                            tol: float = 1e-6, **kw) -> np.ndarray:
+    """Reports on the increasing ``report_grid`` where eps_i *rose* by more than
+    ``tol`` (relative to max eps_i): each is a failure of Myerson's monotonicity."""
+    reports = np.sort(np.asarray(report_grid, dtype=float))
+    eps = own_cost_response(i, X, y, costs, virtual_cost, reports, **kw)
+    rise = np.diff(eps) > tol * max(eps.max(), 1e-300)
+    return reports[1:][rise]
+
+
+def myerson_payment(i: int, X, y, costs, virtual_cost, c_max: float, *, n_nodes: int = 33,
+                    **kw) -> float:
+    """t_i = c_i eps_i(c_i) + int_{c_i}^{c_max} eps_i(z) dz (Lemma III.2, 003), the
+    integral by the trapezoid rule on ``n_nodes`` reports.  IC only where eps_i
+    is monotone; check with ``monotonicity_violations``."""
+    c_i = float(np.asarray(costs, dtype=float)[i])
+    if not c_i <= c_max:
+        raise MarketSimError(f"c_max {c_max} is below the seller's cost {c_i}")
+    z = np.linspace(c_i, c_max, n_nodes)
+    eps = own_cost_response(i, X, y, costs, virtual_cost, z, **kw)
+    return float(c_i * eps[0] + np.trapezoid(eps, z))

@@ -1,0 +1,178 @@
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from market_sim.distributions import uniform
+from market_sim.errors import MarketSimError
+from market_sim.learning.hetero_dp import draw_noise, weighted_logistic_fit
+from market_sim.mechanisms import data_dependent as dd
+from market_sim.mechanisms.offline import _project_capped_simplex, project_capped_simplex
+
+GRID = np.geomspace(0.05, 5.0, 12)
+
+
+def market(m=40, d=3, seed=1):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((m, d))
+    X /= np.linalg.norm(X, axis=1).max()
+    y = (X @ np.array([1.0, -1.0, 0.5])[:d] + 0.3 * rng.standard_normal(m) > 0).astype(int)
+    costs = rng.uniform(0, 1, m)
+    return X, y, costs, uniform(0, 1)
+
+
+@given(st.lists(st.floats(-50, 50), min_size=1, max_size=25), st.floats(0, 1))
+def test_exact_projection_matches_bisection_and_is_feasible(y, t):
+    y = np.array(y)
+    cap = 1.0 / y.size + t * (1 - 1.0 / y.size)
+    a = project_capped_simplex(y, cap)
+    assert abs(a.sum() - 1) < 1e-12 and a.min() >= 0 and a.max() <= cap * (1 + 1e-12)
+    np.testing.assert_allclose(a, _project_capped_simplex(y[None], cap)[0], atol=1e-7)
+
+
+@pytest.mark.parametrize("p,k", [(1.0, None), (1.0, 5), (2.0, None), (1.5, 8)])
+def test_weight_block_is_the_exact_qp_optimum(p, k):
+    cp = pytest.importorskip("cvxpy")
+    rng = np.random.default_rng(3)
+    m = 20
+    loss, psi = rng.uniform(0.1, 1.0, m), rng.uniform(0, 2, m)
+    eta, gamma, mu = 3.0, 0.2, 0.5
+    cap = 1.0 if k is None else k / m
+    a = dd._weights_block(loss, psi, eta, gamma, mu, p, cap)
+    v = cp.Variable(m)
+    prob = cp.Problem(cp.Minimize(loss @ v + mu * cp.sum_squares(v)
+                                  + gamma * psi @ cp.power(eta * v, p)),
+                      [v >= 0, v <= cap, cp.sum(v) == 1])
+    prob.solve(solver=cp.CLARABEL)
+    np.testing.assert_allclose(a, v.value, atol=2e-5)
+
+
+def test_solution_is_stationary_in_each_block():
+    X, y, costs, dist = market()
+    psi = dist.virtual_cost(costs)
+    kw = dict(mu=50.0, sigma=1.0, gamma=1.0, reg_lambda=0.05)
+    r = dd.solve(X, y, psi, eps_avg_grid=GRID, **kw)
+    SX = np.where(y > 0, 1.0, -1.0)[:, None] * X
+    # w is the weighted ERM for the chosen weights ...
+    w = weighted_logistic_fit(SX, r.a, 0.05)
+    np.testing.assert_allclose(r.w, w, atol=1e-6)
+    # ... and the weights are optimal for that w
+    a = dd._weights_block(dd._losses(SX, r.w), psi, r.eta, 1.0, 50.0, 1.0, 1.0)
+    np.testing.assert_allclose(r.a, a, atol=1e-8)
+    np.testing.assert_allclose(r.eps, r.a * r.eta)
+    assert r.objective == pytest.approx(dd.objective(r.w, r.a, r.eta, X, y, psi, **kw))
+    assert r.objective == pytest.approx(r.profile.min())
+    # better than every other point of the line search and than uniform weights
+    uniform_a = np.full(y.size, 1 / y.size)
+    w_u = weighted_logistic_fit(SX, uniform_a, 0.05)
+    assert r.objective <= dd.objective(w_u, uniform_a, r.eta, X, y, psi, **kw) + 1e-12
+
+
+def test_log_weight_form_agrees_with_the_simplex_solver():
+    X, y, costs, dist = market()
+    psi = dist.virtual_cost(costs)
+    kw = dict(mu=200.0, sigma=1.0, gamma=1.0, reg_lambda=0.05, eps_avg_grid=GRID)
+    r1 = dd.solve(X, y, psi, **kw)
+    r2 = dd.solve(X, y, psi, parametrisation="log", **kw)
+    assert r1.eta == r2.eta
+    assert r2.objective == pytest.approx(r1.objective, rel=1e-6)
+    assert r1.objective <= r2.objective + 1e-12  # exact a-block can reach a_i = 0
+    np.testing.assert_allclose(r2.a, r1.a, atol=1e-4)
+
+
+def test_realised_noise_term_drives_eta_to_the_bottom_of_the_grid():
+    """The literal Eq. 17 with a drawn b: -2||b||^2 / (Lambda eta^2) wins as eta -> 0."""
+    X, y, costs, dist = market()
+    psi = dist.virtual_cost(costs)
+    grid = np.geomspace(1e-3, 5.0, 15)
+    kw = dict(mu=50.0, sigma=50.0, gamma=1.0, reg_lambda=0.05, eps_avg_grid=grid)
+    expected = dd.solve(X, y, psi, **kw)
+    assert grid[0] < expected.eta / y.size < grid[-1]  # an interior choice
+    for seed in range(5):
+        b = draw_noise(X.shape[1], np.random.default_rng(seed))
+        literal = dd.solve(X, y, psi, noise=b, **kw)
+        assert literal.eta / y.size == grid[0]
+        floor = -2 * (b @ b) / (0.05 * literal.eta**2) + 50 / literal.eta  # loss terms >= 0
+        assert floor <= literal.objective < 0.9 * floor
+
+
+def test_more_weight_on_payments_buys_less_privacy():
+    X, y, costs, dist = market()
+    psi = dist.virtual_cost(costs)
+    etas = [dd.solve(X, y, psi, mu=50.0, sigma=1.0, gamma=g, reg_lambda=0.05,
+                     eps_avg_grid=np.geomspace(0.01, 10, 40)).eta for g in (0.01, 0.1, 1, 10)]
+    assert all(e1 > e2 for e1, e2 in zip(etas, etas[1:]))
+
+
+def test_naive_model_without_regularisers_buys_the_least_and_concentrates():
+    X, y, costs, dist = market()
+    psi = dist.virtual_cost(costs)
+    r = dd.solve(X, y, psi, mu=0.0, sigma=0.0, gamma=1.0, reg_lambda=0.05, eps_avg_grid=GRID)
+    assert r.eta / y.size == GRID[0]  # nothing prices the noise
+    assert np.count_nonzero(r.a) == 1
+    capped = dd.solve(X, y, psi, mu=0.0, sigma=0.0, gamma=1.0, reg_lambda=0.05, k=4,
+                      eps_avg_grid=GRID)
+    assert capped.a.max() <= 4 / y.size + 1e-15 and np.count_nonzero(capped.a) == 10
+
+
+def test_convex_costs_change_the_allocation_and_stay_feasible():
+    X, y, costs, dist = market()
+    psi = dist.virtual_cost(costs)
+    kw = dict(mu=50.0, sigma=1.0, gamma=1.0, reg_lambda=0.05, eps_avg_grid=GRID, k=10)
+    lin, quad = dd.solve(X, y, psi, **kw), dd.solve(X, y, psi, cost_exponent=2.0, **kw)
+    for r in (lin, quad):
+        assert abs(r.a.sum() - 1) < 1e-9 and r.a.min() >= 0 and r.a.max() <= 10 / 40 + 1e-12
+    assert not np.allclose(lin.eps, quad.eps)
+
+
+@pytest.mark.parametrize("mu,lam", [(1000.0, 0.1), (1.0, 0.01)])
+def test_allocation_is_monotone_in_own_cost(mu, lam):
+    """Global optima are monotone (module docstring); the solver must deliver it,
+    in the jointly convex regime (2 Lambda mu > m) and, here, below it too."""
+    X, y, costs, dist = market()
+    reports = np.linspace(0.01, 1.0, 15)
+    kw = dict(mu=mu, sigma=1.0, gamma=1.0, reg_lambda=lam, eps_avg_grid=GRID)
+    assert dd.solve(X, y, dist.virtual_cost(costs), **kw).jointly_convex == (2 * lam * mu > 40)
+    for i in (0, 1, 2):
+        eps = dd.own_cost_response(i, X, y, costs, dist.virtual_cost, reports, **kw)
+        assert np.all(np.diff(eps) <= 1e-6 * max(eps.max(), 1e-12))
+        assert dd.monotonicity_violations(i, X, y, costs, dist.virtual_cost, reports, **kw).size == 0
+
+
+def test_monotonicity_check_reports_a_rise():
+    """A deliberately non-monotone allocation is caught (the check can fail)."""
+    X, y, costs, dist = market()
+    reports = np.linspace(0.01, 1.0, 9)
+    kw = dict(mu=1000.0, sigma=1.0, gamma=1.0, reg_lambda=0.1, eps_avg_grid=GRID)
+    decreasing_psi = lambda c: 1.0 - np.asarray(c)  # noqa: E731 - an irregular 'virtual cost'
+    bad = dd.monotonicity_violations(0, X, y, costs, decreasing_psi, reports, **kw)
+    assert bad.size == reports.size - 1
+
+
+def test_myerson_payment_covers_cost_and_matches_the_integral():
+    X, y, costs, dist = market()
+    kw = dict(mu=1000.0, sigma=1.0, gamma=1.0, reg_lambda=0.1, eps_avg_grid=GRID)
+    t = dd.myerson_payment(0, X, y, costs, dist.virtual_cost, 1.0, n_nodes=9, **kw)
+    eps0 = dd.solve(X, y, dist.virtual_cost(costs), **kw).eps[0]
+    assert t >= costs[0] * eps0  # individually rational
+    z = np.linspace(costs[0], 1.0, 9)
+    eps = dd.own_cost_response(0, X, y, costs, dist.virtual_cost, z, **kw)
+    assert t == pytest.approx(costs[0] * eps0 + np.trapezoid(eps, z))
+
+
+@pytest.mark.parametrize("bad,msg", [
+    (dict(X=np.full((3, 2), np.nan)), "NaN"),
+    (dict(y=np.array([0, 1, 2])), "labels"),
+    (dict(X=np.ones((3, 2))), "norm|\\|\\|x\\|\\|"),
+    (dict(psi=np.ones(2)), "psi"),
+    (dict(mu=-1.0), "mu"),
+    (dict(cost_exponent=0.5), "cost_exponent"),
+    (dict(noise=np.ones(5)), "noise"),
+    (dict(eps_avg_grid=[0.0, 1.0]), "eps_avg_grid"),
+])
+def test_bad_input_is_refused_with_a_clear_error(bad, msg):
+    args = dict(X=np.eye(3)[:, :2] * 0.5, y=np.array([0, 1, 1]), psi=np.ones(3), mu=1.0,
+                sigma=1.0, gamma=1.0, reg_lambda=0.1)
+    args.update(bad)
+    with pytest.raises(MarketSimError, match=msg):
+        dd.solve(args.pop("X"), args.pop("y"), args.pop("psi"), **args)
