@@ -112,15 +112,36 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the number of sellers the platform plans for")
     o.set_defaults(func=cmd_online_stream)
 
-    r = sub.add_parser("run", help="run a scenario's grid and store its rows as Parquet",
+    r = sub.add_parser("run", help="run a scenario's grid into a resumable results folder",
                        description="Run every (parameters, replication) task of a scenario in "
-                       "scenarios/ with reproducible seeds; write the rows to a Parquet file.")
-    r.add_argument("scenario", help="scenario module name, e.g. online_vs_offline")
-    r.add_argument("--quick", action="store_true", help="the scenario's small grid")
-    r.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
-    r.add_argument("--workers", type=_count("workers"), default=1, help="processes (default 1)")
-    r.add_argument("--out", default=None, help="Parquet file (default results/SCENARIO.parquet)")
+                       "scenarios/ with reproducible seeds. Each finished task is written to "
+                       "OUT/results/ at once; running the same command again resumes.")
+    r.add_argument("scenario", help="scenario name (see `market-sim scenarios`)")
+    r.add_argument("--quick", action="store_true", help="the scenario's small grid (a smoke test)")
+    r.add_argument("--seed", type=int, default=0, help="root seed of the study (default 0)")
+    r.add_argument("--reps", type=_count("reps"), default=None,
+                   help="replications per parameter point (default: the scenario's)")
+    r.add_argument("--workers", type=_count("workers"), default=1,
+                   help="processes, or Dask workers of a local cluster (default 1)")
+    r.add_argument("--executor", choices=["local", "dask"], default="local",
+                   help="local process pool (default) or Dask distributed")
+    r.add_argument("--address", default=None,
+                   help="Dask scheduler address (default: start a LocalCluster)")
+    r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="fix a grid parameter for every point, e.g. --set m=1000 (repeatable)")
+    r.add_argument("--out", default=None, help="results folder (default results/SCENARIO)")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_run)
+
+    ls = sub.add_parser("scenarios", help="list the scenario studies")
+    ls.set_defaults(func=cmd_scenarios)
+
+    rep = sub.add_parser("report", help="Markdown and HTML report of a results folder",
+                         description="Read OUT/results (never re-running anything) and write "
+                         "report.md, report.html and the figures into the folder.")
+    rep.add_argument("results", help="a folder written by `market-sim run`")
+    rep.add_argument("--out", default=None, help="report folder (default: RESULTS/report)")
+    rep.set_defaults(func=cmd_report)
 
     sim = sub.add_parser("simulate", parents=[market],
                          help="the agent-based market: strategic sellers over repeated rounds",
@@ -128,7 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "(one row per seller and round), DIR/model.csv (one row per round) and "
                          "DIR/simulation.png.")
     sim.add_argument("--mechanism", default="offline",
-                     help="offline, online, pay-as-bid or posted-price (default offline)")
+                     help="offline, online, data-dependent (needs --data), pay-as-bid or "
+                     "posted-price (default offline)")
     sim.add_argument("--strategy", default="truthful",
                      help="truthful, shade, random, best-response, learning or collusion")
     sim.add_argument("--sellers", type=_count("sellers"), default=20, help="number of sellers")
@@ -369,12 +391,36 @@ def answer_stream_row(mech, row, lineno, seen):
 
 
 def cmd_run(args) -> int:
-    from .runner import run_scenario, write_results
+    from .runner import parse_overrides, run_scenario
 
-    out = args.out or f"results/{args.scenario}.parquet"
-    df = run_scenario(args.scenario, seed=args.seed, quick=args.quick, workers=args.workers)
-    write_results(df, out, scenario=args.scenario, seed=args.seed, quick=args.quick)
-    print(f"{len(df)} rows written to {out}")
+    out = args.out or f"results/{args.scenario}"
+    try:
+        res = run_scenario(args.scenario, out, seed=args.seed, quick=args.quick, reps=args.reps,
+                           workers=args.workers, executor=args.executor, address=args.address,
+                           overrides=parse_overrides(args.overrides),
+                           progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print(f"market-sim: interrupted; finished tasks are in {out}/results; run the same "
+              f"command to resume", file=sys.stderr)
+        return 130
+    print(f"{res.total} tasks: {res.skipped} already done, {res.ran} run, {res.failed} failed; "
+          f"results in {out}/results")
+    return 1 if res.failed else 0
+
+
+def cmd_scenarios(args) -> int:
+    from .runner import list_scenarios
+
+    for name, doc in list_scenarios():
+        print(f"{name:20s} {doc}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from analysis.report import write_report
+
+    path = write_report(args.results, args.out)
+    print(f"report written to {path} (and report.html)")
     return 0
 
 

@@ -4,21 +4,30 @@
 ``utilities(i, candidates, true_cost, reports)`` gives seller i's utility
 t_i - c_i eps_i for each candidate report, the others' reports fixed (the
 empirical IC test).
+
+The data-dependent mechanism (Eq. 17) needs the participants' data:
+``with_data(X, y)`` returns the market for this round's sellers.  Its
+payments are Myerson's, t_i(r) = r eps_i(r) + int_r^{c_max} eps_i(z) dz, with
+the integral by the trapezoid rule on {r} and the ``n_nodes`` equally spaced
+reports above r, so outcome and utilities use one and the same payment rule;
+the quadrature error shows up as (small) regret, which is reported, not hidden.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..distributions import CostDistribution
 from ..errors import MarketSimError
+from ..mechanisms import data_dependent as dd
 from ..mechanisms.baselines import pay_as_bid, posted_price
 from ..mechanisms.online import OnlineMechanism
 from ..mechanisms.payments import offline_payments, seller_utility
 
-MECHANISMS = ("offline", "online", "pay-as-bid", "posted-price")
+MECHANISMS = ("offline", "online", "data-dependent", "pay-as-bid", "posted-price")
+DD_EPS_AVG_GRID = tuple(np.geomspace(0.05, 5.0, 10))
 
 
 @dataclass(frozen=True)
@@ -32,6 +41,9 @@ class Market:
     price: float | None = None      # posted price; default: the 0.1 quantile of costs
     eps_level: float = 1.0          # posted price: eps bought from each accepting seller
     online: OnlineMechanism | None = field(default=None, repr=False, compare=False)
+    data: tuple | None = field(default=None, repr=False, compare=False)  # data-dependent: (X, y)
+    reg_lambda: float = 1e-2        # data-dependent: Lambda of Eq. 17
+    n_nodes: int = 9                # data-dependent: payment quadrature nodes
 
     @classmethod
     def build(cls, mechanism: str, dist: CostDistribution, **kw) -> "Market":
@@ -49,8 +61,43 @@ class Market:
     def params(self):
         return dict(mu=self.mu, sigma=self.sigma, gamma=self.gamma)
 
+    def with_data(self, X, y) -> "Market":
+        return replace(self, data=(np.asarray(X, dtype=float), np.asarray(y)))
+
+    # ---- the data-dependent mechanism -------------------------------------------
+    def _dd_kw(self):
+        if self.data is None:
+            raise MarketSimError("the data-dependent mechanism needs the sellers' data")
+        return dict(**self.params, reg_lambda=self.reg_lambda, eps_avg_grid=DD_EPS_AVG_GRID)
+
+    def _dd_own_eps(self, i, reports, z) -> np.ndarray:
+        X, y = self.data
+        return dd.own_cost_response(i, X, y, reports, self.dist.virtual_cost, z, **self._dd_kw())
+
+    def _dd_payments(self, i, cands, eps_cands, reports) -> np.ndarray:
+        lo, hi = self.dist.support
+        nodes = np.linspace(lo, hi, self.n_nodes)
+        eps_nodes = self._dd_own_eps(i, reports, nodes)
+        out = []
+        for r, e in zip(cands, eps_cands):
+            above = nodes > r
+            z, ez = np.r_[r, nodes[above]], np.r_[e, eps_nodes[above]]
+            out.append(r * e + np.trapezoid(ez, z))
+        return np.array(out)
+
+    def _dd_outcome(self, reports):
+        X, y = self.data if self.data is not None else (None, None)
+        if X is None or len(X) != reports.size:
+            raise MarketSimError("data-dependent: one data row per reporting seller is needed")
+        eps = dd.solve(X, y, self.dist.virtual_cost(reports), **self._dd_kw()).eps
+        pay = np.array([self._dd_payments(i, [r], [eps[i]], reports)[0]
+                        for i, r in enumerate(reports)])
+        return eps, pay
+
     def outcome(self, reports):
         reports = np.asarray(reports, dtype=float)
+        if self.mechanism == "data-dependent":
+            return self._dd_outcome(reports)
         if self.mechanism == "offline":
             return offline_payments(reports, self.dist, **self.params)
         if self.mechanism == "online":
@@ -66,6 +113,9 @@ class Market:
         if self.mechanism == "offline":
             return np.array([seller_utility(i, r, true_cost, reports, self.dist, **self.params)
                              for r in cand])
+        if self.mechanism == "data-dependent":
+            eps = self._dd_own_eps(i, np.asarray(reports, dtype=float), cand)
+            return self._dd_payments(i, cand, eps, np.asarray(reports, dtype=float)) - true_cost * eps
         out = np.empty(cand.size)
         trial = np.array(reports, dtype=float)
         for j, r in enumerate(cand):

@@ -60,11 +60,11 @@ class SellerAgent(mesa.Agent):
 
 
 class PlatformAgent(mesa.Agent):
-    """Collects the reports, runs the mechanism, pays, records the buyer's outcome."""
+    """Collects the reports, runs the model's market (``model.market``), pays, and
+    records the buyer's outcome."""
 
-    def __init__(self, model, market: Market, test_data=None, reg_lambda: float = 1e-2):
+    def __init__(self, model, test_data=None, reg_lambda: float = 1e-2):
         super().__init__(model)
-        self.market = market
         self.test_data = test_data
         self.reg_lambda = reg_lambda
         self.proxy_loss = np.nan
@@ -92,13 +92,13 @@ class PlatformAgent(mesa.Agent):
 
     def allocate_and_settle(self, sellers):
         reports = np.array([s.report for s in sellers])
-        eps, pay = self.market.outcome(reports)
+        eps, pay = self.model.market.outcome(reports)
         for s, e, t in zip(sellers, eps, pay):
             s.eps, s.payment = float(e), float(t)
             s.utility = s.payment - s.cost * s.eps
         self.total_payment = float(pay.sum())
-        psi = self.market.dist.virtual_cost(np.array([s.cost for s in sellers]))
-        self.proxy_loss = proxy_loss_of_eps(eps, psi, **self.market.params)
+        psi = self.model.market.dist.virtual_cost(np.array([s.cost for s in sellers]))
+        self.proxy_loss = proxy_loss_of_eps(eps, psi, **self.model.market.params)
 
 
 class MarketModel(mesa.Model):
@@ -162,7 +162,10 @@ class MarketModel(mesa.Model):
             for sel, xi_, yi_ in zip(self.sellers, X, y):
                 sel.x, sel.y = xi_, yi_
             test_data = (X_test, y_test)
-        self.platform = PlatformAgent(self, self.market, test_data)
+        if mechanism == "data-dependent" and test_data is None:
+            raise MarketSimError("mechanism data-dependent needs the sellers' data: pass data= "
+                                 "(or --data on the command line)")
+        self.platform = PlatformAgent(self, test_data)
         self.datacollector = mesa.DataCollector(
             model_reporters={
                 "proxy_loss": lambda m: m.platform.proxy_loss,
@@ -216,6 +219,8 @@ class MarketModel(mesa.Model):
         active = self.active()
         for k, s in enumerate(active):
             s.index = k
+        if self.market.mechanism == "data-dependent" and active:
+            self.market = self.market.with_data([s.x for s in active], [s.y for s in active])
         for s in sellers:
             if not s.participating:  # out this round: nothing sold, nothing paid
                 s.eps = s.payment = s.utility = 0.0

@@ -25,7 +25,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..errors import MarketSimError
 
-__all__ = ["HeteroDPLogisticRegression", "weighted_logistic_fit", "draw_noise"]
+__all__ = ["HeteroDPLogisticRegression", "weighted_logistic_fit", "draw_noise",
+           "objective_perturbation"]
 
 
 def weighted_logistic_fit(SZ: np.ndarray, a: np.ndarray, reg_lambda: float, linear=None,
@@ -50,6 +51,14 @@ def draw_noise(d: int, rng: np.random.Generator) -> np.ndarray:
     """b of Algorithm 1 (003): ||b|| ~ Gamma(d, 1), direction uniform on the sphere."""
     direction = rng.standard_normal(d)
     return rng.gamma(d, 1.0) * direction / np.linalg.norm(direction)
+
+
+def objective_perturbation(SZ: np.ndarray, a: np.ndarray, eta: float, reg_lambda: float,
+                           rng: np.random.Generator) -> tuple[np.ndarray, float]:
+    """Algorithm 1 (003) on signed rows SZ_i = y_i x_i (||x_i|| <= 1), no input checks:
+    (w, ||b||).  The estimator below validates its input and calls this."""
+    b = draw_noise(SZ.shape[1], rng)
+    return weighted_logistic_fit(SZ, a, reg_lambda, linear=2.0 * b / eta), float(np.linalg.norm(b))
 
 
 def _rng(random_state) -> np.random.Generator:
@@ -124,11 +133,9 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
         Z = X / self.data_norm
         s = np.where(y == self.classes_[1], 1.0, -1.0)
         a, eta = self._weights(X.shape[0])
-        b = draw_noise(X.shape[1], _rng(self.random_state))
-        self.noise_norm_ = float(np.linalg.norm(b))
-        b_prime = 2.0 * b / eta  # Alg. 1 step 2
         lam = float(self.reg_lambda)
-        w = weighted_logistic_fit(s[:, None] * Z, a, lam, linear=b_prime)  # Eq. 2 (003)
+        w, self.noise_norm_ = objective_perturbation(s[:, None] * Z, a, eta, lam,
+                                                     _rng(self.random_state))
         self.coef_ = w / self.data_norm
         self.eps_ = a * eta
         self.privacy_guarantees_ = self.eps_ + 2.0 * log1p(a / lam)  # Prop. II.2, Eq. 24-25

@@ -1,0 +1,81 @@
+"""Every scenario runs --quick through the runner, and its numbers show the study's point."""
+
+import numpy as np
+import pytest
+
+from analysis import asymptotic as asy_analysis
+from analysis.report import write_report
+from market_sim.runner import read_results, run_scenario
+
+
+def quick(name, tmp_path, **kw):
+    out = tmp_path / name
+    res = run_scenario(name, out, quick=True, workers=2, **kw)
+    assert res.failed == 0
+    df, _ = read_results(out)
+    md = write_report(out).read_text()
+    assert "## " in md and "Failed tasks" not in md
+    return df
+
+
+def test_ic_stress_uses_the_model_and_shows_the_contrast(tmp_path):
+    df = quick("ic_stress", tmp_path)
+    truthful_mechs = df[df.mechanism.isin(["offline", "online"])
+                        & (df.strategy == "best-response")]
+    assert truthful_mechs.max_regret.max() <= 1e-7
+    assert (truthful_mechs.share_misreporting == 0).all()
+    control = df[(df.mechanism == "pay-as-bid") & (df.strategy == "best-response")]
+    assert control.share_misreporting.max() > 0
+    assert (truthful_mechs.min_utility >= -1e-12).all()  # IR for sellers who stay truthful
+
+
+def test_ir_truthful_sellers_never_lose_and_stay(tmp_path):
+    df = quick("ir", tmp_path)
+    assert set(df.mechanism) == {"offline", "online", "pay-as-bid", "posted-price"}
+    assert (df.min_utility >= -1e-9).all() and (df.share_negative == 0).all()
+    assert (df.participation == 1).all()
+    assert df[df.mechanism == "offline"].median_utility.max() > 0  # information rents are paid
+
+
+def test_asymptotic_loss_falls_with_m_and_respects_the_limit(tmp_path):
+    df = quick("asymptotic", tmp_path)
+    u01 = df[df.dist == "uniform:0:1"].groupby("m").proxy_loss.mean()
+    assert u01.is_monotonic_decreasing
+    bounded = df[df.dist == "uniform:1:5"]
+    assert np.allclose(bounded.limit, 2.0)  # psi(1) = 1 for U[1, 5]
+    assert (bounded.proxy_loss >= bounded.limit).all()
+    slope, lo, hi = asy_analysis.fit_slope(df[df.dist == "uniform:0:1"], min_m=100)
+    assert lo <= slope <= hi and -0.45 < slope < -0.1
+
+
+def test_fit_slope_recovers_a_known_rate():
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    ms = np.repeat(np.logspace(3, 6, 7), 5)
+    df = pd.DataFrame(dict(m=ms, proxy_loss=3 * ms**-0.25 * np.exp(0.01 * rng.standard_normal(ms.size))))
+    slope, lo, hi = asy_analysis.fit_slope(df)
+    assert lo < -0.25 < hi and abs(slope + 0.25) < 0.01
+
+
+def test_correlation_cheap_mislabelled_sellers_fool_the_data_independent_mechanism(tmp_path):
+    df = quick("correlation", tmp_path)
+    off = df[(df.mechanism == "offline") & (df.target == "label_noise")].set_index("rho")
+    assert off.budget_on_mislabelled[-0.9] > 0.5 > off.budget_on_mislabelled[0.9]
+    assert off.cost_target_corr[-0.9] < 0 < off.cost_target_corr[0.9]
+    dd = df[(df.mechanism == "data_dependent") & (df.target == "label_noise")].set_index("rho")
+    assert dd.budget_on_mislabelled[-0.9] < off.budget_on_mislabelled[-0.9]
+
+
+def test_wisconsin_reproduces_the_shape_of_fig_2(tmp_path):
+    df = quick("wisconsin", tmp_path)
+    assert set(df.method) == {"ours", "naive", "offline", "non_private"}
+    for mapping, part in df.groupby("mapping"):
+        ours = part[part.method == "ours"].set_index("gamma").sort_index()
+        naive = part[part.method == "naive"].set_index("gamma")
+        base = part[part.method == "non_private"].test_error.iloc[0]
+        assert ours.payment.is_monotonic_decreasing  # payments fall as gamma grows
+        assert ours.test_error.iloc[0] <= ours.test_error.iloc[-1]  # error falls as gamma -> 0
+        assert ours.test_error.min() >= base - 0.05
+        assert (ours.overall < naive.overall.loc[ours.index]).all()  # beats the naive model
+    assert (tmp_path / "wisconsin" / "report" / "wisconsin.png").stat().st_size > 10_000
