@@ -1,13 +1,20 @@
 """Asymptotics: proxy loss against m, the fitted log-log slope with a bootstrap
-CI next to the theory (-1/4 for U[0, 1]), and the limit for costs bounded away
-from 0 (reads results only)."""
+CI next to the theory, and the limit for costs bounded away from 0 (reads
+results only).
+
+Theory: -1/4 for U[0, 1] (Thm IV.5 / Lemma IX.2 of 003).  More generally, if
+F(c) ~ c^k near 0 then psi is of the order of c as well, and buying the n
+cheapest sellers evenly costs about mu n^(-1/2) + 2 sqrt(sigma gamma (n/m)^(1/k));
+balancing the two terms gives n ~ m^(1/(k+1)) and a loss of order
+m^(-1/(2(k+1))): -1/4 for k = 1 (uniform), -1/6 for k = 2 (Beta(2, 2)).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-THEORY_SLOPE = {"uniform:0:1": -0.25}
+THEORY_SLOPE = {"uniform:0:1": -1 / 4, "beta:2:2:0:1": -1 / 6}
 
 
 def fit_slope(df: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0, min_m: int = 1000):
@@ -63,7 +70,7 @@ def plot(df, path):
             anchor = part.iloc[len(part) // 2]
             ms = part.m.to_numpy(float)
             a.plot(ms, anchor.proxy_loss * (ms / anchor.m) ** THEORY_SLOPE[dist], "k--",
-                   lw=1, label=f"theory m^{THEORY_SLOPE[dist]}")
+                   lw=1, label=f"theory m^({THEORY_SLOPE[dist]:.3g})")
     ax[0].set(xscale="log", yscale="log", xlabel="m", ylabel="proxy loss (Eq. 11)",
               title="costs reaching 0: loss -> 0")
     ax[1].set(xscale="log", yscale="log", xlabel="m",

@@ -2,6 +2,11 @@
 
     market-sim solve --costs costs.csv --dist uniform:0:1 [--mu 1 --sigma 1 --gamma 1] [--k K]
                      [--out sellers.csv | --json]
+    market-sim online-stream --dist SPEC --planned-m M < feed.csv
+    market-sim simulate --dist SPEC --mechanism M --strategy S --out DIR
+    market-sim scenarios
+    market-sim run STUDY [--quick] [--workers W] [--executor local|dask] [--out DIR]
+    market-sim report DIR
     market-sim demo  [--out-dir demo_output] [--seed 0] [--m 200]
 
 User mistakes end with one line on stderr and exit status 2; nothing is

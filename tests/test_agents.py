@@ -101,6 +101,20 @@ def test_cli_simulate_writes_tables_and_figure(tmp_path, capsys):
                  str(tmp_path / "x")])
     assert code == 2 and not (tmp_path / "x").exists()
     assert "strategy: unknown" in capsys.readouterr().err
+    code = main(["simulate", "--dist", "uniform:0:1", "--mechanism", "data-dependent", "--out",
+                 str(tmp_path / "y")])
+    assert code == 2 and not (tmp_path / "y").exists()
+    assert "needs the sellers' data" in capsys.readouterr().err
+
+
+def test_cli_simulates_the_data_dependent_market(tmp_path):
+    out = tmp_path / "dd"
+    assert main(["simulate", "--dist", "uniform:0:1", "--mechanism", "data-dependent", "--data",
+                 "--sellers", "5", "--rounds", "1", "--mu", "5", "--sigma", "5", "--out",
+                 str(out)]) == 0
+    agents = pd.read_csv(out / "agents.csv")
+    assert len(agents) == 5 and (agents.utility >= -1e-12).all() and agents.eps.sum() > 0
+    assert pd.read_csv(out / "model.csv").test_error.between(0, 1).all()
 
 
 def test_platform_trains_on_bought_data_and_reports_test_error():
