@@ -21,6 +21,7 @@ the sweep goes on past a task that raises.  ``done-`` files sort first, so
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
@@ -152,11 +153,22 @@ def execute(task: Task) -> list[dict]:
                  "elapsed": time.perf_counter() - start}]
 
 
+@functools.cache
 def _code_version() -> str:
+    """The package version, plus the git commit and a digest of uncommitted changes
+    when the code runs from a git checkout: resuming under other code is refused."""
+    here = Path(__file__).parent
+
+    def git(*args):
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=here,
+                              timeout=10)
     try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, cwd=Path(__file__).parent, timeout=5)
-        return f"{__version__}+{rev.stdout.strip()}" if rev.returncode == 0 else __version__
+        rev = git("rev-parse", "--short", "HEAD")
+        if rev.returncode != 0:
+            return __version__
+        diff = git("diff", "HEAD", "--", ".", "../scenarios").stdout
+        dirty = f".dirty-{hashlib.sha256(diff.encode()).hexdigest()[:8]}" if diff else ""
+        return f"{__version__}+{rev.stdout.strip()}{dirty}"
     except (OSError, subprocess.SubprocessError):
         return __version__
 
@@ -177,6 +189,10 @@ def _write_manifest(out: Path, tasks: list[Task], *, quick: bool) -> None:
         if not same:
             raise MarketSimError(f"{out} holds results of a different sweep (scenario, seed or "
                                  f"grid differ); choose another --out")
+        if old.get("version") != manifest["version"]:
+            raise MarketSimError(f"{out} holds results of code {old.get('version')}, this is "
+                                 f"{manifest['version']}; resuming would mix them: choose "
+                                 f"another --out")
     atomic_write(path, lambda fh: fh.write(json.dumps(manifest, indent=1, default=str).encode()))
 
 
@@ -191,6 +207,10 @@ def _store(out: Path, task: Task, rows: list[dict]) -> None:
 
     failed = rows[0]["status"] == "failed"
     table = pa.Table.from_pandas(pd.DataFrame(rows), preserve_index=False)
+    provenance = {"version": _code_version(), "scenario": task.scenario, "seed": task.seed,
+                  "params": task.params, "replication": task.replication}
+    table = table.replace_schema_metadata(
+        {b"market_sim": json.dumps(provenance, sort_keys=True, default=str).encode()})
     atomic_write(_task_file(out, task, "failed" if failed else "done"),
                  lambda fh: pq.write_table(table, fh))
     if not failed:
@@ -229,6 +249,55 @@ def _executor(kind: str, workers: int, address: str | None):
     raise MarketSimError(f"unknown executor {kind!r} (local or dask)")
 
 
+def _finished(out: Path, task: Task) -> bool:
+    """A done file that Parquet can read; a corrupt one is removed and re-run."""
+    import pyarrow.parquet as pq
+
+    path = _task_file(out, task)
+    if not path.exists():
+        return False
+    try:
+        pq.read_metadata(path)
+        return True
+    except Exception:  # a truncated or garbled file, e.g. from a copy cut short
+        path.unlink()
+        return False
+
+
+def _worker_died(task: Task, exc: BaseException) -> list[dict]:
+    return [{"scenario": task.scenario, "task": task.id, "replication": task.replication,
+             "seed": task.seed, **task.params, "status": "failed", "elapsed": np.nan,
+             "error": f"the worker process died while running this task ({exc!r}); "
+                      f"killed by the OS, e.g. out of memory?"}]
+
+
+def _run_pool(todo, executor, workers, address, record):
+    """Run ``todo`` through an executor.  If a worker process dies the pool breaks
+    and every pending task with it; those are re-run one per fresh process, so the
+    task that kills its worker is recorded as failed and the others complete."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    pool, close = _executor(executor, workers, address)
+    broken = []
+    try:
+        futures = {pool.submit(execute, t): t for t in todo}
+        for fut in as_completed(futures):
+            try:
+                record(futures[fut], fut.result())
+            except BrokenProcessPool:
+                broken.append(futures[fut])
+    finally:
+        close()
+    for t in broken:
+        single, close = _executor("local", 1, None)
+        try:
+            record(t, single.submit(execute, t).result())
+        except BrokenProcessPool as exc:
+            record(t, _worker_died(t, exc))
+        finally:
+            close()
+
+
 def run_scenario(name: str, out: str | Path, *, seed: int = 0, quick: bool = False,
                  reps: int | None = None, workers: int = 1, executor: str = "local",
                  address: str | None = None, overrides: dict | None = None,
@@ -240,33 +309,35 @@ def run_scenario(name: str, out: str | Path, *, seed: int = 0, quick: bool = Fal
         raise MarketSimError(f"--out {str(out)!r} exists and is not a folder")
     (out / "results").mkdir(parents=True, exist_ok=True)
     _write_manifest(out, tasks, quick=quick)
-    todo = [t for t in tasks if not _task_file(out, t).exists()]
+    todo = [t for t in tasks if not _finished(out, t)]
     failed = 0
     bar = None
     if progress:
         from tqdm import tqdm
 
         bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), unit="task", desc=name)
+
+    def record(task, rows):
+        nonlocal failed
+        try:
+            _store(out, task, rows)
+        except OSError as exc:  # e.g. a full disk: stop, keep what is stored, say so
+            raise MarketSimError(f"could not write the results of a task to {out}/results "
+                                 f"({exc.strerror or exc}); free space and run the same "
+                                 f"command to resume") from None
+        failed += rows[0]["status"] == "failed"
+        if bar is not None:
+            bar.update()
+
     try:
         if workers == 1 and executor == "local":
             for t in todo:
-                rows = execute(t)
-                _store(out, t, rows)
-                failed += rows[0]["status"] == "failed"
-                bar and bar.update()
+                record(t, execute(t))
         else:
-            pool, close = _executor(executor, workers, address)
-            try:
-                futures = {pool.submit(execute, t): t for t in todo}
-                for fut in as_completed(futures):
-                    rows = fut.result()
-                    _store(out, futures[fut], rows)
-                    failed += rows[0]["status"] == "failed"
-                    bar and bar.update()
-            finally:
-                close()
+            _run_pool(todo, executor, workers, address, record)
     finally:
-        bar and bar.close()
+        if bar is not None:
+            bar.close()
     return RunSummary(total=len(tasks), skipped=len(tasks) - len(todo), ran=len(todo),
                       failed=failed, out=out)
 

@@ -32,8 +32,8 @@ N_TEST = 2000
 def grid(quick: bool = False) -> list[dict]:
     rhos = [-0.9, 0.0, 0.9] if quick else [-1.0, -0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0]
     return [dict(rho=r, target=t, mechanism=mech, sellers=80 if quick else 300, d=5,
-                 label_noise=0.15, dist="uniform:0:1", mu=30.0, sigma=2000.0, gamma=1.0,
-                 reg_lambda=0.01, n_noise=2 if quick else 5)
+                 label_noise=0.15, dist="uniform:0:1", mu=30.0, sigma=20000.0, gamma=1.0,
+                 reg_lambda=0.1, n_noise=2 if quick else 5)
             for r, t, mech in itertools.product(rhos, ["feature", "label_noise"],
                                                 ["offline", "data_dependent"])]
 

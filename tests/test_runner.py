@@ -32,6 +32,9 @@ def run(params, rng):
     time.sleep(DELAY)
     if params["m"] == {fail}:
         raise RuntimeError("this point always fails")
+    if params["m"] == {kill}:
+        import os, signal
+        os.kill(os.getpid(), signal.SIGKILL)  # the OS kills the worker
     x = rng.standard_normal(params["m"])
     return [dict(k=k, value=float(v)) for k, v in enumerate(x)]
 '''
@@ -40,7 +43,7 @@ def run(params, rng):
 @pytest.fixture
 def toy(tmp_path, monkeypatch):
     """A scenario package importable here and in child processes."""
-    def make(delay=0.0, fail=-1):
+    def make(delay=0.0, fail=-1, kill=-1):
         name = f"toy_{tmp_path.name.replace('-', '_')}"
         for mod in [m for m in sys.modules if m.startswith(name)]:
             del sys.modules[mod]  # a rewritten study is imported afresh
@@ -48,7 +51,7 @@ def toy(tmp_path, monkeypatch):
         pkg = tmp_path / "pkgs" / name
         pkg.mkdir(parents=True, exist_ok=True)
         (pkg / "__init__.py").write_text("")
-        (pkg / "study.py").write_text(TOY.format(delay=delay, fail=fail))
+        (pkg / "study.py").write_text(TOY.format(delay=delay, fail=fail, kill=kill))
         monkeypatch.syspath_prepend(str(tmp_path / "pkgs"))
         path = os.pathsep.join([str(tmp_path / "pkgs"), os.environ.get("PYTHONPATH", "")])
         monkeypatch.setenv("PYTHONPATH", path)
@@ -172,3 +175,73 @@ def test_online_vs_offline_quick_run_and_report(tmp_path):
     assert "Online vs offline" in md and "online_vs_offline.png" in md
     assert (out / "report" / "online_vs_offline.png").stat().st_size > 10_000
     assert "<img" in (out / "report" / "report.html").read_text()
+
+
+def test_a_worker_killed_by_the_os_is_reported_and_the_rest_completes(toy, tmp_path):
+    name = toy(kill=3)
+    out = tmp_path / "out"
+    res = run_scenario(name, out, workers=2)
+    assert res.failed == 2  # both replications of m = 3
+    df, _ = read_results(out)
+    dead = df[df.status == "failed"]
+    assert set(dead.m) == {3} and dead.error.str.contains("worker process died").all()
+    assert len(df[df.status == "ok"]) == 2 * (1 + 2 + 4 + 5 + 6)
+
+
+def test_corrupt_result_files_are_detected_and_re_run(toy, tmp_path):
+    name = toy()
+    out = tmp_path / "out"
+    run_scenario(name, out)
+    files = sorted((out / "results").glob("done-*.parquet"))
+    files[0].write_bytes(files[0].read_bytes()[:100])  # a crash mid-copy
+    files[1].write_bytes(b"")
+    res = run_scenario(name, out)
+    assert (res.ran, res.skipped) == (2, 10)
+    run_scenario(name, tmp_path / "clean")
+    pd.testing.assert_frame_equal(rows(out), rows(tmp_path / "clean"))
+
+
+def test_a_full_disk_stops_the_sweep_cleanly_and_it_resumes(toy, tmp_path, monkeypatch, capsys):
+    import errno
+
+    import market_sim.runner as runner
+
+    name = toy()
+    out = tmp_path / "out"
+    real, calls = runner.atomic_write, []
+
+    def flaky(path, write):
+        calls.append(path)
+        if len(calls) > 4 and str(path).endswith(".parquet"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, write)
+
+    monkeypatch.setattr(runner, "atomic_write", flaky)
+    assert main(["run", name, "--out", str(out), "--no-progress"]) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    stored = list((out / "results").iterdir())
+    assert len(stored) == 3 and not [p for p in stored if p.name.startswith(".")]  # no temp files
+    monkeypatch.setattr(runner, "atomic_write", real)
+    assert run_scenario(name, out).ran == 9
+    run_scenario(name, tmp_path / "clean")
+    pd.testing.assert_frame_equal(rows(out), rows(tmp_path / "clean"))
+
+
+def test_files_record_provenance_and_repeat_exactly(toy, tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    import market_sim.runner as runner
+
+    name = toy()
+    run_scenario(name, tmp_path / "a", seed=5)
+    run_scenario(name, tmp_path / "b", seed=5)
+    for f in sorted((tmp_path / "a" / "results").glob("*.parquet")):
+        meta = json.loads(pq.read_schema(f).metadata[b"market_sim"])
+        assert meta["seed"] == 5 and meta["scenario"] == name and "m" in meta["params"]
+        assert meta["version"] == runner._code_version()
+        a, b = pq.read_table(f), pq.read_table(tmp_path / "b" / "results" / f.name)
+        assert a.drop(["elapsed"]).equals(b.drop(["elapsed"]))  # everything but the timing
+    # other code must not resume these results
+    monkeypatch.setattr(runner, "_code_version", lambda: "9.9.9+other")
+    with pytest.raises(MarketSimError, match="holds results of code"):
+        run_scenario(name, tmp_path / "a", seed=5)
