@@ -114,12 +114,23 @@ def plan(name: str, *, seed: int = 0, quick: bool = False, reps: int | None = No
     """Every task of a sweep, in grid order."""
     mod = load_scenario(name)
     grid = mod.grid(quick)
-    overrides = overrides or {}
+    overrides = dict(overrides or {})
     known = set().union(*(p.keys() for p in grid)) if grid else set()
     unknown = sorted(set(overrides) - known)
     if unknown:
         raise MarketSimError(f"--set: {name} has no parameter {unknown[0]!r} "
                              f"(known: {', '.join(sorted(known))})")
+    for key, value in overrides.items():  # a value must have the type the grid uses
+        kinds = {type(p[key]) for p in grid if key in p}
+        numeric = kinds <= {int, float} and kinds
+        if numeric and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise MarketSimError(f"--set {key}={value!r}: {key} must be a number")
+        if kinds == {int} and isinstance(value, float):
+            raise MarketSimError(f"--set {key}={value!r}: {key} must be an integer")
+        if kinds == {str} and not isinstance(value, str):
+            overrides[key] = json.dumps(value)  # e.g. --set dist=1 -> the string "1"
+        if kinds == {bool} and not isinstance(value, bool):
+            raise MarketSimError(f"--set {key}={value!r}: {key} must be true or false")
     if overrides:  # one point per distinct parameter set after the override
         seen, merged = set(), []
         for p in grid:
