@@ -19,7 +19,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_offline.py
+	$(BIN)/python benchmarks/bench_offline.py --json benchmarks/offline.json
+	$(BIN)/python benchmarks/bench_suite.py --json benchmarks/suite.json --plot benchmarks/scaling.png
 
 clean:
 	rm -rf $(VENV) demo_output .pytest_cache

@@ -309,6 +309,24 @@ def _cell_candidates(G: _Groups, c, n, kappa: float, s: float) -> _Candidates:
                        pick(1), pick(2), pick(3))
 
 
+def _best_candidate(G: _Groups, kappa: float, s: float, chunk: int = 1 << 18) -> _Candidates:
+    """The least-loss candidate over all cells, screened ``chunk`` cells at a time so
+    that the temporaries of the screen stay small next to the m-sized arrays."""
+    c, n = _cells(G, kappa)
+    best = None
+    for i in range(0, c.size, chunk):
+        cand = _cell_candidates(G, c[i:i + chunk], n[i:i + chunk], kappa, s)
+        if cand.loss.size:
+            j = int(np.argmin(cand.loss))
+            if best is None or cand.loss[j] < best.loss[0]:
+                best = _Candidates(*(np.array([getattr(cand, f)[j]])
+                                     for f in ("c", "n", "u", "lam", "loss")))
+    if best is None:
+        empty = np.empty(0)
+        return _Candidates(empty.astype(np.int64), empty.astype(np.int64), empty, empty, empty)
+    return best
+
+
 def _greedy(G: _Groups, kappa: float):
     """Cheapest feasible allocation of x.a: groups at the cap in x order, the
     marginal group sharing what is left.  Returns (marginal group, its share)."""
@@ -350,8 +368,7 @@ def solve(psi, *, mu: float, sigma: float, gamma: float, k: float | None = None)
     norm_greedy = np.sqrt(kappa**2 * w_head.sum() + share**2 * G.w[g_marg])
     best_loss = norm_greedy + 2 * np.sqrt(s * lin_greedy)
 
-    c, n = _cells(G, kappa)
-    cand = _cell_candidates(G, c, n, kappa, s)
+    cand = _best_candidate(G, kappa, s)
     if lin_greedy == 0 and not (cand.loss.size and cand.loss.min() < best_loss):
         raise MarketSimError(
             "no optimum: sellers with virtual cost 0 (a cost at the bottom of a support that "
