@@ -110,9 +110,16 @@ class CostDistribution:
         density vanishes inside or at the top of the support psi is +inf.
         """
         c = np.asarray(c, dtype=float)
+        lo = self.support[0]
+        if self.spec.startswith("uniform:"):  # F/f = c - low: the common case, exactly
+            return c + np.maximum(c - lo, 0.0)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            ratio = np.exp(self.dist.logcdf(c) - self.dist.logpdf(c))
-        ratio = np.where(c <= self.support[0], 0.0, ratio)
+            ratio = np.atleast_1d(self.dist.cdf(c) / self.dist.pdf(c))
+            weak = ~(np.isfinite(ratio) & (ratio > 0))  # underflow in a tail: use logs there
+            if weak.any():
+                cw = np.broadcast_to(c, ratio.shape)[weak]
+                ratio[weak] = np.exp(self.dist.logcdf(cw) - self.dist.logpdf(cw))
+        ratio = np.where(c <= lo, 0.0, ratio.reshape(c.shape))
         ratio = np.where(np.isnan(ratio), np.inf, ratio)
         return c + ratio
 
