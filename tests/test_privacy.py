@@ -1,0 +1,98 @@
+import numpy as np
+import pytest
+from scipy import stats
+
+from market_sim.errors import MarketSimError
+from market_sim.privacy import (AnalyticGaussian, Laplace, TruncatedLaplace,
+                                exponential_mechanism, exponential_probabilities,
+                                permute_and_flip)
+
+
+def hockey_stick(mech, eps, width):
+    """sup_S P(X in S) - e^eps P(X + D in S) by quadrature: the exact delta(eps)."""
+    x = np.linspace(-width, width, 400_001)
+    gap = np.maximum(mech.pdf(x) - np.exp(eps) * mech.pdf(x - mech.sensitivity), 0.0)
+    return np.trapezoid(gap, x)
+
+
+@pytest.mark.parametrize("eps", [0.1, 1.0, 3.0])
+def test_laplace_calibration_and_privacy_profile(eps):
+    lap = Laplace(2.0, eps)
+    assert lap.scale == pytest.approx(2.0 / eps)
+    assert hockey_stick(lap, eps, 200 / eps) == pytest.approx(0.0, abs=1e-6)  # pure eps-DP
+    for e in (eps / 4, eps / 2):
+        assert hockey_stick(lap, e, 200 / eps) == pytest.approx(lap.privacy_delta(e), abs=1e-5)
+    x = lap.sample(np.random.default_rng(0), 5000)
+    assert stats.kstest(x, lap.cdf).pvalue > 0.01
+
+
+@pytest.mark.parametrize("eps, delta", [(0.5, 1e-5), (1.0, 1e-3), (3.0, 0.1)])
+def test_analytic_gaussian_is_tight_and_beats_the_classical_sigma(eps, delta):
+    g = AnalyticGaussian(1.0, eps, delta)
+    assert g.privacy_delta(eps) == pytest.approx(delta, rel=1e-8)  # calibrated exactly
+    assert hockey_stick(g, eps, 60 * g.sigma) == pytest.approx(delta, rel=1e-4, abs=1e-9)
+    assert AnalyticGaussian(1.0, eps, delta / 2).sigma > g.sigma  # less delta, more noise
+    if eps < 1:  # where the classical bound applies
+        assert g.sigma < np.sqrt(2 * np.log(1.25 / delta)) / eps
+    assert stats.kstest(g.sample(np.random.default_rng(1), 5000), g.cdf).pvalue > 0.01
+
+
+@pytest.mark.parametrize("eps, delta", [(3.0, 0.3), (1.0, 0.2), (0.5, 1e-3)])
+def test_truncated_laplace_density_cdf_sampler_and_privacy(eps, delta):
+    t = TruncatedLaplace(1.0, eps, delta)
+    A = t.bound
+    x = np.linspace(-A, A, 100_001)
+    assert np.trapezoid(t.pdf(x), x) == pytest.approx(1.0, abs=1e-8)
+    assert t.cdf(-A) == pytest.approx(0.0, abs=1e-12) and t.cdf(A) == pytest.approx(1.0)
+    u = np.linspace(0.001, 0.999, 999)
+    np.testing.assert_allclose(t.cdf(t.ppf(u)), u, atol=1e-12)
+    assert stats.kstest(t.sample(np.random.default_rng(2), 5000), t.cdf).pvalue > 0.01
+    assert t.privacy_delta(eps) <= delta * (1 + 1e-6)  # (eps, delta)-DP ...
+    assert t.privacy_delta(eps) >= 0.9 * delta  # ... and not much more private than asked
+
+
+def test_exponential_mechanism_distribution_and_utility_theorem():
+    rng = np.random.default_rng(3)
+    scores = np.array([0.0, 1.0, 2.0, 2.5, 10.0])
+    p = exponential_probabilities(scores, 1.0, 1.0)
+    np.testing.assert_allclose(p, np.exp(scores / 2) / np.exp(scores / 2).sum())
+    draws = np.array([exponential_mechanism(scores, 1.0, 1.0, rng) for _ in range(20_000)])
+    counts = np.bincount(draws, minlength=5)
+    assert stats.chisquare(counts, 20_000 * p).pvalue > 0.01
+    # utility (001): P(s* - s_r > 2 D (ln|R| + t) / eps) <= e^-t
+    many = rng.normal(size=200)
+    for t in (0.5, 1.0, 2.0):
+        bad = np.mean([many.max() - many[exponential_mechanism(many, 0.5, 1.0, rng)]
+                       > 2 * (np.log(many.size) + t) / 0.5 for _ in range(2000)])
+        assert bad <= np.exp(-t) + 3 * np.sqrt(np.exp(-t) / 2000)
+    # no overflow with huge scores
+    assert exponential_mechanism([1e300, 0.0], 1.0, 1.0, rng) == 0
+
+
+def test_permute_and_flip_is_dp_and_at_least_as_good():
+    rng = np.random.default_rng(4)
+    scores = np.array([0.0, 1.0, 3.0, 3.5])
+    pf = np.bincount([permute_and_flip(scores, 1.0, 1.0, rng) for _ in range(20_000)],
+                     minlength=4) / 20_000
+    em = exponential_probabilities(scores, 1.0, 1.0)
+    assert pf @ scores >= em @ scores - 0.02
+    # eps-DP on neighbouring score vectors (each score moved by at most the sensitivity)
+    moved = scores + np.array([1.0, -1.0, -1.0, 1.0])
+    pf2 = np.bincount([permute_and_flip(moved, 1.0, 1.0, rng) for _ in range(20_000)],
+                      minlength=4) / 20_000
+    assert np.all(pf <= np.exp(1.0) * pf2 + 0.02)
+
+
+@pytest.mark.parametrize("make, msg", [
+    (lambda: Laplace(1.0, 0.0), "epsilon"),
+    (lambda: Laplace(-1.0, 1.0), "sensitivity"),
+    (lambda: AnalyticGaussian(1.0, 1.0, 1.0), "delta"),
+    (lambda: AnalyticGaussian(1.0, 1.0, 0.0), "delta"),
+    (lambda: TruncatedLaplace(1.0, 1.0, 0.5), "delta"),
+    (lambda: exponential_mechanism([], 1.0, 1.0, np.random.default_rng()), "empty"),
+    (lambda: exponential_probabilities([1.0, np.nan], 1.0, 1.0), "finite"),
+    (lambda: permute_and_flip([1.0], -1.0, 1.0, np.random.default_rng()), "epsilon"),
+])
+def test_bad_parameters_are_refused(make, msg):
+    with pytest.raises(MarketSimError, match=msg):
+        make()
