@@ -154,8 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "(one row per seller and round), DIR/model.csv (one row per round) and "
                          "DIR/simulation.png.")
     sim.add_argument("--mechanism", default="offline",
-                     help="offline, online, data-dependent (needs --data), pay-as-bid or "
-                     "posted-price (default offline)")
+                     help="offline, online, data-dependent (needs --data), pay-as-bid, "
+                     "posted-price or private-posted-price (default offline)")
     sim.add_argument("--strategy", default="truthful",
                      help="truthful, shade, random, best-response, learning or collusion")
     sim.add_argument("--sellers", type=_count("sellers"), default=20, help="number of sellers")

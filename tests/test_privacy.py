@@ -154,3 +154,36 @@ def test_optimal_noise_refuses_bad_parameters():
         args.update(kw)
         with pytest.raises(MarketSimError, match=msg):
             optimal_noise(args.pop("sensitivity"), args.pop("epsilon"), args.pop("delta"), **args)
+
+
+from market_sim.mechanisms.private_pricing import PrivatePostedPrice  # noqa: E402
+
+
+def test_private_posted_price_is_dp_and_approximately_truthful():
+    rng = np.random.default_rng(5)
+    costs = rng.uniform(0, 1, 30)
+    mech = PrivatePostedPrice(prices=tuple(np.linspace(0.05, 0.95, 19)), value=1.0,
+                              eps_level=1.0, privacy=0.5)
+    # DP: changing one report moves each price's probability by at most e^privacy
+    p0 = mech.price_probabilities(costs)
+    for new in (0.0, 0.5, 1.0):
+        moved = costs.copy()
+        moved[3] = new
+        p1 = mech.price_probabilities(moved)
+        assert np.all(p0 <= np.exp(0.5) * p1 * (1 + 1e-12))
+    # approximate IC: no report gains more than the bound; IR for truthful sellers
+    grid = np.linspace(0, 1, 41)
+    for i in range(5):
+        truth = mech.expected_utility(i, costs[i], costs[i], costs)
+        best = max(mech.expected_utility(i, r, costs[i], costs) for r in grid)
+        assert truth >= 0 and best - truth <= mech.ic_bound(costs[i]) + 1e-12
+    eps, pay, price = mech.outcome(costs, rng)
+    sold = eps > 0
+    assert price in mech.prices and np.all(costs[sold] <= price)
+    assert np.all(pay[sold] >= costs[sold] * eps[sold]) and np.all(pay[~sold] == 0)
+    # more privacy for the reports, a worse price for the buyer on average
+    loose = PrivatePostedPrice(mech.prices, 1.0, 1.0, privacy=50.0)
+    s = mech.scores(costs)
+    assert loose.price_probabilities(costs) @ s > mech.price_probabilities(costs) @ s
+    with pytest.raises(MarketSimError, match="prices"):
+        PrivatePostedPrice((), 1.0)

@@ -25,8 +25,10 @@ from ..mechanisms import data_dependent as dd
 from ..mechanisms.baselines import pay_as_bid, posted_price
 from ..mechanisms.online import OnlineMechanism
 from ..mechanisms.payments import offline_payments, seller_utility
+from ..mechanisms.private_pricing import PrivatePostedPrice
 
-MECHANISMS = ("offline", "online", "data-dependent", "pay-as-bid", "posted-price")
+MECHANISMS = ("offline", "online", "data-dependent", "pay-as-bid", "posted-price",
+              "private-posted-price")
 DD_EPS_AVG_GRID = tuple(np.geomspace(0.05, 5.0, 10))
 
 
@@ -44,6 +46,8 @@ class Market:
     data: tuple | None = field(default=None, repr=False, compare=False)  # data-dependent: (X, y)
     reg_lambda: float = 1e-2        # data-dependent: Lambda of Eq. 17
     n_nodes: int = 9                # data-dependent: payment quadrature nodes
+    privacy: float = 1.0            # private posted price: epsilon of the price choice
+    rng: np.random.Generator | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def build(cls, mechanism: str, dist: CostDistribution, **kw) -> "Market":
@@ -55,7 +59,22 @@ class Market:
             object.__setattr__(m, "online", mech)
         if mechanism == "posted-price" and m.price is None:
             object.__setattr__(m, "price", float(dist.ppf(0.1)))
+        if mechanism == "private-posted-price" and m.rng is None:
+            raise MarketSimError("private-posted-price draws its price: pass rng=")
         return m
+
+    @property
+    def randomized(self) -> bool:
+        """True when the outcome is a random draw; utilities() then gives expectations."""
+        return self.mechanism == "private-posted-price"
+
+    @property
+    def private_pricing(self) -> PrivatePostedPrice:
+        """Prices on 21 quantiles of the cost law; the buyer values a unit of eps at
+        the top of the support (so every price leaves it a surplus)."""
+        prices = tuple(float(v) for v in self.dist.ppf(np.linspace(0.025, 0.975, 21)))
+        return PrivatePostedPrice(prices, value=float(self.dist.support[1]),
+                                  eps_level=self.eps_level, privacy=self.privacy)
 
     @property
     def params(self):
@@ -104,6 +123,9 @@ class Market:
             return self.online.eps(reports), self.online.payments(reports)
         if self.mechanism == "pay-as-bid":
             return pay_as_bid(reports, self.dist, **self.params)
+        if self.mechanism == "private-posted-price":
+            eps, pay, _ = self.private_pricing.outcome(reports, self.rng)
+            return eps, pay
         return posted_price(reports, price=self.price, eps_level=self.eps_level)
 
     def utilities(self, i: int, candidates, true_cost: float, reports) -> np.ndarray:
@@ -113,6 +135,9 @@ class Market:
         if self.mechanism == "offline":
             return np.array([seller_utility(i, r, true_cost, reports, self.dist, **self.params)
                              for r in cand])
+        if self.mechanism == "private-posted-price":  # expected over the price draw
+            mech = self.private_pricing
+            return np.array([mech.expected_utility(i, r, true_cost, reports) for r in cand])
         if self.mechanism == "data-dependent":
             eps = self._dd_own_eps(i, np.asarray(reports, dtype=float), cand)
             return self._dd_payments(i, cand, eps, np.asarray(reports, dtype=float)) - true_cost * eps

@@ -129,7 +129,7 @@ class MarketModel(mesa.Model):
         super().__init__(rng=np.random.default_rng(seed))
         self.dist = dist if isinstance(dist, CostDistribution) else parse_distribution(dist)
         self.market = Market.build(mechanism, self.dist, mu=mu, sigma=sigma, gamma=gamma,
-                                   planned_m=n_sellers)
+                                   planned_m=n_sellers, rng=self.rng)
         self.rounds, self.xi, self.tol = int(rounds), float(xi), 1e-9
         self.new_costs, self.measure_regret, self.n_grid = new_costs_each_round, measure_regret, n_grid
         costs = self.dist.sample(n_sellers, self.rng)
@@ -244,7 +244,9 @@ class MarketModel(mesa.Model):
             for s in active:
                 grid = self.report_grid(s.cost, self.n_grid)
                 best = float(np.max(self.market.utilities(s.index, grid, s.cost, reports)))
-                s.regret = max(best - s.utility, 0.0)
+                actual = (float(self.market.utilities(s.index, [s.report], s.cost, reports)[0])
+                          if self.market.randomized else s.utility)  # expectation vs expectation
+                s.regret = max(best - actual, 0.0)
         self.datacollector.collect(self)
 
     def run(self):
