@@ -20,13 +20,19 @@ from market_sim.mechanisms.offline import solve, solve_eta_grid
 from market_sim.mechanisms.payments import offline_payments
 
 
-def best_time(fn, reps):
+def best_time(fn, reps=3):
     best = np.inf
     for _ in range(reps):
         t = time.perf_counter()
         fn()
         best = min(best, time.perf_counter() - t)
     return best
+
+
+def write_json(path, rows) -> None:
+    with open(path, "w") as fh:
+        json.dump({"date": time.strftime("%Y-%m-%d"), "machine": platform.machine(),
+                   "rows": rows}, fh, indent=1)
 
 
 def main(argv=None):
@@ -76,9 +82,7 @@ def main(argv=None):
             cells.append(f"{v:.3g}" if isinstance(v, float) else str(v))
         print("| " + " | ".join(cells) + " |")
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"date": time.strftime("%Y-%m-%d"), "machine": platform.machine(),
-                       "rows": rows}, fh, indent=1)
+        write_json(args.json, rows)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ two times measured back to back in this run.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import shutil
 import tempfile
@@ -15,6 +14,7 @@ import time
 import tracemalloc
 
 import numpy as np
+from bench_offline import best_time, write_json  # run as a script: benchmarks/ is on the path
 
 from market_sim.distributions import parse_distribution
 from market_sim.mechanisms.offline import project_capped_simplex, solve
@@ -22,15 +22,6 @@ from market_sim.mechanisms.online import OnlineMechanism
 from market_sim.mechanisms.payments import offline_payments
 
 KW = dict(mu=1.0, sigma=1.0, gamma=1.0)
-
-
-def best_time(fn, reps=3):
-    best = np.inf
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def bench_cvxpy(rng, dist):
@@ -151,9 +142,7 @@ def main(argv=None):
         extra = "" if "exact_not_worse" not in r else f" (exact not worse: {r['exact_not_worse']})"
         print(f"| {r['what']}{extra} | {r['m']:,} | {r['ratio']:.3g} |")
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"date": time.strftime("%Y-%m-%d"), "machine": platform.machine(),
-                       "rows": rows}, fh, indent=1)
+        write_json(args.json, rows)
 
 
 if __name__ == "__main__":

@@ -39,8 +39,18 @@ def _gaussian_delta(sigma, sensitivity, eps):
     return stats.norm.cdf(a - b) - np.exp(eps) * stats.norm.cdf(-a - b)
 
 
+class _ScipyNoise:
+    """pdf and cdf from the scipy frozen distribution ``_frozen()``."""
+
+    def pdf(self, x):
+        return self._frozen().pdf(x)
+
+    def cdf(self, x):
+        return self._frozen().cdf(x)
+
+
 @dataclass(frozen=True)
-class Laplace:
+class Laplace(_ScipyNoise):
     sensitivity: float
     epsilon: float
 
@@ -51,11 +61,8 @@ class Laplace:
     def scale(self) -> float:
         return self.sensitivity / self.epsilon
 
-    def pdf(self, x):
-        return stats.laplace(scale=self.scale).pdf(x)
-
-    def cdf(self, x):
-        return stats.laplace(scale=self.scale).cdf(x)
+    def _frozen(self):
+        return stats.laplace(scale=self.scale)
 
     def sample(self, rng: np.random.Generator, size=None):
         return rng.laplace(0.0, self.scale, size)
@@ -66,7 +73,7 @@ class Laplace:
 
 
 @dataclass(frozen=True)
-class AnalyticGaussian:
+class AnalyticGaussian(_ScipyNoise):
     sensitivity: float
     epsilon: float
     delta: float
@@ -78,11 +85,8 @@ class AnalyticGaussian:
         lo, hi = np.log(self.sensitivity) - 20, np.log(self.sensitivity) + 20
         object.__setattr__(self, "sigma", float(np.exp(brentq(f, lo, hi, xtol=1e-14))))
 
-    def pdf(self, x):
-        return stats.norm(scale=self.sigma).pdf(x)
-
-    def cdf(self, x):
-        return stats.norm(scale=self.sigma).cdf(x)
+    def _frozen(self):
+        return stats.norm(scale=self.sigma)
 
     def sample(self, rng: np.random.Generator, size=None):
         return rng.normal(0.0, self.sigma, size)
