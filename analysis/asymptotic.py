@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .figures import saved_figure
+
 THEORY_SLOPE = {"uniform:0:1": -1 / 4, "beta:2:2:0:1": -1 / 6}
 
 
@@ -54,33 +56,25 @@ def slopes(df):
 
 
 def plot(df, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     s = summarise(df)
-    fig, ax = plt.subplots(1, 2, figsize=(12, 4.2))
-    for i, (dist, part) in enumerate(s.groupby("dist")):
-        bounded = part.limit.iloc[0] > 0
-        a = ax[1] if bounded else ax[0]
-        y = part.proxy_loss - part.limit if bounded else part.proxy_loss
-        a.errorbar(part.m, y, yerr=part.ci, marker="o", capsize=3, color=f"C{i}", label=dist)
-        if dist in THEORY_SLOPE:
-            anchor = part.iloc[len(part) // 2]
-            ms = part.m.to_numpy(float)
-            a.plot(ms, anchor.proxy_loss * (ms / anchor.m) ** THEORY_SLOPE[dist], "k--",
-                   lw=1, label=f"theory m^({THEORY_SLOPE[dist]:.3g})")
-    ax[0].set(xscale="log", yscale="log", xlabel="m", ylabel="proxy loss (Eq. 11)",
-              title="costs reaching 0: loss -> 0")
-    ax[1].set(xscale="log", yscale="log", xlabel="m",
-              ylabel="proxy loss - 2 sqrt(sigma gamma psi(c_min))",
-              title="costs bounded away from 0: loss -> the limit of Thm 3.4 (000)")
-    for a in ax:
-        a.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with saved_figure(path, 2, figsize=(12, 4.2)) as (fig, ax):
+        for i, (dist, part) in enumerate(s.groupby("dist")):
+            bounded = part.limit.iloc[0] > 0
+            a = ax[1] if bounded else ax[0]
+            y = part.proxy_loss - part.limit if bounded else part.proxy_loss
+            a.errorbar(part.m, y, yerr=part.ci, marker="o", capsize=3, color=f"C{i}", label=dist)
+            if dist in THEORY_SLOPE:
+                anchor = part.iloc[len(part) // 2]
+                ms = part.m.to_numpy(float)
+                a.plot(ms, anchor.proxy_loss * (ms / anchor.m) ** THEORY_SLOPE[dist], "k--",
+                       lw=1, label=f"theory m^({THEORY_SLOPE[dist]:.3g})")
+        ax[0].set(xscale="log", yscale="log", xlabel="m", ylabel="proxy loss (Eq. 11)",
+                  title="costs reaching 0: loss -> 0")
+        ax[1].set(xscale="log", yscale="log", xlabel="m",
+                  ylabel="proxy loss - 2 sqrt(sigma gamma psi(c_min))",
+                  title="costs bounded away from 0: loss -> the limit of Thm 3.4 (000)")
+        for a in ax:
+            a.legend(fontsize=8)
 
 
 def section(df, folder):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .figures import saved_figure
+
 
 def summarise(df):
     g = df.groupby(["target", "mechanism", "rho"])
@@ -13,26 +15,18 @@ def summarise(df):
 
 
 def plot(df, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     s = summarise(df)
-    fig, ax = plt.subplots(1, 3, figsize=(15, 4))
-    for i, ((target, mech), part) in enumerate(s.groupby(["target", "mechanism"])):
-        style = "-" if target == "label_noise" else ":"
-        kw = dict(marker="o", ls=style, color=f"C{i}", label=f"{mech}, cost ~ {target}")
-        ax[0].errorbar(part.rho, part.test_error, yerr=part.test_error_ci, capsize=2, **kw)
-        ax[1].plot(part.rho, part.payment, **kw)
-        ax[2].plot(part.rho, part.budget_on_mislabelled, **kw)
-    ax[0].set(xlabel="copula rho", ylabel="test error", title="private model's test error")
-    ax[1].set(xlabel="copula rho", ylabel="sum psi eps", title="expected payment")
-    ax[2].set(xlabel="copula rho", ylabel="share of a", title="weight on mislabelled sellers")
-    ax[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with saved_figure(path, 3, figsize=(15, 4)) as (fig, ax):
+        for i, ((target, mech), part) in enumerate(s.groupby(["target", "mechanism"])):
+            style = "-" if target == "label_noise" else ":"
+            kw = dict(marker="o", ls=style, color=f"C{i}", label=f"{mech}, cost ~ {target}")
+            ax[0].errorbar(part.rho, part.test_error, yerr=part.test_error_ci, capsize=2, **kw)
+            ax[1].plot(part.rho, part.payment, **kw)
+            ax[2].plot(part.rho, part.budget_on_mislabelled, **kw)
+        ax[0].set(xlabel="copula rho", ylabel="test error", title="private model's test error")
+        ax[1].set(xlabel="copula rho", ylabel="sum psi eps", title="expected payment")
+        ax[2].set(xlabel="copula rho", ylabel="share of a", title="weight on mislabelled sellers")
+        ax[0].legend(fontsize=7)
 
 
 def section(df, folder):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .figures import saved_figure
+
 
 def summarise(df):
     g = df.groupby(["mechanism", "dist", "sellers"])
@@ -15,22 +17,14 @@ def summarise(df):
 
 
 def plot(df, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     s = summarise(df)
-    fig, ax = plt.subplots(figsize=(8, 4))
-    labels = [f"{r.mechanism}\n{r.dist}, n={r.sellers}" for r in s.itertuples()]
-    ax.bar(np.arange(len(s)), s.min_utility, color=["C3" if v < -1e-9 else "C0"
-                                                    for v in s.min_utility])
-    ax.axhline(0, color="k", lw=1)
-    ax.set_xticks(np.arange(len(s)), labels, rotation=90, fontsize=6)
-    ax.set(ylabel="smallest truthful utility", title="IR: no truthful seller loses")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with saved_figure(path, 1, figsize=(8, 4)) as (fig, ax):
+        labels = [f"{r.mechanism}\n{r.dist}, n={r.sellers}" for r in s.itertuples()]
+        ax.bar(np.arange(len(s)), s.min_utility, color=["C3" if v < -1e-9 else "C0"
+                                                        for v in s.min_utility])
+        ax.axhline(0, color="k", lw=1)
+        ax.set_xticks(np.arange(len(s)), labels, rotation=90, fontsize=6)
+        ax.set(ylabel="smallest truthful utility", title="IR: no truthful seller loses")
 
 
 def section(df, folder):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .figures import saved_figure
+
 
 def summarise(df):
     """Mean ratio with a 95% normal CI per (dist, m) at xi = 1."""
@@ -18,29 +20,22 @@ def summarise(df):
 
 
 def plot(df, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     s = summarise(df)
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
-    for dist, part in s.groupby("dist"):
-        ax[0].errorbar(part.m, part["mean"] - 1, yerr=part.ci, marker="o", capsize=3, label=dist)
-    ax[0].set(xscale="log", yscale="log", xlabel="number of sellers m",
-              ylabel="online / offline proxy loss - 1",
-              title="online (fluid rule) vs offline optimum")
-    ax[0].legend()
-    m_top = df.m.max()
-    xs = df[(df.dist == "uniform:0:1") & (df.m == m_top)].groupby("xi").online_loss
-    xs = xs.agg(["mean", "std", "count"]).reset_index()
-    ax[1].errorbar(xs.xi, xs["mean"], yerr=1.96 * xs["std"].fillna(0) / np.sqrt(xs["count"]),
-                   marker="o", capsize=3)
-    ax[1].set(xlabel="fraction of planned sellers that arrive, xi", ylabel="online proxy loss",
-              title=f"xi sweep (Thm V.1), U[0,1], m = {m_top:g}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with saved_figure(path, 2, figsize=(11, 4)) as (fig, ax):
+        for dist, part in s.groupby("dist"):
+            ax[0].errorbar(part.m, part["mean"] - 1, yerr=part.ci, marker="o", capsize=3,
+                           label=dist)
+        ax[0].set(xscale="log", yscale="log", xlabel="number of sellers m",
+                  ylabel="online / offline proxy loss - 1",
+                  title="online (fluid rule) vs offline optimum")
+        ax[0].legend()
+        m_top = df.m.max()
+        xs = df[(df.dist == "uniform:0:1") & (df.m == m_top)].groupby("xi").online_loss
+        xs = xs.agg(["mean", "std", "count"]).reset_index()
+        ax[1].errorbar(xs.xi, xs["mean"], yerr=1.96 * xs["std"].fillna(0) / np.sqrt(xs["count"]),
+                       marker="o", capsize=3)
+        ax[1].set(xlabel="fraction of planned sellers that arrive, xi", ylabel="online proxy loss",
+                  title=f"xi sweep (Thm V.1), U[0,1], m = {m_top:g}")
 
 
 def section(df, folder):

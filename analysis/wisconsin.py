@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .figures import saved_figure
+
 METHODS = ["ours", "naive", "offline", "non_private"]
 
 
@@ -31,34 +33,26 @@ def correlation_effect(df):
 
 
 def plot(df, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     s = summarise(df)
-    fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
-    panels = [("test_error", "misclassification (test)"), ("payment", "total payment"),
-              ("overall", "overall error = misclassification + gamma * payment")]
-    for mapping, style in (("independent", "-"), ("sorted", ":")):
-        for i, method in enumerate(METHODS):
-            part = s[(s.mapping == mapping) & (s.method == method)]
-            if part.empty:
-                continue
-            for a, (col, _) in zip(ax, panels):
-                if col == "payment" and method == "non_private":
+    with saved_figure(path, 3, figsize=(15, 4.2)) as (fig, ax):
+        panels = [("test_error", "misclassification (test)"), ("payment", "total payment"),
+                  ("overall", "overall error = misclassification + gamma * payment")]
+        for mapping, style in (("independent", "-"), ("sorted", ":")):
+            for i, method in enumerate(METHODS):
+                part = s[(s.mapping == mapping) & (s.method == method)]
+                if part.empty:
                     continue
-                a.errorbar(part.gamma, part[col], yerr=part[f"{col}_ci"], ls=style, marker="o",
-                           color=f"C{i}", capsize=2,
-                           label=f"{method} ({mapping})" if col == "test_error" else None)
-    for a, (_, title) in zip(ax, panels):
-        a.set(xscale="log", xlabel="gamma (weight of payments)", title=title)
-    ax[1].set_yscale("log")
-    ax[0].legend(fontsize=7)
-    fig.suptitle("Wisconsin breast cancer, c ~ U[1e-4, 5e-4] (dotted: costs sorted by feature)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+                for a, (col, _) in zip(ax, panels):
+                    if col == "payment" and method == "non_private":
+                        continue
+                    a.errorbar(part.gamma, part[col], yerr=part[f"{col}_ci"], ls=style, marker="o",
+                               color=f"C{i}", capsize=2,
+                               label=f"{method} ({mapping})" if col == "test_error" else None)
+        for a, (_, title) in zip(ax, panels):
+            a.set(xscale="log", xlabel="gamma (weight of payments)", title=title)
+        ax[1].set_yscale("log")
+        ax[0].legend(fontsize=7)
+        fig.suptitle("Wisconsin breast cancer, c ~ U[1e-4, 5e-4] (dotted: costs sorted by feature)")
 
 
 def section(df, folder):
