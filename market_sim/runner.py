@@ -146,11 +146,16 @@ def plan(name: str, *, seed: int = 0, quick: bool = False, reps: int | None = No
     return [Task(name, int(seed), dict(p), r) for p in grid for r in range(reps)]
 
 
+def _task_columns(task: Task) -> dict:
+    """The columns every row of a task carries: who it is, and its parameters."""
+    return {"scenario": task.scenario, "task": task.id, "replication": task.replication,
+            "seed": task.seed, **task.params}
+
+
 def execute(task: Task) -> list[dict]:
     """Run one task; never raises (a failure becomes one row with its traceback)."""
     start = time.perf_counter()
-    base = {"scenario": task.scenario, "task": task.id, "replication": task.replication,
-            "seed": task.seed, **task.params}
+    base = _task_columns(task)
     try:
         from threadpoolctl import threadpool_limits
 
@@ -185,10 +190,7 @@ def _code_version() -> str:
 
 
 def _write_manifest(out: Path, tasks: list[Task], *, quick: bool) -> None:
-    grid = []
-    for t in tasks:
-        if t.replication == 0:
-            grid.append(t.params)
+    grid = [t.params for t in tasks if t.replication == 0]
     manifest = {"scenario": tasks[0].scenario, "seed": tasks[0].seed, "quick": quick,
                 "replications": max(t.replication for t in tasks) + 1, "grid": grid,
                 "version": _code_version()}
@@ -276,8 +278,7 @@ def _finished(out: Path, task: Task) -> bool:
 
 
 def _worker_died(task: Task, exc: BaseException) -> list[dict]:
-    return [{"scenario": task.scenario, "task": task.id, "replication": task.replication,
-             "seed": task.seed, **task.params, "status": "failed", "elapsed": np.nan,
+    return [{**_task_columns(task), "status": "failed", "elapsed": np.nan,
              "error": f"the worker process died while running this task ({exc!r}); "
                       f"killed by the OS, e.g. out of memory?"}]
 
