@@ -155,7 +155,15 @@ def build_parser() -> argparse.ArgumentParser:
                          "DIR/simulation.png.")
     sim.add_argument("--mechanism", default="offline",
                      help="offline, online, data-dependent (needs --data), pay-as-bid, "
-                     "posted-price or private-posted-price (default offline)")
+                     "posted-price, private-posted-price or private-cutoff (default offline)")
+    sim.add_argument("--privacy", type=float, default=1.0,
+                     help="epsilon of the private mechanisms' price / cut-off choice (default 1)")
+    sim.add_argument("--release", metavar="NOISE:EPS[:DELTA]", default=None,
+                     help="publish each round's total payment and number bought with noise "
+                     "(laplace:1, gaussian:1:1e-5 or truncated-laplace:1:0.01; each statistic "
+                     "spends EPS); needs --payment-bound")
+    sim.add_argument("--payment-bound", type=float, default=None,
+                     help="public cap the released total payment is clipped to")
     sim.add_argument("--strategy", default="truthful",
                      help="truthful, shade, random, best-response, learning or collusion")
     sim.add_argument("--sellers", type=_count("sellers"), default=20, help="number of sellers")
@@ -429,6 +437,21 @@ def cmd_report(args) -> int:
     return 0
 
 
+def _parse_release(text):
+    from .privacy.release import StatisticRelease
+
+    if text is None:
+        return None
+    parts = text.split(":")
+    try:
+        nums = [float(v) for v in parts[1:]]
+    except ValueError:
+        raise MarketSimError(f"--release {text!r}: expected NOISE:EPS[:DELTA] with numbers") from None
+    if len(nums) not in (1, 2):
+        raise MarketSimError(f"--release {text!r}: expected NOISE:EPS[:DELTA]")
+    return StatisticRelease(parts[0], *nums)
+
+
 def cmd_simulate(args) -> int:
     from .agents import MarketModel
     from .distributions import parse_distribution
@@ -437,7 +460,9 @@ def cmd_simulate(args) -> int:
     model = MarketModel(args.sellers, dist=dist, mechanism=args.mechanism,
                         strategy=args.strategy, strategic_fraction=args.strategic_fraction,
                         rounds=args.rounds, mu=args.mu, sigma=args.sigma, gamma=args.gamma,
-                        xi=args.xi, seed=args.seed, data="synthetic" if args.data else None)
+                        xi=args.xi, seed=args.seed, data="synthetic" if args.data else None,
+                        privacy=args.privacy, release=_parse_release(args.release),
+                        payment_bound=args.payment_bound)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise MarketSimError(f"--out {args.out!r} exists and is not a folder")

@@ -20,7 +20,8 @@ QUICK_REPLICATIONS = 1
 
 
 def grid(quick: bool = False) -> list[dict]:
-    mechanisms = ["offline", "online", "pay-as-bid"]
+    mechanisms = ["offline", "online", "pay-as-bid"] + ([] if quick else
+                                                        ["private-cutoff", "private-posted-price"])
     strategies = ["best-response", "shade"] if quick else ["best-response", "shade", "learning",
                                                            "collusion"]
     fractions = [1.0] if quick else [0.5, 1.0]

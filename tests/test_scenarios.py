@@ -79,3 +79,13 @@ def test_wisconsin_reproduces_the_shape_of_fig_2(tmp_path):
         assert ours.test_error.min() >= base - 0.05
         assert (ours.overall < naive.overall.loc[ours.index]).all()  # beats the naive model
     assert (tmp_path / "wisconsin" / "report" / "wisconsin.png").stat().st_size > 10_000
+
+
+def test_private_mechanisms_cost_loss_but_respect_their_incentive_bounds(tmp_path):
+    df = quick("private_mechanisms", tmp_path)
+    assert set(df.mechanism) == {"exact", "private-cutoff", "private-posted-price"}
+    private = df[df.mechanism != "exact"]
+    assert (private.loss_ratio >= 1 - 1e-9).all()      # the exact mechanism is the optimum
+    assert (private.max_gain <= private.gain_bound + 1e-12).all()
+    cut = private[private.mechanism == "private-cutoff"].sort_values("privacy")
+    assert cut.loss_ratio.iloc[-1] <= cut.loss_ratio.iloc[0] + 0.05

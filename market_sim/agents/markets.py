@@ -25,10 +25,12 @@ from ..mechanisms import data_dependent as dd
 from ..mechanisms.baselines import pay_as_bid, posted_price
 from ..mechanisms.online import OnlineMechanism
 from ..mechanisms.payments import offline_payments, seller_utility
+from ..mechanisms.private_cutoff import PrivateCutoff
 from ..mechanisms.private_pricing import PrivatePostedPrice
 
 MECHANISMS = ("offline", "online", "data-dependent", "pay-as-bid", "posted-price",
-              "private-posted-price")
+              "private-posted-price", "private-cutoff")
+RANDOMIZED = ("private-posted-price", "private-cutoff")
 DD_EPS_AVG_GRID = tuple(np.geomspace(0.05, 5.0, 10))
 
 
@@ -46,7 +48,8 @@ class Market:
     data: tuple | None = field(default=None, repr=False, compare=False)  # data-dependent: (X, y)
     reg_lambda: float = 1e-2        # data-dependent: Lambda of Eq. 17
     n_nodes: int = 9                # data-dependent: payment quadrature nodes
-    privacy: float = 1.0            # private posted price: epsilon of the price choice
+    privacy: float = 1.0            # private mechanisms: epsilon of the price / cut-off choice
+    private_cutoff: PrivateCutoff | None = field(default=None, repr=False, compare=False)
     rng: np.random.Generator | None = field(default=None, repr=False, compare=False)
 
     @classmethod
@@ -59,14 +62,17 @@ class Market:
             object.__setattr__(m, "online", mech)
         if mechanism == "posted-price" and m.price is None:
             object.__setattr__(m, "price", float(dist.ppf(0.1)))
-        if mechanism == "private-posted-price" and m.rng is None:
-            raise MarketSimError("private-posted-price draws its price: pass rng=")
+        if mechanism in RANDOMIZED and m.rng is None:
+            raise MarketSimError(f"{mechanism} draws its outcome at random: pass rng=")
+        if mechanism == "private-cutoff":
+            mech = PrivateCutoff(dist, m.planned_m, **m.params, privacy=m.privacy)
+            object.__setattr__(m, "private_cutoff", mech)
         return m
 
     @property
     def randomized(self) -> bool:
         """True when the outcome is a random draw; utilities() then gives expectations."""
-        return self.mechanism == "private-posted-price"
+        return self.mechanism in RANDOMIZED
 
     @property
     def private_pricing(self) -> PrivatePostedPrice:
@@ -126,6 +132,9 @@ class Market:
         if self.mechanism == "private-posted-price":
             eps, pay, _ = self.private_pricing.outcome(reports, self.rng)
             return eps, pay
+        if self.mechanism == "private-cutoff":
+            out = self.private_cutoff.outcome(reports, self.rng)
+            return out.eps, out.payments
         return posted_price(reports, price=self.price, eps_level=self.eps_level)
 
     def utilities(self, i: int, candidates, true_cost: float, reports) -> np.ndarray:
@@ -135,8 +144,9 @@ class Market:
         if self.mechanism == "offline":
             return np.array([seller_utility(i, r, true_cost, reports, self.dist, **self.params)
                              for r in cand])
-        if self.mechanism == "private-posted-price":  # expected over the price draw
-            mech = self.private_pricing
+        if self.mechanism in RANDOMIZED:  # expected over the price / cut-off draw
+            mech = self.private_pricing if self.mechanism == "private-posted-price" \
+                else self.private_cutoff
             return np.array([mech.expected_utility(i, r, true_cost, reports) for r in cand])
         if self.mechanism == "data-dependent":
             eps = self._dd_own_eps(i, np.asarray(reports, dtype=float), cand)

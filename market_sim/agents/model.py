@@ -12,6 +12,7 @@ import numpy as np
 from ..distributions import CostDistribution, parse_distribution
 from ..errors import MarketSimError
 from ..mechanisms.offline import proxy_loss_of_eps
+from ..privacy.release import StatisticRelease
 from .markets import Market
 from .strategies import STRATEGIES, Colluder, CollusionGroup, Truthful, make_strategy
 
@@ -59,6 +60,9 @@ class SellerAgent(mesa.Agent):
             self.strategy.observe(self, self.model, self.utility)
 
 
+OWN_REPORT_INCLUSION = ("online", "posted-price", "private-posted-price", "private-cutoff")
+
+
 class PlatformAgent(mesa.Agent):
     """Collects the reports, runs the model's market (``model.market``), pays, and
     records the buyer's outcome."""
@@ -70,6 +74,7 @@ class PlatformAgent(mesa.Agent):
         self.proxy_loss = np.nan
         self.total_payment = 0.0
         self.test_error = np.nan
+        self.released_payment = self.released_n_bought = np.nan
 
     def train(self, sellers):
         """Fit the private model on the bought sellers' data with their eps (Alg. 1)."""
@@ -99,14 +104,36 @@ class PlatformAgent(mesa.Agent):
         self.total_payment = float(pay.sum())
         psi = self.model.market.dist.virtual_cost(np.array([s.cost for s in sellers]))
         self.proxy_loss = proxy_loss_of_eps(eps, psi, **self.model.market.params)
+        self.publish(eps, pay)
+
+    def publish(self, eps, pay):
+        """Release the total payment and the number bought through ``model.release``.
+
+        The total payment is clipped to [0, payment_bound]; as one report can move
+        every seller's payment, its sensitivity is the whole range.  The number
+        bought has sensitivity 1 where, given the (possibly privately drawn) price
+        or cut-off, each seller's inclusion depends on its own report alone; else
+        it is the range, the number of participants.  Each release spends
+        ``release.epsilon`` (basic composition: 2 epsilon in all per round)."""
+        rel = self.model.release
+        if rel is None:
+            return
+        rng = self.model.rng
+        self.released_payment = rel.release(float(pay.sum()), rng, lower=0.0,
+                                            upper=self.model.payment_bound).value
+        own_report_only = self.model.market.mechanism in OWN_REPORT_INCLUSION
+        self.released_n_bought = rel.release(
+            float(np.count_nonzero(eps)), rng, lower=0.0, upper=float(eps.size),
+            sensitivity=1.0 if own_report_only else float(max(eps.size, 1))).value
 
 
 class MarketModel(mesa.Model):
     """Repeated rounds of one market.
 
     ``strategy`` is given to a fraction ``strategic_fraction`` of the sellers
-    (the others are truthful).  ``mechanism`` is one of offline, online,
-    pay-as-bid, posted-price.  With ``measure_regret`` every seller's regret
+    (the others are truthful).  ``mechanism`` is one of ``MECHANISMS``
+    (``privacy`` is the epsilon of the private ones' random choice).
+    ``release`` (with ``payment_bound``) publishes noisy round statistics.  With ``measure_regret`` every seller's regret
     (best utility on a report grid minus actual utility) is computed each round.
     """
 
@@ -114,7 +141,8 @@ class MarketModel(mesa.Model):
                  strategy: str = "truthful", strategic_fraction: float = 1.0, rounds: int = 3,
                  mu: float = 1.0, sigma: float = 1.0, gamma: float = 1.0, xi: float = 1.0,
                  new_costs_each_round: bool = False, measure_regret: bool = True,
-                 n_grid: int = 11, collusion_size: int = 3, data=None,
+                 n_grid: int = 11, collusion_size: int = 3, data=None, privacy: float = 1.0,
+                 release: StatisticRelease | None = None, payment_bound: float | None = None,
                  seed: int | None = None):
         if not (isinstance(n_sellers, (int, np.integer)) and n_sellers >= 1):
             raise MarketSimError(f"n_sellers must be an integer >= 1 (got {n_sellers!r})")
@@ -126,10 +154,15 @@ class MarketModel(mesa.Model):
             raise MarketSimError(f"strategic_fraction must be in [0, 1] (got {strategic_fraction!r})")
         if strategy not in STRATEGIES:
             raise MarketSimError(f"strategy: unknown {strategy!r}; use one of {', '.join(STRATEGIES)}")
+        if release is not None and not (isinstance(payment_bound, (int, float))
+                                        and np.isfinite(payment_bound) and payment_bound > 0):
+            raise MarketSimError("release needs payment_bound > 0: the public cap that the "
+                                 "released total payment is clipped to")
         super().__init__(rng=np.random.default_rng(seed))
+        self.release, self.payment_bound = release, payment_bound
         self.dist = dist if isinstance(dist, CostDistribution) else parse_distribution(dist)
         self.market = Market.build(mechanism, self.dist, mu=mu, sigma=sigma, gamma=gamma,
-                                   planned_m=n_sellers, rng=self.rng)
+                                   planned_m=n_sellers, privacy=privacy, rng=self.rng)
         self.rounds, self.xi, self.tol = int(rounds), float(xi), 1e-9
         self.new_costs, self.measure_regret, self.n_grid = new_costs_each_round, measure_regret, n_grid
         costs = self.dist.sample(n_sellers, self.rng)
@@ -170,6 +203,8 @@ class MarketModel(mesa.Model):
             model_reporters={
                 "proxy_loss": lambda m: m.platform.proxy_loss,
                 "total_payment": lambda m: m.platform.total_payment,
+                "released_payment": lambda m: m.platform.released_payment,
+                "released_n_bought": lambda m: m.platform.released_n_bought,
                 "test_error": lambda m: m.platform.test_error,
                 "mean_regret": lambda m: float(np.nanmean([s.regret for s in m.active()]))
                 if m.measure_regret else np.nan,
