@@ -169,6 +169,7 @@ def test_equal_parties_get_equal_rewards_and_a_better_party_more():
 def test_tempering_is_monotone_and_closer_to_the_grand_posterior_than_noise():
     rng = np.random.default_rng(7)
     for model in (GaussianMeanModel(), LinearRegressionModel(d=2), BernoulliModel(grid_size=800)):
+        noise_ok = model.noise_aware
         if isinstance(model, LinearRegressionModel):
             X = rng.normal(size=(120, 2)) / 2
             data = [(X[:40], X[:40] @ [1, -1]), (X[40:], X[40:] @ [1, -1])]
@@ -182,8 +183,12 @@ def test_tempering_is_monotone_and_closer_to_the_grand_posterior_than_noise():
         assert np.all(np.diff(values) > 0)
         target = 0.5 * values[-1]
         t = temper_reward(model, shared, target)
-        sims = [noise_reward(model, shared, target, rng).similarity for _ in range(8)]
         assert t.attained == pytest.approx(target, rel=1e-8)
+        if not noise_ok:
+            with pytest.raises(MarketSimError, match="noise-aware"):
+                noise_reward(model, shared, target, rng)
+            continue
+        sims = [noise_reward(model, shared, target, rng).similarity for _ in range(8)]
         assert t.similarity > np.mean(sims)
 
 
@@ -210,3 +215,34 @@ def test_tempering_is_monotone_and_closer_to_the_grand_posterior_than_noise():
 def test_bad_inputs_are_refused_clearly(call, msg):
     with pytest.raises(MarketSimError, match=msg):
         call()
+
+
+def test_collaboration_model_parties_trade_privacy_cost_against_reward():
+    from market_sim.agents.collaboration import CollaborationModel
+
+    kw = dict(sizes=(60, 60, 60), eps_pref=(1.0, 1.0, 1.0), rho=0.8, strategy="strategic",
+              n_draws=4, seed=3)
+    cheap = CollaborationModel(privacy_cost=(0.001, 0.001, 0.001), **kw).run()[1]
+    dear = CollaborationModel(privacy_cost=(1.0, 1.0, 1.0), **kw).run()[1]
+    assert dear.eps.max() < cheap.eps.min()          # a high privacy cost buys privacy
+    again = CollaborationModel(privacy_cost=(1.0, 1.0, 1.0), **kw).run()[1]
+    assert again.equals(dear)                        # same seed, same numbers
+    truthful = CollaborationModel(sizes=(60, 60), eps_pref=(0.3, 3.0), seed=1).run()[1]
+    assert list(truthful.eps) == [0.3, 3.0]
+    assert truthful.reward.iloc[1] >= truthful.reward.iloc[0]   # less noise, more reward
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(sizes=(), eps_pref=()), "one entry per party"),
+    (dict(sizes=(10, 10), eps_pref=(1.0,)), "one entry per party"),
+    (dict(eps_pref=(1.0, 0.0, 1.0)), "epsilon"),
+    (dict(rho=1.5), "rho"),
+    (dict(strategy="greedy"), "strategy"),
+    (dict(control="magic"), "control"),
+    (dict(sizes=(10, 0, 10)), "data point"),
+])
+def test_collaboration_model_refuses_bad_inputs(kw, msg):
+    from market_sim.agents.collaboration import CollaborationModel
+
+    with pytest.raises(MarketSimError, match=msg):
+        CollaborationModel(**kw)

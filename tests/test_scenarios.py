@@ -89,3 +89,15 @@ def test_private_mechanisms_cost_loss_but_respect_their_incentive_bounds(tmp_pat
     assert (private.max_gain <= private.gain_bound + 1e-12).all()
     cut = private[private.mechanism == "private-cutoff"].sort_values("privacy")
     assert cut.loss_ratio.iloc[-1] <= cut.loss_ratio.iloc[0] + 0.05
+
+
+def test_collaborative_scenarios_show_the_trade_offs(tmp_path):
+    df = quick("collaborative_tradeoff", tmp_path)
+    low, high = (df[(df.eps_1 == e) & (df.rho == 0.2)] for e in sorted(df.eps_1.unique()))
+    assert high.v_1.mean() > low.v_1.mean() and high.r_1.mean() > low.r_1.mean()
+    assert (df.similarity_temper >= df.similarity_noise - 1e-9).mean() >= 0.75
+    agents = quick("collaborative", tmp_path)
+    assert set(agents.strategy) == {"truthful", "strategic"}
+    rho0 = agents[agents.rho == 0.0]
+    assert (rho0.share_rational == 1).all()          # rho = 0: everybody gets v(N)
+    assert (agents.reward >= -1e-12).all()

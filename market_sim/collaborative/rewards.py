@@ -68,6 +68,9 @@ def temper_reward(model, shared: Sequence, target: float, *, xtol: float = 1e-12
 
 def noise_reward(model, shared: Sequence, target: float, rng: np.random.Generator, *,
                  n_scan: int = 40, tau_max: float = 1e12) -> ModelReward:
+    if not model.noise_aware:
+        raise MarketSimError(f"noise addition needs a fully noise-aware posterior; "
+                             f"{type(model).__name__} is not (use likelihood tempering)")
     grand = model.posterior(shared)
     v_grand = grand.kl(model.prior)
     _check_target(target, v_grand)

@@ -86,12 +86,15 @@ def _check_rho(rho):
         raise MarketSimError(f"rho must be in [0, 1] (got {rho!r})")
 
 
-def rho_shapley_rewards(phi, v_grand: float, rho: float) -> np.ndarray:
-    """Target reward values r_i = v(N) (phi_i / max phi)^rho."""
+def rho_shapley_rewards(phi, v_grand: float, rho: float, *, negative: str = "raise") -> np.ndarray:
+    """Target reward values r_i = v(N) (phi_i / max phi)^rho.  ``negative="clip"``
+    treats a negative phi_i as 0 (reward 0 for rho > 0) instead of refusing it."""
     _check_rho(rho)
     phi = np.asarray(phi, dtype=float)
     if phi.ndim != 1 or phi.size == 0:
         raise MarketSimError("phi must be a non-empty 1-D array of Shapley values")
+    if negative == "clip":
+        phi = np.maximum(phi, 0.0)
     if (phi < 0).any():
         raise MarketSimError(f"a Shapley value is negative ({phi.min():.3g}): the rho-Shapley "
                              "reward is undefined; re-draw the noise or average more repeats")
