@@ -148,23 +148,28 @@ class PrivateCutoff:
             raise MarketSimError("reports must be a non-empty 1-D array of finite costs")
         return self.gamma * self.dist.virtual_cost(np.clip(r, *self.dist.support))
 
-    def proxy_losses(self, reports) -> np.ndarray:
-        """L(lam) on the grid (inf where nothing is bought)."""
-        S, Q, P = self._sums(self.virtual(reports))
+    def _sums(self, x):
+        """W[g, i] = (lam_g - x_i)^+ and its sums S = sum w, Q = sum w^2, P = sum w x."""
+        W = np.maximum(self.lams[:, None] - x[None, :], 0.0)
+        return W, W.sum(1), (W * W).sum(1), W @ x
+
+    def _losses(self, S, Q, P) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             L = self.mu * np.sqrt(Q) / S + 2 * np.sqrt(self.sigma * P / S)
         return np.where(S > 0, L, np.inf)
 
-    def _sums(self, x):
-        w = np.maximum(self.lams[:, None] - x[None, :], 0.0)
-        return w.sum(1), (w * w).sum(1), (w * x[None, :]).sum(1)
+    def _scores(self, S, Q, P) -> np.ndarray:
+        L_max, _ = self._loss_bounds()
+        theta = np.minimum(1.0, S / self._S0)
+        L = np.minimum(self._losses(S, Q, P), L_max)  # L_max where nothing is bought
+        return -(theta * L + (1 - theta) * L_max)
+
+    def proxy_losses(self, reports) -> np.ndarray:
+        """L(lam) on the grid (inf where nothing is bought)."""
+        return self._losses(*self._sums(self.virtual(reports))[1:])
 
     def scores(self, reports) -> np.ndarray:
-        L_max, _ = self._loss_bounds()
-        S, _, _ = self._sums(self.virtual(reports))
-        theta = np.minimum(1.0, S / self._S0)
-        L = np.where(S > 0, self.proxy_losses(reports), L_max)
-        return -(theta * np.minimum(L, L_max) + (1 - theta) * L_max)
+        return self._scores(*self._sums(self.virtual(reports))[1:])
 
     def cutoff_probabilities(self, reports) -> np.ndarray:
         return exponential_probabilities(self.scores(reports), self.privacy, self.sensitivity)
@@ -221,14 +226,15 @@ class PrivateCutoff:
         r = float(np.clip(report, *self.dist.support))
         x = self.virtual(trial)
         lams = self.lams
-        W = np.maximum(lams[:, None] - x[None, :], 0.0)
-        S_rest = W.sum(1) - W[:, i]
-        P_rest = W @ x - W[:, i] * x[i]
+        W, S, Q, P = self._sums(x)
+        S_rest = S - W[:, i]
+        P_rest = P - W[:, i] * x[i]
         eps = self._own_eps(np.full(lams.size, r), lams, S_rest, P_rest)
         span = np.maximum(self._top_report(lams) - r, 0.0)
         z = r + span[:, None] * _SHAPE[None, :]
         tail = span * (self._own_eps(z, lams[:, None], S_rest[:, None], P_rest[:, None]) @ _JAC)
-        return self.cutoff_probabilities(trial), r * eps + tail - cost * eps
+        prob = exponential_probabilities(self._scores(S, Q, P), self.privacy, self.sensitivity)
+        return prob, r * eps + tail - cost * eps
 
     def expected_utility(self, i: int, report: float, cost: float, reports) -> float:
         """Seller i's utility averaged over the draw of lam."""
