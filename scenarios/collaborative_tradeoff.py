@@ -15,9 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from market_sim.collaborative import GaussianMeanModel
-from market_sim.collaborative.rewards import noise_reward, temper_reward
-from market_sim.collaborative.valuation import (coalition_values, rho_shapley_rewards,
-                                                shapley_values)
+from market_sim.collaborative.rewards import noise_reward, target_rewards, temper_reward
+from market_sim.collaborative.valuation import rho_shapley_rewards
 
 NAME = "collaborative_tradeoff"
 REPLICATIONS = 20
@@ -38,8 +37,7 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
     shared = [model.share(rng.normal(TRUE_MEAN, 1.0, n),
                           float(params["eps_1"]) if i == 0 else OTHERS_EPS, rng)
               for i, n in enumerate(SIZES)]
-    values = coalition_values(model, shared)
-    phi = shapley_values(values, 3)
+    values, phi, _ = target_rewards(model, shared, 0.0, negative="clip")
     v_grand = values[7]
     rows = []
     for rho in RHOS:

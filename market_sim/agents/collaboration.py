@@ -16,8 +16,7 @@ import mesa
 import numpy as np
 
 from ..collaborative import GaussianMeanModel, SharedStatistic, rdp_noise_variance
-from ..collaborative.rewards import CONTROLS, noise_reward, temper_reward
-from ..collaborative.valuation import coalition_values, rho_shapley_rewards, shapley_values
+from ..collaborative.rewards import CONTROLS, model_reward, target_rewards
 from ..errors import MarketSimError
 
 PARTY_STRATEGIES = ("truthful", "strategic")
@@ -97,10 +96,7 @@ class CollaborationModel(mesa.Model):
         return out
 
     def _targets(self, shared):
-        values = coalition_values(self.stat, shared)
-        phi = shapley_values(values, len(shared))
-        targets = rho_shapley_rewards(phi, values[max(values)], self.rho, negative="clip")
-        return values, phi, targets
+        return target_rewards(self.stat, shared, self.rho, negative="clip")
 
     def best_response(self, party: PartyAgent) -> float:
         """argmax over eps_grid of E[reward] - privacy_cost eps, others fixed."""
@@ -125,8 +121,7 @@ class CollaborationModel(mesa.Model):
         for p, t in zip(self.parties, targets):
             p.value_alone = values[1 << p.index]
             p.shapley = float(phi[p.index])
-            reward = (temper_reward(self.stat, shared, t) if self.control == "temper"
-                      else noise_reward(self.stat, shared, t, self.rng))
+            reward = model_reward(self.stat, shared, t, self.control, self.rng)
             p.reward = reward.attained
             p.similarity = reward.similarity
             p.utility = p.reward - p.privacy_cost * p.eps

@@ -25,7 +25,8 @@ from scipy.optimize import brentq
 from ..errors import MarketSimError
 from .valuation import coalition_values, rho_shapley_rewards, shapley_values
 
-__all__ = ["ModelReward", "Collaboration", "temper_reward", "noise_reward", "collaborate"]
+__all__ = ["ModelReward", "Collaboration", "temper_reward", "noise_reward", "collaborate",
+           "target_rewards", "model_reward"]
 
 CONTROLS = ("temper", "noise")
 
@@ -117,19 +118,29 @@ class Collaboration:
         return np.array([self.values[1 << i] for i in range(self.phi.size)])
 
 
+def target_rewards(model, shared: Sequence, rho: float, *, negative: str = "raise"):
+    """(v(C) for every coalition, Shapley values, rho-Shapley targets)."""
+    values = coalition_values(model, shared)
+    phi = shapley_values(values, len(shared))
+    targets = rho_shapley_rewards(phi, values[max(values)], rho, negative=negative)
+    return values, phi, targets
+
+
+def model_reward(model, shared: Sequence, target: float, control: str,
+                 rng: np.random.Generator | None = None) -> ModelReward:
+    """The reward of value ``target`` by ``control`` ("temper" or "noise")."""
+    if control not in CONTROLS:
+        raise MarketSimError(f"control: unknown {control!r}; use temper or noise")
+    if control == "temper":
+        return temper_reward(model, shared, target)
+    if rng is None:
+        raise MarketSimError("noise addition draws noise: pass rng=")
+    return noise_reward(model, shared, target, rng)
+
+
 def collaborate(model, shared: Sequence, rho: float, *, control: str = "temper",
                 rng: np.random.Generator | None = None) -> Collaboration:
     """Value every coalition, Shapley values, rho-Shapley targets, then rewards."""
-    if control not in CONTROLS:
-        raise MarketSimError(f"control: unknown {control!r}; use temper or noise")
-    if control == "noise" and rng is None:
-        raise MarketSimError("noise addition draws noise: pass rng=")
-    values = coalition_values(model, shared)
-    n = len(shared)
-    phi = shapley_values(values, n)
-    targets = rho_shapley_rewards(phi, values[(1 << n) - 1], rho)
-    if control == "temper":
-        rewards = [temper_reward(model, shared, t) for t in targets]
-    else:
-        rewards = [noise_reward(model, shared, t, rng) for t in targets]
+    values, phi, targets = target_rewards(model, shared, rho)
+    rewards = [model_reward(model, shared, t, control, rng) for t in targets]
     return Collaboration(values=values, phi=phi, targets=targets, rewards=rewards, rho=float(rho))
