@@ -9,7 +9,7 @@
   B = 1/(2 lambda (1 - e^(-A/lambda))) (Geng et al., as used in 002); sampled by
   the inverse of its CDF.
 
-Each has ``pdf``, ``cdf``, ``sample(rng, size)`` and ``privacy_delta(eps)``: the
+Each has ``pdf``, ``cdf``, ``var()``, ``sample(rng, size)`` and ``privacy_delta(eps)``: the
 smallest delta for which the mechanism is (eps, delta)-DP at that eps.
 """
 
@@ -47,6 +47,9 @@ class _ScipyNoise:
 
     def cdf(self, x):
         return self._frozen().cdf(x)
+
+    def var(self) -> float:
+        return float(self._frozen().var())
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,11 @@ class TruncatedLaplace:
 
     def sample(self, rng: np.random.Generator, size=None):
         return self.ppf(rng.random(size))
+
+    def var(self) -> float:
+        """E x^2 = 2 B int_0^A x^2 e^(-x/lam) dx (the density is symmetric)."""
+        lam, r = self.lam, self.bound / self.lam
+        return float(2 * self._B * lam**3 * (2 - np.exp(-r) * (r * r + 2 * r + 2)))
 
     def privacy_delta(self, eps: float, n: int = 20_001) -> float:
         """sup over sets of P(X in S) - e^eps P(X + D in S): the integral of

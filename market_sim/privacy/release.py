@@ -65,16 +65,7 @@ class StatisticRelease:
         clipped = float(np.clip(value, lower, upper))
         mech = self.mechanism(float(sensitivity))
         noise = float(mech.sample(rng))
-        sd = float(np.sqrt(_variance(mech)))
+        sd = float(np.sqrt(mech.var()))
         return ReleasedStatistic(value=clipped + noise, clipped=clipped,
                                  sensitivity=float(sensitivity), noise_sd=sd)
 
-
-def _variance(mech) -> float:
-    if isinstance(mech, Laplace):
-        return 2 * mech.scale**2
-    if isinstance(mech, AnalyticGaussian):
-        return mech.sigma**2
-    lam, A = mech.lam, mech.bound  # truncated Laplace: E x^2 of B e^{-|x|/lam} on [-A, A]
-    r = A / lam
-    return float(2 * mech._B * lam**3 * (2 - np.exp(-r) * (r * r + 2 * r + 2)))
