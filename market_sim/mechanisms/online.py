@@ -33,6 +33,7 @@ from scipy import optimize
 
 from ..distributions import CostDistribution, empirical
 from ..errors import MarketSimError
+from .base import Mechanism, Outcome, _deviation_args
 from .offline import check_params, proxy_loss_of_eps, solve
 from .quadrature import gauss_legendre_cos
 
@@ -47,12 +48,23 @@ _SHAPE, _JAC = gauss_legendre_cos(_NODES)          # expectations over the cost 
 _PAY_SHAPE, _PAY_JAC = gauss_legendre_cos(64)      # the payment integral (eps is smooth in z)
 
 
-class OnlineMechanism:
+class OnlineMechanism(Mechanism):
     """Algorithm 3 (``rule="alg3"``) or its fluid form (``rule="fluid"``).
 
     ``eps(costs)`` and ``payments(costs)`` answer each reported cost as if it
     arrived alone.  ``cutoff`` is lam: a report is bought iff gamma psi < lam.
+    As a :class:`Mechanism` (registered as ``online``) the planned m is the
+    market's number of sellers.
     """
+
+    name = "online"
+    own_report_inclusion = True
+
+    @classmethod
+    def from_context(cls, *, dist, n_sellers=100, mu=1.0, sigma=1.0, gamma=1.0,
+                     rule="fluid", m=None, **_ignored) -> "OnlineMechanism":
+        return cls(dist, n_sellers if m is None else m, mu=mu, sigma=sigma, gamma=gamma,
+                   rule=rule)
 
     def __init__(self, dist: CostDistribution, m: int, *, mu: float, sigma: float, gamma: float,
                  rule: str = "fluid"):
@@ -161,6 +173,13 @@ class OnlineMechanism:
         """eps for each reported cost, each as if it arrived alone."""
         psi = self.dist.virtual_cost(np.asarray(costs, dtype=float))
         return self.scale * np.maximum(self.cutoff - self.gamma * psi, 0.0)
+
+    def outcome(self, reports, rng=None) -> Outcome:
+        return Outcome(self.eps(reports), self.payments(reports), {"cutoff": self.cutoff})
+
+    def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
+        _, cand, _ = _deviation_args(sellers, candidates, reports)
+        return self.outcome(cand)  # each seller alone: the others do not matter
 
     def payments(self, costs) -> np.ndarray:
         """Myerson payments (Eq. 8): t = c eps(c) + int_c^{c*} eps(z) dz."""

@@ -1,0 +1,268 @@
+"""The one mechanism interface: reports in, privacy levels and payments out.
+
+Write a mechanism by subclassing :class:`Mechanism` and implementing
+``outcome(reports, rng)``; everything else (a seller's utility at other
+reports, best responses, regret, the IC/IR audit) has a correct generic
+default that re-runs ``outcome`` with one report replaced::
+
+    class UniformPrice(Mechanism):
+        def __init__(self, n_buy=5, eps_level=1.0):
+            self.n_buy, self.eps_level = n_buy, eps_level
+
+        def outcome(self, reports, rng=None):
+            order = np.argsort(reports, kind="stable")
+            eps = np.zeros(len(reports)); eps[order[:self.n_buy]] = self.eps_level
+            price = reports[order[self.n_buy]] if len(reports) > self.n_buy else np.inf
+            return eps, price * eps
+
+Class attributes a mechanism may set:
+
+``randomized``
+    the outcome is a random draw (it uses ``rng``).  Utilities are then
+    expectations over the draw.  The generic default estimates them by Monte
+    Carlo over ``n_draws`` draws with *common random numbers*: every candidate
+    report of every seller sees the same ``n_draws`` seeds (taken once per call
+    from ``rng``), so the differences between candidates, which decide best
+    responses and regret, carry no sampling noise from unrelated draws.
+    Built-in randomized mechanisms override this with exact expectations.
+``own_report_inclusion``
+    given the mechanism's public randomness, whether a seller is bought depends
+    on its own report only (used for the sensitivity of released statistics).
+``needs_data``
+    the allocation depends on the sellers' data: the platform calls
+    ``with_data(X, y)`` before each round.
+
+Construction from a name: ``Mechanism.from_context(dist=..., n_sellers=...,
+mu=..., sigma=..., gamma=..., privacy=..., **params)`` passes each market
+setting the constructor accepts (by parameter name) and every explicit param.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..errors import MarketSimError
+
+__all__ = ["Mechanism", "Outcome", "as_outcome", "as_mechanism", "mechanism_name"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a mechanism decides: ``eps`` and ``payments`` per seller (same shape),
+    and optional ``info`` (e.g. the drawn price or cut-off)."""
+
+    eps: np.ndarray
+    payments: np.ndarray
+    info: dict = field(default_factory=dict, compare=False)
+
+    def utilities(self, costs) -> np.ndarray:
+        """t_i - c_i eps_i."""
+        return self.payments - np.asarray(costs, dtype=float) * self.eps
+
+
+def mechanism_name(mech) -> str:
+    name = getattr(mech, "name", "") or ""
+    return name or type(mech).__name__
+
+
+def as_outcome(result: Any, n: int, who: str = "mechanism") -> Outcome:
+    """An :class:`Outcome` from what ``outcome`` returned: an Outcome, an object with
+    ``eps`` and ``payments``, or an ``(eps, payments)`` pair; checked to hold ``n``
+    finite numbers each with eps >= 0."""
+    if isinstance(result, Outcome):
+        eps, pay, info = result.eps, result.payments, result.info
+    elif hasattr(result, "eps") and hasattr(result, "payments"):
+        eps, pay, info = result.eps, result.payments, {}
+    elif isinstance(result, tuple) and len(result) >= 2:
+        eps, pay, info = result[0], result[1], {}
+    else:
+        raise MarketSimError(f"{who}: outcome must return an Outcome or an (eps, payments) "
+                             f"pair, got {type(result).__name__}")
+    try:
+        eps = np.asarray(eps, dtype=float).reshape(-1)
+        pay = np.asarray(pay, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise MarketSimError(f"{who}: eps and payments must be arrays of numbers") from None
+    for label, arr in (("eps", eps), ("payments", pay)):
+        if arr.size != n:
+            raise MarketSimError(f"{who}: {label} has {arr.size} entries for {n} reports")
+        if not np.all(np.isfinite(arr)):
+            raise MarketSimError(f"{who}: {label} contains NaN or inf "
+                                 f"(first at seller {int(np.argmin(np.isfinite(arr)))})")
+    if np.any(eps < 0):
+        raise MarketSimError(f"{who}: eps must be >= 0 (seller {int(np.argmax(eps < 0))} "
+                             f"got {eps[eps < 0][0]:g})")
+    return Outcome(eps, pay, dict(info))
+
+
+class Mechanism:
+    """Base class of every mechanism (see the module docstring)."""
+
+    name: ClassVar[str] = ""
+    randomized: ClassVar[bool] = False
+    own_report_inclusion: ClassVar[bool] = False
+    needs_data: ClassVar[bool] = False
+    n_draws: ClassVar[int] = 64
+
+    # ---- construction ------------------------------------------------------------
+    @classmethod
+    def from_context(cls, **context) -> Mechanism:
+        """Build from the market's settings (``dist``, ``n_sellers``, ``mu``, ``sigma``,
+        ``gamma``, ``privacy``): each one the constructor names is passed."""
+        params = inspect.signature(cls).parameters
+        takes_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
+        kw = {k: v for k, v in context.items() if takes_all or k in params}
+        try:
+            return cls(**kw)
+        except MarketSimError:
+            raise
+        except TypeError as exc:
+            raise MarketSimError(f"mechanism {cls.__name__}: {exc}") from None
+
+    def with_data(self, X, y) -> Mechanism:
+        """This mechanism for sellers with data rows ``X`` and labels ``y``."""
+        return self
+
+    # ---- the mechanism --------------------------------------------------------------
+    def outcome(self, reports: np.ndarray, rng: np.random.Generator | None = None):
+        """eps and payments for every report (an :class:`Outcome` or a pair)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement outcome(reports, rng)")
+
+    def run(self, reports, rng: np.random.Generator | None = None) -> Outcome:
+        """``outcome`` with its result checked and made an :class:`Outcome`."""
+        r = np.asarray(reports, dtype=float)
+        return as_outcome(self.outcome(r, rng), r.size, mechanism_name(self))
+
+    # ---- unilateral deviations (the IC test) --------------------------------------
+    def deviations(self, sellers, candidates, reports, rng: np.random.Generator | None = None
+                   ) -> Outcome:
+        """Seller ``sellers[k]``'s eps and payment when it alone reports
+        ``candidates[k, j]`` (the others at ``reports``): an Outcome of (k, n)
+        arrays; expectations over the draw for randomized mechanisms."""
+        sellers, cand, reports = _deviation_args(sellers, candidates, reports)
+        eps, pay = np.empty(cand.shape), np.empty(cand.shape)
+        if not self.randomized:
+            for k, i in enumerate(sellers):
+                trial = reports.copy()
+                for j, z in enumerate(cand[k]):
+                    trial[i] = z
+                    out = self.run(trial, rng)
+                    eps[k, j], pay[k, j] = out.eps[i], out.payments[i]
+            return Outcome(eps, pay)
+        if rng is None:
+            raise MarketSimError(f"{mechanism_name(self)} is randomized: pass rng= to "
+                                 "estimate expected utilities")
+        seeds = rng.integers(2**63, size=int(self.n_draws))  # common random numbers
+        for k, i in enumerate(sellers):
+            trial = reports.copy()
+            for j, z in enumerate(cand[k]):
+                trial[i] = z
+                draws = [self.run(trial, np.random.default_rng(s)) for s in seeds]
+                eps[k, j] = np.mean([o.eps[i] for o in draws])
+                pay[k, j] = np.mean([o.payments[i] for o in draws])
+        return Outcome(eps, pay)
+
+    def deviation_utilities(self, sellers, candidates, true_costs, reports,
+                            rng: np.random.Generator | None = None) -> np.ndarray:
+        """(k, n) utilities t - c eps of ``deviations`` at true costs ``true_costs[k]``."""
+        dev = self.deviations(sellers, candidates, reports, rng)
+        return dev.payments - np.asarray(true_costs, dtype=float).reshape(-1, 1) * dev.eps
+
+    def utilities(self, i: int, candidates, true_cost: float, reports,
+                  rng: np.random.Generator | None = None) -> np.ndarray:
+        """Seller i's utility at each candidate report, the others fixed."""
+        cand = np.asarray(candidates, dtype=float).reshape(1, -1)
+        return self.deviation_utilities([i], cand, [true_cost], reports, rng)[0]
+
+
+def _deviation_args(sellers, candidates, reports):
+    reports = np.array(reports, dtype=float).reshape(-1)
+    sellers = np.asarray(sellers, dtype=int).reshape(-1)
+    cand = np.asarray(candidates, dtype=float)
+    if cand.ndim == 1:
+        cand = cand.reshape(1, -1)
+    if cand.shape[0] != sellers.size:
+        raise MarketSimError(f"candidates need one row per seller ({sellers.size}), "
+                             f"got {cand.shape[0]}")
+    if sellers.size and (sellers.min() < 0 or sellers.max() >= reports.size):
+        raise MarketSimError(f"seller index out of range 0..{reports.size - 1}")
+    return sellers, cand, reports
+
+
+class _Adapted(Mechanism):
+    """A duck-typed object with ``outcome`` used as a Mechanism."""
+
+    def __init__(self, obj, takes_rng: bool):
+        self.obj, self.takes_rng = obj, takes_rng
+        self.name = mechanism_name(obj)
+        for attr in ("randomized", "own_report_inclusion", "needs_data", "n_draws"):
+            if hasattr(obj, attr):
+                setattr(self, attr, getattr(obj, attr))
+
+    def outcome(self, reports, rng=None):
+        return self.obj.outcome(reports, rng) if self.takes_rng else self.obj.outcome(reports)
+
+    def with_data(self, X, y):
+        if hasattr(self.obj, "with_data"):
+            return _Adapted(self.obj.with_data(X, y), self.takes_rng)
+        return self
+
+
+def _takes_rng(fn) -> bool:
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    except (TypeError, ValueError):
+        return True
+    return len(params) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+def _check_params(cls, params: dict, who: str) -> None:
+    """Every explicit parameter must be one the constructor takes."""
+    sig = inspect.signature(cls).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in sig.values()):
+        return
+    unknown = sorted(set(params) - set(sig))
+    if unknown:
+        known = ", ".join(k for k, p in sig.items() if p.kind is not p.VAR_POSITIONAL) or "none"
+        raise MarketSimError(f"{who}: no parameter {unknown[0]!r} (it takes: {known})")
+
+
+def as_mechanism(obj, **context) -> Mechanism:
+    """A Mechanism from a registered name, a spec ``name[:key=value]...``, a Mechanism
+    class (built with ``from_context(**context)``) or instance, or any object with
+    an ``outcome(reports[, rng])`` method."""
+    if isinstance(obj, str):
+        from ..registry import MECHANISMS, parse_spec
+
+        name, params = parse_spec(obj)
+        found = MECHANISMS.load(name)
+        if params:
+            if not isinstance(found, type):
+                raise MarketSimError(f"mechanism {name!r} is an instance; it takes no parameters")
+            _check_params(found, params, f"mechanism {name!r}")
+        mech = as_mechanism(found, **{**context, **params})
+        if isinstance(found, type) and not getattr(mech, "name", ""):
+            try:
+                object.__setattr__(mech, "name", name)
+            except (AttributeError, TypeError):
+                pass
+        return mech
+    if isinstance(obj, type):
+        if issubclass(obj, Mechanism):
+            return obj.from_context(**context)
+        if callable(getattr(obj, "outcome", None)):
+            return as_mechanism(Mechanism.from_context.__func__(obj, **context))
+        raise MarketSimError(f"{obj.__name__} is not a Mechanism: it has no outcome method")
+    if isinstance(obj, Mechanism):
+        if type(obj).outcome is Mechanism.outcome:
+            raise MarketSimError(f"{type(obj).__name__} does not implement outcome(reports, rng)")
+        return obj
+    fn = getattr(obj, "outcome", None)
+    if callable(fn):
+        return _Adapted(obj, _takes_rng(fn))
+    raise MarketSimError(f"{type(obj).__name__} is not a Mechanism: it has no outcome method")

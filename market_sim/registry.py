@@ -1,0 +1,253 @@
+"""Registries: names -> classes for mechanisms, strategies and studies.
+
+A registry knows three sources, in this order of precedence:
+
+1. built-in names, stored as ``"module:attribute"`` strings and imported only
+   when used (so listing is cheap);
+2. Python entry points of the registry's group (``market_sim.mechanisms``,
+   ``market_sim.strategies``, ``market_sim.scenarios``), declared by any
+   installed package::
+
+       [project.entry-points."market_sim.mechanisms"]
+       uniform-price = "mypkg.mech:UniformPrice"
+
+3. names added at run time with ``registry.register(name, obj)`` (or as a
+   decorator).
+
+``registry.load(spec)`` also takes a reference that is not registered at all:
+``module:attribute`` (an importable module) or ``path/to/file.py[:attribute]``
+(a file, imported under a private module name).  Every failure is a
+``MarketSimError`` naming what is wrong.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from .errors import MarketSimError
+
+__all__ = ["Registry", "Entry", "load_object", "parse_spec", "MECHANISMS", "STRATEGIES",
+           "SCENARIOS"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    target: Any        # "module:attribute" string, or the object itself
+    origin: str        # "built-in", "entry point (<dist>)" or "registered"
+
+
+def _import_file(path: Path):
+    """Import a .py file under a stable private name (so pickling by reference works
+    in worker processes that import the same file)."""
+    path = path.resolve()
+    if not path.is_file():
+        raise MarketSimError(f"{path}: no such file")
+    key = f"_market_sim_user_{abs(hash(str(path))):x}_{path.stem}"
+    if key in sys.modules:
+        return sys.modules[key]
+    spec = importlib.util.spec_from_file_location(key, path)
+    if spec is None or spec.loader is None:
+        raise MarketSimError(f"{path}: cannot be imported as a Python file")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[key] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as exc:
+        del sys.modules[key]
+        raise MarketSimError(f"{path} failed to import: {type(exc).__name__}: {exc}") from None
+    return mod
+
+
+def _import_module(name: str):
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
+            raise MarketSimError(f"no module named {name!r}") from None
+        raise MarketSimError(f"module {name!r} failed to import: {exc}") from None
+    except Exception as exc:
+        raise MarketSimError(f"module {name!r} failed to import: "
+                             f"{type(exc).__name__}: {exc}") from None
+
+
+def load_object(ref: str, *, default_attr: str | None = None):
+    """The object named by ``module:attribute``, ``path.py:attribute`` or ``path.py``.
+
+    A bare file (no attribute) returns the module itself, or its ``default_attr``
+    when given and present."""
+    target, _, attr = ref.partition(":") if not ref.endswith(".py") else (ref, "", "")
+    if target.endswith(".py") or "/" in target or "\\" in target:
+        mod = _import_file(Path(target))
+    else:
+        mod = _import_module(target)
+    if not attr:
+        return getattr(mod, default_attr, mod) if default_attr else mod
+    obj = mod
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise MarketSimError(f"{ref!r}: {target} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _coerce(text: str):
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    if "," in text:
+        return tuple(_coerce(t) for t in text.split(","))
+    return text
+
+
+def parse_spec(spec: str) -> tuple[str, dict]:
+    """``"NAME[:key=value]..."`` -> (NAME, params).  NAME may itself be
+    ``module:attribute`` or ``path.py[:attribute]``; values are read as bool, int,
+    float or a comma-separated tuple when they look like one, else kept as text.
+
+    >>> parse_spec("shade:factor=1.3")
+    ('shade', {'factor': 1.3})
+    >>> parse_spec("mypkg.mech:UniformPrice:k=5")
+    ('mypkg.mech:UniformPrice', {'k': 5})
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise MarketSimError(f"expected a name, got {spec!r}")
+    parts = spec.strip().split(":")
+    target = [p for p in parts if "=" not in p]
+    params: dict = {}
+    for p in parts:
+        if "=" in p:
+            key, _, value = p.partition("=")
+            if not key.isidentifier():
+                raise MarketSimError(f"{spec!r}: {key!r} is not a parameter name")
+            params[key] = _coerce(value)
+    if not target:
+        raise MarketSimError(f"{spec!r}: no name before the parameters")
+    return ":".join(target), params
+
+
+class Registry:
+    """Names -> objects of one kind (see the module docstring)."""
+
+    def __init__(self, kind: str, group: str, builtins: dict[str, str],
+                 check: Callable[[Any, str], Any] | None = None):
+        self.kind, self.group = kind, group
+        self._builtins = dict(builtins)
+        self._registered: dict[str, Any] = {}
+        self._check = check
+
+    def register(self, name: str, obj=None):
+        """Register ``obj`` under ``name`` (usable as a decorator)."""
+        def add(o):
+            self._registered[name] = o
+            return o
+        return add if obj is None else add(obj)
+
+    def _entry_points(self) -> dict[str, Entry]:
+        out = {}
+        for ep in entry_points(group=self.group):
+            dist = getattr(ep, "dist", None)
+            origin = f"entry point ({dist.name})" if dist is not None else "entry point"
+            out[ep.name] = Entry(ep.name, ep.value, origin)
+        return out
+
+    def entries(self) -> list[Entry]:
+        """Every registered name: built-ins first, then entry points, then run-time ones."""
+        out = {n: Entry(n, t, "built-in") for n, t in self._builtins.items()}
+        for name, e in self._entry_points().items():
+            out.setdefault(name, e)
+        for name, obj in self._registered.items():
+            out[name] = Entry(name, obj, "registered")
+        return list(out.values())
+
+    def names(self) -> list[str]:
+        return [e.name for e in self.entries()]
+
+    def _unknown(self, name: str) -> MarketSimError:
+        names = self.names()
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return MarketSimError(f"{self.kind}: unknown {name!r}{hint} (known: {', '.join(names)}; "
+                              f"or give module:attribute or path/to/file.py)")
+
+    def load(self, name: str):
+        """The object registered as ``name``, or named by a module/file reference."""
+        found = {e.name: e for e in self.entries()}.get(name)
+        if found is not None:
+            obj = load_object(found.target) if isinstance(found.target, str) else found.target
+        elif ":" in name or name.endswith(".py") or "/" in name:
+            obj = load_object(name)
+        else:
+            raise self._unknown(name)
+        return self._check(obj, name) if self._check else obj
+
+    def describe(self) -> list[tuple[str, str, str]]:
+        """(name, first docstring line, origin) for listings; imports each entry."""
+        rows = []
+        for e in self.entries():
+            try:
+                obj = self.load(e.name)
+                doc = (getattr(obj, "__doc__", None) or "").strip().splitlines()
+                rows.append((e.name, doc[0] if doc else "", e.origin))
+            except MarketSimError as exc:
+                rows.append((e.name, f"(fails to load: {exc})", e.origin))
+        return rows
+
+
+def _check_mechanism(obj, name):
+    from .mechanisms.base import Mechanism
+
+    if isinstance(obj, type) and issubclass(obj, Mechanism):
+        return obj
+    if isinstance(obj, Mechanism) or (callable(getattr(obj, "outcome", None))):
+        return obj
+    raise MarketSimError(f"mechanism {name!r} is not a Mechanism (it has no outcome method)")
+
+
+def _check_strategy(obj, name):
+    from .agents.strategies import Strategy
+
+    if isinstance(obj, type) and issubclass(obj, Strategy):
+        return obj
+    if isinstance(obj, Strategy) or callable(getattr(obj, "report", None)) \
+            or callable(getattr(obj, "report_all", None)):
+        return obj
+    raise MarketSimError(f"strategy {name!r} is not a Strategy (it has no report method)")
+
+
+MECHANISMS = Registry("mechanism", "market_sim.mechanisms", {
+    "offline": "market_sim.mechanisms.builtin:OfflineMechanism",
+    "online": "market_sim.mechanisms.online:OnlineMechanism",
+    "data-dependent": "market_sim.mechanisms.builtin:DataDependentMechanism",
+    "pay-as-bid": "market_sim.mechanisms.builtin:PayAsBidMechanism",
+    "posted-price": "market_sim.mechanisms.builtin:PostedPriceMechanism",
+    "private-posted-price": "market_sim.mechanisms.builtin:PrivatePostedPriceMechanism",
+    "private-cutoff": "market_sim.mechanisms.builtin:PrivateCutoffMechanism",
+}, _check_mechanism)
+
+STRATEGIES = Registry("strategy", "market_sim.strategies", {
+    "truthful": "market_sim.agents.strategies:Truthful",
+    "shade": "market_sim.agents.strategies:Shade",
+    "random": "market_sim.agents.strategies:RandomMisreport",
+    "best-response": "market_sim.agents.strategies:BestResponse",
+    "learning": "market_sim.agents.strategies:Learning",
+    "collusion": "market_sim.agents.strategies:Collusion",
+}, _check_strategy)
+
+# Studies: filled by the runner (scenarios package modules + entry points).
+SCENARIOS = Registry("scenario", "market_sim.scenarios", {})
