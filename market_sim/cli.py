@@ -153,9 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Run the Mesa market model and write DIR/agents.csv "
                          "(one row per seller and round), DIR/model.csv (one row per round) and "
                          "DIR/simulation.png.")
-    sim.add_argument("--mechanism", default="offline",
-                     help="offline, online, data-dependent (needs --data), pay-as-bid, "
-                     "posted-price, private-posted-price or private-cutoff (default offline)")
+    sim.add_argument("--mechanism", default="offline", metavar="SPEC",
+                     help="a registered mechanism (see `market-sim mechanisms`: offline, online, "
+                     "data-dependent (needs --data), pay-as-bid, posted-price, "
+                     "private-posted-price, private-cutoff, ...), module:Class or "
+                     "path/to/file.py:Class, with parameters as :key=value (default offline)")
     sim.add_argument("--privacy", type=float, default=1.0,
                      help="epsilon of the private mechanisms' price / cut-off choice (default 1)")
     sim.add_argument("--release", metavar="NOISE:EPS[:DELTA]", default=None,
@@ -164,8 +166,11 @@ def build_parser() -> argparse.ArgumentParser:
                      "spends EPS); needs --payment-bound")
     sim.add_argument("--payment-bound", type=float, default=None,
                      help="public cap the released total payment is clipped to")
-    sim.add_argument("--strategy", default="truthful",
-                     help="truthful, shade, random, best-response, learning or collusion")
+    sim.add_argument("--strategy", action="append", default=None, metavar="SPEC[@FRACTION]",
+                     help="a registered strategy (see `market-sim strategies`), module:Class or "
+                     "path/to/file.py:Class, with parameters as :key=value (shade:factor=1.3); "
+                     "repeat with @FRACTION for a mixed population (shade@0.3 --strategy "
+                     "best-response@0.2); default truthful")
     sim.add_argument("--sellers", type=_count("sellers"), default=20, help="number of sellers")
     sim.add_argument("--rounds", type=_count("rounds"), default=3, help="number of rounds")
     sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -178,8 +183,15 @@ def build_parser() -> argparse.ArgumentParser:
                      "private model (Alg. 1) and reports its test error")
     sim.add_argument("--animate", action="store_true",
                      help="also write DIR/simulation.gif: reports vs costs and eps, round by round")
+    sim.add_argument("--no-regret", action="store_true",
+                     help="do not measure each seller's regret (faster at large m)")
+    sim.add_argument("--quiet", action="store_true", help="no progress bar")
     sim.add_argument("--out", required=True, metavar="DIR", help="output folder")
     sim.set_defaults(func=cmd_simulate)
+
+    for kind in ("mechanisms", "strategies"):
+        lst = sub.add_parser(kind, help=f"list the registered {kind} (built-in and third-party)")
+        lst.set_defaults(func=cmd_list, kind=kind)
 
     d = sub.add_parser("demo", help="a small seeded market end to end, with a figure",
                        description="Run one seeded market: costs, eps, payments, utilities, "
@@ -452,26 +464,64 @@ def _parse_release(text):
     return StatisticRelease(parts[0], *nums)
 
 
+def _strategy_arg(items):
+    """--strategy values -> what MarketModel takes: one spec, or {spec: fraction}."""
+    if not items:
+        return "truthful", None
+    if len(items) == 1 and "@" not in items[0]:
+        return items[0], None
+    mix = {}
+    for item in items:
+        spec, sep, frac = item.rpartition("@")
+        if not sep or not spec:
+            raise MarketSimError(f"--strategy {item!r}: a mixed population needs SPEC@FRACTION "
+                                 "for every strategy")
+        try:
+            mix[spec] = float(frac)
+        except ValueError:
+            raise MarketSimError(f"--strategy {item!r}: {frac!r} is not a fraction") from None
+    return mix, 1.0
+
+
+def cmd_list(args) -> int:
+    from . import registry
+
+    reg = registry.MECHANISMS if args.kind == "mechanisms" else registry.STRATEGIES
+    for name, doc, origin in reg.describe():
+        print(f"{name:22s} {doc}" + ("" if origin == "built-in" else f"  [{origin}]"))
+    return 0
+
+
 def cmd_simulate(args) -> int:
     from .agents import MarketModel
     from .distributions import parse_distribution
 
     dist = parse_distribution(args.dist, iron=args.iron)
-    model = MarketModel(args.sellers, dist=dist, mechanism=args.mechanism,
-                        strategy=args.strategy, strategic_fraction=args.strategic_fraction,
-                        rounds=args.rounds, mu=args.mu, sigma=args.sigma, gamma=args.gamma,
-                        xi=args.xi, seed=args.seed, data="synthetic" if args.data else None,
-                        privacy=args.privacy, release=_parse_release(args.release),
-                        payment_bound=args.payment_bound)
+    strategy, fraction = _strategy_arg(args.strategy)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise MarketSimError(f"--out {args.out!r} exists and is not a folder")
-    model_df, agent_df = model.run()
+    model = MarketModel(args.sellers, dist=dist, mechanism=args.mechanism,
+                        strategy=strategy,
+                        strategic_fraction=args.strategic_fraction if fraction is None else 1.0,
+                        rounds=args.rounds, mu=args.mu, sigma=args.sigma, gamma=args.gamma,
+                        xi=args.xi, seed=args.seed, data="synthetic" if args.data else None,
+                        privacy=args.privacy, release=_parse_release(args.release),
+                        payment_bound=args.payment_bound, measure_regret=not args.no_regret)
+    from tqdm import tqdm
+
+    with tqdm(total=args.rounds, desc="rounds", unit="round", file=sys.stderr,
+              disable=args.quiet or None) as bar:
+        while model.running:
+            model.step()
+            bar.update(1)
+    model_df, agent_df = model.model_frame(), model.agent_frame()
     out.mkdir(parents=True, exist_ok=True)
     _atomic_write(str(out / "agents.csv"), lambda fh: fh.write(agent_df.to_csv(index=False).encode()))
     _atomic_write(str(out / "model.csv"), lambda fh: fh.write(model_df.to_csv(index=False).encode()))
+    label = args.mechanism if len(args.mechanism) < 40 else model.mechanism_name
     _plot_simulation(agent_df, model_df, out / "simulation.png",
-                     f"{args.mechanism}, {args.strategy}, {args.sellers} sellers")
+                     f"{label}, {', '.join(model.strategy_names)}, {args.sellers} sellers")
     if args.animate:
         _animate_simulation(agent_df, out / "simulation.gif")
     print(model_df.to_string(index=False))

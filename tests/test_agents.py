@@ -142,7 +142,7 @@ def test_learners_settle_on_truth_under_the_online_mechanism_and_shade_under_pay
         m = MarketModel(12, mechanism=mechanism, strategy="learning", rounds=25, gamma=0.3,
                         seed=4, measure_regret=False)
         m.run()
-        return np.array([s.strategy.multipliers[s.strategy.greedy()] for s in m.sellers])
+        return m.groups[0].strategy.greedy_multipliers()
 
     assert (greedy_multipliers("online") == 1.0).all()
     shaded = greedy_multipliers("pay-as-bid")
@@ -153,7 +153,7 @@ def test_private_posted_price_is_only_approximately_truthful_in_the_market():
     m = MarketModel(10, mechanism="private-posted-price", strategy="best-response", rounds=2,
                     seed=1, n_grid=9)
     model_df, agent_df = m.run()
-    mech = m.market.private_pricing
+    mech = m.mechanism.pricing
     bound = max(mech.ic_bound(c) for c in agent_df.cost)
     assert model_df.max_regret.max() <= bound  # the approximate-IC guarantee (001)
     assert model_df.share_misreporting.max() > 0  # and it is only approximate

@@ -158,3 +158,15 @@ def test_prior_free_is_ic_and_close_to_fluid():
     known = simulate_arrivals(OnlineMechanism(U01, m, **KW), costs).proxy_loss
     learnt = simulate_arrivals(pf, costs, true_dist=U01).proxy_loss
     assert abs(learnt / known - 1) < 0.05  # 0.2-1% here with the reflected KDE
+
+
+def test_payments_do_not_depend_on_the_memory_layout_of_the_reports():
+    """A Fortran-ordered 2-D block of reports is paid like the same reports in 1-D
+    (an in-place update through ravel() once silently dropped the integral)."""
+    dist = parse_distribution("uniform:0:1")
+    mech = OnlineMechanism(dist, 50, mu=1.0, sigma=1.0, gamma=0.3)
+    z = np.asfortranarray(np.linspace(0.01, 0.99, 24).reshape(4, 6))
+    assert not z.flags.c_contiguous
+    expected = mech.payments(z.ravel()).reshape(4, 6)
+    np.testing.assert_allclose(mech.payments(z), expected, rtol=1e-14)
+    assert np.all(mech.payments(z)[mech.eps(z) > 0] > (z * mech.eps(z))[mech.eps(z) > 0])

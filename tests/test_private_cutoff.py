@@ -121,8 +121,8 @@ def test_market_model_runs_the_private_cutoff_and_releases_statistics():
     model = MarketModel(8, mechanism="private-cutoff", strategy="best-response", rounds=2,
                         privacy=1.0, release=rel, payment_bound=3.0, seed=5)
     model_df, agent_df = model.run()
-    mech = model.market.private_cutoff
-    assert model.market.randomized
+    mech = model.mechanism.cutoff
+    assert model.mechanism.randomized
     assert np.all(agent_df.utility >= -1e-9)
     assert np.isfinite(model_df.released_payment).all()
     # best responders gain at most the bound against truth, in expectation

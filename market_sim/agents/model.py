@@ -1,20 +1,45 @@
-"""The Mesa market: seller agents who decide what to report, a platform that runs a mechanism.
+"""The Mesa market: sellers who decide what to report, a platform that runs a mechanism.
 
 Each round has explicit stages: arrival -> report -> allocate -> settle ->
-learn, then the DataCollector records the round.
+train, then regret is measured and the round recorded.
+
+**Columnar sellers.**  The sellers' state (cost, report, eps, payment,
+utility, regret, participation, strategy) lives in numpy arrays on the model,
+one entry per seller, so a round costs a few array passes whatever m is.
+This follows mesa-frames and AMBER, which keep agents as table rows for the
+same reason, but stays a plain ``mesa.Model``: :class:`SellerAgent` objects are
+thin views on the arrays (reading or writing ``agent.report`` reads or writes
+``model.report[agent.seller_id]``).  Building 10^6 Mesa agents costs ~15 s, so
+views are created eagerly only up to ``AGENT_VIEW_LIMIT`` sellers (then they
+are in ``model.agents`` and the DataCollector's ``agenttype_reporters``), and
+otherwise on first use (``model.seller(i)``, ``model.sellers``).
+
+Strategies act on whole groups (``Strategy.report_all``) when they can, and
+seller by seller through the views otherwise; moves are simultaneous, so both
+paths give the same numbers (tested).  Mesa conventions: ``rng=`` or
+``seed=``, the DataCollector records the initial state as step 0, and
+``running`` turns false after ``rounds`` steps, so ``mesa.batch_run`` rows align.
 """
 
 from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import mesa
 import numpy as np
 
 from ..distributions import CostDistribution, parse_distribution
 from ..errors import MarketSimError
+from ..mechanisms.base import Mechanism, as_mechanism, mechanism_name
 from ..mechanisms.offline import proxy_loss_of_eps
 from ..privacy.release import StatisticRelease
-from .markets import Market
-from .strategies import STRATEGIES, Colluder, CollusionGroup, Truthful, make_strategy
+from .strategies import SellerGroup, Strategy, Truthful, as_strategy, is_vectorized
+
+AGENT_VIEW_LIMIT = 10_000
+AGENT_COLUMNS = ("round", "seller_id", "cost", "report", "eps", "payment", "utility", "regret",
+                 "strategy")
 
 
 def synthetic_data(n: int, d: int, rng: np.random.Generator, n_test: int = 2000,
@@ -34,38 +59,51 @@ def synthetic_data(n: int, d: int, rng: np.random.Generator, n_test: int = 2000,
     return X, y, X_test, y_test
 
 
+def _view(column: str, kind=float):
+    def get(self):
+        return kind(getattr(self.model, column)[self.seller_id])
+
+    def put(self, value):
+        getattr(self.model, column)[self.seller_id] = value
+
+    return property(get, put, doc=f"``model.{column}[seller_id]``")
+
+
 class SellerAgent(mesa.Agent):
-    """A seller with a private cost, a reporting strategy and a participation rule."""
+    """A seller: a view on row ``seller_id`` of the model's seller arrays."""
 
-    def __init__(self, model, cost: float, strategy, index: int):
+    def __init__(self, model, seller_id: int):
         super().__init__(model)
-        self.cost, self.strategy = float(cost), strategy
-        self.seller_id = index  # stable id
-        self.index = index      # position among this round's participants
-        self.report = self.cost
-        self.eps = self.payment = self.utility = 0.0
-        self.regret = np.nan
-        self.participating = True
+        self.seller_id = int(seller_id)
 
-    def arrive(self):
-        """Participation rule: stay out after a round with negative utility."""
-        self.participating = self.utility >= -self.model.tol
+    cost = _view("cost")
+    report = _view("report")
+    eps = _view("eps")
+    payment = _view("payment")
+    utility = _view("utility")
+    regret = _view("regret")
+    participating = _view("participating", bool)
+    index = _view("position", int)  # position among this round's participants
 
-    def decide_report(self):
-        if self.participating:
-            self.report = float(self.strategy.report(self, self.model))
+    @property
+    def strategy(self) -> Strategy:
+        return self.model.strategy_of(self.seller_id)
 
-    def learn(self):
-        if self.participating:
-            self.strategy.observe(self, self.model, self.utility)
+    @property
+    def strategy_name(self) -> str:
+        return self.model.strategy_names[self.model.strategy_id[self.seller_id]]
 
+    @property
+    def x(self):
+        return None if self.model.X is None else self.model.X[self.seller_id]
 
-OWN_REPORT_INCLUSION = ("online", "posted-price", "private-posted-price", "private-cutoff")
+    @property
+    def y(self):
+        return None if self.model.y is None else self.model.y[self.seller_id]
 
 
 class PlatformAgent(mesa.Agent):
-    """Collects the reports, runs the model's market (``model.market``), pays, and
-    records the buyer's outcome."""
+    """Runs the mechanism on the reports, pays, trains, and records the buyer's outcome."""
 
     def __init__(self, model, test_data=None, reg_lambda: float = 1e-2):
         super().__init__(model)
@@ -73,38 +111,43 @@ class PlatformAgent(mesa.Agent):
         self.reg_lambda = reg_lambda
         self.proxy_loss = np.nan
         self.total_payment = 0.0
+        self.n_bought = 0
         self.test_error = np.nan
         self.released_payment = self.released_n_bought = np.nan
 
-    def train(self, sellers):
+    def allocate(self, reports: np.ndarray):
+        """The mechanism's eps and payments for this round's reports."""
+        return self.model.mechanism.run(reports, self.model.rng)
+
+    def settle(self, active: np.ndarray, outcome) -> None:
+        m = self.model
+        m.eps[active], m.payment[active] = outcome.eps, outcome.payments
+        m.utility[active] = outcome.payments - m.cost[active] * outcome.eps
+        self.total_payment = float(outcome.payments.sum())
+        self.n_bought = int(np.count_nonzero(outcome.eps))
+        psi = m.dist.virtual_cost(m.cost[active])
+        self.proxy_loss = proxy_loss_of_eps(outcome.eps, psi, mu=m.mu, sigma=m.sigma,
+                                            gamma=m.gamma)
+        self.publish(outcome.eps, outcome.payments)
+
+    def train(self, active: np.ndarray) -> None:
         """Fit the private model on the bought sellers' data with their eps (Alg. 1)."""
+        m = self.model
         if self.test_data is None:
             return
         from ..learning import HeteroDPLogisticRegression
 
-        eps = np.array([s.eps for s in sellers])
-        X = np.array([s.x for s in sellers])
-        y = np.array([s.y for s in sellers])
+        eps = m.eps[active]
+        X, y = m.X[active], m.y[active]
         bought = eps > 0
         if not bought.any() or np.unique(y[bought]).size < 2:
             self.test_error = np.nan
             return
         clf = HeteroDPLogisticRegression(eps[bought], reg_lambda=self.reg_lambda,
-                                         random_state=self.model.rng)
+                                         random_state=m.rng)
         clf.fit(X[bought], y[bought])
         X_test, y_test = self.test_data
         self.test_error = float(1.0 - clf.score(X_test, y_test))
-
-    def allocate_and_settle(self, sellers):
-        reports = np.array([s.report for s in sellers])
-        eps, pay = self.model.market.outcome(reports)
-        for s, e, t in zip(sellers, eps, pay):
-            s.eps, s.payment = float(e), float(t)
-            s.utility = s.payment - s.cost * s.eps
-        self.total_payment = float(pay.sum())
-        psi = self.model.market.dist.virtual_cost(np.array([s.cost for s in sellers]))
-        self.proxy_loss = proxy_loss_of_eps(eps, psi, **self.model.market.params)
-        self.publish(eps, pay)
 
     def publish(self, eps, pay):
         """Release the total payment and the number bought through ``model.release``.
@@ -112,93 +155,157 @@ class PlatformAgent(mesa.Agent):
         The total payment is clipped to [0, payment_bound]; as one report can move
         every seller's payment, its sensitivity is the whole range.  The number
         bought has sensitivity 1 where, given the (possibly privately drawn) price
-        or cut-off, each seller's inclusion depends on its own report alone; else
-        it is the range, the number of participants.  Each release spends
-        ``release.epsilon`` (basic composition: 2 epsilon in all per round)."""
+        or cut-off, each seller's inclusion depends on its own report alone
+        (``mechanism.own_report_inclusion``); else it is the range, the number of
+        participants.  Each release spends ``release.epsilon`` (basic composition:
+        2 epsilon in all per round)."""
         rel = self.model.release
         if rel is None:
             return
         rng = self.model.rng
         self.released_payment = rel.release(float(pay.sum()), rng, lower=0.0,
                                             upper=self.model.payment_bound).value
-        own_report_only = self.model.market.mechanism in OWN_REPORT_INCLUSION
+        own_report_only = bool(getattr(self.model.mechanism, "own_report_inclusion", False))
         self.released_n_bought = rel.release(
             float(np.count_nonzero(eps)), rng, lower=0.0, upper=float(eps.size),
             sensitivity=1.0 if own_report_only else float(max(eps.size, 1))).value
 
 
+@dataclass
+class _Group:
+    """Sellers ``ids`` sharing one strategy spec; per-agent strategies get copies."""
+
+    name: str
+    strategy: Strategy
+    ids: np.ndarray
+    copies: list | None = None
+
+
+def _strategy_mix(strategy, strategic_fraction, n):
+    """[(spec, count)] of the strategic groups (the rest are truthful)."""
+    if isinstance(strategy, Mapping):
+        items = list(strategy.items())
+        fracs = [float(f) for _, f in items]
+        if any(not (0 <= f <= 1) for f in fracs) or sum(fracs) > 1 + 1e-12:
+            raise MarketSimError("strategy mix: fractions must be in [0, 1] and sum to at most 1")
+        counts = [int(round(f * n)) for f in fracs]
+        while sum(counts) > n:
+            counts[int(np.argmax(counts))] -= 1
+        return [(spec, c) for (spec, _), c in zip(items, counts)]
+    if not (0 <= strategic_fraction <= 1):
+        raise MarketSimError(f"strategic_fraction must be in [0, 1] (got {strategic_fraction!r})")
+    return [(strategy, int(round(strategic_fraction * n)))]
+
+
+def _spec_name(spec, strat) -> str:
+    if isinstance(spec, str):
+        return spec
+    return getattr(strat, "name", "") or type(strat).__name__
+
+
 class MarketModel(mesa.Model):
     """Repeated rounds of one market.
 
-    ``strategy`` is given to a fraction ``strategic_fraction`` of the sellers
-    (the others are truthful).  ``mechanism`` is one of ``MECHANISMS``
-    (``privacy`` is the epsilon of the private ones' random choice).
-    ``release`` (with ``payment_bound``) publishes noisy round statistics.  With ``measure_regret`` every seller's regret
-    (best utility on a report grid minus actual utility) is computed each round.
+    ``mechanism``: a registered name or spec (``"offline"``, ``"online:rule=alg3"``,
+    ``"mypkg.mech:UniformPrice"``, ``"path/to/file.py:UniformPrice"``), a
+    :class:`~market_sim.mechanisms.Mechanism` class or instance.
+    ``strategy``: a registered name or spec (``"shade:factor=1.3"``), a
+    :class:`Strategy` class or instance, given to a fraction
+    ``strategic_fraction`` of the sellers; or a mapping ``{strategy: fraction}``
+    for mixed populations.  The others are truthful.
+    ``privacy`` is the epsilon of the private mechanisms' random choice;
+    ``release`` (with ``payment_bound``) publishes noisy round statistics.
+    With ``measure_regret`` every seller's regret (best utility on a report
+    grid minus actual utility) is computed each round.  ``agent_out``: a
+    Parquet file the per-seller rows are appended to round by round (instead of
+    being kept in memory for ``agent_frame``).
     """
 
-    def __init__(self, n_sellers: int = 20, *, dist="uniform:0:1", mechanism: str = "offline",
-                 strategy: str = "truthful", strategic_fraction: float = 1.0, rounds: int = 3,
+    def __init__(self, n_sellers: int = 20, *, dist="uniform:0:1", mechanism="offline",
+                 strategy="truthful", strategic_fraction: float = 1.0, rounds: int = 3,
                  mu: float = 1.0, sigma: float = 1.0, gamma: float = 1.0, xi: float = 1.0,
                  new_costs_each_round: bool = False, measure_regret: bool = True,
-                 n_grid: int = 11, collusion_size: int = 3, data=None, privacy: float = 1.0,
-                 release: StatisticRelease | None = None, payment_bound: float | None = None,
-                 seed: int | None = None):
+                 n_grid: int = 11, collusion_size: int | None = None, data=None,
+                 privacy: float = 1.0, release: StatisticRelease | None = None,
+                 payment_bound: float | None = None, agent_out=None,
+                 agent_views: bool | None = None, vectorized: bool = True,
+                 seed: int | None = None, rng=None):
         if not (isinstance(n_sellers, (int, np.integer)) and n_sellers >= 1):
             raise MarketSimError(f"n_sellers must be an integer >= 1 (got {n_sellers!r})")
         if not (isinstance(rounds, (int, np.integer)) and rounds >= 1):
             raise MarketSimError(f"rounds must be an integer >= 1 (got {rounds!r})")
         if not (0 < xi <= 1):
             raise MarketSimError(f"xi must be in (0, 1] (got {xi!r})")
-        if not (0 <= strategic_fraction <= 1):
-            raise MarketSimError(f"strategic_fraction must be in [0, 1] (got {strategic_fraction!r})")
-        if strategy not in STRATEGIES:
-            raise MarketSimError(f"strategy: unknown {strategy!r}; use one of {', '.join(STRATEGIES)}")
+        if not (isinstance(n_grid, (int, np.integer)) and n_grid >= 1):
+            raise MarketSimError(f"n_grid must be an integer >= 1 (got {n_grid!r})")
         if release is not None and not (isinstance(payment_bound, (int, float))
                                         and np.isfinite(payment_bound) and payment_bound > 0):
             raise MarketSimError("release needs payment_bound > 0: the public cap that the "
                                  "released total payment is clipped to")
-        super().__init__(rng=np.random.default_rng(seed))
+        if seed is not None and rng is not None:
+            raise MarketSimError("give seed or rng, not both")
+        mix = _strategy_mix(strategy, strategic_fraction, int(n_sellers))
+        if rng is None:
+            rng = np.random.default_rng(seed)
+        elif not isinstance(rng, np.random.Generator):
+            rng = np.random.default_rng(rng)
+        super().__init__(rng=rng)
+        n = int(n_sellers)
+        self.n_sellers = n
         self.release, self.payment_bound = release, payment_bound
         self.dist = dist if isinstance(dist, CostDistribution) else parse_distribution(dist)
-        self.market = Market.build(mechanism, self.dist, mu=mu, sigma=sigma, gamma=gamma,
-                                   planned_m=n_sellers, privacy=privacy, rng=self.rng)
+        self.mu, self.sigma, self.gamma = float(mu), float(sigma), float(gamma)
+        self.mechanism: Mechanism = as_mechanism(
+            mechanism, dist=self.dist, n_sellers=n, mu=self.mu, sigma=self.sigma,
+            gamma=self.gamma, privacy=privacy)
+        self.base_mechanism = self.mechanism
+        self.mechanism_name = mechanism if isinstance(mechanism, str) else \
+            mechanism_name(self.mechanism)
         self.rounds, self.xi, self.tol = int(rounds), float(xi), 1e-9
-        self.new_costs, self.measure_regret, self.n_grid = new_costs_each_round, measure_regret, n_grid
-        costs = self.dist.sample(n_sellers, self.rng)
-        n_strategic = int(round(strategic_fraction * n_sellers))
-        self.group = None
-        if strategy == "collusion":
-            self.group = CollusionGroup(members=[])
-        self.sellers = []
-        for i, c in enumerate(costs):
-            if i < n_strategic:
-                strat = Colluder(group=self.group) if strategy == "collusion" else make_strategy(strategy)
-            else:
-                strat = Truthful()
-            self.sellers.append(SellerAgent(self, c, strat, i))
-        if self.group is not None:
-            self.group.members = [s for s in self.sellers[:min(collusion_size, n_strategic)]]
-            for s in self.sellers[len(self.group.members):n_strategic]:
-                s.strategy = Truthful()
+        self.new_costs, self.measure_regret, self.n_grid = new_costs_each_round, measure_regret, \
+            int(n_grid)
+        self.vectorized = bool(vectorized)
+        # ---- the seller arrays -------------------------------------------------
+        self.cost = self.dist.sample(n, self.rng).astype(float)
+        self.report = self.cost.copy()
+        self.eps, self.payment, self.utility = np.zeros(n), np.zeros(n), np.zeros(n)
+        self.regret = np.full(n, np.nan)
+        self.participating = np.ones(n, dtype=bool)
+        self.position = np.arange(n)
+        self.reports = self.report.copy()
+        self._build_groups(mix, collusion_size)
+        # ---- data --------------------------------------------------------------
+        self.X = self.y = None
         test_data = None
         if data is not None:
             if isinstance(data, str) and data == "synthetic":
-                data = synthetic_data(n_sellers, 5, self.rng)
+                data = synthetic_data(n, 5, self.rng)
             try:
                 X, y, X_test, y_test = (np.asarray(v) for v in data)
             except (TypeError, ValueError):
                 raise MarketSimError("data must be 'synthetic' or (X, y, X_test, y_test)") from None
-            if len(X) != n_sellers or len(y) != n_sellers:
-                raise MarketSimError(f"data: {len(X)} rows for {n_sellers} sellers; "
+            if len(X) != n or len(y) != n:
+                raise MarketSimError(f"data: {len(X)} rows for {n} sellers; "
                                      "give one (x, y) per seller")
-            for sel, xi_, yi_ in zip(self.sellers, X, y):
-                sel.x, sel.y = xi_, yi_
+            self.X, self.y = X, y
             test_data = (X_test, y_test)
-        if mechanism == "data-dependent" and test_data is None:
-            raise MarketSimError("mechanism data-dependent needs the sellers' data: pass data= "
-                                 "(or --data on the command line)")
+        if self.mechanism.needs_data and test_data is None:
+            raise MarketSimError(f"mechanism {self.mechanism_name} needs the sellers' data: pass "
+                                 "data= (or --data on the command line)")
+        # ---- agents --------------------------------------------------------------
+        self._views: dict[int, SellerAgent] = {}
+        eager = n <= AGENT_VIEW_LIMIT if agent_views is None else bool(agent_views)
+        if eager:
+            for i in range(n):
+                self.seller(i)
         self.platform = PlatformAgent(self, test_data)
+        self._agent_rows: list[dict] = []
+        self._agent_writer = None
+        self.agent_out = agent_out
+        self.round = 0
+        self.running = True
+        seller_reporters = {k: k for k in ("seller_id", "strategy_name", "cost", "report", "eps",
+                                           "payment", "utility", "regret")}
         self.datacollector = mesa.DataCollector(
             model_reporters={
                 "proxy_loss": lambda m: m.platform.proxy_loss,
@@ -206,96 +313,232 @@ class MarketModel(mesa.Model):
                 "released_payment": lambda m: m.platform.released_payment,
                 "released_n_bought": lambda m: m.platform.released_n_bought,
                 "test_error": lambda m: m.platform.test_error,
-                "mean_regret": lambda m: float(np.nanmean([s.regret for s in m.active()]))
-                if m.measure_regret else np.nan,
-                "max_regret": lambda m: float(np.nanmax([s.regret for s in m.active()]))
-                if m.measure_regret else np.nan,
-                "participation": lambda m: np.mean([s.participating for s in m.sellers]),
-                "share_misreporting": lambda m: np.mean([abs(s.report - s.cost) > 1e-12
-                                                         for s in m.active()]),
+                "mean_regret": lambda m: m._regret_stat(np.mean),
+                "max_regret": lambda m: m._regret_stat(np.max),
+                "participation": lambda m: float(np.mean(m.participating)),
+                "share_misreporting": lambda m: m._share_misreporting(),
             },
-            agent_reporters={
-                "seller_id": lambda a: getattr(a, "seller_id", None),
-                "cost": lambda a: getattr(a, "cost", None),
-                "report": lambda a: getattr(a, "report", None),
-                "eps": lambda a: getattr(a, "eps", None),
-                "payment": lambda a: getattr(a, "payment", None),
-                "utility": lambda a: getattr(a, "utility", None),
-                "regret": lambda a: getattr(a, "regret", None),
-            },
+            agenttype_reporters={SellerAgent: seller_reporters} if eager else None,
         )
+        self.datacollector.collect(self)  # step 0: the initial state
 
-    # ---- helpers used by the strategies ------------------------------------------
-    def active(self):
-        return [s for s in self.sellers if s.participating]
+    # ---- groups of sellers by strategy ------------------------------------------
+    def _build_groups(self, mix, collusion_size):
+        n = self.n_sellers
+        self.groups: list[_Group] = []
+        self.strategy_id = np.zeros(n, dtype=np.int16)
+        start = 0
+        specs = []
+        for spec, count in mix:
+            strat = as_strategy(spec)
+            if collusion_size is not None and getattr(strat, "name", "") == "collusion":
+                strat.size = int(collusion_size)
+            specs.append((_spec_name(spec, strat), strat, count))
+        taken = sum(c for _, _, c in specs)
+        specs.append(("truthful", Truthful(), n - taken))
+        for name, strat, count in specs:
+            if count <= 0:
+                continue
+            ids = np.arange(start, start + count)
+            start += count
+            vectorized = is_vectorized(strat) and (self.vectorized or not _has_own_report(strat))
+            copies = None if vectorized else [copy.deepcopy(strat) for _ in ids]
+            for s in copies or [strat]:
+                s.start(1 if copies else count, self)
+            self.strategy_id[ids] = len(self.groups)
+            self.groups.append(_Group(name, strat, ids, copies))
+        self.strategy_names = [g.name for g in self.groups]
+
+    def strategy_of(self, seller_id: int) -> Strategy:
+        g = self.groups[self.strategy_id[seller_id]]
+        return g.strategy if g.copies is None else g.copies[seller_id - g.ids[0]]
+
+    # ---- views and helpers for strategies -------------------------------------------
+    def seller(self, seller_id: int) -> SellerAgent:
+        """The Mesa agent viewing seller ``seller_id`` (created on first use)."""
+        view = self._views.get(int(seller_id))
+        if view is None:
+            if not 0 <= seller_id < self.n_sellers:
+                raise MarketSimError(f"no seller {seller_id} (0..{self.n_sellers - 1})")
+            view = self._views[int(seller_id)] = SellerAgent(self, seller_id)
+        return view
+
+    @property
+    def sellers(self) -> list[SellerAgent]:
+        return [self.seller(i) for i in range(self.n_sellers)]
+
+    def active(self) -> np.ndarray:
+        """Ids of this round's participants."""
+        return np.flatnonzero(self.participating)
 
     def current_reports(self) -> np.ndarray:
-        return np.array([s.report for s in self.active()])
+        return self.report[self.participating]
 
-    def report_grid(self, cost: float, n: int) -> np.ndarray:
-        """The true cost first, then the midpoints of n equal cells of the support
-        (the bottom itself is avoided: at a support starting at 0, psi = 0 there)."""
+    def report_grid(self, costs, n: int) -> np.ndarray:
+        """Per seller: the true cost first, then the midpoints of n equal cells of the
+        support (the bottom itself is avoided: at a support starting at 0, psi = 0
+        there).  ``costs`` a scalar -> (n + 1,), an array of k -> (k, n + 1)."""
         lo, hi = self.dist.support
-        return np.concatenate(([cost], lo + (hi - lo) * (np.arange(n) + 0.5) / n))
+        mids = lo + (hi - lo) * (np.arange(n) + 0.5) / n
+        c = np.asarray(costs, dtype=float)
+        if c.ndim == 0:
+            return np.concatenate(([float(c)], mids))
+        return np.ascontiguousarray(np.column_stack([c, np.broadcast_to(mids, (c.size, n))]))
 
-    # ---- one round -----------------------------------------------------------------
-    def step(self):
-        sellers = self.sellers
-        # arrival
-        if self.new_costs and self.steps > 1:
-            for s, c in zip(sellers, self.dist.sample(len(sellers), self.rng)):
-                s.cost = float(c)
-        for s in sellers:
-            s.arrive()
+    def _group_view(self, g: _Group, active_mask=None) -> SellerGroup:
+        ids = g.ids if active_mask is None else g.ids[active_mask[g.ids]]
+        return SellerGroup(ids=ids, rows=ids - g.ids[0], index=self.position[ids],
+                           cost=self.cost[ids], report=self.report[ids],
+                           utility=self.utility[ids])
+
+    # ---- one round ---------------------------------------------------------------
+    def arrival(self) -> np.ndarray:
+        """Who takes part: stay out after a round with negative utility; with xi < 1
+        each seller is also absent with probability 1 - xi."""
+        if self.new_costs and self.round > 1:
+            self.cost[:] = self.dist.sample(self.n_sellers, self.rng)
+        self.participating[:] = self.utility >= -self.tol
         if self.xi < 1:
-            absent = self.rng.random(len(sellers)) >= self.xi
-            for s, out in zip(sellers, absent):
-                s.participating = s.participating and not out
+            self.participating &= ~(self.rng.random(self.n_sellers) >= self.xi)
         active = self.active()
-        for k, s in enumerate(active):
-            s.index = k
-        if self.market.mechanism == "data-dependent" and active:
-            self.market = self.market.with_data([s.x for s in active], [s.y for s in active])
-        for s in sellers:
-            if not s.participating:  # out this round: nothing sold, nothing paid
-                s.eps = s.payment = s.utility = 0.0
-                s.regret = np.nan
-        if not active:
+        if active.size == 0:
             raise MarketSimError("no seller participates in this round")
-        # report
-        if self.group is not None:
-            self.group.members = [s for s in self.group.members if s.participating]
-            if self.group.members:
-                self.group.decide(self)
-        self.agents_by_type[SellerAgent].select(lambda a: a.participating).shuffle_do("decide_report")
-        # allocate and settle
-        self.platform.allocate_and_settle(active)
-        # learn (sellers) and train (platform)
-        for s in active:
-            s.learn()
+        self.position[active] = np.arange(active.size)
+        out = ~self.participating
+        self.eps[out] = self.payment[out] = self.utility[out] = 0.0
+        self.regret[out] = np.nan
+        if self.base_mechanism.needs_data:  # this round's sellers' data
+            self.mechanism = self.base_mechanism.with_data(self.X[active], self.y[active])
+        return active
+
+    def collect_reports(self, active: np.ndarray) -> None:
+        """Every strategic group decides against the reports at the stage's start."""
+        self.reports = self.report[active].copy()
+        new = self.report.copy()
+        for g in self.groups:
+            sel = self._group_view(g, self.participating)
+            if not len(sel):
+                continue
+            if g.copies is None:
+                r = g.strategy.report_all(sel, self)
+            else:
+                r = [g.copies[row].report(self.seller(i), self) for i, row in zip(sel.ids, sel.rows)]
+            r = np.asarray(r, dtype=float).reshape(-1)
+            if r.size != len(sel) or not np.all(np.isfinite(r)):
+                raise MarketSimError(f"strategy {g.name}: reports must be {len(sel)} finite numbers")
+            new[sel.ids] = r
+        self.report[active] = new[active]
+
+    def observe(self, active: np.ndarray) -> None:
+        for g in self.groups:
+            sel = self._group_view(g, self.participating)
+            if not len(sel):
+                continue
+            if g.copies is None:
+                g.strategy.observe_all(sel, self.utility[sel.ids], self)
+            else:
+                for i, row in zip(sel.ids, sel.rows):
+                    g.copies[row].observe(self.seller(i), self, float(self.utility[i]))
+
+    def measure(self, active: np.ndarray) -> None:
+        """Regret of each participant: best utility on its report grid (others fixed)
+        minus its actual utility (expected utility for randomized mechanisms)."""
+        reports = self.report[active]
+        costs = self.cost[active]
+        grid = self.report_grid(costs, self.n_grid)
+        idx = np.arange(active.size)
+        u = self.mechanism.deviation_utilities(idx, grid, costs, reports, self.rng)
+        best = u.max(axis=1)
+        if self.mechanism.randomized:  # expectation vs expectation
+            actual = self.mechanism.deviation_utilities(idx, reports[:, None], costs, reports,
+                                                        self.rng)[:, 0]
+        else:
+            actual = self.utility[active]
+        self.regret[active] = np.maximum(best - actual, 0.0)
+
+    def step(self):
+        self.round += 1
+        active = self.arrival()
+        self.collect_reports(active)
+        outcome = self.platform.allocate(self.report[active])
+        self.platform.settle(active, outcome)
+        self.observe(active)
         self.platform.train(active)
         if self.measure_regret:
-            reports = self.current_reports()
-            for s in active:
-                grid = self.report_grid(s.cost, self.n_grid)
-                best = float(np.max(self.market.utilities(s.index, grid, s.cost, reports)))
-                actual = (float(self.market.utilities(s.index, [s.report], s.cost, reports)[0])
-                          if self.market.randomized else s.utility)  # expectation vs expectation
-                s.regret = max(best - actual, 0.0)
+            self.measure(active)
+        self._record(active)
         self.datacollector.collect(self)
+        if self.round >= self.rounds:
+            self.running = False
 
     def run(self):
-        for _ in range(self.rounds):
+        """All remaining rounds; returns (model frame, agent frame)."""
+        while self.running:
             self.step()
         return self.model_frame(), self.agent_frame()
 
+    # ---- records ------------------------------------------------------------------
+    def _regret_stat(self, fn) -> float:
+        if not self.measure_regret or self.round == 0:
+            return np.nan
+        r = self.regret[self.participating]
+        r = r[np.isfinite(r)]
+        return float(fn(r)) if r.size else np.nan
+
+    def _share_misreporting(self) -> float:
+        if self.round == 0:
+            return 0.0
+        a = self.participating
+        return float(np.mean(np.abs(self.report[a] - self.cost[a]) > 1e-12))
+
+    def _record(self, active) -> None:
+        n = self.n_sellers
+        names = np.asarray(self.strategy_names, dtype=object)[self.strategy_id]
+        cols = {"round": np.full(n, self.round), "seller_id": np.arange(n),
+                "cost": self.cost.copy(), "report": self.report.copy(), "eps": self.eps.copy(),
+                "payment": self.payment.copy(), "utility": self.utility.copy(),
+                "regret": self.regret.copy(), "strategy": names}
+        if self.agent_out is None:
+            self._agent_rows.append(cols)
+            return
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.table(cols)
+        if self._agent_writer is None:
+            self._agent_writer = pq.ParquetWriter(str(self.agent_out), table.schema)
+        self._agent_writer.write_table(table)
+        if not self.running or self.round >= self.rounds:
+            self.close()
+
+    def close(self) -> None:
+        """Finish the Parquet file of per-seller rows (when ``agent_out`` is set)."""
+        if self._agent_writer is not None:
+            self._agent_writer.close()
+            self._agent_writer = None
+
     def model_frame(self):
-        df = self.datacollector.get_model_vars_dataframe().reset_index(drop=True)
+        """One row per round (1..rounds); the DataCollector's step-0 row is the initial state."""
+        df = self.datacollector.get_model_vars_dataframe().iloc[1:].reset_index(drop=True)
         df.insert(0, "round", np.arange(1, len(df) + 1))
         return df
 
     def agent_frame(self):
-        df = self.datacollector.get_agent_vars_dataframe().reset_index()
-        df = df[df.seller_id.notna()].rename(columns={"Step": "round"}).drop(columns=["AgentID"])
-        df["seller_id"] = df.seller_id.astype(int)
-        return df.reset_index(drop=True)
+        """One row per seller and round (``AGENT_COLUMNS``)."""
+        import pandas as pd
+
+        if self.agent_out is not None:
+            self.close()
+            df = pd.read_parquet(self.agent_out)
+            df["strategy"] = df["strategy"].astype(str)
+            return df
+        if not self._agent_rows:
+            return pd.DataFrame(columns=list(AGENT_COLUMNS))
+        cols = {k: np.concatenate([r[k] for r in self._agent_rows]) for k in AGENT_COLUMNS}
+        df = pd.DataFrame(cols)
+        df["strategy"] = df["strategy"].astype(str)
+        return df
+
+
+def _has_own_report(strat) -> bool:
+    return type(strat).report is not Strategy.report

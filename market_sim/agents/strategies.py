@@ -1,142 +1,349 @@
-"""Reporting strategies of sellers: small frozen rules plus the state some of them learn."""
+"""Sellers' reporting strategies: the public :class:`Strategy` interface and the built-ins.
+
+A strategy decides what a seller reports and may learn from what it earned.
+Write one by subclassing :class:`Strategy` and overriding ``report``::
+
+    class ThresholdShading(Strategy):
+        def __init__(self, threshold=0.5, factor=1.2):
+            self.threshold, self.factor = threshold, factor
+
+        def report(self, agent, model):
+            return agent.cost * (self.factor if agent.cost < self.threshold else 1.0)
+
+What a strategy may read (everything else is the mechanism's or the platform's):
+
+* ``agent``: ``seller_id``, ``cost`` (its own, private), ``report`` (its last
+  report), ``eps``, ``payment``, ``utility`` (last round's), ``index`` (its
+  position among this round's participants), ``participating``;
+* ``model``: ``dist`` (the public cost law), ``mechanism`` (a
+  :class:`~market_sim.mechanisms.Mechanism`: ``utilities``/``deviation_utilities``
+  give a seller's utility at other reports), ``reports`` (the participants'
+  reports at the start of this report stage, by ``index``), ``rng`` (the
+  model's generator: draw only from it), ``round``, ``report_grid(costs, n)``.
+
+Moves are simultaneous: every seller decides against the reports at the
+start of the stage, so the order in which sellers are asked does not matter.
+
+The fast path: override ``report_all(sellers, model) -> reports`` (and
+``observe_all``), which acts on a whole group at once; ``sellers`` is a
+:class:`SellerGroup` of arrays (``ids``, ``cost``, ``index``, ``report``,
+``utility``, ...).  One instance then serves its whole group, and per-seller
+state lives in arrays indexed by ``group.rows`` (positions within the
+strategy's group).  A strategy that overrides only ``report``/``observe`` gets
+one copy per seller, so it may keep per-seller state on ``self``.  The
+built-ins implement both paths and give the same numbers on either.
+"""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
 from ..errors import MarketSimError
 
-STRATEGIES = ("truthful", "shade", "random", "best-response", "learning", "collusion")
+__all__ = ["Strategy", "SellerGroup", "Truthful", "Shade", "RandomMisreport", "BestResponse",
+           "Learning", "Collusion", "as_strategy", "is_vectorized"]
+
+
+@dataclass(frozen=True)
+class SellerGroup:
+    """The participating sellers of one strategy, as arrays (same order everywhere).
+
+    ``rows`` are positions within the strategy's group (stable across rounds:
+    index per-seller state with them); ``ids`` the seller ids; ``index`` the
+    positions among this round's participants (for ``mechanism.deviations``)."""
+
+    ids: np.ndarray
+    rows: np.ndarray
+    index: np.ndarray
+    cost: np.ndarray
+    report: np.ndarray
+    utility: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.ids.size)
+
+
+class Strategy:
+    """Base class of every reporting strategy (see the module docstring)."""
+
+    name: ClassVar[str] = ""
+
+    def report(self, agent, model) -> float:
+        """This seller's report (default: the truth)."""
+        return agent.cost
+
+    def observe(self, agent, model, utility: float) -> None:
+        """Called after settlement with the utility the seller realised."""
+
+    def report_all(self, sellers: SellerGroup, model) -> np.ndarray:
+        """Reports of a whole group (default: ``report`` seller by seller)."""
+        return np.array([self.report(model.seller(i), model) for i in sellers.ids], dtype=float)
+
+    def observe_all(self, sellers: SellerGroup, utilities: np.ndarray, model) -> None:
+        for i, u in zip(sellers.ids, utilities):
+            self.observe(model.seller(i), model, float(u))
+
+    def start(self, n: int, model) -> None:
+        """Called once before the first round with the size of the strategy's group
+        (allocate per-seller arrays here)."""
+
+
+def is_vectorized(strategy) -> bool:
+    """True when the strategy acts on whole groups (overrides ``report_all``)."""
+    return type(strategy).report_all is not Strategy.report_all
 
 
 def _clip(model, r):
     lo, hi = model.dist.support
-    return float(np.clip(r, lo, hi))
+    return np.clip(r, lo, hi)
 
 
 @dataclass
-class Truthful:
-    def report(self, agent, model) -> float:
-        return agent.cost
+class Truthful(Strategy):
+    """Report the true cost."""
 
-    def observe(self, agent, model, utility):
-        pass
+    name: ClassVar[str] = "truthful"
+
+    def report_all(self, sellers, model):
+        return sellers.cost.copy()
 
 
 @dataclass
-class Shade(Truthful):
+class Shade(Strategy):
     """Report factor x cost (clipped to the support)."""
 
+    name: ClassVar[str] = "shade"
     factor: float = 1.2
 
     def report(self, agent, model):
-        return _clip(model, agent.cost * self.factor)
+        return float(_clip(model, agent.cost * self.factor))
+
+    def report_all(self, sellers, model):
+        return _clip(model, sellers.cost * self.factor)
 
 
 @dataclass
-class RandomMisreport(Truthful):
-    """Report cost x exp(N(0, spread^2)), drawn with the model's generator."""
+class RandomMisreport(Strategy):
+    """Report cost x exp(N(0, spread^2)), drawn from the model's generator in seller order."""
 
+    name: ClassVar[str] = "random"
     spread: float = 0.2
 
     def report(self, agent, model):
-        return _clip(model, agent.cost * np.exp(self.spread * model.rng.standard_normal()))
+        return float(_clip(model, agent.cost * np.exp(self.spread * model.rng.standard_normal())))
+
+    def report_all(self, sellers, model):
+        z = model.rng.standard_normal(len(sellers))
+        return _clip(model, sellers.cost * np.exp(self.spread * z))
 
 
 @dataclass
-class BestResponse(Truthful):
-    """Best report on a grid given the others' current reports; keeps the truth
-    unless a misreport gains more than ``tol`` (so flat regions stay truthful)."""
+class BestResponse(Strategy):
+    """Best report on a grid (the truth, then ``n_grid`` cell midpoints of the support)
+    against the others' reports; keeps the truth unless a misreport gains more
+    than ``tol`` (relative), so flat regions stay truthful."""
 
+    name: ClassVar[str] = "best-response"
     n_grid: int = 11
     tol: float = 1e-9
 
+    def _choose(self, grid, u, cost):
+        truth = u[:, 0]  # grid[:, 0] is the true cost
+        j = np.argmax(u, axis=1)
+        best = u[np.arange(u.shape[0]), j]
+        gain = best > truth + self.tol * np.maximum(1.0, np.abs(truth))
+        return np.where(gain, grid[np.arange(grid.shape[0]), j], cost)
+
     def report(self, agent, model):
-        grid = model.report_grid(agent.cost, self.n_grid)
-        u = model.market.utilities(agent.index, grid, agent.cost, model.current_reports())
-        truth = u[0]  # grid[0] is the true cost
-        j = int(np.argmax(u))
-        return float(grid[j]) if u[j] > truth + self.tol * max(1.0, abs(truth)) else agent.cost
+        grid = model.report_grid(np.array([agent.cost]), self.n_grid)
+        u = model.mechanism.deviation_utilities([agent.index], grid, [agent.cost], model.reports,
+                                                model.rng)
+        return float(self._choose(grid, u, np.array([agent.cost]))[0])
+
+    def report_all(self, sellers, model):
+        grid = model.report_grid(sellers.cost, self.n_grid)
+        u = model.mechanism.deviation_utilities(sellers.index, grid, sellers.cost, model.reports,
+                                                model.rng)
+        return self._choose(grid, u, sellers.cost)
 
 
 @dataclass
-class Learning(Truthful):
+class Learning(Strategy):
     """epsilon-greedy over report multipliers, from realised utilities only.
 
     Every multiplier is tried once (the truthful one first), then the seller
     plays the best average realised utility, exploring at rate ``explore``.
-    Ties go to the multiplier nearest 1 (so a seller who is never bought
-    stays truthful, as with the best response).
+    One uniform draw u per exploring-capable seller decides both: explore iff
+    u < explore, then arm floor(k u / explore).  Ties go to the multiplier
+    nearest 1 (so a seller who is never bought stays truthful).
     """
 
+    name: ClassVar[str] = "learning"
     multipliers: tuple = (0.8, 0.9, 1.0, 1.1, 1.25, 1.5)
     explore: float = 0.1
-    totals: np.ndarray = field(default=None, repr=False)
-    counts: np.ndarray = field(default=None, repr=False)
-    last: int = 0
+    totals: np.ndarray | None = field(default=None, repr=False)  # (n, k)
+    counts: np.ndarray | None = field(default=None, repr=False)
+    last: np.ndarray | None = field(default=None, repr=False)
 
-    def greedy(self) -> int:
-        means = np.where(self.counts > 0, self.totals / np.maximum(self.counts, 1), -np.inf)
-        best = np.flatnonzero(means >= means.max() - 1e-12 * max(1.0, abs(means.max())))
-        return int(min(best, key=lambda j: abs(np.log(self.multipliers[j]))))
+    def __post_init__(self):
+        if not (0 <= self.explore <= 1):
+            raise MarketSimError(f"learning: explore must be in [0, 1] (got {self.explore!r})")
+        if len(self.multipliers) == 0 or min(self.multipliers) <= 0:
+            raise MarketSimError("learning: multipliers must be a non-empty list of numbers > 0")
 
-    def report(self, agent, model):
+    def start(self, n, model):
         k = len(self.multipliers)
+        self.totals, self.counts = np.zeros((n, k)), np.zeros((n, k))
+        self.last = np.zeros(n, dtype=int)
+
+    @property
+    def _order(self) -> np.ndarray:
+        """Arms by distance of their multiplier from 1 (stable)."""
+        return np.argsort(np.abs(np.log(np.asarray(self.multipliers, dtype=float))),
+                          kind="stable")
+
+    def greedy(self, rows=None) -> np.ndarray:
+        """The greedy arm of each seller (rows of the group; default all)."""
+        rows = np.arange(self.totals.shape[0]) if rows is None else np.asarray(rows)
+        T, C = self.totals[rows], self.counts[rows]
+        means = np.where(C > 0, T / np.maximum(C, 1), -np.inf)
+        top = means.max(axis=1, keepdims=True)
+        near = means >= top - 1e-12 * np.maximum(1.0, np.abs(top))
+        order = self._order
+        return order[np.argmax(near[:, order], axis=1)]
+
+    def greedy_multipliers(self) -> np.ndarray:
+        return np.asarray(self.multipliers, dtype=float)[self.greedy()]
+
+    def report_all(self, sellers, model):
+        rows, k = sellers.rows, len(self.multipliers)
+        order = self._order
+        untried = self.counts[rows] == 0
+        has_untried = untried.any(axis=1)
+        arm = np.empty(rows.size, dtype=int)
+        arm[has_untried] = order[np.argmax(untried[has_untried][:, order], axis=1)]
+        rest = np.flatnonzero(~has_untried)
+        if rest.size:
+            u = model.rng.random(rest.size)
+            exploring = u < self.explore
+            greedy = self.greedy(rows[rest])
+            explored = np.minimum((u / max(self.explore, 1e-300) * k).astype(int), k - 1)
+            arm[rest] = np.where(exploring, explored, greedy)
+        self.last[rows] = arm
+        return _clip(model, sellers.cost * np.asarray(self.multipliers, dtype=float)[arm])
+
+    def observe_all(self, sellers, utilities, model):
+        rows = sellers.rows
+        np.add.at(self.totals, (rows, self.last[rows]), utilities)
+        np.add.at(self.counts, (rows, self.last[rows]), 1)
+
+    # per-agent path (one copy per seller, so n = 1): the same rule on a group of one
+    def report(self, agent, model):
         if self.totals is None:
-            self.totals, self.counts = np.zeros(k), np.zeros(k)
-        untried = np.flatnonzero(self.counts == 0)
-        if untried.size:
-            order = sorted(untried, key=lambda j: abs(np.log(self.multipliers[j])))
-            self.last = int(order[0])
-        elif model.rng.random() < self.explore:
-            self.last = int(model.rng.integers(k))
-        else:
-            self.last = self.greedy()
-        return _clip(model, agent.cost * self.multipliers[self.last])
+            self.start(1, model)
+        one = SellerGroup(np.array([agent.seller_id]), np.array([0]), np.array([agent.index]),
+                          np.array([agent.cost]), np.array([agent.report]),
+                          np.array([agent.utility]))
+        return float(self.report_all(one, model)[0])
 
     def observe(self, agent, model, utility):
-        self.totals[self.last] += utility
-        self.counts[self.last] += 1
+        one = SellerGroup(np.array([agent.seller_id]), np.array([0]), np.array([agent.index]),
+                          np.array([agent.cost]), np.array([agent.report]),
+                          np.array([utility]))
+        self.observe_all(one, np.array([utility]), model)
 
 
 @dataclass
-class CollusionGroup:
-    """Sellers who report cost x a common multiplier chosen to raise their total utility."""
+class Collusion(Strategy):
+    """The first ``size`` sellers of the group report cost x a common multiplier,
+    chosen each round (against the others' last reports) to raise the members'
+    total utility; the rest of the group is truthful."""
 
-    members: list
+    name: ClassVar[str] = "collusion"
+    size: int = 3
     multipliers: tuple = (1.0, 1.1, 1.25, 1.5, 2.0)
     tol: float = 1e-9
     multiplier: float = 1.0
 
-    def decide(self, model):
-        reports = model.current_reports()
-        totals = []
-        for mult in self.multipliers:
-            trial = reports.copy()
-            for a in self.members:
-                trial[a.index] = _clip(model, a.cost * mult)
-            eps, pay = model.market.outcome(trial)
-            totals.append(sum(pay[a.index] - a.cost * eps[a.index] for a in self.members))
-        j = int(np.argmax(totals))
-        base = totals[self.multipliers.index(1.0)]
-        self.multiplier = self.multipliers[j] if totals[j] > base + self.tol * max(1, abs(base)) else 1.0
+    def __post_init__(self):
+        if 1.0 not in self.multipliers:
+            raise MarketSimError("collusion: multipliers must include 1.0 (the truth)")
 
-
-@dataclass
-class Colluder(Truthful):
-    group: CollusionGroup = None
+    def report_all(self, sellers, model):
+        members = sellers.rows < self.size
+        idx, cost = sellers.index[members], sellers.cost[members]
+        self.multiplier = 1.0
+        if idx.size:
+            totals = []
+            for mult in self.multipliers:
+                trial = model.reports.copy()
+                trial[idx] = _clip(model, cost * mult)
+                out = model.mechanism.run(trial, model.rng)
+                totals.append(float(np.sum(out.payments[idx] - cost * out.eps[idx])))
+            j = int(np.argmax(totals))
+            base = totals[self.multipliers.index(1.0)]
+            if totals[j] > base + self.tol * max(1.0, abs(base)):
+                self.multiplier = self.multipliers[j]
+        out = sellers.cost.copy()
+        out[members] = _clip(model, cost * self.multiplier)
+        return out
 
     def report(self, agent, model):
-        return _clip(model, agent.cost * self.group.multiplier)
+        raise MarketSimError("collusion decides for its whole group; it has no per-seller path")
 
 
-def make_strategy(name: str, **kw):
-    table = {"truthful": Truthful, "shade": Shade, "random": RandomMisreport,
-             "best-response": BestResponse, "learning": Learning}
-    if name not in STRATEGIES:
-        raise MarketSimError(f"strategy: unknown {name!r}; use one of {', '.join(STRATEGIES)}")
-    if name == "collusion":
-        raise MarketSimError("strategy: collusion is set up by MarketModel (it needs a group)")
-    return table[name](**kw)
+def as_strategy(obj) -> Strategy:
+    """A Strategy from a registered name or spec ``name[:key=value]...``, a Strategy
+    class (built with its defaults) or instance, or any object with ``report``."""
+    if isinstance(obj, str):
+        from ..mechanisms.base import _check_params
+        from ..registry import STRATEGIES, parse_spec
+
+        name, params = parse_spec(obj)
+        found = STRATEGIES.load(name)
+        if not isinstance(found, type):
+            if params:
+                raise MarketSimError(f"strategy {name!r} is an instance; it takes no parameters")
+            return as_strategy(copy.deepcopy(found))
+        _check_params(found, params, f"strategy {name!r}")
+        return as_strategy(_build(found, params, name))
+    if isinstance(obj, type):
+        if callable(getattr(obj, "report", None)) or callable(getattr(obj, "report_all", None)):
+            return as_strategy(_build(obj, {}, obj.__name__))
+        raise MarketSimError(f"{obj.__name__} is not a Strategy: it has no report method")
+    if isinstance(obj, Strategy):
+        return obj
+    if callable(getattr(obj, "report", None)):
+        return _AdaptedStrategy(obj)
+    raise MarketSimError(f"{type(obj).__name__} is not a Strategy: it has no report method")
+
+
+def _build(cls, params, name):
+    try:
+        return cls(**params)
+    except MarketSimError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise MarketSimError(f"strategy {name!r}: {exc}") from None
+
+
+class _AdaptedStrategy(Strategy):
+    """A duck-typed object with ``report(agent, model)`` (and maybe ``observe``)."""
+
+    def __init__(self, obj):
+        self.obj = obj
+        self.name = getattr(obj, "name", "") or type(obj).__name__
+
+    def report(self, agent, model):
+        return self.obj.report(agent, model)
+
+    def observe(self, agent, model, utility):
+        if callable(getattr(self.obj, "observe", None)):
+            self.obj.observe(agent, model, utility)
+
+    def __deepcopy__(self, memo):
+        return _AdaptedStrategy(copy.deepcopy(self.obj, memo))

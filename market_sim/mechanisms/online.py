@@ -184,15 +184,15 @@ class OnlineMechanism(Mechanism):
     def payments(self, costs) -> np.ndarray:
         """Myerson payments (Eq. 8): t = c eps(c) + int_c^{c*} eps(z) dz."""
         c = np.asarray(costs, dtype=float)
-        e = self.eps(c)
-        pay = c * e
+        flat = c.reshape(-1)  # a copy when c is not C-contiguous: work on it, reshape at the end
+        pay = flat * self.eps(flat)
         top = min(self.threshold_cost, self.dist.support[1])
-        bought = np.flatnonzero((c < top).ravel())
-        cb = c.ravel()[bought]
+        bought = np.flatnonzero(flat < top)
+        cb = flat[bought]
         width = top - cb
         z = cb[:, None] + width[:, None] * _PAY_SHAPE
-        pay.ravel()[bought] += width * (self.eps(z) @ _PAY_JAC)
-        return pay
+        pay[bought] += width * (self.eps(z) @ _PAY_JAC)
+        return pay.reshape(c.shape)
 
 
 @dataclass(frozen=True)
