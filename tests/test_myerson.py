@@ -18,7 +18,7 @@ def test_offline_allocation_matches_offline_payments(spec, seed):
     dist = parse_distribution(spec)
     costs = dist.sample(8, np.random.default_rng(seed))
     mech = myerson_mechanism(lambda r: solve(dist.virtual_cost(r), mu=1, sigma=1, gamma=1).eps,
-                             dist, name="offline-generic")
+                             dist, name="offline-generic", tol=1e-7)
     out = mech.run(costs)
     eps, pay = offline_payments(costs, dist, mu=1, sigma=1, gamma=1)
     bought = eps > 0
@@ -29,7 +29,7 @@ def test_offline_allocation_matches_offline_payments(spec, seed):
     # the rigorous bound (first order) holds and the indicator is below tol x payment
     err = np.abs(out.payments - pay)
     assert np.all(err <= out.info["payment_bound"] + 1e-15)
-    assert np.all(out.info["payment_error_estimate"][bought] <= 1e-6 * pay[bought])
+    assert np.all(out.info["payment_error_estimate"][bought] <= 1e-7 * pay[bought])
 
 
 def test_posted_price_step_gets_exact_payments():

@@ -156,7 +156,7 @@ class MyersonMechanism(Mechanism):
     """A black-box allocation with Myerson payments (Eq. 8, 003; see module doc)."""
 
     def __init__(self, allocation, dist, *, name: str | None = None, vectorized: bool = False,
-                 tol: float = 1e-6, jump_tol: float = 1e-12, mono_tol: float = 1e-9,
+                 tol: float = 1e-8, jump_tol: float = 1e-12, mono_tol: float = 1e-9,
                  n_grid: int = 16, max_evals: int = 20_000, check_monotone: bool = True):
         if not callable(allocation):
             raise MarketSimError("allocation must be a function reports -> eps")
@@ -358,7 +358,7 @@ class MyersonMechanism(Mechanism):
 
 
 def myerson_mechanism(allocation, dist, *, name: str | None = None, vectorized: bool = False,
-                      tol: float = 1e-6, max_evals: int = 20_000, **options) -> MyersonMechanism:
+                      tol: float = 1e-8, max_evals: int = 20_000, **options) -> MyersonMechanism:
     """A truthful :class:`Mechanism` from a monotone allocation ``allocation(reports) ->
     eps`` (with ``vectorized=True`` it also takes a (B, m) batch and returns (B, m)):
     Myerson payments (Eq. 8, 003) integrated adaptively to the top of ``dist``'s
