@@ -155,11 +155,10 @@ def _market(mech, costs, lo, hi, grid, rng, refine, refine_iter):
             a, b = zs[max(k - 1, 0)], zs[min(k + 1, zs.size - 1)]
             if not b > a:
                 continue
-            s_i = int(rng.integers(2**63))  # the same draws at every z (common numbers)
 
-            def neg(z, i=i, s_i=s_i):
+            def neg(z, i=i):  # the grid's seed: the same draws (common random numbers)
                 return -float(mech.utilities(int(i), [z], costs[i], costs,
-                                             np.random.default_rng(s_i))[0])
+                                             np.random.default_rng(seed))[0])
 
             res = minimize_scalar(neg, bounds=(a, b), method="bounded",
                                   options={"maxiter": refine_iter, "xatol": 1e-10 * (hi - lo)})
@@ -260,6 +259,7 @@ def plot(result: AuditResult, path) -> None:
     pos = t["max_gain"][t["max_gain"] > 0]
     if len(pos):
         ax.set_yscale("symlog", linthresh=max(s["tol"], 1e-300))
+    ax.set_ylim(bottom=0)  # gains are >= 0: the truth is a candidate
     ax.set(xlabel="seller's true cost", ylabel="largest gain of a misreport",
            title=f"IC audit: {s['mechanism']}, {s['dist']} -> {s['verdict']} "
                  f"(max gain {s['max_gain']:.2g})")

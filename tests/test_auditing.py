@@ -19,7 +19,7 @@ def _audit(mech, seed=0, n=6, k=4, **kw):
 
 
 def test_pay_as_bid_is_caught():
-    res = _audit("pay-as-bid")
+    res = _audit("pay-as-bid", k=10)
     s = res.summary
     assert s["verdict"] == "not_ic"
     assert s["max_gain"] > 1e3 * s["tol"]
@@ -113,3 +113,22 @@ def test_cli_bad_input_one_line_exit_2(tmp_path, capsys, extra, words):
     err = capsys.readouterr().err.strip()
     assert words in err and "\n" not in err
     assert not (tmp_path / "o").exists()
+
+
+def test_randomized_mechanism_audited_with_common_random_numbers():
+    """A price drawn independently of the reports is truthful draw by draw; with common
+    random numbers (same draws at every candidate, grid and search) no gain appears."""
+    from market_sim.mechanisms.base import Mechanism
+
+    class RandomPrice(Mechanism):
+        randomized = True
+        n_draws = 16
+
+        def outcome(self, reports, rng=None):
+            p = rng.uniform(1, 5)
+            eps = (np.asarray(reports) <= p).astype(float)
+            return eps, p * eps
+
+    res = audit(RandomPrice(), DIST, 4, 2, np.random.default_rng(0), n_grid=9)
+    assert res.summary["randomized"] and res.summary["mean_payment"] > 0
+    assert res.summary["max_gain"] == 0 and res.verdict == "ic"
