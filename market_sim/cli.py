@@ -7,6 +7,7 @@
     market-sim scenarios
     market-sim run STUDY [--quick] [--workers W] [--executor local|dask] [--out DIR]
     market-sim report DIR
+    market-sim audit --mechanism SPEC --dist SPEC --sellers N --markets K --seed S --out DIR
     market-sim demo  [--out-dir demo_output] [--seed 0] [--m 200]
 
 User mistakes end with one line on stderr and exit status 2; nothing is
@@ -192,6 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     for kind in ("mechanisms", "strategies"):
         lst = sub.add_parser(kind, help=f"list the registered {kind} (built-in and third-party)")
         lst.set_defaults(func=cmd_list, kind=kind)
+    from .auditing import add_parser as _add_audit
+    _add_audit(sub)
 
     d = sub.add_parser("demo", help="a small seeded market end to end, with a figure",
                        description="Run one seeded market: costs, eps, payments, utilities, "
