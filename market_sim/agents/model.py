@@ -272,6 +272,8 @@ class MarketModel(mesa.Model):
         self.regret = np.full(n, np.nan)
         self.participating = np.ones(n, dtype=bool)
         self.position = np.arange(n)
+        self._identity_positions = True
+        self._n_misreporting = 0
         self.reports = self.report.copy()
         self._build_groups(mix, collusion_size)
         # ---- data --------------------------------------------------------------
@@ -385,11 +387,19 @@ class MarketModel(mesa.Model):
             return np.concatenate(([float(c)], mids))
         return np.ascontiguousarray(np.column_stack([c, np.broadcast_to(mids, (c.size, n))]))
 
-    def _group_view(self, g: _Group, active_mask=None) -> SellerGroup:
-        ids = g.ids if active_mask is None else g.ids[active_mask[g.ids]]
-        return SellerGroup(ids=ids, rows=ids - g.ids[0], index=self.position[ids],
-                           cost=self.cost[ids], report=self.report[ids],
-                           utility=self.utility[ids])
+    def _group_view(self, g: _Group) -> SellerGroup:
+        """The group's participants; read-only views (no copies) when all take part."""
+        a, b = int(g.ids[0]), int(g.ids[-1]) + 1
+        mask = self.participating[a:b]
+        if mask.all():
+            rows, take = np.arange(b - a), slice(a, b)
+        else:
+            rows = np.flatnonzero(mask)
+            take = a + rows
+        cols = [self.position[take], self.cost[take], self.report[take], self.utility[take]]
+        for c in cols:
+            c.flags.writeable = False
+        return SellerGroup(a + rows, rows, *cols)
 
     # ---- one round ---------------------------------------------------------------
     def arrival(self) -> np.ndarray:
@@ -400,24 +410,37 @@ class MarketModel(mesa.Model):
         self.participating[:] = self.utility >= -self.tol
         if self.xi < 1:
             self.participating &= ~(self.rng.random(self.n_sellers) >= self.xi)
-        active = self.active()
-        if active.size == 0:
-            raise MarketSimError("no seller participates in this round")
-        self.position[active] = np.arange(active.size)
-        out = ~self.participating
-        self.eps[out] = self.payment[out] = self.utility[out] = 0.0
-        self.regret[out] = np.nan
+        if self.participating.all():  # a slice: views and fast assignment, no index arrays
+            active, self.n_active = slice(None), self.n_sellers
+            if not self._identity_positions:
+                self.position[:] = np.arange(self.n_sellers)
+                self._identity_positions = True
+        else:
+            active = self.active()
+            self.n_active = active.size
+            if active.size == 0:
+                raise MarketSimError("no seller participates in this round")
+            self.position[active] = np.arange(active.size)
+            self._identity_positions = False
+            out = ~self.participating
+            self.eps[out] = self.payment[out] = self.utility[out] = 0.0
+            self.regret[out] = np.nan
         if self.base_mechanism.needs_data:  # this round's sellers' data
             self.mechanism = self.base_mechanism.with_data(self.X[active], self.y[active])
         return active
 
-    def collect_reports(self, active: np.ndarray) -> None:
-        """Every strategic group decides against the reports at the stage's start."""
+    def collect_reports(self, active) -> None:
+        """Every strategic group decides against the reports at the stage's start
+        (``model.reports``); a group's reports are written after all its decisions."""
         self.reports = self.report[active].copy()
-        new = self.report.copy()
+        self.reports.flags.writeable = False
+        self._n_misreporting = 0
         for g in self.groups:
-            sel = self._group_view(g, self.participating)
+            sel = self._group_view(g)
             if not len(sel):
+                continue
+            if type(g.strategy) is Truthful:
+                self.report[sel.ids] = sel.cost
                 continue
             if g.copies is None:
                 r = g.strategy.report_all(sel, self)
@@ -426,12 +449,19 @@ class MarketModel(mesa.Model):
             r = np.asarray(r, dtype=float).reshape(-1)
             if r.size != len(sel) or not np.all(np.isfinite(r)):
                 raise MarketSimError(f"strategy {g.name}: reports must be {len(sel)} finite numbers")
-            new[sel.ids] = r
-        self.report[active] = new[active]
+            self._n_misreporting += int(np.count_nonzero(np.abs(r - sel.cost) > 1e-12))
+            if len(sel) == g.ids.size:
+                self.report[g.ids[0]:g.ids[-1] + 1] = r
+            else:
+                self.report[sel.ids] = r
 
-    def observe(self, active: np.ndarray) -> None:
+    def observe(self, active) -> None:
         for g in self.groups:
-            sel = self._group_view(g, self.participating)
+            s = g.strategy
+            if (type(s).observe_all is Strategy.observe_all
+                    and type(s).observe is Strategy.observe):
+                continue  # nothing to learn
+            sel = self._group_view(g)
             if not len(sel):
                 continue
             if g.copies is None:
@@ -446,7 +476,7 @@ class MarketModel(mesa.Model):
         reports = self.report[active]
         costs = self.cost[active]
         grid = self.report_grid(costs, self.n_grid)
-        idx = np.arange(active.size)
+        idx = np.arange(self.n_active)
         u = self.mechanism.deviation_utilities(idx, grid, costs, reports, self.rng)
         best = u.max(axis=1)
         if self.mechanism.randomized:  # expectation vs expectation
@@ -488,28 +518,42 @@ class MarketModel(mesa.Model):
     def _share_misreporting(self) -> float:
         if self.round == 0:
             return 0.0
-        a = self.participating
-        return float(np.mean(np.abs(self.report[a] - self.cost[a]) > 1e-12))
+        return self._n_misreporting / self.n_active
 
     def _record(self, active) -> None:
-        n = self.n_sellers
-        names = np.asarray(self.strategy_names, dtype=object)[self.strategy_id]
-        cols = {"round": np.full(n, self.round), "seller_id": np.arange(n),
-                "cost": self.cost.copy(), "report": self.report.copy(), "eps": self.eps.copy(),
+        """Keep this round's per-seller columns (ids, round and strategy are added when
+        the frame is built; costs only when they change)."""
+        cols = {"report": self.report.copy(), "eps": self.eps.copy(),
                 "payment": self.payment.copy(), "utility": self.utility.copy(),
-                "regret": self.regret.copy(), "strategy": names}
+                "regret": self.regret.copy()}
+        cols["cost"] = self.cost.copy() if self.new_costs or not self._agent_rows \
+            else self._agent_rows[0]["cost"]
         if self.agent_out is None:
             self._agent_rows.append(cols)
             return
-        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pa.table(cols)
+        table = self._table([cols], self.round)
         if self._agent_writer is None:
             self._agent_writer = pq.ParquetWriter(str(self.agent_out), table.schema)
         self._agent_writer.write_table(table)
-        if not self.running or self.round >= self.rounds:
+        if self._agent_rows == []:
+            self._agent_rows.append({"cost": cols["cost"]})
+        if self.round >= self.rounds:
             self.close()
+
+    def _table(self, rows, first_round: int):
+        import pyarrow as pa
+
+        n = self.n_sellers
+        names = pa.DictionaryArray.from_arrays(
+            pa.array(np.tile(self.strategy_id.astype(np.int32), len(rows))),
+            pa.array(self.strategy_names, type=pa.string()))
+        cols = {"round": np.repeat(np.arange(first_round, first_round + len(rows)), n),
+                "seller_id": np.tile(np.arange(n), len(rows))}
+        for k in AGENT_COLUMNS[2:-1]:
+            cols[k] = np.concatenate([r[k] for r in rows])
+        return pa.table({**cols, "strategy": names.cast(pa.string())})
 
     def close(self) -> None:
         """Finish the Parquet file of per-seller rows (when ``agent_out`` is set)."""
@@ -530,12 +574,10 @@ class MarketModel(mesa.Model):
         if self.agent_out is not None:
             self.close()
             df = pd.read_parquet(self.agent_out)
-            df["strategy"] = df["strategy"].astype(str)
-            return df
-        if not self._agent_rows:
+        elif not self._agent_rows:
             return pd.DataFrame(columns=list(AGENT_COLUMNS))
-        cols = {k: np.concatenate([r[k] for r in self._agent_rows]) for k in AGENT_COLUMNS}
-        df = pd.DataFrame(cols)
+        else:
+            df = self._table(self._agent_rows, 1).to_pandas()
         df["strategy"] = df["strategy"].astype(str)
         return df
 

@@ -84,6 +84,9 @@ class Strategy:
         return np.array([self.report(model.seller(i), model) for i in sellers.ids], dtype=float)
 
     def observe_all(self, sellers: SellerGroup, utilities: np.ndarray, model) -> None:
+        """What a whole group realised (default: ``observe`` seller by seller, if defined)."""
+        if type(self).observe is Strategy.observe:
+            return
         for i, u in zip(sellers.ids, utilities):
             self.observe(model.seller(i), model, float(u))
 
