@@ -37,6 +37,14 @@ _INF = np.inf
 
 
 @njit(**_JIT)
+def _two_sum(s, c, x):
+    """(s, c) += x by Knuth's branch-free TwoSum (compensated summation)."""
+    t = s + x
+    bp = t - s
+    return t, c + ((s - (t - bp)) + (x - bp))
+
+
+@njit(**_JIT)
 def _add(s, c, x):
     """One step of Neumaier's compensated sum: (s, c) += x."""
     t = s + x
@@ -74,18 +82,12 @@ def cell_loss(Nc, N, S1c, S2c, S1n, S2n, ref, kappa, s, v_n, v_next, v_c, v_c1, 
     """
     if not N > 0:
         return _INF, np.nan
-    # cubic coefficients of the cell (Eq. 14, 003, with the cap terms)
-    d1 = (S1n - S1c) / N
-    V = max((S2n - S2c) / N - d1 * d1, 0.0)
-    m1 = d1 + ref
-    C1 = kappa * (S1c + ref * Nc)
     R = 1.0 - Nc * kappa
     if not R > 0:
         return _INF, np.nan
-    A = s * N * (1 + Nc * kappa**2 * N / R**2)
-    p = s * N * V - C1 - R * m1
-    q = R * V
-    # screen: g(u) = A u + p + q/u must change sign on the admissible u-interval
+    d1 = (S1n - S1c) / N
+    m1 = d1 + ref
+    # screen 1: the admissible u-interval (u = lam - m1) must not be empty
     uL = v_n - m1
     uR = v_next - m1
     if capped:  # band lam - tau in [v_c, v_{c+1}), tau = kappa N u / R
@@ -106,6 +108,13 @@ def cell_loss(Nc, N, S1c, S2c, S1n, S2n, ref, kappa, s, v_n, v_next, v_c, v_c1, 
     uR = uR + scale
     if not uR > uL:
         return _INF, np.nan
+    # cubic coefficients of the cell (Eq. 14, 003, with the cap terms)
+    V = max((S2n - S2c) / N - d1 * d1, 0.0)
+    C1 = kappa * (S1c + ref * Nc)
+    A = s * N * (1 + Nc * kappa**2 * N / R**2)
+    p = s * N * V - C1 - R * m1
+    q = R * V
+    # screen 2: g(u) = A u + p + q/u must change sign on the interval
     if uL > 0:
         gL = A * uL * uL + p + q / uL
     else:
@@ -336,13 +345,14 @@ def seg_stats(xs, i0, i1):
 
 @njit(**_JIT)
 def allocate(psi, gamma, kappa, v_cap, v_top, lam, rho, greedy, v_m, share, out):
-    """Eq. 13 (003) with the cap: out_i = min(kappa, rho (lam - x_i)^+) for x_i <= v_top,
-    kappa for x_i <= v_cap, 0 above (x = gamma psi); or, if ``greedy``, kappa below
-    v_m and ``share`` at v_m.  Returns sum(out) (compensated)."""
-    s = 0.0
-    comp = 0.0
+    """Eq. 13 (003) with the cap, unnormalised: out_i = min(kappa, rho (lam - x_i)^+) for
+    x_i <= v_top, kappa for x_i <= v_cap, 0 above (x = gamma psi); or, if ``greedy``,
+    kappa below v_m and ``share`` at v_m.  Returns the compensated sums over out_i > 0
+    of out_i, out_i x_i, out_i psi_i and out_i^2."""
+    s0, c0, s1, c1, s2, c2, s3, c3 = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
     for i in range(psi.size):
-        x = gamma * psi[i]
+        p = psi[i]
+        x = gamma * p
         if greedy:
             a = kappa if x < v_m else (share if x == v_m else 0.0)
         elif x <= v_cap:
@@ -352,31 +362,25 @@ def allocate(psi, gamma, kappa, v_cap, v_top, lam, rho, greedy, v_m, share, out)
         else:
             a = 0.0
         out[i] = a
-        s, comp = _add(s, comp, a)
-    return s + comp
+        if a > 0:  # x may be +inf where a = 0
+            s0, c0 = _two_sum(s0, c0, a)
+            s1, c1 = _two_sum(s1, c1, a * x)
+            s2, c2 = _two_sum(s2, c2, a * p)
+            s3, c3 = _two_sum(s3, c3, a * a)
+    return s0 + c0, s1 + c1, s2 + c2, s3 + c3
 
 
 @njit(**_JIT)
-def finish(a, psi, gamma, total, sigma, eps):
-    """a /= total; eta = sqrt(sigma / x.a); eps = a eta.  Returns (eta, psi.a, |a|^2, #bought)."""
-    lx, cx, lp, cp, n2, c2 = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+def finish(a, total, eta, eps):
+    """a /= total and eps = a eta in place; returns the number of eps_i != 0."""
+    nb = 0
     for i in range(a.size):
         ai = a[i] / total
         a[i] = ai
-        if ai > 0:
-            p = psi[i]
-            x = gamma * p
-            lx, cx = _add(lx, cx, ai * x)
-            lp, cp = _add(lp, cp, ai * p)
-            n2, c2 = _add(n2, c2, ai * ai)
-    eta = math.sqrt(sigma / (lx + cx))
-    nb = 0
-    for i in range(a.size):
-        e = a[i] * eta
+        e = ai * eta
         eps[i] = e
-        if e != 0:
-            nb += 1
-    return eta, lp + cp, n2 + c2, nb
+        nb += e != 0
+    return nb
 
 
 def warm_up():
@@ -390,5 +394,5 @@ def warm_up():
     greedy_group(Nw, U, 0.5)
     seg_stats(xs, 0, 2)
     a, eps = np.empty(xs.size), np.empty(xs.size)
-    total = allocate(xs, 1.0, 0.5, 0.25, 0.5, 0.75, 1.0, False, 0.0, 0.0, a)
-    finish(a, xs, 1.0, total, 1.0, eps)
+    total = allocate(xs, 1.0, 0.5, 0.25, 0.5, 0.75, 1.0, False, 0.0, 0.0, a)[0]
+    finish(a, total, 1.0, eps)

@@ -541,18 +541,20 @@ def _solve_kernel(K, psi, mu, sigma, gamma, kappa) -> OfflineResult:
     del xs
     a = np.empty(m)
     if found:
-        total = K.allocate(psi, gamma, kappa, v_cap, v_top, float(lam), float(rho),
-                           False, 0.0, 0.0, a)
+        sums = K.allocate(psi, gamma, kappa, v_cap, v_top, float(lam), float(rho),
+                          False, 0.0, 0.0, a)
         lam_cut = float(lam)
     else:
-        total = K.allocate(psi, gamma, kappa, -np.inf, -np.inf, 0.0, 0.0,
-                           True, v_m, float(share), a)
+        sums = K.allocate(psi, gamma, kappa, -np.inf, -np.inf, 0.0, 0.0,
+                          True, v_m, float(share), a)
         lam_cut = lam_greedy
+    total, lin_x, lin_psi, norm2 = sums  # of the unnormalised a; a / total sums to 1
+    eta = float(np.sqrt(sigma / (lin_x / total)))  # best eta for a: sqrt(sigma / x.a)
     eps = np.empty(m)
-    eta, lin_psi, norm2, n_bought = K.finish(a, psi, gamma, total, sigma, eps)
-    return OfflineResult(eps=eps, a=a, eta=float(eta), lam=lam_cut,
-                         proxy_loss=float(mu * np.sqrt(norm2) + sigma / eta
-                                          + gamma * eta * lin_psi),
+    n_bought = K.finish(a, total, eta, eps)
+    return OfflineResult(eps=eps, a=a, eta=eta, lam=lam_cut,  # Eq. 11 (003) at (a, eta)
+                         proxy_loss=float(mu * np.sqrt(norm2) / total + sigma / eta
+                                          + gamma * eta * (lin_psi / total)),
                          n_bought=int(n_bought))
 
 
