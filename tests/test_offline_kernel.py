@@ -125,11 +125,15 @@ def test_auto_uses_the_kernel_from_the_threshold_on():
 
 
 @needs_numba
-def test_strided_and_integer_input():
+def test_strided_read_only_and_integer_input():
     rng = np.random.default_rng(4)
     psi = rng.uniform(0.1, 2, 600)
     assert_same(solve(psi[::3], mu=1, sigma=1, gamma=2, backend="numpy"),
                 solve(psi[::3], mu=1, sigma=1, gamma=2, backend="numba"))
+    frozen = psi.copy()
+    frozen.flags.writeable = False
+    assert_same(solve(psi, mu=1, sigma=1, gamma=2, k=3, backend="numpy"),
+                solve(frozen, mu=1, sigma=1, gamma=2, k=3, backend="numba"))
     ints = [3, 1, 4, 1, 5, 9, 2, 6]
     assert_same(solve(ints, mu=2, sigma=3, gamma=1, k=2, backend="numpy"),
                 solve(ints, mu=2, sigma=3, gamma=1, k=2, backend="numba"))

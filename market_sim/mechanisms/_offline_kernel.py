@@ -396,3 +396,6 @@ def warm_up():
     a, eps = np.empty(xs.size), np.empty(xs.size)
     total = allocate(xs, 1.0, 0.5, 0.25, 0.5, 0.75, 1.0, False, 0.0, 0.0, a)[0]
     finish(a, total, 1.0, eps)
+    frozen = xs.copy()  # a read-only psi (e.g. np.frombuffer) is another numba type
+    frozen.flags.writeable = False
+    allocate(frozen, 1.0, 0.5, 0.25, 0.5, 0.75, 1.0, False, 0.0, 0.0, a)

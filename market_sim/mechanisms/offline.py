@@ -442,10 +442,12 @@ def _cell_allocation(G: _Groups, x, kappa, s, c: int, n: int, u_guess: float):
 
 # ---- the compiled backend ------------------------------------------------------
 #: Smallest m for which ``backend="auto"`` uses the compiled kernel.  Measured
-#: (benchmarks/bench_offline.py): the kernel is faster from m ~ 30 on, but the
-#: first use costs an import of numba and a load of the cached machine code
-#: (~0.5 s, seconds with a cold cache); below a few thousand sellers a numpy
-#: solve takes ~1-5 ms, so small one-off markets stay on numpy.
+#: (2026-11-24, 2 busy cores): once loaded, the kernel is 5-17x faster than numpy
+#: at every m from 10 to 10^4 (0.07 vs 0.4 ms at m = 100), but its first use in a
+#: process costs ~0.7 s to import numba and ~0.8 s to load the cached machine
+#: code (9-18 s to compile with a cold cache).  Below a few thousand sellers a
+#: numpy solve takes 0.4-5 ms, so one-off small markets stay on numpy (and keep
+#: their results bit for bit); pass backend="numba" for many small solves.
 KERNEL_MIN_M = 4096
 
 _kernel_state = None  # the kernel module once loaded, False once it failed
