@@ -216,7 +216,8 @@ class MarketModel(mesa.Model):
     ``privacy`` is the epsilon of the private mechanisms' random choice;
     ``release`` (with ``payment_bound``) publishes noisy round statistics.
     With ``measure_regret`` every seller's regret (best utility on a report
-    grid minus actual utility) is computed each round.  ``agent_out``: a
+    grid minus actual utility) is computed each round (on a uniform sample of
+    ``regret_sample`` participants when given; the others' regret is NaN).  ``agent_out``: a
     Parquet file the per-seller rows are appended to round by round (instead of
     being kept in memory for ``agent_frame``).
     """
@@ -229,6 +230,7 @@ class MarketModel(mesa.Model):
                  privacy: float = 1.0, release: StatisticRelease | None = None,
                  payment_bound: float | None = None, agent_out=None,
                  agent_views: bool | None = None, vectorized: bool = True,
+                 regret_sample: int | None = None,
                  seed: int | None = None, rng=None):
         if not (isinstance(n_sellers, (int, np.integer)) and n_sellers >= 1):
             raise MarketSimError(f"n_sellers must be an integer >= 1 (got {n_sellers!r})")
@@ -265,11 +267,16 @@ class MarketModel(mesa.Model):
         self.new_costs, self.measure_regret, self.n_grid = new_costs_each_round, measure_regret, \
             int(n_grid)
         self.vectorized = bool(vectorized)
+        if regret_sample is not None and not (isinstance(regret_sample, (int, np.integer))
+                                              and regret_sample >= 1):
+            raise MarketSimError(f"regret_sample must be an integer >= 1 (got {regret_sample!r})")
+        self.regret_sample = regret_sample
         # ---- the seller arrays -------------------------------------------------
         self.cost = self.dist.sample(n, self.rng).astype(float)
         self.report = self.cost.copy()
         self.eps, self.payment, self.utility = np.zeros(n), np.zeros(n), np.zeros(n)
         self.regret = np.full(n, np.nan)
+        self.truth_regret = np.full(n, np.nan)  # best grid utility - utility of the truth
         self.participating = np.ones(n, dtype=bool)
         self.position = np.arange(n)
         self._identity_positions = True
@@ -474,17 +481,22 @@ class MarketModel(mesa.Model):
         """Regret of each participant: best utility on its report grid (others fixed)
         minus its actual utility (expected utility for randomized mechanisms)."""
         reports = self.report[active]
-        costs = self.cost[active]
-        grid = self.report_grid(costs, self.n_grid)
+        ids = np.arange(self.n_sellers)[active]
         idx = np.arange(self.n_active)
+        if self.regret_sample is not None and self.regret_sample < idx.size:
+            idx = np.sort(self.rng.choice(idx.size, self.regret_sample, replace=False))
+            self.regret[ids] = self.truth_regret[ids] = np.nan
+        costs = self.cost[ids[idx]]
+        grid = self.report_grid(costs, self.n_grid)
         u = self.mechanism.deviation_utilities(idx, grid, costs, reports, self.rng)
         best = u.max(axis=1)
         if self.mechanism.randomized:  # expectation vs expectation
-            actual = self.mechanism.deviation_utilities(idx, reports[:, None], costs, reports,
+            actual = self.mechanism.deviation_utilities(idx, reports[idx, None], costs, reports,
                                                         self.rng)[:, 0]
         else:
-            actual = self.utility[active]
-        self.regret[active] = np.maximum(best - actual, 0.0)
+            actual = self.utility[ids[idx]]
+        self.regret[ids[idx]] = np.maximum(best - actual, 0.0)
+        self.truth_regret[ids[idx]] = np.maximum(best - u[:, 0], 0.0)  # grid[:, 0]: the truth
 
     def step(self):
         self.round += 1

@@ -1,0 +1,73 @@
+"""IC and IR against m: regret, deviations and the buyer's loss with 95% CIs (reads results only)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+KEYS = ["mechanism", "strategy", "strategic_fraction", "m"]
+
+
+def _ci(x) -> float:
+    x = np.asarray(x, dtype=float)
+    return float(1.96 * x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else np.nan
+
+
+def summarise(df: pd.DataFrame) -> pd.DataFrame:
+    """Last round of each task, then mean and 95% CI over replications."""
+    last = df[df["round"] == df.groupby(KEYS + ["replication"])["round"].transform("max")]
+    g = last.groupby(KEYS)
+    out = g.agg(rel_max_regret=("rel_max_regret", "mean"), rel_max_regret_ci=("rel_max_regret", _ci),
+                max_regret=("max_regret", "max"), share_profitable=("share_profitable", "mean"),
+                ir_violations=("ir_violations", "sum"), proxy_loss=("proxy_loss", "mean"),
+                proxy_loss_ci=("proxy_loss", _ci), total_payment=("total_payment", "mean"),
+                replications=("replication", "nunique"))
+    return out.reset_index()
+
+
+def online_offline_ratio(table: pd.DataFrame) -> pd.DataFrame:
+    """Proxy loss online / offline under the same strategic play."""
+    keys = ["strategy", "strategic_fraction", "m"]
+    on = table[table.mechanism == "online"].set_index(keys).proxy_loss
+    off = table[table.mechanism == "offline"].set_index(keys).proxy_loss
+    both = on.index.intersection(off.index)
+    return (on[both] / off[both]).rename("online / offline loss").reset_index()
+
+
+def figure(table: pd.DataFrame, path) -> None:
+    from .figures import saved_figure
+
+    sel = table[(table.strategy == "best-response") & (table.strategic_fraction == 0.5)]
+    with saved_figure(path, ncols=2, figsize=(11, 4)) as (fig, ax):
+        for mech, part in sel.groupby("mechanism"):
+            part = part.sort_values("m")
+            style = "--" if mech == "pay-as-bid" else "-"
+            ax[0].errorbar(part.m, np.maximum(part.rel_max_regret, 1e-16),
+                           yerr=part.rel_max_regret_ci.fillna(0), fmt="o" + style,
+                           label=mech + (" (control)" if mech == "pay-as-bid" else ""))
+            ax[1].errorbar(part.m, part.proxy_loss, yerr=part.proxy_loss_ci.fillna(0),
+                           fmt="o" + style, label=mech)
+        ax[0].set(xscale="log", yscale="log", xlabel="sellers m",
+                  ylabel="largest regret / mean payment (floor 1e-16)",
+                  title="regret of truth-telling (half best-responding)")
+        ax[1].set(xscale="log", yscale="log", xlabel="sellers m", ylabel="proxy loss",
+                  title="the buyer's loss")
+        ax[0].legend(fontsize=8, loc="center right")
+        ax[1].legend(fontsize=8, loc="upper right")
+
+
+def section(df, folder):
+    from .report import Section
+
+    table = summarise(df)
+    figure(table, folder / "ic_scaling.png")
+    return Section("IC and IR against m",
+                   "Regret of truth-telling on a sample of sellers, relative to the mean payment "
+                   "of a bought seller (last round; mean and 95% CI over replications). The "
+                   "offline, online and private cut-off mechanisms keep it at rounding level at "
+                   "every m (the private cut-off within its approximate-IC bound); pay-as-bid, "
+                   "the control, stays clearly positive.",
+                   tables=[("by mechanism, strategy, strategic fraction and m", table),
+                           ("online / offline proxy loss under strategic play",
+                            online_offline_ratio(table))],
+                   figures=[("regret and loss against m", "ic_scaling.png")])
