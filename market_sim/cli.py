@@ -64,7 +64,7 @@ _k_value = _number("k", float, lambda v: math.isfinite(v) and v >= 1, ">= 1")
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="market-sim", description="A testbed for privacy data markets "
-                "(offline mechanism of Fallah et al.; see README).")
+                "(offline mechanism of Anjarlekar, Etesami and Srikant; see README).")
     p.add_argument("--version", action="version", version=f"market-sim {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
