@@ -84,7 +84,7 @@ def write_report(results: str | Path, out: str | Path | None = None) -> Path:
     ok = df[df.status == "ok"].reset_index(drop=True)
     name = manifest.get("scenario", "")
     try:
-        module = importlib.import_module(f"analysis.{name}")
+        module = importlib.import_module(f"market_sim.analysis.{name}")
     except ModuleNotFoundError:
         module = None
     if len(ok) == 0:

@@ -430,7 +430,7 @@ def cmd_scenarios(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from analysis.report import write_report
+    from market_sim.analysis.report import write_report
 
     path = write_report(args.results, args.out)
     print(f"report written to {path} (and report.html)")
