@@ -366,7 +366,8 @@ def _store(out: Path, task: Task, rows: list[dict]) -> None:
 
     failed = rows[0]["status"] == "failed"
     try:
-        table = pa.Table.from_pylist(rows)
+        keys = list(dict.fromkeys(k for row in rows for k in row))  # every row's columns
+        table = pa.Table.from_pydict({k: [row.get(k) for row in rows] for k in keys})
     except (pa.ArrowException, TypeError, ValueError):  # mixed types: let pandas reconcile
         import pandas as pd
 
