@@ -43,6 +43,8 @@ method, which ``import mesa`` sets to ``spawn`` for the whole process -- and
 runner and the heavy libraries this process has already imported, so a worker
 starts in milliseconds; each worker gets this process's ``sys.path`` and limits
 BLAS/OpenMP to one thread once, when it starts (workers give the parallelism).
+As with ``spawn``, a script that runs a sweep on several local workers must guard
+its entry point with ``if __name__ == "__main__":``.
 
 Chunks.  Tasks go to workers in chunks: a worker's first chunk is one task; later
 chunks hold as many tasks as take about ``CHUNK_SECONDS`` by the mean time of the
@@ -328,7 +330,7 @@ def _code_version() -> str:
         rev = git("rev-parse", "--short", "HEAD")
         if rev.returncode != 0:
             return __version__
-        diff = git("diff", "HEAD", "--", ".", "../scenarios", "../analysis").stdout
+        diff = git("diff", "HEAD", "--", ".", "../scenarios").stdout
         dirty = f".dirty-{hashlib.sha256(diff.encode()).hexdigest()[:8]}" if diff else ""
         return f"{__version__}+{rev.stdout.strip()}{dirty}"
     except (OSError, subprocess.SubprocessError):
