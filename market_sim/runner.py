@@ -582,6 +582,7 @@ def _run_dask(todo, workers, address, record):
     from distributed import wait
 
     client, close = _dask_client(workers, address)
+    path = None if address else list(sys.path)  # our LocalCluster: import what we import
     n = max(workers, len(client.scheduler_info().get("workers", {})) or workers)
     chunks = _Chunker(todo, n)
     inflight: dict = {}
@@ -591,7 +592,7 @@ def _run_dask(todo, workers, address, record):
                 chunk = chunks.next()
                 if not chunk:
                     return
-                fut = client.submit(_run_chunk, chunk, None, list(sys.path), pure=False)
+                fut = client.submit(_run_chunk, chunk, None, path, pure=False)
                 inflight[fut] = (chunk, time.perf_counter())
         submit()
         while inflight:
