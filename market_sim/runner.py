@@ -46,10 +46,11 @@ BLAS/OpenMP to one thread once, when it starts (workers give the parallelism).
 As with ``spawn``, a script that runs a sweep on several local workers must guard
 its entry point with ``if __name__ == "__main__":``.
 
-Chunks.  Tasks go to workers in chunks: a worker's first chunk is one task; later
-chunks hold as many tasks as take about ``CHUNK_SECONDS`` by the mean time of the
-tasks finished so far, at most a ``1 / (2 workers)`` share of what remains (so the
-sweep ends balanced), and ``2 x workers`` chunks are in flight.  Tasks far smaller
+Chunks.  Tasks go to workers in chunks, ``2 x workers`` chunks in flight.  Chunks
+hold one task until a chunk other than the first of each worker (which carries
+the worker's imports) has come back; then as many tasks as take about
+``CHUNK_SECONDS`` by the mean time in the worker of the tasks counted so far, at
+most a ``1 / (2 workers)`` share of what remains (so the sweep ends balanced).  Tasks far smaller
 than the cost of a dispatch are thus batched; long tasks go one by one.
 """
 
@@ -416,10 +417,12 @@ def _worker_init(path: list[str] | None = None) -> None:
 
 
 def _run_chunk(tasks: list[Task], out: str | None, path: list[str] | None = None):
-    """Run tasks in a worker.  With ``out`` each task's file is written here and the
-    result is (task, None, error text of a failed write); without it, (task, rows, None)."""
+    """Run tasks in a worker; returns (results, seconds spent here).  With ``out`` each
+    task's file is written here and a result is (task, "ok" or "failed", error text of
+    a failed write or None); without it, (task, rows, None)."""
     if not _worker_ready:  # Dask workers have no initializer
         _worker_init(path)
+    start = time.perf_counter()
     results = []
     for task in tasks:
         rows = execute(task)
@@ -428,10 +431,10 @@ def _run_chunk(tasks: list[Task], out: str | None, path: list[str] | None = None
             continue
         try:
             _store(Path(out), task, rows)
-            results.append((task, None if rows[0]["status"] == "ok" else "failed", None))
+            results.append((task, rows[0]["status"], None))
         except OSError as exc:
             results.append((task, None, exc.strerror or str(exc)))
-    return results
+    return results, time.perf_counter() - start
 
 
 def mp_context():
@@ -502,12 +505,17 @@ class _Chunker:
     def __init__(self, todo: list[Task], workers: int):
         self.todo, self.workers, self.pos = todo, workers, 0
         self.started = 0      # chunks handed out
-        self.spent = 0.0      # seconds of the finished tasks
+        self.returned = 0     # chunks back
+        self.spent = 0.0      # seconds of the finished tasks that are counted
         self.finished = 0
 
     def done(self, seconds: float, n: int) -> None:
-        self.spent += seconds
-        self.finished += n
+        """A chunk of ``n`` tasks took ``seconds`` in its worker.  The first chunk of
+        each worker is not counted: it carries the worker's imports."""
+        self.returned += 1
+        if self.returned > self.workers:
+            self.spent += seconds
+            self.finished += n
 
     def next(self) -> list[Task]:
         left = len(self.todo) - self.pos
@@ -541,18 +549,18 @@ def _run_local_pool(todo, workers, out: Path, record, stored):
                 chunk = chunks.next()
                 if not chunk:
                     return
-                inflight[pool.submit(_run_chunk, chunk, str(out))] = (chunk, time.perf_counter())
+                inflight[pool.submit(_run_chunk, chunk, str(out))] = chunk
         submit()
         while inflight:
             done, _ = wait(inflight, return_when=FIRST_COMPLETED)
             for fut in done:
-                chunk, t0 = inflight.pop(fut)
+                chunk = inflight.pop(fut)
                 try:
-                    results = fut.result()
+                    results, seconds = fut.result()
                 except BrokenProcessPool:
                     broken += chunk
                     continue
-                chunks.done(time.perf_counter() - t0, len(chunk))
+                chunks.done(seconds, len(chunk))
                 for task, status, write_error in results:
                     if write_error is not None:
                         raise OSError(write_error)
@@ -593,19 +601,19 @@ def _run_dask(todo, workers, address, record):
                 if not chunk:
                     return
                 fut = client.submit(_run_chunk, chunk, None, path, pure=False)
-                inflight[fut] = (chunk, time.perf_counter())
+                inflight[fut] = chunk
         submit()
         while inflight:
             done = wait(list(inflight), return_when="FIRST_COMPLETED").done
             for fut in done:
-                chunk, t0 = inflight.pop(fut)
+                chunk = inflight.pop(fut)
                 try:
-                    results = fut.result()
+                    results, seconds = fut.result()
                 except Exception as exc:  # e.g. KilledWorker: the chunk's workers died
-                    results = [(t, _worker_died(t, exc), None) for t in chunk]
+                    results, seconds = [(t, _worker_died(t, exc), None) for t in chunk], 0.0
                 fut.release()  # free the result on the cluster
                 del fut
-                chunks.done(time.perf_counter() - t0, len(chunk))
+                chunks.done(seconds, len(chunk))
                 for task, rows, _ in results:
                     record(task, rows)
             submit()

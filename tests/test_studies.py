@@ -213,17 +213,22 @@ def test_the_pool_uses_its_own_start_method_even_after_import_mesa():
 
 def test_small_tasks_are_batched_and_long_ones_are_not():
     tasks = list(range(1000))
-    small = _Chunker(tasks, workers=2)
-    assert [len(small.next()) for _ in range(2)] == [1, 1]  # one each to start
+    def started(todo, first=(0.5, 0.5)):
+        c = _Chunker(todo, workers=2)
+        assert [len(c.next()) for _ in range(2)] == [1, 1]  # one each to start
+        for seconds in first:  # the workers' first chunks: imports, not counted
+            c.done(seconds, 1)
+        assert len(c.next()) == 1  # nothing counted yet
+        return c
+
+    small = started(tasks)
     small.done(0.001, 2)  # 0.5 ms a task
     assert len(small.next()) == 100  # CHUNK_SECONDS / 0.5 ms
-    big = _Chunker(tasks, workers=2)
-    big.next(), big.next()
-    big.done(2.0, 2)
+    big = started(tasks)
+    big.done(4.0, 2)
     assert len(big.next()) == 1
-    tail = _Chunker(tasks[:12], workers=2)
-    tail.next(), tail.next()
-    tail.done(1e-5, 2)
+    tail = started(tasks[:13])
+    tail.done(1e-5, 1)
     assert len(tail.next()) == 3  # at most a 1/(2 workers) share of the 10 left
 
 
