@@ -157,7 +157,7 @@ def _target_docstring(target: str) -> str:
 
     try:
         spec = importlib.util.find_spec(target.partition(":")[0])
-    except (ImportError, ValueError):
+    except Exception:  # a parent package that fails to import: still list the name
         return "(cannot be found)"
     if spec is None:
         return "(cannot be found)"
@@ -532,11 +532,10 @@ class _Chunker:
         return chunk
 
 
-def _run_local_pool(todo, workers, out: Path, record, stored):
-    """The process pool: workers write their tasks' files.  If a worker process dies
-    the pool breaks and every pending task with it; the unfinished ones are re-run one
-    per fresh process, so the task that kills its worker is recorded as failed and
-    the others complete."""
+def _pool_pass(todo, workers, out: Path, stored):
+    """Run ``todo`` on a fresh pool until done or until a worker process dies (the
+    pool breaks, and every chunk in flight with it).  Returns (tasks not handed out,
+    tasks of the broken chunks)."""
     from concurrent.futures import FIRST_COMPLETED, wait
     from concurrent.futures.process import BrokenProcessPool
 
@@ -567,13 +566,25 @@ def _run_local_pool(todo, workers, out: Path, record, stored):
                     stored(task, status == "failed")
             if not broken:
                 submit()
-            elif not inflight:
-                broken += chunks.todo[chunks.pos:]
-                chunks.pos = len(chunks.todo)
     finally:
         close()
-    for t in broken:
-        if _finished(out, t):
+    return chunks.todo[chunks.pos:], broken
+
+
+def _run_local_pool(todo, workers, out: Path, record, stored):
+    """The process pool: workers write their tasks' files.  A worker process that
+    dies breaks the pool and the chunks in flight with it: the other tasks go on in
+    a fresh pool, and the tasks of the broken chunks are re-run one per fresh
+    process, so the task that kills its worker is recorded as failed and the others
+    complete."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    suspects = []
+    while todo:
+        todo, broken = _pool_pass(todo, workers, out, stored)
+        suspects += broken
+    for t in suspects:
+        if _finished(out, t):  # written before its worker died
             stored(t, False)
             continue
         single, close = _local_pool(1)
@@ -611,6 +622,9 @@ def _run_dask(todo, workers, address, record):
                     results, seconds = fut.result()
                 except Exception as exc:  # e.g. KilledWorker: the chunk's workers died
                     results, seconds = [(t, _worker_died(t, exc), None) for t in chunk], 0.0
+                    if type(exc).__name__ != "KilledWorker":
+                        for _, rows, _ in results:
+                            rows[0]["error"] = f"the Dask task failed: {exc!r}"
                 fut.release()  # free the result on the cluster
                 del fut
                 chunks.done(seconds, len(chunk))
