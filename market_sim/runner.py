@@ -454,7 +454,9 @@ def _local_pool(workers: int):
 
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp_context(),
                                initializer=_worker_init, initargs=(list(sys.path),))
-    return pool, lambda: pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C must not hang
+    def close(finished: bool = False):  # after Ctrl-C or an error: do not wait
+        pool.shutdown(wait=finished, cancel_futures=not finished)
+    return pool, close
 
 
 def _dask_client(workers: int, address: str | None):
@@ -542,6 +544,7 @@ def _pool_pass(todo, workers, out: Path, stored):
     pool, close = _local_pool(workers)
     chunks, broken = _Chunker(todo, workers), []
     inflight: dict = {}
+    finished = False
     try:
         def submit():
             while len(inflight) < 2 * workers:
@@ -566,8 +569,9 @@ def _pool_pass(todo, workers, out: Path, stored):
                     stored(task, status == "failed")
             if not broken:
                 submit()
+        finished = True
     finally:
-        close()
+        close(finished)
     return chunks.todo[chunks.pos:], broken
 
 
@@ -589,11 +593,12 @@ def _run_local_pool(todo, workers, out: Path, record, stored):
             continue
         single, close = _local_pool(1)
         try:
-            record(t, single.submit(execute, t).result())
+            rows = single.submit(execute, t).result()
         except BrokenProcessPool as exc:
-            record(t, _worker_died(t, exc))
+            rows = _worker_died(t, exc)
         finally:
             close()
+        record(t, rows)
 
 
 def _run_dask(todo, workers, address, record):
