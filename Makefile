@@ -20,6 +20,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_offline.py --json benchmarks/offline.json
+	$(BIN)/python benchmarks/bench_runner.py --json benchmarks/runner.json
 	$(BIN)/python benchmarks/bench_suite.py --json benchmarks/suite.json --plot benchmarks/scaling.png
 
 clean:

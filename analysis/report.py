@@ -1,8 +1,12 @@
 """A Markdown + HTML report of a results folder (reads results only, re-runs nothing).
 
-Each scenario may have ``analysis/<scenario>.py`` with ``section(df, folder) ->
-Section``; otherwise a generic section tabulates the mean of every numeric
-metric per parameter point.
+The section of a study comes from, in order: the study module's own
+``section(df, folder) -> Section`` (found again from the manifest's ``source``,
+wherever the module lives), ``market_sim.analysis.<study>.section``, or the
+generic section: the mean of every numeric metric per key, where the keys are
+the grid parameters, the text/boolean columns a study returns (e.g.
+``mechanism``), the index-like columns (``INDEX_COLUMNS``: ``round``, ``k``, ...)
+and any columns the study lists in ``KEYS``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from market_sim.files import atomic_write
 from market_sim.runner import read_results
 
 META = {"scenario", "task", "replication", "seed", "status", "error", "elapsed"}
+INDEX_COLUMNS = {"round", "step", "period", "t", "k", "iteration", "seller", "seller_id",
+                 "agent", "agent_id"}
 
 
 @dataclass(frozen=True)
@@ -28,14 +34,56 @@ class Section:
     figures: list = field(default_factory=list)  # (caption, file name in the report folder)
 
 
-def generic_section(df: pd.DataFrame, manifest: dict, folder: Path) -> Section:
+def key_columns(df: pd.DataFrame, manifest: dict, study=None) -> list[str]:
+    """The columns a generic table groups by (see the module docstring)."""
     params = [c for c in manifest.get("grid", [{}])[0] if c in df.columns]
-    metrics = [c for c in df.columns if c not in META and c not in params
+    declared = [c for c in (getattr(study, "KEYS", None) or ()) if c in df.columns]
+    extra = [c for c in df.columns if c not in META and c not in params and c not in declared
+             and (c in INDEX_COLUMNS or not pd.api.types.is_numeric_dtype(df[c])
+                  or pd.api.types.is_bool_dtype(df[c]))]
+    return params + declared + extra
+
+
+def generic_section(df: pd.DataFrame, manifest: dict, folder: Path, study=None) -> Section:
+    keys = key_columns(df, manifest, study)
+    metrics = [c for c in df.columns if c not in META and c not in keys
                and pd.api.types.is_numeric_dtype(df[c])]
-    table = df.groupby(params, dropna=False)[metrics].mean().reset_index() if params else \
-        df[metrics].mean().to_frame("mean")
-    return Section(manifest.get("scenario", "results"), "Mean of each metric per parameter point.",
+    table = df.groupby(keys, dropna=False, sort=True)[metrics].mean().reset_index() if keys \
+        else df[metrics].mean().to_frame("mean")
+    text = "Mean of each metric over replications"
+    text += f", per {', '.join(keys)}." if keys else "."
+    return Section(manifest.get("scenario", "results"), text,
                    tables=[("means over replications", table)])
+
+
+def _study_module(manifest: dict):
+    """The study of a results folder, or None when it cannot be loaded any more."""
+    from market_sim.errors import MarketSimError
+    from market_sim.runner import _load_source
+
+    source = manifest.get("source") or manifest.get("scenario")
+    if not source:
+        return None
+    try:
+        return _load_source(source)
+    except MarketSimError:
+        return None
+
+
+def study_section(ok: pd.DataFrame, manifest: dict, folder: Path) -> Section:
+    """The section of a study (see the module docstring)."""
+    study = _study_module(manifest)
+    if study is not None and callable(getattr(study, "section", None)):
+        return study.section(ok, folder)
+    name = manifest.get("scenario", "")
+    if name.isidentifier():
+        try:
+            module = importlib.import_module(f"market_sim.analysis.{name}")
+        except ModuleNotFoundError:
+            module = None
+        if module is not None and callable(getattr(module, "section", None)):
+            return module.section(ok, folder)
+    return generic_section(ok, manifest, folder, study)
 
 
 def _markdown(sections, failures: pd.DataFrame, manifest: dict) -> str:
@@ -82,17 +130,7 @@ def write_report(results: str | Path, out: str | Path | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     failures = df[df.status == "failed"]
     ok = df[df.status == "ok"].reset_index(drop=True)
-    name = manifest.get("scenario", "")
-    try:
-        module = importlib.import_module(f"analysis.{name}")
-    except ModuleNotFoundError:
-        module = None
-    if len(ok) == 0:
-        sections = []
-    elif module is not None and hasattr(module, "section"):
-        sections = [module.section(ok, folder)]
-    else:
-        sections = [generic_section(ok, manifest, folder)]
+    sections = [study_section(ok, manifest, folder)] if len(ok) else []
     md = folder / "report.md"
     atomic_write(md, lambda fh: fh.write(_markdown(sections, failures, manifest).encode()))
     atomic_write(folder / "report.html",

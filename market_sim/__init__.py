@@ -2,7 +2,14 @@
 
 The core is pure: ``market_sim.distributions`` (cost distributions, virtual
 costs, ironing) and ``market_sim.mechanisms`` (the exact offline mechanism and
-its Myerson payments).
+its Myerson payments).  Importing the package is cheap: sub-modules and the
+names below are imported on first use.
 """
 
+from ._lazy import lazy_exports
+
 __version__ = "0.1.0"
+
+_EXPORTS = {"audit": ".auditing:audit"}
+__all__ = ["__version__", *_EXPORTS]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

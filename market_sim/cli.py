@@ -118,11 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the number of sellers the platform plans for")
     o.set_defaults(func=cmd_online_stream)
 
-    r = sub.add_parser("run", help="run a scenario's grid into a resumable results folder",
-                       description="Run every (parameters, replication) task of a scenario in "
-                       "scenarios/ with reproducible seeds. Each finished task is written to "
-                       "OUT/results/ at once; running the same command again resumes.")
-    r.add_argument("scenario", help="scenario name (see `market-sim scenarios`)")
+    r = sub.add_parser("run", help="run a study's grid into a resumable results folder",
+                       description="Run every (parameters, replication) task of a study with "
+                       "reproducible seeds. Each finished task is written to OUT/results/ at "
+                       "once; running the same command again resumes.")
+    r.add_argument("scenario", metavar="STUDY",
+                   help="a name from `market-sim scenarios`, a module (pkg.study or "
+                   "module:attribute) or a file path/to/study.py")
     r.add_argument("--quick", action="store_true", help="the scenario's small grid (a smoke test)")
     r.add_argument("--seed", type=int, default=0, help="root seed of the study (default 0)")
     r.add_argument("--reps", type=_count("reps"), default=None,
@@ -135,11 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Dask scheduler address (default: start a LocalCluster)")
     r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="fix a grid parameter for every point, e.g. --set m=1000 (repeatable)")
-    r.add_argument("--out", default=None, help="results folder (default results/SCENARIO)")
+    r.add_argument("--out", default=None, help="results folder (default results/STUDY)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_run)
 
-    ls = sub.add_parser("scenarios", help="list the scenario studies")
+    ls = sub.add_parser("scenarios", help="list the studies (built-in and installed)")
     ls.set_defaults(func=cmd_scenarios)
 
     rep = sub.add_parser("report", help="Markdown and HTML report of a results folder",
@@ -419,9 +421,12 @@ def answer_stream_row(mech, row, lineno, seen):
 
 
 def cmd_run(args) -> int:
+    import re
+
     from .runner import parse_overrides, run_scenario
 
-    out = args.out or f"results/{args.scenario}"
+    default = Path(args.scenario).stem if args.scenario.endswith(".py") else args.scenario
+    out = args.out or "results/" + re.sub(r"[^\w.-]+", "_", default)
     try:
         res = run_scenario(args.scenario, out, seed=args.seed, quick=args.quick, reps=args.reps,
                            workers=args.workers, executor=args.executor, address=args.address,
@@ -439,13 +444,13 @@ def cmd_run(args) -> int:
 def cmd_scenarios(args) -> int:
     from .runner import list_scenarios
 
-    for name, doc in list_scenarios():
-        print(f"{name:20s} {doc}")
+    for name, doc, origin in list_scenarios():
+        print(f"{name:24s} {doc}" + ("" if origin == "built-in" else f"  [{origin}]"))
     return 0
 
 
 def cmd_report(args) -> int:
-    from analysis.report import write_report
+    from market_sim.analysis.report import write_report
 
     path = write_report(args.results, args.out)
     print(f"report written to {path} (and report.html)")
@@ -602,7 +607,7 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except MarketSimError as exc:
-        print(f"market-sim: error: {exc}", file=sys.stderr)
+        print(f"market-sim: error: {' '.join(str(exc).splitlines())}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("market-sim: interrupted", file=sys.stderr)

@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 from .errors import MarketSimError
 
@@ -241,13 +240,20 @@ def _make(spec: str, frozen, low: float, high: float, iron: bool) -> CostDistrib
 
 
 # ---- constructors ------------------------------------------------------------
+def _stats():
+    """scipy.stats, imported on first use (it takes ~0.3 s: importing market_sim stays cheap)."""
+    from scipy import stats
+
+    return stats
+
+
 def _fmt(*values: float) -> str:
     """Exact, short text of the parameters: the spec re-parses to the same law."""
     return ":".join(np.format_float_positional(float(v), trim="-") for v in values)
 
 
 def uniform(low: float, high: float, *, iron: bool = False) -> CostDistribution:
-    return _make("uniform:" + _fmt(low, high), stats.uniform(loc=low, scale=high - low),
+    return _make("uniform:" + _fmt(low, high), _stats().uniform(loc=low, scale=high - low),
                  low, high, iron)
 
 
@@ -256,7 +262,7 @@ def truncnorm(mean: float, sd: float, low: float, high: float, *,
     spec = "truncnorm:" + _fmt(mean, sd, low, high)
     if not sd > 0:
         raise MarketSimError(f"{spec}: SD must be > 0")
-    frozen = stats.truncnorm((low - mean) / sd, (high - mean) / sd, loc=mean, scale=sd)
+    frozen = _stats().truncnorm((low - mean) / sd, (high - mean) / sd, loc=mean, scale=sd)
     return _make(spec, frozen, low, high, iron)
 
 
@@ -265,14 +271,14 @@ def scaled_beta(a: float, b: float, low: float, high: float, *,
     spec = "beta:" + _fmt(a, b, low, high)
     if not (a > 0 and b > 0):
         raise MarketSimError(f"{spec}: A and B must be > 0")
-    return _make(spec, stats.beta(a, b, loc=low, scale=high - low), low, high, iron)
+    return _make(spec, _stats().beta(a, b, loc=low, scale=high - low), low, high, iron)
 
 
 def truncexpon(scale: float, low: float, high: float, *, iron: bool = False) -> CostDistribution:
     spec = "truncexpon:" + _fmt(scale, low, high)
     if not scale > 0:
         raise MarketSimError(f"{spec}: SCALE must be > 0")
-    frozen = stats.truncexpon((high - low) / scale, loc=low, scale=scale)
+    frozen = _stats().truncexpon((high - low) / scale, loc=low, scale=scale)
     return _make(spec, frozen, low, high, iron)
 
 
@@ -294,13 +300,13 @@ def empirical(samples, *, bins: int = 512, bandwidth: float | None = None,
         raise MarketSimError(f"{spec}: all samples are equal; the distribution has no density")
     if support is not None and (x.min() < low or x.max() > high):
         raise MarketSimError(f"{spec}: samples fall outside the support [{low:g}, {high:g}]")
-    kde = stats.gaussian_kde(x, bw_method=bandwidth)
+    kde = _stats().gaussian_kde(x, bw_method=bandwidth)
     edges = np.linspace(low, high, bins + 1)
     mid = 0.5 * (edges[:-1] + edges[1:])
     # reflection at both ends removes the KDE's boundary bias (half the density there)
     dens = kde(mid) + kde(2 * low - mid) + kde(2 * high - mid)
     dens = np.maximum(dens, 1e-12 * dens.max())
-    frozen = stats.rv_histogram((dens, edges), density=True)
+    frozen = _stats().rv_histogram((dens, edges), density=True)
     return _make(spec, frozen, low, high, iron)
 
 

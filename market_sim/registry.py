@@ -23,6 +23,7 @@ A registry knows three sources, in this order of precedence:
 from __future__ import annotations
 
 import difflib
+import hashlib
 import importlib
 import importlib.util
 import sys
@@ -51,7 +52,8 @@ def _import_file(path: Path):
     path = path.resolve()
     if not path.is_file():
         raise MarketSimError(f"{path}: no such file")
-    key = f"_market_sim_user_{abs(hash(str(path))):x}_{path.stem}"
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]  # the same in every process
+    key = f"_market_sim_user_{digest}_{path.stem}"
     if key in sys.modules:
         return sys.modules[key]
     spec = importlib.util.spec_from_file_location(key, path)
@@ -144,10 +146,12 @@ def parse_spec(spec: str) -> tuple[str, dict]:
 class Registry:
     """Names -> objects of one kind (see the module docstring)."""
 
-    def __init__(self, kind: str, group: str, builtins: dict[str, str],
+    def __init__(self, kind: str, group: str,
+                 builtins: dict[str, str] | Callable[[], dict[str, str]],
                  check: Callable[[Any, str], Any] | None = None):
         self.kind, self.group = kind, group
-        self._builtins = dict(builtins)
+        self._builtin_source = builtins  # a dict, or a function giving it (called once)
+        self._builtin_map: dict[str, str] | None = None
         self._registered: dict[str, Any] = {}
         self._check = check
 
@@ -157,6 +161,13 @@ class Registry:
             self._registered[name] = o
             return o
         return add if obj is None else add(obj)
+
+    @property
+    def _builtins(self) -> dict[str, str]:
+        if self._builtin_map is None:
+            src = self._builtin_source
+            self._builtin_map = dict(src() if callable(src) else src)
+        return self._builtin_map
 
     def _entry_points(self) -> dict[str, Entry]:
         out = {}
@@ -249,5 +260,24 @@ STRATEGIES = Registry("strategy", "market_sim.strategies", {
     "collusion": "market_sim.agents.strategies:Collusion",
 }, _check_strategy)
 
-# Studies: filled by the runner (scenarios package modules + entry points).
-SCENARIOS = Registry("scenario", "market_sim.scenarios", {})
+def _builtin_scenarios() -> dict[str, str]:
+    """Every module of the ``market_sim.scenarios`` package, found without importing it."""
+    spec = importlib.util.find_spec("market_sim.scenarios")
+    out = {}
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        for f in sorted(Path(folder).glob("*.py")):
+            if not f.stem.startswith("_"):
+                out.setdefault(f.stem, f"market_sim.scenarios.{f.stem}")
+    return out
+
+
+def _check_scenario(obj, name):
+    missing = [a for a in ("REPLICATIONS", "grid", "run") if not hasattr(obj, a)]
+    if missing:
+        raise MarketSimError(f"scenario {name!r} does not define {', '.join(missing)} "
+                             f"(a study needs REPLICATIONS, grid and run)")
+    return obj
+
+
+# Studies: the modules of market_sim.scenarios, plus entry points and registered ones.
+SCENARIOS = Registry("scenario", "market_sim.scenarios", _builtin_scenarios, _check_scenario)

@@ -1,15 +1,29 @@
-"""Run a scenario's grid with reproducible seeds, resumably, into a results folder.
+"""Run a study's grid with reproducible seeds, resumably, into a results folder.
 
-A scenario module defines ``NAME``, ``REPLICATIONS`` (optionally
-``QUICK_REPLICATIONS``), ``grid(quick) -> list of params`` and
-``run(params, rng) -> list of row dicts``.  Task (params, r) gets the generator
-``default_rng(SeedSequence([seed, digest(params), r]))``: a task's numbers do
-not depend on the order, the executor or the number of workers, and any task
-can be re-run alone with ``task_rng``.
+A study is a module (or any object) defining ``REPLICATIONS`` (optionally
+``QUICK_REPLICATIONS`` and ``NAME``), ``grid(quick) -> list of params`` and
+``run(params, rng) -> list of row dicts``.  ``market-sim run STUDY`` finds it as
+
+* a built-in name (a module of ``market_sim.scenarios``, the repository's
+  ``scenarios/`` folder), a name of the entry-point group
+  ``market_sim.scenarios``, or one registered with ``SCENARIOS.register``;
+* a dotted module ``pkg.study`` or ``module:attribute``;
+* a file ``path/to/study.py`` (anywhere; imported under a private name).
+
+Seeds.  Task (params, r) gets the generator
+``default_rng(SeedSequence([seed, digest(params), r]))``: a task's numbers do not
+depend on the order, the executor or the number of workers, and any task can be
+re-run alone with ``task_rng``.  ``run`` may also accept the keywords
+``replication`` (the index r) and ``crn`` (detected with ``inspect``; ``**kwargs``
+receives both): ``crn`` is a generator for common random numbers, seeded from
+(root seed, study name, r) only (``crn_rng``), so every grid point of one
+replication sees the same draws -- two arms of a comparison face the same
+markets -- while replications differ.
 
 Layout of ``OUT``::
 
-    OUT/manifest.json              version, scenario, root seed, the full grid
+    OUT/manifest.json              version, study and how to find it ("source"),
+                                   root seed, the full grid
     OUT/results/done-<id>.parquet    the rows of one finished task (atomic write)
     OUT/results/failed-<id>.parquet  one row: status "failed" and the traceback
 
@@ -17,6 +31,27 @@ Each task is written as soon as it returns, so an interrupted sweep resumes
 where it stopped: finished tasks are skipped, failed ones are retried, and
 the sweep goes on past a task that raises.  ``done-`` files sort first, so
 ``pandas.read_parquet(OUT / "results")`` takes its columns from a finished task.
+
+Execution.  One worker runs the tasks in this process.  More workers run them in
+a process pool (``--executor local``; the workers write their tasks' files) or on
+Dask (the client writes each result and releases it at once, so a lost worker
+costs only its unfinished tasks).  The pool uses an explicit multiprocessing
+context (``mp_context``): ``forkserver`` on POSIX -- not ``fork``, which is unsafe
+in a process with threads (Dask, BLAS, progress bars), and not the global start
+method, which ``import mesa`` sets to ``spawn`` for the whole process -- and
+``spawn`` where forkserver does not exist (Windows).  The server preloads the
+runner and the heavy libraries this process has already imported, so a worker
+starts in milliseconds; each worker gets this process's ``sys.path`` and limits
+BLAS/OpenMP to one thread once, when it starts (workers give the parallelism).
+As with ``spawn``, a script that runs a sweep on several local workers must guard
+its entry point with ``if __name__ == "__main__":``.
+
+Chunks.  Tasks go to workers in chunks, ``2 x workers`` chunks in flight.  Chunks
+hold one task until a chunk other than the first of each worker (which carries
+the worker's imports) has come back; then as many tasks as take about
+``CHUNK_SECONDS`` by the mean time in the worker of the tasks counted so far, at
+most a ``1 / (2 workers)`` share of what remains (so the sweep ends balanced).  Tasks far smaller
+than the cost of a dispatch are thus batched; long tasks go one by one.
 """
 
 from __future__ import annotations
@@ -24,11 +59,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import inspect
 import json
+import os
 import subprocess
+import sys
 import time
 import traceback
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,48 +75,128 @@ from . import __version__
 from .errors import MarketSimError
 from .files import atomic_write
 
-__all__ = ["load_scenario", "task_rng", "plan", "Task", "run_scenario", "read_results",
-           "RunSummary", "parse_overrides"]
+__all__ = ["load_scenario", "find_study", "list_scenarios", "task_rng", "crn_rng", "plan",
+           "Task", "run_scenario", "read_results", "RunSummary", "parse_overrides",
+           "mp_context", "CHUNK_SECONDS"]
+
+CHUNK_SECONDS = 0.05
 
 
-def load_scenario(name: str):
-    """``scenarios.NAME``, or any importable module path containing a dot."""
-    module = name if "." in name else f"scenarios.{name}"
+def _is_file_ref(ref: str) -> bool:
+    return ref.endswith(".py") or "/" in ref or os.sep in ref
+
+
+@dataclass(frozen=True)
+class Study:
+    """A loaded study: its ``name`` (the ``scenario`` column), the ``source`` that
+    finds it again in any process (built-in name, module reference or absolute
+    file path), and the module or object itself."""
+    name: str
+    source: str
+    obj: object
+
+
+def find_study(ref: str) -> Study:
+    """Resolve ``ref`` (see the module docstring); a MarketSimError names what is wrong."""
+    from .registry import SCENARIOS, _check_scenario, load_object
+
+    if not isinstance(ref, str) or not ref.strip():
+        raise MarketSimError("expected a study name, module or file")
+    ref = ref.strip()
+    if _is_file_ref(ref):
+        path = Path(ref).expanduser()
+        if not path.is_file():
+            raise MarketSimError(f"study file {ref!r} does not exist")
+        source = str(path.resolve())
+        obj = _check_scenario(load_object(source), ref)
+        name = getattr(obj, "NAME", None)
+        return Study(name if isinstance(name, str) and name else path.stem, source, obj)
+    entries = {e.name: e for e in SCENARIOS.entries()}
+    if ref in entries:
+        target = entries[ref].target
+        if isinstance(target, str):
+            source = target
+        else:  # registered at run time: workers find it by its module, when it has one
+            source = getattr(target, "__name__", None) if inspect.ismodule(target) else None
+            source = source or ref
+        return Study(ref, source, SCENARIOS.load(ref))
+    if ":" in ref or "." in ref:
+        return Study(ref, ref, _check_scenario(load_object(ref), ref))
+    raise SCENARIOS._unknown(ref)
+
+
+def load_scenario(ref: str):
+    """The study module (or object) named by ``ref``."""
+    return find_study(ref).obj
+
+
+def _load_source(source: str):
+    """The study behind a ``Study.source``, in any process (no entry-point scan)."""
+    from .registry import SCENARIOS, _check_scenario, load_object
+
+    if _is_file_ref(source) or ":" in source or "." in source:
+        return _check_scenario(load_object(source), source)
+    return SCENARIOS.load(source)
+
+
+def _docstring(path) -> str:
+    """First line of a Python file's module docstring, read with ``ast`` (no import)."""
+    import ast
+
     try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name and module.startswith(exc.name):
-            raise MarketSimError(f"unknown scenario {name!r} (see `market-sim scenarios`)") from None
-        raise
-    for attr in ("REPLICATIONS", "grid", "run"):
-        if not hasattr(mod, attr):
-            raise MarketSimError(f"scenario {name!r} does not define {attr}")
-    return mod
+        doc = ast.get_docstring(ast.parse(Path(path).read_text(encoding="utf-8")))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return ""
+    return (doc or "").strip().splitlines()[0] if doc and doc.strip() else ""
 
 
-def list_scenarios() -> list[tuple[str, str]]:
-    """(name, first docstring line) of every module in the ``scenarios`` package."""
-    import pkgutil
+def _target_docstring(target: str) -> str:
+    """Docstring line of ``module`` / ``module:attribute`` without importing the module
+    (its parent packages are imported to locate it)."""
+    import importlib.util
 
-    import scenarios
+    try:
+        spec = importlib.util.find_spec(target.partition(":")[0])
+    except Exception:  # a parent package that fails to import: still list the name
+        return "(cannot be found)"
+    if spec is None:
+        return "(cannot be found)"
+    return _docstring(spec.origin) if spec.origin and spec.origin.endswith(".py") else ""
 
-    out = []
-    for info in sorted(pkgutil.iter_modules(scenarios.__path__), key=lambda i: i.name):
-        mod = importlib.import_module(f"scenarios.{info.name}")
-        out.append((info.name, (mod.__doc__ or "").strip().splitlines()[0]))
-    return out
+
+def list_scenarios() -> list[tuple[str, str, str]]:
+    """(name, first docstring line, origin) of every registered study, without
+    importing any study module."""
+    from .registry import SCENARIOS
+
+    rows = []
+    for e in SCENARIOS.entries():
+        if isinstance(e.target, str):
+            doc = _target_docstring(e.target)
+        else:
+            lines = (getattr(e.target, "__doc__", None) or "").strip().splitlines()
+            doc = lines[0] if lines else ""
+        rows.append((e.name, doc, e.origin))
+    return rows
 
 
 def _canonical(params: dict) -> str:
     return json.dumps(params, sort_keys=True, default=str)
 
 
-def _digest(params: dict) -> int:
+def _digest(params) -> int:
     return int.from_bytes(hashlib.sha256(_canonical(params).encode()).digest()[:8], "little")
 
 
 def task_rng(seed: int, params: dict, rep: int) -> np.random.Generator:
+    """The generator of task (params, rep) of a sweep with root seed ``seed``."""
     return np.random.default_rng(np.random.SeedSequence([int(seed), _digest(params), int(rep)]))
+
+
+def crn_rng(seed: int, study: str, rep: int) -> np.random.Generator:
+    """Common random numbers of replication ``rep``: the same for every grid point."""
+    return np.random.default_rng(
+        np.random.SeedSequence([int(seed), _digest({"crn": study}), int(rep), 1]))
 
 
 @dataclass(frozen=True)
@@ -88,6 +205,7 @@ class Task:
     seed: int
     params: dict
     replication: int
+    source: str = ""  # how a worker finds the study (default: the scenario name)
 
     @property
     def id(self) -> str:
@@ -109,16 +227,28 @@ def parse_overrides(items) -> dict:
     return out
 
 
+def _grid(study: Study, quick: bool) -> list[dict]:
+    try:
+        grid = list(study.obj.grid(quick))
+    except Exception as exc:
+        raise MarketSimError(f"scenario {study.name!r}: grid({quick}) failed: "
+                             f"{type(exc).__name__}: {exc}") from None
+    if not all(isinstance(p, dict) for p in grid):
+        raise MarketSimError(f"scenario {study.name!r}: grid() must return a list of dicts")
+    return grid
+
+
 def plan(name: str, *, seed: int = 0, quick: bool = False, reps: int | None = None,
-         overrides: dict | None = None) -> list[Task]:
+         overrides: dict | None = None, study: Study | None = None) -> list[Task]:
     """Every task of a sweep, in grid order."""
-    mod = load_scenario(name)
-    grid = mod.grid(quick)
+    study = study or find_study(name)
+    mod = study.obj
+    grid = _grid(study, quick)
     overrides = dict(overrides or {})
     known = set().union(*(p.keys() for p in grid)) if grid else set()
     unknown = sorted(set(overrides) - known)
     if unknown:
-        raise MarketSimError(f"--set: {name} has no parameter {unknown[0]!r} "
+        raise MarketSimError(f"--set: {study.name} has no parameter {unknown[0]!r} "
                              f"(known: {', '.join(sorted(known))})")
     for key, value in overrides.items():  # a value must have the type the grid uses
         kinds = {type(p[key]) for p in grid if key in p}
@@ -139,11 +269,13 @@ def plan(name: str, *, seed: int = 0, quick: bool = False, reps: int | None = No
                 seen.add(_canonical(q))
                 merged.append(q)
         grid = merged
+    if not grid:
+        raise MarketSimError(f"scenario {study.name!r}: grid({quick}) is empty")
     if reps is None:
         reps = getattr(mod, "QUICK_REPLICATIONS", mod.REPLICATIONS) if quick else mod.REPLICATIONS
     if reps < 1:
         raise MarketSimError("--reps must be >= 1")
-    return [Task(name, int(seed), dict(p), r) for p in grid for r in range(reps)]
+    return [Task(study.name, int(seed), dict(p), r, study.source) for p in grid for r in range(reps)]
 
 
 def _task_columns(task: Task) -> dict:
@@ -152,16 +284,33 @@ def _task_columns(task: Task) -> dict:
             "seed": task.seed, **task.params}
 
 
-def execute(task: Task) -> list[dict]:
+@functools.lru_cache(maxsize=256)
+def _run_keywords(run) -> tuple[str, ...]:
+    """Which of the keywords ``replication`` and ``crn`` a study's ``run`` accepts."""
+    try:
+        params = inspect.signature(run).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return ("replication", "crn")
+    names = {p.name for p in params
+             if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+    return tuple(k for k in ("replication", "crn") if k in names)
+
+
+def execute(task: Task, study=None) -> list[dict]:
     """Run one task; never raises (a failure becomes one row with its traceback)."""
     start = time.perf_counter()
     base = _task_columns(task)
     try:
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=1):  # one core per task; workers give the parallelism
-            rows = load_scenario(task.scenario).run(
-                dict(task.params), task_rng(task.seed, task.params, task.replication))
+        if study is None:
+            study = _load_source(task.source or task.scenario)
+        run = study.run
+        extra = {}
+        for key in _run_keywords(run):
+            extra[key] = task.replication if key == "replication" else \
+                crn_rng(task.seed, task.scenario, task.replication)
+        rows = run(dict(task.params), task_rng(task.seed, task.params, task.replication), **extra)
         elapsed = time.perf_counter() - start
         return [{**base, **row, "status": "ok", "error": "", "elapsed": elapsed} for row in rows]
     except Exception:  # recorded, and the sweep goes on
@@ -191,7 +340,8 @@ def _code_version() -> str:
 
 def _write_manifest(out: Path, tasks: list[Task], *, quick: bool) -> None:
     grid = [t.params for t in tasks if t.replication == 0]
-    manifest = {"scenario": tasks[0].scenario, "seed": tasks[0].seed, "quick": quick,
+    manifest = {"scenario": tasks[0].scenario, "source": tasks[0].source or tasks[0].scenario,
+                "seed": tasks[0].seed, "quick": quick,
                 "replications": max(t.replication for t in tasks) + 1, "grid": grid,
                 "version": _code_version()}
     path = out / "manifest.json"
@@ -214,12 +364,17 @@ def _task_file(out: Path, task: Task, status: str = "done") -> Path:
 
 
 def _store(out: Path, task: Task, rows: list[dict]) -> None:
-    import pandas as pd
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     failed = rows[0]["status"] == "failed"
-    table = pa.Table.from_pandas(pd.DataFrame(rows), preserve_index=False)
+    try:
+        keys = list(dict.fromkeys(k for row in rows for k in row))  # every row's columns
+        table = pa.Table.from_pydict({k: [row.get(k) for row in rows] for k in keys})
+    except (pa.ArrowException, TypeError, ValueError):  # mixed types: let pandas reconcile
+        import pandas as pd
+
+        table = pa.Table.from_pandas(pd.DataFrame(rows), preserve_index=False)
     provenance = {"version": _code_version(), "scenario": task.scenario, "seed": task.seed,
                   "params": task.params, "replication": task.replication}
     table = table.replace_schema_metadata(
@@ -239,42 +394,105 @@ class RunSummary:
     out: Path
 
 
-def _executor(kind: str, workers: int, address: str | None):
-    """(executor, closer) for 'local' (process pool) or 'dask' (distributed)."""
-    if kind == "local":
-        pool = ProcessPoolExecutor(max_workers=workers)  # no wait: Ctrl-C must not hang
-        return pool, lambda: pool.shutdown(wait=False, cancel_futures=True)
-    if kind == "dask":
+# ---- workers ----------------------------------------------------------------------
+_HEAVY = ("numpy", "scipy.stats", "scipy.optimize", "pandas", "pyarrow.parquet", "sklearn",
+          "mesa", "matplotlib")
+_ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+               "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+_worker_ready = False
+
+
+def _worker_init(path: list[str] | None = None) -> None:
+    """Once per worker process: this process's sys.path, and one BLAS/OpenMP thread
+    (libraries loaded now are limited by threadpoolctl, later ones by the environment)."""
+    global _worker_ready
+    if path:
+        sys.path[:] = list(dict.fromkeys(path + sys.path))
+    for var in _ONE_THREAD:
+        os.environ[var] = "1"
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1)
+    _worker_ready = True
+
+
+def _run_chunk(tasks: list[Task], out: str | None, path: list[str] | None = None):
+    """Run tasks in a worker; returns (results, seconds spent here).  With ``out`` each
+    task's file is written here and a result is (task, "ok" or "failed", error text of
+    a failed write or None); without it, (task, rows, None)."""
+    if not _worker_ready:  # Dask workers have no initializer
+        _worker_init(path)
+    start = time.perf_counter()
+    results = []
+    for task in tasks:
+        rows = execute(task)
+        if out is None:
+            results.append((task, rows, None))
+            continue
         try:
-            from distributed import Client, LocalCluster
-        except ImportError:
-            raise MarketSimError("--executor dask needs dask[distributed]: "
-                                 "pip install 'market-sim[cluster]'") from None
-        cluster = None if address else LocalCluster(n_workers=workers, threads_per_worker=1,
-                                                     processes=True, dashboard_address=None)
-        client = Client(address or cluster)
-
-        def close():
-            client.close()
-            if cluster is not None:
-                cluster.close()
-        return client.get_executor(), close
-    raise MarketSimError(f"unknown executor {kind!r} (local or dask)")
+            _store(Path(out), task, rows)
+            results.append((task, rows[0]["status"], None))
+        except OSError as exc:
+            results.append((task, None, exc.strerror or str(exc)))
+    return results, time.perf_counter() - start
 
 
-def _finished(out: Path, task: Task) -> bool:
-    """A done file that Parquet can read; a corrupt one is removed and re-run."""
-    import pyarrow.parquet as pq
+def mp_context():
+    """The multiprocessing context of the local pool (see the module docstring)."""
+    import multiprocessing as mp
 
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["market_sim.runner"]
+                                   + [m for m in _HEAVY if m in sys.modules and m != "mesa"])
+        return ctx
+    return mp.get_context("spawn")
+
+
+def _local_pool(workers: int):
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp_context(),
+                               initializer=_worker_init, initargs=(list(sys.path),))
+    def close(finished: bool = False):  # after Ctrl-C or an error: do not wait
+        pool.shutdown(wait=finished, cancel_futures=not finished)
+    return pool, close
+
+
+def _dask_client(workers: int, address: str | None):
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise MarketSimError("--executor dask needs dask[distributed]: "
+                             "pip install 'market-sim[cluster]'") from None
+    cluster = None if address else LocalCluster(n_workers=workers, threads_per_worker=1,
+                                                 processes=True, dashboard_address=None)
+    client = Client(address or cluster)
+
+    def close():
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    return client, close
+
+
+def _finished(out: Path, task: Task, names: set[str] | None = None) -> bool:
+    """A done file that looks like whole Parquet (the magic bytes at both ends); a
+    truncated or garbled one, e.g. from a copy cut short, is removed and re-run."""
     path = _task_file(out, task)
-    if not path.exists():
+    present = path.name in names if names is not None else path.exists()
+    if not present:
         return False
     try:
-        pq.read_metadata(path)
-        return True
-    except Exception:  # a truncated or garbled file, e.g. from a copy cut short
-        path.unlink()
-        return False
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+            fh.seek(-4, os.SEEK_END)
+            whole = head == b"PAR1" and fh.read(4) == b"PAR1"
+    except OSError:
+        whole = False
+    if not whole:
+        path.unlink(missing_ok=True)
+    return whole
 
 
 def _worker_died(task: Task, exc: BaseException) -> list[dict]:
@@ -283,70 +501,200 @@ def _worker_died(task: Task, exc: BaseException) -> list[dict]:
                       f"killed by the OS, e.g. out of memory?"}]
 
 
-def _run_pool(todo, executor, workers, address, record):
-    """Run ``todo`` through an executor.  If a worker process dies the pool breaks
-    and every pending task with it; those are re-run one per fresh process, so the
-    task that kills its worker is recorded as failed and the others complete."""
+class _Chunker:
+    """Chunk sizes by the rule of the module docstring."""
+
+    def __init__(self, todo: list[Task], workers: int):
+        self.todo, self.workers, self.pos = todo, workers, 0
+        self.started = 0      # chunks handed out
+        self.returned = 0     # chunks back
+        self.spent = 0.0      # seconds of the finished tasks that are counted
+        self.finished = 0
+
+    def done(self, seconds: float, n: int) -> None:
+        """A chunk of ``n`` tasks took ``seconds`` in its worker.  The first chunk of
+        each worker is not counted: it carries the worker's imports."""
+        self.returned += 1
+        if self.returned > self.workers:
+            self.spent += seconds
+            self.finished += n
+
+    def next(self) -> list[Task]:
+        left = len(self.todo) - self.pos
+        if left <= 0:
+            return []
+        if self.started < self.workers or self.finished == 0:
+            size = 1
+        else:
+            mean = max(self.spent / self.finished, 1e-6)
+            size = max(1, min(int(CHUNK_SECONDS / mean), -(-left // (2 * self.workers))))
+        chunk = self.todo[self.pos:self.pos + size]
+        self.pos += len(chunk)
+        self.started += 1
+        return chunk
+
+
+def _pool_pass(todo, workers, out: Path, stored):
+    """Run ``todo`` on a fresh pool until done or until a worker process dies (the
+    pool breaks, and every chunk in flight with it).  Returns (tasks not handed out,
+    tasks of the broken chunks)."""
+    from concurrent.futures import FIRST_COMPLETED, wait
     from concurrent.futures.process import BrokenProcessPool
 
-    pool, close = _executor(executor, workers, address)
-    broken = []
+    pool, close = _local_pool(workers)
+    chunks, broken = _Chunker(todo, workers), []
+    inflight: dict = {}
+    finished = False
     try:
-        futures = {pool.submit(execute, t): t for t in todo}
-        for fut in as_completed(futures):
-            try:
-                record(futures[fut], fut.result())
-            except BrokenProcessPool:
-                broken.append(futures[fut])
+        def submit():
+            while len(inflight) < 2 * workers:
+                chunk = chunks.next()
+                if not chunk:
+                    return
+                inflight[pool.submit(_run_chunk, chunk, str(out))] = chunk
+        submit()
+        while inflight:
+            done, _ = wait(inflight, return_when=FIRST_COMPLETED)
+            for fut in done:
+                chunk = inflight.pop(fut)
+                try:
+                    results, seconds = fut.result()
+                except BrokenProcessPool:
+                    broken += chunk
+                    continue
+                chunks.done(seconds, len(chunk))
+                for task, status, write_error in results:
+                    if write_error is not None:
+                        raise OSError(write_error)
+                    stored(task, status == "failed")
+            if not broken:
+                submit()
+        finished = True
     finally:
-        close()
-    for t in broken:
-        single, close = _executor("local", 1, None)
+        close(finished)
+    return chunks.todo[chunks.pos:], broken
+
+
+def _run_local_pool(todo, workers, out: Path, record, stored):
+    """The process pool: workers write their tasks' files.  A worker process that
+    dies breaks the pool and the chunks in flight with it: the other tasks go on in
+    a fresh pool, and the tasks of the broken chunks are re-run one per fresh
+    process, so the task that kills its worker is recorded as failed and the others
+    complete."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    suspects = []
+    while todo:
+        todo, broken = _pool_pass(todo, workers, out, stored)
+        suspects += broken
+    for t in suspects:
+        if _finished(out, t):  # written before its worker died
+            stored(t, False)
+            continue
+        single, close = _local_pool(1)
         try:
-            record(t, single.submit(execute, t).result())
+            rows = single.submit(execute, t).result()
         except BrokenProcessPool as exc:
-            record(t, _worker_died(t, exc))
+            rows = _worker_died(t, exc)
         finally:
             close()
+        record(t, rows)
+
+
+def _run_dask(todo, workers, address, record):
+    """Dask: the client writes each result and releases it at once."""
+    from distributed import wait
+
+    client, close = _dask_client(workers, address)
+    path = None if address else list(sys.path)  # our LocalCluster: import what we import
+    n = max(workers, len(client.scheduler_info().get("workers", {})) or workers)
+    chunks = _Chunker(todo, n)
+    inflight: dict = {}
+    try:
+        def submit():
+            while len(inflight) < 2 * n:
+                chunk = chunks.next()
+                if not chunk:
+                    return
+                fut = client.submit(_run_chunk, chunk, None, path, pure=False)
+                inflight[fut] = chunk
+        submit()
+        while inflight:
+            done = wait(list(inflight), return_when="FIRST_COMPLETED").done
+            for fut in done:
+                chunk = inflight.pop(fut)
+                try:
+                    results, seconds = fut.result()
+                except Exception as exc:  # e.g. KilledWorker: the chunk's workers died
+                    results, seconds = [(t, _worker_died(t, exc), None) for t in chunk], 0.0
+                    if type(exc).__name__ != "KilledWorker":
+                        for _, rows, _ in results:
+                            rows[0]["error"] = f"the Dask task failed: {exc!r}"
+                fut.release()  # free the result on the cluster
+                del fut
+                chunks.done(seconds, len(chunk))
+                for task, rows, _ in results:
+                    record(task, rows)
+            submit()
+    finally:
+        close()
 
 
 def run_scenario(name: str, out: str | Path, *, seed: int = 0, quick: bool = False,
                  reps: int | None = None, workers: int = 1, executor: str = "local",
                  address: str | None = None, overrides: dict | None = None,
                  progress: bool = False) -> RunSummary:
-    """Run the tasks of ``name`` not yet finished in ``out``; see the module docstring."""
-    tasks = plan(name, seed=seed, quick=quick, reps=reps, overrides=overrides)
+    """Run the tasks of study ``name`` not yet finished in ``out``; see the module docstring."""
+    if executor not in ("local", "dask"):
+        raise MarketSimError(f"unknown executor {executor!r} (local or dask)")
+    study = find_study(name)
+    tasks = plan(name, seed=seed, quick=quick, reps=reps, overrides=overrides, study=study)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise MarketSimError(f"--out {str(out)!r} exists and is not a folder")
     (out / "results").mkdir(parents=True, exist_ok=True)
     _write_manifest(out, tasks, quick=quick)
-    todo = [t for t in tasks if not _finished(out, t)]
+    names = {e.name for e in os.scandir(out / "results")}
+    todo = [t for t in tasks if not _finished(out, t, names)]
     failed = 0
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), unit="task", desc=name)
+        bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), unit="task",
+                   desc=study.name)
+
+    def stored(task, task_failed):
+        nonlocal failed
+        failed += bool(task_failed)
+        if bar is not None:
+            bar.update()
 
     def record(task, rows):
-        nonlocal failed
         try:
             _store(out, task, rows)
         except OSError as exc:  # e.g. a full disk: stop, keep what is stored, say so
             raise MarketSimError(f"could not write the results of a task to {out}/results "
                                  f"({exc.strerror or exc}); free space and run the same "
                                  f"command to resume") from None
-        failed += rows[0]["status"] == "failed"
-        if bar is not None:
-            bar.update()
+        stored(task, rows[0]["status"] == "failed")
 
     try:
         if workers == 1 and executor == "local":
-            for t in todo:
-                record(t, execute(t))
+            from threadpoolctl import threadpool_limits
+
+            with threadpool_limits(limits=1):  # once for the sweep, not per task
+                for t in todo:
+                    record(t, execute(t, study.obj))
+        elif executor == "local":
+            try:
+                _run_local_pool(todo, workers, out, record, stored)
+            except OSError as exc:
+                raise MarketSimError(f"could not write the results of a task to "
+                                     f"{out}/results ({exc.strerror or exc}); free space and "
+                                     f"run the same command to resume") from None
         else:
-            _run_pool(todo, executor, workers, address, record)
+            _run_dask(todo, workers, address, record)
     finally:
         if bar is not None:
             bar.close()

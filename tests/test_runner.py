@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.online_vs_offline import summarise
+from market_sim.analysis.online_vs_offline import summarise
 from market_sim.cli import main
 from market_sim.errors import MarketSimError
 from market_sim.runner import plan, read_results, run_scenario, task_rng

@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import asymptotic as asy_analysis
-from analysis.report import write_report
+from market_sim.analysis import asymptotic as asy_analysis
+from market_sim.analysis.report import write_report
 from market_sim.runner import read_results, run_scenario
 
 

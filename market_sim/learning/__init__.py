@@ -1,5 +1,7 @@
-"""Private learners."""
+"""Private learners (imported on first use: they need scikit-learn)."""
 
-from .hetero_dp import HeteroDPLogisticRegression
+from .._lazy import lazy_exports
 
-__all__ = ["HeteroDPLogisticRegression"]
+_EXPORTS = {"HeteroDPLogisticRegression": ".hetero_dp:HeteroDPLogisticRegression"}
+__all__ = list(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
