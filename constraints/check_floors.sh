@@ -59,6 +59,6 @@ if bad:
     sys.exit("floors not installed as pinned:\n  " + "\n  ".join(bad))
 PY
 
-"$py" -m pytest -p no:cacheprovider -q "${SMOKE[@]}" \
+"$py" -m pytest -p no:cacheprovider "${SMOKE[@]}" \
     --deselect "tests/test_agents.py::test_best_responders_stay_truthful_under_myerson_payments[data-dependent]" \
     --deselect "tests/test_runner.py::test_same_seed_same_rows_with_one_or_two_workers_and_with_dask"
