@@ -1,10 +1,16 @@
 # The README's two commands.  Both create .venv on a fresh machine.
+#   make test PYTHON=python3.12   uses its own venv, .venv-python3.12
 PYTHON ?= python3
-VENV := .venv
+ifeq ($(PYTHON),python3)
+VENV ?= .venv
+else
+VENV ?= .venv-$(notdir $(PYTHON))
+endif
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LINT_STAMP := $(VENV)/.installed-lint
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench floors wheel-check lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,5 +29,26 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_runner.py --json benchmarks/runner.json
 	$(BIN)/python benchmarks/bench_suite.py --json benchmarks/suite.json --plot benchmarks/scaling.png
 
+# The declared minimum versions (constraints/floors.txt) in a fresh venv + smoke tests.
+# Default interpreter: python3.11, the oldest supported; PYTHON=... to change it.
+floors:
+	PYTHON=$(if $(filter python3,$(PYTHON)),python3.11,$(PYTHON)) bash constraints/check_floors.sh
+
+# Build sdist + wheel, install the wheel alone in a fresh venv, run `market-sim demo`.
+wheel-check:
+	PYTHON=$(PYTHON) bash .ci/wheel_check.sh
+
+$(LINT_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[test,lint]"
+	touch $(LINT_STAMP)
+
+# All three run; fails if any does.
+lint: $(LINT_STAMP)
+	@status=0; \
+	echo "+ ruff check ."; $(BIN)/ruff check . || status=1; \
+	echo "+ ruff format --check ."; $(BIN)/ruff format --check . || status=1; \
+	echo "+ mypy market_sim --ignore-missing-imports"; $(BIN)/mypy market_sim --ignore-missing-imports || status=1; \
+	exit $$status
+
 clean:
-	rm -rf $(VENV) demo_output .pytest_cache
+	rm -rf $(VENV) .venv-* demo_output .pytest_cache dist

@@ -108,8 +108,8 @@ def test_ic_scaling_separates_truthful_mechanisms_from_the_control(tmp_path):
     """Small markets through the study's own run(): regret of truth-telling is at rounding
     level under offline and online and clearly positive under pay-as-bid; the report
     section draws its figure from the rows."""
-    from scenarios import ic_scaling
-    from analysis.ic_scaling import section
+    from market_sim.scenarios import ic_scaling
+    from market_sim.analysis.ic_scaling import section
 
     rows = []
     for r, mech in enumerate(["offline", "online", "pay-as-bid"]):
