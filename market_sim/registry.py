@@ -23,6 +23,7 @@ A registry knows three sources, in this order of precedence:
 from __future__ import annotations
 
 import difflib
+import re
 import hashlib
 import importlib
 import importlib.util
@@ -208,16 +209,23 @@ class Registry:
         return self._check(obj, name) if self._check else obj
 
     def describe(self) -> list[tuple[str, str, str]]:
-        """(name, first docstring line, origin) for listings; imports each entry."""
+        """(name, first sentence of the docstring, origin) for listings; imports each entry."""
         rows = []
         for e in self.entries():
             try:
                 obj = self.load(e.name)
-                doc = (getattr(obj, "__doc__", None) or "").strip().splitlines()
-                rows.append((e.name, doc[0] if doc else "", e.origin))
+                rows.append((e.name, summary_line(getattr(obj, "__doc__", None)), e.origin))
             except MarketSimError as exc:
                 rows.append((e.name, f"(fails to load: {exc})", e.origin))
         return rows
+
+
+def summary_line(doc: str | None, width: int = 100) -> str:
+    """The docstring's first paragraph on one line, cut after its first sentence."""
+    para = " ".join((doc or "").strip().split("\n\n")[0].split())
+    end = re.search(r"\w{4,}\)?\.\s+[A-Z(]", para)  # not after "Alg." or "Eq."
+    line = para if end is None else para[:end.end() - 1].rstrip()
+    return line if len(line) <= width else line[:width - 1] + "…"
 
 
 def _check_mechanism(obj, name):

@@ -186,3 +186,26 @@ def test_release_needs_a_range_or_sensitivity_and_the_model_a_bound():
         StatisticRelease().release(1.0, rng, sensitivity=0.0)
     with pytest.raises(MarketSimError, match="payment_bound"):
         MarketModel(5, release=StatisticRelease(), seed=0)
+
+
+@pytest.mark.parametrize("spec", ["uniform:0:1", "uniform:1:5", "beta:2:3:0:1"])
+@pytest.mark.parametrize("m", [1, 2, 7, 40])
+def test_vectorised_deviations_equal_the_per_report_expectation(spec, m):
+    """The registered mechanism's deviations (all sellers, candidates and cut-offs at
+    once) equal PrivateCutoff.expected_utility report by report."""
+    from market_sim.mechanisms.base import as_mechanism
+
+    dist = parse_distribution(spec)
+    rng = np.random.default_rng(m)
+    c = dist.sample(m, rng)
+    lo, hi = dist.support
+    mech = as_mechanism("private-cutoff", dist=dist, n_sellers=m, gamma=0.5)
+    cand = np.column_stack([c, rng.uniform(lo, hi, (m, 5)), np.full(m, hi),
+                            np.full(m, lo + 1e-3)])
+    got = mech.deviation_utilities(np.arange(m), cand, c, c)
+    want = np.array([[mech.cutoff.expected_utility(i, z, c[i], c) for z in cand[i]]
+                     for i in range(m)])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15 * np.abs(want).max())
+    order = np.argsort(cand, axis=1)
+    eps = np.take_along_axis(mech.deviations(np.arange(m), cand, c).eps, order, axis=1)
+    assert np.all(eps >= 0) and np.all(np.diff(eps, axis=1) <= 1e-12)  # expected eps falls

@@ -146,9 +146,11 @@ class RandomMisreport(Strategy):
 
 @dataclass
 class BestResponse(Strategy):
-    """Best report on a grid (the truth, then ``n_grid`` cell midpoints of the support)
-    against the others' reports; keeps the truth unless a misreport gains more
-    than ``tol`` (relative), so flat regions stay truthful."""
+    """Best response: the best report on a grid against the others' reports.
+
+    The grid is the truth, then ``n_grid`` cell midpoints of the support; the
+    truth is kept unless a misreport gains more than ``tol`` (relative), so flat
+    regions stay truthful."""
 
     name: ClassVar[str] = "best-response"
     n_grid: int = 11
@@ -176,7 +178,7 @@ class BestResponse(Strategy):
 
 @dataclass
 class Learning(Strategy):
-    """epsilon-greedy over report multipliers, from realised utilities only.
+    """Learning: epsilon-greedy over report multipliers, from realised utilities only.
 
     Every multiplier is tried once (the truthful one first), then the seller
     plays the best average realised utility, exploring at rate ``explore``.
@@ -262,9 +264,10 @@ class Learning(Strategy):
 
 @dataclass
 class Collusion(Strategy):
-    """The first ``size`` sellers of the group report cost x a common multiplier,
-    chosen each round (against the others' last reports) to raise the members'
-    total utility; the rest of the group is truthful."""
+    """Collusion: the first ``size`` sellers of the group shade by a common multiplier.
+
+    The multiplier is chosen each round (against the others' last reports) to
+    raise the members' total utility; the rest of the group is truthful."""
 
     name: ClassVar[str] = "collusion"
     size: int = 3

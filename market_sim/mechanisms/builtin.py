@@ -71,7 +71,7 @@ class OfflineMechanism(Mechanism):
 
 @dataclass(frozen=True)
 class PayAsBidMechanism(Mechanism):
-    """Negative control: the offline allocation, each seller paid its report x eps."""
+    """Pay-as-bid: the offline allocation, each seller paid its report x eps (not IC: the control)."""
 
     name: ClassVar[str] = "pay-as-bid"
     dist: CostDistribution
@@ -93,8 +93,11 @@ class PayAsBidMechanism(Mechanism):
 
 @dataclass(frozen=True)
 class PostedPriceMechanism(Mechanism):
-    """Negative control: every report <= ``price`` sells ``eps_level`` at ``price`` a unit
-    (default price: the 0.1 quantile of the cost law)."""
+    """Fixed posted price: every report <= ``price`` sells ``eps_level`` at ``price`` a unit.
+
+    The default price is the 0.1 quantile of the cost law.  Truthful (a report
+    only decides whether to sell at a price it cannot move), but blind to the
+    reports: a control for efficiency, not for incentives."""
 
     name: ClassVar[str] = "posted-price"
     own_report_inclusion: ClassVar[bool] = True
@@ -120,9 +123,10 @@ class PostedPriceMechanism(Mechanism):
 
 @dataclass(frozen=True)
 class PrivatePostedPriceMechanism(Mechanism):
-    """Private posted price (001): the price drawn by the exponential mechanism over
-    21 quantiles of the cost law; the buyer values a unit of eps at the top of the
-    support (so every price leaves it a surplus)."""
+    """Private posted price (001): a price drawn privately by the exponential mechanism.
+
+    Prices are 21 quantiles of the cost law; the buyer values a unit of eps at
+    the top of the support (so every price leaves it a surplus)."""
 
     name: ClassVar[str] = "private-posted-price"
     randomized: ClassVar[bool] = True
@@ -171,8 +175,9 @@ class PrivatePostedPriceMechanism(Mechanism):
 
 @dataclass(frozen=True)
 class PrivateCutoffMechanism(Mechanism):
-    """Offline mechanism with its cut-off drawn ``privacy``-DP (exponential mechanism
-    over a public grid), Myerson payments per cut-off."""
+    """Offline mechanism with a privately drawn cut-off and Myerson payments per cut-off.
+
+    The cut-off is drawn ``privacy``-DP by the exponential mechanism over a public grid."""
 
     name: ClassVar[str] = "private-cutoff"
     randomized: ClassVar[bool] = True
@@ -200,18 +205,49 @@ class PrivateCutoffMechanism(Mechanism):
         out = self.cutoff.outcome(reports, rng)
         return Outcome(out.eps, out.payments, {"lam": out.lam})
 
-    def deviation_utilities(self, sellers, candidates, true_costs, reports, rng=None):
-        """Exact expectations over the cut-off draw."""
-        sellers, cand, reports = _deviation_args(sellers, candidates, reports)
-        c = np.asarray(true_costs, dtype=float).reshape(-1)
-        return np.array([[self.cutoff.expected_utility(i, z, c[k], reports) for z in cand[k]]
-                         for k, i in enumerate(sellers)]).reshape(cand.shape)
-
     def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
+        """Exact expectations over the cut-off draw of seller k's eps and payment at
+        each candidate, vectorised over sellers, candidates and cut-offs.
+
+        Moving seller i changes the grid sums S, Q, P (and so the cut-off law) only
+        through its own term, so the others' sums are computed once per call."""
+        from ..privacy.selection import _scores as _checked
+        from .private_cutoff import _JAC, _SHAPE
+
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
-        pay = self.deviation_utilities(sellers, cand, np.zeros(sellers.size), reports)
-        eps = pay - self.deviation_utilities(sellers, cand, np.ones(sellers.size), reports)
-        return Outcome(np.maximum(eps, 0.0), pay)
+        pc = self.cutoff
+        x = pc.virtual(reports)
+        W, S, Q, P = pc._sums(x)
+        xf = np.where(np.isfinite(x), x, 0.0)  # w = 0 wherever x = inf
+        lams = pc.lams
+        top = pc._top_report(lams)
+        _checked(np.zeros(1), pc.privacy, pc.sensitivity)  # validates privacy and sensitivity
+        scale = pc.privacy / (2 * pc.sensitivity)
+        eps_out, pay_out = np.empty(cand.shape), np.empty(cand.shape)
+        step = max(1, 2_000_000 // max(1, cand.shape[1] * lams.size * _SHAPE.size))
+        for a in range(0, sellers.size, step):
+            i = sellers[a:a + step]
+            r = np.clip(cand[a:a + step], *self.dist.support)[:, :, None]      # (k, n, 1)
+            xz = pc.gamma * self.dist.virtual_cost(r)
+            Wi = W[:, i].T[:, None, :]                                          # (k, 1, G)
+            S_rest = S - Wi
+            P_rest = P - Wi * xf[i][:, None, None]
+            wz = np.maximum(lams - xz, 0.0)                                     # (k, n, G)
+            xzf = np.where(np.isfinite(xz), xz, 0.0)
+            logit = scale * pc._scores(S_rest + wz, Q - Wi * Wi + wz * wz, P_rest + wz * xzf)
+            if not np.all(np.isfinite(logit)):
+                raise MarketSimError("private cut-off: a score is not finite (a report at the "
+                                     "bottom of a support starting at 0 has virtual cost 0)")
+            prob = np.exp(logit - logit.max(axis=-1, keepdims=True))
+            prob /= prob.sum(axis=-1, keepdims=True)
+            eps = pc._own_eps(r, lams, S_rest, P_rest)                          # (k, n, G)
+            span = np.maximum(top - r, 0.0)
+            z = r[..., None] + span[..., None] * _SHAPE                          # (k, n, G, q)
+            tail = span * (pc._own_eps(z, lams[:, None], S_rest[..., None],
+                                       P_rest[..., None]) @ _JAC)
+            eps_out[a:a + step] = np.sum(prob * eps, axis=-1)
+            pay_out[a:a + step] = np.sum(prob * (r * eps + tail), axis=-1)
+        return Outcome(eps_out, pay_out)
 
 
 @dataclass(frozen=True)

@@ -151,7 +151,8 @@ class PrivateCutoff:
     def _sums(self, x):
         """W[g, i] = (lam_g - x_i)^+ and its sums S = sum w, Q = sum w^2, P = sum w x."""
         W = np.maximum(self.lams[:, None] - x[None, :], 0.0)
-        return W, W.sum(1), (W * W).sum(1), W @ x
+        xf = np.where(np.isfinite(x), x, 0.0)  # x = inf (psi at a top where f = 0) has w = 0
+        return W, W.sum(1), (W * W).sum(1), W @ xf
 
     def _losses(self, S, Q, P) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -228,7 +229,7 @@ class PrivateCutoff:
         lams = self.lams
         W, S, Q, P = self._sums(x)
         S_rest = S - W[:, i]
-        P_rest = P - W[:, i] * x[i]
+        P_rest = P - W[:, i] * (x[i] if np.isfinite(x[i]) else 0.0)  # w = 0 where x = inf
         eps = self._own_eps(np.full(lams.size, r), lams, S_rest, P_rest)
         span = np.maximum(self._top_report(lams) - r, 0.0)
         z = r + span[:, None] * _SHAPE[None, :]
