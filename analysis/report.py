@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from market_sim.errors import MarketSimError
 from market_sim.files import atomic_write
 from market_sim.runner import read_results
 
@@ -74,7 +75,13 @@ def study_section(ok: pd.DataFrame, manifest: dict, folder: Path) -> Section:
     """The section of a study (see the module docstring)."""
     study = _study_module(manifest)
     if study is not None and callable(getattr(study, "section", None)):
-        return study.section(ok, folder)
+        sec = study.section(ok, folder)
+        if isinstance(sec, str):  # plain Markdown: one untitled section
+            return Section(manifest.get("scenario", "results"), sec)
+        if not isinstance(sec, Section):
+            raise MarketSimError(f"study {manifest.get('scenario')!r}: section() must return a "
+                                 f"Section or a Markdown string, not {type(sec).__name__}")
+        return sec
     name = manifest.get("scenario", "")
     if name.isidentifier():
         try:

@@ -136,7 +136,9 @@ def _load_source(source: str):
 
     if _is_file_ref(source) or ":" in source or "." in source:
         return _check_scenario(load_object(source), source)
-    return SCENARIOS.load(source)
+    if source in SCENARIOS.names():
+        return SCENARIOS.load(source)
+    return _check_scenario(load_object(source), source)  # an entry point's bare module name
 
 
 def _docstring(path) -> str:
