@@ -41,7 +41,7 @@ from ..errors import MarketSimError
 from .offline import _Groups, _positive_roots, check_params, solve
 from .quadrature import gauss_legendre_cos
 
-__all__ = ["offline_payments", "seller_utility"]
+__all__ = ["OfflineCurves", "offline_payments", "seller_utility"]
 
 _SECTIONS = 15      # points per step of the search for piece ends
 _REL_TOL = 1e-15    # piece ends are located to this relative width
@@ -51,11 +51,13 @@ _TIE = 1e-12         # relative loss difference taken for a tie of two cells
 
 
 class _UncappedOracle:
-    """eps_i when seller i (truthful value x_i = gamma psi_i) reports value p >= x_i."""
+    """eps_i when seller i (truthful value x_i = gamma psi_i) reports value p >= x_i
+    (or p >= ``floor``: the segments kept allow for the lower reports)."""
 
     sections = _SECTIONS  # vectorised: many points per step of the piece search
 
-    def __init__(self, x: np.ndarray, mu: float, sigma: float, canonical: bool = True):
+    def __init__(self, x: np.ndarray, mu: float, sigma: float, canonical: bool = True,
+                 floor: float = np.inf):
         self.mu, self.sigma = mu, sigma
         self.canonical = canonical
         self.s = sigma / mu**2
@@ -78,12 +80,15 @@ class _UncappedOracle:
             inside = (ust > uL) & (ust < uR)
             phimax = np.where(inside, phi(ust), np.maximum(phiL, phiR))
             phimin = np.minimum(phiL, phiR)
-            Lr = v_next - G.v[0]
+            # a seller may also move down to ``floor`` (a report below its own)
+            Lr = v_next - min(G.v[0], floor)
             WL = N * uL
             delta = np.where(WL > Lr, s * Lr * Lr + 2 * Lr * Lr / (WL - Lr), np.inf)
         slack = 1e-9 * (np.abs(phimin) + np.abs(phimax) + np.abs(m1))
         keep = ~((phimin > delta + slack) | (phimax < -delta - slack))
         self.K = n[keep]
+        if floor < G.v[0]:  # a seller moved below everybody may be bought alone (n = 0)
+            self.K = np.concatenate(([0], self.K))
 
     def _table(self, xi: np.ndarray, p: np.ndarray):
         """Per row (seller value xi reporting p) and label: losses, eps_i, slack.
@@ -175,7 +180,11 @@ class _UncappedOracle:
         j = self._pick(loss_t, loss_s)
         rows = np.arange(xi.shape[0])
         # a report with psi = +inf is never bought, even when nobody else is there
-        if not np.all(np.isfinite(loss_t.min(axis=1)) | np.isposinf(p)):
+        found = np.isfinite(loss_t.min(axis=1)) | np.isposinf(p)
+        if not np.all(found | (p > 0)):
+            raise MarketSimError("no optimum when a seller reports virtual cost 0 (the bottom "
+                                 "of a support that starts at 0) and can absorb all the weight")
+        if not np.all(found):
             raise RuntimeError("payment oracle found no KKT point; please report this market")
         e = np.where(j > 0, eps[rows, j], 0.0)
         return e, np.where(e > 0, 2 * j - 1, -1)
@@ -218,8 +227,11 @@ class _ResolveOracle:
             psi[i] = pj / self.gamma
             res = solve(psi, **self.kw)
             out[j] = res.eps[i]
-            at_cap = int(np.count_nonzero(res.a >= self.cap * (1 - 1e-12)))
-            cell[j] = res.n_bought * (m + 1) + at_cap if out[j] > 0 else -1
+            # the cell: which sellers are bought and which are at the cap (a checksum)
+            bought = np.flatnonzero(res.eps > 0)
+            capped = np.flatnonzero(res.a >= self.cap * (1 - 1e-12))
+            code = (int(np.sum((bought + 1) ** 2)) * (m + 1) + capped.size) * (m + 1) + bought.size
+            cell[j] = code if out[j] > 0 else -1
         return out, cell
 
 
@@ -263,7 +275,7 @@ def _check(dist, mu, sigma, gamma, k, n_quad, method):
         raise MarketSimError("n_quad must be >= 2")
 
 
-def _oracle(psi, mu, sigma, gamma, k, method):
+def _oracle(psi, mu, sigma, gamma, k, method, floor=np.inf):
     """(oracle, refine): the eps_i(z) oracle and whether piece ends are refined
     by Illinois (True) or bisected (False)."""
     capped = k is not None and k < psi.size
@@ -273,7 +285,8 @@ def _oracle(psi, mu, sigma, gamma, k, method):
         return _ResolveOracle(psi, mu, sigma, gamma, k), False
     # sellers with psi = +inf are never bought and do not move anybody's optimum
     refine = method != "bisect"
-    return _UncappedOracle(gamma * psi[np.isfinite(psi)], mu, sigma, canonical=refine), refine
+    return _UncappedOracle(gamma * psi[np.isfinite(psi)], mu, sigma, canonical=refine,
+                           floor=floor), refine
 
 
 def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only):
@@ -454,3 +467,143 @@ def _illinois(f, a, b, todo):
         last[live] = np.where(in_a, 1, -1)
     a[rows], b[rows] = A, B
     return todo[~ok]
+
+
+class OfflineCurves:
+    """Each seller's allocation curve eps_i(z) (z its own report, the others at
+    ``reports``) and the Myerson payment it implies (Eq. 8, 003),
+
+        t_i(z) = z eps_i(z) + int_z^{c_high} eps_i(s) ds,
+
+    built once per seller and reused for any number of candidate reports:
+    payments, best responses and regret.  A seller's curve is a list of
+    smooth pieces (found as in :func:`offline_payments`) with the integral of
+    each; it covers [min(report, candidates asked for), c_high] and grows
+    downwards when a lower candidate is asked for.  A candidate z costs one
+    oracle call for eps_i(z) and ``n_quad`` for the rest of its piece.
+    """
+
+    def __init__(self, reports, dist: CostDistribution, *, mu: float, sigma: float, gamma: float,
+                 k: float | None = None, n_quad: int = 32, method: str = "auto"):
+        _check(dist, mu, sigma, gamma, k, n_quad, method)
+        self.reports = dist.check_in_support(np.asarray(reports, dtype=float).ravel())
+        if self.reports.size == 0:
+            raise MarketSimError("no sellers")
+        self.dist, self.gamma, self.n_quad = dist, gamma, int(n_quad)
+        self.psi = dist.virtual_cost(self.reports)
+        solve(self.psi, mu=mu, sigma=sigma, gamma=gamma, k=k)  # the market must have an optimum
+        floor = gamma * float(dist.virtual_cost(dist.support[0]))  # the lowest report
+        self._oracle, self._refine = _oracle(self.psi, mu, sigma, gamma, k, method, floor)
+        self._lo = np.full(self.reports.size, np.inf)  # each curve covers [_lo, c_high]
+        self._curve = {}  # seller -> (starts, ends, kinds, tails: int from each start to c_high)
+
+    # ---- building --------------------------------------------------------------
+    def _alloc(self, sellers, z):
+        return self._oracle.eps(sellers, self.gamma * self.psi[sellers],
+                                self.gamma * self.dist.virtual_cost(z))
+
+    def _build(self, sellers, zlo):
+        """(Re)build the curves of ``sellers`` from zlo (one per seller) up."""
+        eps0 = self._alloc(sellers, zlo)[0]
+        self._lo[sellers] = zlo
+        for i in sellers:
+            self._curve.pop(int(i), None)
+        on = eps0 > 0  # not bought at zlo: not bought above it either (eps_i is monotone)
+        if not on.any():
+            return
+        rows = sellers[on]
+        _, (pos, start, end, part, kind) = _integrate(
+            self._oracle, self._refine, rows, self.gamma * self.psi[rows], zlo[on], self.dist,
+            self.gamma, self.n_quad, record=True)
+        order = np.lexsort((start, pos))
+        pos, start, end, part, kind = (x[order] for x in (pos, start, end, part, kind))
+        cut = np.flatnonzero(np.diff(pos)) + 1
+        for r, s, e, q, kd in zip(*(np.split(x, cut) for x in (pos, start, end, part, kind))):
+            tails = np.cumsum(q[::-1])[::-1]  # int from each piece's start to c_high
+            self._curve[int(rows[r[0]])] = (s, e, kd, tails)
+
+    def _prepare(self, Z, sellers):
+        if sellers is None:
+            sellers = np.arange(self.reports.size)
+        sellers = np.asarray(sellers, dtype=np.int64).ravel()
+        Z = self.dist.check_in_support(np.asarray(Z, dtype=float), "candidate report")
+        if Z.ndim != 2 or Z.shape[0] != sellers.size:
+            raise MarketSimError(f"Z must have shape ({sellers.size}, n), got {Z.shape}")
+        if Z.shape[1]:
+            zlo = np.minimum(Z.min(axis=1), self.reports[sellers])
+            need = zlo < self._lo[sellers]
+            if need.any():
+                uniq, first = np.unique(sellers[need], return_index=True)
+                lo = np.minimum.reduceat(zlo[need][np.argsort(sellers[need], kind="stable")],
+                                         first) if uniq.size < need.sum() else zlo[need][first]
+                self._build(uniq, lo)
+        return Z, sellers
+
+    # ---- the public API --------------------------------------------------------
+    def eps_at(self, Z, sellers=None) -> np.ndarray:
+        """eps_i(Z[r, j]) for seller i = sellers[r] (all sellers by default), the
+        others reporting ``reports``; shape of Z."""
+        Z, sellers = self._prepare(Z, sellers)
+        return self._eps(Z, sellers)
+
+    def _eps(self, Z, sellers):
+        out = np.zeros(Z.shape)
+        rows = np.flatnonzero([int(i) in self._curve for i in sellers])
+        if rows.size and Z.shape[1]:
+            sub = Z[rows]
+            who = np.repeat(sellers[rows], Z.shape[1])
+            out[rows] = self._alloc(who, sub.ravel())[0].reshape(sub.shape)
+        return out
+
+    def payments_at(self, Z, sellers=None) -> np.ndarray:
+        """Myerson payment t_i(Z[r, j]) = z eps_i(z) + int_z^{c_high} eps_i (Eq. 8, 003)."""
+        Z, sellers = self._prepare(Z, sellers)
+        return Z * self._eps(Z, sellers) + self._tail(Z, sellers)
+
+    def utilities(self, Z, true_costs, sellers=None) -> np.ndarray:
+        """payments_at(Z) - true_costs[:, None] * eps_at(Z) (true_costs per row of Z)."""
+        Z, sellers = self._prepare(Z, sellers)
+        c = np.asarray(true_costs, dtype=float).ravel()
+        if c.size != sellers.size:
+            raise MarketSimError("one true cost per row of Z is needed")
+        eps = self._eps(Z, sellers)
+        return Z * eps + self._tail(Z, sellers) - c[:, None] * eps
+
+    def _tail(self, Z, sellers):
+        """int_z^{c_high} eps_i for each entry: the rest of z's piece by Gauss-Legendre
+        (the midpoint rule in a sliver), the later pieces from the curve."""
+        out = np.zeros(Z.shape)
+        who, z, e, kind, after = [], [], [], [], []
+        for r, i in enumerate(sellers):
+            cur = self._curve.get(int(i))
+            if cur is None:
+                continue
+            s, en, kd, tails = cur
+            zr = Z[r]
+            j = np.searchsorted(s, zr, side="right") - 1  # piece holding z (j >= 0: covered)
+            inside = zr < en[j]
+            nxt = np.append(tails, 0.0)[j + 1]
+            idx = np.flatnonzero(inside)
+            out[r, ~inside] = 0.0  # past the curve's end: eps_i = 0 from there on
+            out[r, idx] = nxt[idx]
+            who.append(np.full(idx.size, i))
+            z.append(zr[idx])
+            e.append(en[j[idx]])
+            kind.append(kd[j[idx]])
+            after.append(r * Z.shape[1] + idx)
+        if not who:
+            return out
+        who, z, e, kind, after = (np.concatenate(x) for x in (who, z, e, kind, after))
+        part = np.zeros(z.size)
+        shape, jac = gauss_legendre_cos(self.n_quad)
+        gl = np.flatnonzero(kind == 0)
+        if gl.size:
+            width = e[gl] - z[gl]
+            nodes = z[gl, None] + width[:, None] * shape[None, :]
+            vals = self._alloc(np.repeat(who[gl], shape.size), nodes.ravel())[0]
+            part[gl] = width * (vals.reshape(nodes.shape) @ jac)
+        mid = np.flatnonzero(kind == 1)
+        if mid.size:
+            part[mid] = (e[mid] - z[mid]) * self._alloc(who[mid], 0.5 * (z[mid] + e[mid]))[0]
+        out.ravel()[after] += part
+        return out
