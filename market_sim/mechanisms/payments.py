@@ -41,21 +41,25 @@ from ..errors import MarketSimError
 from .offline import _Groups, _positive_roots, check_params, solve
 from .quadrature import gauss_legendre_cos
 
-__all__ = ["offline_payments", "seller_utility"]
+__all__ = ["OfflineCurves", "offline_payments", "seller_utility"]
 
 _SECTIONS = 15      # points per step of the search for piece ends
 _REL_TOL = 1e-15    # piece ends are located to this relative width
 _MAX_PIECES = 10_000
 _SKIP = 1e-10        # relative width skipped past each change of piece
+_TIE = 1e-12         # relative loss difference taken for a tie of two cells
 
 
 class _UncappedOracle:
-    """eps_i when seller i (truthful value x_i = gamma psi_i) reports value p >= x_i."""
+    """eps_i when seller i (truthful value x_i = gamma psi_i) reports value p >= x_i
+    (or p >= ``floor``: the segments kept allow for the lower reports)."""
 
     sections = _SECTIONS  # vectorised: many points per step of the piece search
 
-    def __init__(self, x: np.ndarray, mu: float, sigma: float):
+    def __init__(self, x: np.ndarray, mu: float, sigma: float, canonical: bool = True,
+                 floor: float = np.inf):
         self.mu, self.sigma = mu, sigma
+        self.canonical = canonical
         self.s = sigma / mu**2
         G = _Groups.of(np.sort(x))
         self.G = G
@@ -76,31 +80,42 @@ class _UncappedOracle:
             inside = (ust > uL) & (ust < uR)
             phimax = np.where(inside, phi(ust), np.maximum(phiL, phiR))
             phimin = np.minimum(phiL, phiR)
-            Lr = v_next - G.v[0]
+            # a seller may also move down to ``floor`` (a report below its own)
+            Lr = v_next - min(G.v[0], floor)
             WL = N * uL
             delta = np.where(WL > Lr, s * Lr * Lr + 2 * Lr * Lr / (WL - Lr), np.inf)
         slack = 1e-9 * (np.abs(phimin) + np.abs(phimax) + np.abs(m1))
         keep = ~((phimin > delta + slack) | (phimax < -delta - slack))
         self.K = n[keep]
+        if floor < G.v[0]:  # a seller moved below everybody may be bought alone (n = 0)
+            self.K = np.concatenate(([0], self.K))
 
-    def eps(self, sellers, xi: np.ndarray, p: np.ndarray):
-        """Vectorised over sellers: arrays xi (truthful values) and p (reported);
-        ``sellers`` (their indices) is not needed here.
+    def _table(self, xi: np.ndarray, p: np.ndarray):
+        """Per row (seller value xi reporting p) and label: losses, eps_i, slack.
 
-        Returns (eps_i, cell): cell identifies the smooth piece eps_i is on
-        (-1 when seller i is not bought)."""
+        Column 0 is "seller i not bought" (the best such KKT point over all
+        segments), column 1 + j is segment K[j] with seller i active.  Returns
+        (loss, strict, eps, slack), each (rows, 1 + |K|): ``loss`` is the least
+        loss of a root valid up to the rounding tolerance (inf if none),
+        ``strict`` the same over roots valid exactly (lam inside its segment,
+        lam > p for an active seller) and ``eps`` eps_i of that strict root (of
+        the tolerant one if none, or always with ``canonical`` off).  ``slack`` >= 0 exactly when a strict root
+        exists: its least margin to the cell's bounds, -inf if no root exists.
+        """
         G, s, K = self.G, self.s, self.K
         xi = xi[:, None]
         p = p[:, None]
         v_n, v_next = G.value(K)[None, :], G.value(K + 1)[None, :]
         inside = xi <= v_n  # seller i is in the full market's active set of segment K
-        yi, yp = xi - G.ref, p - G.ref
+        yi, yp = np.where(np.isfinite(xi), xi - G.ref, 0.0), p - G.ref
         N0 = G.Nw[K][None, :] - inside
         S10 = G.S1[K][None, :] - inside * yi
         S20 = G.S2[K][None, :] - inside * yi * yi
-        best_loss = np.full(xi.shape[0], np.inf)
-        best_eps = np.zeros(xi.shape[0])
-        best_cell = np.full(xi.shape[0], -1, dtype=np.int64)
+        rows = xi.shape[0]
+        shape = (rows, 1 + K.size)
+        loss_t, loss_s = np.full(shape, np.inf), np.full(shape, np.inf)
+        eps_t, eps_s = np.zeros(shape), np.zeros(shape)
+        slack = np.full(shape, -np.inf)
         for active in (False, True):
             N, S1, S2 = (N0 + 1, S10 + yp, S20 + yp * yp) if active else (N0, S10, S20)
             lo = np.maximum(v_n, p) if active else v_n
@@ -111,6 +126,7 @@ class _UncappedOracle:
                 m1 = d1 + G.ref
                 A = s * N
                 good = (N > 0) & (hi > lo)
+                # Eq. 14 (003): A u^3 + (A V - m1) u + V = 0, u = lam - mean of the active x
                 roots = _positive_roots(np.where(good, A, 1.0), np.where(good, A * V - m1, 1.0),
                                         np.where(good, V, 0.0))
             for u in roots:
@@ -119,22 +135,74 @@ class _UncappedOracle:
                     tol = 1e-11 * (np.abs(lam) + np.abs(G.v[-1]))
                     lin = m1 - V / u
                     valid = good & (u > 0) & (lam > lo - tol) & (lam <= hi + tol) & (lin > 0)
+                    # Eq. 11 (003) at the root, over mu
                     loss = np.sqrt(u * u + V) / (np.sqrt(N) * u) + 2 * np.sqrt(s * lin)
-                    loss = np.where(valid, loss, np.inf)
-                    if active:
-                        eps_i = np.sqrt(self.sigma / lin) * np.maximum(lam - p, 0.0) / (N * u)
-                    else:
-                        eps_i = np.zeros_like(loss)
-                j = np.argmin(loss, axis=1)
-                rows = np.arange(loss.shape[0])
-                lj = loss[rows, j]
-                better = lj < best_loss
-                best_loss = np.where(better, lj, best_loss)
-                best_eps = np.where(better, eps_i[rows, j], best_eps)
-                best_cell = np.where(better, 2 * j + 1 if active else -1, best_cell)
-        if not np.all(np.isfinite(best_loss)):
+                    margin = np.minimum(np.minimum(lam - lo, hi - lam), np.minimum(lin, u))
+                    # (not masked by ``good``: the branch is continued past its segment)
+                    margin = np.where((N > 0) & np.isfinite(margin), margin, -np.inf)
+                    lt = np.where(valid, loss, np.inf)
+                    ls = np.where(valid & (margin >= 0), loss, np.inf)
+                    if active:  # Eq. 13 (003): eps_i = eta rho (lam - p)
+                        e = np.sqrt(self.sigma / lin) * np.maximum(lam - p, 0.0) / (N * u)
+                if not active:
+                    loss_t[:, 0] = np.minimum(loss_t[:, 0], lt.min(axis=1))
+                    loss_s[:, 0] = np.minimum(loss_s[:, 0], ls.min(axis=1))
+                    continue
+                bt, bs = lt < loss_t[:, 1:], ls < loss_s[:, 1:]
+                loss_t[:, 1:] = np.where(bt, lt, loss_t[:, 1:])
+                eps_t[:, 1:] = np.where(bt, e, eps_t[:, 1:])
+                loss_s[:, 1:] = np.where(bs, ls, loss_s[:, 1:])
+                eps_s[:, 1:] = np.where(bs, e, eps_s[:, 1:])
+                slack[:, 1:] = np.maximum(slack[:, 1:], margin)
+        if self.canonical:
+            eps_t = np.where(np.isfinite(loss_s), eps_s, eps_t)
+        return loss_t, loss_s, eps_t, slack
+
+    def _pick(self, loss_t, loss_s):
+        """The optimal column per row: among exactly valid roots unless a root
+        valid only up to the tolerance is better by more than rounding (then
+        two adjacent cells describe one KKT point, and the one that contains
+        it exactly is named, so the label does not flicker near a piece end)."""
+        if not self.canonical:  # the former rule: least tolerant loss, "not bought" first
+            return np.argmin(loss_t, axis=1)
+        best_t = loss_t.min(axis=1)
+        best_s = loss_s.min(axis=1)
+        use_s = best_s <= best_t + _TIE * np.abs(best_t)
+        return np.where(use_s, np.argmin(loss_s, axis=1), np.argmin(loss_t, axis=1))
+
+    def eps(self, sellers, xi: np.ndarray, p: np.ndarray):
+        """Vectorised over sellers: arrays xi (truthful values) and p (reported);
+        ``sellers`` (their indices) is not needed here.
+
+        Returns (eps_i, cell): cell identifies the smooth piece eps_i is on
+        (-1 when seller i is not bought)."""
+        loss_t, loss_s, eps, _ = self._table(xi, p)
+        j = self._pick(loss_t, loss_s)
+        rows = np.arange(xi.shape[0])
+        # a report with psi = +inf is never bought, even when nobody else is there
+        found = np.isfinite(loss_t.min(axis=1)) | np.isposinf(p)
+        if not np.all(found | (p > 0)):
+            raise MarketSimError("no optimum when a seller reports virtual cost 0 (the bottom "
+                                 "of a support that starts at 0) and can absorb all the weight")
+        if not np.all(found):
             raise RuntimeError("payment oracle found no KKT point; please report this market")
-        return best_eps, np.where(best_eps > 0, best_cell, -1)
+        e = np.where(j > 0, eps[rows, j], 0.0)
+        return e, np.where(e > 0, 2 * j - 1, -1)
+
+    def margin(self, xi: np.ndarray, p: np.ndarray, cell: np.ndarray) -> np.ndarray:
+        """A function of p, continuous where cell ``cell`` (from :meth:`eps`) has a
+        root, >= 0 where that cell is the optimum and < 0 where it is not:
+        min(slack of the cell, least loss of the other cells - loss of the cell),
+        over exactly valid roots.  Its zero is the change of piece (``_illinois``)."""
+        _, loss_s, _, slack = self._table(xi, p)
+        rows = np.arange(xi.shape[0])
+        j = (cell + 1) // 2
+        own = loss_s[rows, j]
+        loss_s[rows, j] = np.inf
+        with np.errstate(invalid="ignore"):
+            gap = np.where(np.isfinite(own), loss_s.min(axis=1) - own, -np.inf)
+        sl = slack[rows, j]
+        return np.where(sl < 0, sl, np.minimum(sl, gap))
 
 
 class _ResolveOracle:
@@ -152,12 +220,18 @@ class _ResolveOracle:
         cell = np.empty(p.size, dtype=np.int64)
         m = self.psi.size
         for j, (i, pj) in enumerate(zip(sellers, p)):
+            if np.isposinf(pj):  # never bought (and maybe nobody else to solve for)
+                out[j], cell[j] = 0.0, -1
+                continue
             psi = self.psi.copy()
             psi[i] = pj / self.gamma
             res = solve(psi, **self.kw)
             out[j] = res.eps[i]
-            at_cap = int(np.count_nonzero(res.a >= self.cap * (1 - 1e-12)))
-            cell[j] = res.n_bought * (m + 1) + at_cap if out[j] > 0 else -1
+            # the cell: which sellers are bought and which are at the cap (a checksum)
+            bought = np.flatnonzero(res.eps > 0)
+            capped = np.flatnonzero(res.a >= self.cap * (1 - 1e-12))
+            code = (int(np.sum((bought + 1) ** 2)) * (m + 1) + capped.size) * (m + 1) + bought.size
+            cell[j] = code if out[j] > 0 else -1
         return out, cell
 
 
@@ -168,8 +242,10 @@ def offline_payments(costs, dist: CostDistribution, *, mu: float, sigma: float, 
     ``costs`` are the reported costs (truthful reports assumed; pass a
     misreport as the cost to get what that report earns).  Returns
     ``(eps, payments)``, numpy arrays in the input order.  ``method``:
-    ``"auto"`` (the pruned exact oracle without a cap, re-solving with one),
-    ``"pruned"`` or ``"resolve"`` (re-solve per evaluation; the reference).
+    ``"auto"`` (the pruned oracle without a cap, piece ends refined by
+    Illinois; re-solving with a cap), ``"pruned"`` (the same, no cap allowed),
+    ``"bisect"`` (the pruned oracle, piece ends bisected: the former method,
+    kept as a reference) or ``"resolve"`` (re-solve per evaluation, bisected).
     """
     return _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, None)
 
@@ -178,21 +254,43 @@ def seller_utility(i: int, report: float, true_cost: float, costs, dist: CostDis
                    mu: float, sigma: float, gamma: float, k: float | None = None,
                    n_quad: int = 32) -> float:
     """Utility t_i - c_i eps_i of seller ``i`` (true cost ``true_cost``) when it
-    reports ``report`` and the others report ``costs[j]``: the IC test."""
+    reports ``report`` and the others report ``costs[j]``: the IC test.
+    For many reports or sellers use :class:`OfflineCurves`."""
     reports = np.array(costs, dtype=float)
     reports[i] = report
     eps, pay = _payments(reports, dist, mu, sigma, gamma, k, n_quad, "auto", np.array([i]))
     return float(pay[i] - true_cost * eps[i])
 
 
-def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only):
+_METHODS = ("auto", "pruned", "bisect", "resolve")
+
+
+def _check(dist, mu, sigma, gamma, k, n_quad, method):
     check_params(mu, sigma, gamma, k)
     if not isinstance(dist, CostDistribution):
         raise MarketSimError("dist must be a CostDistribution (see parse_distribution)")
-    if method not in ("auto", "pruned", "resolve"):
+    if method not in _METHODS:
         raise MarketSimError(f"unknown payment method {method!r}")
     if int(n_quad) < 2:
         raise MarketSimError("n_quad must be >= 2")
+
+
+def _oracle(psi, mu, sigma, gamma, k, method, floor=np.inf):
+    """(oracle, refine): the eps_i(z) oracle and whether piece ends are refined
+    by Illinois (True) or bisected (False)."""
+    capped = k is not None and k < psi.size
+    if method in ("pruned", "bisect") and capped:
+        raise MarketSimError("the pruned payment oracle has no cap; use method='resolve'")
+    if method == "resolve" or capped:
+        return _ResolveOracle(psi, mu, sigma, gamma, k), False
+    # sellers with psi = +inf are never bought and do not move anybody's optimum
+    refine = method != "bisect"
+    return _UncappedOracle(gamma * psi[np.isfinite(psi)], mu, sigma, canonical=refine,
+                           floor=floor), refine
+
+
+def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only):
+    _check(dist, mu, sigma, gamma, k, n_quad, method)
     costs = dist.check_in_support(np.asarray(costs, dtype=float).ravel())
     if costs.size == 0:
         raise MarketSimError("no sellers")
@@ -204,31 +302,41 @@ def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only):
         bought = np.intersect1d(bought, only)
     if bought.size == 0:
         return eps, pay
-    capped = k is not None and k < costs.size
-    if method == "pruned" and capped:
-        raise MarketSimError("the pruned payment oracle has no cap; use method='resolve'")
-    if method == "resolve" or (method == "auto" and (capped or not np.all(np.isfinite(psi)))):
-        oracle = _ResolveOracle(psi, mu, sigma, gamma, k)
-    else:
-        oracle = _UncappedOracle(gamma * psi, mu, sigma)
-    xi = gamma * psi[bought]
-    lo = costs[bought]
+    oracle, refine = _oracle(psi, mu, sigma, gamma, k, method)
+    integral, _ = _integrate(oracle, refine, bought, gamma * psi[bought], costs[bought], dist,
+                             gamma, n_quad, record=False)
+    pay[bought] = costs[bought] * eps[bought] + integral
+    return eps, pay
+
+
+def _integrate(oracle, refine, sellers, xi, lo, dist, gamma, n_quad, record):
+    """int_{lo}^{c_high} eps_i(z) dz for each seller (Eq. 8, 003), piece by piece.
+
+    Returns (integral, pieces); with ``record``, pieces = (position, start,
+    end, integral, kind) arrays, kind 0 a Gauss-Legendre piece and kind 1 a
+    midpoint sliver past a change of piece.
+    """
     top = dist.support[1]
 
+    def values(z):
+        return gamma * dist.virtual_cost(z)
+
     def alloc(idx, z):
-        """(eps, cell) of bought sellers idx (positions in ``bought``) reporting z."""
-        return oracle.eps(bought[idx], xi[idx], gamma * dist.virtual_cost(z))
+        """(eps, cell) of sellers idx (positions in ``sellers``) reporting z."""
+        return oracle.eps(sellers[idx], xi[idx], values(z))
 
     every = np.arange(lo.size)
     _, cell_top = alloc(every, np.full(lo.shape, top))
     cur, cur_cell = lo.copy(), alloc(every, lo)[1]
     integral = np.zeros(lo.shape)
     shape, jac = gauss_legendre_cos(n_quad)
-    sections = oracle.sections
-    frac = np.arange(1, sections + 1) / (sections + 1)
+    rec = []
 
-    def search(a, b, todo):
-        """Shrink [a, b] to a change of cell, keeping cell(a) == cur_cell != cell(b)."""
+    def bisect(a, b, todo):
+        """Shrink [a, b] to a change of cell, keeping cell(a) == cur_cell != cell(b),
+        by sections: ``oracle.sections`` points a step (the former method)."""
+        sections = oracle.sections
+        frac = np.arange(1, sections + 1) / (sections + 1)
         while todo.size:
             width = b[todo] - a[todo]
             todo = todo[width > _REL_TOL * (np.abs(a[todo]) + np.abs(b[todo]) + 1e-300)]
@@ -243,8 +351,14 @@ def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only):
             b_new = np.where(first < sections, z[rows, np.minimum(first, sections - 1)], b[todo])
             a[todo], b[todo] = a_new, b_new
 
+    def search(a, b, todo):
+        if refine:
+            todo = _illinois(lambda idx, z: oracle.margin(xi[idx], values(z), cur_cell[idx]),
+                             a, b, todo)
+        bisect(a, b, todo)
+
     skip = _SKIP * (top - dist.support[0])
-    pending = np.ones(lo.shape, dtype=bool)  # sellers still integrating (cur_cell >= 0)
+    pending = cur_cell >= 0  # sellers still integrating
     for _ in range(_MAX_PIECES):
         if not pending.any():
             break
@@ -264,7 +378,10 @@ def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only):
             stray = (cells != cur_cell[ok, None]) & (width[:, None] > 0)
             bad = stray.any(axis=1)
             good = ok[~bad]
-            integral[good] += width[~bad] * (vals[~bad] @ jac)
+            piece = width[~bad] * (vals[~bad] @ jac)
+            integral[good] += piece
+            if record:
+                rec.append((good, cur[good], end[good], piece, np.zeros(good.size, np.int8)))
             unchecked[good] = False
             redo = ok[bad]
             if redo.size:
@@ -281,11 +398,212 @@ def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only):
         idx = np.flatnonzero(pending)
         if idx.size:
             nxt = np.minimum(b[idx] + skip, top)
-            integral[idx] += (nxt - a[idx]) * alloc(idx, 0.5 * (a[idx] + nxt))[0]
+            sliver = (nxt - a[idx]) * alloc(idx, 0.5 * (a[idx] + nxt))[0]
+            integral[idx] += sliver
+            if record:
+                rec.append((idx, a[idx], nxt, sliver, np.ones(idx.size, np.int8)))
             cur[idx] = nxt
             cur_cell[idx] = alloc(idx, nxt)[1]
             pending &= cur_cell >= 0
     else:
         raise RuntimeError("payment integral: too many pieces; please report this market")
-    pay[bought] = costs[bought] * eps[bought] + integral
-    return eps, pay
+    if not record:
+        return integral, None
+    return integral, tuple(np.concatenate(col) if rec else np.empty(0) for col in zip(*rec))
+
+
+def _illinois(f, a, b, todo):
+    """Shrink [a, b] (in place, rows ``todo``) to a sign change of f, with
+    f(a) >= 0 > f(b), to the width _REL_TOL (|a| + |b|).
+
+    Regula falsi with the Illinois modification (superlinear), a step of at
+    least half the target width (so the last steps straddle the root), and a
+    bisection whenever two steps did not halve the bracket or f is not finite
+    (a branch that ends in a fold).  Returns the rows whose ends did not
+    bracket a sign change (left to the caller's bisection).
+    """
+    if not todo.size:
+        return todo
+    A, B = a[todo].copy(), b[todo].copy()
+    fa, fb = f(todo, A), f(todo, B)
+    ok = (fa >= 0) & (fb < 0)
+    rows, A, B, fa, fb = todo[ok], A[ok], B[ok], fa[ok], fb[ok]
+    last = np.zeros(rows.size, dtype=np.int8)   # +1: A moved last step, -1: B moved
+    w1 = np.full(rows.size, np.inf)             # widths one and two steps ago
+    w2 = w1.copy()
+    grow = np.ones(rows.size)
+    live = np.arange(rows.size)
+    for _ in range(200):
+        w = B[live] - A[live]
+        tolw = _REL_TOL * (np.abs(A[live]) + np.abs(B[live]) + 1e-300)
+        keep = w > tolw
+        live, w, tolw = live[keep], w[keep], tolw[keep]
+        if not live.size:
+            break
+        fA, fB = fa[live], fb[live]
+        with np.errstate(all="ignore"):
+            z = A[live] - fA * w / (fB - fA)
+        mid = A[live] + 0.5 * w
+        slow = w > 0.5 * w2[live]
+        z = np.where(np.isfinite(z) & np.isfinite(fB) & ~slow, z, mid)
+        # f(a) = 0 exactly (a zero, or a plateau of rounding around it) would stall the
+        # secant at a: probe just above a, with a step doubling while f stays 0
+        zero = fA == 0
+        z = np.where(zero, np.minimum(A[live] + grow[live] * tolw, mid), z)
+        grow[live] = np.where(zero, 2 * grow[live], 1.0)
+        z = np.clip(z, A[live] + 0.5 * tolw, B[live] - 0.5 * tolw)
+        fz = f(rows[live], z)
+        w2[live], w1[live] = w1[live], w
+        in_a = fz >= 0
+        # Illinois: the end kept twice in a row has its value halved
+        halve_b = in_a & (last[live] == 1)
+        halve_a = ~in_a & (last[live] == -1)
+        fb[live] = np.where(halve_b, 0.5 * fB, fB)
+        fa[live] = np.where(halve_a, 0.5 * fA, fA)
+        A[live] = np.where(in_a, z, A[live])
+        fa[live] = np.where(in_a, fz, fa[live])
+        B[live] = np.where(in_a, B[live], z)
+        fb[live] = np.where(in_a, fb[live], fz)
+        last[live] = np.where(in_a, 1, -1)
+    a[rows], b[rows] = A, B
+    return todo[~ok]
+
+
+class OfflineCurves:
+    """Each seller's allocation curve eps_i(z) (z its own report, the others at
+    ``reports``) and the Myerson payment it implies (Eq. 8, 003),
+
+        t_i(z) = z eps_i(z) + int_z^{c_high} eps_i(s) ds,
+
+    built once per seller and reused for any number of candidate reports:
+    payments, best responses and regret.  A seller's curve is a list of
+    smooth pieces (found as in :func:`offline_payments`) with the integral of
+    each; it covers [min(report, candidates asked for), c_high] and grows
+    downwards when a lower candidate is asked for.  A candidate z costs one
+    oracle call for eps_i(z) and ``n_quad`` for the rest of its piece.
+    """
+
+    def __init__(self, reports, dist: CostDistribution, *, mu: float, sigma: float, gamma: float,
+                 k: float | None = None, n_quad: int = 32, method: str = "auto"):
+        _check(dist, mu, sigma, gamma, k, n_quad, method)
+        self.reports = dist.check_in_support(np.asarray(reports, dtype=float).ravel())
+        if self.reports.size == 0:
+            raise MarketSimError("no sellers")
+        self.dist, self.gamma, self.n_quad = dist, gamma, int(n_quad)
+        self.psi = dist.virtual_cost(self.reports)
+        solve(self.psi, mu=mu, sigma=sigma, gamma=gamma, k=k)  # the market must have an optimum
+        floor = gamma * float(dist.virtual_cost(dist.support[0]))  # the lowest report
+        self._oracle, self._refine = _oracle(self.psi, mu, sigma, gamma, k, method, floor)
+        self._lo = np.full(self.reports.size, np.inf)  # each curve covers [_lo, c_high]
+        self._curve = {}  # seller -> (starts, ends, kinds, tails: int from each start to c_high)
+
+    # ---- building --------------------------------------------------------------
+    def _alloc(self, sellers, z):
+        return self._oracle.eps(sellers, self.gamma * self.psi[sellers],
+                                self.gamma * self.dist.virtual_cost(z))
+
+    def _build(self, sellers, zlo):
+        """(Re)build the curves of ``sellers`` from zlo (one per seller) up."""
+        eps0 = self._alloc(sellers, zlo)[0]
+        self._lo[sellers] = zlo
+        for i in sellers:
+            self._curve.pop(int(i), None)
+        on = eps0 > 0  # not bought at zlo: not bought above it either (eps_i is monotone)
+        if not on.any():
+            return
+        rows = sellers[on]
+        _, (pos, start, end, part, kind) = _integrate(
+            self._oracle, self._refine, rows, self.gamma * self.psi[rows], zlo[on], self.dist,
+            self.gamma, self.n_quad, record=True)
+        order = np.lexsort((start, pos))
+        pos, start, end, part, kind = (x[order] for x in (pos, start, end, part, kind))
+        cut = np.flatnonzero(np.diff(pos)) + 1
+        for r, s, e, q, kd in zip(*(np.split(x, cut) for x in (pos, start, end, part, kind))):
+            tails = np.cumsum(q[::-1])[::-1]  # int from each piece's start to c_high
+            self._curve[int(rows[r[0]])] = (s, e, kd, tails)
+
+    def _prepare(self, Z, sellers):
+        if sellers is None:
+            sellers = np.arange(self.reports.size)
+        sellers = np.asarray(sellers, dtype=np.int64).ravel()
+        Z = self.dist.check_in_support(np.asarray(Z, dtype=float), "candidate report")
+        if Z.ndim != 2 or Z.shape[0] != sellers.size:
+            raise MarketSimError(f"Z must have shape ({sellers.size}, n), got {Z.shape}")
+        if Z.shape[1]:
+            zlo = np.minimum(Z.min(axis=1), self.reports[sellers])
+            need = zlo < self._lo[sellers]
+            if need.any():
+                uniq, first = np.unique(sellers[need], return_index=True)
+                lo = np.minimum.reduceat(zlo[need][np.argsort(sellers[need], kind="stable")],
+                                         first) if uniq.size < need.sum() else zlo[need][first]
+                self._build(uniq, lo)
+        return Z, sellers
+
+    # ---- the public API --------------------------------------------------------
+    def eps_at(self, Z, sellers=None) -> np.ndarray:
+        """eps_i(Z[r, j]) for seller i = sellers[r] (all sellers by default), the
+        others reporting ``reports``; shape of Z."""
+        Z, sellers = self._prepare(Z, sellers)
+        return self._eps(Z, sellers)
+
+    def _eps(self, Z, sellers):
+        out = np.zeros(Z.shape)
+        rows = np.flatnonzero([int(i) in self._curve for i in sellers])
+        if rows.size and Z.shape[1]:
+            sub = Z[rows]
+            who = np.repeat(sellers[rows], Z.shape[1])
+            out[rows] = self._alloc(who, sub.ravel())[0].reshape(sub.shape)
+        return out
+
+    def payments_at(self, Z, sellers=None) -> np.ndarray:
+        """Myerson payment t_i(Z[r, j]) = z eps_i(z) + int_z^{c_high} eps_i (Eq. 8, 003)."""
+        Z, sellers = self._prepare(Z, sellers)
+        return Z * self._eps(Z, sellers) + self._tail(Z, sellers)
+
+    def utilities(self, Z, true_costs, sellers=None) -> np.ndarray:
+        """payments_at(Z) - true_costs[:, None] * eps_at(Z) (true_costs per row of Z)."""
+        Z, sellers = self._prepare(Z, sellers)
+        c = np.asarray(true_costs, dtype=float).ravel()
+        if c.size != sellers.size:
+            raise MarketSimError("one true cost per row of Z is needed")
+        eps = self._eps(Z, sellers)
+        return Z * eps + self._tail(Z, sellers) - c[:, None] * eps
+
+    def _tail(self, Z, sellers):
+        """int_z^{c_high} eps_i for each entry: the rest of z's piece by Gauss-Legendre
+        (the midpoint rule in a sliver), the later pieces from the curve."""
+        out = np.zeros(Z.shape)
+        who, z, e, kind, after = [], [], [], [], []
+        for r, i in enumerate(sellers):
+            cur = self._curve.get(int(i))
+            if cur is None:
+                continue
+            s, en, kd, tails = cur
+            zr = Z[r]
+            j = np.searchsorted(s, zr, side="right") - 1  # piece holding z (j >= 0: covered)
+            inside = zr < en[j]
+            nxt = np.append(tails, 0.0)[j + 1]
+            idx = np.flatnonzero(inside)
+            out[r, ~inside] = 0.0  # past the curve's end: eps_i = 0 from there on
+            out[r, idx] = nxt[idx]
+            who.append(np.full(idx.size, i))
+            z.append(zr[idx])
+            e.append(en[j[idx]])
+            kind.append(kd[j[idx]])
+            after.append(r * Z.shape[1] + idx)
+        if not who:
+            return out
+        who, z, e, kind, after = (np.concatenate(x) for x in (who, z, e, kind, after))
+        part = np.zeros(z.size)
+        shape, jac = gauss_legendre_cos(self.n_quad)
+        gl = np.flatnonzero(kind == 0)
+        if gl.size:
+            width = e[gl] - z[gl]
+            nodes = z[gl, None] + width[:, None] * shape[None, :]
+            vals = self._alloc(np.repeat(who[gl], shape.size), nodes.ravel())[0]
+            part[gl] = width * (vals.reshape(nodes.shape) @ jac)
+        mid = np.flatnonzero(kind == 1)
+        if mid.size:
+            part[mid] = (e[mid] - z[mid]) * self._alloc(who[mid], 0.5 * (z[mid] + e[mid]))[0]
+        out.ravel()[after] += part
+        return out
