@@ -54,19 +54,21 @@ class OfflineMechanism(Mechanism):
         eps, pay = offline_payments(reports, self.dist, **self.params)
         return Outcome(eps, pay)
 
-    def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
-        from .payments import _payments
+    def curves(self, reports):
+        """Every seller's eps and Myerson payment as functions of its own report, the
+        others at ``reports`` (built lazily per seller; see ``OfflineCurves``)."""
+        from .payments import OfflineCurves
 
+        return OfflineCurves(reports, self.dist, mu=self.mu, sigma=self.sigma, gamma=self.gamma,
+                             k=self.k)
+
+    def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
+        """All listed sellers' eps and payments at their candidates from their curves:
+        no re-solve per candidate without a cap."""
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
-        eps, pay = np.empty(cand.shape), np.empty(cand.shape)
-        for k, i in enumerate(sellers):
-            trial = reports.copy()
-            for j, z in enumerate(cand[k]):
-                trial[i] = z
-                e, t = _payments(trial, self.dist, self.mu, self.sigma, self.gamma, self.k,
-                                 32, "auto", np.array([i]))
-                eps[k, j], pay[k, j] = e[i], t[i]
-        return Outcome(eps, pay)
+        curves = self.curves(reports)
+        return Outcome(curves.eps_at(cand, sellers=sellers),
+                       curves.payments_at(cand, sellers=sellers))
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,17 @@ class PayAsBidMechanism(Mechanism):
         eps, pay = pay_as_bid(reports, self.dist, mu=self.mu, sigma=self.sigma,
                               gamma=self.gamma, k=self.k)
         return Outcome(eps, pay)
+
+    def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
+        """Seller i's eps at z is the offline allocation's eps_i(z); it is paid z eps_i(z)."""
+        from .payments import OfflineCurves
+
+        sellers, cand, reports = _deviation_args(sellers, candidates, reports)
+        self.dist.check_in_support(reports, "report")
+        curves = OfflineCurves(reports, self.dist, mu=self.mu, sigma=self.sigma,
+                               gamma=self.gamma, k=self.k)
+        eps = curves.eps_at(cand, sellers=sellers)
+        return Outcome(eps, cand * eps)
 
 
 @dataclass(frozen=True)
