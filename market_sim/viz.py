@@ -17,8 +17,10 @@ import sys
 import numpy as np
 import solara
 from matplotlib.figure import Figure
-from mesa.visualization import SolaraViz
-from mesa.visualization.user_param import Slider
+
+solara.settings.main.check_hooks = "off"  # before Mesa's components: 3.3's ComponentsView trips it
+from mesa.visualization import SolaraViz  # noqa: E402
+from mesa.visualization.user_param import Slider  # noqa: E402
 
 from .agents.model import MarketModel
 
@@ -82,12 +84,23 @@ def _fmt(v) -> str:
     return "–" if v is None or not np.isfinite(v) else f"{v:.4g}"
 
 
-def _figure(w=5.2, h=3.4):
-    return Figure(figsize=(w, h), dpi=80, layout="constrained")
+def _figure(w=5.2, h=3.4, **adjust):
+    fig = Figure(figsize=(w, h), dpi=80)  # fixed margins: constrained layout costs ~0.2 s
+    fig.subplots_adjust(**{"left": 0.13, "right": 0.87, "bottom": 0.14, "top": 0.9, **adjust})
+    return fig
 
 
 def _show(fig):
     return solara.FigureMatplotlib(fig, format="png", dpi=80)
+
+
+def render_png(fig) -> bytes:
+    """The PNG the page sends for ``fig`` (for benchmarks)."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80)
+    return buf.getvalue()
 
 
 def Summary(model: MarketModel):
@@ -125,7 +138,7 @@ def ReportsPanel(model: MarketModel):
     lo, hi = model.dist.support
     ax.plot([lo, hi], [lo, hi], color="0.6", lw=1, label="truth")
     for name, idx in _groups(model):
-        ax.scatter(model.cost[idx], model.report[idx], s=6, alpha=0.6, label=name)
+        ax.plot(model.cost[idx], model.report[idx], ".", ms=3, alpha=0.6, label=name)
     ax.set(xlabel="true cost", ylabel="report", title=f"Reports vs costs (round {model.round})")
     ax.legend(loc="upper left", fontsize=8)
     return _show(fig)
@@ -136,10 +149,10 @@ def AllocationPanel(model: MarketModel):
     fig = _figure()
     ax = fig.subplots()
     on = model.participating
-    ax.scatter(model.cost[on], model.eps[on], s=6, color="C0", label="ε")
+    ax.plot(model.cost[on], model.eps[on], ".", ms=3, color="C0", label="ε")
     ax.set(xlabel="true cost", ylabel="ε", title=f"ε and payment vs cost (round {model.round})")
     ax2 = ax.twinx()
-    ax2.scatter(model.cost[on], model.payment[on], s=6, color="C3", marker="x", label="payment")
+    ax2.plot(model.cost[on], model.payment[on], "x", ms=3, color="C3", label="payment")
     ax2.set_ylabel("payment", color="C3")
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
@@ -151,7 +164,8 @@ def HistoryPanel(model: MarketModel):
     """Per round: proxy loss, total payment, regret and share misreporting."""
     df = model.datacollector.get_model_vars_dataframe().iloc[1:]
     r = np.arange(1, len(df) + 1)
-    fig = _figure(5.2, 4.2)
+    fig = _figure(5.2, 4.2, left=0.1, right=0.97, bottom=0.11, top=0.93, hspace=0.3,
+                  wspace=0.3)
     axes = fig.subplots(2, 2, sharex=True).ravel()
     series = [("proxy loss", ["proxy_loss"]), ("total payment", ["total_payment"]),
               ("regret", ["mean_regret", "max_regret"]),
@@ -201,10 +215,13 @@ def serve(host: str = "127.0.0.1", port: int = 8765) -> None:
     os.environ["SOLARA_APP"] = "market_sim.viz:page"
     os.environ.setdefault("SOLARA_TELEMETRY_MIXPANEL_ENABLE", "False")
     os.environ["SERVER_NAME"], os.environ["SERVER_PORT"] = host, str(port)
+    import warnings
+
     import uvicorn
     from solara.server import cdn_helper, settings
 
     settings.telemetry.mixpanel_enable = False  # no calls home
+    warnings.filterwarnings("ignore", message="Cookies with samesite=none")  # plain http
 
     cdn_helper.fetch_from_cdn = _no_cdn
     print(f"market-sim viz: serving on http://{host}:{port}/ (Ctrl-C to stop)", flush=True)
