@@ -22,7 +22,7 @@ solara.settings.main.check_hooks = "off"  # before Mesa's components: 3.3's Comp
 from mesa.visualization import SolaraViz  # noqa: E402
 from mesa.visualization.user_param import Slider  # noqa: E402
 
-from .agents.model import MarketModel
+from .agents.model import MarketModel  # noqa: E402
 
 MECHANISMS = ["offline", "online", "pay-as-bid", "posted-price", "private-posted-price",
               "private-cutoff"]  # data-dependent needs the sellers' data: not offered here
@@ -170,7 +170,7 @@ def HistoryPanel(model: MarketModel):
     series = [("proxy loss", ["proxy_loss"]), ("total payment", ["total_payment"]),
               ("regret", ["mean_regret", "max_regret"]),
               ("share misreporting", ["share_misreporting"])]
-    for ax, (title, cols) in zip(axes, series):
+    for ax, (title, cols) in zip(axes, series, strict=True):
         for c in cols:
             ax.plot(r, df[c].to_numpy(float), marker="." if len(r) < 30 else None, label=c)
         ax.set_title(title if title != "regret" or model.measure_regret else "regret (off)",
@@ -224,5 +224,8 @@ def serve(host: str = "127.0.0.1", port: int = 8765) -> None:
     warnings.filterwarnings("ignore", message="Cookies with samesite=none")  # plain http
 
     cdn_helper.fetch_from_cdn = _no_cdn
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"market-sim viz: serving on {host}, not only this machine: anyone who reaches "
+              "it can run the model", file=sys.stderr, flush=True)
     print(f"market-sim viz: serving on http://{host}:{port}/ (Ctrl-C to stop)", flush=True)
     uvicorn.run("solara.server.starlette:app", host=host, port=port, log_level="warning")

@@ -168,7 +168,7 @@ def test_page_steps_in_a_real_browser(tmp_path):
                 assert len(before) == len(after) == 3, (before, after)
                 assert all(a["w"] >= 300 and a["h"] >= 200 for a in after), after
                 assert all(a["ink"] > 500 for a in after)  # axes, labels and points drawn
-                assert all(a["png"] != b["png"] for a, b in zip(after, before)), \
+                assert all(a["png"] != b["png"] for a, b in zip(after, before, strict=True)), \
                     "a panel shows the same picture after the rounds as before"
             finally:
                 browser.close()
