@@ -50,6 +50,25 @@ def test_bad_port_is_one_line_and_exit_2(capsys):
     assert capsys.readouterr().err.strip().startswith("market-sim: error: argument --port")
 
 
+def _viz_or_skip():
+    try:
+        from market_sim import viz
+    except ImportError as exc:
+        if os.environ.get("CI"):
+            raise AssertionError("CI: the viz extra is not installed (make test installs "
+                                 f".[test,viz]): {exc}") from None
+        _skip_loudly(f"the viz extra is not installed ({exc}): pip install -e '.[test,viz]'")
+    return viz
+
+
+def test_no_cdn_names_the_missing_file(capsys):
+    viz = _viz_or_skip()
+    with pytest.raises(RuntimeError):
+        viz._no_cdn("https://cdn.jsdelivr.net/npm/vega@5/build/vega.min.js")
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "vega@5/build/vega.min.js" in err and "solara-assets" in err
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -91,13 +110,7 @@ def _images(page) -> list[dict]:
 
 
 def test_page_steps_in_a_real_browser(tmp_path):
-    try:
-        from market_sim import viz
-    except ImportError as exc:
-        if os.environ.get("CI"):
-            raise AssertionError("CI: the viz extra is not installed (make test installs "
-                                 f".[test,viz]): {exc}") from None
-        _skip_loudly(f"the viz extra is not installed ({exc}): pip install -e '.[test,viz]'")
+    viz = _viz_or_skip()
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
