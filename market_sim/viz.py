@@ -50,6 +50,7 @@ class PageModel(MarketModel):
                          mu=mu, sigma=sigma, gamma=gamma, xi=float(xi),
                          measure_regret=bool(measure_regret), regret_sample=int(regret_sample),
                          agent_views=False, seed=int(seed))
+        self.page_seed = int(seed)
 
     def _record(self, active) -> None:  # the page keeps no per-seller rows
         pass
@@ -112,6 +113,8 @@ def Summary(model: MarketModel):
             ("sellers", f"{model.n_sellers} ({n_active} taking part)"),
             ("mechanism", str(model.mechanism_name)),
             ("strategies", ", ".join(model.strategy_names)),
+            ("parameters", f"{model.dist.spec}, μ={model.mu:g}, σ={model.sigma:g}, "
+                           f"γ={model.gamma:g}, ξ={model.xi:g}, seed={model.page_seed}"),
             ("proxy loss", _fmt(last["proxy_loss"])),
             ("total payment", _fmt(last["total_payment"])),
             ("mean regret", _fmt(last["mean_regret"]) if model.measure_regret else "off"),

@@ -178,11 +178,24 @@ def test_page_steps_in_a_real_browser(tmp_path):
                 assert _cell(page, "total-payment") == viz._fmt(last["total_payment"])
                 assert _cell(page, "share-misreporting") == viz._fmt(last["share_misreporting"])
                 assert _cell(page, "mean-regret") == "off"  # regret is off by default
+                assert _cell(page, "parameters") == "uniform:0:1, μ=1, σ=1, γ=1, ξ=1, seed=0"
                 assert len(before) == len(after) == 3, (before, after)
                 assert all(a["w"] >= 300 and a["h"] >= 200 for a in after), after
                 assert all(a["ink"] > 500 for a in after)  # axes, labels and points drawn
                 assert all(a["png"] != b["png"] for a, b in zip(after, before, strict=True)), \
                     "a panel shows the same picture after the rounds as before"
+                # A control reaches the model: mechanism -> online, regret on, Reset, Step.
+                page.get_by_text("offline", exact=True).first.click()
+                page.get_by_role("option", name="online", exact=True).click()
+                page.get_by_text("measure regret (on a sample)").click()
+                page.get_by_role("button", name="Reset").click()
+                page.locator(".market-summary .market-mechanism", has_text="online").wait_for()
+                assert _cell(page, "round") == f"0 of {viz.DEFAULTS['rounds']}"
+                step.click()
+                page.locator(".market-summary .market-round", has_text="1 of ").wait_for()
+                assert _cell(page, "mean-regret") not in ("off", "–")  # measured, a number
+                float(_cell(page, "mean-regret"))
+                page.screenshot(path=str(shots / "online_round1.png"), full_page=True)
             finally:
                 browser.close()
     finally:
