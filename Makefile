@@ -15,7 +15,7 @@ LINT_STAMP := $(VENV)/.installed-lint
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test,viz]"
 	touch $(STAMP)
 
 demo: $(STAMP)

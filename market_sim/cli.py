@@ -9,6 +9,7 @@
     market-sim report DIR
     market-sim audit --mechanism SPEC --dist SPEC --sellers N --markets K --seed S --out DIR
     market-sim demo  [--out-dir demo_output] [--seed 0] [--m 200]
+    market-sim viz   [--host 127.0.0.1] [--port 8765]      (needs the viz extra)
 
 User mistakes end with one line on stderr and exit status 2; nothing is
 written when the input is rejected.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -205,7 +207,26 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     d.add_argument("--m", type=int, default=200, help="number of sellers (default 200)")
     d.set_defaults(func=cmd_demo)
+
+    v = sub.add_parser("viz", help="an interactive page for the market (needs the viz extra)",
+                       description="Serve Mesa's SolaraViz page for the market model: "
+                       "controls, step/play, live panels.")
+    v.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
+    v.add_argument("--port", type=_number("port", int, lambda v: 0 < v < 65536, "1..65535"),
+                   default=8765, help="port (default 8765)")
+    v.set_defaults(func=cmd_viz)
     return p
+
+
+def cmd_viz(args) -> int:
+    os.environ.setdefault("SOLARA_TELEMETRY_MIXPANEL_ENABLE", "False")  # before solara loads
+    try:
+        from . import viz
+    except ImportError as exc:
+        raise MarketSimError(f"market-sim viz needs the viz extra: pip install "
+                             f"'market_sim[viz]' (missing: {exc.name or exc})") from None
+    viz.serve(args.host, args.port)
+    return 0
 
 
 # ---- input --------------------------------------------------------------------
