@@ -27,9 +27,23 @@ def test_site_builds_in_strict_mode(tmp_path):
     site = tmp_path / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
-         str(ROOT / "mkdocs.yml"), "--site-dir", str(site)],
-        cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--config-file",
+            str(ROOT / "mkdocs.yml"),
+            "--site-dir",
+            str(site),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     log = proc.stdout + proc.stderr
     # strict mode turns every warning (broken link or anchor, page missing from the nav,
     # docstring mkdocstrings cannot render) into a failure; check both anyway
@@ -51,18 +65,24 @@ def test_relative_links_of_the_readmes_exist(doc):
 
 
 def test_no_internal_references_in_the_documentation():
-    docs = [ROOT / "README.md", ROOT / "scenarios" / "README.md", ROOT / "analysis" / "README.md",
-            *(ROOT / "docs").glob("*.md")]
+    docs = [
+        ROOT / "README.md",
+        ROOT / "scenarios" / "README.md",
+        ROOT / "analysis" / "README.md",
+        *(ROOT / "docs").glob("*.md"),
+    ]
     pattern = re.compile(r"\bissues? \d+|\bP1\b|shared/seeds|[Ff]illed by later|EXP3")
-    found = [(p.name, m.group()) for p in docs
-             for m in pattern.finditer(p.read_text(encoding="utf-8"))]
+    found = [
+        (p.name, m.group()) for p in docs for m in pattern.finditer(p.read_text(encoding="utf-8"))
+    ]
     assert not found
 
 
 def test_readme_python_quick_start_prints_what_it_shows(tmp_path):
     code, shown = _blocks(README, "python")[0], _blocks(README, "text")[0]
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n") == shown.split("\n")
 
@@ -81,8 +101,13 @@ def test_readme_command_line_example_prints_what_it_shows(tmp_path):
     (solve, solve_out), (head, head_out) = zip(parts[::2], parts[1::2], strict=True)
     argv = solve.split()[1:]
     argv[argv.index("--costs") + 1] = str(ROOT / argv[argv.index("--costs") + 1])
-    proc = subprocess.run([sys.executable, "-m", "market_sim.cli", *argv], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "market_sim.cli", *argv],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     _numbers_close(proc.stdout, solve_out)
     n = int(head.split()[1].lstrip("-"))
