@@ -71,11 +71,18 @@ def test_no_internal_references_in_the_documentation():
         ROOT / "analysis" / "README.md",
         *(ROOT / "docs").glob("*.md"),
     ]
-    pattern = re.compile(r"\bissues? \d+|\bP1\b|shared/seeds|[Ff]illed by later|EXP3")
+    # the papers are cited by their keys ([AES], ...), not by the seed files' numbers;
+    # the bibliography alone gives that mapping
+    pattern = re.compile(
+        r"\bissues? \d+|\bP1\b|shared/seeds|[Ff]illed by later|EXP3|(?<![\d.,\w])00[0-4](?![\d\w])"
+    )
     found = [
-        (p.name, m.group()) for p in docs for m in pattern.finditer(p.read_text(encoding="utf-8"))
+        (p.name, m.group())
+        for p in docs
+        if p.name != "bibliography.md"
+        for m in pattern.finditer(p.read_text(encoding="utf-8"))
     ]
-    assert not found
+    assert not found, "internal references (issue numbers, seed numbers): " + repr(found)
 
 
 def test_readme_python_quick_start_prints_what_it_shows(tmp_path):
