@@ -1,4 +1,5 @@
-# The README's two commands.  Both create .venv on a fresh machine.
+# The README's two commands.  Both create .venv on a fresh machine (with the test, viz and
+# docs extras).
 #   make test PYTHON=python3.12   uses its own venv, .venv-python3.12
 PYTHON ?= python3
 ifeq ($(PYTHON),python3)
@@ -10,12 +11,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LINT_STAMP := $(VENV)/.installed-lint
 
-.PHONY: demo test bench floors wheel-check lint clean
+.PHONY: demo test docs bench floors wheel-check lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test,viz]"
+	$(BIN)/python -m pip install --quiet -e ".[test,viz,docs]"
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -24,9 +25,15 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# The documentation site (mkdocs.yml, docs/) into site/; any warning is an error.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_offline.py --json benchmarks/offline.json
 	$(BIN)/python benchmarks/bench_runner.py --json benchmarks/runner.json
+	$(BIN)/python benchmarks/bench_payments.py
+	$(BIN)/python benchmarks/bench_agents.py --json benchmarks/agents.json
 	$(BIN)/python benchmarks/bench_suite.py --json benchmarks/suite.json --plot benchmarks/scaling.png
 
 # The declared minimum versions (constraints/floors.txt) in a fresh venv + smoke tests.
@@ -39,7 +46,7 @@ wheel-check:
 	PYTHON=$(PYTHON) bash .ci/wheel_check.sh
 
 $(LINT_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e ".[test,lint]"
+	$(BIN)/python -m pip install --quiet -e ".[test,docs,lint]"
 	touch $(LINT_STAMP)
 
 # All three run; fails if any does.
@@ -51,4 +58,4 @@ lint: $(LINT_STAMP)
 	exit $$status
 
 clean:
-	rm -rf $(VENV) .venv-* demo_output .pytest_cache dist
+	rm -rf $(VENV) .venv-* demo_output .pytest_cache dist site

@@ -1,4 +1,4 @@
-"""Audit a mechanism's incentives on seeded random markets (issue 17, item 6).
+"""Audit a mechanism's incentives on seeded random markets.
 
 ``audit(mechanism, dist, n_sellers, n_markets, rng)`` draws ``n_markets`` markets
 of ``n_sellers`` costs from ``dist`` (truthful reports) and, for every seller,

@@ -1,4 +1,4 @@
-"""Myerson payments for any monotone allocation rule (issue 17, item 2).
+"""Myerson payments for any monotone allocation rule.
 
 ``myerson_mechanism(allocation, dist)`` turns a black-box allocation
 ``allocation(reports) -> eps`` into a truthful :class:`Mechanism` by paying

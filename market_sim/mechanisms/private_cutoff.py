@@ -1,4 +1,4 @@
-"""The offline mechanism with a private cut-off (issue 11).
+"""The offline mechanism with a private cut-off.
 
 The exact mechanism (Eq. 11-13, 003) picks the cut-off lam from everybody's
 reports, so lam itself leaks them.  Here lam is drawn from a public grid by the

@@ -1,4 +1,4 @@
-"""A private posted-price procurement mechanism (issue 11; the digital-goods pricing
+"""A private posted-price procurement mechanism (the digital-goods pricing
 of 001, Sec. on auctions, turned to buying).
 
 The platform values a unit of privacy at ``value``.  It picks one price p per unit

@@ -1,4 +1,4 @@
-"""Noisy release of the platform's statistics (issue 11).
+"""Noisy release of the platform's statistics.
 
 ``StatisticRelease(noise, epsilon, delta)`` publishes a scalar as
 clip(value, lower, upper) + noise calibrated to a declared sensitivity:
