@@ -1,4 +1,4 @@
-"""Payments benchmark (issue 21): Myerson payments and best-response utilities
+"""Payments benchmark: Myerson payments and best-response utilities
 as ratios to one solve, measured back to back in this run.
 
     python benchmarks/bench_payments.py [--m 100000] [--br-m 10000 100000] [--cap-m 300]
@@ -18,18 +18,10 @@ import time
 
 import numpy as np
 
+from bench_offline import best_time  # benchmarks/ is on sys.path when run as a script
 from market_sim.distributions import parse_distribution
 from market_sim.mechanisms.offline import solve
 from market_sim.mechanisms.payments import OfflineCurves, offline_payments
-
-
-def best_time(fn, reps=3):
-    best = np.inf
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def main(argv=None):

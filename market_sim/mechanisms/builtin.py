@@ -31,10 +31,9 @@ def _need_dist(dist):
 
 
 @dataclass(frozen=True)
-class OfflineMechanism(Mechanism):
-    """Offline data-independent mechanism (Alg. 2 / Eq. 11, 003) with Myerson payments."""
+class _OfflineAllocation(Mechanism):
+    """The offline allocation of Eq. 11 (003); subclasses say how sellers are paid."""
 
-    name: ClassVar[str] = "offline"
     dist: CostDistribution
     mu: float = 1.0
     sigma: float = 1.0
@@ -48,12 +47,6 @@ class OfflineMechanism(Mechanism):
     def params(self) -> dict:
         return dict(mu=self.mu, sigma=self.sigma, gamma=self.gamma, k=self.k)
 
-    def outcome(self, reports, rng=None) -> Outcome:
-        from .payments import offline_payments
-
-        eps, pay = offline_payments(reports, self.dist, **self.params)
-        return Outcome(eps, pay)
-
     def curves(self, reports):
         """Every seller's eps and Myerson payment as functions of its own report, the
         others at ``reports`` (built lazily per seller; see ``OfflineCurves``)."""
@@ -61,6 +54,19 @@ class OfflineMechanism(Mechanism):
 
         return OfflineCurves(reports, self.dist, mu=self.mu, sigma=self.sigma, gamma=self.gamma,
                              k=self.k)
+
+
+@dataclass(frozen=True)
+class OfflineMechanism(_OfflineAllocation):
+    """Offline data-independent mechanism (Alg. 2 / Eq. 11, 003) with Myerson payments."""
+
+    name: ClassVar[str] = "offline"
+
+    def outcome(self, reports, rng=None) -> Outcome:
+        from .payments import offline_payments
+
+        eps, pay = offline_payments(reports, self.dist, **self.params)
+        return Outcome(eps, pay)
 
     def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
         """All listed sellers' eps and payments at their candidates from their curves:
@@ -72,35 +78,22 @@ class OfflineMechanism(Mechanism):
 
 
 @dataclass(frozen=True)
-class PayAsBidMechanism(Mechanism):
+class PayAsBidMechanism(_OfflineAllocation):
     """Pay-as-bid: the offline allocation, each seller paid its report x eps (not IC: the control)."""
 
     name: ClassVar[str] = "pay-as-bid"
-    dist: CostDistribution
-    mu: float = 1.0
-    sigma: float = 1.0
-    gamma: float = 1.0
-    k: float | None = None
-
-    def __post_init__(self):
-        _need_dist(self.dist)
 
     def outcome(self, reports, rng=None) -> Outcome:
         from .baselines import pay_as_bid
 
-        eps, pay = pay_as_bid(reports, self.dist, mu=self.mu, sigma=self.sigma,
-                              gamma=self.gamma, k=self.k)
+        eps, pay = pay_as_bid(reports, self.dist, **self.params)
         return Outcome(eps, pay)
 
     def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
         """Seller i's eps at z is the offline allocation's eps_i(z); it is paid z eps_i(z)."""
-        from .payments import OfflineCurves
-
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
         self.dist.check_in_support(reports, "report")
-        curves = OfflineCurves(reports, self.dist, mu=self.mu, sigma=self.sigma,
-                               gamma=self.gamma, k=self.k)
-        eps = curves.eps_at(cand, sellers=sellers)
+        eps = self.curves(reports).eps_at(cand, sellers=sellers)
         return Outcome(eps, cand * eps)
 
 
