@@ -10,17 +10,29 @@ KEYS = ["mechanism", "strategy", "strategic_fraction", "m"]
 
 def _ci(x) -> float:
     x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
     return float(1.96 * x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else np.nan
 
 
+def _finite_mean(x) -> float:
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    return float(x.mean()) if x.size else np.nan
+
+
+def _share_inf(x) -> float:
+    return float(np.mean(~np.isfinite(np.asarray(x, dtype=float))))
+
+
 def summarise(df: pd.DataFrame) -> pd.DataFrame:
-    """Last round of each task, then mean and 95% CI over replications."""
+    """Last round of each task, then mean and 95% CI over replications (the proxy
+    loss over rounds that bought someone; ``p_nobody_bought`` the share that did not)."""
     last = df[df["round"] == df.groupby(KEYS + ["replication"])["round"].transform("max")]
     g = last.groupby(KEYS)
     out = g.agg(rel_max_regret=("rel_max_regret", "mean"), rel_max_regret_ci=("rel_max_regret", _ci),
                 max_regret=("max_regret", "max"), share_profitable=("share_profitable", "mean"),
-                ir_violations=("ir_violations", "sum"), proxy_loss=("proxy_loss", "mean"),
-                proxy_loss_ci=("proxy_loss", _ci), total_payment=("total_payment", "mean"),
+                ir_violations=("ir_violations", "sum"), proxy_loss=("proxy_loss", _finite_mean),
+                proxy_loss_ci=("proxy_loss", _ci), p_nobody_bought=("proxy_loss", _share_inf), total_payment=("total_payment", "mean"),
                 replications=("replication", "nunique"))
     return out.reset_index()
 
