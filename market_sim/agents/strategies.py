@@ -66,6 +66,13 @@ class SellerGroup:
     def __len__(self) -> int:
         return int(self.ids.size)
 
+    @classmethod
+    def of_one(cls, agent, utility: float | None = None) -> SellerGroup:
+        """A group of one seller (row 0), from its agent view."""
+        u = agent.utility if utility is None else utility
+        return cls(*(np.array([v]) for v in (agent.seller_id, 0, agent.index, agent.cost,
+                                             agent.report, u)))
+
 
 class Strategy:
     """Base class of every reporting strategy (see the module docstring)."""
@@ -250,16 +257,10 @@ class Learning(Strategy):
     def report(self, agent, model):
         if self.totals is None:
             self.start(1, model)
-        one = SellerGroup(np.array([agent.seller_id]), np.array([0]), np.array([agent.index]),
-                          np.array([agent.cost]), np.array([agent.report]),
-                          np.array([agent.utility]))
-        return float(self.report_all(one, model)[0])
+        return float(self.report_all(SellerGroup.of_one(agent), model)[0])
 
     def observe(self, agent, model, utility):
-        one = SellerGroup(np.array([agent.seller_id]), np.array([0]), np.array([agent.index]),
-                          np.array([agent.cost]), np.array([agent.report]),
-                          np.array([utility]))
-        self.observe_all(one, np.array([utility]), model)
+        self.observe_all(SellerGroup.of_one(agent, utility), np.array([utility]), model)
 
 
 @dataclass
