@@ -29,17 +29,24 @@ def fit_slope(df: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0, min_m: int
         return np.nan, np.nan, np.nan
     slope = np.polyfit(ms, np.log([g.mean() for g in groups]), 1)[0]
     rng = np.random.default_rng(seed)
-    boots = [np.polyfit(ms, np.log([rng.choice(g, g.size).mean() for g in groups]), 1)[0]
-             for _ in range(n_boot)]
+    boots = [
+        np.polyfit(ms, np.log([rng.choice(g, g.size).mean() for g in groups]), 1)[0]
+        for _ in range(n_boot)
+    ]
     lo, hi = np.percentile(boots, [2.5, 97.5])
     return float(slope), float(lo), float(hi)
 
 
 def summarise(df):
     g = df.groupby(["dist", "m"])
-    out = g.agg(proxy_loss=("proxy_loss", "mean"), sd=("proxy_loss", "std"),
-                reps=("proxy_loss", "size"), limit=("limit", "first"),
-                n_bought=("n_bought", "mean"), solve_seconds=("solve_seconds", "mean"))
+    out = g.agg(
+        proxy_loss=("proxy_loss", "mean"),
+        sd=("proxy_loss", "std"),
+        reps=("proxy_loss", "size"),
+        limit=("limit", "first"),
+        n_bought=("n_bought", "mean"),
+        solve_seconds=("solve_seconds", "mean"),
+    )
     out["ci"] = 1.96 * out.sd.fillna(0) / np.sqrt(out.reps)
     return out.drop(columns="sd").reset_index()
 
@@ -48,10 +55,17 @@ def slopes(df):
     rows = []
     for dist, part in df.groupby("dist"):
         slope, lo, hi = fit_slope(part)
-        rows.append(dict(dist=dist, slope=slope, ci_low=lo, ci_high=hi,
-                         theory=THEORY_SLOPE.get(dist, np.nan),
-                         limit=part.limit.iloc[0],
-                         loss_at_largest_m=part[part.m == part.m.max()].proxy_loss.mean()))
+        rows.append(
+            dict(
+                dist=dist,
+                slope=slope,
+                ci_low=lo,
+                ci_high=hi,
+                theory=THEORY_SLOPE.get(dist, np.nan),
+                limit=part.limit.iloc[0],
+                loss_at_largest_m=part[part.m == part.m.max()].proxy_loss.mean(),
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -66,13 +80,27 @@ def plot(df, path):
             if dist in THEORY_SLOPE:
                 anchor = part.iloc[len(part) // 2]
                 ms = part.m.to_numpy(float)
-                a.plot(ms, anchor.proxy_loss * (ms / anchor.m) ** THEORY_SLOPE[dist], "k--",
-                       lw=1, label=f"theory m^({THEORY_SLOPE[dist]:.3g})")
-        ax[0].set(xscale="log", yscale="log", xlabel="m", ylabel="proxy loss (Eq. 11)",
-                  title="costs reaching 0: loss -> 0")
-        ax[1].set(xscale="log", yscale="log", xlabel="m",
-                  ylabel="proxy loss - 2 sqrt(sigma gamma psi(c_min))",
-                  title="costs bounded away from 0: loss -> the limit of Thm 3.4 (000)")
+                a.plot(
+                    ms,
+                    anchor.proxy_loss * (ms / anchor.m) ** THEORY_SLOPE[dist],
+                    "k--",
+                    lw=1,
+                    label=f"theory m^({THEORY_SLOPE[dist]:.3g})",
+                )
+        ax[0].set(
+            xscale="log",
+            yscale="log",
+            xlabel="m",
+            ylabel="proxy loss (Eq. 11)",
+            title="costs reaching 0: loss -> 0",
+        )
+        ax[1].set(
+            xscale="log",
+            yscale="log",
+            xlabel="m",
+            ylabel="proxy loss - 2 sqrt(sigma gamma psi(c_min))",
+            title="costs bounded away from 0: loss -> the limit of Thm 3.4 (000)",
+        )
         for a in ax:
             a.legend(fontsize=8)
 
@@ -81,9 +109,10 @@ def section(df, folder):
     from .report import Section
 
     plot(df, str(folder / "asymptotic.png"))
-    return Section("Asymptotics m -> infinity (Thm IV.5 of 003, Thm 3.4 of 000)",
-                   "Offline proxy loss per m (mean, 95% CI over replications). The slope is "
-                   "fitted on m >= 1000 with a bootstrap CI over replications.",
-                   tables=[("fitted slopes and limits", slopes(df)),
-                           ("proxy loss per m", summarise(df))],
-                   figures=[("proxy loss against m", "asymptotic.png")])
+    return Section(
+        "Asymptotics m -> infinity (Thm IV.5 of 003, Thm 3.4 of 000)",
+        "Offline proxy loss per m (mean, 95% CI over replications). The slope is "
+        "fitted on m >= 1000 with a bootstrap CI over replications.",
+        tables=[("fitted slopes and limits", slopes(df)), ("proxy loss per m", summarise(df))],
+        figures=[("proxy loss against m", "asymptotic.png")],
+    )

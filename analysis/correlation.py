@@ -33,8 +33,10 @@ def section(df, folder):
     from .report import Section
 
     plot(df, str(folder / "correlation.png"))
-    return Section("Correlation between costs and data (Gaussian copula)",
-                   "rho < 0 with target label_noise makes the mislabelled sellers cheap; the "
-                   "data-independent (offline) mechanism then buys mostly from them.",
-                   tables=[("per target, mechanism and rho", summarise(df))],
-                   figures=[("effect of rho", "correlation.png")])
+    return Section(
+        "Correlation between costs and data (Gaussian copula)",
+        "rho < 0 with target label_noise makes the mislabelled sellers cheap; the "
+        "data-independent (offline) mechanism then buys mostly from them.",
+        tables=[("per target, mechanism and rho", summarise(df))],
+        figures=[("effect of rho", "correlation.png")],
+    )

@@ -29,11 +29,18 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     loss over rounds that bought someone; ``p_nobody_bought`` the share that did not)."""
     last = df[df["round"] == df.groupby(KEYS + ["replication"])["round"].transform("max")]
     g = last.groupby(KEYS)
-    out = g.agg(rel_max_regret=("rel_max_regret", "mean"), rel_max_regret_ci=("rel_max_regret", _ci),
-                max_regret=("max_regret", "max"), share_profitable=("share_profitable", "mean"),
-                ir_violations=("ir_violations", "sum"), proxy_loss=("proxy_loss", _finite_mean),
-                proxy_loss_ci=("proxy_loss", _ci), p_nobody_bought=("proxy_loss", _share_inf), total_payment=("total_payment", "mean"),
-                replications=("replication", "nunique"))
+    out = g.agg(
+        rel_max_regret=("rel_max_regret", "mean"),
+        rel_max_regret_ci=("rel_max_regret", _ci),
+        max_regret=("max_regret", "max"),
+        share_profitable=("share_profitable", "mean"),
+        ir_violations=("ir_violations", "sum"),
+        proxy_loss=("proxy_loss", _finite_mean),
+        proxy_loss_ci=("proxy_loss", _ci),
+        p_nobody_bought=("proxy_loss", _share_inf),
+        total_payment=("total_payment", "mean"),
+        replications=("replication", "nunique"),
+    )
     return out.reset_index()
 
 
@@ -54,16 +61,34 @@ def figure(table: pd.DataFrame, path) -> None:
         for mech, part in sel.groupby("mechanism"):
             part = part.sort_values("m")
             style = "--" if mech == "pay-as-bid" else "-"
-            ax[0].errorbar(part.m, np.maximum(part.rel_max_regret, 1e-16),
-                           yerr=part.rel_max_regret_ci.fillna(0), fmt="o" + style,
-                           label=mech + (" (control)" if mech == "pay-as-bid" else ""))
-            ax[1].errorbar(part.m, part.proxy_loss, yerr=part.proxy_loss_ci.fillna(0),
-                           fmt="o" + style, label=mech)
-        ax[0].set(xscale="log", yscale="log", xlabel="sellers m",
-                  ylabel="largest regret / mean payment (floor 1e-16)",
-                  title="regret of truth-telling (half best-responding)")
-        ax[1].set(xscale="log", yscale="log", xlabel="sellers m", ylabel="proxy loss",
-                  title="the buyer's loss")
+            ax[0].errorbar(
+                part.m,
+                np.maximum(part.rel_max_regret, 1e-16),
+                yerr=part.rel_max_regret_ci.fillna(0),
+                fmt="o" + style,
+                label=mech + (" (control)" if mech == "pay-as-bid" else ""),
+            )
+            ax[1].errorbar(
+                part.m,
+                part.proxy_loss,
+                yerr=part.proxy_loss_ci.fillna(0),
+                fmt="o" + style,
+                label=mech,
+            )
+        ax[0].set(
+            xscale="log",
+            yscale="log",
+            xlabel="sellers m",
+            ylabel="largest regret / mean payment (floor 1e-16)",
+            title="regret of truth-telling (half best-responding)",
+        )
+        ax[1].set(
+            xscale="log",
+            yscale="log",
+            xlabel="sellers m",
+            ylabel="proxy loss",
+            title="the buyer's loss",
+        )
         ax[0].legend(fontsize=8, loc="center right")
         ax[1].legend(fontsize=8, loc="upper right")
 
@@ -73,13 +98,16 @@ def section(df, folder):
 
     table = summarise(df)
     figure(table, folder / "ic_scaling.png")
-    return Section("IC and IR against m",
-                   "Regret of truth-telling on a sample of sellers, relative to the mean payment "
-                   "of a bought seller (last round; mean and 95% CI over replications). The "
-                   "offline, online and private cut-off mechanisms keep it at rounding level at "
-                   "every m (the private cut-off within its approximate-IC bound); pay-as-bid, "
-                   "the control, stays clearly positive.",
-                   tables=[("by mechanism, strategy, strategic fraction and m", table),
-                           ("online / offline proxy loss under strategic play",
-                            online_offline_ratio(table))],
-                   figures=[("regret and loss against m", "ic_scaling.png")])
+    return Section(
+        "IC and IR against m",
+        "Regret of truth-telling on a sample of sellers, relative to the mean payment "
+        "of a bought seller (last round; mean and 95% CI over replications). The "
+        "offline, online and private cut-off mechanisms keep it at rounding level at "
+        "every m (the private cut-off within its approximate-IC bound); pay-as-bid, "
+        "the control, stays clearly positive.",
+        tables=[
+            ("by mechanism, strategy, strategic fraction and m", table),
+            ("online / offline proxy loss under strategic play", online_offline_ratio(table)),
+        ],
+        figures=[("regret and loss against m", "ic_scaling.png")],
+    )

@@ -35,8 +35,11 @@ def correlation_effect(df):
 def plot(df, path: str) -> None:
     s = summarise(df)
     with saved_figure(path, 3, figsize=(15, 4.2)) as (fig, ax):
-        panels = [("test_error", "misclassification (test)"), ("payment", "total payment"),
-                  ("overall", "overall error = misclassification + gamma * payment")]
+        panels = [
+            ("test_error", "misclassification (test)"),
+            ("payment", "total payment"),
+            ("overall", "overall error = misclassification + gamma * payment"),
+        ]
         for mapping, style in (("independent", "-"), ("sorted", ":")):
             for i, method in enumerate(METHODS):
                 part = s[(s.mapping == mapping) & (s.method == method)]
@@ -45,9 +48,16 @@ def plot(df, path: str) -> None:
                 for a, (col, _) in zip(ax, panels):
                     if col == "payment" and method == "non_private":
                         continue
-                    a.errorbar(part.gamma, part[col], yerr=part[f"{col}_ci"], ls=style, marker="o",
-                               color=f"C{i}", capsize=2,
-                               label=f"{method} ({mapping})" if col == "test_error" else None)
+                    a.errorbar(
+                        part.gamma,
+                        part[col],
+                        yerr=part[f"{col}_ci"],
+                        ls=style,
+                        marker="o",
+                        color=f"C{i}",
+                        capsize=2,
+                        label=f"{method} ({mapping})" if col == "test_error" else None,
+                    )
         for a, (_, title) in zip(ax, panels):
             a.set(xscale="log", xlabel="gamma (weight of payments)", title=title)
         ax[1].set_yscale("log")
@@ -64,7 +74,9 @@ def section(df, folder):
         "Hyperparameters chosen on the validation split by misclassification + gamma * payment; "
         "test metrics averaged over noise draws and replications. Payments are expected "
         "Myerson payments sum psi(c_i) eps_i.",
-        tables=[("per gamma and method", summarise(df)),
-                ("effect of sorting costs by a feature (mean over gamma)", correlation_effect(df))],
-        figures=[("misclassification, payments and overall error against gamma",
-                  "wisconsin.png")])
+        tables=[
+            ("per gamma and method", summarise(df)),
+            ("effect of sorting costs by a feature (mean over gamma)", correlation_effect(df)),
+        ],
+        figures=[("misclassification, payments and overall error against gamma", "wisconsin.png")],
+    )

@@ -72,38 +72,75 @@ def main(argv=None):
 
     def report(what, value, target, ok):
         rows.append(dict(what=what, value=value, target=target, ok=bool(ok)))
-        print(f"{what:58s} {value:>10.3g}   target {target:12s} {'ok' if ok else 'NOT MET'}",
-              flush=True)
+        print(
+            f"{what:58s} {value:>10.3g}   target {target:12s} {'ok' if ok else 'NOT MET'}",
+            flush=True,
+        )
 
     m = args.max_m
     t = time.perf_counter()
     MarketModel(m, mechanism="online", rounds=1, seed=0, measure_regret=False)
-    report(f"build the model, m = {m:.0e} (s)", time.perf_counter() - t, "<= 2 s",
-           time.perf_counter() - t <= 2)
+    report(
+        f"build the model, m = {m:.0e} (s)",
+        time.perf_counter() - t,
+        "<= 2 s",
+        time.perf_counter() - t <= 2,
+    )
     plain = best_time(_plain_online_round(m), reps=3)
     mesa_round = _round_time(dict(n_sellers=m, mechanism="online", seed=0, measure_regret=False))
-    report(f"truthful online round / plain numpy, m = {m:.0e}", mesa_round / plain, "<= 3",
-           mesa_round / plain <= 3)
+    report(
+        f"truthful online round / plain numpy, m = {m:.0e}",
+        mesa_round / plain,
+        "<= 3",
+        mesa_round / plain <= 3,
+    )
     for mm in [10**4, 10**5, 10**6] if args.slow else [10**4, 10**5]:
         if mm > m:
             break
         costs = DIST.sample(mm, np.random.default_rng(0))
         ref = best_time(lambda c=costs: offline_payments(c, DIST, mu=1, sigma=1, gamma=1), reps=1)
-        rnd = _round_time(dict(n_sellers=mm, mechanism="offline", seed=0, measure_regret=False),
-                          reps=1)
-        report(f"truthful offline round / (solve + payments), m = {mm:.0e}", rnd / ref, "<= 1.5",
-               rnd / ref <= 1.5)
-    br = _round_time(dict(n_sellers=10**5, mechanism="online", strategy="best-response", seed=0,
-                          measure_regret=False), reps=1)
+        rnd = _round_time(
+            dict(n_sellers=mm, mechanism="offline", seed=0, measure_regret=False), reps=1
+        )
+        report(
+            f"truthful offline round / (solve + payments), m = {mm:.0e}",
+            rnd / ref,
+            "<= 1.5",
+            rnd / ref <= 1.5,
+        )
+    br = _round_time(
+        dict(
+            n_sellers=10**5,
+            mechanism="online",
+            strategy="best-response",
+            seed=0,
+            measure_regret=False,
+        ),
+        reps=1,
+    )
     report("best-response round, online, m = 1e5 (s)", br, "<= 5 s", br <= 5)
     for mm, limit in ([10**4, 30], [10**5, 600]) if args.slow else ([10**4, 30],):
-        br = _round_time(dict(n_sellers=mm, mechanism="offline", strategy="best-response",
-                              seed=0, measure_regret=False), reps=1)
-        report(f"best-response round, offline, m = {mm:.0e} (s)", br, f"<= {limit} s",
-               br <= limit)
+        br = _round_time(
+            dict(
+                n_sellers=mm,
+                mechanism="offline",
+                strategy="best-response",
+                seed=0,
+                measure_regret=False,
+            ),
+            reps=1,
+        )
+        report(f"best-response round, offline, m = {mm:.0e} (s)", br, f"<= {limit} s", br <= limit)
     t = time.perf_counter()
-    MarketModel(30, mechanism="data-dependent", strategy="best-response", rounds=3, seed=0,
-                data="synthetic", measure_regret=False).run()
+    MarketModel(
+        30,
+        mechanism="data-dependent",
+        strategy="best-response",
+        rounds=3,
+        seed=0,
+        data="synthetic",
+        measure_regret=False,
+    ).run()
     dd = time.perf_counter() - t
     report("data-dependent, 30 sellers x 3 rounds, best response (s)", dd, "<= 60 s", dd <= 60)
     if args.json:

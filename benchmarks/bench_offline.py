@@ -81,8 +81,9 @@ print(json.dumps((status('VmHWM') - rss0) / (8 * m)))
 
 def peak_rss_ratio(m, k):
     """Peak RSS growth of a solve in a fresh process / (8 bytes x m); None if unmeasurable."""
-    out = subprocess.run([sys.executable, "-c", _RSS_CODE.format(m=m, k=k)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _RSS_CODE.format(m=m, k=k)], capture_output=True, text=True
+    )
     return json.loads(out.stdout) if out.returncode == 0 else None
 
 
@@ -109,8 +110,9 @@ def bench_jit():
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
         for state in ("cold", "warm"):
-            out = subprocess.run([sys.executable, "-c", _JIT_CODE], capture_output=True,
-                                 text=True, env=env)
+            out = subprocess.run(
+                [sys.executable, "-c", _JIT_CODE], capture_output=True, text=True, env=env
+            )
             row = json.loads(out.stdout) if out.returncode == 0 else {"error": out.stderr[-300:]}
             rows.append({"cache": state, **row})
     return rows
@@ -124,8 +126,20 @@ def bench_cli(m, k=5.0, timeout=600):
         with open(path, "w") as fh:
             fh.write("seller_id,cost\n")
             fh.writelines(f"s{i},{c!r}\n" for i, c in enumerate(rng.uniform(0, 1, m).tolist()))
-        cmd = [sys.executable, "-m", "market_sim.cli", "solve", "--costs", path, "--dist",
-               "uniform:0:1", "--k", str(k), "--out", os.path.join(tmp, "out.csv")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "market_sim.cli",
+            "solve",
+            "--costs",
+            path,
+            "--dist",
+            "uniform:0:1",
+            "--k",
+            str(k),
+            "--out",
+            os.path.join(tmp, "out.csv"),
+        ]
         t = time.perf_counter()
         try:
             subprocess.run(cmd, check=True, capture_output=True, timeout=timeout)
@@ -146,17 +160,34 @@ def bench_targets(ms, psi_of):
         last = m == max(ms)
         rows += [
             {"what": "solve / sort", "m": m, "ratio": t_u / s_u, "target": 3.0, "s": t_u},
-            {"what": "solve k=5 / sort", "m": m, "ratio": t_c / s_c,
-             "target": 12.0 if big else 6.0, "s": t_c},
+            {
+                "what": "solve k=5 / sort",
+                "m": m,
+                "ratio": t_c / s_c,
+                "target": 12.0 if big else 6.0,
+                "s": t_c,
+            },
         ]
         if last:  # memory at the largest m (10^7 by default)
             rows += [
-                {"what": "peak traced memory / 8m", "m": m,
-                 "ratio": peak_ratio(lambda: solve(psi, **kw), m), "target": 3.0},
-                {"what": "peak traced memory k=5 / 8m", "m": m,
-                 "ratio": peak_ratio(lambda: solve(psi, **kw, k=5.0), m), "target": None},
-                {"what": "peak RSS growth / 8m", "m": m, "ratio": peak_rss_ratio(m, None),
-                 "target": 3.0},
+                {
+                    "what": "peak traced memory / 8m",
+                    "m": m,
+                    "ratio": peak_ratio(lambda: solve(psi, **kw), m),
+                    "target": 3.0,
+                },
+                {
+                    "what": "peak traced memory k=5 / 8m",
+                    "m": m,
+                    "ratio": peak_ratio(lambda: solve(psi, **kw, k=5.0), m),
+                    "target": None,
+                },
+                {
+                    "what": "peak RSS growth / 8m",
+                    "m": m,
+                    "ratio": peak_rss_ratio(m, None),
+                    "target": 3.0,
+                },
             ]
         del psi
     return rows
@@ -164,19 +195,39 @@ def bench_targets(ms, psi_of):
 
 def write_json(path, rows, targets=(), jit=(), cli=()) -> None:
     with open(path, "w") as fh:
-        json.dump({"date": time.strftime("%Y-%m-%d"), "machine": platform.machine(),
-                   "kernel_min_m": offline.KERNEL_MIN_M, "rows": rows,
-                   "targets": list(targets), "jit": list(jit), "cli": list(cli)}, fh, indent=1)
+        json.dump(
+            {
+                "date": time.strftime("%Y-%m-%d"),
+                "machine": platform.machine(),
+                "kernel_min_m": offline.KERNEL_MIN_M,
+                "rows": rows,
+                "targets": list(targets),
+                "jit": list(jit),
+                "cli": list(cli),
+            },
+            fh,
+            indent=1,
+        )
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--max-m", type=int, default=10**6)
     ap.add_argument("--max-pay-m", type=int, default=10**5)
-    ap.add_argument("--target-m", type=int, nargs="*", default=[10**6, 10**7],
-                    help="sizes of the issue-21 target rows (kernel solve, memory)")
-    ap.add_argument("--cli-m", type=int, nargs="*", default=[100],
-                    help="sizes for market-sim solve --k 5 end to end (payments included)")
+    ap.add_argument(
+        "--target-m",
+        type=int,
+        nargs="*",
+        default=[10**6, 10**7],
+        help="sizes of the issue-21 target rows (kernel solve, memory)",
+    )
+    ap.add_argument(
+        "--cli-m",
+        type=int,
+        nargs="*",
+        default=[100],
+        help="sizes for market-sim solve --k 5 end to end (payments included)",
+    )
     ap.add_argument("--json", default=None, help="also write the rows as JSON here")
     args = ap.parse_args(argv)
     kern = offline._kernel()
@@ -192,8 +243,13 @@ def main(argv=None):
         t_sort = best_time(lambda: np.sort(psi), reps)
         t_solve = best_time(lambda: solve(psi, **kw), reps)
         t_cap = best_time(lambda: solve(psi, **kw, k=5.0), reps)
-        row = {"m": m, "sort_s": t_sort, "solve_s": t_solve, "solve/sort": t_solve / t_sort,
-               "solve_k5/sort": t_cap / t_sort}
+        row = {
+            "m": m,
+            "sort_s": t_sort,
+            "solve_s": t_solve,
+            "solve/sort": t_solve / t_sort,
+            "solve_k5/sort": t_cap / t_sort,
+        }
         if kern is not None:  # the two backends, back to back
             t_np = best_time(lambda: solve(psi, **kw, backend="numpy"), reps)
             t_nb = best_time(lambda: solve(psi, **kw, backend="numba"), reps)
@@ -202,22 +258,44 @@ def main(argv=None):
             row.update({"numpy/numba": t_np / t_nb, "numpy/numba k5": t_np5 / t_nb5})
         if m <= args.max_pay_m:
             t_pay = best_time(lambda: offline_payments(c, dist, **kw), 1 if m >= 10**5 else 2)
-            row.update({"payments_s": t_pay, "payments/solve": t_pay / t_solve,
-                        "payments/sort": t_pay / t_sort})
+            row.update(
+                {
+                    "payments_s": t_pay,
+                    "payments/solve": t_pay / t_solve,
+                    "payments/sort": t_pay / t_sort,
+                }
+            )
         if m <= 10**4:
             small = psi[: min(m, 2000)]
             t_grid = best_time(lambda: solve_eta_grid(small, **kw, n_eta=100, n_iter=200), 1)
             t_exact = best_time(lambda: solve(small, **kw), 3)
-            row.update({"grid_m": small.size, "eta_grid/exact": t_grid / t_exact,
-                        "exact_loss<=grid_loss": bool(solve(small, **kw).proxy_loss
-                                                      <= solve_eta_grid(small, **kw, n_eta=100,
-                                                                        n_iter=200).proxy_loss)})
+            row.update(
+                {
+                    "grid_m": small.size,
+                    "eta_grid/exact": t_grid / t_exact,
+                    "exact_loss<=grid_loss": bool(
+                        solve(small, **kw).proxy_loss
+                        <= solve_eta_grid(small, **kw, n_eta=100, n_iter=200).proxy_loss
+                    ),
+                }
+            )
         rows.append(row)
         m *= 10
-    print(f"# offline mechanism, U[0,1] costs, mu=sigma=gamma=1; {platform.processor() or platform.machine()}, "
-          f"{time.strftime('%Y-%m-%d')}")
-    cols = ["m", "sort_s", "solve/sort", "solve_k5/sort", "numpy/numba", "numpy/numba k5",
-            "payments_s", "payments/solve", "eta_grid/exact"]
+    print(
+        f"# offline mechanism, U[0,1] costs, mu=sigma=gamma=1; {platform.processor() or platform.machine()}, "
+        f"{time.strftime('%Y-%m-%d')}"
+    )
+    cols = [
+        "m",
+        "sort_s",
+        "solve/sort",
+        "solve_k5/sort",
+        "numpy/numba",
+        "numpy/numba k5",
+        "payments_s",
+        "payments/solve",
+        "eta_grid/exact",
+    ]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for r in rows:
@@ -226,8 +304,10 @@ def main(argv=None):
             v = r.get(col, "")
             cells.append(f"{v:.3g}" if isinstance(v, float) else str(v))
         print("| " + " | ".join(cells) + " |")
-    print(f"(solve: backend auto = numba from m = {offline.KERNEL_MIN_M} on"
-          f"{'' if kern is not None else '; numba unavailable, numpy only'})")
+    print(
+        f"(solve: backend auto = numba from m = {offline.KERNEL_MIN_M} on"
+        f"{'' if kern is not None else '; numba unavailable, numpy only'})"
+    )
     targets, jit, cli = [], [], []
     if kern is not None:
         targets = bench_targets(args.target_m, lambda m: dist.virtual_cost(dist.sample(m, rng)))
@@ -236,8 +316,10 @@ def main(argv=None):
             t = r["target"]
             v = r["ratio"]
             met = "" if t is None or v is None else ("yes" if v <= t else "**no**")
-            print(f"| {r['what']} | {r['m']:.0e} | {'n/a' if v is None else f'{v:.2f}'} | "
-                  f"{'' if t is None else f'<= {t:g}'} | {met} |")
+            print(
+                f"| {r['what']} | {r['m']:.0e} | {'n/a' if v is None else f'{v:.2f}'} | "
+                f"{'' if t is None else f'<= {t:g}'} | {met} |"
+            )
         jit = bench_jit()
         print("\nJIT warm-up, fresh process, solve of m = 1e4 (s):")
         print("| numba cache | import numba | first solve | second solve |\n|---|---|---|---|")
@@ -245,13 +327,17 @@ def main(argv=None):
             if "error" in r:
                 print(f"| {r['cache']} | error: {r['error']} | | |")
             else:
-                print(f"| {r['cache']} | {r['import_numba_s']:.2f} | {r['first_solve_s']:.2f} | "
-                      f"{r['second_solve_s']:.4f} |")
+                print(
+                    f"| {r['cache']} | {r['import_numba_s']:.2f} | {r['first_solve_s']:.2f} | "
+                    f"{r['second_solve_s']:.4f} |"
+                )
     for m in args.cli_m:
         t = bench_cli(m)
         cli.append({"m": m, "k": 5.0, "s": t})
-        print(f"\nmarket-sim solve --k 5, m = {m}, end to end (payments by re-solving): "
-              + ("timed out" if t is None else f"{t:.1f} s"))
+        print(
+            f"\nmarket-sim solve --k 5, m = {m}, end to end (payments by re-solving): "
+            + ("timed out" if t is None else f"{t:.1f} s")
+        )
     if args.json:
         write_json(args.json, rows, targets, jit, cli)
 

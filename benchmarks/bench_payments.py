@@ -17,8 +17,8 @@ import platform
 import time
 
 import numpy as np
-
 from bench_offline import best_time  # benchmarks/ is on sys.path when run as a script
+
 from market_sim.distributions import parse_distribution
 from market_sim.mechanisms.offline import solve
 from market_sim.mechanisms.payments import OfflineCurves, offline_payments
@@ -33,8 +33,10 @@ def main(argv=None):
     dist = parse_distribution("uniform:0:1")
     kw = dict(mu=1.0, sigma=1.0, gamma=1.0)
     rng = np.random.default_rng(0)
-    print(f"# payments, U[0,1] costs, mu=sigma=gamma=1; {platform.machine()}, "
-          f"{time.strftime('%Y-%m-%d')}")
+    print(
+        f"# payments, U[0,1] costs, mu=sigma=gamma=1; {platform.machine()}, "
+        f"{time.strftime('%Y-%m-%d')}"
+    )
     print("| measure | m | time s | ratio to one solve | target |")
     print("|---|---|---|---|---|")
 
@@ -44,15 +46,19 @@ def main(argv=None):
     t_pay = best_time(lambda: offline_payments(c, dist, **kw), 2)
     print(f"| all payments (Illinois) | {args.m} | {t_pay:.3f} | {t_pay / t_solve:.1f}x | <= 20x |")
     t_old = best_time(lambda: offline_payments(c, dist, **kw, method="bisect"), 1)
-    print(f"| all payments (former bisection) | {args.m} | {t_old:.3f} | "
-          f"{t_old / t_solve:.1f}x | reference |")
+    print(
+        f"| all payments (former bisection) | {args.m} | {t_old:.3f} | "
+        f"{t_old / t_solve:.1f}x | reference |"
+    )
 
     cs = dist.sample(args.cap_m, rng)
     psis = dist.virtual_cost(cs)
     t_solve_k = best_time(lambda: solve(psis, **kw, k=5.0))
     t_pay_k = best_time(lambda: offline_payments(cs, dist, **kw, k=5.0), 1)
-    print(f"| all payments, k = 5 (re-solve oracle) | {args.cap_m} | {t_pay_k:.3f} | "
-          f"{t_pay_k / t_solve_k:.0f}x | <= 60x at 10^5 (not met: see report) |")
+    print(
+        f"| all payments, k = 5 (re-solve oracle) | {args.cap_m} | {t_pay_k:.3f} | "
+        f"{t_pay_k / t_solve_k:.0f}x | <= 60x at 10^5 (not met: see report) |"
+    )
 
     for m in args.br_m:
         c = dist.sample(m, rng)
@@ -61,10 +67,13 @@ def main(argv=None):
 
         def round_():
             OfflineCurves(c, dist, **kw).utilities(Z, c)
+
         t_br = best_time(round_, 1)
         target = "<= 30 s" if m <= 10**4 else "<= 600 s"
-        print(f"| best-response round: curves + utilities, 11 candidates | {m} | {t_br:.2f} | "
-              f"{t_br / t_solve:.0f}x | {target} |")
+        print(
+            f"| best-response round: curves + utilities, 11 candidates | {m} | {t_br:.2f} | "
+            f"{t_br / t_solve:.0f}x | {target} |"
+        )
 
 
 if __name__ == "__main__":

@@ -43,13 +43,17 @@ def _best(fn, n: int) -> float:
 
 
 def import_seconds(n: int = 5) -> float:
-    code = ("import time; t = time.perf_counter(); import market_sim, "
-            "market_sim.scenarios.asymptotic; print(time.perf_counter() - t)")
+    code = (
+        "import time; t = time.perf_counter(); import market_sim, "
+        "market_sim.scenarios.asymptotic; print(time.perf_counter() - t)"
+    )
 
     def once():
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
         return float(out.stdout)
+
     return _best(once, n)
 
 
@@ -61,6 +65,7 @@ def scenarios_seconds(n: int = 5) -> float:
         t = time.perf_counter()
         subprocess.run([*cmd, "scenarios"], capture_output=True, check=True)
         return time.perf_counter() - t
+
     return _best(once, n)
 
 
@@ -86,6 +91,7 @@ def task_overhead_ms(n: int = 3) -> tuple[float, float]:
             t = time.perf_counter()
             run_scenario(str(path), out)
             return (time.perf_counter() - t) / len(tasks)
+
         return 1e3 * _best(dispatch, n), 1e3 * _best(whole, n)
     finally:
         shutil.rmtree(folder)
@@ -118,23 +124,35 @@ def main(argv=None):
     n, ratio, times = worker_ratio()
     rows = [
         ("import market_sim + a study (s)", import_seconds(), "<= 0.5", lambda v: v <= 0.5),
-        ("`market-sim scenarios`, whole command (s)", scenarios_seconds(), "<= 1",
-         lambda v: v <= 1.0),
+        (
+            "`market-sim scenarios`, whole command (s)",
+            scenarios_seconds(),
+            "<= 1",
+            lambda v: v <= 1.0,
+        ),
         ("per-task dispatch overhead, 1 worker (ms)", dispatch, "<= 1", lambda v: v <= 1.0),
         ("per task incl. its Parquet file, 1 worker (ms)", whole, "-", None),
-        (f"quick asymptotic sweep, {n} tasks: 1 worker / 2 workers "
-         f"({times[1]:.2f} s / {times[2]:.2f} s)", ratio, ">= 1.7", lambda v: v >= 1.7),
+        (
+            f"quick asymptotic sweep, {n} tasks: 1 worker / 2 workers "
+            f"({times[1]:.2f} s / {times[2]:.2f} s)",
+            ratio,
+            ">= 1.7",
+            lambda v: v >= 1.7,
+        ),
     ]
-    print(f"# {platform.machine()}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}, "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"# {platform.machine()}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     print("| what | measured | target | met |")
     print("|---|---|---|---|")
     for what, value, target, ok in rows:
         met = "-" if ok is None else ("yes" if ok(value) else "no")
         print(f"| {what} | {value:.3g} | {target} | {met} |")
     if args.json:
-        Path(args.json).write_text(json.dumps(
-            [{"what": w, "measured": v, "target": t} for w, v, t, _ in rows], indent=1))
+        Path(args.json).write_text(
+            json.dumps([{"what": w, "measured": v, "target": t} for w, v, t, _ in rows], indent=1)
+        )
 
 
 if __name__ == "__main__":

@@ -34,15 +34,24 @@ def bench_cvxpy(rng, dist):
         psi = dist.virtual_cost(dist.sample(m, rng))
         res = solve(psi, **KW)
         a = cp.Variable(m)
-        prob = cp.Problem(cp.Minimize(KW["mu"] * cp.norm(a, 2) + res.eta * KW["gamma"] * psi @ a),
-                          [a >= 0, cp.sum(a) == 1])
+        prob = cp.Problem(
+            cp.Minimize(KW["mu"] * cp.norm(a, 2) + res.eta * KW["gamma"] * psi @ a),
+            [a >= 0, cp.sum(a) == 1],
+        )
         t_cvx = best_time(lambda: prob.solve(solver=cp.CLARABEL), 1)
         t_exact = best_time(lambda: solve(psi, **KW), 5)
         v = project_capped_simplex(a.value)  # interior-point output is feasible to ~1e-10 only
-        cvx_loss = KW["mu"] * np.linalg.norm(v) + KW["sigma"] / res.eta + \
-            res.eta * KW["gamma"] * psi @ v
-        rows.append({"what": "solve vs cvxpy (one eta)", "m": m, "ratio": t_cvx / t_exact,
-                     "exact_not_worse": bool(res.proxy_loss <= cvx_loss + 1e-12)})
+        cvx_loss = (
+            KW["mu"] * np.linalg.norm(v) + KW["sigma"] / res.eta + res.eta * KW["gamma"] * psi @ v
+        )
+        rows.append(
+            {
+                "what": "solve vs cvxpy (one eta)",
+                "m": m,
+                "ratio": t_cvx / t_exact,
+                "exact_not_worse": bool(res.proxy_loss <= cvx_loss + 1e-12),
+            }
+        )
     return rows
 
 
@@ -53,8 +62,10 @@ def bench_online(rng, dist):
     t_sort = best_time(lambda: np.sort(costs))
     t_eps = best_time(lambda: mech.eps(costs))
     t_pay = best_time(lambda: mech.payments(costs), 2)
-    return [{"what": "online eps, 1e6 arrivals / sort", "m": m, "ratio": t_eps / t_sort},
-            {"what": "online eps + payments, 1e6 / sort", "m": m, "ratio": (t_eps + t_pay) / t_sort}]
+    return [
+        {"what": "online eps, 1e6 arrivals / sort", "m": m, "ratio": t_eps / t_sort},
+        {"what": "online eps + payments, 1e6 / sort", "m": m, "ratio": (t_eps + t_pay) / t_sort},
+    ]
 
 
 def bench_mesa(rng, dist):
@@ -66,21 +77,37 @@ def bench_mesa(rng, dist):
     t_pay = best_time(lambda: offline_payments(costs, dist, **KW), 1)
 
     def one_round():
-        MarketModel(m, mechanism="offline", strategy="truthful", rounds=1, measure_regret=False,
-                    seed=0).run()
+        MarketModel(
+            m, mechanism="offline", strategy="truthful", rounds=1, measure_regret=False, seed=0
+        ).run()
+
     t_model = best_time(one_round, 1)
-    return [{"what": "Mesa round, 1e4 truthful sellers / one solve", "m": m,
-             "ratio": t_model / t_solve},
-            {"what": "Mesa round / (solve + all payments)", "m": m,
-             "ratio": t_model / (t_solve + t_pay)}]
+    return [
+        {
+            "what": "Mesa round, 1e4 truthful sellers / one solve",
+            "m": m,
+            "ratio": t_model / t_solve,
+        },
+        {
+            "what": "Mesa round / (solve + all payments)",
+            "m": m,
+            "ratio": t_model / (t_solve + t_pay),
+        },
+    ]
 
 
 def bench_runner():
     from bench_runner import worker_ratio
 
     n, ratio, _ = worker_ratio()
-    return [{"what": f"runner, {n} quick asymptotic tasks: 1 worker / 2 workers (target >= 1.7; "
-                     f"import and listing times: bench_runner.py)", "m": n, "ratio": ratio}]
+    return [
+        {
+            "what": f"runner, {n} quick asymptotic tasks: 1 worker / 2 workers (target >= 1.7; "
+            f"import and listing times: bench_runner.py)",
+            "m": n,
+            "ratio": ratio,
+        }
+    ]
 
 
 def bench_memory(rng, dist):
@@ -95,8 +122,12 @@ def bench_memory(rng, dist):
 
 def bench_scaling(rng, dist, path):
     ms = np.logspace(3, 7, 9).astype(int)
-    times = [best_time(lambda m=m: solve(dist.virtual_cost(dist.sample(m, rng)), **KW), 2 if m < 10**6 else 1)
-             for m in ms]
+    times = [
+        best_time(
+            lambda m=m: solve(dist.virtual_cost(dist.sample(m, rng)), **KW), 2 if m < 10**6 else 1
+        )
+        for m in ms
+    ]
     if path:
         import matplotlib
 
@@ -121,8 +152,14 @@ def main(argv=None):
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     dist = parse_distribution("uniform:0:1")
-    rows = (bench_runner() + bench_cvxpy(rng, dist) + bench_online(rng, dist)
-            + bench_mesa(rng, dist) + bench_memory(rng, dist) + bench_scaling(rng, dist, args.plot))
+    rows = (
+        bench_runner()
+        + bench_cvxpy(rng, dist)
+        + bench_online(rng, dist)
+        + bench_mesa(rng, dist)
+        + bench_memory(rng, dist)
+        + bench_scaling(rng, dist, args.plot)
+    )
     print(f"# {platform.machine()}, {time.strftime('%Y-%m-%d')}")
     print("| what | m | ratio |")
     print("|---|---|---|")

@@ -21,8 +21,15 @@ def main():
     ap.add_argument("--mechanism", default=viz.DEFAULTS["mechanism"])
     ap.add_argument("--strategy", default=viz.DEFAULTS["strategy"])
     a = ap.parse_args()
-    model = viz.PageModel(**{**viz.DEFAULTS, "n_sellers": a.m, "measure_regret": a.regret,
-                             "mechanism": a.mechanism, "strategy": a.strategy})
+    model = viz.PageModel(
+        **{
+            **viz.DEFAULTS,
+            "n_sellers": a.m,
+            "measure_regret": a.regret,
+            "mechanism": a.mechanism,
+            "strategy": a.strategy,
+        }
+    )
     panels = [viz.ReportsPanel, viz.AllocationPanel, viz.HistoryPanel]
     show, viz._show = viz._show, lambda fig: viz.render_png(fig)
     try:
@@ -40,8 +47,7 @@ def main():
         viz._show = show
     n = len(rows)
     sw, sc, rw, rc = (sum(r[i] for r in rows) / n for i in range(4))
-    print(f"m={a.m} mechanism={a.mechanism} strategy={a.strategy} regret={a.regret} "
-          f"rounds={n}")
+    print(f"m={a.m} mechanism={a.mechanism} strategy={a.strategy} regret={a.regret} rounds={n}")
     print(f"  step   {sw:.3f} s wall  {sc:.3f} s CPU")
     print(f"  panels {rw:.3f} s wall  {rc:.3f} s CPU")
     print(f"  round  {sw + rw:.3f} s wall  {sc + rc:.3f} s CPU")

@@ -53,17 +53,28 @@ def run(params, rng, *, replication, crn) -> list[dict]:
         mech = _uniform_price(dist, m)
     out = mech.run(costs)
     psi = dist.virtual_cost(costs)
-    return [{"arm": params["arm"], "m": m, "replication": replication,
-             "mean_cost": float(costs.mean()),
-             "proxy_loss": proxy_loss_of_eps(out.eps, psi, mu=1.0, sigma=1.0, gamma=1.0),
-             "total_payment": float(out.payments.sum()),
-             "total_eps": float(out.eps.sum()), "n_bought": int(np.count_nonzero(out.eps)),
-             "min_utility": float(out.utilities(costs).min())}]
+    return [
+        {
+            "arm": params["arm"],
+            "m": m,
+            "replication": replication,
+            "mean_cost": float(costs.mean()),
+            "proxy_loss": proxy_loss_of_eps(out.eps, psi, mu=1.0, sigma=1.0, gamma=1.0),
+            "total_payment": float(out.payments.sum()),
+            "total_eps": float(out.eps.sum()),
+            "n_bought": int(np.count_nonzero(out.eps)),
+            "min_utility": float(out.utilities(costs).min()),
+        }
+    ]
 
 
 def section(df, folder) -> str:
     """Markdown for the report: each arm's mean proxy loss and payment by m."""
-    table = (df.groupby(["m", "arm"])[["proxy_loss", "total_payment", "n_bought"]]
-             .mean().unstack("arm"))
-    return ("## Uniform price vs offline (common markets)\n\n"
-            + table.to_markdown(floatfmt=".4g") + "\n")
+    table = (
+        df.groupby(["m", "arm"])[["proxy_loss", "total_payment", "n_bought"]].mean().unstack("arm")
+    )
+    return (
+        "## Uniform price vs offline (common markets)\n\n"
+        + table.to_markdown(floatfmt=".4g")
+        + "\n"
+    )

@@ -32,6 +32,6 @@ class UniformPrice(Mechanism):
         reports = np.asarray(reports, dtype=float)
         order = np.argsort(reports, kind="stable")
         eps = np.zeros(reports.size)
-        eps[order[:self.n_buy]] = self.eps_level
+        eps[order[: self.n_buy]] = self.eps_level
         price = reports[order[self.n_buy]] if reports.size > self.n_buy else self.top
         return Outcome(eps, price * eps, {"price": price})

@@ -9,6 +9,7 @@ import importlib
 def lazy_exports(package: str, exports: dict[str, str]):
     """(``__getattr__``, ``__dir__``) for ``package``: ``exports`` maps a public name
     to ``".module:attr"`` (relative to ``package``) or ``".module"`` (the module)."""
+
     def __getattr__(name):
         target = exports.get(name)
         if target is None:

@@ -50,8 +50,7 @@ from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
 
 __all__ = ["audit", "AuditResult", "add_parser", "cmd_audit"]
 
-COLUMNS = ["market", "seller", "cost", "truthful_utility", "best_report", "max_gain",
-           "monotone"]
+COLUMNS = ["market", "seller", "cost", "truthful_utility", "best_report", "max_gain", "monotone"]
 _MONO_TOL = 1e-9
 
 
@@ -84,17 +83,22 @@ class AuditResult:
 
     def format(self) -> str:
         s = self.summary
-        rows = [("mechanism", s["mechanism"]), ("distribution", s["dist"]),
-                ("markets x sellers", f"{s['n_markets']} x {s['n_sellers']}"),
-                ("mean payment", f"{s['mean_payment']:.6g}"),
-                ("tolerance", f"{s['tol']:.3g}"),
-                ("max gain", f"{s['max_gain']:.3g}"),
-                ("95% CI, mean per-market max gain",
-                 f"[{_fmt(s['max_gain_ci_low'])}, {_fmt(s['max_gain_ci_high'])}]"),
-                ("share profitable", f"{s['share_profitable']:.3g}"),
-                ("IR violations", str(s["ir_violations"])),
-                ("monotonicity violations", str(s["monotonicity_violations"])),
-                ("verdict", s["verdict"])]
+        rows = [
+            ("mechanism", s["mechanism"]),
+            ("distribution", s["dist"]),
+            ("markets x sellers", f"{s['n_markets']} x {s['n_sellers']}"),
+            ("mean payment", f"{s['mean_payment']:.6g}"),
+            ("tolerance", f"{s['tol']:.3g}"),
+            ("max gain", f"{s['max_gain']:.3g}"),
+            (
+                "95% CI, mean per-market max gain",
+                f"[{_fmt(s['max_gain_ci_low'])}, {_fmt(s['max_gain_ci_high'])}]",
+            ),
+            ("share profitable", f"{s['share_profitable']:.3g}"),
+            ("IR violations", str(s["ir_violations"])),
+            ("monotonicity violations", str(s["monotonicity_violations"])),
+            ("verdict", s["verdict"]),
+        ]
         width = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
@@ -143,9 +147,16 @@ def _market(mech, costs, lo, hi, grid, rng, refine, refine_iter):
     eps_sorted = np.take_along_axis(dev.eps, order, axis=1)
     z_sorted = np.take_along_axis(cand, order, axis=1)
     rise = np.diff(eps_sorted, axis=1) > _MONO_TOL * max(float(np.max(dev.eps)), 1e-300)
-    violations = [(int(i), float(z_sorted[i, k]), float(z_sorted[i, k + 1]),
-                   float(eps_sorted[i, k]), float(eps_sorted[i, k + 1]))
-                  for i, k in zip(*np.nonzero(rise))]
+    violations = [
+        (
+            int(i),
+            float(z_sorted[i, k]),
+            float(z_sorted[i, k + 1]),
+            float(eps_sorted[i, k]),
+            float(eps_sorted[i, k + 1]),
+        )
+        for i, k in zip(*np.nonzero(rise))
+    ]
     monotone = ~rise.any(axis=1)
 
     if refine:
@@ -157,11 +168,16 @@ def _market(mech, costs, lo, hi, grid, rng, refine, refine_iter):
                 continue
 
             def neg(z, i=i):  # the grid's seed: the same draws (common random numbers)
-                return -float(mech.utilities(int(i), [z], costs[i], costs,
-                                             np.random.default_rng(seed))[0])
+                return -float(
+                    mech.utilities(int(i), [z], costs[i], costs, np.random.default_rng(seed))[0]
+                )
 
-            res = minimize_scalar(neg, bounds=(a, b), method="bounded",
-                                  options={"maxiter": refine_iter, "xatol": 1e-10 * (hi - lo)})
+            res = minimize_scalar(
+                neg,
+                bounds=(a, b),
+                method="bounded",
+                options={"maxiter": refine_iter, "xatol": 1e-10 * (hi - lo)},
+            )
             if np.isfinite(res.fun) and -res.fun - truth[i] > best_gain[i]:
                 best_gain[i] = -res.fun - truth[i]
                 best_report[i] = float(res.x)
@@ -169,9 +185,19 @@ def _market(mech, costs, lo, hi, grid, rng, refine, refine_iter):
     return truth, pay, best_report, np.maximum(best_gain, 0.0), monotone, violations
 
 
-def audit(mechanism, dist, n_sellers: int, n_markets: int, rng: np.random.Generator, *,
-          n_grid: int = 33, refine: bool = True, refine_iter: int = 12,
-          tol_factor: float = 1e-6, **context) -> AuditResult:
+def audit(
+    mechanism,
+    dist,
+    n_sellers: int,
+    n_markets: int,
+    rng: np.random.Generator,
+    *,
+    n_grid: int = 33,
+    refine: bool = True,
+    refine_iter: int = 12,
+    tol_factor: float = 1e-6,
+    **context,
+) -> AuditResult:
     """IC / IR / monotonicity audit of ``mechanism`` (a name, spec, class, instance or
     object with ``outcome``) on ``n_markets`` markets of ``n_sellers`` costs drawn
     from ``dist`` with ``rng``; ``context`` (mu, sigma, gamma, privacy, ...) is passed
@@ -184,14 +210,18 @@ def audit(mechanism, dist, n_sellers: int, n_markets: int, rng: np.random.Genera
         dist = parse_distribution(dist)
     if not isinstance(dist, CostDistribution):
         raise MarketSimError("dist must be a CostDistribution or a spec like uniform:0:1")
-    for label, v, least in (("n_sellers", n_sellers, 1), ("n_markets", n_markets, 1),
-                            ("n_grid", n_grid, 2)):
+    for label, v, least in (
+        ("n_sellers", n_sellers, 1),
+        ("n_markets", n_markets, 1),
+        ("n_grid", n_grid, 2),
+    ):
         if isinstance(v, bool) or not float(v) == int(v) or int(v) < least:
             raise MarketSimError(f"{label} must be an integer >= {least} (got {v!r})")
     mech = as_mechanism(mechanism, dist=dist, n_sellers=int(n_sellers), **context)
     if getattr(mech, "needs_data", False):
-        raise MarketSimError(f"{mechanism_name(mech)} needs the sellers' data; the audit "
-                             "draws costs only")
+        raise MarketSimError(
+            f"{mechanism_name(mech)} needs the sellers' data; the audit draws costs only"
+        )
     lo, hi = dist.support
     grid = np.linspace(lo, hi, int(n_grid))
     grid[0] += 1e-3 * (grid[1] - grid[0])  # a report at c_low = 0 has no offline optimum
@@ -207,13 +237,25 @@ def audit(mechanism, dist, n_sellers: int, n_markets: int, rng: np.random.Genera
             myerson_violations += len(own)
             violations += [(k, v.seller, v.low, v.high, v.eps_low, v.eps_high) for v in own]
             checked = mech.unchecked()  # gains of a non-monotone rule are still measured
-        truth, pay, best, gain, monotone, seen = _market(checked, costs, lo, hi, grid, rng,
-                                                         refine, int(refine_iter))
+        truth, pay, best, gain, monotone, seen = _market(
+            checked, costs, lo, hi, grid, rng, refine, int(refine_iter)
+        )
         violations += [(k, *v) for v in seen]
         per_market.append(float(gain.max()))
-        rows.append(pd.DataFrame({"market": k, "seller": np.arange(costs.size), "cost": costs,
-                                  "truthful_utility": truth, "best_report": best,
-                                  "max_gain": gain, "monotone": monotone, "_pay": pay}))
+        rows.append(
+            pd.DataFrame(
+                {
+                    "market": k,
+                    "seller": np.arange(costs.size),
+                    "cost": costs,
+                    "truthful_utility": truth,
+                    "best_report": best,
+                    "max_gain": gain,
+                    "monotone": monotone,
+                    "_pay": pay,
+                }
+            )
+        )
     table = pd.concat(rows, ignore_index=True)
     mean_pay = float(table.pop("_pay").mean())
     tol = tol_factor * abs(mean_pay)
@@ -228,13 +270,20 @@ def audit(mechanism, dist, n_sellers: int, n_markets: int, rng: np.random.Genera
     max_gain = float(G.max())
     summary = {
         "mechanism": mechanism if isinstance(mechanism, str) else mechanism_name(mech),
-        "dist": dist.spec, "n_sellers": int(n_sellers), "n_markets": int(n_markets),
+        "dist": dist.spec,
+        "n_sellers": int(n_sellers),
+        "n_markets": int(n_markets),
         "seed": None,  # the CLI records its --seed here
-        "n_grid": int(n_grid), "refine": bool(refine),
+        "n_grid": int(n_grid),
+        "refine": bool(refine),
         "randomized": bool(getattr(mech, "randomized", False)),
-        "mean_payment": mean_pay, "tol_factor": tol_factor, "tol": tol,
-        "max_gain": max_gain, "mean_max_gain": float(G.mean()),
-        "max_gain_ci_low": ci[0], "max_gain_ci_high": ci[1],
+        "mean_payment": mean_pay,
+        "tol_factor": tol_factor,
+        "tol": tol,
+        "max_gain": max_gain,
+        "mean_max_gain": float(G.mean()),
+        "max_gain_ci_low": ci[0],
+        "max_gain_ci_high": ci[1],
         "share_profitable": float(np.mean(table["max_gain"] > tol)),
         "ir_violations": int(np.sum(table["truthful_utility"] < -tol)),
         "min_truthful_utility": float(table["truthful_utility"].min()),
@@ -260,9 +309,12 @@ def plot(result: AuditResult, path) -> None:
     if len(pos):
         ax.set_yscale("symlog", linthresh=max(s["tol"], 1e-300))
     ax.set_ylim(bottom=0)  # gains are >= 0: the truth is a candidate
-    ax.set(xlabel="seller's true cost", ylabel="largest gain of a misreport",
-           title=f"IC audit: {s['mechanism']}, {s['dist']} -> {s['verdict']} "
-                 f"(max gain {s['max_gain']:.2g})")
+    ax.set(
+        xlabel="seller's true cost",
+        ylabel="largest gain of a misreport",
+        title=f"IC audit: {s['mechanism']}, {s['dist']} -> {s['verdict']} "
+        f"(max gain {s['max_gain']:.2g})",
+    )
     fig.colorbar(sc, ax=ax, label="market")
     ax.legend(loc="upper right")
     fig.tight_layout()
@@ -282,29 +334,44 @@ def add_parser(subparsers):
     from .cli import _count, _positive
 
     a = subparsers.add_parser(
-        "audit", help="IC / IR / monotonicity audit of a mechanism on seeded markets",
+        "audit",
+        help="IC / IR / monotonicity audit of a mechanism on seeded markets",
         description="Draw K markets of N truthful sellers, find each seller's best "
         "unilateral misreport (grid plus a bounded search), count IR and monotonicity "
         "violations, and write DIR/audit.csv, DIR/summary.json and DIR/audit.png. "
-        "Verdict: ic iff the largest gain <= 1e-6 x the mean payment.")
-    a.add_argument("--mechanism", required=True, metavar="SPEC",
-                   help="a registered name (offline, online, pay-as-bid, posted-price, "
-                   "private-posted-price, private-cutoff), name:key=value, module:attr or "
-                   "path/to/file.py:Class")
-    a.add_argument("--dist", required=True, metavar="SPEC", help="cost distribution, "
-                   "e.g. uniform:0:1")
+        "Verdict: ic iff the largest gain <= 1e-6 x the mean payment.",
+    )
+    a.add_argument(
+        "--mechanism",
+        required=True,
+        metavar="SPEC",
+        help="a registered name (offline, online, pay-as-bid, posted-price, "
+        "private-posted-price, private-cutoff), name:key=value, module:attr or "
+        "path/to/file.py:Class",
+    )
+    a.add_argument(
+        "--dist", required=True, metavar="SPEC", help="cost distribution, e.g. uniform:0:1"
+    )
     a.add_argument("--iron", action="store_true", help="Myerson ironing of the cost law")
     a.add_argument("--sellers", type=_count("sellers"), default=20, help="sellers per market")
     a.add_argument("--markets", type=_count("markets"), default=20, help="number of markets")
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    a.add_argument("--grid", type=_number_at_least(2), default=33,
-                   help="own reports per seller on the support (default 33)")
+    a.add_argument(
+        "--grid",
+        type=_number_at_least(2),
+        default=33,
+        help="own reports per seller on the support (default 33)",
+    )
     a.add_argument("--no-refine", action="store_true", help="grid only, no scalar search")
     a.add_argument("--mu", type=_positive("mu"), default=None)
     a.add_argument("--sigma", type=_positive("sigma"), default=None)
     a.add_argument("--gamma", type=_positive("gamma"), default=None)
-    a.add_argument("--privacy", type=_positive("privacy"), default=None,
-                   help="epsilon of the private mechanisms' price / cut-off choice")
+    a.add_argument(
+        "--privacy",
+        type=_positive("privacy"),
+        default=None,
+        help="epsilon of the private mechanisms' price / cut-off choice",
+    )
     a.add_argument("--out", required=True, metavar="DIR", help="output folder")
     a.set_defaults(func=cmd_audit)
     return a
@@ -318,14 +385,24 @@ def _number_at_least(least):
 
 def cmd_audit(args) -> int:
     dist = parse_distribution(args.dist, iron=args.iron)
-    context = {k: getattr(args, k) for k in ("mu", "sigma", "gamma", "privacy")
-               if getattr(args, k) is not None}
+    context = {
+        k: getattr(args, k)
+        for k in ("mu", "sigma", "gamma", "privacy")
+        if getattr(args, k) is not None
+    }
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise MarketSimError(f"--out {args.out!r} exists and is not a folder")
-    result = audit(args.mechanism, dist, args.sellers, args.markets,
-                   np.random.default_rng(args.seed), n_grid=args.grid,
-                   refine=not args.no_refine, **context)
+    result = audit(
+        args.mechanism,
+        dist,
+        args.sellers,
+        args.markets,
+        np.random.default_rng(args.seed),
+        n_grid=args.grid,
+        refine=not args.no_refine,
+        **context,
+    )
     result.summary["seed"] = args.seed
     result.write(out)
     print(result.format())

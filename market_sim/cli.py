@@ -41,6 +41,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _number(name, kind, ok, need):
     """argparse type: parse with ``kind``, accept when ``ok(v)``, else say ``need``."""
+
     def conv(text):
         try:
             v = kind(text)
@@ -50,6 +51,7 @@ def _number(name, kind, ok, need):
         if not ok(v):
             raise argparse.ArgumentTypeError(f"{name} must be {need} (got {text!r})")
         return v
+
     return conv
 
 
@@ -65,80 +67,160 @@ _k_value = _number("k", float, lambda v: math.isfinite(v) and v >= 1, ">= 1")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="market-sim", description="A testbed for privacy data markets "
-                "(offline mechanism of Anjarlekar, Etesami and Srikant; see README).")
+    p = _Parser(
+        prog="market-sim",
+        description="A testbed for privacy data markets "
+        "(offline mechanism of Anjarlekar, Etesami and Srikant; see README).",
+    )
     p.add_argument("--version", action="version", version=f"market-sim {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     market = _Parser(add_help=False)
-    market.add_argument("--dist", required=True, metavar="SPEC",
-                        help="cost distribution, e.g. uniform:0:1, truncnorm:MEAN:SD:LOW:HIGH, "
-                        "beta:A:B:LOW:HIGH, truncexpon:SCALE:LOW:HIGH, empirical:FILE.csv")
-    market.add_argument("--iron", action="store_true",
-                        help="use Myerson ironing if the distribution is not regular")
-    market.add_argument("--mu", type=_positive("mu"), default=1.0,
-                        help="weight of the ||a|| term (generalisation), default 1")
-    market.add_argument("--sigma", type=_positive("sigma"), default=1.0,
-                        help="weight of the 1/eta term (privacy noise), default 1")
-    market.add_argument("--gamma", type=_positive("gamma"), default=1.0,
-                        help="weight of the payments, default 1")
+    market.add_argument(
+        "--dist",
+        required=True,
+        metavar="SPEC",
+        help="cost distribution, e.g. uniform:0:1, truncnorm:MEAN:SD:LOW:HIGH, "
+        "beta:A:B:LOW:HIGH, truncexpon:SCALE:LOW:HIGH, empirical:FILE.csv",
+    )
+    market.add_argument(
+        "--iron", action="store_true", help="use Myerson ironing if the distribution is not regular"
+    )
+    market.add_argument(
+        "--mu",
+        type=_positive("mu"),
+        default=1.0,
+        help="weight of the ||a|| term (generalisation), default 1",
+    )
+    market.add_argument(
+        "--sigma",
+        type=_positive("sigma"),
+        default=1.0,
+        help="weight of the 1/eta term (privacy noise), default 1",
+    )
+    market.add_argument(
+        "--gamma", type=_positive("gamma"), default=1.0, help="weight of the payments, default 1"
+    )
     online = _Parser(add_help=False)
-    online.add_argument("--rule", choices=["fluid", "alg3"], default="fluid",
-                        help="online rule: fluid (exact, any regular law; default) or alg3 "
-                        "(the paper's printed formulas, needs f_Psi(0) > 0)")
+    online.add_argument(
+        "--rule",
+        choices=["fluid", "alg3"],
+        default="fluid",
+        help="online rule: fluid (exact, any regular law; default) or alg3 "
+        "(the paper's printed formulas, needs f_Psi(0) > 0)",
+    )
 
-    s = sub.add_parser("solve", parents=[market, online],
-                       help="privacy levels and Myerson payments for reported costs",
-                       description="Run the offline mechanism (Alg. 2, Eq. 11 of 003, solved "
-                       "exactly) or the online one (Alg. 3) on the sellers in a CSV and compute "
-                       "Myerson payments (Eq. 8).")
-    s.add_argument("--costs", required=True, metavar="FILE.csv",
-                   help="CSV with columns seller_id,cost (one row per seller)")
-    s.add_argument("--k", type=_k_value, default=None,
-                   help="offline only: cap a_i <= k/m (Remark IV.1); default: no cap")
-    s.add_argument("--mechanism", choices=["offline", "online"], default="offline",
-                   help="mechanism to run (default offline)")
-    s.add_argument("--planned-m", type=_count("planned-m"), default=None,
-                   help="online only: the number of sellers the platform plans for "
-                   "(default: the number of rows)")
-    s.add_argument("--n-quad", type=int, default=32,
-                   help="Gauss-Legendre nodes per piece of the payment integral (default 32)")
+    s = sub.add_parser(
+        "solve",
+        parents=[market, online],
+        help="privacy levels and Myerson payments for reported costs",
+        description="Run the offline mechanism (Alg. 2, Eq. 11 of 003, solved "
+        "exactly) or the online one (Alg. 3) on the sellers in a CSV and compute "
+        "Myerson payments (Eq. 8).",
+    )
+    s.add_argument(
+        "--costs",
+        required=True,
+        metavar="FILE.csv",
+        help="CSV with columns seller_id,cost (one row per seller)",
+    )
+    s.add_argument(
+        "--k",
+        type=_k_value,
+        default=None,
+        help="offline only: cap a_i <= k/m (Remark IV.1); default: no cap",
+    )
+    s.add_argument(
+        "--mechanism",
+        choices=["offline", "online"],
+        default="offline",
+        help="mechanism to run (default offline)",
+    )
+    s.add_argument(
+        "--planned-m",
+        type=_count("planned-m"),
+        default=None,
+        help="online only: the number of sellers the platform plans for "
+        "(default: the number of rows)",
+    )
+    s.add_argument(
+        "--n-quad",
+        type=int,
+        default=32,
+        help="Gauss-Legendre nodes per piece of the payment integral (default 32)",
+    )
     out = s.add_mutually_exclusive_group()
-    out.add_argument("--out", metavar="FILE.csv",
-                     help="write the per-seller table here; the summary goes to stdout")
-    out.add_argument("--json", action="store_true",
-                     help="print one JSON document {summary, sellers} on stdout")
+    out.add_argument(
+        "--out",
+        metavar="FILE.csv",
+        help="write the per-seller table here; the summary goes to stdout",
+    )
+    out.add_argument(
+        "--json", action="store_true", help="print one JSON document {summary, sellers} on stdout"
+    )
     s.set_defaults(func=cmd_solve)
 
-    o = sub.add_parser("online-stream", parents=[market, online],
-                       help="answer a live feed of sellers, one CSV line at a time",
-                       description="Read seller_id,cost lines from stdin (a header line is "
-                       "optional) and write each decision at once: seller_id,cost,virtual_cost,"
-                       "eps,payment,utility,error. A bad line gets an error record and the "
-                       "stream goes on.")
-    o.add_argument("--planned-m", type=_count("planned-m"), required=True,
-                   help="the number of sellers the platform plans for")
+    o = sub.add_parser(
+        "online-stream",
+        parents=[market, online],
+        help="answer a live feed of sellers, one CSV line at a time",
+        description="Read seller_id,cost lines from stdin (a header line is "
+        "optional) and write each decision at once: seller_id,cost,virtual_cost,"
+        "eps,payment,utility,error. A bad line gets an error record and the "
+        "stream goes on.",
+    )
+    o.add_argument(
+        "--planned-m",
+        type=_count("planned-m"),
+        required=True,
+        help="the number of sellers the platform plans for",
+    )
     o.set_defaults(func=cmd_online_stream)
 
-    r = sub.add_parser("run", help="run a study's grid into a resumable results folder",
-                       description="Run every (parameters, replication) task of a study with "
-                       "reproducible seeds. Each finished task is written to OUT/results/ at "
-                       "once; running the same command again resumes.")
-    r.add_argument("scenario", metavar="STUDY",
-                   help="a name from `market-sim scenarios`, a module (pkg.study or "
-                   "module:attribute) or a file path/to/study.py")
+    r = sub.add_parser(
+        "run",
+        help="run a study's grid into a resumable results folder",
+        description="Run every (parameters, replication) task of a study with "
+        "reproducible seeds. Each finished task is written to OUT/results/ at "
+        "once; running the same command again resumes.",
+    )
+    r.add_argument(
+        "scenario",
+        metavar="STUDY",
+        help="a name from `market-sim scenarios`, a module (pkg.study or "
+        "module:attribute) or a file path/to/study.py",
+    )
     r.add_argument("--quick", action="store_true", help="the scenario's small grid (a smoke test)")
     r.add_argument("--seed", type=int, default=0, help="root seed of the study (default 0)")
-    r.add_argument("--reps", type=_count("reps"), default=None,
-                   help="replications per parameter point (default: the scenario's)")
-    r.add_argument("--workers", type=_count("workers"), default=1,
-                   help="processes, or Dask workers of a local cluster (default 1)")
-    r.add_argument("--executor", choices=["local", "dask"], default="local",
-                   help="local process pool (default) or Dask distributed")
-    r.add_argument("--address", default=None,
-                   help="Dask scheduler address (default: start a LocalCluster)")
-    r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="fix a grid parameter for every point, e.g. --set m=1000 (repeatable)")
+    r.add_argument(
+        "--reps",
+        type=_count("reps"),
+        default=None,
+        help="replications per parameter point (default: the scenario's)",
+    )
+    r.add_argument(
+        "--workers",
+        type=_count("workers"),
+        default=1,
+        help="processes, or Dask workers of a local cluster (default 1)",
+    )
+    r.add_argument(
+        "--executor",
+        choices=["local", "dask"],
+        default="local",
+        help="local process pool (default) or Dask distributed",
+    )
+    r.add_argument(
+        "--address", default=None, help="Dask scheduler address (default: start a LocalCluster)"
+    )
+    r.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="fix a grid parameter for every point, e.g. --set m=1000 (repeatable)",
+    )
     r.add_argument("--out", default=None, help="results folder (default results/STUDY)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_run)
@@ -146,50 +228,94 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("scenarios", help="list the studies (built-in and installed)")
     ls.set_defaults(func=cmd_scenarios)
 
-    rep = sub.add_parser("report", help="Markdown and HTML report of a results folder",
-                         description="Read OUT/results (never re-running anything) and write "
-                         "report.md, report.html and the figures into the folder.")
+    rep = sub.add_parser(
+        "report",
+        help="Markdown and HTML report of a results folder",
+        description="Read OUT/results (never re-running anything) and write "
+        "report.md, report.html and the figures into the folder.",
+    )
     rep.add_argument("results", help="a folder written by `market-sim run`")
     rep.add_argument("--out", default=None, help="report folder (default: RESULTS/report)")
     rep.set_defaults(func=cmd_report)
 
-    sim = sub.add_parser("simulate", parents=[market],
-                         help="the agent-based market: strategic sellers over repeated rounds",
-                         description="Run the Mesa market model and write DIR/agents.csv "
-                         "(one row per seller and round), DIR/model.csv (one row per round) and "
-                         "DIR/simulation.png.")
-    sim.add_argument("--mechanism", default="offline", metavar="SPEC",
-                     help="a registered mechanism (see `market-sim mechanisms`: offline, online, "
-                     "data-dependent (needs --data), pay-as-bid, posted-price, "
-                     "private-posted-price, private-cutoff, ...), module:Class or "
-                     "path/to/file.py:Class, with parameters as :key=value (default offline)")
-    sim.add_argument("--privacy", type=float, default=1.0,
-                     help="epsilon of the private mechanisms' price / cut-off choice (default 1)")
-    sim.add_argument("--release", metavar="NOISE:EPS[:DELTA]", default=None,
-                     help="publish each round's total payment and number bought with noise "
-                     "(laplace:1, gaussian:1:1e-5 or truncated-laplace:1:0.01; each statistic "
-                     "spends EPS); needs --payment-bound")
-    sim.add_argument("--payment-bound", type=float, default=None,
-                     help="public cap the released total payment is clipped to")
-    sim.add_argument("--strategy", action="append", default=None, metavar="SPEC[@FRACTION]",
-                     help="a registered strategy (see `market-sim strategies`), module:Class or "
-                     "path/to/file.py:Class, with parameters as :key=value (shade:factor=1.3); "
-                     "repeat with @FRACTION for a mixed population (shade@0.3 --strategy "
-                     "best-response@0.2); default truthful")
+    sim = sub.add_parser(
+        "simulate",
+        parents=[market],
+        help="the agent-based market: strategic sellers over repeated rounds",
+        description="Run the Mesa market model and write DIR/agents.csv "
+        "(one row per seller and round), DIR/model.csv (one row per round) and "
+        "DIR/simulation.png.",
+    )
+    sim.add_argument(
+        "--mechanism",
+        default="offline",
+        metavar="SPEC",
+        help="a registered mechanism (see `market-sim mechanisms`: offline, online, "
+        "data-dependent (needs --data), pay-as-bid, posted-price, "
+        "private-posted-price, private-cutoff, ...), module:Class or "
+        "path/to/file.py:Class, with parameters as :key=value (default offline)",
+    )
+    sim.add_argument(
+        "--privacy",
+        type=float,
+        default=1.0,
+        help="epsilon of the private mechanisms' price / cut-off choice (default 1)",
+    )
+    sim.add_argument(
+        "--release",
+        metavar="NOISE:EPS[:DELTA]",
+        default=None,
+        help="publish each round's total payment and number bought with noise "
+        "(laplace:1, gaussian:1:1e-5 or truncated-laplace:1:0.01; each statistic "
+        "spends EPS); needs --payment-bound",
+    )
+    sim.add_argument(
+        "--payment-bound",
+        type=float,
+        default=None,
+        help="public cap the released total payment is clipped to",
+    )
+    sim.add_argument(
+        "--strategy",
+        action="append",
+        default=None,
+        metavar="SPEC[@FRACTION]",
+        help="a registered strategy (see `market-sim strategies`), module:Class or "
+        "path/to/file.py:Class, with parameters as :key=value (shade:factor=1.3); "
+        "repeat with @FRACTION for a mixed population (shade@0.3 --strategy "
+        "best-response@0.2); default truthful",
+    )
     sim.add_argument("--sellers", type=_count("sellers"), default=20, help="number of sellers")
     sim.add_argument("--rounds", type=_count("rounds"), default=3, help="number of rounds")
     sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    sim.add_argument("--xi", type=float, default=1.0,
-                     help="probability that a seller arrives in a round (default 1)")
-    sim.add_argument("--strategic-fraction", type=float, default=1.0,
-                     help="share of sellers using the strategy; the rest are truthful")
-    sim.add_argument("--data", action="store_true",
-                     help="give each seller a synthetic data point; the platform trains the "
-                     "private model (Alg. 1) and reports its test error")
-    sim.add_argument("--animate", action="store_true",
-                     help="also write DIR/simulation.gif: reports vs costs and eps, round by round")
-    sim.add_argument("--no-regret", action="store_true",
-                     help="do not measure each seller's regret (faster at large m)")
+    sim.add_argument(
+        "--xi",
+        type=float,
+        default=1.0,
+        help="probability that a seller arrives in a round (default 1)",
+    )
+    sim.add_argument(
+        "--strategic-fraction",
+        type=float,
+        default=1.0,
+        help="share of sellers using the strategy; the rest are truthful",
+    )
+    sim.add_argument(
+        "--data",
+        action="store_true",
+        help="give each seller a synthetic data point; the platform trains the "
+        "private model (Alg. 1) and reports its test error",
+    )
+    sim.add_argument(
+        "--animate",
+        action="store_true",
+        help="also write DIR/simulation.gif: reports vs costs and eps, round by round",
+    )
+    sim.add_argument(
+        "--no-regret",
+        action="store_true",
+        help="do not measure each seller's regret (faster at large m)",
+    )
     sim.add_argument("--quiet", action="store_true", help="no progress bar")
     sim.add_argument("--out", required=True, metavar="DIR", help="output folder")
     sim.set_defaults(func=cmd_simulate)
@@ -198,22 +324,33 @@ def build_parser() -> argparse.ArgumentParser:
         lst = sub.add_parser(kind, help=f"list the registered {kind} (built-in and third-party)")
         lst.set_defaults(func=cmd_list, kind=kind)
     from .auditing import add_parser as _add_audit
+
     _add_audit(sub)
 
-    d = sub.add_parser("demo", help="a small seeded market end to end, with a figure",
-                       description="Run one seeded market: costs, eps, payments, utilities, "
-                       "an IC and IR check, and a figure.")
+    d = sub.add_parser(
+        "demo",
+        help="a small seeded market end to end, with a figure",
+        description="Run one seeded market: costs, eps, payments, utilities, "
+        "an IC and IR check, and a figure.",
+    )
     d.add_argument("--out-dir", default="demo_output", help="folder for the figure")
     d.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     d.add_argument("--m", type=int, default=200, help="number of sellers (default 200)")
     d.set_defaults(func=cmd_demo)
 
-    v = sub.add_parser("viz", help="an interactive page for the market (needs the viz extra)",
-                       description="Serve Mesa's SolaraViz page for the market model: "
-                       "controls, step/play, live panels.")
+    v = sub.add_parser(
+        "viz",
+        help="an interactive page for the market (needs the viz extra)",
+        description="Serve Mesa's SolaraViz page for the market model: "
+        "controls, step/play, live panels.",
+    )
     v.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
-    v.add_argument("--port", type=_number("port", int, lambda v: 0 < v < 65536, "1..65535"),
-                   default=8765, help="port (default 8765)")
+    v.add_argument(
+        "--port",
+        type=_number("port", int, lambda v: 0 < v < 65536, "1..65535"),
+        default=8765,
+        help="port (default 8765)",
+    )
     v.set_defaults(func=cmd_viz)
     return p
 
@@ -223,8 +360,10 @@ def cmd_viz(args) -> int:
     try:
         from . import viz
     except ImportError as exc:
-        raise MarketSimError(f"market-sim viz needs the viz extra: pip install "
-                             f"'market_sim[viz]' (missing: {exc.name or exc})") from None
+        raise MarketSimError(
+            f"market-sim viz needs the viz extra: pip install "
+            f"'market_sim[viz]' (missing: {exc.name or exc})"
+        ) from None
     viz.serve(args.host, args.port)
     return 0
 
@@ -238,8 +377,13 @@ def read_costs(path: str):
     if not p.is_file():
         raise MarketSimError(f"{path}: no such file")
     try:
-        df = pd.read_csv(p, dtype={"seller_id": str}, encoding="utf-8-sig",
-                         keep_default_na=False, skipinitialspace=True)
+        df = pd.read_csv(
+            p,
+            dtype={"seller_id": str},
+            encoding="utf-8-sig",
+            keep_default_na=False,
+            skipinitialspace=True,
+        )
     except pd.errors.EmptyDataError:
         raise MarketSimError(f"{path}: the file is empty") from None
     except UnicodeDecodeError:
@@ -267,8 +411,9 @@ def read_costs(path: str):
     bad = ~np.isfinite(costs)
     if bad.any():
         i = int(np.argmax(bad))
-        raise MarketSimError(f"{path}: cost of seller {ids.iloc[i]!r} is not a finite number "
-                             f"({raw.iloc[i]!r})")
+        raise MarketSimError(
+            f"{path}: cost of seller {ids.iloc[i]!r} is not a finite number ({raw.iloc[i]!r})"
+        )
     if (costs < 0).any():
         i = int(np.argmax(costs < 0))
         raise MarketSimError(f"{path}: cost of seller {ids.iloc[i]!r} is negative ({costs[i]:g})")
@@ -284,21 +429,39 @@ def _json_value(v):
 
 
 # ---- commands -------------------------------------------------------------------
-def run_market(costs, dist, *, mu, sigma, gamma, k=None, n_quad=32, mechanism="offline",
-               rule="fluid", planned_m=None):
+def run_market(
+    costs,
+    dist,
+    *,
+    mu,
+    sigma,
+    gamma,
+    k=None,
+    n_quad=32,
+    mechanism="offline",
+    rule="fluid",
+    planned_m=None,
+):
     """Run one market; returns (per-seller DataFrame without ids, summary dict)."""
     import pandas as pd
 
     psi = dist.virtual_cost(costs)
-    summary = {"mechanism": mechanism, "distribution": dist.spec, "m": int(costs.size),
-               "mu": mu, "sigma": sigma, "gamma": gamma}
+    summary = {
+        "mechanism": mechanism,
+        "distribution": dist.spec,
+        "m": int(costs.size),
+        "mu": mu,
+        "sigma": sigma,
+        "gamma": gamma,
+    }
     if mechanism == "offline":
         from .mechanisms.offline import solve
         from .mechanisms.payments import offline_payments
 
         res = solve(psi, mu=mu, sigma=sigma, gamma=gamma, k=k)
-        eps, pay = offline_payments(costs, dist, mu=mu, sigma=sigma, gamma=gamma, k=k,
-                                    n_quad=n_quad)
+        eps, pay = offline_payments(
+            costs, dist, mu=mu, sigma=sigma, gamma=gamma, k=k, n_quad=n_quad
+        )
         a, eta, cutoff, loss = res.a, res.eta, res.lam, res.proxy_loss
         summary["k"] = k
     else:
@@ -315,10 +478,24 @@ def run_market(costs, dist, *, mu, sigma, gamma, k=None, n_quad=32, mechanism="o
         cutoff = mech.cutoff
         loss = proxy_loss_of_eps(eps, psi, mu=mu, sigma=sigma, gamma=gamma)
         summary.update(rule=rule, planned_m=planned)
-    table = pd.DataFrame({"cost": costs, "virtual_cost": psi, "a": a, "eps": eps,
-                          "payment": pay, "utility": pay - costs * eps})
-    summary.update(eta=eta, cutoff=cutoff, proxy_loss=loss, n_bought=int(np.count_nonzero(eps)),
-                   total_payment=float(pay.sum()), version=__version__)
+    table = pd.DataFrame(
+        {
+            "cost": costs,
+            "virtual_cost": psi,
+            "a": a,
+            "eps": eps,
+            "payment": pay,
+            "utility": pay - costs * eps,
+        }
+    )
+    summary.update(
+        eta=eta,
+        cutoff=cutoff,
+        proxy_loss=loss,
+        n_bought=int(np.count_nonzero(eps)),
+        total_payment=float(pay.sum()),
+        version=__version__,
+    )
     return table, summary
 
 
@@ -332,14 +509,27 @@ def cmd_solve(args) -> int:
     dist.check_in_support(costs)
     if args.mechanism == "offline" and args.planned_m is not None:
         raise MarketSimError("--planned-m applies to the online mechanism only")
-    table, summary = run_market(costs, dist, mu=args.mu, sigma=args.sigma, gamma=args.gamma,
-                                k=args.k, n_quad=args.n_quad, mechanism=args.mechanism,
-                                rule=args.rule, planned_m=args.planned_m)
+    table, summary = run_market(
+        costs,
+        dist,
+        mu=args.mu,
+        sigma=args.sigma,
+        gamma=args.gamma,
+        k=args.k,
+        n_quad=args.n_quad,
+        mechanism=args.mechanism,
+        rule=args.rule,
+        planned_m=args.planned_m,
+    )
     table.insert(0, "seller_id", ids)
     if args.json:
-        doc = {"summary": {k: _json_value(v) for k, v in summary.items()},
-               "sellers": [{k: _json_value(v) for k, v in row.items()}
-                           for row in table.to_dict(orient="records")]}
+        doc = {
+            "summary": {k: _json_value(v) for k, v in summary.items()},
+            "sellers": [
+                {k: _json_value(v) for k, v in row.items()}
+                for row in table.to_dict(orient="records")
+            ],
+        }
         sys.stdout.write(json.dumps(doc) + "\n")
         return 0
     lines = "".join(f"{k}: {_json_value(v)}\n" for k, v in summary.items())
@@ -361,9 +551,11 @@ def _write_csv(table, fh) -> None:
 
     plain = not table["seller_id"].str.contains('[,"\r\n]', regex=True).any()
     fh.write((",".join(table.columns) + "\n").encode())
-    pacsv.write_csv(pa.Table.from_pandas(table, preserve_index=False), fh,
-                    pacsv.WriteOptions(include_header=False,
-                                       quoting_style="none" if plain else "needed"))
+    pacsv.write_csv(
+        pa.Table.from_pandas(table, preserve_index=False),
+        fh,
+        pacsv.WriteOptions(include_header=False, quoting_style="none" if plain else "needed"),
+    )
 
 
 STREAM_COLUMNS = ["seller_id", "cost", "virtual_cost", "eps", "payment", "utility", "error"]
@@ -376,8 +568,9 @@ def cmd_online_stream(args) -> int:
     from .mechanisms.online import OnlineMechanism
 
     dist = parse_distribution(args.dist, iron=args.iron)
-    mech = OnlineMechanism(dist, args.planned_m, mu=args.mu, sigma=args.sigma,
-                           gamma=args.gamma, rule=args.rule)
+    mech = OnlineMechanism(
+        dist, args.planned_m, mu=args.mu, sigma=args.sigma, gamma=args.gamma, rule=args.rule
+    )
     out = csv.writer(sys.stdout, lineterminator="\n")
     out.writerow(STREAM_COLUMNS)
     sys.stdout.flush()
@@ -411,6 +604,7 @@ def _stream_rows(stream):
 
 def answer_stream_row(mech, row, lineno, seen):
     """One output record for one input line of online-stream."""
+
     def error(sid, msg):
         return sid, [sid, "", "", "", "", "", f"line {lineno}: {msg}"]
 
@@ -420,7 +614,9 @@ def answer_stream_row(mech, row, lineno, seen):
     if lineno == 1 and fields == ["seller_id", "cost"]:
         return None, None  # the optional header
     if len(fields) != 2:
-        return error(fields[0] if fields else "", f"expected 2 fields seller_id,cost, got {len(fields)}")
+        return error(
+            fields[0] if fields else "", f"expected 2 fields seller_id,cost, got {len(fields)}"
+        )
     sid, text = fields
     if not sid:
         return error("", "empty seller_id")
@@ -449,16 +645,29 @@ def cmd_run(args) -> int:
     default = Path(args.scenario).stem if args.scenario.endswith(".py") else args.scenario
     out = args.out or "results/" + re.sub(r"[^\w.-]+", "_", default)
     try:
-        res = run_scenario(args.scenario, out, seed=args.seed, quick=args.quick, reps=args.reps,
-                           workers=args.workers, executor=args.executor, address=args.address,
-                           overrides=parse_overrides(args.overrides),
-                           progress=not args.no_progress)
+        res = run_scenario(
+            args.scenario,
+            out,
+            seed=args.seed,
+            quick=args.quick,
+            reps=args.reps,
+            workers=args.workers,
+            executor=args.executor,
+            address=args.address,
+            overrides=parse_overrides(args.overrides),
+            progress=not args.no_progress,
+        )
     except KeyboardInterrupt:
-        print(f"market-sim: interrupted; finished tasks are in {out}/results; run the same "
-              f"command to resume", file=sys.stderr)
+        print(
+            f"market-sim: interrupted; finished tasks are in {out}/results; run the same "
+            f"command to resume",
+            file=sys.stderr,
+        )
         return 130
-    print(f"{res.total} tasks: {res.skipped} already done, {res.ran} run, {res.failed} failed; "
-          f"results in {out}/results")
+    print(
+        f"{res.total} tasks: {res.skipped} already done, {res.ran} run, {res.failed} failed; "
+        f"results in {out}/results"
+    )
     return 1 if res.failed else 0
 
 
@@ -487,7 +696,9 @@ def _parse_release(text):
     try:
         nums = [float(v) for v in parts[1:]]
     except ValueError:
-        raise MarketSimError(f"--release {text!r}: expected NOISE:EPS[:DELTA] with numbers") from None
+        raise MarketSimError(
+            f"--release {text!r}: expected NOISE:EPS[:DELTA] with numbers"
+        ) from None
     if len(nums) not in (1, 2):
         raise MarketSimError(f"--release {text!r}: expected NOISE:EPS[:DELTA]")
     return StatisticRelease(parts[0], *nums)
@@ -503,8 +714,9 @@ def _strategy_arg(items):
     for item in items:
         spec, sep, frac = item.rpartition("@")
         if not sep or not spec:
-            raise MarketSimError(f"--strategy {item!r}: a mixed population needs SPEC@FRACTION "
-                                 "for every strategy")
+            raise MarketSimError(
+                f"--strategy {item!r}: a mixed population needs SPEC@FRACTION for every strategy"
+            )
         try:
             mix[spec] = float(frac)
         except ValueError:
@@ -530,32 +742,54 @@ def cmd_simulate(args) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise MarketSimError(f"--out {args.out!r} exists and is not a folder")
-    model = MarketModel(args.sellers, dist=dist, mechanism=args.mechanism,
-                        strategy=strategy,
-                        strategic_fraction=args.strategic_fraction if fraction is None else 1.0,
-                        rounds=args.rounds, mu=args.mu, sigma=args.sigma, gamma=args.gamma,
-                        xi=args.xi, seed=args.seed, data="synthetic" if args.data else None,
-                        privacy=args.privacy, release=_parse_release(args.release),
-                        payment_bound=args.payment_bound, measure_regret=not args.no_regret)
+    model = MarketModel(
+        args.sellers,
+        dist=dist,
+        mechanism=args.mechanism,
+        strategy=strategy,
+        strategic_fraction=args.strategic_fraction if fraction is None else 1.0,
+        rounds=args.rounds,
+        mu=args.mu,
+        sigma=args.sigma,
+        gamma=args.gamma,
+        xi=args.xi,
+        seed=args.seed,
+        data="synthetic" if args.data else None,
+        privacy=args.privacy,
+        release=_parse_release(args.release),
+        payment_bound=args.payment_bound,
+        measure_regret=not args.no_regret,
+    )
     from tqdm import tqdm
 
-    with tqdm(total=args.rounds, desc="rounds", unit="round", file=sys.stderr,
-              disable=args.quiet or None) as bar:
+    with tqdm(
+        total=args.rounds, desc="rounds", unit="round", file=sys.stderr, disable=args.quiet or None
+    ) as bar:
         while model.running:
             model.step()
             bar.update(1)
     model_df, agent_df = model.model_frame(), model.agent_frame()
     out.mkdir(parents=True, exist_ok=True)
-    _atomic_write(str(out / "agents.csv"), lambda fh: fh.write(agent_df.to_csv(index=False).encode()))
-    _atomic_write(str(out / "model.csv"), lambda fh: fh.write(model_df.to_csv(index=False).encode()))
+    _atomic_write(
+        str(out / "agents.csv"), lambda fh: fh.write(agent_df.to_csv(index=False).encode())
+    )
+    _atomic_write(
+        str(out / "model.csv"), lambda fh: fh.write(model_df.to_csv(index=False).encode())
+    )
     label = args.mechanism if len(args.mechanism) < 40 else model.mechanism_name
-    _plot_simulation(agent_df, model_df, out / "simulation.png",
-                     f"{label}, {', '.join(model.strategy_names)}, {args.sellers} sellers")
+    _plot_simulation(
+        agent_df,
+        model_df,
+        out / "simulation.png",
+        f"{label}, {', '.join(model.strategy_names)}, {args.sellers} sellers",
+    )
     if args.animate:
         _animate_simulation(agent_df, out / "simulation.gif")
     print(model_df.to_string(index=False))
-    print(f"written to {out}: agents.csv, model.csv, simulation.png"
-          + (", simulation.gif" if args.animate else ""))
+    print(
+        f"written to {out}: agents.csv, model.csv, simulation.png"
+        + (", simulation.gif" if args.animate else "")
+    )
     return 0
 
 

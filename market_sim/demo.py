@@ -33,8 +33,10 @@ def run_demo(out_dir: str = "demo_output", seed: int = 0, m: int = 200) -> dict:
     costs = dist.sample(m, rng)
     table, summary = run_market(costs, dist, **DEMO_PARAMS)
 
-    print(f"market-sim demo: {m} sellers, costs ~ {DEMO_DIST}, seed {seed}, "
-          f"mu={DEMO_PARAMS['mu']:g} sigma={DEMO_PARAMS['sigma']:g} gamma={DEMO_PARAMS['gamma']:g}")
+    print(
+        f"market-sim demo: {m} sellers, costs ~ {DEMO_DIST}, seed {seed}, "
+        f"mu={DEMO_PARAMS['mu']:g} sigma={DEMO_PARAMS['sigma']:g} gamma={DEMO_PARAMS['gamma']:g}"
+    )
     print()
     for key in ("eta", "cutoff", "proxy_loss", "n_bought", "total_payment"):
         v = summary[key]

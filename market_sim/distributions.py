@@ -152,8 +152,9 @@ class CostDistribution:
     def virtual_cost_cdf(self, y) -> np.ndarray:
         """P(Psi <= y) for Psi = psi(C)."""
         y = np.asarray(y, dtype=float)
-        return np.where(self.virtual_cost(self.support[0]) > y, 0.0,
-                        self.cdf(self.inverse_virtual_cost(y)))
+        return np.where(
+            self.virtual_cost(self.support[0]) > y, 0.0, self.cdf(self.inverse_virtual_cost(y))
+        )
 
     def virtual_cost_pdf(self, y) -> np.ndarray:
         """Density of Psi = psi(C): f(c) / psi'(c) at c = psi^{-1}(y).
@@ -214,8 +215,8 @@ def _ironing_intervals(dist: CostDistribution) -> tuple[tuple[float, float, floa
         if i1 - i0 < 2 or q[i1] <= q[i0]:
             continue
         slope = (h[i1] - h[i0]) / (q[i1] - q[i0])
-        chord = h[i0] + slope * (q[i0:i1 + 1] - q[i0])
-        if np.max(h[i0:i1 + 1] - chord) > 1e-12 * max(1.0, abs(h[i1])):
+        chord = h[i0] + slope * (q[i0 : i1 + 1] - q[i0])
+        if np.max(h[i0 : i1 + 1] - chord) > 1e-12 * max(1.0, abs(h[i1])):
             intervals.append((float(c[i0]), float(c[i1]), float(slope)))
     return tuple(intervals)
 
@@ -235,8 +236,13 @@ def _make(spec: str, frozen, low: float, high: float, iron: bool) -> CostDistrib
             "ask for Myerson ironing (iron=True, or --iron on the command line)"
         )
     spec_i = spec if spec.endswith("+iron") else spec + "+iron"
-    return CostDistribution(spec=spec_i, dist=frozen, support=d.support, ironed=True,
-                            iron_intervals=_ironing_intervals(d))
+    return CostDistribution(
+        spec=spec_i,
+        dist=frozen,
+        support=d.support,
+        ironed=True,
+        iron_intervals=_ironing_intervals(d),
+    )
 
 
 # ---- constructors ------------------------------------------------------------
@@ -253,12 +259,14 @@ def _fmt(*values: float) -> str:
 
 
 def uniform(low: float, high: float, *, iron: bool = False) -> CostDistribution:
-    return _make("uniform:" + _fmt(low, high), _stats().uniform(loc=low, scale=high - low),
-                 low, high, iron)
+    return _make(
+        "uniform:" + _fmt(low, high), _stats().uniform(loc=low, scale=high - low), low, high, iron
+    )
 
 
-def truncnorm(mean: float, sd: float, low: float, high: float, *,
-              iron: bool = False) -> CostDistribution:
+def truncnorm(
+    mean: float, sd: float, low: float, high: float, *, iron: bool = False
+) -> CostDistribution:
     spec = "truncnorm:" + _fmt(mean, sd, low, high)
     if not sd > 0:
         raise MarketSimError(f"{spec}: SD must be > 0")
@@ -266,8 +274,9 @@ def truncnorm(mean: float, sd: float, low: float, high: float, *,
     return _make(spec, frozen, low, high, iron)
 
 
-def scaled_beta(a: float, b: float, low: float, high: float, *,
-                iron: bool = False) -> CostDistribution:
+def scaled_beta(
+    a: float, b: float, low: float, high: float, *, iron: bool = False
+) -> CostDistribution:
     spec = "beta:" + _fmt(a, b, low, high)
     if not (a > 0 and b > 0):
         raise MarketSimError(f"{spec}: A and B must be > 0")
@@ -282,9 +291,15 @@ def truncexpon(scale: float, low: float, high: float, *, iron: bool = False) -> 
     return _make(spec, frozen, low, high, iron)
 
 
-def empirical(samples, *, bins: int = 512, bandwidth: float | None = None,
-              iron: bool = False, name: str = "samples",
-              support: tuple[float, float] | None = None) -> CostDistribution:
+def empirical(
+    samples,
+    *,
+    bins: int = 512,
+    bandwidth: float | None = None,
+    iron: bool = False,
+    name: str = "samples",
+    support: tuple[float, float] | None = None,
+) -> CostDistribution:
     """Smoothed empirical distribution of observed costs (see module docstring).
 
     ``support`` (default: [min, max] of the samples) is where the smoothed
@@ -319,7 +334,9 @@ def _read_cost_column(path: str) -> np.ndarray:
     try:
         df = pd.read_csv(p)
     except Exception as exc:  # pandas raises many types for bad CSV
-        raise MarketSimError(f"empirical:{path}: cannot read CSV ({exc.__class__.__name__})") from None
+        raise MarketSimError(
+            f"empirical:{path}: cannot read CSV ({exc.__class__.__name__})"
+        ) from None
     col = "cost" if "cost" in df.columns else (df.columns[0] if df.shape[1] == 1 else None)
     if col is None:
         raise MarketSimError(f"empirical:{path}: needs a 'cost' column")
@@ -357,6 +374,10 @@ def parse_distribution(spec: str, *, iron: bool = False) -> CostDistribution:
         raise MarketSimError(f"{spec!r}: parameters must be numbers") from None
     if not all(np.isfinite(nums)):
         raise MarketSimError(f"{spec!r}: parameters must be finite")
-    build = {"uniform": uniform, "truncnorm": truncnorm, "beta": scaled_beta,
-             "truncexpon": truncexpon}[name]
+    build = {
+        "uniform": uniform,
+        "truncnorm": truncnorm,
+        "beta": scaled_beta,
+        "truncexpon": truncexpon,
+    }[name]
     return build(*nums, iron=iron)

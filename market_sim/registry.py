@@ -23,10 +23,10 @@ A registry knows three sources, in this order of precedence:
 from __future__ import annotations
 
 import difflib
-import re
 import hashlib
 import importlib
 import importlib.util
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,15 +36,22 @@ from typing import Any
 
 from .errors import MarketSimError
 
-__all__ = ["Registry", "Entry", "load_object", "parse_spec", "MECHANISMS", "STRATEGIES",
-           "SCENARIOS"]
+__all__ = [
+    "Registry",
+    "Entry",
+    "load_object",
+    "parse_spec",
+    "MECHANISMS",
+    "STRATEGIES",
+    "SCENARIOS",
+]
 
 
 @dataclass(frozen=True)
 class Entry:
     name: str
-    target: Any        # "module:attribute" string, or the object itself
-    origin: str        # "built-in", "entry point (<dist>)" or "registered"
+    target: Any  # "module:attribute" string, or the object itself
+    origin: str  # "built-in", "entry point (<dist>)" or "registered"
 
 
 def _import_file(path: Path):
@@ -78,8 +85,9 @@ def _import_module(name: str):
             raise MarketSimError(f"no module named {name!r}") from None
         raise MarketSimError(f"module {name!r} failed to import: {exc}") from None
     except Exception as exc:
-        raise MarketSimError(f"module {name!r} failed to import: "
-                             f"{type(exc).__name__}: {exc}") from None
+        raise MarketSimError(
+            f"module {name!r} failed to import: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def load_object(ref: str, *, default_attr: str | None = None):
@@ -147,9 +155,13 @@ def parse_spec(spec: str) -> tuple[str, dict]:
 class Registry:
     """Names -> objects of one kind (see the module docstring)."""
 
-    def __init__(self, kind: str, group: str,
-                 builtins: dict[str, str] | Callable[[], dict[str, str]],
-                 check: Callable[[Any, str], Any] | None = None):
+    def __init__(
+        self,
+        kind: str,
+        group: str,
+        builtins: dict[str, str] | Callable[[], dict[str, str]],
+        check: Callable[[Any, str], Any] | None = None,
+    ):
         self.kind, self.group = kind, group
         self._builtin_source = builtins  # a dict, or a function giving it (called once)
         self._builtin_map: dict[str, str] | None = None
@@ -158,9 +170,11 @@ class Registry:
 
     def register(self, name: str, obj=None):
         """Register ``obj`` under ``name`` (usable as a decorator)."""
+
         def add(o):
             self._registered[name] = o
             return o
+
         return add if obj is None else add(obj)
 
     @property
@@ -194,8 +208,10 @@ class Registry:
         names = self.names()
         close = difflib.get_close_matches(name, names, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        return MarketSimError(f"{self.kind}: unknown {name!r}{hint} (known: {', '.join(names)}; "
-                              f"or give module:attribute or path/to/file.py)")
+        return MarketSimError(
+            f"{self.kind}: unknown {name!r}{hint} (known: {', '.join(names)}; "
+            f"or give module:attribute or path/to/file.py)"
+        )
 
     def load(self, name: str):
         """The object registered as ``name``, or named by a module/file reference."""
@@ -224,8 +240,8 @@ def summary_line(doc: str | None, width: int = 100) -> str:
     """The docstring's first paragraph on one line, cut after its first sentence."""
     para = " ".join((doc or "").strip().split("\n\n")[0].split())
     end = re.search(r"\w{4,}\)?\.\s+[A-Z(]", para)  # not after "Alg." or "Eq."
-    line = para if end is None else para[:end.end() - 1].rstrip()
-    return line if len(line) <= width else line[:width - 1] + "…"
+    line = para if end is None else para[: end.end() - 1].rstrip()
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def _check_mechanism(obj, name):
@@ -243,30 +259,44 @@ def _check_strategy(obj, name):
 
     if isinstance(obj, type) and issubclass(obj, Strategy):
         return obj
-    if isinstance(obj, Strategy) or callable(getattr(obj, "report", None)) \
-            or callable(getattr(obj, "report_all", None)):
+    if (
+        isinstance(obj, Strategy)
+        or callable(getattr(obj, "report", None))
+        or callable(getattr(obj, "report_all", None))
+    ):
         return obj
     raise MarketSimError(f"strategy {name!r} is not a Strategy (it has no report method)")
 
 
-MECHANISMS = Registry("mechanism", "market_sim.mechanisms", {
-    "offline": "market_sim.mechanisms.builtin:OfflineMechanism",
-    "online": "market_sim.mechanisms.online:OnlineMechanism",
-    "data-dependent": "market_sim.mechanisms.builtin:DataDependentMechanism",
-    "pay-as-bid": "market_sim.mechanisms.builtin:PayAsBidMechanism",
-    "posted-price": "market_sim.mechanisms.builtin:PostedPriceMechanism",
-    "private-posted-price": "market_sim.mechanisms.builtin:PrivatePostedPriceMechanism",
-    "private-cutoff": "market_sim.mechanisms.builtin:PrivateCutoffMechanism",
-}, _check_mechanism)
+MECHANISMS = Registry(
+    "mechanism",
+    "market_sim.mechanisms",
+    {
+        "offline": "market_sim.mechanisms.builtin:OfflineMechanism",
+        "online": "market_sim.mechanisms.online:OnlineMechanism",
+        "data-dependent": "market_sim.mechanisms.builtin:DataDependentMechanism",
+        "pay-as-bid": "market_sim.mechanisms.builtin:PayAsBidMechanism",
+        "posted-price": "market_sim.mechanisms.builtin:PostedPriceMechanism",
+        "private-posted-price": "market_sim.mechanisms.builtin:PrivatePostedPriceMechanism",
+        "private-cutoff": "market_sim.mechanisms.builtin:PrivateCutoffMechanism",
+    },
+    _check_mechanism,
+)
 
-STRATEGIES = Registry("strategy", "market_sim.strategies", {
-    "truthful": "market_sim.agents.strategies:Truthful",
-    "shade": "market_sim.agents.strategies:Shade",
-    "random": "market_sim.agents.strategies:RandomMisreport",
-    "best-response": "market_sim.agents.strategies:BestResponse",
-    "learning": "market_sim.agents.strategies:Learning",
-    "collusion": "market_sim.agents.strategies:Collusion",
-}, _check_strategy)
+STRATEGIES = Registry(
+    "strategy",
+    "market_sim.strategies",
+    {
+        "truthful": "market_sim.agents.strategies:Truthful",
+        "shade": "market_sim.agents.strategies:Shade",
+        "random": "market_sim.agents.strategies:RandomMisreport",
+        "best-response": "market_sim.agents.strategies:BestResponse",
+        "learning": "market_sim.agents.strategies:Learning",
+        "collusion": "market_sim.agents.strategies:Collusion",
+    },
+    _check_strategy,
+)
+
 
 def _builtin_scenarios() -> dict[str, str]:
     """Every module of the ``market_sim.scenarios`` package, found without importing it."""
@@ -282,8 +312,10 @@ def _builtin_scenarios() -> dict[str, str]:
 def _check_scenario(obj, name):
     missing = [a for a in ("REPLICATIONS", "grid", "run") if not hasattr(obj, a)]
     if missing:
-        raise MarketSimError(f"scenario {name!r} does not define {', '.join(missing)} "
-                             f"(a study needs REPLICATIONS, grid and run)")
+        raise MarketSimError(
+            f"scenario {name!r} does not define {', '.join(missing)} "
+            f"(a study needs REPLICATIONS, grid and run)"
+        )
     return obj
 
 

@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib
 import inspect
 import json
 import os
@@ -75,9 +74,21 @@ from . import __version__
 from .errors import MarketSimError
 from .files import atomic_write
 
-__all__ = ["load_scenario", "find_study", "list_scenarios", "task_rng", "crn_rng", "plan",
-           "Task", "run_scenario", "read_results", "RunSummary", "parse_overrides",
-           "mp_context", "CHUNK_SECONDS"]
+__all__ = [
+    "load_scenario",
+    "find_study",
+    "list_scenarios",
+    "task_rng",
+    "crn_rng",
+    "plan",
+    "Task",
+    "run_scenario",
+    "read_results",
+    "RunSummary",
+    "parse_overrides",
+    "mp_context",
+    "CHUNK_SECONDS",
+]
 
 CHUNK_SECONDS = 0.05
 
@@ -91,6 +102,7 @@ class Study:
     """A loaded study: its ``name`` (the ``scenario`` column), the ``source`` that
     finds it again in any process (built-in name, module reference or absolute
     file path), and the module or object itself."""
+
     name: str
     source: str
     obj: object
@@ -198,7 +210,8 @@ def task_rng(seed: int, params: dict, rep: int) -> np.random.Generator:
 def crn_rng(seed: int, study: str, rep: int) -> np.random.Generator:
     """Common random numbers of replication ``rep``: the same for every grid point."""
     return np.random.default_rng(
-        np.random.SeedSequence([int(seed), _digest({"crn": study}), int(rep), 1]))
+        np.random.SeedSequence([int(seed), _digest({"crn": study}), int(rep), 1])
+    )
 
 
 @dataclass(frozen=True)
@@ -233,15 +246,23 @@ def _grid(study: Study, quick: bool) -> list[dict]:
     try:
         grid = list(study.obj.grid(quick))
     except Exception as exc:
-        raise MarketSimError(f"scenario {study.name!r}: grid({quick}) failed: "
-                             f"{type(exc).__name__}: {exc}") from None
+        raise MarketSimError(
+            f"scenario {study.name!r}: grid({quick}) failed: {type(exc).__name__}: {exc}"
+        ) from None
     if not all(isinstance(p, dict) for p in grid):
         raise MarketSimError(f"scenario {study.name!r}: grid() must return a list of dicts")
     return grid
 
 
-def plan(name: str, *, seed: int = 0, quick: bool = False, reps: int | None = None,
-         overrides: dict | None = None, study: Study | None = None) -> list[Task]:
+def plan(
+    name: str,
+    *,
+    seed: int = 0,
+    quick: bool = False,
+    reps: int | None = None,
+    overrides: dict | None = None,
+    study: Study | None = None,
+) -> list[Task]:
     """Every task of a sweep, in grid order."""
     study = study or find_study(name)
     mod = study.obj
@@ -250,8 +271,10 @@ def plan(name: str, *, seed: int = 0, quick: bool = False, reps: int | None = No
     known = set().union(*(p.keys() for p in grid)) if grid else set()
     unknown = sorted(set(overrides) - known)
     if unknown:
-        raise MarketSimError(f"--set: {study.name} has no parameter {unknown[0]!r} "
-                             f"(known: {', '.join(sorted(known))})")
+        raise MarketSimError(
+            f"--set: {study.name} has no parameter {unknown[0]!r} "
+            f"(known: {', '.join(sorted(known))})"
+        )
     for key, value in overrides.items():  # a value must have the type the grid uses
         kinds = {type(p[key]) for p in grid if key in p}
         numeric = kinds <= {int, float} and kinds
@@ -277,13 +300,20 @@ def plan(name: str, *, seed: int = 0, quick: bool = False, reps: int | None = No
         reps = getattr(mod, "QUICK_REPLICATIONS", mod.REPLICATIONS) if quick else mod.REPLICATIONS
     if reps < 1:
         raise MarketSimError("--reps must be >= 1")
-    return [Task(study.name, int(seed), dict(p), r, study.source) for p in grid for r in range(reps)]
+    return [
+        Task(study.name, int(seed), dict(p), r, study.source) for p in grid for r in range(reps)
+    ]
 
 
 def _task_columns(task: Task) -> dict:
     """The columns every row of a task carries: who it is, and its parameters."""
-    return {"scenario": task.scenario, "task": task.id, "replication": task.replication,
-            "seed": task.seed, **task.params}
+    return {
+        "scenario": task.scenario,
+        "task": task.id,
+        "replication": task.replication,
+        "seed": task.seed,
+        **task.params,
+    }
 
 
 @functools.lru_cache(maxsize=256)
@@ -295,8 +325,11 @@ def _run_keywords(run) -> tuple[str, ...]:
         return ()
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         return ("replication", "crn")
-    names = {p.name for p in params
-             if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+    names = {
+        p.name
+        for p in params
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
     return tuple(k for k in ("replication", "crn") if k in names)
 
 
@@ -310,14 +343,23 @@ def execute(task: Task, study=None) -> list[dict]:
         run = study.run
         extra = {}
         for key in _run_keywords(run):
-            extra[key] = task.replication if key == "replication" else \
-                crn_rng(task.seed, task.scenario, task.replication)
+            extra[key] = (
+                task.replication
+                if key == "replication"
+                else crn_rng(task.seed, task.scenario, task.replication)
+            )
         rows = run(dict(task.params), task_rng(task.seed, task.params, task.replication), **extra)
         elapsed = time.perf_counter() - start
         return [{**base, **row, "status": "ok", "error": "", "elapsed": elapsed} for row in rows]
     except Exception:  # recorded, and the sweep goes on
-        return [{**base, "status": "failed", "error": traceback.format_exc(),
-                 "elapsed": time.perf_counter() - start}]
+        return [
+            {
+                **base,
+                "status": "failed",
+                "error": traceback.format_exc(),
+                "elapsed": time.perf_counter() - start,
+            }
+        ]
 
 
 @functools.cache
@@ -327,8 +369,8 @@ def _code_version() -> str:
     here = Path(__file__).parent
 
     def git(*args):
-        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=here,
-                              timeout=10)
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=here, timeout=10)
+
     try:
         rev = git("rev-parse", "--short", "HEAD")
         if rev.returncode != 0:
@@ -342,22 +384,32 @@ def _code_version() -> str:
 
 def _write_manifest(out: Path, tasks: list[Task], *, quick: bool) -> None:
     grid = [t.params for t in tasks if t.replication == 0]
-    manifest = {"scenario": tasks[0].scenario, "source": tasks[0].source or tasks[0].scenario,
-                "seed": tasks[0].seed, "quick": quick,
-                "replications": max(t.replication for t in tasks) + 1, "grid": grid,
-                "version": _code_version()}
+    manifest = {
+        "scenario": tasks[0].scenario,
+        "source": tasks[0].source or tasks[0].scenario,
+        "seed": tasks[0].seed,
+        "quick": quick,
+        "replications": max(t.replication for t in tasks) + 1,
+        "grid": grid,
+        "version": _code_version(),
+    }
     path = out / "manifest.json"
     if path.exists():
         old = json.loads(path.read_text())
-        same = {k: old.get(k) for k in ("scenario", "seed", "grid")} == \
-            {k: manifest[k] for k in ("scenario", "seed", "grid")}
+        same = {k: old.get(k) for k in ("scenario", "seed", "grid")} == {
+            k: manifest[k] for k in ("scenario", "seed", "grid")
+        }
         if not same:
-            raise MarketSimError(f"{out} holds results of a different sweep (scenario, seed or "
-                                 f"grid differ); choose another --out")
+            raise MarketSimError(
+                f"{out} holds results of a different sweep (scenario, seed or "
+                f"grid differ); choose another --out"
+            )
         if old.get("version") != manifest["version"]:
-            raise MarketSimError(f"{out} holds results of code {old.get('version')}, this is "
-                                 f"{manifest['version']}; resuming would mix them: choose "
-                                 f"another --out")
+            raise MarketSimError(
+                f"{out} holds results of code {old.get('version')}, this is "
+                f"{manifest['version']}; resuming would mix them: choose "
+                f"another --out"
+            )
     atomic_write(path, lambda fh: fh.write(json.dumps(manifest, indent=1, default=str).encode()))
 
 
@@ -377,12 +429,19 @@ def _store(out: Path, task: Task, rows: list[dict]) -> None:
         import pandas as pd
 
         table = pa.Table.from_pandas(pd.DataFrame(rows), preserve_index=False)
-    provenance = {"version": _code_version(), "scenario": task.scenario, "seed": task.seed,
-                  "params": task.params, "replication": task.replication}
+    provenance = {
+        "version": _code_version(),
+        "scenario": task.scenario,
+        "seed": task.seed,
+        "params": task.params,
+        "replication": task.replication,
+    }
     table = table.replace_schema_metadata(
-        {b"market_sim": json.dumps(provenance, sort_keys=True, default=str).encode()})
-    atomic_write(_task_file(out, task, "failed" if failed else "done"),
-                 lambda fh: pq.write_table(table, fh))
+        {b"market_sim": json.dumps(provenance, sort_keys=True, default=str).encode()}
+    )
+    atomic_write(
+        _task_file(out, task, "failed" if failed else "done"), lambda fh: pq.write_table(table, fh)
+    )
     if not failed:
         _task_file(out, task, "failed").unlink(missing_ok=True)
 
@@ -397,10 +456,24 @@ class RunSummary:
 
 
 # ---- workers ----------------------------------------------------------------------
-_HEAVY = ("numpy", "scipy.stats", "scipy.optimize", "pandas", "pyarrow.parquet", "sklearn",
-          "mesa", "matplotlib")
-_ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-               "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+_HEAVY = (
+    "numpy",
+    "scipy.stats",
+    "scipy.optimize",
+    "pandas",
+    "pyarrow.parquet",
+    "sklearn",
+    "mesa",
+    "matplotlib",
+)
+_ONE_THREAD = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
 _worker_ready = False
 
 
@@ -445,8 +518,9 @@ def mp_context():
 
     if "forkserver" in mp.get_all_start_methods():
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["market_sim.runner"]
-                                   + [m for m in _HEAVY if m in sys.modules and m != "mesa"])
+        ctx.set_forkserver_preload(
+            ["market_sim.runner"] + [m for m in _HEAVY if m in sys.modules and m != "mesa"]
+        )
         return ctx
     return mp.get_context("spawn")
 
@@ -454,10 +528,16 @@ def mp_context():
 def _local_pool(workers: int):
     from concurrent.futures import ProcessPoolExecutor
 
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp_context(),
-                               initializer=_worker_init, initargs=(list(sys.path),))
+    pool = ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=mp_context(),
+        initializer=_worker_init,
+        initargs=(list(sys.path),),
+    )
+
     def close(finished: bool = False):  # after Ctrl-C or an error: do not wait
         pool.shutdown(wait=finished, cancel_futures=not finished)
+
     return pool, close
 
 
@@ -465,16 +545,23 @@ def _dask_client(workers: int, address: str | None):
     try:
         from distributed import Client, LocalCluster
     except ImportError:
-        raise MarketSimError("--executor dask needs dask[distributed]: "
-                             "pip install 'market-sim[cluster]'") from None
-    cluster = None if address else LocalCluster(n_workers=workers, threads_per_worker=1,
-                                                 processes=True, dashboard_address=None)
+        raise MarketSimError(
+            "--executor dask needs dask[distributed]: pip install 'market-sim[cluster]'"
+        ) from None
+    cluster = (
+        None
+        if address
+        else LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        )
+    )
     client = Client(address or cluster)
 
     def close():
         client.close()
         if cluster is not None:
             cluster.close()
+
     return client, close
 
 
@@ -498,9 +585,15 @@ def _finished(out: Path, task: Task, names: set[str] | None = None) -> bool:
 
 
 def _worker_died(task: Task, exc: BaseException) -> list[dict]:
-    return [{**_task_columns(task), "status": "failed", "elapsed": np.nan,
-             "error": f"the worker process died while running this task ({exc!r}); "
-                      f"killed by the OS, e.g. out of memory?"}]
+    return [
+        {
+            **_task_columns(task),
+            "status": "failed",
+            "elapsed": np.nan,
+            "error": f"the worker process died while running this task ({exc!r}); "
+            f"killed by the OS, e.g. out of memory?",
+        }
+    ]
 
 
 class _Chunker:
@@ -508,9 +601,9 @@ class _Chunker:
 
     def __init__(self, todo: list[Task], workers: int):
         self.todo, self.workers, self.pos = todo, workers, 0
-        self.started = 0      # chunks handed out
-        self.returned = 0     # chunks back
-        self.spent = 0.0      # seconds of the finished tasks that are counted
+        self.started = 0  # chunks handed out
+        self.returned = 0  # chunks back
+        self.spent = 0.0  # seconds of the finished tasks that are counted
         self.finished = 0
 
     def done(self, seconds: float, n: int) -> None:
@@ -530,7 +623,7 @@ class _Chunker:
         else:
             mean = max(self.spent / self.finished, 1e-6)
             size = max(1, min(int(CHUNK_SECONDS / mean), -(-left // (2 * self.workers))))
-        chunk = self.todo[self.pos:self.pos + size]
+        chunk = self.todo[self.pos : self.pos + size]
         self.pos += len(chunk)
         self.started += 1
         return chunk
@@ -548,12 +641,14 @@ def _pool_pass(todo, workers, out: Path, stored):
     inflight: dict = {}
     finished = False
     try:
+
         def submit():
             while len(inflight) < 2 * workers:
                 chunk = chunks.next()
                 if not chunk:
                     return
                 inflight[pool.submit(_run_chunk, chunk, str(out))] = chunk
+
         submit()
         while inflight:
             done, _ = wait(inflight, return_when=FIRST_COMPLETED)
@@ -574,7 +669,7 @@ def _pool_pass(todo, workers, out: Path, stored):
         finished = True
     finally:
         close(finished)
-    return chunks.todo[chunks.pos:], broken
+    return chunks.todo[chunks.pos :], broken
 
 
 def _run_local_pool(todo, workers, out: Path, record, stored):
@@ -613,6 +708,7 @@ def _run_dask(todo, workers, address, record):
     chunks = _Chunker(todo, n)
     inflight: dict = {}
     try:
+
         def submit():
             while len(inflight) < 2 * n:
                 chunk = chunks.next()
@@ -620,6 +716,7 @@ def _run_dask(todo, workers, address, record):
                     return
                 fut = client.submit(_run_chunk, chunk, None, path, pure=False)
                 inflight[fut] = chunk
+
         submit()
         while inflight:
             done = wait(list(inflight), return_when="FIRST_COMPLETED").done
@@ -642,10 +739,19 @@ def _run_dask(todo, workers, address, record):
         close()
 
 
-def run_scenario(name: str, out: str | Path, *, seed: int = 0, quick: bool = False,
-                 reps: int | None = None, workers: int = 1, executor: str = "local",
-                 address: str | None = None, overrides: dict | None = None,
-                 progress: bool = False) -> RunSummary:
+def run_scenario(
+    name: str,
+    out: str | Path,
+    *,
+    seed: int = 0,
+    quick: bool = False,
+    reps: int | None = None,
+    workers: int = 1,
+    executor: str = "local",
+    address: str | None = None,
+    overrides: dict | None = None,
+    progress: bool = False,
+) -> RunSummary:
     """Run the tasks of study ``name`` not yet finished in ``out``; see the module docstring."""
     if executor not in ("local", "dask"):
         raise MarketSimError(f"unknown executor {executor!r} (local or dask)")
@@ -663,8 +769,7 @@ def run_scenario(name: str, out: str | Path, *, seed: int = 0, quick: bool = Fal
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), unit="task",
-                   desc=study.name)
+        bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), unit="task", desc=study.name)
 
     def stored(task, task_failed):
         nonlocal failed
@@ -676,9 +781,11 @@ def run_scenario(name: str, out: str | Path, *, seed: int = 0, quick: bool = Fal
         try:
             _store(out, task, rows)
         except OSError as exc:  # e.g. a full disk: stop, keep what is stored, say so
-            raise MarketSimError(f"could not write the results of a task to {out}/results "
-                                 f"({exc.strerror or exc}); free space and run the same "
-                                 f"command to resume") from None
+            raise MarketSimError(
+                f"could not write the results of a task to {out}/results "
+                f"({exc.strerror or exc}); free space and run the same "
+                f"command to resume"
+            ) from None
         stored(task, rows[0]["status"] == "failed")
 
     try:
@@ -692,16 +799,19 @@ def run_scenario(name: str, out: str | Path, *, seed: int = 0, quick: bool = Fal
             try:
                 _run_local_pool(todo, workers, out, record, stored)
             except OSError as exc:
-                raise MarketSimError(f"could not write the results of a task to "
-                                     f"{out}/results ({exc.strerror or exc}); free space and "
-                                     f"run the same command to resume") from None
+                raise MarketSimError(
+                    f"could not write the results of a task to "
+                    f"{out}/results ({exc.strerror or exc}); free space and "
+                    f"run the same command to resume"
+                ) from None
         else:
             _run_dask(todo, workers, address, record)
     finally:
         if bar is not None:
             bar.close()
-    return RunSummary(total=len(tasks), skipped=len(tasks) - len(todo), ran=len(todo),
-                      failed=failed, out=out)
+    return RunSummary(
+        total=len(tasks), skipped=len(tasks) - len(todo), ran=len(todo), failed=failed, out=out
+    )
 
 
 def read_results(out: str | Path):
@@ -710,9 +820,12 @@ def read_results(out: str | Path):
 
     out = Path(out)
     done = sorted((out / "results").glob("done-*.parquet"))
-    finished = {f.name[len("done-"):] for f in done}
-    failed = [f for f in sorted((out / "results").glob("failed-*.parquet"))
-              if f.name[len("failed-"):] not in finished]  # a retry that succeeded wins
+    finished = {f.name[len("done-") :] for f in done}
+    failed = [
+        f
+        for f in sorted((out / "results").glob("failed-*.parquet"))
+        if f.name[len("failed-") :] not in finished
+    ]  # a retry that succeeded wins
     if not done and not failed:
         raise MarketSimError(f"no results in {out / 'results'}")
     manifest_path = out / "manifest.json"

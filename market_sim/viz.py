@@ -24,13 +24,31 @@ from mesa.visualization.user_param import Slider  # noqa: E402
 
 from .agents.model import MarketModel  # noqa: E402
 
-MECHANISMS = ["offline", "online", "pay-as-bid", "posted-price", "private-posted-price",
-              "private-cutoff"]  # data-dependent needs the sellers' data: not offered here
+MECHANISMS = [
+    "offline",
+    "online",
+    "pay-as-bid",
+    "posted-price",
+    "private-posted-price",
+    "private-cutoff",
+]  # data-dependent needs the sellers' data: not offered here
 STRATEGIES = ["truthful", "shade", "random", "learning", "collusion", "best-response"]
 COST_LAWS = ["uniform:0:1", "truncnorm:0.5:0.2:0:1", "beta:2:5:0:1", "truncexpon:0.3:0:1"]
-DEFAULTS = dict(n_sellers=1000, dist="uniform:0:1", mechanism="offline", strategy="shade",
-                strategic_fraction=0.5, rounds=200, mu=1.0, sigma=1.0, gamma=1.0, xi=1.0,
-                measure_regret=False, regret_sample=50, seed=0)
+DEFAULTS = dict(
+    n_sellers=1000,
+    dist="uniform:0:1",
+    mechanism="offline",
+    strategy="shade",
+    strategic_fraction=0.5,
+    rounds=200,
+    mu=1.0,
+    sigma=1.0,
+    gamma=1.0,
+    xi=1.0,
+    measure_regret=False,
+    regret_sample=50,
+    seed=0,
+)
 
 
 class PageModel(MarketModel):
@@ -40,16 +58,39 @@ class PageModel(MarketModel):
     not kept seller by seller (memory stays flat however long it plays).  Regret,
     when on, is measured on ``regret_sample`` sellers a round."""
 
-    def __init__(self, n_sellers: int = 1000, *, dist: str = "uniform:0:1",
-                 mechanism: str = "offline", strategy: str = "shade",
-                 strategic_fraction: float = 0.5, rounds: int = 200, mu: float = 1.0,
-                 sigma: float = 1.0, gamma: float = 1.0, xi: float = 1.0,
-                 measure_regret: bool = False, regret_sample: int = 50, seed: int = 0):
-        super().__init__(int(n_sellers), dist=dist, mechanism=mechanism, strategy=strategy,
-                         strategic_fraction=float(strategic_fraction), rounds=int(rounds),
-                         mu=mu, sigma=sigma, gamma=gamma, xi=float(xi),
-                         measure_regret=bool(measure_regret), regret_sample=int(regret_sample),
-                         agent_views=False, seed=int(seed))
+    def __init__(
+        self,
+        n_sellers: int = 1000,
+        *,
+        dist: str = "uniform:0:1",
+        mechanism: str = "offline",
+        strategy: str = "shade",
+        strategic_fraction: float = 0.5,
+        rounds: int = 200,
+        mu: float = 1.0,
+        sigma: float = 1.0,
+        gamma: float = 1.0,
+        xi: float = 1.0,
+        measure_regret: bool = False,
+        regret_sample: int = 50,
+        seed: int = 0,
+    ):
+        super().__init__(
+            int(n_sellers),
+            dist=dist,
+            mechanism=mechanism,
+            strategy=strategy,
+            strategic_fraction=float(strategic_fraction),
+            rounds=int(rounds),
+            mu=mu,
+            sigma=sigma,
+            gamma=gamma,
+            xi=float(xi),
+            measure_regret=bool(measure_regret),
+            regret_sample=int(regret_sample),
+            agent_views=False,
+            seed=int(seed),
+        )
         self.page_seed = int(seed)
 
     def _record(self, active) -> None:  # the page keeps no per-seller rows
@@ -60,12 +101,19 @@ def model_params() -> dict:
     """The page's controls (Mesa's ``model_params``); they apply on Reset."""
     d = DEFAULTS
     return {
-        "mechanism": {"type": "Select", "value": d["mechanism"], "values": MECHANISMS,
-                      "label": "mechanism"},
-        "strategy": {"type": "Select", "value": d["strategy"], "values": STRATEGIES,
-                     "label": "strategy"},
-        "strategic_fraction": Slider("strategic fraction", d["strategic_fraction"], 0.0, 1.0,
-                                     0.05),
+        "mechanism": {
+            "type": "Select",
+            "value": d["mechanism"],
+            "values": MECHANISMS,
+            "label": "mechanism",
+        },
+        "strategy": {
+            "type": "Select",
+            "value": d["strategy"],
+            "values": STRATEGIES,
+            "label": "strategy",
+        },
+        "strategic_fraction": Slider("strategic fraction", d["strategic_fraction"], 0.0, 1.0, 0.05),
         "dist": {"type": "Select", "value": d["dist"], "values": COST_LAWS, "label": "cost law"},
         "n_sellers": Slider("m (sellers)", d["n_sellers"], 10, 10_000, 10),
         "mu": Slider("μ (weight of ||a||)", d["mu"], 0.1, 5.0, 0.1),
@@ -74,8 +122,11 @@ def model_params() -> dict:
         "xi": Slider("ξ (arrival probability)", d["xi"], 0.05, 1.0, 0.05),
         "seed": Slider("seed", d["seed"], 0, 999, 1),
         "rounds": Slider("rounds", d["rounds"], 10, 1000, 10),
-        "measure_regret": {"type": "Checkbox", "value": d["measure_regret"],
-                           "label": "measure regret (on a sample)"},
+        "measure_regret": {
+            "type": "Checkbox",
+            "value": d["measure_regret"],
+            "label": "measure regret (on a sample)",
+        },
         "regret_sample": Slider("regret sample (sellers)", d["regret_sample"], 10, 500, 10),
     }
 
@@ -109,22 +160,30 @@ def Summary(model: MarketModel):
     df = model.datacollector.get_model_vars_dataframe()
     last = df.iloc[-1]
     n_active = int(np.count_nonzero(model.participating))
-    rows = [("round", f"{model.round} of {model.rounds}"),
-            ("sellers", f"{model.n_sellers} ({n_active} taking part)"),
-            ("mechanism", str(model.mechanism_name)),
-            ("strategies", ", ".join(model.strategy_names)),
-            ("parameters", f"{model.dist.spec}, μ={model.mu:g}, σ={model.sigma:g}, "
-                           f"γ={model.gamma:g}, ξ={model.xi:g}, seed={model.page_seed}"),
-            ("proxy loss", _fmt(last["proxy_loss"])),
-            ("total payment", _fmt(last["total_payment"])),
-            ("mean regret", _fmt(last["mean_regret"]) if model.measure_regret else "off"),
-            ("share misreporting", _fmt(last["share_misreporting"]))]
-    html = "".join(f'<tr><td>{k}</td><td class="market-{k.replace(" ", "-")}">{v}</td></tr>'
-                   for k, v in rows)
+    rows = [
+        ("round", f"{model.round} of {model.rounds}"),
+        ("sellers", f"{model.n_sellers} ({n_active} taking part)"),
+        ("mechanism", str(model.mechanism_name)),
+        ("strategies", ", ".join(model.strategy_names)),
+        (
+            "parameters",
+            f"{model.dist.spec}, μ={model.mu:g}, σ={model.sigma:g}, "
+            f"γ={model.gamma:g}, ξ={model.xi:g}, seed={model.page_seed}",
+        ),
+        ("proxy loss", _fmt(last["proxy_loss"])),
+        ("total payment", _fmt(last["total_payment"])),
+        ("mean regret", _fmt(last["mean_regret"]) if model.measure_regret else "off"),
+        ("share misreporting", _fmt(last["share_misreporting"])),
+    ]
+    html = "".join(
+        f'<tr><td>{k}</td><td class="market-{k.replace(" ", "-")}">{v}</td></tr>' for k, v in rows
+    )
     return solara.HTML(
-        tag="div", classes=["market-summary"],
+        tag="div",
+        classes=["market-summary"],
         unsafe_innerHTML=f"<table>{html}</table><p style='font-size:85%'>Change the "
-        "parameters, then press Reset; Step and ▶ run rounds.</p>")
+        "parameters, then press Reset; Step and ▶ run rounds.</p>",
+    )
 
 
 def _groups(model):
@@ -167,17 +226,20 @@ def HistoryPanel(model: MarketModel):
     """Per round: proxy loss, total payment, regret and share misreporting."""
     df = model.datacollector.get_model_vars_dataframe().iloc[1:]
     r = np.arange(1, len(df) + 1)
-    fig = _figure(5.2, 4.2, left=0.1, right=0.97, bottom=0.11, top=0.93, hspace=0.3,
-                  wspace=0.3)
+    fig = _figure(5.2, 4.2, left=0.1, right=0.97, bottom=0.11, top=0.93, hspace=0.3, wspace=0.3)
     axes = fig.subplots(2, 2, sharex=True).ravel()
-    series = [("proxy loss", ["proxy_loss"]), ("total payment", ["total_payment"]),
-              ("regret", ["mean_regret", "max_regret"]),
-              ("share misreporting", ["share_misreporting"])]
+    series = [
+        ("proxy loss", ["proxy_loss"]),
+        ("total payment", ["total_payment"]),
+        ("regret", ["mean_regret", "max_regret"]),
+        ("share misreporting", ["share_misreporting"]),
+    ]
     for ax, (title, cols) in zip(axes, series, strict=True):
         for c in cols:
             ax.plot(r, df[c].to_numpy(float), marker="." if len(r) < 30 else None, label=c)
-        ax.set_title(title if title != "regret" or model.measure_regret else "regret (off)",
-                     fontsize=9)
+        ax.set_title(
+            title if title != "regret" or model.measure_regret else "regret (off)", fontsize=9
+        )
         ax.tick_params(labelsize=7)
     axes[2].legend(fontsize=7)
     for ax in axes[2:]:
@@ -192,8 +254,12 @@ COMPONENTS = [Summary, ReportsPanel, AllocationPanel, HistoryPanel]
 def Page():
     """One model per browser session, with Mesa's controls and the panels above."""
     model = solara.use_memo(lambda: PageModel(**DEFAULTS), [])
-    return SolaraViz(model, components=COMPONENTS, model_params=model_params(),
-                     name="market_sim: privacy data market")
+    return SolaraViz(
+        model,
+        components=COMPONENTS,
+        model_params=model_params(),
+        name="market_sim: privacy data market",
+    )
 
 
 page = Page
@@ -207,9 +273,13 @@ def _no_cdn(url):
     """Stands in for Solara's CDN fetch: name the missing front-end file, fetch nothing."""
     if url not in _told:
         _told.add(url)
-        print(f"market-sim viz: front-end file {url.rsplit('/npm/', 1)[-1]} is not in the "
-              "installed assets (pip install solara-assets, or the viz extra); "
-              "not fetched", file=sys.stderr, flush=True)
+        print(
+            f"market-sim viz: front-end file {url.rsplit('/npm/', 1)[-1]} is not in the "
+            "installed assets (pip install solara-assets, or the viz extra); "
+            "not fetched",
+            file=sys.stderr,
+            flush=True,
+        )
     raise RuntimeError(f"not in the installed assets: {url}")
 
 
@@ -228,7 +298,11 @@ def serve(host: str = "127.0.0.1", port: int = 8765) -> None:
 
     cdn_helper.fetch_from_cdn = _no_cdn
     if host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"market-sim viz: serving on {host}, not only this machine: anyone who reaches "
-              "it can run the model", file=sys.stderr, flush=True)
+        print(
+            f"market-sim viz: serving on {host}, not only this machine: anyone who reaches "
+            "it can run the model",
+            file=sys.stderr,
+            flush=True,
+        )
     print(f"market-sim viz: serving on http://{host}:{port}/ (Ctrl-C to stop)", flush=True)
     uvicorn.run("solara.server.starlette:app", host=host, port=port, log_level="warning")

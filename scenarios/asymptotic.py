@@ -26,8 +26,9 @@ DISTS = ["uniform:0:1", "beta:2:2:0:1", "uniform:1:5"]
 
 def grid(quick: bool = False) -> list[dict]:
     ms = [10**2, 10**3, 10**4] if quick else [int(v) for v in np.logspace(2, 7, 11).round()]
-    return [dict(dist=d, m=m, mu=1.0, sigma=1.0, gamma=1.0)
-            for d, m in itertools.product(DISTS, ms)]
+    return [
+        dict(dist=d, m=m, mu=1.0, sigma=1.0, gamma=1.0) for d, m in itertools.product(DISTS, ms)
+    ]
 
 
 def limit(dist_spec: str, *, sigma: float, gamma: float) -> float:
@@ -42,6 +43,12 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
     psi = dist.virtual_cost(dist.sample(params["m"], rng))
     start = time.perf_counter()
     res = solve(psi, mu=params["mu"], sigma=params["sigma"], gamma=params["gamma"])
-    return [dict(proxy_loss=res.proxy_loss, n_bought=res.n_bought, eta=res.eta,
-                 solve_seconds=time.perf_counter() - start,
-                 limit=limit(params["dist"], sigma=params["sigma"], gamma=params["gamma"]))]
+    return [
+        dict(
+            proxy_loss=res.proxy_loss,
+            n_bought=res.n_bought,
+            eta=res.eta,
+            solve_seconds=time.perf_counter() - start,
+            limit=limit(params["dist"], sigma=params["sigma"], gamma=params["gamma"]),
+        )
+    ]

@@ -27,8 +27,10 @@ def grid(quick: bool = False) -> list[dict]:
     parties = [3] if quick else [3, 5]
     spreads = [1.5] if quick else [0.0, 1.5]
     strategies = ["truthful", "strategic"]
-    return [dict(rho=r, parties=n, spread=s, strategy=st, control="temper")
-            for r, n, s, st in itertools.product(rhos, parties, spreads, strategies)]
+    return [
+        dict(rho=r, parties=n, spread=s, strategy=st, control="temper")
+        for r, n, s, st in itertools.product(rhos, parties, spreads, strategies)
+    ]
 
 
 def run(params: dict, rng: np.random.Generator) -> list[dict]:
@@ -36,17 +38,33 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
     sizes = [int(round(50 * 1.6**i)) for i in range(n)]
     eps_pref = np.exp(float(params["spread"]) * np.linspace(-1, 1, n))
     strategic = params["strategy"] == "strategic"
-    model = CollaborationModel(sizes, eps_pref, rho=float(params["rho"]),
-                               control=params["control"], strategy=params["strategy"],
-                               rounds=2 if strategic else 1, n_draws=6,
-                               seed=int(rng.integers(2**63)))
+    model = CollaborationModel(
+        sizes,
+        eps_pref,
+        rho=float(params["rho"]),
+        control=params["control"],
+        strategy=params["strategy"],
+        rounds=2 if strategic else 1,
+        n_draws=6,
+        seed=int(rng.integers(2**63)),
+    )
     model_df, agents = model.run()
     last = agents[agents["round"] == agents["round"].max()]
     top = model_df.iloc[-1]
-    return [dict(party=int(a.index), size=sizes[int(a.index)], eps=float(a.eps),
-                 eps_pref=float(a.eps_pref), value_alone=float(a.value_alone),
-                 shapley=float(a.shapley), reward=float(a.reward), utility=float(a.utility),
-                 similarity=float(a.similarity), welfare=float(top.welfare),
-                 share_rational=float(top.share_rational),
-                 negative_shapley=int(top.negative_shapley))
-            for a in last.itertuples()]
+    return [
+        dict(
+            party=int(a.index),
+            size=sizes[int(a.index)],
+            eps=float(a.eps),
+            eps_pref=float(a.eps_pref),
+            value_alone=float(a.value_alone),
+            shapley=float(a.shapley),
+            reward=float(a.reward),
+            utility=float(a.utility),
+            similarity=float(a.similarity),
+            welfare=float(top.welfare),
+            share_rational=float(top.share_rational),
+            negative_shapley=int(top.negative_shapley),
+        )
+        for a in last.itertuples()
+    ]

@@ -34,9 +34,12 @@ def grid(quick: bool = False) -> list[dict]:
 
 def run(params: dict, rng: np.random.Generator) -> list[dict]:
     model = GaussianMeanModel(data_var=1.0, prior_var=1.0, bound=3.0)
-    shared = [model.share(rng.normal(TRUE_MEAN, 1.0, n),
-                          float(params["eps_1"]) if i == 0 else OTHERS_EPS, rng)
-              for i, n in enumerate(SIZES)]
+    shared = [
+        model.share(
+            rng.normal(TRUE_MEAN, 1.0, n), float(params["eps_1"]) if i == 0 else OTHERS_EPS, rng
+        )
+        for i, n in enumerate(SIZES)
+    ]
     values, phi, _ = target_rewards(model, shared, 0.0, negative="clip")
     v_grand = values[7]
     rows = []
@@ -44,10 +47,20 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
         r = rho_shapley_rewards(phi, v_grand, rho, negative="clip")
         temper = temper_reward(model, shared, r[0])
         noise = noise_reward(model, shared, r[0], rng)
-        rows.append(dict(rho=rho, v_1=values[1], phi_1=float(phi[0]), r_1=float(r[0]),
-                         r_2=float(r[1]), r_3=float(r[2]), v_grand=v_grand,
-                         kappa_1=temper.control, tau_1=noise.control,
-                         similarity_temper=temper.similarity,
-                         similarity_noise=noise.similarity,
-                         negative_shapley=int(np.sum(phi < 0))))
+        rows.append(
+            dict(
+                rho=rho,
+                v_1=values[1],
+                phi_1=float(phi[0]),
+                r_1=float(r[0]),
+                r_2=float(r[1]),
+                r_3=float(r[2]),
+                v_grand=v_grand,
+                kappa_1=temper.control,
+                tau_1=noise.control,
+                similarity_temper=temper.similarity,
+                similarity_noise=noise.similarity,
+                negative_shapley=int(np.sum(phi < 0)),
+            )
+        )
     return rows

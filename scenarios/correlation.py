@@ -31,11 +31,25 @@ N_TEST = 2000
 
 def grid(quick: bool = False) -> list[dict]:
     rhos = [-0.9, 0.0, 0.9] if quick else [-1.0, -0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0]
-    return [dict(rho=r, target=t, mechanism=mech, sellers=80 if quick else 300, d=5,
-                 label_noise=0.15, dist="uniform:0:1", mu=30.0, sigma=20000.0, gamma=1.0,
-                 reg_lambda=0.1, n_noise=2 if quick else 5)
-            for r, t, mech in itertools.product(rhos, ["feature", "label_noise"],
-                                                ["offline", "data_dependent"])]
+    return [
+        dict(
+            rho=r,
+            target=t,
+            mechanism=mech,
+            sellers=80 if quick else 300,
+            d=5,
+            label_noise=0.15,
+            dist="uniform:0:1",
+            mu=30.0,
+            sigma=20000.0,
+            gamma=1.0,
+            reg_lambda=0.1,
+            n_noise=2 if quick else 5,
+        )
+        for r, t, mech in itertools.product(
+            rhos, ["feature", "label_noise"], ["offline", "data_dependent"]
+        )
+    ]
 
 
 def market(params: dict, rng: np.random.Generator):
@@ -73,12 +87,25 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
     else:
         kw["mu"] = params["mu"] * params["sellers"]  # mu ||a||^2 is O(mu / m) at a = 1/m
         res = dd.solve(X, y, psi, reg_lambda=params["reg_lambda"], **kw)
-    errors = [1 - HeteroDPLogisticRegression(a=res.a, eta=res.eta, reg_lambda=params["reg_lambda"],
-                                             random_state=rng).fit(X, y).score(X_test, y_test)
-              for _ in range(params["n_noise"])]
-    return [dict(test_error=float(np.mean(errors)), payment=float(psi @ res.eps),
-                 eps_avg=float(res.eta / y.size), n_bought=int(np.count_nonzero(res.a)),
-                 budget_on_mislabelled=float(res.a[flipped].sum()),
-                 share_mislabelled=float(flipped.mean()),
-                 cost_target_corr=float(stats.spearmanr(costs, flipped if params["target"] ==
-                                                        "label_noise" else X[:, 0])[0]))]
+    errors = [
+        1
+        - HeteroDPLogisticRegression(
+            a=res.a, eta=res.eta, reg_lambda=params["reg_lambda"], random_state=rng
+        )
+        .fit(X, y)
+        .score(X_test, y_test)
+        for _ in range(params["n_noise"])
+    ]
+    return [
+        dict(
+            test_error=float(np.mean(errors)),
+            payment=float(psi @ res.eps),
+            eps_avg=float(res.eta / y.size),
+            n_bought=int(np.count_nonzero(res.a)),
+            budget_on_mislabelled=float(res.a[flipped].sum()),
+            share_mislabelled=float(flipped.mean()),
+            cost_target_corr=float(
+                stats.spearmanr(costs, flipped if params["target"] == "label_noise" else X[:, 0])[0]
+            ),
+        )
+    ]

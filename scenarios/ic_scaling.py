@@ -27,8 +27,12 @@ QUICK_REPLICATIONS = 1
 TOL = 1e-9
 LOCAL = (0.8, 0.9, 0.95, 0.99, 1.01, 1.02, 1.05, 1.1, 1.2, 1.5, 2.0)
 
-SIZES = {"online": [100, 1_000, 10_000, 100_000], "offline": [100, 1_000, 10_000],
-         "pay-as-bid": [100, 1_000, 10_000], "private-cutoff": [100, 1_000, 10_000]}
+SIZES = {
+    "online": [100, 1_000, 10_000, 100_000],
+    "offline": [100, 1_000, 10_000],
+    "pay-as-bid": [100, 1_000, 10_000],
+    "private-cutoff": [100, 1_000, 10_000],
+}
 
 
 def grid(quick: bool = False) -> list[dict]:
@@ -37,12 +41,31 @@ def grid(quick: bool = False) -> list[dict]:
     out = []
     for mech, strat, frac in itertools.product(SIZES, strategies, fractions):
         for m in SIZES[mech][:2] if quick else SIZES[mech]:
-            out.append(dict(mechanism=mech, strategy=strat, strategic_fraction=frac, m=m,
-                            rounds=2 if quick else (8 if strat == "learning" else 3),
-                            dist="uniform:0:1", gamma=0.3, regret_sample=100 if quick else 200))
+            out.append(
+                dict(
+                    mechanism=mech,
+                    strategy=strat,
+                    strategic_fraction=frac,
+                    m=m,
+                    rounds=2 if quick else (8 if strat == "learning" else 3),
+                    dist="uniform:0:1",
+                    gamma=0.3,
+                    regret_sample=100 if quick else 200,
+                )
+            )
     if not quick:
-        out.append(dict(mechanism="online", strategy="truthful", strategic_fraction=1.0,
-                        m=1_000_000, rounds=2, dist="uniform:0:1", gamma=0.3, regret_sample=200))
+        out.append(
+            dict(
+                mechanism="online",
+                strategy="truthful",
+                strategic_fraction=1.0,
+                m=1_000_000,
+                rounds=2,
+                dist="uniform:0:1",
+                gamma=0.3,
+                regret_sample=200,
+            )
+        )
     return out
 
 
@@ -59,29 +82,41 @@ def truth_regret(model, sample: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def run(params: dict, rng: np.random.Generator) -> list[dict]:
-    model = MarketModel(params["m"], dist=params["dist"], mechanism=params["mechanism"],
-                        strategy=params["strategy"],
-                        strategic_fraction=params["strategic_fraction"],
-                        rounds=params["rounds"], gamma=params["gamma"], measure_regret=False,
-                        agent_views=False, rng=rng)
+    model = MarketModel(
+        params["m"],
+        dist=params["dist"],
+        mechanism=params["mechanism"],
+        strategy=params["strategy"],
+        strategic_fraction=params["strategic_fraction"],
+        rounds=params["rounds"],
+        gamma=params["gamma"],
+        measure_regret=False,
+        agent_views=False,
+        rng=rng,
+    )
     rows = []
-    truthful = model.strategy_id == model.strategy_names.index("truthful") \
-        if "truthful" in model.strategy_names else np.zeros(model.n_sellers, dtype=bool)
+    truthful = (
+        model.strategy_id == model.strategy_names.index("truthful")
+        if "truthful" in model.strategy_names
+        else np.zeros(model.n_sellers, dtype=bool)
+    )
     while model.running:
         model.step()
         bought = model.eps > 0
         scale = float(model.payment[bought].mean()) if bought.any() else 1.0
         regret = truth_regret(model, params["regret_sample"], rng)
-        rows.append({
-            "round": model.round,
-            "max_regret": float(regret.max()),
-            "mean_regret": float(regret.mean()),
-            "rel_max_regret": float(regret.max()) / scale,
-            "share_profitable": float(np.mean(regret > TOL * max(1.0, scale))),
-            "ir_violations": int(np.sum(model.utility[truthful & model.participating] < -TOL)),
-            "share_misreporting": model._share_misreporting(),
-            "proxy_loss": float(model.platform.proxy_loss),
-            "total_payment": float(model.platform.total_payment),
-            "mean_payment": scale,
-        })
+        rows.append(
+            {
+                "round": model.round,
+                "max_regret": float(regret.max()),
+                "mean_regret": float(regret.mean()),
+                "rel_max_regret": float(regret.max()) / scale,
+                "share_profitable": float(np.mean(regret > TOL * max(1.0, scale))),
+                "ir_violations": int(np.sum(model.utility[truthful & model.participating] < -TOL)),
+                "share_misreporting": model._share_misreporting(),
+                "proxy_loss": float(model.platform.proxy_loss),
+                "total_payment": float(model.platform.total_payment),
+                "mean_payment": scale,
+            }
+        )
     return rows

@@ -23,18 +23,24 @@ QUICK_REPLICATIONS = 2
 def grid(quick: bool = False) -> list[dict]:
     ms = [10**2, 10**3, 10**4] if quick else [10**2, 10**3, 10**4, 10**5, 10**6]
     dists = ["uniform:0:1", "uniform:1:5"]
-    rows = [dict(dist=d, m=m, xi=1.0, mu=1.0, sigma=1.0, gamma=1.0)
-            for d, m in itertools.product(dists, ms)]
+    rows = [
+        dict(dist=d, m=m, xi=1.0, mu=1.0, sigma=1.0, gamma=1.0)
+        for d, m in itertools.product(dists, ms)
+    ]
     xis = [1.0, 0.5, 0.25] if quick else [1.0, 0.75, 0.5, 0.25, 0.1]
-    rows += [dict(dist="uniform:0:1", m=ms[-1], xi=xi, mu=1.0, sigma=1.0, gamma=1.0)
-             for xi in xis if xi < 1.0]
+    rows += [
+        dict(dist="uniform:0:1", m=ms[-1], xi=xi, mu=1.0, sigma=1.0, gamma=1.0)
+        for xi in xis
+        if xi < 1.0
+    ]
     return rows
 
 
 def run(params: dict, rng: np.random.Generator) -> list[dict]:
     dist = parse_distribution(params["dist"])
-    mech = OnlineMechanism(dist, params["m"], mu=params["mu"], sigma=params["sigma"],
-                           gamma=params["gamma"])
+    mech = OnlineMechanism(
+        dist, params["m"], mu=params["mu"], sigma=params["sigma"], gamma=params["gamma"]
+    )
     costs = dist.sample(params["m"], rng)
     out = compare_online_offline(costs, mech, xi=params["xi"], rng=rng)
     return [{**out, "cutoff": mech.cutoff}]

@@ -21,8 +21,8 @@ import numpy as np
 
 from market_sim.distributions import parse_distribution
 from market_sim.mechanisms.offline import proxy_loss_of_eps
-from market_sim.mechanisms.payments import offline_payments
 from market_sim.mechanisms.online import OnlineMechanism
+from market_sim.mechanisms.payments import offline_payments
 from market_sim.mechanisms.private_cutoff import PrivateCutoff
 from market_sim.mechanisms.private_pricing import PrivatePostedPrice
 
@@ -36,8 +36,10 @@ def grid(quick: bool = False) -> list[dict]:
     privacy = [0.3, 3.0] if quick else [0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0]
     sizes = [50] if quick else [100, 1000, 10000]
     dists = ["uniform:1:5"] if quick else ["uniform:0:1", "uniform:1:5"]
-    return [dict(privacy=p, m=m, dist=d, ic_sellers=2 if quick else 4)
-            for p, m, d in itertools.product(privacy, sizes, dists)]
+    return [
+        dict(privacy=p, m=m, dist=d, ic_sellers=2 if quick else 4)
+        for p, m, d in itertools.product(privacy, sizes, dists)
+    ]
 
 
 def calibrated_posted_price(dist, m, privacy, **kw) -> PrivatePostedPrice:
@@ -51,8 +53,9 @@ def calibrated_posted_price(dist, m, privacy, **kw) -> PrivatePostedPrice:
     eps_level = fluid.scale * w / float(dist.cdf(np.array(t)))
     q = float(dist.cdf(np.array(t))) * np.geomspace(0.25, 4.0, 21)  # around t, like the cut-offs
     prices = tuple(float(v) for v in dist.ppf(np.minimum(q, 0.999)))
-    return PrivatePostedPrice(prices, value=float(dist.virtual_cost(np.array(t))),
-                              eps_level=eps_level, privacy=privacy)
+    return PrivatePostedPrice(
+        prices, value=float(dist.virtual_cost(np.array(t))), eps_level=eps_level, privacy=privacy
+    )
 
 
 def _conditional_loss(prob, losses) -> dict:
@@ -70,7 +73,7 @@ def _ic(utility, costs, bound, n, n_bought, n_grid=21):
     3 n_bought cheapest (where the mechanisms act), reports up to the cost of the
     3 n_bought-th cheapest."""
     order = np.argsort(costs)
-    top = order[:max(3 * n_bought, n)]
+    top = order[: max(3 * n_bought, n)]
     reports = np.linspace(costs.min(), costs[top[-1]], n_grid)
     gains, bounds = [], []
     for i in top[np.linspace(0, top.size - 1, n).astype(int)]:
@@ -89,9 +92,16 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
 
     eps, pay = offline_payments(costs, dist, **kw)
     exact_loss = proxy_loss_of_eps(eps, psi, **kw)
-    rows = [dict(mechanism="exact", proxy_loss=exact_loss, p_empty=0.0,
-                 total_payment=float(pay.sum()),
-                 max_gain=np.nan, gain_bound=0.0)]
+    rows = [
+        dict(
+            mechanism="exact",
+            proxy_loss=exact_loss,
+            p_empty=0.0,
+            total_payment=float(pay.sum()),
+            max_gain=np.nan,
+            gain_bound=0.0,
+        )
+    ]
 
     cut = PrivateCutoff(dist, m, privacy=privacy, **kw)
     prob = cut.cutoff_probabilities(costs)
@@ -99,11 +109,23 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
     live = prob > 1e-15
     payment = sum(p * cut.payments(costs, lam).sum() for p, lam in zip(prob[live], cut.lams[live]))
     n_bought = int(np.count_nonzero(eps))
-    gain, bound = _ic(lambda i, r: cut.expected_utility(i, r, costs[i], costs), costs,
-                      lambda i: cut.ic_bound(i, costs[i], costs), n_ic, n_bought)
-    rows.append(dict(mechanism="private-cutoff", **_conditional_loss(prob, losses),
-                     total_payment=float(payment), max_gain=gain, gain_bound=bound,
-                     sensitivity=cut.sensitivity))
+    gain, bound = _ic(
+        lambda i, r: cut.expected_utility(i, r, costs[i], costs),
+        costs,
+        lambda i: cut.ic_bound(i, costs[i], costs),
+        n_ic,
+        n_bought,
+    )
+    rows.append(
+        dict(
+            mechanism="private-cutoff",
+            **_conditional_loss(prob, losses),
+            total_payment=float(payment),
+            max_gain=gain,
+            gain_bound=bound,
+            sensitivity=cut.sensitivity,
+        )
+    )
 
     posted = calibrated_posted_price(dist, m, privacy, **kw)
     p_price = posted.price_probabilities(costs)
@@ -112,12 +134,23 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
         bought = np.where(costs <= price, posted.eps_level, 0.0)
         losses_pp.append(proxy_loss_of_eps(bought, psi, **kw))
         pay_pp += p * price * bought.sum()
-    gain, bound = _ic(lambda i, r: posted.expected_utility(i, r, costs[i], costs), costs,
-                      lambda i: posted.ic_bound(costs[i]), n_ic, n_bought)
-    rows.append(dict(mechanism="private-posted-price",
-                     **_conditional_loss(p_price, np.array(losses_pp)),
-                     total_payment=float(pay_pp), max_gain=gain, gain_bound=bound,
-                     sensitivity=posted.sensitivity))
+    gain, bound = _ic(
+        lambda i, r: posted.expected_utility(i, r, costs[i], costs),
+        costs,
+        lambda i: posted.ic_bound(costs[i]),
+        n_ic,
+        n_bought,
+    )
+    rows.append(
+        dict(
+            mechanism="private-posted-price",
+            **_conditional_loss(p_price, np.array(losses_pp)),
+            total_payment=float(pay_pp),
+            max_gain=gain,
+            gain_bound=bound,
+            sensitivity=posted.sensitivity,
+        )
+    )
     for r in rows:
         r["loss_ratio"] = r["proxy_loss"] / exact_loss
     return rows

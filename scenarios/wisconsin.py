@@ -44,11 +44,24 @@ REPLICATIONS = 1  # replications are the splits; --reps adds noise replications
 COSTS = uniform(1e-4, 5e-4)
 
 SIZES = {
-    "full": dict(gammas=list(np.geomspace(1e-3, 1.0, 7)), lambdas=[1e-3, 1e-2, 1e-1],
-                 mus=[10.0, 100.0, 1000.0, 10_000.0], sigmas=[1.0, 10.0, 100.0, 1000.0],
-                 n_noise=15, n_eps=31, splits=3),
-    "quick": dict(gammas=[1e-2, 1.0], lambdas=[1e-2], mus=[100.0, 10_000.0],
-                  sigmas=[10.0, 1000.0], n_noise=3, n_eps=12, splits=1),
+    "full": dict(
+        gammas=list(np.geomspace(1e-3, 1.0, 7)),
+        lambdas=[1e-3, 1e-2, 1e-1],
+        mus=[10.0, 100.0, 1000.0, 10_000.0],
+        sigmas=[1.0, 10.0, 100.0, 1000.0],
+        n_noise=15,
+        n_eps=31,
+        splits=3,
+    ),
+    "quick": dict(
+        gammas=[1e-2, 1.0],
+        lambdas=[1e-2],
+        mus=[100.0, 10_000.0],
+        sigmas=[10.0, 1000.0],
+        n_noise=3,
+        n_eps=12,
+        splits=1,
+    ),
 }
 MAPPINGS = ["independent", "sorted"]
 
@@ -56,8 +69,10 @@ MAPPINGS = ["independent", "sorted"]
 def grid(quick: bool = False) -> list[dict]:
     size = "quick" if quick else "full"
     cfg = SIZES[size]
-    return [dict(size=size, split=k, gamma=float(g), mapping=mp, feature=0)
-            for k, g, mp in itertools.product(range(cfg["splits"]), cfg["gammas"], MAPPINGS)]
+    return [
+        dict(size=size, split=k, gamma=float(g), mapping=mp, feature=0)
+        for k, g, mp in itertools.product(range(cfg["splits"]), cfg["gammas"], MAPPINGS)
+    ]
 
 
 @functools.cache
@@ -73,7 +88,7 @@ def split(rng: np.random.Generator):
     X, y = _data()
     idx = rng.permutation(y.size)
     n_tr, n_va = int(0.6 * y.size), int(0.2 * y.size)
-    parts = idx[:n_tr], idx[n_tr:n_tr + n_va], idx[n_tr + n_va:]
+    parts = idx[:n_tr], idx[n_tr : n_tr + n_va], idx[n_tr + n_va :]
     mean, sd = X[parts[0]].mean(axis=0), X[parts[0]].std(axis=0)
     scale = np.linalg.norm((X[parts[0]] - mean) / sd, axis=1).max()
 
@@ -107,8 +122,12 @@ def _error(w, data) -> float:
 def _private_errors(a, eta, lam, train, evalset, seeds) -> np.ndarray:
     """Algorithm 1 (the checked estimator is HeteroDPLogisticRegression) per noise seed."""
     SX = _signed(train)
-    return np.array([_error(objective_perturbation(SX, a, eta, lam, np.random.default_rng(s))[0],
-                            evalset) for s in seeds])
+    return np.array(
+        [
+            _error(objective_perturbation(SX, a, eta, lam, np.random.default_rng(s))[0], evalset)
+            for s in seeds
+        ]
+    )
 
 
 def _candidates(method, train, psi, gamma, cfg):
@@ -118,20 +137,30 @@ def _candidates(method, train, psi, gamma, cfg):
     eps_grid = np.geomspace(0.01, 10.0, cfg["n_eps"])
     for lam in cfg["lambdas"]:
         if method == "naive":
-            r = dd.solve(X, y, psi, mu=0.0, sigma=0.0, gamma=gamma, reg_lambda=lam,
-                         eps_avg_grid=eps_grid)
+            r = dd.solve(
+                X, y, psi, mu=0.0, sigma=0.0, gamma=gamma, reg_lambda=lam, eps_avg_grid=eps_grid
+            )
             yield dict(reg_lambda=lam, mu=0.0, sigma=0.0), r.a, r.eta
             continue
         for mu in cfg["mus"]:
             if method == "ours":  # sigma only re-weighs the line search: one solve per mu
-                base = dd.solve(X, y, psi, mu=mu, sigma=0.0, gamma=gamma, reg_lambda=lam,
-                                eps_avg_grid=eps_grid)
+                base = dd.solve(
+                    X, y, psi, mu=mu, sigma=0.0, gamma=gamma, reg_lambda=lam, eps_avg_grid=eps_grid
+                )
             for sigma in cfg["sigmas"]:
                 hp = dict(reg_lambda=lam, mu=mu, sigma=sigma)
                 if method == "ours":
                     j = int(np.argmin(base.profile + sigma / etas_of(eps_grid)))
-                    r = dd.solve(X, y, psi, mu=mu, sigma=sigma, gamma=gamma, reg_lambda=lam,
-                                 eps_avg_grid=eps_grid[j:j + 1])
+                    r = dd.solve(
+                        X,
+                        y,
+                        psi,
+                        mu=mu,
+                        sigma=sigma,
+                        gamma=gamma,
+                        reg_lambda=lam,
+                        eps_avg_grid=eps_grid[j : j + 1],
+                    )
                     yield hp, r.a, r.eta
                 else:
                     r = offline.solve(psi, mu=mu, sigma=sigma, gamma=gamma)
@@ -143,8 +172,9 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
     gamma = params["gamma"]
     data_rng = np.random.default_rng(np.random.SeedSequence([20_240_503, params["split"]]))
     train, val, test = split(data_rng)
-    costs = assign_costs(train[0], COSTS.sample(train[1].size, data_rng), params["mapping"],
-                         params["feature"])
+    costs = assign_costs(
+        train[0], COSTS.sample(train[1].size, data_rng), params["mapping"], params["feature"]
+    )
     psi = COSTS.virtual_cost(costs)
     n = cfg["n_noise"]
     val_seeds = rng.integers(2**63, size=n)
@@ -154,24 +184,45 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
         best = None
         for hp, a, eta in _candidates(method, train, psi, gamma, cfg):
             payment = float(psi @ (a * eta))
-            score = _private_errors(a, eta, hp["reg_lambda"], train, val, val_seeds).mean() \
+            score = (
+                _private_errors(a, eta, hp["reg_lambda"], train, val, val_seeds).mean()
                 + gamma * payment
+            )
             if best is None or score < best[0]:
                 best = (score, hp, a, eta, payment)
         _, hp, a, eta, payment = best
         errs = _private_errors(a, eta, hp["reg_lambda"], train, test, test_seeds)
-        rows.append(dict(method=method, test_error=float(errs.mean()),
-                         test_error_sd=float(errs.std(ddof=1)) if n > 1 else 0.0,
-                         payment=payment, overall=float(errs.mean()) + gamma * payment,
-                         eps_avg=eta / a.size, n_bought=int(np.count_nonzero(a)),
-                         max_guarantee=float(np.max(a * eta + 2 * np.log1p(a / hp["reg_lambda"]))),
-                         **hp))
+        rows.append(
+            dict(
+                method=method,
+                test_error=float(errs.mean()),
+                test_error_sd=float(errs.std(ddof=1)) if n > 1 else 0.0,
+                payment=payment,
+                overall=float(errs.mean()) + gamma * payment,
+                eps_avg=eta / a.size,
+                n_bought=int(np.count_nonzero(a)),
+                max_guarantee=float(np.max(a * eta + 2 * np.log1p(a / hp["reg_lambda"]))),
+                **hp,
+            )
+        )
     # the non-private baseline: no noise, no payments; Lambda on validation
     uniform_a = np.full(train[1].size, 1.0 / train[1].size)
     fits = {lam: weighted_logistic_fit(_signed(train), uniform_a, lam) for lam in cfg["lambdas"]}
     lam = min(fits, key=lambda k: _error(fits[k], val))
     err = _error(fits[lam], test)
-    rows.append(dict(method="non_private", test_error=err, test_error_sd=0.0, payment=0.0,
-                     overall=err, eps_avg=np.inf, n_bought=train[1].size, max_guarantee=np.inf,
-                     reg_lambda=lam, mu=np.nan, sigma=np.nan))
+    rows.append(
+        dict(
+            method="non_private",
+            test_error=err,
+            test_error_sd=0.0,
+            payment=0.0,
+            overall=err,
+            eps_avg=np.inf,
+            n_bought=train[1].size,
+            max_guarantee=np.inf,
+            reg_lambda=lam,
+            mu=np.nan,
+            sigma=np.nan,
+        )
+    )
     return rows

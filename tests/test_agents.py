@@ -15,13 +15,15 @@ SMALL = dict(rounds=2, gamma=0.3, n_grid=9)
 def test_every_mechanism_and_strategy_runs(mechanism, strategy):
     data = "synthetic" if mechanism == "data-dependent" else None
     n = 5 if data else 8  # each data-dependent payment re-solves Eq. 17 on 9 reports
-    m = MarketModel(n, mechanism=mechanism, strategy=strategy, seed=3, measure_regret=False,
-                    data=data, **SMALL)
+    m = MarketModel(
+        n, mechanism=mechanism, strategy=strategy, seed=3, measure_regret=False, data=data, **SMALL
+    )
     model_df, agent_df = m.run()
     assert list(model_df["round"]) == [1, 2]
     assert len(agent_df) == 2 * n
-    assert {"round", "seller_id", "cost", "report", "eps", "payment", "utility",
-            "regret"} <= set(agent_df.columns)
+    assert {"round", "seller_id", "cost", "report", "eps", "payment", "utility", "regret"} <= set(
+        agent_df.columns
+    )
     assert np.all(agent_df.eps >= 0)
     lo, hi = m.dist.support
     assert agent_df.report.between(lo, hi).all()
@@ -34,8 +36,9 @@ def test_every_mechanism_and_strategy_runs(mechanism, strategy):
 @pytest.mark.parametrize("mechanism", ["offline", "online", "data-dependent"])
 def test_best_responders_stay_truthful_under_myerson_payments(mechanism):
     data = "synthetic" if mechanism == "data-dependent" else None
-    m = MarketModel(5 if data else 8, mechanism=mechanism, strategy="best-response", seed=1,
-                    data=data, **SMALL)
+    m = MarketModel(
+        5 if data else 8, mechanism=mechanism, strategy="best-response", seed=1, data=data, **SMALL
+    )
     model_df, agent_df = m.run()
     assert (model_df.share_misreporting == 0).all()
     assert model_df.max_regret.max() <= 1e-7
@@ -63,8 +66,9 @@ def test_same_seed_same_frames():
 
 
 def test_missing_sellers_keep_their_ids():
-    m = MarketModel(10, mechanism="online", strategy="truthful", rounds=3, xi=0.5, seed=2,
-                    measure_regret=False)
+    m = MarketModel(
+        10, mechanism="online", strategy="truthful", rounds=3, xi=0.5, seed=2, measure_regret=False
+    )
     _, agent_df = m.run()
     per_id = agent_df.groupby("seller_id").cost.nunique()
     assert (per_id == 1).all() and len(per_id) == 10
@@ -72,13 +76,16 @@ def test_missing_sellers_keep_their_ids():
     assert len(absent) > 0
 
 
-@pytest.mark.parametrize("kw, msg", [
-    (dict(strategy="lie"), "strategy: unknown"),
-    (dict(mechanism="auction"), "mechanism: unknown"),
-    (dict(xi=1.5), "xi must be in"),
-    (dict(rounds=0), "rounds must be"),
-    (dict(n_sellers=-3), "n_sellers must be"),
-])
+@pytest.mark.parametrize(
+    "kw, msg",
+    [
+        (dict(strategy="lie"), "strategy: unknown"),
+        (dict(mechanism="auction"), "mechanism: unknown"),
+        (dict(xi=1.5), "xi must be in"),
+        (dict(rounds=0), "rounds must be"),
+        (dict(n_sellers=-3), "n_sellers must be"),
+    ],
+)
 def test_bad_configuration_fails_before_the_run(kw, msg):
     args = dict(n_sellers=5)
     args.update(kw)
@@ -89,37 +96,99 @@ def test_bad_configuration_fails_before_the_run(kw, msg):
 
 def test_cli_simulate_writes_tables_and_figure(tmp_path, capsys):
     out = tmp_path / "sim"
-    code = main(["simulate", "--dist", "uniform:0:1", "--mechanism", "pay-as-bid", "--strategy",
-                 "shade", "--sellers", "6", "--rounds", "2", "--gamma", "0.3", "--out", str(out)])
+    code = main(
+        [
+            "simulate",
+            "--dist",
+            "uniform:0:1",
+            "--mechanism",
+            "pay-as-bid",
+            "--strategy",
+            "shade",
+            "--sellers",
+            "6",
+            "--rounds",
+            "2",
+            "--gamma",
+            "0.3",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     agents = pd.read_csv(out / "agents.csv")
-    assert list(agents.columns[:8]) == ["round", "seller_id", "cost", "report", "eps", "payment",
-                                        "utility", "regret"]
+    assert list(agents.columns[:8]) == [
+        "round",
+        "seller_id",
+        "cost",
+        "report",
+        "eps",
+        "payment",
+        "utility",
+        "regret",
+    ]
     assert len(agents) == 12 and len(pd.read_csv(out / "model.csv")) == 2
     assert (out / "simulation.png").stat().st_size > 10_000
-    code = main(["simulate", "--dist", "uniform:0:1", "--strategy", "nope", "--out",
-                 str(tmp_path / "x")])
+    code = main(
+        ["simulate", "--dist", "uniform:0:1", "--strategy", "nope", "--out", str(tmp_path / "x")]
+    )
     assert code == 2 and not (tmp_path / "x").exists()
     assert "strategy: unknown" in capsys.readouterr().err
-    code = main(["simulate", "--dist", "uniform:0:1", "--mechanism", "data-dependent", "--out",
-                 str(tmp_path / "y")])
+    code = main(
+        [
+            "simulate",
+            "--dist",
+            "uniform:0:1",
+            "--mechanism",
+            "data-dependent",
+            "--out",
+            str(tmp_path / "y"),
+        ]
+    )
     assert code == 2 and not (tmp_path / "y").exists()
     assert "needs the sellers' data" in capsys.readouterr().err
 
 
 def test_cli_simulates_the_data_dependent_market(tmp_path):
     out = tmp_path / "dd"
-    assert main(["simulate", "--dist", "uniform:0:1", "--mechanism", "data-dependent", "--data",
-                 "--sellers", "5", "--rounds", "1", "--mu", "5", "--sigma", "5", "--out",
-                 str(out)]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--dist",
+                "uniform:0:1",
+                "--mechanism",
+                "data-dependent",
+                "--data",
+                "--sellers",
+                "5",
+                "--rounds",
+                "1",
+                "--mu",
+                "5",
+                "--sigma",
+                "5",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     agents = pd.read_csv(out / "agents.csv")
     assert len(agents) == 5 and (agents.utility >= -1e-12).all() and agents.eps.sum() > 0
     assert pd.read_csv(out / "model.csv").test_error.between(0, 1).all()
 
 
 def test_platform_trains_on_bought_data_and_reports_test_error():
-    m = MarketModel(300, mechanism="posted-price", strategy="truthful", rounds=1, data="synthetic",
-                    seed=0, measure_regret=False)
+    m = MarketModel(
+        300,
+        mechanism="posted-price",
+        strategy="truthful",
+        rounds=1,
+        data="synthetic",
+        seed=0,
+        measure_regret=False,
+    )
     model_df, agent_df = m.run()
     err = model_df.test_error.iloc[0]
     assert 0 <= err < 0.5  # 30 bought sellers at eps = 1 each beat guessing
@@ -129,9 +198,28 @@ def test_platform_trains_on_bought_data_and_reports_test_error():
 
 def test_cli_animation(tmp_path):
     out = tmp_path / "anim"
-    assert main(["simulate", "--dist", "uniform:0:1", "--mechanism", "online", "--strategy",
-                 "learning", "--sellers", "6", "--rounds", "3", "--animate", "--data",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--dist",
+                "uniform:0:1",
+                "--mechanism",
+                "online",
+                "--strategy",
+                "learning",
+                "--sellers",
+                "6",
+                "--rounds",
+                "3",
+                "--animate",
+                "--data",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     gif = out / "simulation.gif"
     assert gif.read_bytes()[:6] in (b"GIF89a", b"GIF87a")
     assert "test_error" in pd.read_csv(out / "model.csv").columns
@@ -139,8 +227,15 @@ def test_cli_animation(tmp_path):
 
 def test_learners_settle_on_truth_under_the_online_mechanism_and_shade_under_pay_as_bid():
     def greedy_multipliers(mechanism):
-        m = MarketModel(12, mechanism=mechanism, strategy="learning", rounds=25, gamma=0.3,
-                        seed=4, measure_regret=False)
+        m = MarketModel(
+            12,
+            mechanism=mechanism,
+            strategy="learning",
+            rounds=25,
+            gamma=0.3,
+            seed=4,
+            measure_regret=False,
+        )
         m.run()
         return m.groups[0].strategy.greedy_multipliers()
 
@@ -150,8 +245,9 @@ def test_learners_settle_on_truth_under_the_online_mechanism_and_shade_under_pay
 
 
 def test_private_posted_price_is_only_approximately_truthful_in_the_market():
-    m = MarketModel(10, mechanism="private-posted-price", strategy="best-response", rounds=2,
-                    seed=1, n_grid=9)
+    m = MarketModel(
+        10, mechanism="private-posted-price", strategy="best-response", rounds=2, seed=1, n_grid=9
+    )
     model_df, agent_df = m.run()
     mech = m.mechanism.pricing
     bound = max(mech.ic_bound(c) for c in agent_df.cost)

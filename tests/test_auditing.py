@@ -71,12 +71,39 @@ def test_non_monotone_myerson_rule_is_flagged():
 
 def test_cli_writes_outputs(tmp_path, capsys):
     out = tmp_path / "a"
-    code = main(["audit", "--mechanism", "pay-as-bid", "--dist", DIST, "--sellers", "5",
-                 "--markets", "3", "--seed", "3", "--grid", "9", "--out", str(out)])
+    code = main(
+        [
+            "audit",
+            "--mechanism",
+            "pay-as-bid",
+            "--dist",
+            DIST,
+            "--sellers",
+            "5",
+            "--markets",
+            "3",
+            "--seed",
+            "3",
+            "--grid",
+            "9",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     s = json.loads((out / "summary.json").read_text())
-    for key in ("max_gain", "max_gain_ci_high", "share_profitable", "ir_violations",
-                "monotonicity_violations", "verdict", "tol", "mechanism", "dist", "seed"):
+    for key in (
+        "max_gain",
+        "max_gain_ci_high",
+        "share_profitable",
+        "ir_violations",
+        "monotonicity_violations",
+        "verdict",
+        "tol",
+        "mechanism",
+        "dist",
+        "seed",
+    ):
         assert key in s
     assert s["verdict"] == "not_ic" and s["seed"] == 3 and s["mechanism"] == "pay-as-bid"
     df = pd.read_csv(out / "audit.csv")
@@ -87,18 +114,36 @@ def test_cli_writes_outputs(tmp_path, capsys):
 
 
 def test_cli_same_seed_same_numbers(tmp_path):
-    args = ["audit", "--mechanism", "pay-as-bid", "--dist", DIST, "--sellers", "4",
-            "--markets", "2", "--grid", "5", "--no-refine", "--seed", "7", "--out"]
+    args = [
+        "audit",
+        "--mechanism",
+        "pay-as-bid",
+        "--dist",
+        DIST,
+        "--sellers",
+        "4",
+        "--markets",
+        "2",
+        "--grid",
+        "5",
+        "--no-refine",
+        "--seed",
+        "7",
+        "--out",
+    ]
     assert main(args + [str(tmp_path / "x")]) == 0 and main(args + [str(tmp_path / "y")]) == 0
     assert (tmp_path / "x" / "audit.csv").read_text() == (tmp_path / "y" / "audit.csv").read_text()
 
 
-@pytest.mark.parametrize("extra,words", [
-    (["--mechanism", "nonesuch"], "unknown 'nonesuch'"),
-    (["--mechanism", "offline", "--dist", "weird:1"], "weird"),
-    (["--mechanism", "offline", "--sellers", "0"], "sellers must be >= 1"),
-    (["--mechanism", "math:pi"], "not a Mechanism"),
-])
+@pytest.mark.parametrize(
+    "extra,words",
+    [
+        (["--mechanism", "nonesuch"], "unknown 'nonesuch'"),
+        (["--mechanism", "offline", "--dist", "weird:1"], "weird"),
+        (["--mechanism", "offline", "--sellers", "0"], "sellers must be >= 1"),
+        (["--mechanism", "math:pi"], "not a Mechanism"),
+    ],
+)
 def test_cli_bad_input_one_line_exit_2(tmp_path, capsys, extra, words):
     base = {"--dist": DIST, "--sellers": "3"}
     args = ["audit", "--markets", "1", "--out", str(tmp_path / "o")] + extra

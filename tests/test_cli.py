@@ -38,8 +38,24 @@ def run(argv, capsys):
 def test_solve_writes_the_seller_table(costs_csv, tmp_path, capsys):
     path, c = costs_csv
     out = tmp_path / "sellers.csv"
-    code, stdout, _ = run(["solve", "--costs", str(path), "--dist", "uniform:0:1", "--mu", "1",
-                           "--sigma", "0.5", "--gamma", "0.5", "--out", str(out)], capsys)
+    code, stdout, _ = run(
+        [
+            "solve",
+            "--costs",
+            str(path),
+            "--dist",
+            "uniform:0:1",
+            "--mu",
+            "1",
+            "--sigma",
+            "0.5",
+            "--gamma",
+            "0.5",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 0
     df = pd.read_csv(out)
     assert list(df.columns) == COLUMNS
@@ -54,8 +70,9 @@ def test_solve_writes_the_seller_table(costs_csv, tmp_path, capsys):
 
 def test_solve_json(costs_csv, capsys):
     path, c = costs_csv
-    code, stdout, _ = run(["solve", "--costs", str(path), "--dist", "uniform:0:1", "--json",
-                           "--k", "3"], capsys)
+    code, stdout, _ = run(
+        ["solve", "--costs", str(path), "--dist", "uniform:0:1", "--json", "--k", "3"], capsys
+    )
     assert code == 0
     doc = json.loads(stdout)
     assert set(doc) == {"summary", "sellers"}
@@ -85,24 +102,27 @@ def _write(tmp_path, text, name="in.csv", mode="w"):
     return p
 
 
-@pytest.mark.parametrize("content, extra, msg", [
-    (None, [], "no such file"),
-    ("seller_id,price\na,0.5\n", [], "missing column 'cost'"),
-    ("seller_id,cost\na,0.5\na,0.2\n", [], "duplicate seller_id 'a'"),
-    ("seller_id,cost\na,0.5\nb,nan\n", [], "not a finite number"),
-    ("seller_id,cost\na,0.5\nb,abc\n", [], "not a finite number"),
-    ("seller_id,cost\na,-0.5\n", [], "negative"),
-    ("seller_id,cost\na,1.5\n", [], "outside the support"),
-    ("", [], "empty"),
-    ("seller_id,cost\n", [], "no sellers"),
-    (b"\xff\xfe\x00\x01garbage", [], "not UTF-8"),
-    ("seller_id,cost\na,0.5\n", ["--dist", "weird:1"], "unknown distribution"),
-    ("seller_id,cost\na,0.5\n", ["--dist", "beta:0.5:0.5:0:1"], "not regular"),
-    ("seller_id,cost\na,0.5\n", ["--mu", "0"], "mu must be a finite number > 0"),
-    ("seller_id,cost\na,0.5\n", ["--sigma", "-1"], "sigma must be"),
-    ("seller_id,cost\na,0.5\n", ["--gamma", "inf"], "gamma must be"),
-    ("seller_id,cost\na,0.5\n", ["--k", "0.5"], "k must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "content, extra, msg",
+    [
+        (None, [], "no such file"),
+        ("seller_id,price\na,0.5\n", [], "missing column 'cost'"),
+        ("seller_id,cost\na,0.5\na,0.2\n", [], "duplicate seller_id 'a'"),
+        ("seller_id,cost\na,0.5\nb,nan\n", [], "not a finite number"),
+        ("seller_id,cost\na,0.5\nb,abc\n", [], "not a finite number"),
+        ("seller_id,cost\na,-0.5\n", [], "negative"),
+        ("seller_id,cost\na,1.5\n", [], "outside the support"),
+        ("", [], "empty"),
+        ("seller_id,cost\n", [], "no sellers"),
+        (b"\xff\xfe\x00\x01garbage", [], "not UTF-8"),
+        ("seller_id,cost\na,0.5\n", ["--dist", "weird:1"], "unknown distribution"),
+        ("seller_id,cost\na,0.5\n", ["--dist", "beta:0.5:0.5:0:1"], "not regular"),
+        ("seller_id,cost\na,0.5\n", ["--mu", "0"], "mu must be a finite number > 0"),
+        ("seller_id,cost\na,0.5\n", ["--sigma", "-1"], "sigma must be"),
+        ("seller_id,cost\na,0.5\n", ["--gamma", "inf"], "gamma must be"),
+        ("seller_id,cost\na,0.5\n", ["--k", "0.5"], "k must be >= 1"),
+    ],
+)
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, content, extra, msg):
     if content is None:
         path = tmp_path / "missing.csv"
@@ -123,7 +143,9 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, content, ext
 
 def test_bom_and_quoted_numbers_are_accepted(tmp_path, capsys):
     path = _write(tmp_path, '\ufeffseller_id,cost\n"a","0.25"\n b , 0.5 \n')
-    code, stdout, _ = run(["solve", "--costs", str(path), "--dist", "uniform:0:1", "--json"], capsys)
+    code, stdout, _ = run(
+        ["solve", "--costs", str(path), "--dist", "uniform:0:1", "--json"], capsys
+    )
     assert code == 0
     doc = json.loads(stdout)
     assert [r["seller_id"] for r in doc["sellers"]] == ["a", "b"]
@@ -132,15 +154,24 @@ def test_bom_and_quoted_numbers_are_accepted(tmp_path, capsys):
 
 def test_console_script_and_demo(tmp_path):
     exe = [sys.executable, "-m", "market_sim.cli"]
-    r = subprocess.run(exe + ["demo", "--out-dir", str(tmp_path / "fig"), "--m", "40"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        exe + ["demo", "--out-dir", str(tmp_path / "fig"), "--m", "40"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "fig" / "offline_market.png").stat().st_size > 10_000
     assert "IR: min truthful utility" in r.stdout
-    gain = float(r.stdout.split("largest gain from a misreport (3 sellers x 41 reports) = ")[1].split()[0])
+    gain = float(
+        r.stdout.split("largest gain from a misreport (3 sellers x 41 reports) = ")[1].split()[0]
+    )
     assert gain <= 1e-8
-    r = subprocess.run(exe + ["solve", "--costs", str(tmp_path / "nope.csv"), "--dist", "uniform:0:1"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        exe + ["solve", "--costs", str(tmp_path / "nope.csv"), "--dist", "uniform:0:1"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2 and r.stderr.count("\n") == 1
 
 
@@ -155,8 +186,21 @@ def test_solve_online_matches_the_mechanism(costs_csv, capsys):
     from market_sim.mechanisms.online import OnlineMechanism
 
     path, c = costs_csv
-    code, stdout, _ = run(["solve", "--costs", str(path), "--dist", "uniform:0:1", "--mechanism",
-                           "online", "--planned-m", "100", "--json"], capsys)
+    code, stdout, _ = run(
+        [
+            "solve",
+            "--costs",
+            str(path),
+            "--dist",
+            "uniform:0:1",
+            "--mechanism",
+            "online",
+            "--planned-m",
+            "100",
+            "--json",
+        ],
+        capsys,
+    )
     assert code == 0
     doc = json.loads(stdout)
     mech = OnlineMechanism(parse_distribution("uniform:0:1"), 100, mu=1, sigma=1, gamma=1)
@@ -168,29 +212,62 @@ def test_solve_online_matches_the_mechanism(costs_csv, capsys):
 
 def test_online_option_errors(costs_csv, capsys):
     path, _ = costs_csv
-    for extra, msg in ((["--mechanism", "online", "--k", "2"], "offline mechanism only"),
-                       (["--planned-m", "10"], "online mechanism only"),
-                       (["--mechanism", "online", "--planned-m", "0"], "planned-m must be >= 1")):
+    for extra, msg in (
+        (["--mechanism", "online", "--k", "2"], "offline mechanism only"),
+        (["--planned-m", "10"], "online mechanism only"),
+        (["--mechanism", "online", "--planned-m", "0"], "planned-m must be >= 1"),
+    ):
         code = exit_code(["solve", "--costs", str(path), "--dist", "uniform:0:1"] + extra)
         err = capsys.readouterr().err
         assert code == 2 and msg in err and len(err.strip().splitlines()) == 1
-    code = exit_code(["solve", "--costs", str(path), "--dist", "uniform:0.001:1", "--mechanism",
-                      "online", "--rule", "alg3"])
+    code = exit_code(
+        [
+            "solve",
+            "--costs",
+            str(path),
+            "--dist",
+            "uniform:0.001:1",
+            "--mechanism",
+            "online",
+            "--rule",
+            "alg3",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "use rule='fluid'" in err
 
 
 def test_online_stream_answers_each_line_as_it_comes():
     """A live feed: each decision is read back before the next line is sent."""
-    proc = subprocess.Popen([sys.executable, "-m", "market_sim.cli", "online-stream", "--dist",
-                             "uniform:0:1", "--planned-m", "1000"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "market_sim.cli",
+            "online-stream",
+            "--dist",
+            "uniform:0:1",
+            "--planned-m",
+            "1000",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         header = proc.stdout.readline().decode().strip()
         assert header == "seller_id,cost,virtual_cost,eps,payment,utility,error"
         answers = {}
-        for line in (b"seller_id,cost\n", b"a,0.01\n", b"b,abc\n", b"a,0.02\n", b"c,1.5\n",
-                     b"\xff\xfe,1\n", b"d,0.3,4\n", b'"e, f",0.005\n'):
+        for line in (
+            b"seller_id,cost\n",
+            b"a,0.01\n",
+            b"b,abc\n",
+            b"a,0.02\n",
+            b"c,1.5\n",
+            b"\xff\xfe,1\n",
+            b"d,0.3,4\n",
+            b'"e, f",0.005\n',
+        ):
             proc.stdin.write(line)
             proc.stdin.flush()
             if line.startswith(b"seller_id"):

@@ -5,10 +5,20 @@ import numpy as np
 import pytest
 from scipy import integrate, special, stats
 
-from market_sim.collaborative import (BernoulliModel, GaussianMeanModel, LinearRegressionModel,
-                                      SharedStatistic, collaborate, kl_nearest_neighbour,
-                                      noise_reward, rationality_rho, rdp_noise_variance,
-                                      rho_shapley_rewards, shapley_values, temper_reward)
+from market_sim.collaborative import (
+    BernoulliModel,
+    GaussianMeanModel,
+    LinearRegressionModel,
+    SharedStatistic,
+    collaborate,
+    kl_nearest_neighbour,
+    noise_reward,
+    rationality_rho,
+    rdp_noise_variance,
+    rho_shapley_rewards,
+    shapley_values,
+    temper_reward,
+)
 from market_sim.collaborative.valuation import coalition_values
 from market_sim.errors import MarketSimError
 
@@ -63,8 +73,13 @@ def test_bernoulli_kl_matches_the_beta_closed_form_without_noise():
     m = BernoulliModel(a=2, b=3)
     post = m.posterior([SharedStatistic(50, np.array([18.0]), 0.0)])
     a1, b1, a0, b0 = 20, 35, 2, 3
-    exact = (special.betaln(a0, b0) - special.betaln(a1, b1) + (a1 - a0) * special.digamma(a1)
-             + (b1 - b0) * special.digamma(b1) + (a0 - a1 + b0 - b1) * special.digamma(a1 + b1))
+    exact = (
+        special.betaln(a0, b0)
+        - special.betaln(a1, b1)
+        + (a1 - a0) * special.digamma(a1)
+        + (b1 - b0) * special.digamma(b1)
+        + (a0 - a1 + b0 - b1) * special.digamma(a1 + b1)
+    )
     assert post.kl(m.prior) == pytest.approx(exact, rel=1e-4)
 
 
@@ -86,8 +101,12 @@ def test_nearest_neighbour_kl_estimates_the_closed_form():
     s = model.share((X, X @ np.array([1.0, -1.0]) + rng.normal(size=50) * 0.5), 2.0, rng)
     post = model.posterior([s])
     exact = post.kl(model.prior)
-    est = np.mean([kl_nearest_neighbour(post.sample(rng, 4000), model.prior.sample(rng, 4000))
-                   for _ in range(5)])
+    est = np.mean(
+        [
+            kl_nearest_neighbour(post.sample(rng, 4000), model.prior.sample(rng, 4000))
+            for _ in range(5)
+        ]
+    )
     assert est == pytest.approx(exact, rel=0.1)
 
 
@@ -95,8 +114,10 @@ def _expected_values(model, eps_first, rng, reps=150):
     v_single, v_grand = [], []
     for _ in range(reps):
         theta = rng.normal()
-        shared = [model.share(rng.normal(theta, 1, n), e, rng)
-                  for n, e in ((30, eps_first), (30, 1.0), (30, 1.0))]
+        shared = [
+            model.share(rng.normal(theta, 1, n), e, rng)
+            for n, e in ((30, eps_first), (30, 1.0), (30, 1.0))
+        ]
         vals = coalition_values(model, shared)
         v_single.append(vals[1])
         v_grand.append(vals[7])
@@ -108,24 +129,23 @@ def test_privacy_valuation_trade_off_and_party_monotonicity_in_expectation():
     model = GaussianMeanModel(data_var=1.0, prior_var=1.0, bound=3.0)
     rows = [_expected_values(model, e, rng) for e in (0.05, 0.5, 5.0)]
     singles, grands = zip(*rows)
-    assert singles[0] < singles[1] < singles[2]       # V3 for {1}
-    assert grands[0] < grands[1] < grands[2]          # V3 for N
-    assert all(g > s for s, g in rows)                # V2: adding parties adds value
+    assert singles[0] < singles[1] < singles[2]  # V3 for {1}
+    assert grands[0] < grands[1] < grands[2]  # V3 for N
+    assert all(g > s for s, g in rows)  # V2: adding parties adds value
 
 
 def test_shapley_exact_and_sampled_and_their_axioms():
     rng = np.random.default_rng(5)
     w = np.array([1.0, 2.0, 2.0, 0.0])
-    v = {mask: float(np.sqrt(sum(w[i] for i in range(4) if mask >> i & 1)))
-         for mask in range(16)}
+    v = {mask: float(np.sqrt(sum(w[i] for i in range(4) if mask >> i & 1))) for mask in range(16)}
     phi = shapley_values(v, 4)
-    assert phi.sum() == pytest.approx(v[15])          # efficiency
-    assert phi[1] == pytest.approx(phi[2])            # symmetry
-    assert phi[3] == pytest.approx(0.0)               # null player
-    assert phi[1] > phi[0]                            # desirability
+    assert phi.sum() == pytest.approx(v[15])  # efficiency
+    assert phi[1] == pytest.approx(phi[2])  # symmetry
+    assert phi[3] == pytest.approx(0.0)  # null player
+    assert phi[1] > phi[0]  # desirability
     est = shapley_values(v, 4, permutations=3000, rng=rng)
     assert np.allclose(est, phi, atol=0.02)
-    assert est.sum() == pytest.approx(v[15])          # every permutation is efficient
+    assert est.sum() == pytest.approx(v[15])  # every permutation is efficient
 
 
 def _collaboration(rng, model=None, sizes=(40, 80, 160), eps=(0.5, 1.0, 2.0)):
@@ -139,16 +159,16 @@ def test_rho_shapley_rewards_are_feasible_efficient_and_rational():
     model, shared = _collaboration(rng)
     out = collaborate(model, shared, 0.5)
     vals = out.values
-    assert all(v >= 0 for v in vals.values())                          # V1
+    assert all(v >= 0 for v in vals.values())  # V1
     assert np.all(out.targets >= 0) and np.all(out.targets <= out.v_grand + 1e-12)
     best = int(np.argmax(out.phi))
-    assert out.targets[best] == pytest.approx(out.v_grand)             # P2
+    assert out.targets[best] == pytest.approx(out.v_grand)  # P2
     assert out.rewards[best].control == 1.0
     for r in out.rewards:
         assert r.attained == pytest.approx(r.target, rel=1e-8, abs=1e-10)
     rho_r = rationality_rho(out.v_single, out.phi, out.v_grand)
     assert rho_r > 0
-    for rho in np.linspace(0, rho_r, 5):                               # P4 on [0, rho_r]
+    for rho in np.linspace(0, rho_r, 5):  # P4 on [0, rho_r]
         assert np.all(rho_shapley_rewards(out.phi, out.v_grand, rho) >= out.v_single - 1e-12)
     if rho_r < 1:  # and beyond it some party is worse off than alone
         assert np.any(rho_shapley_rewards(out.phi, out.v_grand, 1.0) < out.v_single)
@@ -159,8 +179,8 @@ def test_equal_parties_get_equal_rewards_and_a_better_party_more():
     same = SharedStatistic(50, np.array([30.0]), 4.0)
     better = SharedStatistic(50, np.array([30.0]), 1.0)  # same data, weaker noise
     out = collaborate(model, [same, same, better], 0.8)
-    assert out.targets[0] == pytest.approx(out.targets[1])              # symmetry
-    assert out.targets[2] > out.targets[0]                              # strict desirability
+    assert out.targets[0] == pytest.approx(out.targets[1])  # symmetry
+    assert out.targets[2] > out.targets[0]  # strict desirability
     for rho in (0.0, 0.3, 1.0):
         r = rho_shapley_rewards(out.phi, out.v_grand, rho)
         assert r[0] == pytest.approx(r[1])
@@ -192,26 +212,39 @@ def test_tempering_is_monotone_and_closer_to_the_grand_posterior_than_noise():
         assert t.similarity > np.mean(sims)
 
 
-@pytest.mark.parametrize("call, msg", [
-    (lambda: rdp_noise_variance(1.0, 0.0), "epsilon"),
-    (lambda: rdp_noise_variance(1.0, -1.0), "epsilon"),
-    (lambda: rdp_noise_variance(1.0, 1.0, order=1.0), "order"),
-    (lambda: rho_shapley_rewards([1.0, 2.0], 3.0, 1.5), "rho"),
-    (lambda: rho_shapley_rewards([1.0, 2.0], 3.0, -0.1), "rho"),
-    (lambda: rho_shapley_rewards([-1.0, 2.0], 3.0, 0.5), "negative"),
-    (lambda: collaborate(GaussianMeanModel(), [], 0.5), "at least one party"),
-    (lambda: GaussianMeanModel().posterior([SharedStatistic(3, np.zeros(2), 1.0)]), "shape"),
-    (lambda: LinearRegressionModel(d=2).sufficient_statistic((np.zeros((4, 3)), np.zeros(4))),
-     "columns"),
-    (lambda: kl_nearest_neighbour(np.zeros((10, 2)), np.zeros((10, 3))), "dimension"),
-    (lambda: GaussianMeanModel().posterior([], temper=1.5), "tempering"),
-    (lambda: temper_reward(GaussianMeanModel(), [SharedStatistic(3, np.ones(1), 1.0)], 99.0),
-     "exceeds"),
-    (lambda: BernoulliModel().sufficient_statistic([0, 2]), "0/1"),
-    (lambda: shapley_values({0: 0.0}, 0), "parties"),
-    (lambda: collaborate(GaussianMeanModel(), [SharedStatistic(3, np.ones(1), 1.0)], 0.5,
-                         control="noise"), "rng"),
-])
+@pytest.mark.parametrize(
+    "call, msg",
+    [
+        (lambda: rdp_noise_variance(1.0, 0.0), "epsilon"),
+        (lambda: rdp_noise_variance(1.0, -1.0), "epsilon"),
+        (lambda: rdp_noise_variance(1.0, 1.0, order=1.0), "order"),
+        (lambda: rho_shapley_rewards([1.0, 2.0], 3.0, 1.5), "rho"),
+        (lambda: rho_shapley_rewards([1.0, 2.0], 3.0, -0.1), "rho"),
+        (lambda: rho_shapley_rewards([-1.0, 2.0], 3.0, 0.5), "negative"),
+        (lambda: collaborate(GaussianMeanModel(), [], 0.5), "at least one party"),
+        (lambda: GaussianMeanModel().posterior([SharedStatistic(3, np.zeros(2), 1.0)]), "shape"),
+        (
+            lambda: LinearRegressionModel(d=2).sufficient_statistic(
+                (np.zeros((4, 3)), np.zeros(4))
+            ),
+            "columns",
+        ),
+        (lambda: kl_nearest_neighbour(np.zeros((10, 2)), np.zeros((10, 3))), "dimension"),
+        (lambda: GaussianMeanModel().posterior([], temper=1.5), "tempering"),
+        (
+            lambda: temper_reward(GaussianMeanModel(), [SharedStatistic(3, np.ones(1), 1.0)], 99.0),
+            "exceeds",
+        ),
+        (lambda: BernoulliModel().sufficient_statistic([0, 2]), "0/1"),
+        (lambda: shapley_values({0: 0.0}, 0), "parties"),
+        (
+            lambda: collaborate(
+                GaussianMeanModel(), [SharedStatistic(3, np.ones(1), 1.0)], 0.5, control="noise"
+            ),
+            "rng",
+        ),
+    ],
+)
 def test_bad_inputs_are_refused_clearly(call, msg):
     with pytest.raises(MarketSimError, match=msg):
         call()
@@ -220,27 +253,36 @@ def test_bad_inputs_are_refused_clearly(call, msg):
 def test_collaboration_model_parties_trade_privacy_cost_against_reward():
     from market_sim.agents.collaboration import CollaborationModel
 
-    kw = dict(sizes=(60, 60, 60), eps_pref=(1.0, 1.0, 1.0), rho=0.8, strategy="strategic",
-              n_draws=4, seed=3)
+    kw = dict(
+        sizes=(60, 60, 60),
+        eps_pref=(1.0, 1.0, 1.0),
+        rho=0.8,
+        strategy="strategic",
+        n_draws=4,
+        seed=3,
+    )
     cheap = CollaborationModel(privacy_cost=(0.001, 0.001, 0.001), **kw).run()[1]
     dear = CollaborationModel(privacy_cost=(1.0, 1.0, 1.0), **kw).run()[1]
-    assert dear.eps.max() < cheap.eps.min()          # a high privacy cost buys privacy
+    assert dear.eps.max() < cheap.eps.min()  # a high privacy cost buys privacy
     again = CollaborationModel(privacy_cost=(1.0, 1.0, 1.0), **kw).run()[1]
-    assert again.equals(dear)                        # same seed, same numbers
+    assert again.equals(dear)  # same seed, same numbers
     truthful = CollaborationModel(sizes=(60, 60), eps_pref=(0.3, 3.0), seed=1).run()[1]
     assert list(truthful.eps) == [0.3, 3.0]
-    assert truthful.reward.iloc[1] >= truthful.reward.iloc[0]   # less noise, more reward
+    assert truthful.reward.iloc[1] >= truthful.reward.iloc[0]  # less noise, more reward
 
 
-@pytest.mark.parametrize("kw, msg", [
-    (dict(sizes=(), eps_pref=()), "one entry per party"),
-    (dict(sizes=(10, 10), eps_pref=(1.0,)), "one entry per party"),
-    (dict(eps_pref=(1.0, 0.0, 1.0)), "epsilon"),
-    (dict(rho=1.5), "rho"),
-    (dict(strategy="greedy"), "strategy"),
-    (dict(control="magic"), "control"),
-    (dict(sizes=(10, 0, 10)), "data point"),
-])
+@pytest.mark.parametrize(
+    "kw, msg",
+    [
+        (dict(sizes=(), eps_pref=()), "one entry per party"),
+        (dict(sizes=(10, 10), eps_pref=(1.0,)), "one entry per party"),
+        (dict(eps_pref=(1.0, 0.0, 1.0)), "epsilon"),
+        (dict(rho=1.5), "rho"),
+        (dict(strategy="greedy"), "strategy"),
+        (dict(control="magic"), "control"),
+        (dict(sizes=(10, 0, 10)), "data point"),
+    ],
+)
 def test_collaboration_model_refuses_bad_inputs(kw, msg):
     from market_sim.agents.collaboration import CollaborationModel
 

@@ -10,8 +10,8 @@ from market_sim.errors import MarketSimError
 from market_sim.mechanisms.payments import OfflineCurves, offline_payments, seller_utility
 
 UNIFORM = parse_distribution("uniform:0:1")
-SHIFTED = parse_distribution("uniform:0.1:1")      # psi(low) > 0: the bottom is a valid report
-BETA = parse_distribution("beta:2:3:0.5:2")        # psi = +inf at the top
+SHIFTED = parse_distribution("uniform:0.1:1")  # psi(low) > 0: the bottom is a valid report
+BETA = parse_distribution("beta:2:3:0.5:2")  # psi = +inf at the top
 
 
 def _market(seed, max_m, dist):
@@ -39,8 +39,17 @@ def test_illinois_agrees_with_the_resolve_reference(seed):
     np.testing.assert_allclose(t2, t1, rtol=1e-12, atol=0)
 
 
-@pytest.mark.parametrize("seed, dist, k", [(0, SHIFTED, None), (1, BETA, None), (2, SHIFTED, None),
-                                           (3, UNIFORM, None), (4, SHIFTED, 1.5), (6, UNIFORM, 2.0)])
+@pytest.mark.parametrize(
+    "seed, dist, k",
+    [
+        (0, SHIFTED, None),
+        (1, BETA, None),
+        (2, SHIFTED, None),
+        (3, UNIFORM, None),
+        (4, SHIFTED, 1.5),
+        (6, UNIFORM, 2.0),
+    ],
+)
 def test_curves_match_payments_and_seller_utility(seed, dist, k):
     rng, c, kw = _market(seed, 9 if k is None else 5, dist)
     kw["k"] = k
@@ -50,9 +59,16 @@ def test_curves_match_payments_and_seller_utility(seed, dist, k):
     np.testing.assert_allclose(curves.payments_at(c[:, None])[:, 0], pay, rtol=1e-12, atol=1e-300)
     np.testing.assert_allclose(curves.eps_at(c[:, None])[:, 0], eps, rtol=1e-12, atol=1e-300)
     lo, hi = dist.support
-    Z = np.column_stack([np.full(m, lo) if dist.virtual_cost(lo) > 0 else c,
-                         np.maximum(0.6 * c, lo + 1e-3), c, np.minimum(1.3 * c, hi),
-                         np.full(m, hi), rng.uniform(lo, hi, m)])
+    Z = np.column_stack(
+        [
+            np.full(m, lo) if dist.virtual_cost(lo) > 0 else c,
+            np.maximum(0.6 * c, lo + 1e-3),
+            c,
+            np.minimum(1.3 * c, hi),
+            np.full(m, hi),
+            rng.uniform(lo, hi, m),
+        ]
+    )
     Z[0, -1] = Z[0, 2]  # a tie with the report
     true = dist.sample(m, rng)
     U = curves.utilities(Z, true)
@@ -63,8 +79,9 @@ def test_curves_match_payments_and_seller_utility(seed, dist, k):
             assert U[i, j] == pytest.approx(ref, abs=1e-9), (i, j)
     # a subset of sellers, asked again in another order: the same numbers
     sub = np.arange(m)[::-1]
-    np.testing.assert_allclose(curves.utilities(Z[sub], true[sub], sellers=sub), U[sub],
-                               rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(
+        curves.utilities(Z[sub], true[sub], sellers=sub), U[sub], rtol=1e-13, atol=1e-15
+    )
 
 
 @settings(max_examples=20, deadline=None)
@@ -91,10 +108,12 @@ def test_truth_beats_shading_where_pay_as_bid_would_not():
     i = int(np.argmin(c))
     grid = np.linspace(c[i], 1.0, 50)[None, :]
     E = curves.eps_at(grid, sellers=[i])[0]
-    assert np.max((grid[0] - c[i]) * E) > 1e-4          # pay-as-bid: shading up pays
-    gain = curves.utilities(grid, c[[i]], sellers=[i])[0] - curves.utilities(
-        c[[i]][:, None], c[[i]], sellers=[i])[0, 0]
-    assert gain.max() <= 1e-9                           # Myerson: it does not
+    assert np.max((grid[0] - c[i]) * E) > 1e-4  # pay-as-bid: shading up pays
+    gain = (
+        curves.utilities(grid, c[[i]], sellers=[i])[0]
+        - curves.utilities(c[[i]][:, None], c[[i]], sellers=[i])[0, 0]
+    )
+    assert gain.max() <= 1e-9  # Myerson: it does not
 
 
 def test_curves_single_seller_and_errors():

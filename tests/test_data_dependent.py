@@ -40,9 +40,10 @@ def test_weight_block_is_the_exact_qp_optimum(p, k):
     cap = 1.0 if k is None else k / m
     a = dd._weights_block(loss, psi, eta, gamma, mu, p, cap)
     v = cp.Variable(m)
-    prob = cp.Problem(cp.Minimize(loss @ v + mu * cp.sum_squares(v)
-                                  + gamma * psi @ cp.power(eta * v, p)),
-                      [v >= 0, v <= cap, cp.sum(v) == 1])
+    prob = cp.Problem(
+        cp.Minimize(loss @ v + mu * cp.sum_squares(v) + gamma * psi @ cp.power(eta * v, p)),
+        [v >= 0, v <= cap, cp.sum(v) == 1],
+    )
     prob.solve(solver=cp.CLARABEL)
     np.testing.assert_allclose(a, v.value, atol=2e-5)
 
@@ -99,8 +100,19 @@ def test_realised_noise_term_drives_eta_to_the_bottom_of_the_grid():
 def test_more_weight_on_payments_buys_less_privacy():
     X, y, costs, dist = market()
     psi = dist.virtual_cost(costs)
-    etas = [dd.solve(X, y, psi, mu=50.0, sigma=1.0, gamma=g, reg_lambda=0.05,
-                     eps_avg_grid=np.geomspace(0.01, 10, 40)).eta for g in (0.01, 0.1, 1, 10)]
+    etas = [
+        dd.solve(
+            X,
+            y,
+            psi,
+            mu=50.0,
+            sigma=1.0,
+            gamma=g,
+            reg_lambda=0.05,
+            eps_avg_grid=np.geomspace(0.01, 10, 40),
+        ).eta
+        for g in (0.01, 0.1, 1, 10)
+    ]
     assert all(e1 > e2 for e1, e2 in zip(etas, etas[1:]))
 
 
@@ -110,8 +122,9 @@ def test_naive_model_without_regularisers_buys_the_least_and_concentrates():
     r = dd.solve(X, y, psi, mu=0.0, sigma=0.0, gamma=1.0, reg_lambda=0.05, eps_avg_grid=GRID)
     assert r.eta / y.size == GRID[0]  # nothing prices the noise
     assert np.count_nonzero(r.a) == 1
-    capped = dd.solve(X, y, psi, mu=0.0, sigma=0.0, gamma=1.0, reg_lambda=0.05, k=4,
-                      eps_avg_grid=GRID)
+    capped = dd.solve(
+        X, y, psi, mu=0.0, sigma=0.0, gamma=1.0, reg_lambda=0.05, k=4, eps_avg_grid=GRID
+    )
     assert capped.a.max() <= 4 / y.size + 1e-15 and np.count_nonzero(capped.a) == 10
 
 
@@ -136,7 +149,9 @@ def test_allocation_is_monotone_in_own_cost(mu, lam):
     for i in (0, 1, 2):
         eps = dd.own_cost_response(i, X, y, costs, dist.virtual_cost, reports, **kw)
         assert np.all(np.diff(eps) <= 1e-6 * max(eps.max(), 1e-12))
-        assert dd.monotonicity_violations(i, X, y, costs, dist.virtual_cost, reports, **kw).size == 0
+        assert (
+            dd.monotonicity_violations(i, X, y, costs, dist.virtual_cost, reports, **kw).size == 0
+        )
 
 
 def test_monotonicity_check_reports_a_rise():
@@ -160,19 +175,29 @@ def test_myerson_payment_covers_cost_and_matches_the_integral():
     assert t == pytest.approx(costs[0] * eps0 + np.trapezoid(eps, z))
 
 
-@pytest.mark.parametrize("bad,msg", [
-    (dict(X=np.full((3, 2), np.nan)), "NaN"),
-    (dict(y=np.array([0, 1, 2])), "labels"),
-    (dict(X=np.ones((3, 2))), "norm|\\|\\|x\\|\\|"),
-    (dict(psi=np.ones(2)), "psi"),
-    (dict(mu=-1.0), "mu"),
-    (dict(cost_exponent=0.5), "cost_exponent"),
-    (dict(noise=np.ones(5)), "noise"),
-    (dict(eps_avg_grid=[0.0, 1.0]), "eps_avg_grid"),
-])
+@pytest.mark.parametrize(
+    "bad,msg",
+    [
+        (dict(X=np.full((3, 2), np.nan)), "NaN"),
+        (dict(y=np.array([0, 1, 2])), "labels"),
+        (dict(X=np.ones((3, 2))), "norm|\\|\\|x\\|\\|"),
+        (dict(psi=np.ones(2)), "psi"),
+        (dict(mu=-1.0), "mu"),
+        (dict(cost_exponent=0.5), "cost_exponent"),
+        (dict(noise=np.ones(5)), "noise"),
+        (dict(eps_avg_grid=[0.0, 1.0]), "eps_avg_grid"),
+    ],
+)
 def test_bad_input_is_refused_with_a_clear_error(bad, msg):
-    args = dict(X=np.eye(3)[:, :2] * 0.5, y=np.array([0, 1, 1]), psi=np.ones(3), mu=1.0,
-                sigma=1.0, gamma=1.0, reg_lambda=0.1)
+    args = dict(
+        X=np.eye(3)[:, :2] * 0.5,
+        y=np.array([0, 1, 1]),
+        psi=np.ones(3),
+        mu=1.0,
+        sigma=1.0,
+        gamma=1.0,
+        reg_lambda=0.1,
+    )
     args.update(bad)
     with pytest.raises(MarketSimError, match=msg):
         dd.solve(args.pop("X"), args.pop("y"), args.pop("psi"), **args)

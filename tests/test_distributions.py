@@ -6,12 +6,15 @@ from market_sim.distributions import empirical, parse_distribution
 from market_sim.errors import MarketSimError
 
 
-@pytest.mark.parametrize("spec, ref", [
-    ("uniform:0.5:2", stats.uniform(0.5, 1.5)),
-    ("truncnorm:1:0.5:0:2", stats.truncnorm(-2, 2, loc=1, scale=0.5)),
-    ("beta:2:3:1:4", stats.beta(2, 3, loc=1, scale=3)),
-    ("truncexpon:0.5:0.2:3", stats.truncexpon(5.6, loc=0.2, scale=0.5)),
-])
+@pytest.mark.parametrize(
+    "spec, ref",
+    [
+        ("uniform:0.5:2", stats.uniform(0.5, 1.5)),
+        ("truncnorm:1:0.5:0:2", stats.truncnorm(-2, 2, loc=1, scale=0.5)),
+        ("beta:2:3:1:4", stats.beta(2, 3, loc=1, scale=3)),
+        ("truncexpon:0.5:0.2:3", stats.truncexpon(5.6, loc=0.2, scale=0.5)),
+    ],
+)
 def test_spec_matches_scipy(spec, ref):
     d = parse_distribution(spec)
     c = np.linspace(*d.support, 17)
@@ -20,8 +23,9 @@ def test_spec_matches_scipy(spec, ref):
     assert d.is_regular()
     # psi = c + F/f by its definition, away from the bottom where F/f -> 0
     inner = c[1:-1]
-    np.testing.assert_allclose(d.virtual_cost(inner), inner + ref.cdf(inner) / ref.pdf(inner),
-                               rtol=1e-10)
+    np.testing.assert_allclose(
+        d.virtual_cost(inner), inner + ref.cdf(inner) / ref.pdf(inner), rtol=1e-10
+    )
 
 
 def test_uniform_virtual_cost_is_2c_minus_low():
@@ -103,18 +107,21 @@ def test_empirical_from_samples_and_file(tmp_path, rng):
     assert d2.support == d.support
 
 
-@pytest.mark.parametrize("spec, msg", [
-    ("", "non-empty"),
-    ("gamma:1:2", "unknown distribution"),
-    ("uniform:0", "takes 2 numbers"),
-    ("uniform:a:b", "must be numbers"),
-    ("uniform:1:0", "LOW < HIGH"),
-    ("uniform:-1:1", "0 <= LOW"),
-    ("uniform:0:inf", "finite"),
-    ("truncnorm:0:0:0:1", "SD must be > 0"),
-    ("beta:0:1:0:1", "A and B must be > 0"),
-    ("empirical:/no/such/file.csv", "no such file"),
-])
+@pytest.mark.parametrize(
+    "spec, msg",
+    [
+        ("", "non-empty"),
+        ("gamma:1:2", "unknown distribution"),
+        ("uniform:0", "takes 2 numbers"),
+        ("uniform:a:b", "must be numbers"),
+        ("uniform:1:0", "LOW < HIGH"),
+        ("uniform:-1:1", "0 <= LOW"),
+        ("uniform:0:inf", "finite"),
+        ("truncnorm:0:0:0:1", "SD must be > 0"),
+        ("beta:0:1:0:1", "A and B must be > 0"),
+        ("empirical:/no/such/file.csv", "no such file"),
+    ],
+)
 def test_bad_specs(spec, msg):
     with pytest.raises(MarketSimError, match=msg):
         parse_distribution(spec)

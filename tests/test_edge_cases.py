@@ -33,7 +33,9 @@ def test_hyperparameters_from_1e_minus_8_to_1e8(scale, which):
     if which == "mu" and scale >= 1e4:
         assert res.n_bought == costs.size
     if which == "sigma":
-        assert (res.eta > solve(DIST.virtual_cost(costs), mu=1, sigma=1, gamma=1).eta) == (scale > 1)
+        assert (res.eta > solve(DIST.virtual_cost(costs), mu=1, sigma=1, gamma=1).eta) == (
+            scale > 1
+        )
 
 
 @pytest.mark.parametrize("m", [1, 2])

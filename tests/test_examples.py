@@ -4,7 +4,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
-import pytest
 
 from market_sim.auditing import audit
 from market_sim.distributions import parse_distribution
@@ -14,6 +13,7 @@ from market_sim.registry import load_object
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 DIST = parse_distribution("uniform:1:5")
+
 
 def _uniform_price():
     return load_object(f"{EXAMPLES / 'uniform_price.py'}:UniformPrice")
@@ -35,14 +35,14 @@ def test_uniform_price_audits_as_ic():
     s = res.summary
     assert s["verdict"] == "ic" and s["max_gain"] <= s["tol"]
     assert s["mean_payment"] > 0 and s["ir_violations"] == 0
+
     # the control: pay the own report instead (pay-as-bid), the audit must object
     class PayOwnReport(type(mech)):
         def outcome(self, reports, rng=None):
             out = super().outcome(reports, rng)
             return out.eps, np.asarray(reports) * out.eps
 
-    bad = audit(PayOwnReport(n_buy=3, dist=DIST), DIST, 8, 4, np.random.default_rng(0),
-                n_grid=17)
+    bad = audit(PayOwnReport(n_buy=3, dist=DIST), DIST, 8, 4, np.random.default_rng(0), n_grid=17)
     assert bad.summary["verdict"] == "not_ic" and bad.summary["max_gain_ci_low"] > 0
 
 
@@ -63,6 +63,7 @@ def test_myerson_step_allocation_reproduces_uniform_price():
 
 def test_myerson_example_from_extending_guide():
     """The guide's smooth example: eps_i = (4 - r_i)^+ / (1 + mean of the others)."""
+
     def alloc(r):
         m = r.size
         others = (r.sum() - r) / (m - 1)
@@ -84,8 +85,9 @@ def test_two_arm_study_common_markets():
     assert {p["arm"] for p in points} == {"uniform-price", "offline"}
     rows = []
     for p in points:  # one replication: every grid point gets the same crn seed
-        rows += study.run(p, np.random.default_rng(99), replication=0,
-                          crn=np.random.default_rng(12345))
+        rows += study.run(
+            p, np.random.default_rng(99), replication=0, crn=np.random.default_rng(12345)
+        )
     assert len({r["mean_cost"] for r in rows}) == 1  # both arms saw the same market
     by_arm = {r["arm"]: r for r in rows}
     # the offline mechanism minimises the proxy loss (Eq. 11) over all allocations
@@ -103,19 +105,26 @@ def test_threshold_shading_reports():
     model = SimpleNamespace(dist=DIST)
     costs = (1.2, 2.9, 3.1, 4.5)  # threshold: the median 3.0; the top of the support 5
     expected = [1.2 * 1.5, 2.9 * 1.5, 3.1, 4.5]
-    np.testing.assert_allclose([strat.report(SimpleNamespace(cost=c), model) for c in costs],
-                               expected, rtol=1e-15)
-    np.testing.assert_allclose(strat.report_all(SimpleNamespace(cost=np.array(costs)), model),
-                               expected, rtol=1e-15)
+    np.testing.assert_allclose(
+        [strat.report(SimpleNamespace(cost=c), model) for c in costs], expected, rtol=1e-15
+    )
+    np.testing.assert_allclose(
+        strat.report_all(SimpleNamespace(cost=np.array(costs)), model), expected, rtol=1e-15
+    )
 
 
 def test_threshold_shading_in_the_market_model():
     from market_sim.agents import MarketModel
 
     mod = load_object(str(EXAMPLES / "threshold_shading.py"))
-    model = MarketModel(12, dist="uniform:1:5", mechanism=_uniform_price()(n_buy=4, dist=DIST),
-                        strategy=mod.ThresholdShading(quantile=0.5, factor=1.2), rounds=2,
-                        seed=0)
+    model = MarketModel(
+        12,
+        dist="uniform:1:5",
+        mechanism=_uniform_price()(n_buy=4, dist=DIST),
+        strategy=mod.ThresholdShading(quantile=0.5, factor=1.2),
+        rounds=2,
+        seed=0,
+    )
     model_df, agent_df = model.run()
     cheap = agent_df[agent_df.cost < DIST.ppf(0.5)]
     assert (cheap.report > cheap.cost).all()

@@ -14,14 +14,41 @@ from market_sim.errors import MarketSimError
 from market_sim.mechanisms.online import OnlineMechanism
 from market_sim.runner import plan
 
-HEADERS = [b"", b"seller_id,cost\n", b"\xef\xbb\xbfseller_id,cost\n", b"id,price\n",
-           b"cost,seller_id,extra\n"]
-CELLS = st.sampled_from([b"0.1", b"0.5", b'"0.25"', b"1e-300", b"1e308", b"-0.1", b"nan",
-                         b"inf", b"", b"abc", b"0x10", b"\xff", b"1,5", b"0.3 ", b"\x00"])
-LINES = st.lists(st.tuples(st.text(max_size=4).map(str.encode) | st.binary(max_size=4), CELLS),
-                 max_size=12)
-ROWS = st.builds(lambda h, rows, junk: h + b"".join(i + b"," + c + b"\n" for i, c in rows) + junk,
-                 st.sampled_from(HEADERS), LINES, st.binary(max_size=20))
+HEADERS = [
+    b"",
+    b"seller_id,cost\n",
+    b"\xef\xbb\xbfseller_id,cost\n",
+    b"id,price\n",
+    b"cost,seller_id,extra\n",
+]
+CELLS = st.sampled_from(
+    [
+        b"0.1",
+        b"0.5",
+        b'"0.25"',
+        b"1e-300",
+        b"1e308",
+        b"-0.1",
+        b"nan",
+        b"inf",
+        b"",
+        b"abc",
+        b"0x10",
+        b"\xff",
+        b"1,5",
+        b"0.3 ",
+        b"\x00",
+    ]
+)
+LINES = st.lists(
+    st.tuples(st.text(max_size=4).map(str.encode) | st.binary(max_size=4), CELLS), max_size=12
+)
+ROWS = st.builds(
+    lambda h, rows, junk: h + b"".join(i + b"," + c + b"\n" for i, c in rows) + junk,
+    st.sampled_from(HEADERS),
+    LINES,
+    st.binary(max_size=20),
+)
 
 
 @functools.cache
@@ -47,7 +74,9 @@ def test_solve_on_malformed_csv_answers_or_refuses_in_one_line(tmp_path_factory,
         assert out.exists() and out.read_text().startswith("seller_id,cost,")
     else:
         assert code == 2 and not out.exists()
-        assert err.count("\n") == 1 and err.startswith("market-sim: error:") and "Traceback" not in err
+        assert (
+            err.count("\n") == 1 and err.startswith("market-sim: error:") and "Traceback" not in err
+        )
 
 
 @settings(max_examples=300, deadline=None)
@@ -94,5 +123,7 @@ def test_run_set_type_errors_are_clear():
         plan("online_vs_offline", quick=True, overrides={"m": "many"})
     with pytest.raises(MarketSimError, match="m must be an integer"):
         plan("online_vs_offline", quick=True, overrides={"m": 1.5})
-    assert {t.params["dist"] for t in plan("online_vs_offline", quick=True,
-                                           overrides={"dist": "uniform:0:2"})} == {"uniform:0:2"}
+    assert {
+        t.params["dist"]
+        for t in plan("online_vs_offline", quick=True, overrides={"dist": "uniform:0:2"})
+    } == {"uniform:0:2"}

@@ -23,7 +23,7 @@ class UniformPrice(Mechanism):
     def outcome(self, reports, rng=None):
         order = np.argsort(reports, kind="stable")
         eps = np.zeros(len(reports))
-        eps[order[:self.n_buy]] = self.eps_level
+        eps[order[: self.n_buy]] = self.eps_level
         price = reports[order[self.n_buy]] if len(reports) > self.n_buy else 1.0
         return eps, price * eps
 
@@ -59,15 +59,25 @@ def test_parse_spec_reads_names_files_and_typed_parameters():
 
 
 def test_registries_list_the_built_ins_and_resolve_references(tmp_path):
-    assert {"offline", "online", "data-dependent", "pay-as-bid", "posted-price",
-            "private-posted-price", "private-cutoff"} <= set(MECHANISMS.names())
-    assert {"truthful", "shade", "random", "best-response", "learning",
-            "collusion"} <= set(STRATEGIES.names())
+    assert {
+        "offline",
+        "online",
+        "data-dependent",
+        "pay-as-bid",
+        "posted-price",
+        "private-posted-price",
+        "private-cutoff",
+    } <= set(MECHANISMS.names())
+    assert {"truthful", "shade", "random", "best-response", "learning", "collusion"} <= set(
+        STRATEGIES.names()
+    )
     f = tmp_path / "mymech.py"
-    f.write_text("from market_sim.mechanisms import base\n"
-                 "class Flat(base.Mechanism):\n"
-                 "    def outcome(self, reports, rng=None):\n"
-                 "        return reports * 0 + 1.0, reports * 0 + 2.0\n")
+    f.write_text(
+        "from market_sim.mechanisms import base\n"
+        "class Flat(base.Mechanism):\n"
+        "    def outcome(self, reports, rng=None):\n"
+        "        return reports * 0 + 1.0, reports * 0 + 2.0\n"
+    )
     mech = as_mechanism(f"{f}:Flat", dist=UNIFORM)
     out = mech.run(np.array([0.1, 0.2]))
     assert np.all(out.eps == 1.0) and np.all(out.payments == 2.0)
@@ -87,8 +97,14 @@ def test_run_time_registration_is_used_by_name():
     MECHANISMS.register("test-uniform-price", UniformPrice)
     STRATEGIES.register("test-shader", Shader)
     try:
-        m = MarketModel(8, mechanism="test-uniform-price:n_buy=2", strategy="test-shader",
-                        rounds=1, seed=0, measure_regret=False)
+        m = MarketModel(
+            8,
+            mechanism="test-uniform-price:n_buy=2",
+            strategy="test-shader",
+            rounds=1,
+            seed=0,
+            measure_regret=False,
+        )
         assert m.mechanism.n_buy == 2
         _, agents = m.run()
         assert (agents.strategy == "test-shader").all()
@@ -163,8 +179,13 @@ def test_strategy_instances_classes_specs_and_mixtures():
     _, agents = m.run()
     assert len({id(m.strategy_of(i)) for i in range(10)}) == 10  # one copy per seller
     assert all(m.strategy_of(i).calls == 2 for i in range(10))
-    m = MarketModel(10, strategy={"shade:factor=2": 0.3, Shader(1.1): 0.2}, rounds=1, seed=1,
-                    measure_regret=False)
+    m = MarketModel(
+        10,
+        strategy={"shade:factor=2": 0.3, Shader(1.1): 0.2},
+        rounds=1,
+        seed=1,
+        measure_regret=False,
+    )
     _, agents = m.run()
     assert list(agents.strategy) == ["shade:factor=2"] * 3 + ["Shader"] * 2 + ["truthful"] * 5
     np.testing.assert_allclose(agents.report[5:], agents.cost[5:])
@@ -176,8 +197,16 @@ def test_strategy_instances_classes_specs_and_mixtures():
 @pytest.mark.parametrize("strategy", ["shade", "random", "best-response", "learning:explore=0.3"])
 def test_vectorised_and_per_agent_paths_agree_exactly(mechanism, strategy):
     rounds = 12 if strategy.startswith("learning") else 2
-    kw = dict(mechanism=mechanism, strategy=strategy, strategic_fraction=0.75, rounds=rounds,
-              gamma=0.3, n_grid=5, seed=7, measure_regret=rounds < 5)
+    kw = dict(
+        mechanism=mechanism,
+        strategy=strategy,
+        strategic_fraction=0.75,
+        rounds=rounds,
+        gamma=0.3,
+        n_grid=5,
+        seed=7,
+        measure_regret=rounds < 5,
+    )
     fast = MarketModel(8, **kw)
     slow = MarketModel(8, vectorized=False, **kw)
     assert fast.groups[0].copies is None and slow.groups[0].copies is not None
@@ -206,12 +235,27 @@ def test_mesa_conventions_running_rng_and_step_zero():
 def test_batch_run_gives_aligned_reproducible_rows():
     """With the initial state collected as step 0, batch_run's row at step s is round s.
     Mesa 3.3's batch_run reports steps 0 .. steps - 1, later versions 0 .. steps."""
-    params = {"n_sellers": 6, "mechanism": "online", "rounds": 4, "measure_regret": False,
-              "rng": [0, 1]}
-    runs = [pd.DataFrame(mesa.batch_run(MarketModel, parameters=params, iterations=1,
-                                        max_steps=10, number_processes=1,
-                                        data_collection_period=1, display_progress=False))
-            for _ in range(2)]
+    params = {
+        "n_sellers": 6,
+        "mechanism": "online",
+        "rounds": 4,
+        "measure_regret": False,
+        "rng": [0, 1],
+    }
+    runs = [
+        pd.DataFrame(
+            mesa.batch_run(
+                MarketModel,
+                parameters=params,
+                iterations=1,
+                max_steps=10,
+                number_processes=1,
+                data_collection_period=1,
+                display_progress=False,
+            )
+        )
+        for _ in range(2)
+    ]
     pd.testing.assert_frame_equal(runs[0], runs[1])
     df = runs[0]
     last = int(df.Step.max())
@@ -220,24 +264,32 @@ def test_batch_run_gives_aligned_reproducible_rows():
     assert df.groupby("rng").size().tolist() == [last + 1] * 2
     assert (df[df.Step == 0].total_payment == 0).all()  # step 0: nothing bought yet
     for r in (0, 1):
-        direct = MarketModel(6, mechanism="online", rounds=4, measure_regret=False,
-                             rng=r).run()[0]
+        direct = MarketModel(6, mechanism="online", rounds=4, measure_regret=False, rng=r).run()[0]
         got = df[(df.rng == r) & (df.Step > 0)].sort_values("Step")
-        np.testing.assert_allclose(got.total_payment.to_numpy(),
-                                   direct.total_payment.to_numpy()[:last])
+        np.testing.assert_allclose(
+            got.total_payment.to_numpy(), direct.total_payment.to_numpy()[:last]
+        )
         np.testing.assert_allclose(got.proxy_loss.to_numpy(), direct.proxy_loss.to_numpy()[:last])
 
 
 def test_agent_rows_stream_to_parquet_round_by_round(tmp_path):
     path = tmp_path / "agents.parquet"
-    m = MarketModel(50, mechanism="online", strategy="shade", rounds=3, seed=2, agent_out=path,
-                    measure_regret=False)
+    m = MarketModel(
+        50,
+        mechanism="online",
+        strategy="shade",
+        rounds=3,
+        seed=2,
+        agent_out=path,
+        measure_regret=False,
+    )
     _, agents = m.run()
     assert path.exists()
     back = pd.read_parquet(path)
     assert len(back) == 150 and list(back["round"].unique()) == [1, 2, 3]
-    mem = MarketModel(50, mechanism="online", strategy="shade", rounds=3, seed=2,
-                      measure_regret=False).run()[1]
+    mem = MarketModel(
+        50, mechanism="online", strategy="shade", rounds=3, seed=2, measure_regret=False
+    ).run()[1]
     pd.testing.assert_frame_equal(back, mem)
 
 

@@ -16,8 +16,10 @@ def data(m=200, d=3, seed=0):
 
 def test_noise_norm_is_gamma_d_1():
     X, y = data(d=4)
-    norms = [HeteroDPLogisticRegression(np.full(200, 1.0), random_state=s).fit(X, y).noise_norm_
-             for s in range(300)]
+    norms = [
+        HeteroDPLogisticRegression(np.full(200, 1.0), random_state=s).fit(X, y).noise_norm_
+        for s in range(300)
+    ]
     assert stats.kstest(norms, stats.gamma(4).cdf).pvalue > 0.01
 
 
@@ -64,12 +66,20 @@ def test_data_norm_and_clipping():
     assert np.isfinite(clipped.coef_).all()
 
 
-@pytest.mark.parametrize("X, y, kw, msg", [
-    (np.array([[0.1, np.nan]] * 4), [0, 1, 0, 1], {}, "NaN"),
-    (np.full((4, 2), 0.1), [0, 1, 2, 1], {}, "Only binary"),
-    (np.full((4, 2), 0.1), [0, 1, 0, 1], {"epsilons": [1, 1, 1]}, "epsilons must be 4"),
-    (np.full((4, 2), 0.1), [0, 1, 0, 1], {"epsilons": None, "a": [0.5, 0.5, 0, 0]}, "give epsilons"),
-])
+@pytest.mark.parametrize(
+    "X, y, kw, msg",
+    [
+        (np.array([[0.1, np.nan]] * 4), [0, 1, 0, 1], {}, "NaN"),
+        (np.full((4, 2), 0.1), [0, 1, 2, 1], {}, "Only binary"),
+        (np.full((4, 2), 0.1), [0, 1, 0, 1], {"epsilons": [1, 1, 1]}, "epsilons must be 4"),
+        (
+            np.full((4, 2), 0.1),
+            [0, 1, 0, 1],
+            {"epsilons": None, "a": [0.5, 0.5, 0, 0]},
+            "give epsilons",
+        ),
+    ],
+)
 def test_bad_data_is_refused(X, y, kw, msg):
     args = {"epsilons": np.ones(4)}
     args.update(kw)
@@ -82,6 +92,7 @@ def test_passes_scikit_learn_check_estimator():
 
     # clip=True: the checks feed rows of any norm; without it they are refused by design
     results = check_estimator(HeteroDPLogisticRegression(clip=True, random_state=0), on_fail=None)
-    failed = [(r["check_name"], str(r["exception"])[:200]) for r in results
-              if r["status"] == "failed"]
+    failed = [
+        (r["check_name"], str(r["exception"])[:200]) for r in results if r["status"] == "failed"
+    ]
     assert failed == []

@@ -17,8 +17,12 @@ U01 = parse_distribution("uniform:0:1")
 def test_offline_allocation_matches_offline_payments(spec, seed):
     dist = parse_distribution(spec)
     costs = dist.sample(8, np.random.default_rng(seed))
-    mech = myerson_mechanism(lambda r: solve(dist.virtual_cost(r), mu=1, sigma=1, gamma=1).eps,
-                             dist, name="offline-generic", tol=1e-7)
+    mech = myerson_mechanism(
+        lambda r: solve(dist.virtual_cost(r), mu=1, sigma=1, gamma=1).eps,
+        dist,
+        name="offline-generic",
+        tol=1e-7,
+    )
     out = mech.run(costs)
     eps, pay = offline_payments(costs, dist, mu=1, sigma=1, gamma=1)
     bought = eps > 0
@@ -84,8 +88,10 @@ def test_ic_and_ir_on_random_markets(seed):
     np.testing.assert_allclose(u[:, 0], truthful, rtol=0, atol=1e-7 * scale)
     assert np.max(u - u[:, :1]) <= 1e-6 * scale  # IC: no candidate beats the truth
     # a profitable-looking misreport exists for the pay-as-bid twin (the test has teeth)
-    pab = (cand * mech.deviations(np.arange(n), cand, costs).eps
-           - costs[:, None] * mech.deviations(np.arange(n), cand, costs).eps)
+    pab = (
+        cand * mech.deviations(np.arange(n), cand, costs).eps
+        - costs[:, None] * mech.deviations(np.arange(n), cand, costs).eps
+    )
     assert np.max(pab - pab[:, :1]) > 1e-3
 
 
@@ -116,11 +122,14 @@ def test_non_monotone_allocation_is_refused_and_listed():
     assert mech.unchecked().run(np.array([0.2, 0.5])).payments.shape == (2,)
 
 
-@pytest.mark.parametrize("alloc,words", [
-    (lambda r: np.ones(len(r) + 1), "shape"),
-    (lambda r: np.full(len(r), np.nan), "NaN"),
-    (lambda r: -np.ones(len(r)), "negative"),
-])
+@pytest.mark.parametrize(
+    "alloc,words",
+    [
+        (lambda r: np.ones(len(r) + 1), "shape"),
+        (lambda r: np.full(len(r), np.nan), "NaN"),
+        (lambda r: -np.ones(len(r)), "negative"),
+    ],
+)
 def test_bad_allocations_give_one_line_errors(alloc, words):
     with pytest.raises(MarketSimError, match=words) as err:
         myerson_mechanism(alloc, U01).run(np.array([0.2, 0.5]))

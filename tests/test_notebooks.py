@@ -17,7 +17,9 @@ def test_there_are_notebooks_and_they_carry_no_outputs():
         book = nbformat.read(path, as_version=4)
         for cell in book.cells:
             if cell.cell_type == "code":
-                assert not cell.outputs and cell.execution_count is None, f"{path.name}: strip outputs"
+                assert not cell.outputs and cell.execution_count is None, (
+                    f"{path.name}: strip outputs"
+                )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -26,5 +28,6 @@ def test_notebook_runs_and_its_claims_hold(path, monkeypatch, tmp_path):
     monkeypatch.setenv("MPLBACKEND", "Agg")
     book = nbformat.read(path, as_version=4)
     # raises CellExecutionError (with the failing claim) if any cell fails
-    nbclient.NotebookClient(book, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nbclient.NotebookClient(
+        book, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()

@@ -13,7 +13,9 @@ def markets(max_m=25, cap=True):
     pos = st.floats(0.05, 20.0)
     return st.tuples(
         st.lists(st.floats(0.01, 3.0), min_size=1, max_size=max_m).map(np.array),
-        pos, pos, pos,
+        pos,
+        pos,
+        pos,
         st.one_of(st.none(), st.floats(1.0, 4.0)) if cap else st.none(),
     )
 
@@ -48,8 +50,9 @@ def test_feasible_and_never_worse_than_the_papers_eta_grid(case):
     assert np.isclose(res.a.sum(), 1, atol=1e-12)
     assert res.a.min() >= 0 and res.a.max() <= _cap(k, m) * (1 + 1e-12)
     np.testing.assert_allclose(res.eps, res.a * res.eta)
-    assert np.isclose(res.proxy_loss,
-                      proxy_loss(res.a, res.eta, psi, mu=mu, sigma=sigma, gamma=gamma))
+    assert np.isclose(
+        res.proxy_loss, proxy_loss(res.a, res.eta, psi, mu=mu, sigma=sigma, gamma=gamma)
+    )
     grid = solve_eta_grid(psi, mu=mu, sigma=sigma, gamma=gamma, k=k, n_eta=30, n_iter=150)
     assert res.proxy_loss <= grid.proxy_loss * (1 + 1e-9)
 
@@ -144,12 +147,17 @@ def test_infinite_virtual_costs_are_never_bought():
 @pytest.mark.parametrize("scale", [1e-6, 1e-3, 1e3, 1e6])
 def test_extreme_hyperparameters_stay_finite(scale):
     psi = np.random.default_rng(2).uniform(0.01, 1, 1000)
-    for kw in (dict(mu=scale, sigma=1, gamma=1), dict(mu=1, sigma=scale, gamma=1),
-               dict(mu=1, sigma=1, gamma=scale)):
+    for kw in (
+        dict(mu=scale, sigma=1, gamma=1),
+        dict(mu=1, sigma=scale, gamma=1),
+        dict(mu=1, sigma=1, gamma=scale),
+    ):
         res = solve(psi, **kw)
         assert np.all(np.isfinite(res.eps)) and res.eps.min() >= 0
         assert np.isclose(res.a.sum(), 1)
-        assert res.proxy_loss <= solve_eta_grid(psi, **kw, n_eta=20, n_iter=50).proxy_loss * (1 + 1e-9)
+        assert res.proxy_loss <= solve_eta_grid(psi, **kw, n_eta=20, n_iter=50).proxy_loss * (
+            1 + 1e-9
+        )
 
 
 def test_errors_are_clear():
@@ -178,7 +186,11 @@ def test_proxy_loss_shrinks_like_m_to_the_minus_quarter():
     """Thm IV.5 / Lemma IX.2 (003): for U[0,1] costs (psi = 2c), mu = sigma = gamma = 1."""
     rng = np.random.default_rng(0)
     ms = np.array([10**3, 10**4, 10**5, 10**6])
-    loss = [np.mean([solve(2 * rng.uniform(0, 1, m), mu=1, sigma=1, gamma=1).proxy_loss
-                     for _ in range(3)]) for m in ms]
+    loss = [
+        np.mean(
+            [solve(2 * rng.uniform(0, 1, m), mu=1, sigma=1, gamma=1).proxy_loss for _ in range(3)]
+        )
+        for m in ms
+    ]
     slope = np.polyfit(np.log(ms), np.log(loss), 1)[0]
     assert -0.28 < slope < -0.22

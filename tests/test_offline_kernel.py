@@ -23,10 +23,17 @@ REL = 1e-12
 def markets(max_m=40):
     """(psi, mu, sigma, gamma, k): ties, +inf costs, m = 1, 2, hyperparameters 1e-6..1e6."""
     value = st.one_of(st.floats(0.01, 3.0), st.sampled_from([0.5, 1.0, 1.5, np.inf]))
-    hyper = st.one_of(st.floats(0.05, 20.0),
-                      st.builds(lambda e, f: f * 10.0**e, st.integers(-6, 6), st.floats(1.0, 9.99)))
-    return st.tuples(st.lists(value, min_size=1, max_size=max_m).map(np.array),
-                     hyper, hyper, hyper, st.one_of(st.none(), st.floats(1.0, 4.0)))
+    hyper = st.one_of(
+        st.floats(0.05, 20.0),
+        st.builds(lambda e, f: f * 10.0**e, st.integers(-6, 6), st.floats(1.0, 9.99)),
+    )
+    return st.tuples(
+        st.lists(value, min_size=1, max_size=max_m).map(np.array),
+        hyper,
+        hyper,
+        hyper,
+        st.one_of(st.none(), st.floats(1.0, 4.0)),
+    )
 
 
 def both(psi, **kw):
@@ -65,8 +72,9 @@ def test_kernel_equals_numpy_on_drawn_markets(case):
 
 @needs_numba
 @settings(max_examples=60)
-@given(st.integers(0, 2**32 - 1), st.sampled_from([None, 1.0, 1.7, 5.0]),
-       st.sampled_from([0, 1, 2]))
+@given(
+    st.integers(0, 2**32 - 1), st.sampled_from([None, 1.0, 1.7, 5.0]), st.sampled_from([0, 1, 2])
+)
 def test_kernel_equals_numpy_on_larger_markets(seed, k, ties):
     """Markets of 50..3000 sellers: continuous, rounded (many ties) or two clusters."""
     rng = np.random.default_rng(seed)
@@ -82,12 +90,23 @@ def test_kernel_equals_numpy_on_larger_markets(seed, k, ties):
 
 
 @needs_numba
-@pytest.mark.parametrize("psi, k", [
-    ([0.5], None), ([0.5, 0.2], None), ([0.5, 0.2], 1.0), ([0.3] * 7, None), ([0.3] * 7, 2.0),
-    ([0.2, np.inf, 0.4, np.inf], None), ([0.2, np.inf, 0.4, np.inf], 1.5),
-    ([0.0, 1.0], None), ([0.0, 0.0, 0.5], None), ([-0.01, 1.0, 1.0, 2.0], None),
-    ([0.5, np.inf, np.inf], 1.0), ([np.inf, np.inf], None),
-])
+@pytest.mark.parametrize(
+    "psi, k",
+    [
+        ([0.5], None),
+        ([0.5, 0.2], None),
+        ([0.5, 0.2], 1.0),
+        ([0.3] * 7, None),
+        ([0.3] * 7, 2.0),
+        ([0.2, np.inf, 0.4, np.inf], None),
+        ([0.2, np.inf, 0.4, np.inf], 1.5),
+        ([0.0, 1.0], None),
+        ([0.0, 0.0, 0.5], None),
+        ([-0.01, 1.0, 1.0, 2.0], None),
+        ([0.5, np.inf, np.inf], 1.0),
+        ([np.inf, np.inf], None),
+    ],
+)
 def test_kernel_equals_numpy_at_the_edges(psi, k):
     """m = 1, 2, equal costs (the greedy allocation), +inf, zero and negative virtual costs,
     and the errors, which must be the same."""
@@ -120,23 +139,31 @@ def test_auto_uses_the_kernel_from_the_threshold_on():
         np.testing.assert_array_equal(auto.eps, kern.eps)
         assert_same(solve(psi, mu=1, sigma=1, gamma=1, k=k, backend="numpy"), auto)
     small = psi[:100]
-    np.testing.assert_array_equal(solve(small, mu=1, sigma=1, gamma=1).eps,
-                                  solve(small, mu=1, sigma=1, gamma=1, backend="numpy").eps)
+    np.testing.assert_array_equal(
+        solve(small, mu=1, sigma=1, gamma=1).eps,
+        solve(small, mu=1, sigma=1, gamma=1, backend="numpy").eps,
+    )
 
 
 @needs_numba
 def test_strided_read_only_and_integer_input():
     rng = np.random.default_rng(4)
     psi = rng.uniform(0.1, 2, 600)
-    assert_same(solve(psi[::3], mu=1, sigma=1, gamma=2, backend="numpy"),
-                solve(psi[::3], mu=1, sigma=1, gamma=2, backend="numba"))
+    assert_same(
+        solve(psi[::3], mu=1, sigma=1, gamma=2, backend="numpy"),
+        solve(psi[::3], mu=1, sigma=1, gamma=2, backend="numba"),
+    )
     frozen = psi.copy()
     frozen.flags.writeable = False
-    assert_same(solve(psi, mu=1, sigma=1, gamma=2, k=3, backend="numpy"),
-                solve(frozen, mu=1, sigma=1, gamma=2, k=3, backend="numba"))
+    assert_same(
+        solve(psi, mu=1, sigma=1, gamma=2, k=3, backend="numpy"),
+        solve(frozen, mu=1, sigma=1, gamma=2, k=3, backend="numba"),
+    )
     ints = [3, 1, 4, 1, 5, 9, 2, 6]
-    assert_same(solve(ints, mu=2, sigma=3, gamma=1, k=2, backend="numpy"),
-                solve(ints, mu=2, sigma=3, gamma=1, k=2, backend="numba"))
+    assert_same(
+        solve(ints, mu=2, sigma=3, gamma=1, k=2, backend="numpy"),
+        solve(ints, mu=2, sigma=3, gamma=1, k=2, backend="numba"),
+    )
 
 
 @needs_numba
@@ -169,6 +196,7 @@ def test_galloping_staircase_equals_the_bisection(ties):
 def test_fallback_to_numpy_warns_once(monkeypatch):
     """If numba cannot be imported or compiled, auto falls back to numpy with one warning,
     and backend='numba' is an error."""
+
     def broken():
         raise ImportError("no module named numba (simulated)")
 
@@ -181,10 +209,12 @@ def test_fallback_to_numpy_warns_once(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         second = solve(psi, mu=1, sigma=1, gamma=1)
-    np.testing.assert_array_equal(first.eps, solve(psi, mu=1, sigma=1, gamma=1, k=2.0,
-                                                   backend="numpy").eps)
-    np.testing.assert_array_equal(second.eps, solve(psi, mu=1, sigma=1, gamma=1,
-                                                    backend="numpy").eps)
+    np.testing.assert_array_equal(
+        first.eps, solve(psi, mu=1, sigma=1, gamma=1, k=2.0, backend="numpy").eps
+    )
+    np.testing.assert_array_equal(
+        second.eps, solve(psi, mu=1, sigma=1, gamma=1, backend="numpy").eps
+    )
     with pytest.raises(MarketSimError, match="numba.*unavailable.*simulated"):
         solve(psi, mu=1, sigma=1, gamma=1, backend="numba")
     with pytest.raises(MarketSimError, match="unknown backend"):

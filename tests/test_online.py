@@ -4,8 +4,12 @@ from scipy import integrate
 
 from market_sim.distributions import parse_distribution
 from market_sim.errors import MarketSimError
-from market_sim.mechanisms.online import (OnlineMechanism, PriorFreeOnline,
-                                          compare_online_offline, simulate_arrivals)
+from market_sim.mechanisms.online import (
+    OnlineMechanism,
+    PriorFreeOnline,
+    compare_online_offline,
+    simulate_arrivals,
+)
 
 U01 = parse_distribution("uniform:0:1")
 KW = dict(mu=1.0, sigma=1.0, gamma=1.0)
@@ -19,8 +23,9 @@ def test_alg3_is_the_printed_formula():
     assert mech.cutoff == pytest.approx(lam, rel=1e-6)
     c = np.array([0.001, 0.01, 0.05, 0.9])
     x = gamma * 2 * c
-    expected = np.where(x < lam, 2 * np.sqrt(3) * gamma**1.5 * mu * (lam - x)
-                        / (f0**1.5 * m**1.5 * lam**3.5), 0.0)
+    expected = np.where(
+        x < lam, 2 * np.sqrt(3) * gamma**1.5 * mu * (lam - x) / (f0**1.5 * m**1.5 * lam**3.5), 0.0
+    )
     np.testing.assert_allclose(mech.eps(c), expected, rtol=1e-5)
 
 
@@ -87,13 +92,21 @@ def test_ic_ir_and_monotonicity(spec):
 
 
 def test_online_to_offline_ratio_tends_to_one():
-    for spec, ms in (("uniform:0:1", (10**2, 10**4, 10**6)), ("uniform:1:5", (10**2, 10**4, 10**6))):
+    for spec, ms in (
+        ("uniform:0:1", (10**2, 10**4, 10**6)),
+        ("uniform:1:5", (10**2, 10**4, 10**6)),
+    ):
         d = parse_distribution(spec)
         ratios = []
         for m in ms:
-            r = np.mean([compare_online_offline(d.sample(m, np.random.default_rng(s)),
-                                                OnlineMechanism(d, m, **KW))["ratio"]
-                         for s in range(2)])
+            r = np.mean(
+                [
+                    compare_online_offline(
+                        d.sample(m, np.random.default_rng(s)), OnlineMechanism(d, m, **KW)
+                    )["ratio"]
+                    for s in range(2)
+                ]
+            )
             ratios.append(r)
         assert all(r >= 1 - 1e-12 for r in ratios)  # the offline optimum is optimal
         assert ratios[-1] - 1 < 0.2 * (ratios[0] - 1)
@@ -112,8 +125,15 @@ def test_fewer_arrivals_cost_more_as_predicted_by_the_fluid_limit():
     reps = 6
     for xi in (1.0, 0.5, 0.25, 0.125):
         n = xi * m
-        runs = [simulate_arrivals(mech, U01.sample(m, np.random.default_rng(s)), xi=xi,
-                                  rng=np.random.default_rng(100 + s)) for s in range(reps)]
+        runs = [
+            simulate_arrivals(
+                mech,
+                U01.sample(m, np.random.default_rng(s)),
+                xi=xi,
+                rng=np.random.default_rng(100 + s),
+            )
+            for s in range(reps)
+        ]
         # relative sd of eta over one run: sqrt(Var/n)/E = sqrt(g / (n w^2))
         tol = 3 * np.sqrt(g / (n * w * w)) / np.sqrt(reps)
         eta = np.mean([r.eps.sum() for r in runs])

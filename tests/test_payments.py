@@ -16,7 +16,9 @@ def market(max_m=12):
     return st.tuples(
         st.integers(0, 2**31 - 1),
         st.integers(1, max_m),
-        st.floats(0.2, 5.0), st.floats(0.2, 5.0), st.floats(0.2, 5.0),
+        st.floats(0.2, 5.0),
+        st.floats(0.2, 5.0),
+        st.floats(0.2, 5.0),
     )
 
 
@@ -38,8 +40,9 @@ def test_pruned_oracle_equals_full_resolve(case):
     np.testing.assert_allclose(t1, t2, rtol=1e-9, atol=1e-15)
 
 
-@pytest.mark.parametrize("seed, dist", [(0, "uniform:0:1"), (1, "beta:2:3:0:2"),
-                                        (2, "truncnorm:0.5:0.3:0:1")])
+@pytest.mark.parametrize(
+    "seed, dist", [(0, "uniform:0:1"), (1, "beta:2:3:0:2"), (2, "truncnorm:0.5:0.3:0:1")]
+)
 def test_payments_match_an_independent_adaptive_integral(seed, dist):
     """Brute force: scipy.quad over a full re-solve at every point."""
     d = parse_distribution(dist)
@@ -48,12 +51,15 @@ def test_payments_match_an_independent_adaptive_integral(seed, dist):
     eps, pay = offline_payments(c, d, **kw)
     psi = d.virtual_cost(c)
     for i in np.flatnonzero(eps > 0)[:4]:
+
         def eps_i(z):
             q = psi.copy()
             q[i] = d.virtual_cost(z)
             return solve(q, **kw).eps[i]
-        integral, _ = integrate.quad(eps_i, c[i], d.support[1], limit=400, epsabs=1e-13,
-                                     epsrel=1e-10)
+
+        integral, _ = integrate.quad(
+            eps_i, c[i], d.support[1], limit=400, epsabs=1e-13, epsrel=1e-10
+        )
         brute = c[i] * eps[i] + integral
         assert pay[i] == pytest.approx(brute, rel=1e-6)
 
@@ -106,11 +112,13 @@ def test_pay_as_bid_style_misreport_is_not_profitable_but_would_be_without_myers
     kw = dict(mu=1.0, sigma=0.5, gamma=0.3)
     psi = UNIFORM.virtual_cost(c)
     i = int(np.argmin(c))
+
     def pay_as_bid_utility(r):
         q = psi.copy()
         q[i] = UNIFORM.virtual_cost(r)
         e = solve(q, **kw).eps[i]
         return (r - c[i]) * e
+
     assert max(pay_as_bid_utility(r) for r in np.linspace(c[i], 1, 50)) > 1e-4
 
 

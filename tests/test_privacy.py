@@ -3,9 +3,14 @@ import pytest
 from scipy import stats
 
 from market_sim.errors import MarketSimError
-from market_sim.privacy import (AnalyticGaussian, Laplace, TruncatedLaplace,
-                                exponential_mechanism, exponential_probabilities,
-                                permute_and_flip)
+from market_sim.privacy import (
+    AnalyticGaussian,
+    Laplace,
+    TruncatedLaplace,
+    exponential_mechanism,
+    exponential_probabilities,
+    permute_and_flip,
+)
 
 
 def hockey_stick(mech, eps, width):
@@ -62,8 +67,13 @@ def test_exponential_mechanism_distribution_and_utility_theorem():
     # utility (001): P(s* - s_r > 2 D (ln|R| + t) / eps) <= e^-t
     many = rng.normal(size=200)
     for t in (0.5, 1.0, 2.0):
-        bad = np.mean([many.max() - many[exponential_mechanism(many, 0.5, 1.0, rng)]
-                       > 2 * (np.log(many.size) + t) / 0.5 for _ in range(2000)])
+        bad = np.mean(
+            [
+                many.max() - many[exponential_mechanism(many, 0.5, 1.0, rng)]
+                > 2 * (np.log(many.size) + t) / 0.5
+                for _ in range(2000)
+            ]
+        )
         assert bad <= np.exp(-t) + 3 * np.sqrt(np.exp(-t) / 2000)
     # no overflow with huge scores
     assert exponential_mechanism([1e300, 0.0], 1.0, 1.0, rng) == 0
@@ -72,27 +82,34 @@ def test_exponential_mechanism_distribution_and_utility_theorem():
 def test_permute_and_flip_is_dp_and_at_least_as_good():
     rng = np.random.default_rng(4)
     scores = np.array([0.0, 1.0, 3.0, 3.5])
-    pf = np.bincount([permute_and_flip(scores, 1.0, 1.0, rng) for _ in range(20_000)],
-                     minlength=4) / 20_000
+    pf = (
+        np.bincount([permute_and_flip(scores, 1.0, 1.0, rng) for _ in range(20_000)], minlength=4)
+        / 20_000
+    )
     em = exponential_probabilities(scores, 1.0, 1.0)
     assert pf @ scores >= em @ scores - 0.02
     # eps-DP on neighbouring score vectors (each score moved by at most the sensitivity)
     moved = scores + np.array([1.0, -1.0, -1.0, 1.0])
-    pf2 = np.bincount([permute_and_flip(moved, 1.0, 1.0, rng) for _ in range(20_000)],
-                      minlength=4) / 20_000
+    pf2 = (
+        np.bincount([permute_and_flip(moved, 1.0, 1.0, rng) for _ in range(20_000)], minlength=4)
+        / 20_000
+    )
     assert np.all(pf <= np.exp(1.0) * pf2 + 0.02)
 
 
-@pytest.mark.parametrize("make, msg", [
-    (lambda: Laplace(1.0, 0.0), "epsilon"),
-    (lambda: Laplace(-1.0, 1.0), "sensitivity"),
-    (lambda: AnalyticGaussian(1.0, 1.0, 1.0), "delta"),
-    (lambda: AnalyticGaussian(1.0, 1.0, 0.0), "delta"),
-    (lambda: TruncatedLaplace(1.0, 1.0, 0.5), "delta"),
-    (lambda: exponential_mechanism([], 1.0, 1.0, np.random.default_rng()), "empty"),
-    (lambda: exponential_probabilities([1.0, np.nan], 1.0, 1.0), "finite"),
-    (lambda: permute_and_flip([1.0], -1.0, 1.0, np.random.default_rng()), "epsilon"),
-])
+@pytest.mark.parametrize(
+    "make, msg",
+    [
+        (lambda: Laplace(1.0, 0.0), "epsilon"),
+        (lambda: Laplace(-1.0, 1.0), "sensitivity"),
+        (lambda: AnalyticGaussian(1.0, 1.0, 1.0), "delta"),
+        (lambda: AnalyticGaussian(1.0, 1.0, 0.0), "delta"),
+        (lambda: TruncatedLaplace(1.0, 1.0, 0.5), "delta"),
+        (lambda: exponential_mechanism([], 1.0, 1.0, np.random.default_rng()), "empty"),
+        (lambda: exponential_probabilities([1.0, np.nan], 1.0, 1.0), "finite"),
+        (lambda: permute_and_flip([1.0], -1.0, 1.0, np.random.default_rng()), "epsilon"),
+    ],
+)
 def test_bad_parameters_are_refused(make, msg):
     with pytest.raises(MarketSimError, match=msg):
         make()
@@ -106,8 +123,10 @@ def worst_delta(noise, eps, sensitivity=1.0, n_shifts=41):
     L = noise.centers[-1] + noise.beta + sensitivity
     x = np.linspace(-L, L, 800_001)
     f = noise.pdf(x)
-    return max(np.trapezoid(np.maximum(f - np.exp(eps) * noise.pdf(x - t), 0.0), x)
-               for t in np.linspace(-sensitivity, sensitivity, n_shifts))
+    return max(
+        np.trapezoid(np.maximum(f - np.exp(eps) * noise.pdf(x - t), 0.0), x)
+        for t in np.linspace(-sensitivity, sensitivity, n_shifts)
+    )
 
 
 def test_optimal_noise_is_private_symmetric_for_symmetric_loss_and_beats_the_classics():
@@ -148,8 +167,12 @@ def test_the_monotone_example_of_002():
 
 
 def test_optimal_noise_refuses_bad_parameters():
-    for kw, msg in [(dict(delta=1.0), "delta"), (dict(epsilon=0.0), "epsilon"),
-                    (dict(beta=0.0), "beta"), (dict(loss="l7"), "loss")]:
+    for kw, msg in [
+        (dict(delta=1.0), "delta"),
+        (dict(epsilon=0.0), "epsilon"),
+        (dict(beta=0.0), "beta"),
+        (dict(loss="l7"), "loss"),
+    ]:
         args = dict(sensitivity=1.0, epsilon=1.0, delta=0.2, loss="l1", beta=0.1)
         args.update(kw)
         with pytest.raises(MarketSimError, match=msg):
@@ -162,8 +185,9 @@ from market_sim.mechanisms.private_pricing import PrivatePostedPrice  # noqa: E4
 def test_private_posted_price_is_dp_and_approximately_truthful():
     rng = np.random.default_rng(5)
     costs = rng.uniform(0, 1, 30)
-    mech = PrivatePostedPrice(prices=tuple(np.linspace(0.05, 0.95, 19)), value=1.0,
-                              eps_level=1.0, privacy=0.5)
+    mech = PrivatePostedPrice(
+        prices=tuple(np.linspace(0.05, 0.95, 19)), value=1.0, eps_level=1.0, privacy=0.5
+    )
     # DP: changing one report moves each price's probability by at most e^privacy
     p0 = mech.price_probabilities(costs)
     for new in (0.0, 0.5, 1.0):

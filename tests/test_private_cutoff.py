@@ -35,8 +35,9 @@ def test_score_moves_by_at_most_the_documented_sensitivity(dist):
     m = 40
     worst = 0.0
     for min_weight in (None, 0.05, 2.0):
-        mech = PrivateCutoff(dist, m, mu=1.0, sigma=0.5, gamma=0.7, privacy=1.0,
-                             min_weight=min_weight)
+        mech = PrivateCutoff(
+            dist, m, mu=1.0, sigma=0.5, gamma=0.7, privacy=1.0, min_weight=min_weight
+        )
         for _ in range(150):
             r = _adversarial_reports(dist, m, rng)
             r2 = r.copy()
@@ -58,12 +59,14 @@ def test_sensitivity_shrinks_with_m_and_private_loss_approaches_exact():
     c = U15.sample(3000, rng)
     exact = solve(U15.virtual_cost(c), mu=1, sigma=1, gamma=1).proxy_loss
     losses = PrivateCutoff(U15, 3000).proxy_losses(c)
-    expected = [PrivateCutoff(U15, 3000, privacy=e).cutoff_probabilities(c) @ losses
-                for e in (0.1, 10.0, 1e4)]
+    expected = [
+        PrivateCutoff(U15, 3000, privacy=e).cutoff_probabilities(c) @ losses
+        for e in (0.1, 10.0, 1e4)
+    ]
     assert expected[0] >= expected[1] >= expected[2]
-    assert losses.min() >= exact - 1e-9            # no grid point beats the exact optimum
+    assert losses.min() >= exact - 1e-9  # no grid point beats the exact optimum
     assert expected[2] == pytest.approx(losses.min(), rel=1e-4)
-    assert expected[2] <= exact * 1.001           # the default grid is fine enough
+    assert expected[2] <= exact * 1.001  # the default grid is fine enough
 
 
 def test_exponential_mechanism_utility_theorem_on_the_cutoff():
@@ -118,8 +121,16 @@ def test_misreport_gains_at_most_the_approximate_truthfulness_bound():
 
 def test_market_model_runs_the_private_cutoff_and_releases_statistics():
     rel = StatisticRelease("laplace", 2.0)
-    model = MarketModel(8, mechanism="private-cutoff", strategy="best-response", rounds=2,
-                        privacy=1.0, release=rel, payment_bound=3.0, seed=5)
+    model = MarketModel(
+        8,
+        mechanism="private-cutoff",
+        strategy="best-response",
+        rounds=2,
+        privacy=1.0,
+        release=rel,
+        payment_bound=3.0,
+        seed=5,
+    )
     model_df, agent_df = model.run()
     mech = model.mechanism.cutoff
     assert model.mechanism.randomized
@@ -129,8 +140,16 @@ def test_market_model_runs_the_private_cutoff_and_releases_statistics():
     reports = np.array([s.report for s in model.sellers])
     for k, s in enumerate(model.sellers):
         assert s.regret <= mech.ic_bound(k, s.cost, reports) + 1e-9
-    again = MarketModel(8, mechanism="private-cutoff", strategy="best-response", rounds=2,
-                        privacy=1.0, release=rel, payment_bound=3.0, seed=5).run()[0]
+    again = MarketModel(
+        8,
+        mechanism="private-cutoff",
+        strategy="best-response",
+        rounds=2,
+        privacy=1.0,
+        release=rel,
+        payment_bound=3.0,
+        seed=5,
+    ).run()[0]
     assert again.equals(model_df)
 
 
@@ -150,15 +169,18 @@ def test_release_noise_is_calibrated():
     assert g.release(0.0, rng, sensitivity=1.0).noise_sd == pytest.approx(g.mechanism(1.0).sigma)
 
 
-@pytest.mark.parametrize("kwargs, msg", [
-    (dict(privacy=0.0), "privacy"),
-    (dict(privacy=np.inf), "privacy"),
-    (dict(grid=()), "grid"),
-    (dict(grid=(0.0, 0.5)), "exceed"),
-    (dict(min_weight=-1.0), "min_weight"),
-    (dict(m=0), "m must be"),
-    (dict(sigma=0.0), "sigma"),
-])
+@pytest.mark.parametrize(
+    "kwargs, msg",
+    [
+        (dict(privacy=0.0), "privacy"),
+        (dict(privacy=np.inf), "privacy"),
+        (dict(grid=()), "grid"),
+        (dict(grid=(0.0, 0.5)), "exceed"),
+        (dict(min_weight=-1.0), "min_weight"),
+        (dict(m=0), "m must be"),
+        (dict(sigma=0.0), "sigma"),
+    ],
+)
 def test_private_cutoff_refuses_bad_parameters(kwargs, msg):
     base = dict(dist=U01, m=20)
     base.update(kwargs)
@@ -166,13 +188,16 @@ def test_private_cutoff_refuses_bad_parameters(kwargs, msg):
         PrivateCutoff(**base)
 
 
-@pytest.mark.parametrize("args, msg", [
-    (("uniform", 1.0), "unknown"),
-    (("laplace", -1.0), "epsilon"),
-    (("laplace", 1.0, 0.1), "pure"),
-    (("gaussian", 1.0), "delta"),
-    (("gaussian", 1.0, 1.5), "delta"),
-])
+@pytest.mark.parametrize(
+    "args, msg",
+    [
+        (("uniform", 1.0), "unknown"),
+        (("laplace", -1.0), "epsilon"),
+        (("laplace", 1.0, 0.1), "pure"),
+        (("gaussian", 1.0), "delta"),
+        (("gaussian", 1.0, 1.5), "delta"),
+    ],
+)
 def test_release_refuses_bad_parameters(args, msg):
     with pytest.raises(MarketSimError, match=msg):
         StatisticRelease(*args).mechanism(1.0)
@@ -200,11 +225,11 @@ def test_vectorised_deviations_equal_the_per_report_expectation(spec, m):
     c = dist.sample(m, rng)
     lo, hi = dist.support
     mech = as_mechanism("private-cutoff", dist=dist, n_sellers=m, gamma=0.5)
-    cand = np.column_stack([c, rng.uniform(lo, hi, (m, 5)), np.full(m, hi),
-                            np.full(m, lo + 1e-3)])
+    cand = np.column_stack([c, rng.uniform(lo, hi, (m, 5)), np.full(m, hi), np.full(m, lo + 1e-3)])
     got = mech.deviation_utilities(np.arange(m), cand, c, c)
-    want = np.array([[mech.cutoff.expected_utility(i, z, c[i], c) for z in cand[i]]
-                     for i in range(m)])
+    want = np.array(
+        [[mech.cutoff.expected_utility(i, z, c[i], c) for z in cand[i]] for i in range(m)]
+    )
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15 * np.abs(want).max())
     order = np.argsort(cand, axis=1)
     eps = np.take_along_axis(mech.deviations(np.arange(m), cand, c).eps, order, axis=1)

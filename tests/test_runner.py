@@ -4,7 +4,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import numpy as np
@@ -43,6 +42,7 @@ def run(params, rng):
 @pytest.fixture
 def toy(tmp_path, monkeypatch):
     """A scenario package importable here and in child processes."""
+
     def make(delay=0.0, fail=-1, kill=-1):
         name = f"toy_{tmp_path.name.replace('-', '_')}"
         for mod in [m for m in sys.modules if m.startswith(name)]:
@@ -56,6 +56,7 @@ def toy(tmp_path, monkeypatch):
         path = os.pathsep.join([str(tmp_path / "pkgs"), os.environ.get("PYTHONPATH", "")])
         monkeypatch.setenv("PYTHONPATH", path)
         return f"{name}.study"
+
     return make
 
 
@@ -122,10 +123,21 @@ def test_a_failing_task_is_recorded_and_the_sweep_goes_on(toy, tmp_path, capsys)
 def test_a_killed_sweep_resumes_to_exactly_the_uninterrupted_rows(toy, tmp_path):
     name = toy(delay=0.25)
     out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "market_sim.cli", "run", name, "--out", str(out),
-           "--no-progress", "--workers", "2"]
-    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "market_sim.cli",
+        "run",
+        name,
+        "--out",
+        str(out),
+        "--no-progress",
+        "--workers",
+        "2",
+    ]
+    proc = subprocess.Popen(
+        cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.time() + 60
     while len(list((out / "results").glob("done-*"))) < 3 and time.time() < deadline:
         time.sleep(0.05)
@@ -153,15 +165,27 @@ def test_overrides_reps_and_bad_names(toy, tmp_path):
 def test_scenarios_are_listed(capsys):
     assert main(["scenarios"]) == 0
     listed = capsys.readouterr().out
-    for name in ("asymptotic", "correlation", "ic_stress", "ir", "online_vs_offline",
-                 "wisconsin"):
+    for name in ("asymptotic", "correlation", "ic_stress", "ir", "online_vs_offline", "wisconsin"):
         assert name in listed
 
 
 def test_online_vs_offline_quick_run_and_report(tmp_path):
     out = tmp_path / "ovo"
-    assert main(["run", "online_vs_offline", "--quick", "--out", str(out), "--workers", "2",
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "online_vs_offline",
+                "--quick",
+                "--out",
+                str(out),
+                "--workers",
+                "2",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     df, meta = read_results(out)
     assert meta["scenario"] == "online_vs_offline" and meta["seed"] == 0 and meta["quick"]
     assert (df.ratio >= 1 - 1e-12).all()

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from market_sim.analysis import asymptotic as asy_analysis
 from market_sim.analysis.report import write_report
@@ -21,8 +20,7 @@ def quick(name, tmp_path, **kw):
 
 def test_ic_stress_uses_the_model_and_shows_the_contrast(tmp_path):
     df = quick("ic_stress", tmp_path)
-    truthful_mechs = df[df.mechanism.isin(["offline", "online"])
-                        & (df.strategy == "best-response")]
+    truthful_mechs = df[df.mechanism.isin(["offline", "online"]) & (df.strategy == "best-response")]
     assert truthful_mechs.max_regret.max() <= 1e-7
     assert (truthful_mechs.share_misreporting == 0).all()
     control = df[(df.mechanism == "pay-as-bid") & (df.strategy == "best-response")]
@@ -54,7 +52,9 @@ def test_fit_slope_recovers_a_known_rate():
 
     rng = np.random.default_rng(0)
     ms = np.repeat(np.logspace(3, 6, 7), 5)
-    df = pd.DataFrame(dict(m=ms, proxy_loss=3 * ms**-0.25 * np.exp(0.01 * rng.standard_normal(ms.size))))
+    df = pd.DataFrame(
+        dict(m=ms, proxy_loss=3 * ms**-0.25 * np.exp(0.01 * rng.standard_normal(ms.size)))
+    )
     slope, lo, hi = asy_analysis.fit_slope(df)
     assert lo < -0.25 < hi and abs(slope + 0.25) < 0.01
 
@@ -86,7 +86,7 @@ def test_private_mechanisms_cost_loss_but_respect_their_incentive_bounds(tmp_pat
     df = quick("private_mechanisms", tmp_path)
     assert set(df.mechanism) == {"exact", "private-cutoff", "private-posted-price"}
     private = df[df.mechanism != "exact"]
-    assert (private.loss_ratio >= 1 - 1e-9).all()      # the exact mechanism is the optimum
+    assert (private.loss_ratio >= 1 - 1e-9).all()  # the exact mechanism is the optimum
     assert (private.max_gain <= private.gain_bound + 1e-12).all()
     cut = private[private.mechanism == "private-cutoff"].sort_values("privacy")
     assert cut.loss_ratio.iloc[-1] <= cut.loss_ratio.iloc[0] + 0.05
@@ -100,7 +100,7 @@ def test_collaborative_scenarios_show_the_trade_offs(tmp_path):
     agents = quick("collaborative", tmp_path)
     assert set(agents.strategy) == {"truthful", "strategic"}
     rho0 = agents[agents.rho == 0.0]
-    assert (rho0.share_rational == 1).all()          # rho = 0: everybody gets v(N)
+    assert (rho0.share_rational == 1).all()  # rho = 0: everybody gets v(N)
     assert (agents.reward >= -1e-12).all()
 
 
@@ -108,13 +108,21 @@ def test_ic_scaling_separates_truthful_mechanisms_from_the_control(tmp_path):
     """Small markets through the study's own run(): regret of truth-telling is at rounding
     level under offline and online and clearly positive under pay-as-bid; the report
     section draws its figure from the rows."""
-    from market_sim.scenarios import ic_scaling
     from market_sim.analysis.ic_scaling import section
+    from market_sim.scenarios import ic_scaling
 
     rows = []
     for r, mech in enumerate(["offline", "online", "pay-as-bid"]):
-        params = dict(mechanism=mech, strategy="best-response", strategic_fraction=0.5, m=60,
-                      rounds=2, dist="uniform:0:1", gamma=0.3, regret_sample=60)
+        params = dict(
+            mechanism=mech,
+            strategy="best-response",
+            strategic_fraction=0.5,
+            m=60,
+            rounds=2,
+            dist="uniform:0:1",
+            gamma=0.3,
+            regret_sample=60,
+        )
         for row in ic_scaling.run(params, np.random.default_rng(r)):
             rows.append({**params, **row, "replication": 0})
     df = pd.DataFrame(rows)

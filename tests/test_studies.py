@@ -43,8 +43,7 @@ def write(path, text):
     return path
 
 
-def test_a_file_study_runs_on_two_workers_resumes_and_reports_itself(tmp_path, monkeypatch,
-                                                                       capsys):
+def test_a_file_study_runs_on_two_workers_resumes_and_reports_itself(tmp_path, monkeypatch, capsys):
     study = write(tmp_path / "elsewhere" / "my_study.py", FILE_STUDY)
     out = tmp_path / "out"
     assert main(["run", str(study), "--workers", "2", "--out", str(out), "--no-progress"]) == 0
@@ -63,8 +62,10 @@ def test_a_file_study_runs_on_two_workers_resumes_and_reports_itself(tmp_path, m
     key = ["arm", "replication", "k"]
     for other in ("one", "dask"):
         b, _ = read_results(tmp_path / other)
-        pd.testing.assert_frame_equal(df.drop(columns="elapsed").sort_values(key, ignore_index=True),
-                                      b.drop(columns="elapsed").sort_values(key, ignore_index=True))
+        pd.testing.assert_frame_equal(
+            df.drop(columns="elapsed").sort_values(key, ignore_index=True),
+            b.drop(columns="elapsed").sort_values(key, ignore_index=True),
+        )
     # the report uses the study's own section, found from the manifest
     assert main(["report", str(out)]) == 0
     md = (out / "report" / "report.md").read_text()
@@ -88,21 +89,27 @@ def test_common_random_numbers_are_shared_by_the_grid_points_of_a_replication(tm
 
 
 def test_old_and_kwargs_signatures(tmp_path):
-    old = write(tmp_path / "old_sig.py", '''
+    old = write(
+        tmp_path / "old_sig.py",
+        """
         REPLICATIONS = 1
         def grid(quick=False):
             return [dict(m=1), dict(m=2)]
         def run(params, rng):
             return [dict(x=float(rng.random()))]
-    ''')
-    kw = write(tmp_path / "kw_sig.py", '''
+    """,
+    )
+    kw = write(
+        tmp_path / "kw_sig.py",
+        """
         REPLICATIONS = 2
         def grid(quick=False):
             return [dict(m=1)]
         def run(params, rng, **extra):
             return [dict(keys=",".join(sorted(extra)), rep=extra["replication"],
                          c=float(extra["crn"].random()))]
-    ''')
+    """,
+    )
     assert run_scenario(str(old), tmp_path / "old").failed == 0
     df, _ = read_results(tmp_path / "old")
     assert len(df) == 2 and df.x.between(0, 1).all()
@@ -113,9 +120,15 @@ def test_old_and_kwargs_signatures(tmp_path):
 
 
 def test_generic_section_keeps_rounds_and_labels_as_keys():
-    df = pd.DataFrame({"m": [5] * 6, "replication": [0, 0, 0, 1, 1, 1],
-                       "round": [0, 1, 2, 0, 1, 2], "mechanism": ["x"] * 6,
-                       "value": [0.0, 10.0, 20.0, 2.0, 12.0, 22.0]})
+    df = pd.DataFrame(
+        {
+            "m": [5] * 6,
+            "replication": [0, 0, 0, 1, 1, 1],
+            "round": [0, 1, 2, 0, 1, 2],
+            "mechanism": ["x"] * 6,
+            "value": [0.0, 10.0, 20.0, 2.0, 12.0, 22.0],
+        }
+    )
     table = generic_section(df, {"grid": [{"m": 5}]}, None).tables[0][1]
     assert list(table.columns) == ["m", "round", "mechanism", "value"]
     assert table.value.tolist() == [1.0, 11.0, 21.0]  # per round, not averaged over rounds
@@ -160,27 +173,42 @@ def test_entry_point_studies_are_listed_without_import_and_run(third_party, tmp_
     assert any(line.startswith("asymptotic ") and "Asymptotics" in line for line in listed)
     assert "thirdparty_studies.ext" not in sys.modules  # listed from the source, not imported
     out = tmp_path / "out"
-    assert main(["run", third_party, "--quick", "--workers", "2", "--out", str(out),
-                 "--no-progress"]) == 0
+    assert (
+        main(["run", third_party, "--quick", "--workers", "2", "--out", str(out), "--no-progress"])
+        == 0
+    )
     df, manifest = read_results(out)
     assert manifest["source"] == "thirdparty_studies.ext" and len(df) == 2
     assert set(df.scenario) == {"ext-study"}
 
 
 def test_scenarios_lists_built_ins_without_importing_them():
-    code = ("import sys; from market_sim.cli import main; main(['scenarios']); "
-            "print(sorted(m for m in sys.modules if m.startswith('market_sim.scenarios.')))")
+    code = (
+        "import sys; from market_sim.cli import main; main(['scenarios']); "
+        "print(sorted(m for m in sys.modules if m.startswith('market_sim.scenarios.')))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip().splitlines()[-1] == "[]"
     assert "wisconsin" in r.stdout
 
 
-@pytest.mark.parametrize("case", ["import_error", "missing_file", "no_attribute", "no_module",
-                                  "no_grid", "unknown_name", "syntax_error"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "import_error",
+        "missing_file",
+        "no_attribute",
+        "no_module",
+        "no_grid",
+        "unknown_name",
+        "syntax_error",
+    ],
+)
 def test_bad_study_references_exit_2_with_one_line(case, tmp_path):
     broken = write(tmp_path / "broken.py", "import numpy\nraise RuntimeError('boom at import')\n")
-    lacking = write(tmp_path / "lacking.py", "REPLICATIONS = 1\ndef run(params, rng):\n"
-                                             "    return []\n")
+    lacking = write(
+        tmp_path / "lacking.py", "REPLICATIONS = 1\ndef run(params, rng):\n    return []\n"
+    )
     bad_syntax = write(tmp_path / "bad_syntax.py", "def grid(:\n")
     ref, words = {
         "import_error": (str(broken), "boom at import"),
@@ -191,8 +219,20 @@ def test_bad_study_references_exit_2_with_one_line(case, tmp_path):
         "unknown_name": ("asymptotc", "did you mean 'asymptotic'"),
         "syntax_error": (str(bad_syntax), "SyntaxError"),
     }[case]
-    r = subprocess.run([sys.executable, "-m", "market_sim.cli", "run", ref, "--out",
-                        str(tmp_path / "out"), "--no-progress"], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "market_sim.cli",
+            "run",
+            ref,
+            "--out",
+            str(tmp_path / "out"),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("market-sim: error:"), r.stderr
@@ -201,18 +241,24 @@ def test_bad_study_references_exit_2_with_one_line(case, tmp_path):
 
 
 def test_the_pool_uses_its_own_start_method_even_after_import_mesa():
-    code = ("import multiprocessing as mp, mesa; from market_sim.runner import mp_context; "
-            "print(mp.get_start_method(), mp_context().get_start_method())")
+    code = (
+        "import multiprocessing as mp, mesa; from market_sim.runner import mp_context; "
+        "print(mp.get_start_method(), mp_context().get_start_method())"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     global_method, ours = r.stdout.split()
-    expected = "forkserver" if "forkserver" in __import__("multiprocessing").get_all_start_methods() \
+    expected = (
+        "forkserver"
+        if "forkserver" in __import__("multiprocessing").get_all_start_methods()
         else "spawn"
+    )
     assert ours == expected
     assert mp_context().get_start_method() == expected
 
 
 def test_small_tasks_are_batched_and_long_ones_are_not():
     tasks = list(range(1000))
+
     def started(todo, first=(0.5, 0.5)):
         c = _Chunker(todo, workers=2)
         assert [len(c.next()) for _ in range(2)] == [1, 1]  # one each to start
@@ -233,9 +279,11 @@ def test_small_tasks_are_batched_and_long_ones_are_not():
 
 
 def test_importing_market_sim_and_a_study_leaves_heavy_libraries_alone():
-    code = ("import sys, market_sim, market_sim.mechanisms, market_sim.scenarios.asymptotic, "
-            "market_sim.runner; "
-            "print([m for m in ('sklearn', 'scipy.stats', 'mesa', 'pandas', 'matplotlib') "
-            "if m in sys.modules])")
+    code = (
+        "import sys, market_sim, market_sim.mechanisms, market_sim.scenarios.asymptotic, "
+        "market_sim.runner; "
+        "print([m for m in ('sklearn', 'scipy.stats', 'mesa', 'pandas', 'matplotlib') "
+        "if m in sys.modules])"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "[]"

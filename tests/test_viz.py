@@ -23,9 +23,15 @@ import pytest
 from market_sim import cli
 
 BROWSERS = ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 STEPS = 3
 
 
@@ -55,8 +61,9 @@ def _viz_or_skip():
         from market_sim import viz
     except ImportError as exc:
         if os.environ.get("CI"):
-            raise AssertionError("CI: the viz extra is not installed (make test installs "
-                                 f".[test,viz]): {exc}") from None
+            raise AssertionError(
+                f"CI: the viz extra is not installed (make test installs .[test,viz]): {exc}"
+            ) from None
         _skip_loudly(f"the viz extra is not installed ({exc}): pip install -e '.[test,viz]'")
     return viz
 
@@ -117,8 +124,10 @@ def test_page_steps_in_a_real_browser(tmp_path):
         _skip_loudly("playwright is not installed: pip install -e '.[test,viz]'")
     browser_path = next((p for b in BROWSERS if (p := shutil.which(b))), None)
     if browser_path is None:
-        _skip_loudly("no chromium on this machine (as root with apt: apt-get install -y "
-                     "chromium; .ci/run does this)")
+        _skip_loudly(
+            "no chromium on this machine (as root with apt: apt-get install -y "
+            "chromium; .ci/run does this)"
+        )
 
     # What the page must show after STEPS rounds: the same seeded model, run here.
     ref = viz.PageModel(**viz.DEFAULTS)
@@ -130,9 +139,21 @@ def test_page_steps_in_a_real_browser(tmp_path):
     url = f"http://127.0.0.1:{port}/"
     err_path = tmp_path / "server.err"
     with open(err_path, "w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "market_sim.cli", "viz", "--host",
-                                 "127.0.0.1", "--port", str(port)],
-                                stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "market_sim.cli",
+                "viz",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+        )
     shots = tmp_path / "screenshots"
     shots.mkdir()
     print(f"tests/test_viz.py: screenshots in {shots}", file=sys.stderr, flush=True)
@@ -140,15 +161,22 @@ def test_page_steps_in_a_real_browser(tmp_path):
     try:
         _wait_http(url, proc)
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=browser_path, headless=True,
-                                        args=CHROMIUM_ARGS)
+            browser = p.chromium.launch(
+                executable_path=browser_path, headless=True, args=CHROMIUM_ARGS
+            )
             try:
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
                 page.set_default_timeout(40_000)
-                page.on("response", lambda r: r.status >= 400
-                        and bad_responses.append(f"{r.status} {r.url}"))
-                page.on("requestfailed", lambda r: not r.url.startswith("data:")
-                        and bad_responses.append(f"failed {r.url}"))
+                page.on(
+                    "response",
+                    lambda r: r.status >= 400 and bad_responses.append(f"{r.status} {r.url}"),
+                )
+                page.on(
+                    "requestfailed",
+                    lambda r: (
+                        not r.url.startswith("data:") and bad_responses.append(f"failed {r.url}")
+                    ),
+                )
                 page.goto(url)
                 page.locator(".market-summary").wait_for()
                 page.get_by_text("Step: 0").wait_for()
@@ -156,7 +184,8 @@ def test_page_steps_in_a_real_browser(tmp_path):
                 assert _cell(page, "proxy-loss") == "–"  # nothing run yet
                 page.wait_for_function(
                     "() => [...document.querySelectorAll('.vue-grid-item img')]"
-                    ".filter(e => e.naturalWidth > 0).length >= 3")
+                    ".filter(e => e.naturalWidth > 0).length >= 3"
+                )
                 before = _images(page)
                 page.screenshot(path=str(shots / "round0.png"))
                 step = page.get_by_role("button", name="Step")
@@ -164,12 +193,12 @@ def test_page_steps_in_a_real_browser(tmp_path):
                     t = time.perf_counter()
                     step.click()
                     page.get_by_text(f"Step: {k}").wait_for()
-                    page.locator(".market-summary .market-round",
-                                 has_text=f"{k} of ").wait_for()
+                    page.locator(".market-summary .market-round", has_text=f"{k} of ").wait_for()
                     step_seconds.append(time.perf_counter() - t)
                 page.wait_for_function(
                     "() => [...document.querySelectorAll('.vue-grid-item img')]"
-                    ".filter(e => e.naturalWidth > 0).length >= 3")
+                    ".filter(e => e.naturalWidth > 0).length >= 3"
+                )
                 page.wait_for_timeout(500)
                 page.screenshot(path=str(shots / f"round{STEPS}.png"), full_page=True)
                 after = _images(page)
@@ -182,8 +211,9 @@ def test_page_steps_in_a_real_browser(tmp_path):
                 assert len(before) == len(after) == 3, (before, after)
                 assert all(a["w"] >= 300 and a["h"] >= 200 for a in after), after
                 assert all(a["ink"] > 500 for a in after)  # axes, labels and points drawn
-                assert all(a["png"] != b["png"] for a, b in zip(after, before, strict=True)), \
+                assert all(a["png"] != b["png"] for a, b in zip(after, before, strict=True)), (
                     "a panel shows the same picture after the rounds as before"
+                )
                 # A control reaches the model: mechanism -> online, regret on, Reset, Step.
                 page.get_by_text("offline", exact=True).first.click()
                 page.get_by_role("option", name="online", exact=True).click()
@@ -205,8 +235,12 @@ def test_page_steps_in_a_real_browser(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    print(f"tests/test_viz.py: seconds from Step to the new round: "
-          f"{', '.join(f'{s:.2f}' for s in step_seconds)}", file=sys.stderr, flush=True)
+    print(
+        f"tests/test_viz.py: seconds from Step to the new round: "
+        f"{', '.join(f'{s:.2f}' for s in step_seconds)}",
+        file=sys.stderr,
+        flush=True,
+    )
     server_err = err_path.read_text()
     assert "not in the installed assets" not in server_err, server_err
     assert "Traceback" not in server_err, server_err

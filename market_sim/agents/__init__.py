@@ -3,8 +3,16 @@
 from .model import MarketModel, PlatformAgent, SellerAgent
 from .strategies import SellerGroup, Strategy, as_strategy
 
-__all__ = ["MarketModel", "SellerAgent", "PlatformAgent", "Strategy", "SellerGroup",
-           "as_strategy", "MECHANISMS", "STRATEGIES"]
+__all__ = [
+    "MarketModel",
+    "SellerAgent",
+    "PlatformAgent",
+    "Strategy",
+    "SellerGroup",
+    "as_strategy",
+    "MECHANISMS",
+    "STRATEGIES",
+]
 
 
 def __getattr__(name):

@@ -23,8 +23,15 @@ PARTY_STRATEGIES = ("truthful", "strategic")
 
 
 class PartyAgent(mesa.Agent):
-    def __init__(self, model, index: int, data: np.ndarray, eps_pref: float, privacy_cost: float,
-                 strategy: str):
+    def __init__(
+        self,
+        model,
+        index: int,
+        data: np.ndarray,
+        eps_pref: float,
+        privacy_cost: float,
+        strategy: str,
+    ):
         super().__init__(model)
         self.index, self.data = index, data
         self.eps_pref, self.privacy_cost, self.strategy = eps_pref, privacy_cost, strategy
@@ -45,10 +52,21 @@ class CollaborationModel(mesa.Model):
     party that wants strong privacy finds it expensive to give up).
     """
 
-    def __init__(self, sizes=(50, 100, 200), eps_pref=(1.0, 1.0, 1.0), privacy_cost=None, *,
-                 rho: float = 0.5, control: str = "temper", strategy: str = "truthful",
-                 rounds: int = 1, eps_grid=tuple(np.geomspace(0.05, 20.0, 9)), n_draws: int = 8,
-                 true_mean: float = 0.5, seed: int | None = None):
+    def __init__(
+        self,
+        sizes=(50, 100, 200),
+        eps_pref=(1.0, 1.0, 1.0),
+        privacy_cost=None,
+        *,
+        rho: float = 0.5,
+        control: str = "temper",
+        strategy: str = "truthful",
+        rounds: int = 1,
+        eps_grid=tuple(np.geomspace(0.05, 20.0, 9)),
+        n_draws: int = 8,
+        true_mean: float = 0.5,
+        seed: int | None = None,
+    ):
         sizes = [int(v) for v in sizes]
         eps_pref = [float(v) for v in eps_pref]
         if len(sizes) == 0 or len(sizes) != len(eps_pref):
@@ -74,18 +92,34 @@ class CollaborationModel(mesa.Model):
         self.stat = GaussianMeanModel(data_var=1.0, prior_var=1.0, bound=3.0)
         self.rho, self.control, self.rounds = float(rho), control, int(rounds)
         self.eps_grid, self.n_draws = grid, int(n_draws)
-        self.parties = [PartyAgent(self, i, self.rng.normal(true_mean, 1.0, n), e, float(c),
-                                   strategy)
-                        for i, (n, e, c) in enumerate(zip(sizes, eps_pref, privacy_cost))]
+        self.parties = [
+            PartyAgent(self, i, self.rng.normal(true_mean, 1.0, n), e, float(c), strategy)
+            for i, (n, e, c) in enumerate(zip(sizes, eps_pref, privacy_cost))
+        ]
         self.exact = [self.stat.sufficient_statistic(p.data) for p in self.parties]
         self.welfare = self.share_rational = self.negative_shapley = np.nan
         self.datacollector = mesa.DataCollector(
-            model_reporters={"welfare": "welfare", "share_rational": "share_rational",
-                             "negative_shapley": "negative_shapley",
-                             "mean_eps": lambda m: float(np.mean([p.eps for p in m.parties]))},
-            agent_reporters={k: k for k in ("index", "eps", "eps_pref", "privacy_cost",
-                                            "value_alone", "shapley", "reward", "utility",
-                                            "similarity")})
+            model_reporters={
+                "welfare": "welfare",
+                "share_rational": "share_rational",
+                "negative_shapley": "negative_shapley",
+                "mean_eps": lambda m: float(np.mean([p.eps for p in m.parties])),
+            },
+            agent_reporters={
+                k: k
+                for k in (
+                    "index",
+                    "eps",
+                    "eps_pref",
+                    "privacy_cost",
+                    "value_alone",
+                    "shapley",
+                    "reward",
+                    "utility",
+                    "similarity",
+                )
+            },
+        )
 
     # ---- sharing and valuing ----------------------------------------------------------
     def _shared(self, eps, zeta) -> list[SharedStatistic]:
@@ -126,8 +160,9 @@ class CollaborationModel(mesa.Model):
             p.similarity = reward.similarity
             p.utility = p.reward - p.privacy_cost * p.eps
         self.welfare = float(sum(p.reward for p in self.parties))
-        self.share_rational = float(np.mean([p.reward >= p.value_alone - 1e-9
-                                             for p in self.parties]))
+        self.share_rational = float(
+            np.mean([p.reward >= p.value_alone - 1e-9 for p in self.parties])
+        )
         self.datacollector.collect(self)
 
     def run(self):

@@ -38,12 +38,22 @@ from ..privacy.release import StatisticRelease
 from .strategies import SellerGroup, Strategy, Truthful, as_strategy, is_vectorized
 
 AGENT_VIEW_LIMIT = 10_000
-AGENT_COLUMNS = ("round", "seller_id", "cost", "report", "eps", "payment", "utility", "regret",
-                 "strategy")
+AGENT_COLUMNS = (
+    "round",
+    "seller_id",
+    "cost",
+    "report",
+    "eps",
+    "payment",
+    "utility",
+    "regret",
+    "strategy",
+)
 
 
-def synthetic_data(n: int, d: int, rng: np.random.Generator, n_test: int = 2000,
-                   label_noise: float = 0.05):
+def synthetic_data(
+    n: int, d: int, rng: np.random.Generator, n_test: int = 2000, label_noise: float = 0.05
+):
     """Rows with ||x|| <= 1 and labels from a fixed linear rule with flipped noise."""
     w = np.ones(d) / np.sqrt(d)
 
@@ -126,8 +136,7 @@ class PlatformAgent(mesa.Agent):
         self.total_payment = float(outcome.payments.sum())
         self.n_bought = int(np.count_nonzero(outcome.eps))
         psi = m.dist.virtual_cost(m.cost[active])
-        self.proxy_loss = proxy_loss_of_eps(outcome.eps, psi, mu=m.mu, sigma=m.sigma,
-                                            gamma=m.gamma)
+        self.proxy_loss = proxy_loss_of_eps(outcome.eps, psi, mu=m.mu, sigma=m.sigma, gamma=m.gamma)
         self.publish(outcome.eps, outcome.payments)
 
     def train(self, active: np.ndarray) -> None:
@@ -143,8 +152,9 @@ class PlatformAgent(mesa.Agent):
         if not bought.any() or np.unique(y[bought]).size < 2:
             self.test_error = np.nan
             return
-        clf = HeteroDPLogisticRegression(eps[bought], reg_lambda=self.reg_lambda,
-                                         random_state=m.rng)
+        clf = HeteroDPLogisticRegression(
+            eps[bought], reg_lambda=self.reg_lambda, random_state=m.rng
+        )
         clf.fit(X[bought], y[bought])
         X_test, y_test = self.test_data
         self.test_error = float(1.0 - clf.score(X_test, y_test))
@@ -163,12 +173,17 @@ class PlatformAgent(mesa.Agent):
         if rel is None:
             return
         rng = self.model.rng
-        self.released_payment = rel.release(float(pay.sum()), rng, lower=0.0,
-                                            upper=self.model.payment_bound).value
+        self.released_payment = rel.release(
+            float(pay.sum()), rng, lower=0.0, upper=self.model.payment_bound
+        ).value
         own_report_only = bool(getattr(self.model.mechanism, "own_report_inclusion", False))
         self.released_n_bought = rel.release(
-            float(np.count_nonzero(eps)), rng, lower=0.0, upper=float(eps.size),
-            sensitivity=1.0 if own_report_only else float(max(eps.size, 1))).value
+            float(np.count_nonzero(eps)),
+            rng,
+            lower=0.0,
+            upper=float(eps.size),
+            sensitivity=1.0 if own_report_only else float(max(eps.size, 1)),
+        ).value
 
 
 @dataclass
@@ -222,16 +237,34 @@ class MarketModel(mesa.Model):
     being kept in memory for ``agent_frame``).
     """
 
-    def __init__(self, n_sellers: int = 20, *, dist="uniform:0:1", mechanism="offline",
-                 strategy="truthful", strategic_fraction: float = 1.0, rounds: int = 3,
-                 mu: float = 1.0, sigma: float = 1.0, gamma: float = 1.0, xi: float = 1.0,
-                 new_costs_each_round: bool = False, measure_regret: bool = True,
-                 n_grid: int = 11, collusion_size: int | None = None, data=None,
-                 privacy: float = 1.0, release: StatisticRelease | None = None,
-                 payment_bound: float | None = None, agent_out=None,
-                 agent_views: bool | None = None, vectorized: bool = True,
-                 regret_sample: int | None = None,
-                 seed: int | None = None, rng=None):
+    def __init__(
+        self,
+        n_sellers: int = 20,
+        *,
+        dist="uniform:0:1",
+        mechanism="offline",
+        strategy="truthful",
+        strategic_fraction: float = 1.0,
+        rounds: int = 3,
+        mu: float = 1.0,
+        sigma: float = 1.0,
+        gamma: float = 1.0,
+        xi: float = 1.0,
+        new_costs_each_round: bool = False,
+        measure_regret: bool = True,
+        n_grid: int = 11,
+        collusion_size: int | None = None,
+        data=None,
+        privacy: float = 1.0,
+        release: StatisticRelease | None = None,
+        payment_bound: float | None = None,
+        agent_out=None,
+        agent_views: bool | None = None,
+        vectorized: bool = True,
+        regret_sample: int | None = None,
+        seed: int | None = None,
+        rng=None,
+    ):
         if not (isinstance(n_sellers, (int, np.integer)) and n_sellers >= 1):
             raise MarketSimError(f"n_sellers must be an integer >= 1 (got {n_sellers!r})")
         if not (isinstance(rounds, (int, np.integer)) and rounds >= 1):
@@ -240,10 +273,15 @@ class MarketModel(mesa.Model):
             raise MarketSimError(f"xi must be in (0, 1] (got {xi!r})")
         if not (isinstance(n_grid, (int, np.integer)) and n_grid >= 1):
             raise MarketSimError(f"n_grid must be an integer >= 1 (got {n_grid!r})")
-        if release is not None and not (isinstance(payment_bound, (int, float))
-                                        and np.isfinite(payment_bound) and payment_bound > 0):
-            raise MarketSimError("release needs payment_bound > 0: the public cap that the "
-                                 "released total payment is clipped to")
+        if release is not None and not (
+            isinstance(payment_bound, (int, float))
+            and np.isfinite(payment_bound)
+            and payment_bound > 0
+        ):
+            raise MarketSimError(
+                "release needs payment_bound > 0: the public cap that the "
+                "released total payment is clipped to"
+            )
         if seed is not None and rng is not None:
             raise MarketSimError("give seed or rng, not both")
         mix = _strategy_mix(strategy, strategic_fraction, int(n_sellers))
@@ -258,17 +296,28 @@ class MarketModel(mesa.Model):
         self.dist = dist if isinstance(dist, CostDistribution) else parse_distribution(dist)
         self.mu, self.sigma, self.gamma = float(mu), float(sigma), float(gamma)
         self.mechanism: Mechanism = as_mechanism(
-            mechanism, dist=self.dist, n_sellers=n, mu=self.mu, sigma=self.sigma,
-            gamma=self.gamma, privacy=privacy)
+            mechanism,
+            dist=self.dist,
+            n_sellers=n,
+            mu=self.mu,
+            sigma=self.sigma,
+            gamma=self.gamma,
+            privacy=privacy,
+        )
         self.base_mechanism = self.mechanism
-        self.mechanism_name = mechanism if isinstance(mechanism, str) else \
-            mechanism_name(self.mechanism)
+        self.mechanism_name = (
+            mechanism if isinstance(mechanism, str) else mechanism_name(self.mechanism)
+        )
         self.rounds, self.xi, self.tol = int(rounds), float(xi), 1e-9
-        self.new_costs, self.measure_regret, self.n_grid = new_costs_each_round, measure_regret, \
-            int(n_grid)
+        self.new_costs, self.measure_regret, self.n_grid = (
+            new_costs_each_round,
+            measure_regret,
+            int(n_grid),
+        )
         self.vectorized = bool(vectorized)
-        if regret_sample is not None and not (isinstance(regret_sample, (int, np.integer))
-                                              and regret_sample >= 1):
+        if regret_sample is not None and not (
+            isinstance(regret_sample, (int, np.integer)) and regret_sample >= 1
+        ):
             raise MarketSimError(f"regret_sample must be an integer >= 1 (got {regret_sample!r})")
         self.regret_sample = regret_sample
         # ---- the seller arrays -------------------------------------------------
@@ -294,13 +343,16 @@ class MarketModel(mesa.Model):
             except (TypeError, ValueError):
                 raise MarketSimError("data must be 'synthetic' or (X, y, X_test, y_test)") from None
             if len(X) != n or len(y) != n:
-                raise MarketSimError(f"data: {len(X)} rows for {n} sellers; "
-                                     "give one (x, y) per seller")
+                raise MarketSimError(
+                    f"data: {len(X)} rows for {n} sellers; give one (x, y) per seller"
+                )
             self.X, self.y = X, y
             test_data = (X_test, y_test)
         if self.mechanism.needs_data and test_data is None:
-            raise MarketSimError(f"mechanism {self.mechanism_name} needs the sellers' data: pass "
-                                 "data= (or --data on the command line)")
+            raise MarketSimError(
+                f"mechanism {self.mechanism_name} needs the sellers' data: pass "
+                "data= (or --data on the command line)"
+            )
         # ---- agents --------------------------------------------------------------
         self._views: dict[int, SellerAgent] = {}
         eager = n <= AGENT_VIEW_LIMIT if agent_views is None else bool(agent_views)
@@ -313,8 +365,19 @@ class MarketModel(mesa.Model):
         self.agent_out = agent_out
         self.round = 0
         self.running = True
-        seller_reporters = {k: k for k in ("seller_id", "strategy_name", "cost", "report", "eps",
-                                           "payment", "utility", "regret")}
+        seller_reporters = {
+            k: k
+            for k in (
+                "seller_id",
+                "strategy_name",
+                "cost",
+                "report",
+                "eps",
+                "payment",
+                "utility",
+                "regret",
+            )
+        }
         self.datacollector = mesa.DataCollector(
             model_reporters={
                 "proxy_loss": lambda m: m.platform.proxy_loss,
@@ -452,21 +515,24 @@ class MarketModel(mesa.Model):
             if g.copies is None:
                 r = g.strategy.report_all(sel, self)
             else:
-                r = [g.copies[row].report(self.seller(i), self) for i, row in zip(sel.ids, sel.rows)]
+                r = [
+                    g.copies[row].report(self.seller(i), self) for i, row in zip(sel.ids, sel.rows)
+                ]
             r = np.asarray(r, dtype=float).reshape(-1)
             if r.size != len(sel) or not np.all(np.isfinite(r)):
-                raise MarketSimError(f"strategy {g.name}: reports must be {len(sel)} finite numbers")
+                raise MarketSimError(
+                    f"strategy {g.name}: reports must be {len(sel)} finite numbers"
+                )
             self._n_misreporting += int(np.count_nonzero(np.abs(r - sel.cost) > 1e-12))
             if len(sel) == g.ids.size:
-                self.report[g.ids[0]:g.ids[-1] + 1] = r
+                self.report[g.ids[0] : g.ids[-1] + 1] = r
             else:
                 self.report[sel.ids] = r
 
     def observe(self, active) -> None:
         for g in self.groups:
             s = g.strategy
-            if (type(s).observe_all is Strategy.observe_all
-                    and type(s).observe is Strategy.observe):
+            if type(s).observe_all is Strategy.observe_all and type(s).observe is Strategy.observe:
                 continue  # nothing to learn
             sel = self._group_view(g)
             if not len(sel):
@@ -491,8 +557,9 @@ class MarketModel(mesa.Model):
         u = self.mechanism.deviation_utilities(idx, grid, costs, reports, self.rng)
         best = u.max(axis=1)
         if self.mechanism.randomized:  # expectation vs expectation
-            actual = self.mechanism.deviation_utilities(idx, reports[idx, None], costs, reports,
-                                                        self.rng)[:, 0]
+            actual = self.mechanism.deviation_utilities(
+                idx, reports[idx, None], costs, reports, self.rng
+            )[:, 0]
         else:
             actual = self.utility[ids[idx]]
         self.regret[ids[idx]] = np.maximum(best - actual, 0.0)
@@ -535,11 +602,18 @@ class MarketModel(mesa.Model):
     def _record(self, active) -> None:
         """Keep this round's per-seller columns (ids, round and strategy are added when
         the frame is built; costs only when they change)."""
-        cols = {"report": self.report.copy(), "eps": self.eps.copy(),
-                "payment": self.payment.copy(), "utility": self.utility.copy(),
-                "regret": self.regret.copy()}
-        cols["cost"] = self.cost.copy() if self.new_costs or not self._agent_rows \
+        cols = {
+            "report": self.report.copy(),
+            "eps": self.eps.copy(),
+            "payment": self.payment.copy(),
+            "utility": self.utility.copy(),
+            "regret": self.regret.copy(),
+        }
+        cols["cost"] = (
+            self.cost.copy()
+            if self.new_costs or not self._agent_rows
             else self._agent_rows[0]["cost"]
+        )
         if self.agent_out is None:
             self._agent_rows.append(cols)
             return
@@ -560,9 +634,12 @@ class MarketModel(mesa.Model):
         n = self.n_sellers
         names = pa.DictionaryArray.from_arrays(
             pa.array(np.tile(self.strategy_id.astype(np.int32), len(rows))),
-            pa.array(self.strategy_names, type=pa.string()))
-        cols = {"round": np.repeat(np.arange(first_round, first_round + len(rows)), n),
-                "seller_id": np.tile(np.arange(n), len(rows))}
+            pa.array(self.strategy_names, type=pa.string()),
+        )
+        cols = {
+            "round": np.repeat(np.arange(first_round, first_round + len(rows)), n),
+            "seller_id": np.tile(np.arange(n), len(rows)),
+        }
         for k in AGENT_COLUMNS[2:-1]:
             cols[k] = np.concatenate([r[k] for r in rows])
         return pa.table({**cols, "strategy": names.cast(pa.string())})

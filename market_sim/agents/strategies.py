@@ -44,8 +44,18 @@ import numpy as np
 
 from ..errors import MarketSimError
 
-__all__ = ["Strategy", "SellerGroup", "Truthful", "Shade", "RandomMisreport", "BestResponse",
-           "Learning", "Collusion", "as_strategy", "is_vectorized"]
+__all__ = [
+    "Strategy",
+    "SellerGroup",
+    "Truthful",
+    "Shade",
+    "RandomMisreport",
+    "BestResponse",
+    "Learning",
+    "Collusion",
+    "as_strategy",
+    "is_vectorized",
+]
 
 
 @dataclass(frozen=True)
@@ -70,8 +80,9 @@ class SellerGroup:
     def of_one(cls, agent, utility: float | None = None) -> SellerGroup:
         """A group of one seller (row 0), from its agent view."""
         u = agent.utility if utility is None else utility
-        return cls(*(np.array([v]) for v in (agent.seller_id, 0, agent.index, agent.cost,
-                                             agent.report, u)))
+        return cls(
+            *(np.array([v]) for v in (agent.seller_id, 0, agent.index, agent.cost, agent.report, u))
+        )
 
 
 class Strategy:
@@ -172,14 +183,16 @@ class BestResponse(Strategy):
 
     def report(self, agent, model):
         grid = model.report_grid(np.array([agent.cost]), self.n_grid)
-        u = model.mechanism.deviation_utilities([agent.index], grid, [agent.cost], model.reports,
-                                                model.rng)
+        u = model.mechanism.deviation_utilities(
+            [agent.index], grid, [agent.cost], model.reports, model.rng
+        )
         return float(self._choose(grid, u, np.array([agent.cost]))[0])
 
     def report_all(self, sellers, model):
         grid = model.report_grid(sellers.cost, self.n_grid)
-        u = model.mechanism.deviation_utilities(sellers.index, grid, sellers.cost, model.reports,
-                                                model.rng)
+        u = model.mechanism.deviation_utilities(
+            sellers.index, grid, sellers.cost, model.reports, model.rng
+        )
         return self._choose(grid, u, sellers.cost)
 
 
@@ -215,8 +228,7 @@ class Learning(Strategy):
     @property
     def _order(self) -> np.ndarray:
         """Arms by distance of their multiplier from 1 (stable)."""
-        return np.argsort(np.abs(np.log(np.asarray(self.multipliers, dtype=float))),
-                          kind="stable")
+        return np.argsort(np.abs(np.log(np.asarray(self.multipliers, dtype=float))), kind="stable")
 
     def greedy(self, rows=None) -> np.ndarray:
         """The greedy arm of each seller (rows of the group; default all)."""

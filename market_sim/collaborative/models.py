@@ -33,16 +33,23 @@ follow the equation.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 from scipy import special, stats
 
 from ..errors import MarketSimError
 
-__all__ = ["SharedStatistic", "GaussianBelief", "GridBelief", "BernoulliModel",
-           "GaussianMeanModel", "LinearRegressionModel", "rdp_noise_variance"]
+__all__ = [
+    "SharedStatistic",
+    "GaussianBelief",
+    "GridBelief",
+    "BernoulliModel",
+    "GaussianMeanModel",
+    "LinearRegressionModel",
+    "rdp_noise_variance",
+]
 
 
 def rdp_noise_variance(sensitivity: float, epsilon: float, order: float = 2.0) -> float:
@@ -62,10 +69,11 @@ class SharedStatistic:
     value: np.ndarray
     noise_var: float
 
-    def with_extra_noise(self, tau: float, zeta: np.ndarray) -> "SharedStatistic":
+    def with_extra_noise(self, tau: float, zeta: np.ndarray) -> SharedStatistic:
         """004 Sec. 5.1: add sqrt(tau noise_var) zeta; the noise variance becomes (1 + tau) x."""
-        return SharedStatistic(self.n, self.value + np.sqrt(tau * self.noise_var) * zeta,
-                               (1.0 + tau) * self.noise_var)
+        return SharedStatistic(
+            self.n, self.value + np.sqrt(tau * self.noise_var) * zeta, (1.0 + tau) * self.noise_var
+        )
 
 
 # ---- beliefs -------------------------------------------------------------------------
@@ -74,7 +82,7 @@ class GaussianBelief:
     mean: np.ndarray
     cov: np.ndarray
 
-    def kl(self, other: "GaussianBelief") -> float:
+    def kl(self, other: GaussianBelief) -> float:
         """KL(self || other), closed form."""
         d = self.mean.size
         L = np.linalg.cholesky(other.cov)
@@ -97,7 +105,7 @@ class GridBelief:
     w: np.ndarray
     log_density: np.ndarray
 
-    def kl(self, other: "GridBelief") -> float:
+    def kl(self, other: GridBelief) -> float:
         p = np.exp(self.log_density)
         return float(np.sum(self.w * p * (self.log_density - other.log_density)))
 
@@ -113,8 +121,9 @@ def _check_shared(shared, dim) -> list:
         if not isinstance(s, SharedStatistic):
             raise MarketSimError("coalition members must be SharedStatistic objects")
         if np.shape(s.value) != (dim,):
-            raise MarketSimError(f"shared statistic has shape {np.shape(s.value)}, the model "
-                                 f"needs ({dim},)")
+            raise MarketSimError(
+                f"shared statistic has shape {np.shape(s.value)}, the model needs ({dim},)"
+            )
     return out
 
 
@@ -131,8 +140,9 @@ class _Model:
     sensitivity: float
     noise_aware: bool = True  # the DP noise on every SS block is integrated out
 
-    def share(self, data, epsilon: float, rng: np.random.Generator, order: float = 2.0
-              ) -> SharedStatistic:
+    def share(
+        self, data, epsilon: float, rng: np.random.Generator, order: float = 2.0
+    ) -> SharedStatistic:
         ss, n = self.sufficient_statistic(data)
         var = rdp_noise_variance(self.sensitivity, epsilon, order)
         return SharedStatistic(n, ss + rng.normal(0.0, np.sqrt(var), ss.shape), var)
@@ -234,7 +244,7 @@ class LinearRegressionModel(_GaussianConjugate):
 
     def _terms(self, s):
         S = self._gram(s)
-        xy = s.value[len(self._iu[0]):]
+        xy = s.value[len(self._iu[0]) :]
         V = self.noise_var_y * S + s.noise_var * np.eye(self.d)
         if s.noise_var == 0:  # exact SS: the usual conjugate update
             return S / self.noise_var_y, xy / self.noise_var_y
@@ -285,7 +295,9 @@ class BernoulliModel(_Model):
             log_noise = -0.5 * (s.value[0] - counts) ** 2 / s.noise_var
             keep = log_noise > log_noise.max() - 60  # terms below e^-60 of the largest dropped
             k, log_noise = counts[keep].astype(float), log_noise[keep]
-            log_choose = special.gammaln(s.n + 1) - special.gammaln(k + 1) - special.gammaln(s.n - k + 1)
+            log_choose = (
+                special.gammaln(s.n + 1) - special.gammaln(k + 1) - special.gammaln(s.n - k + 1)
+            )
             logb = np.outer(np.log(self._theta), k) + np.outer(np.log1p(-self._theta), s.n - k)
             out = special.logsumexp(logb + (log_choose + log_noise)[None, :], axis=1)
         if len(self._cache) > 4096:

@@ -16,8 +16,8 @@ the parties (DP post-processing, P1):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy.optimize import brentq
@@ -25,8 +25,15 @@ from scipy.optimize import brentq
 from ..errors import MarketSimError
 from .valuation import coalition_values, rho_shapley_rewards, shapley_values
 
-__all__ = ["ModelReward", "Collaboration", "temper_reward", "noise_reward", "collaborate",
-           "target_rewards", "model_reward"]
+__all__ = [
+    "ModelReward",
+    "Collaboration",
+    "temper_reward",
+    "noise_reward",
+    "collaborate",
+    "target_rewards",
+    "model_reward",
+]
 
 CONTROLS = ("temper", "noise")
 
@@ -35,24 +42,33 @@ CONTROLS = ("temper", "noise")
 class ModelReward:
     target: float
     attained: float
-    control: float        # kappa (temper) or tau (noise)
+    control: float  # kappa (temper) or tau (noise)
     mechanism: str
     belief: object
     similarity: float
 
 
 def _finish(model, grand, target, control, mechanism, belief) -> ModelReward:
-    return ModelReward(target=float(target), attained=float(belief.kl(model.prior)),
-                       control=float(control), mechanism=mechanism, belief=belief,
-                       similarity=-float(grand.kl(belief)))
+    return ModelReward(
+        target=float(target),
+        attained=float(belief.kl(model.prior)),
+        control=float(control),
+        mechanism=mechanism,
+        belief=belief,
+        similarity=-float(grand.kl(belief)),
+    )
 
 
 def _check_target(target, v_grand):
     if not (np.isfinite(target) and target >= 0):
-        raise MarketSimError(f"the target reward value must be a finite number >= 0 (got {target!r})")
+        raise MarketSimError(
+            f"the target reward value must be a finite number >= 0 (got {target!r})"
+        )
     if target > v_grand * (1 + 1e-9) + 1e-12:
-        raise MarketSimError(f"target {target:.4g} exceeds the grand coalition's value "
-                             f"{v_grand:.4g}: no reward can reach it")
+        raise MarketSimError(
+            f"target {target:.4g} exceeds the grand coalition's value "
+            f"{v_grand:.4g}: no reward can reach it"
+        )
 
 
 def temper_reward(model, shared: Sequence, target: float, *, xtol: float = 1e-12) -> ModelReward:
@@ -67,11 +83,20 @@ def temper_reward(model, shared: Sequence, target: float, *, xtol: float = 1e-12
     return _finish(model, grand, target, kappa, "temper", model.posterior(shared, kappa))
 
 
-def noise_reward(model, shared: Sequence, target: float, rng: np.random.Generator, *,
-                 n_scan: int = 40, tau_max: float = 1e12) -> ModelReward:
+def noise_reward(
+    model,
+    shared: Sequence,
+    target: float,
+    rng: np.random.Generator,
+    *,
+    n_scan: int = 40,
+    tau_max: float = 1e12,
+) -> ModelReward:
     if not model.noise_aware:
-        raise MarketSimError(f"noise addition needs a fully noise-aware posterior; "
-                             f"{type(model).__name__} is not (use likelihood tempering)")
+        raise MarketSimError(
+            f"noise addition needs a fully noise-aware posterior; "
+            f"{type(model).__name__} is not (use likelihood tempering)"
+        )
     grand = model.posterior(shared)
     v_grand = grand.kl(model.prior)
     _check_target(target, v_grand)
@@ -96,17 +121,20 @@ def noise_reward(model, shared: Sequence, target: float, rng: np.random.Generato
         if hi >= tau_max:
             raise MarketSimError("noise addition cannot bring the value down to the target")
         lo_prev, hi = hi, hi * 1e3
-    tau = taus[j] if gaps[j] == 0 or j == 0 else brentq(gap, taus[j - 1], taus[j], xtol=1e-12,
-                                                        rtol=1e-10)
+    tau = (
+        taus[j]
+        if gaps[j] == 0 or j == 0
+        else brentq(gap, taus[j - 1], taus[j], xtol=1e-12, rtol=1e-10)
+    )
     return _finish(model, grand, target, tau, "noise", model.posterior(noisy(tau)))
 
 
 @dataclass(frozen=True)
 class Collaboration:
-    values: dict            # v(C) by coalition bitmask
-    phi: np.ndarray         # Shapley values
-    targets: np.ndarray     # rho-Shapley target rewards
-    rewards: list           # ModelReward per party
+    values: dict  # v(C) by coalition bitmask
+    phi: np.ndarray  # Shapley values
+    targets: np.ndarray  # rho-Shapley target rewards
+    rewards: list  # ModelReward per party
     rho: float
 
     @property
@@ -126,8 +154,9 @@ def target_rewards(model, shared: Sequence, rho: float, *, negative: str = "rais
     return values, phi, targets
 
 
-def model_reward(model, shared: Sequence, target: float, control: str,
-                 rng: np.random.Generator | None = None) -> ModelReward:
+def model_reward(
+    model, shared: Sequence, target: float, control: str, rng: np.random.Generator | None = None
+) -> ModelReward:
     """The reward of value ``target`` by ``control`` ("temper" or "noise")."""
     if control not in CONTROLS:
         raise MarketSimError(f"control: unknown {control!r}; use temper or noise")
@@ -138,8 +167,14 @@ def model_reward(model, shared: Sequence, target: float, control: str,
     return noise_reward(model, shared, target, rng)
 
 
-def collaborate(model, shared: Sequence, rho: float, *, control: str = "temper",
-                rng: np.random.Generator | None = None) -> Collaboration:
+def collaborate(
+    model,
+    shared: Sequence,
+    rho: float,
+    *,
+    control: str = "temper",
+    rng: np.random.Generator | None = None,
+) -> Collaboration:
     """Value every coalition, Shapley values, rho-Shapley targets, then rewards."""
     values, phi, targets = target_rewards(model, shared, rho)
     rewards = [model_reward(model, shared, t, control, rng) for t in targets]

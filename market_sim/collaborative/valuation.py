@@ -16,16 +16,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from math import factorial
-from typing import Callable, Sequence
 
 import numpy as np
 from scipy.spatial import cKDTree
 
 from ..errors import MarketSimError
 
-__all__ = ["coalition_values", "shapley_values", "rho_shapley_rewards", "rationality_rho",
-           "kl_nearest_neighbour", "members"]
+__all__ = [
+    "coalition_values",
+    "shapley_values",
+    "rho_shapley_rewards",
+    "rationality_rho",
+    "kl_nearest_neighbour",
+    "members",
+]
 
 MAX_EXACT_PARTIES = 16
 
@@ -40,16 +46,23 @@ def coalition_values(model, shared: Sequence, temper: float = 1.0) -> dict[int, 
     if n == 0:
         raise MarketSimError("a collaboration needs at least one party")
     if n > MAX_EXACT_PARTIES:
-        raise MarketSimError(f"{n} parties: all 2^n coalition values are too many; "
-                             "use shapley_values(value_fn, n, permutations=...)")
+        raise MarketSimError(
+            f"{n} parties: all 2^n coalition values are too many; "
+            "use shapley_values(value_fn, n, permutations=...)"
+        )
     v = {0: 0.0}
     for mask in range(1, 1 << n):
         v[mask] = model.value([shared[i] for i in members(mask, n)], temper)
     return v
 
 
-def shapley_values(v: dict | Callable[[int], float], n: int, *, permutations: int | None = None,
-                   rng: np.random.Generator | None = None) -> np.ndarray:
+def shapley_values(
+    v: dict | Callable[[int], float],
+    n: int,
+    *,
+    permutations: int | None = None,
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
     """Shapley values of the game v (a dict or a function of a coalition bitmask)."""
     if not (isinstance(n, (int, np.integer)) and n >= 1):
         raise MarketSimError(f"the number of parties must be an integer >= 1 (got {n!r})")
@@ -57,8 +70,10 @@ def shapley_values(v: dict | Callable[[int], float], n: int, *, permutations: in
     phi = np.zeros(n)
     if permutations is None:
         if n > MAX_EXACT_PARTIES:
-            raise MarketSimError(f"exact Shapley values for {n} > {MAX_EXACT_PARTIES} parties: "
-                                 "pass permutations= for the sampling estimate")
+            raise MarketSimError(
+                f"exact Shapley values for {n} > {MAX_EXACT_PARTIES} parties: "
+                "pass permutations= for the sampling estimate"
+            )
         weight = [factorial(s) * factorial(n - s - 1) / factorial(n) for s in range(n)]
         for mask in range(1 << n):
             size = bin(mask).count("1")
@@ -96,8 +111,10 @@ def rho_shapley_rewards(phi, v_grand: float, rho: float, *, negative: str = "rai
     if negative == "clip":
         phi = np.maximum(phi, 0.0)
     if (phi < 0).any():
-        raise MarketSimError(f"a Shapley value is negative ({phi.min():.3g}): the rho-Shapley "
-                             "reward is undefined; re-draw the noise or average more repeats")
+        raise MarketSimError(
+            f"a Shapley value is negative ({phi.min():.3g}): the rho-Shapley "
+            "reward is undefined; re-draw the noise or average more repeats"
+        )
     if phi.max() <= 0:
         return np.zeros_like(phi)
     return v_grand * (phi / phi.max()) ** rho
@@ -123,8 +140,9 @@ def kl_nearest_neighbour(p_samples, q_samples, k: int = 1) -> float:
     X, Y = (np.asarray(a, dtype=float) for a in (p_samples, q_samples))
     X, Y = (a[:, None] if a.ndim == 1 else a for a in (X, Y))
     if X.ndim != 2 or Y.ndim != 2 or X.shape[1] != Y.shape[1]:
-        raise MarketSimError(f"samples must be (n, d) arrays of one dimension d "
-                             f"(got {X.shape} and {Y.shape})")
+        raise MarketSimError(
+            f"samples must be (n, d) arrays of one dimension d (got {X.shape} and {Y.shape})"
+        )
     n, d = X.shape
     m = Y.shape[0]
     if n <= k or m < k:
@@ -133,6 +151,7 @@ def kl_nearest_neighbour(p_samples, q_samples, k: int = 1) -> float:
     nu = cKDTree(Y).query(X, k)[0]
     nu = nu[:, k - 1] if k > 1 else nu
     if (rho <= 0).any() or (nu <= 0).any():
-        raise MarketSimError("duplicate samples: the nearest-neighbour KL estimate needs "
-                             "continuous distributions")
+        raise MarketSimError(
+            "duplicate samples: the nearest-neighbour KL estimate needs continuous distributions"
+        )
     return float(d * np.mean(np.log(nu / rho)) + np.log(m / (n - 1)))

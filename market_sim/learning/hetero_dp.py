@@ -25,12 +25,17 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..errors import MarketSimError
 
-__all__ = ["HeteroDPLogisticRegression", "weighted_logistic_fit", "draw_noise",
-           "objective_perturbation"]
+__all__ = [
+    "HeteroDPLogisticRegression",
+    "weighted_logistic_fit",
+    "draw_noise",
+    "objective_perturbation",
+]
 
 
-def weighted_logistic_fit(SZ: np.ndarray, a: np.ndarray, reg_lambda: float, linear=None,
-                          w0=None) -> np.ndarray:
+def weighted_logistic_fit(
+    SZ: np.ndarray, a: np.ndarray, reg_lambda: float, linear=None, w0=None
+) -> np.ndarray:
     """argmin_w sum_i a_i log(1 + exp(-w.SZ_i)) + linear.w + (reg_lambda/2)||w||^2
     (Eq. 2, 003; rows SZ_i = y_i x_i).  Strongly convex, so L-BFGS finds the optimum."""
     d = SZ.shape[1]
@@ -43,8 +48,9 @@ def weighted_logistic_fit(SZ: np.ndarray, a: np.ndarray, reg_lambda: float, line
         return loss + lin @ w + 0.5 * reg_lambda * w @ w, grad + lin + reg_lambda * w
 
     start = np.zeros(d) if w0 is None else w0
-    return optimize.minimize(objective, start, jac=True, method="L-BFGS-B",
-                             options={"maxiter": 10_000, "gtol": 1e-10}).x
+    return optimize.minimize(
+        objective, start, jac=True, method="L-BFGS-B", options={"maxiter": 10_000, "gtol": 1e-10}
+    ).x
 
 
 def draw_noise(d: int, rng: np.random.Generator) -> np.ndarray:
@@ -53,8 +59,9 @@ def draw_noise(d: int, rng: np.random.Generator) -> np.ndarray:
     return rng.gamma(d, 1.0) * direction / np.linalg.norm(direction)
 
 
-def objective_perturbation(SZ: np.ndarray, a: np.ndarray, eta: float, reg_lambda: float,
-                           rng: np.random.Generator) -> tuple[np.ndarray, float]:
+def objective_perturbation(
+    SZ: np.ndarray, a: np.ndarray, eta: float, reg_lambda: float, rng: np.random.Generator
+) -> tuple[np.ndarray, float]:
     """Algorithm 1 (003) on signed rows SZ_i = y_i x_i (||x_i|| <= 1), no input checks:
     (w, ||b||).  The estimator below validates its input and calls this."""
     b = draw_noise(SZ.shape[1], rng)
@@ -74,8 +81,17 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
     so a_i eta = eps_i exactly) or ``a`` and ``eta``; with neither, eps_i = 1.
     """
 
-    def __init__(self, epsilons=None, *, a=None, eta=None, reg_lambda=1e-2, data_norm=1.0,
-                 clip=False, random_state=None):
+    def __init__(
+        self,
+        epsilons=None,
+        *,
+        a=None,
+        eta=None,
+        reg_lambda=1e-2,
+        data_norm=1.0,
+        clip=False,
+        random_state=None,
+    ):
         self.epsilons = epsilons
         self.a = a
         self.eta = eta
@@ -113,8 +129,10 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
         X, y = validate_data(self, X, y, dtype=float, y_numeric=False)
         kind = type_of_target(y, input_name="y", raise_unknown=True)
         if kind != "binary":
-            raise MarketSimError(f"Only binary classification is supported (labels in {{0, 1}} "
-                                 f"or {{-1, 1}}); the target is {kind}")
+            raise MarketSimError(
+                f"Only binary classification is supported (labels in {{0, 1}} "
+                f"or {{-1, 1}}); the target is {kind}"
+            )
         self.classes_ = np.unique(y)
         if self.classes_.size != 2:
             raise MarketSimError("Only binary classification is supported; y has one class")
@@ -127,15 +145,18 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
         if too_long.any():
             if not self.clip:
                 i = int(np.argmax(too_long))
-                raise MarketSimError(f"row {i} has norm {norms[i]:.6g} > data_norm "
-                                     f"{self.data_norm:g}; rescale the data or pass clip=True")
+                raise MarketSimError(
+                    f"row {i} has norm {norms[i]:.6g} > data_norm "
+                    f"{self.data_norm:g}; rescale the data or pass clip=True"
+                )
             X = X * np.minimum(1.0, self.data_norm / np.maximum(norms, 1e-300))[:, None]
         Z = X / self.data_norm
         s = np.where(y == self.classes_[1], 1.0, -1.0)
         a, eta = self._weights(X.shape[0])
         lam = float(self.reg_lambda)
-        w, self.noise_norm_ = objective_perturbation(s[:, None] * Z, a, eta, lam,
-                                                     _rng(self.random_state))
+        w, self.noise_norm_ = objective_perturbation(
+            s[:, None] * Z, a, eta, lam, _rng(self.random_state)
+        )
         self.coef_ = w / self.data_norm
         self.eps_ = a * eta
         self.privacy_guarantees_ = self.eps_ + 2.0 * log1p(a / lam)  # Prop. II.2, Eq. 24-25

@@ -72,8 +72,9 @@ def positive_roots(A, p, q):
 
 
 @njit(**_JIT)
-def cell_loss(Nc, N, S1c, S2c, S1n, S2n, ref, kappa, s, v_n, v_next, v_c, v_c1, scale, vlast,
-              capped):
+def cell_loss(
+    Nc, N, S1c, S2c, S1n, S2n, ref, kappa, s, v_n, v_next, v_c, v_c1, scale, vlast, capped
+):
     """(loss / mu, u) of the best KKT point of cell (c, n), (inf, NaN) if none.
 
     Nc, N: counts of capped and of middle sellers; S1*, S2*: shifted prefix
@@ -188,8 +189,9 @@ def uncapped_best(xs, s):
         v_next = xs[j] if j < m else _INF
         if n == 1:
             w0, v1 = w, v_next
-        loss, u = cell_loss(0.0, Nn, 0.0, 0.0, S1, S2, ref, 1.0, s, v, v_next, -_INF, -_INF,
-                            scale, vlast, False)
+        loss, u = cell_loss(
+            0.0, Nn, 0.0, 0.0, S1, S2, ref, 1.0, s, v, v_next, -_INF, -_INF, scale, vlast, False
+        )
         if loss < best:
             best, best_u, best_n, best_end = loss, u, n, j
         i = j
@@ -307,8 +309,24 @@ def capped_best(v, Nw, S1, S2, U, kappa, s):
         for c in range(lo, hi + 1):
             Nc = Nw[c]
             v_c = v[c - 1] if c > 0 else -_INF
-            loss, u = cell_loss(Nc, Nw[n] - Nc, S1[c], S2[c], S1[n], S2[n], ref, kappa, s,
-                                v_n, v_next, v_c, v[c], scale, vlast, True)
+            loss, u = cell_loss(
+                Nc,
+                Nw[n] - Nc,
+                S1[c],
+                S2[c],
+                S1[n],
+                S2[n],
+                ref,
+                kappa,
+                s,
+                v_n,
+                v_next,
+                v_c,
+                v[c],
+                scale,
+                vlast,
+                True,
+            )
             if loss < best:
                 best, best_u, best_c, best_n = loss, u, c, n
         cs_prev = cs_next

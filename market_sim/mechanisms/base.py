@@ -80,8 +80,10 @@ def as_outcome(result: Any, n: int, who: str = "mechanism") -> Outcome:
     elif isinstance(result, tuple) and len(result) >= 2:
         eps, pay, info = result[0], result[1], {}
     else:
-        raise MarketSimError(f"{who}: outcome must return an Outcome or an (eps, payments) "
-                             f"pair, got {type(result).__name__}")
+        raise MarketSimError(
+            f"{who}: outcome must return an Outcome or an (eps, payments) "
+            f"pair, got {type(result).__name__}"
+        )
     try:
         eps = np.asarray(eps, dtype=float).reshape(-1)
         pay = np.asarray(pay, dtype=float).reshape(-1)
@@ -91,11 +93,14 @@ def as_outcome(result: Any, n: int, who: str = "mechanism") -> Outcome:
         if arr.size != n:
             raise MarketSimError(f"{who}: {label} has {arr.size} entries for {n} reports")
         if not np.all(np.isfinite(arr)):
-            raise MarketSimError(f"{who}: {label} contains NaN or inf "
-                                 f"(first at seller {int(np.argmin(np.isfinite(arr)))})")
+            raise MarketSimError(
+                f"{who}: {label} contains NaN or inf "
+                f"(first at seller {int(np.argmin(np.isfinite(arr)))})"
+            )
     if np.any(eps < 0):
-        raise MarketSimError(f"{who}: eps must be >= 0 (seller {int(np.argmax(eps < 0))} "
-                             f"got {eps[eps < 0][0]:g})")
+        raise MarketSimError(
+            f"{who}: eps must be >= 0 (seller {int(np.argmax(eps < 0))} got {eps[eps < 0][0]:g})"
+        )
     return Outcome(eps, pay, dict(info))
 
 
@@ -138,8 +143,9 @@ class Mechanism:
         return as_outcome(self.outcome(r, rng), r.size, mechanism_name(self))
 
     # ---- unilateral deviations (the IC test) --------------------------------------
-    def deviations(self, sellers, candidates, reports, rng: np.random.Generator | None = None
-                   ) -> Outcome:
+    def deviations(
+        self, sellers, candidates, reports, rng: np.random.Generator | None = None
+    ) -> Outcome:
         """Seller ``sellers[k]``'s eps and payment when it alone reports
         ``candidates[k, j]`` (the others at ``reports``): an Outcome of (k, n)
         arrays; expectations over the draw for randomized mechanisms."""
@@ -154,8 +160,9 @@ class Mechanism:
                     eps[k, j], pay[k, j] = out.eps[i], out.payments[i]
             return Outcome(eps, pay)
         if rng is None:
-            raise MarketSimError(f"{mechanism_name(self)} is randomized: pass rng= to "
-                                 "estimate expected utilities")
+            raise MarketSimError(
+                f"{mechanism_name(self)} is randomized: pass rng= to estimate expected utilities"
+            )
         seeds = rng.integers(2**63, size=int(self.n_draws))  # common random numbers
         for k, i in enumerate(sellers):
             trial = reports.copy()
@@ -166,14 +173,16 @@ class Mechanism:
                 pay[k, j] = np.mean([o.payments[i] for o in draws])
         return Outcome(eps, pay)
 
-    def deviation_utilities(self, sellers, candidates, true_costs, reports,
-                            rng: np.random.Generator | None = None) -> np.ndarray:
+    def deviation_utilities(
+        self, sellers, candidates, true_costs, reports, rng: np.random.Generator | None = None
+    ) -> np.ndarray:
         """(k, n) utilities t - c eps of ``deviations`` at true costs ``true_costs[k]``."""
         dev = self.deviations(sellers, candidates, reports, rng)
         return dev.payments - np.asarray(true_costs, dtype=float).reshape(-1, 1) * dev.eps
 
-    def utilities(self, i: int, candidates, true_cost: float, reports,
-                  rng: np.random.Generator | None = None) -> np.ndarray:
+    def utilities(
+        self, i: int, candidates, true_cost: float, reports, rng: np.random.Generator | None = None
+    ) -> np.ndarray:
         """Seller i's utility at each candidate report, the others fixed."""
         cand = np.asarray(candidates, dtype=float).reshape(1, -1)
         return self.deviation_utilities([i], cand, [true_cost], reports, rng)[0]
@@ -186,8 +195,9 @@ def _deviation_args(sellers, candidates, reports):
     if cand.ndim == 1:
         cand = cand.reshape(1, -1)
     if cand.shape[0] != sellers.size:
-        raise MarketSimError(f"candidates need one row per seller ({sellers.size}), "
-                             f"got {cand.shape[0]}")
+        raise MarketSimError(
+            f"candidates need one row per seller ({sellers.size}), got {cand.shape[0]}"
+        )
     if sellers.size and (sellers.min() < 0 or sellers.max() >= reports.size):
         raise MarketSimError(f"seller index out of range 0..{reports.size - 1}")
     return sellers, cand, reports
@@ -214,8 +224,11 @@ class _Adapted(Mechanism):
 
 def _takes_rng(fn) -> bool:
     try:
-        params = [p for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+        params = [
+            p
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+        ]
     except (TypeError, ValueError):
         return True
     return len(params) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)

@@ -15,8 +15,15 @@ from .offline import solve
 __all__ = ["pay_as_bid", "posted_price"]
 
 
-def pay_as_bid(reports, dist: CostDistribution, *, mu: float, sigma: float, gamma: float,
-               k: float | None = None):
+def pay_as_bid(
+    reports,
+    dist: CostDistribution,
+    *,
+    mu: float,
+    sigma: float,
+    gamma: float,
+    k: float | None = None,
+):
     """The offline allocation of the reports, paid t_i = report_i * eps_i."""
     r = dist.check_in_support(np.asarray(reports, dtype=float), "report")
     eps = solve(dist.virtual_cost(r), mu=mu, sigma=sigma, gamma=gamma, k=k).eps

@@ -18,8 +18,14 @@ from ..distributions import CostDistribution
 from ..errors import MarketSimError
 from .base import Mechanism, Outcome, _deviation_args
 
-__all__ = ["OfflineMechanism", "DataDependentMechanism", "PayAsBidMechanism",
-           "PostedPriceMechanism", "PrivatePostedPriceMechanism", "PrivateCutoffMechanism"]
+__all__ = [
+    "OfflineMechanism",
+    "DataDependentMechanism",
+    "PayAsBidMechanism",
+    "PostedPriceMechanism",
+    "PrivatePostedPriceMechanism",
+    "PrivateCutoffMechanism",
+]
 
 DD_EPS_AVG_GRID = tuple(np.geomspace(0.05, 5.0, 10))
 
@@ -52,8 +58,9 @@ class _OfflineAllocation(Mechanism):
         others at ``reports`` (built lazily per seller; see ``OfflineCurves``)."""
         from .payments import OfflineCurves
 
-        return OfflineCurves(reports, self.dist, mu=self.mu, sigma=self.sigma, gamma=self.gamma,
-                             k=self.k)
+        return OfflineCurves(
+            reports, self.dist, mu=self.mu, sigma=self.sigma, gamma=self.gamma, k=self.k
+        )
 
 
 @dataclass(frozen=True)
@@ -73,8 +80,9 @@ class OfflineMechanism(_OfflineAllocation):
         no re-solve per candidate without a cap."""
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
         curves = self.curves(reports)
-        return Outcome(curves.eps_at(cand, sellers=sellers),
-                       curves.payments_at(cand, sellers=sellers))
+        return Outcome(
+            curves.eps_at(cand, sellers=sellers), curves.payments_at(cand, sellers=sellers)
+        )
 
 
 @dataclass(frozen=True)
@@ -148,9 +156,16 @@ class PrivatePostedPriceMechanism(Mechanism):
         _need_dist(self.dist)
         if self.pricing is None:
             prices = tuple(float(v) for v in self.dist.ppf(np.linspace(0.025, 0.975, 21)))
-            object.__setattr__(self, "pricing", PrivatePostedPrice(
-                prices, value=float(self.dist.support[1]), eps_level=self.eps_level,
-                privacy=self.privacy))
+            object.__setattr__(
+                self,
+                "pricing",
+                PrivatePostedPrice(
+                    prices,
+                    value=float(self.dist.support[1]),
+                    eps_level=self.eps_level,
+                    privacy=self.privacy,
+                ),
+            )
 
     def outcome(self, reports, rng=None) -> Outcome:
         if rng is None:
@@ -175,8 +190,12 @@ class PrivatePostedPriceMechanism(Mechanism):
     def deviation_utilities(self, sellers, candidates, true_costs, reports, rng=None):
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
         c = np.asarray(true_costs, dtype=float).reshape(-1)
-        return np.array([[self.pricing.expected_utility(i, z, c[k], reports) for z in cand[k]]
-                         for k, i in enumerate(sellers)]).reshape(cand.shape)
+        return np.array(
+            [
+                [self.pricing.expected_utility(i, z, c[k], reports) for z in cand[k]]
+                for k, i in enumerate(sellers)
+            ]
+        ).reshape(cand.shape)
 
 
 @dataclass(frozen=True)
@@ -201,9 +220,18 @@ class PrivateCutoffMechanism(Mechanism):
 
         _need_dist(self.dist)
         if self.cutoff is None:
-            object.__setattr__(self, "cutoff", PrivateCutoff(
-                self.dist, self.n_sellers, mu=self.mu, sigma=self.sigma, gamma=self.gamma,
-                privacy=self.privacy))
+            object.__setattr__(
+                self,
+                "cutoff",
+                PrivateCutoff(
+                    self.dist,
+                    self.n_sellers,
+                    mu=self.mu,
+                    sigma=self.sigma,
+                    gamma=self.gamma,
+                    privacy=self.privacy,
+                ),
+            )
 
     def outcome(self, reports, rng=None) -> Outcome:
         if rng is None:
@@ -232,27 +260,30 @@ class PrivateCutoffMechanism(Mechanism):
         eps_out, pay_out = np.empty(cand.shape), np.empty(cand.shape)
         step = max(1, 2_000_000 // max(1, cand.shape[1] * lams.size * _SHAPE.size))
         for a in range(0, sellers.size, step):
-            i = sellers[a:a + step]
-            r = np.clip(cand[a:a + step], *self.dist.support)[:, :, None]      # (k, n, 1)
+            i = sellers[a : a + step]
+            r = np.clip(cand[a : a + step], *self.dist.support)[:, :, None]  # (k, n, 1)
             xz = pc.gamma * self.dist.virtual_cost(r)
-            Wi = W[:, i].T[:, None, :]                                          # (k, 1, G)
+            Wi = W[:, i].T[:, None, :]  # (k, 1, G)
             S_rest = S - Wi
             P_rest = P - Wi * xf[i][:, None, None]
-            wz = np.maximum(lams - xz, 0.0)                                     # (k, n, G)
+            wz = np.maximum(lams - xz, 0.0)  # (k, n, G)
             xzf = np.where(np.isfinite(xz), xz, 0.0)
             logit = scale * pc._scores(S_rest + wz, Q - Wi * Wi + wz * wz, P_rest + wz * xzf)
             if not np.all(np.isfinite(logit)):
-                raise MarketSimError("private cut-off: a score is not finite (a report at the "
-                                     "bottom of a support starting at 0 has virtual cost 0)")
+                raise MarketSimError(
+                    "private cut-off: a score is not finite (a report at the "
+                    "bottom of a support starting at 0 has virtual cost 0)"
+                )
             prob = np.exp(logit - logit.max(axis=-1, keepdims=True))
             prob /= prob.sum(axis=-1, keepdims=True)
-            eps = pc._own_eps(r, lams, S_rest, P_rest)                          # (k, n, G)
+            eps = pc._own_eps(r, lams, S_rest, P_rest)  # (k, n, G)
             span = np.maximum(top - r, 0.0)
-            z = r[..., None] + span[..., None] * _SHAPE                          # (k, n, G, q)
-            tail = span * (pc._own_eps(z, lams[:, None], S_rest[..., None],
-                                       P_rest[..., None]) @ _JAC)
-            eps_out[a:a + step] = np.sum(prob * eps, axis=-1)
-            pay_out[a:a + step] = np.sum(prob * (r * eps + tail), axis=-1)
+            z = r[..., None] + span[..., None] * _SHAPE  # (k, n, G, q)
+            tail = span * (
+                pc._own_eps(z, lams[:, None], S_rest[..., None], P_rest[..., None]) @ _JAC
+            )
+            eps_out[a : a + step] = np.sum(prob * eps, axis=-1)
+            pay_out[a : a + step] = np.sum(prob * (r * eps + tail), axis=-1)
         return Outcome(eps_out, pay_out)
 
 
@@ -284,8 +315,13 @@ class DataDependentMechanism(Mechanism):
     def _kw(self):
         if self.data is None:
             raise MarketSimError("the data-dependent mechanism needs the sellers' data")
-        return dict(mu=self.mu, sigma=self.sigma, gamma=self.gamma, reg_lambda=self.reg_lambda,
-                    eps_avg_grid=DD_EPS_AVG_GRID)
+        return dict(
+            mu=self.mu,
+            sigma=self.sigma,
+            gamma=self.gamma,
+            reg_lambda=self.reg_lambda,
+            eps_avg_grid=DD_EPS_AVG_GRID,
+        )
 
     def _own_eps(self, i, reports, z) -> np.ndarray:
         from . import data_dependent as dd
@@ -312,13 +348,13 @@ class DataDependentMechanism(Mechanism):
             raise MarketSimError("data-dependent: one data row per reporting seller is needed")
         X, y = self.data
         eps = dd.solve(X, y, self.dist.virtual_cost(reports), **self._kw()).eps
-        pay = np.array([self._payments(i, [r], [eps[i]], reports)[0]
-                        for i, r in enumerate(reports)])
+        pay = np.array(
+            [self._payments(i, [r], [eps[i]], reports)[0] for i, r in enumerate(reports)]
+        )
         return Outcome(eps, pay)
 
     def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
         eps = np.array([self._own_eps(i, reports, cand[k]) for k, i in enumerate(sellers)])
-        pay = np.array([self._payments(i, cand[k], eps[k], reports)
-                        for k, i in enumerate(sellers)])
+        pay = np.array([self._payments(i, cand[k], eps[k], reports) for k, i in enumerate(sellers)])
         return Outcome(eps.reshape(cand.shape), pay.reshape(cand.shape))

@@ -62,8 +62,15 @@ from ..errors import MarketSimError
 from ..learning.hetero_dp import weighted_logistic_fit
 from .offline import check_params, project_capped_simplex
 
-__all__ = ["DataDependentResult", "solve", "objective", "own_cost_response",
-           "monotonicity_violations", "myerson_payment", "DEFAULT_EPS_AVG_GRID"]
+__all__ = [
+    "DataDependentResult",
+    "solve",
+    "objective",
+    "own_cost_response",
+    "monotonicity_violations",
+    "myerson_payment",
+    "DEFAULT_EPS_AVG_GRID",
+]
 
 DEFAULT_EPS_AVG_GRID = np.geomspace(0.01, 10.0, 31)
 
@@ -110,18 +117,35 @@ def _cost(psi, eps, p):
     return psi @ eps**p
 
 
-def objective(w, a, eta, X, y, psi, *, mu, sigma, gamma, reg_lambda, noise=None,
-              cost_exponent: float = 1.0) -> float:
+def objective(
+    w, a, eta, X, y, psi, *, mu, sigma, gamma, reg_lambda, noise=None, cost_exponent: float = 1.0
+) -> float:
     """Eq. 17 (003) at (w, a, eta); the linear noise term only when ``noise`` is given."""
     noise = None if noise is None else np.asarray(noise, dtype=float)
     w, a, psi = (np.asarray(v, dtype=float) for v in (w, a, psi))
-    return _value(_signed_rows(X, y), w, a, eta, psi, mu=mu, sigma=sigma, gamma=gamma,
-                  reg_lambda=reg_lambda, noise=noise, cost_exponent=cost_exponent)
+    return _value(
+        _signed_rows(X, y),
+        w,
+        a,
+        eta,
+        psi,
+        mu=mu,
+        sigma=sigma,
+        gamma=gamma,
+        reg_lambda=reg_lambda,
+        noise=noise,
+        cost_exponent=cost_exponent,
+    )
 
 
 def _value(SX, w, a, eta, psi, *, mu, sigma, gamma, reg_lambda, noise, cost_exponent):
-    val = (a @ _losses(SX, w) + 0.5 * reg_lambda * w @ w + mu * a @ a + sigma / eta
-           + gamma * _cost(psi, a * eta, cost_exponent))
+    val = (
+        a @ _losses(SX, w)
+        + 0.5 * reg_lambda * w @ w
+        + mu * a @ a
+        + sigma / eta
+        + gamma * _cost(psi, a * eta, cost_exponent)
+    )
     if noise is not None:
         val += 2.0 * noise @ w / eta
     return float(val)
@@ -165,16 +189,27 @@ def _solve_fixed_eta(SX, psi, eta, mu, gamma, lam, p, cap, w0, noise, tol, max_i
     and L-BFGS minimises it directly.  With mu = 0, block-coordinate descent."""
     linear = np.zeros(SX.shape[1]) if noise is None else 2.0 * noise / eta
     if mu > 0:
+
         def F(w):
             margin = SX @ w
             loss = np.logaddexp(0.0, -margin)
             a = _weights_block(loss, psi, eta, gamma, mu, p, cap)
-            val = a @ loss + mu * a @ a + gamma * _cost(psi, a * eta, p) + linear @ w \
+            val = (
+                a @ loss
+                + mu * a @ a
+                + gamma * _cost(psi, a * eta, p)
+                + linear @ w
                 + 0.5 * lam * w @ w
+            )
             return val, -(SX.T @ (a * expit(-margin))) + linear + lam * w
 
-        w = optimize.minimize(F, w0, jac=True, method="L-BFGS-B",
-                              options={"maxiter": 10_000, "gtol": tol, "ftol": 1e-15}).x
+        w = optimize.minimize(
+            F,
+            w0,
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": 10_000, "gtol": tol, "ftol": 1e-15},
+        ).x
         return w, _weights_block(_losses(SX, w), psi, eta, gamma, mu, p, cap)
     a = np.full(SX.shape[0], 1.0 / SX.shape[0])
     w = w0
@@ -204,15 +239,33 @@ def _solve_fixed_eta_log(SX, psi, eta, mu, gamma, lam, p, w0, noise):
         return val, np.concatenate([grad_w, grad_z])
 
     v0 = np.concatenate([w0, np.zeros(m)])
-    v = optimize.minimize(f, v0, jac=True, method="L-BFGS-B",
-                          options={"maxiter": 50_000, "gtol": 1e-11, "ftol": 1e-15}).x
+    v = optimize.minimize(
+        f,
+        v0,
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": 50_000, "gtol": 1e-11, "ftol": 1e-15},
+    ).x
     return v[:d], softmax(v[d:])
 
 
-def solve(X, y, psi, *, mu: float, sigma: float, gamma: float, reg_lambda: float,
-          k: float | None = None, eps_avg_grid=None, noise=None, cost_exponent: float = 1.0,
-          parametrisation: str = "simplex", tol: float = 1e-9,
-          max_iter: int = 200) -> DataDependentResult:
+def solve(
+    X,
+    y,
+    psi,
+    *,
+    mu: float,
+    sigma: float,
+    gamma: float,
+    reg_lambda: float,
+    k: float | None = None,
+    eps_avg_grid=None,
+    noise=None,
+    cost_exponent: float = 1.0,
+    parametrisation: str = "simplex",
+    tol: float = 1e-9,
+    max_iter: int = 200,
+) -> DataDependentResult:
     """Eq. 17 (003) by Algorithm 4 for rows X (||x|| <= 1), labels y in {0,1} or
     {-1,1}, and virtual costs psi.  See the module docstring for ``noise``."""
     check_params(mu, sigma, gamma, k, allow_zero=True)  # mu = sigma = 0: the naive model
@@ -237,25 +290,41 @@ def solve(X, y, psi, *, mu: float, sigma: float, gamma: float, reg_lambda: float
     cap = 1.0 if (k is None or k >= m) else float(k) / m
     if parametrisation == "log" and cap < 1:
         raise MarketSimError("parametrisation='log' has no cap; use k=None")
-    kw = dict(mu=mu, sigma=sigma, gamma=gamma, reg_lambda=reg_lambda, noise=noise,
-              cost_exponent=cost_exponent)
+    kw = dict(
+        mu=mu,
+        sigma=sigma,
+        gamma=gamma,
+        reg_lambda=reg_lambda,
+        noise=noise,
+        cost_exponent=cost_exponent,
+    )
     w = np.zeros(d)
     best, profile = None, []
     for eps_avg in grid:
         eta = m * float(eps_avg)
         if parametrisation == "log":
-            w, a = _solve_fixed_eta_log(SX, psi, eta, mu, gamma, reg_lambda, cost_exponent, w, noise)
+            w, a = _solve_fixed_eta_log(
+                SX, psi, eta, mu, gamma, reg_lambda, cost_exponent, w, noise
+            )
         else:
-            w, a = _solve_fixed_eta(SX, psi, eta, mu, gamma, reg_lambda, cost_exponent, cap, w,
-                                    noise, tol, max_iter)
+            w, a = _solve_fixed_eta(
+                SX, psi, eta, mu, gamma, reg_lambda, cost_exponent, cap, w, noise, tol, max_iter
+            )
         val = _value(SX, w, a, eta, psi, **kw)
         profile.append(val)
         if best is None or val < best[0]:
             best = (val, w, a, eta)
     val, w, a, eta = best
-    return DataDependentResult(eps=a * eta, a=a, eta=eta, w=w, objective=val,
-                               eps_avg_grid=grid.copy(), profile=np.array(profile),
-                               jointly_convex=bool(2 * reg_lambda * mu > m))
+    return DataDependentResult(
+        eps=a * eta,
+        a=a,
+        eta=eta,
+        w=w,
+        objective=val,
+        eps_avg_grid=grid.copy(),
+        profile=np.array(profile),
+        jointly_convex=bool(2 * reg_lambda * mu > m),
+    )
 
 
 def own_cost_response(i: int, X, y, costs, virtual_cost, report_grid, **kw) -> np.ndarray:
@@ -270,8 +339,9 @@ def own_cost_response(i: int, X, y, costs, virtual_cost, report_grid, **kw) -> n
     return np.array(out)
 
 
-def monotonicity_violations(i: int, X, y, costs, virtual_cost, report_grid, *,
-                            tol: float = 1e-6, **kw) -> np.ndarray:
+def monotonicity_violations(
+    i: int, X, y, costs, virtual_cost, report_grid, *, tol: float = 1e-6, **kw
+) -> np.ndarray:
     """Reports on the increasing ``report_grid`` where eps_i *rose* by more than
     ``tol`` (relative to max eps_i): each is a failure of Myerson's monotonicity."""
     reports = np.sort(np.asarray(report_grid, dtype=float))
@@ -280,8 +350,9 @@ def monotonicity_violations(i: int, X, y, costs, virtual_cost, report_grid, *,
     return reports[1:][rise]
 
 
-def myerson_payment(i: int, X, y, costs, virtual_cost, c_max: float, *, n_nodes: int = 33,
-                    **kw) -> float:
+def myerson_payment(
+    i: int, X, y, costs, virtual_cost, c_max: float, *, n_nodes: int = 33, **kw
+) -> float:
     """t_i = c_i eps_i(c_i) + int_{c_i}^{c_max} eps_i(z) dz (Lemma III.2, 003), the
     integral by the trapezoid rule on ``n_nodes`` reports.  IC only where eps_i
     is monotone; check with ``monotonicity_violations``."""

@@ -55,9 +55,9 @@ from .base import Mechanism, Outcome, _deviation_args
 
 __all__ = ["myerson_mechanism", "MyersonMechanism", "NonMonotoneAllocation", "Violation"]
 
-_JUMP_RATIO = 4.0     # secant / max(neighbour secants) beyond which an interval is jump-like
-_MIN_WIDTH = 1e-13    # relative to the support width: intervals are not cut below this
-_CHUNK = 1 << 20      # numbers per batch of report vectors
+_JUMP_RATIO = 4.0  # secant / max(neighbour secants) beyond which an interval is jump-like
+_MIN_WIDTH = 1e-13  # relative to the support width: intervals are not cut below this
+_CHUNK = 1 << 20  # numbers per batch of report vectors
 
 
 class NonMonotoneAllocation(MarketSimError):
@@ -80,8 +80,10 @@ class Violation:
         return self.eps_high - self.eps_low
 
     def __str__(self) -> str:
-        return (f"seller {self.seller}: eps {self.eps_low:.6g} at report {self.low:.6g} "
-                f"< {self.eps_high:.6g} at report {self.high:.6g}")
+        return (
+            f"seller {self.seller}: eps {self.eps_low:.6g} at report {self.low:.6g} "
+            f"< {self.eps_high:.6g} at report {self.high:.6g}"
+        )
 
 
 def _pchip_slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -96,8 +98,10 @@ def _pchip_slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     same = (np.sign(delta[:-1]) * np.sign(delta[1:])) > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         d[1:-1] = np.where(same, (w1 + w2) / (w1 / delta[:-1] + w2 / delta[1:]), 0.0)
-    for end, (h0, h1, d0, d1) in ((0, (h[0], h[1], delta[0], delta[1])),
-                                  (-1, (h[-1], h[-2], delta[-1], delta[-2]))):
+    for end, (h0, h1, d0, d1) in (
+        (0, (h[0], h[1], delta[0], delta[1])),
+        (-1, (h[-1], h[-2], delta[-1], delta[-2])),
+    ):
         s = ((2 * h0 + h1) * d0 - h0 * d1) / (h0 + h1)
         if np.sign(s) != np.sign(d0):
             s = 0.0
@@ -109,10 +113,12 @@ def _pchip_slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def _quad_integral(x0, x1, x2, y0, y1, y2, a, b):
     """int_a^b of the quadratic through (x0, y0), (x1, y1), (x2, y2)."""
+
     def basis(p, q, xr):  # int_a^b (x - p)(x - q) dx / ((xr - p)(xr - q))
         P, Q = p - a, q - a
         w = b - a
         return (w**3 / 3 - (P + Q) * w**2 / 2 + P * Q * w) / ((xr - p) * (xr - q))
+
     return y0 * basis(x1, x2, x0) + y1 * basis(x0, x2, x1) + y2 * basis(x0, x1, x2)
 
 
@@ -141,8 +147,7 @@ class _Seller:
         if h.size >= 2:
             a, b = z[:-1], z[1:]
             left = _quad_integral(z[:-2], z[1:-1], z[2:], f[:-2], f[1:-1], f[2:], a[1:], b[1:])
-            right = _quad_integral(z[:-2], z[1:-1], z[2:], f[:-2], f[1:-1], f[2:],
-                                   a[:-1], b[:-1])
+            right = _quad_integral(z[:-2], z[1:-1], z[2:], f[:-2], f[1:-1], f[2:], a[:-1], b[:-1])
             dev = np.zeros(h.size)
             dev[1:] = np.abs(est[1:] - left)
             dev[:-1] = np.maximum(dev[:-1], np.abs(est[:-1] - right))
@@ -155,9 +160,20 @@ class _Seller:
 class MyersonMechanism(Mechanism):
     """A black-box allocation with Myerson payments (Eq. 8, 003; see module doc)."""
 
-    def __init__(self, allocation, dist, *, name: str | None = None, vectorized: bool = False,
-                 tol: float = 1e-8, jump_tol: float = 1e-12, mono_tol: float = 1e-9,
-                 n_grid: int = 16, max_evals: int = 20_000, check_monotone: bool = True):
+    def __init__(
+        self,
+        allocation,
+        dist,
+        *,
+        name: str | None = None,
+        vectorized: bool = False,
+        tol: float = 1e-8,
+        jump_tol: float = 1e-12,
+        mono_tol: float = 1e-9,
+        n_grid: int = 16,
+        max_evals: int = 20_000,
+        check_monotone: bool = True,
+    ):
         if not callable(allocation):
             raise MarketSimError("allocation must be a function reports -> eps")
         if isinstance(dist, str):
@@ -192,12 +208,15 @@ class MyersonMechanism(Mechanism):
         who = f"allocation {self.name!r}"
         if self.vectorized:
             rows = max(1, _CHUNK // max(m, 1))
-            parts = [np.asarray(self.allocation(R[s:s + rows]), dtype=float)
-                     for s in range(0, B, rows)]
+            parts = [
+                np.asarray(self.allocation(R[s : s + rows]), dtype=float) for s in range(0, B, rows)
+            ]
             for p, s in zip(parts, range(0, B, rows)):
-                if p.shape != R[s:s + rows].shape:
-                    raise MarketSimError(f"{who} returned shape {p.shape} for a batch of "
-                                         f"shape {R[s:s + rows].shape} (vectorized=True)")
+                if p.shape != R[s : s + rows].shape:
+                    raise MarketSimError(
+                        f"{who} returned shape {p.shape} for a batch of "
+                        f"shape {R[s : s + rows].shape} (vectorized=True)"
+                    )
             E = np.concatenate(parts) if parts else np.empty((0, m))
         else:
             E = np.empty((B, m))
@@ -252,7 +271,8 @@ class MyersonMechanism(Mechanism):
                     raise NonMonotoneAllocation(
                         f"{self.name}: eps increases in the own report ({found[0]}; "
                         f"{len(found)} violation{'s' if len(found) > 1 else ''} seen): "
-                        "not truthful with any payments (Lemma III.2, 003)")
+                        "not truthful with any payments (Lemma III.2, 003)"
+                    )
             new_s, new_z = [], []
             for k, g in enumerate(grids):
                 if g is None or g.done:
@@ -319,8 +339,16 @@ class MyersonMechanism(Mechanism):
             if g is None:
                 continue
             up = np.flatnonzero(np.diff(g.f) > self.mono_tol * scale)
-            out += [Violation(int(sellers[k]), float(g.z[j]), float(g.z[j + 1]),
-                              float(g.f[j]), float(g.f[j + 1])) for j in up]
+            out += [
+                Violation(
+                    int(sellers[k]),
+                    float(g.z[j]),
+                    float(g.z[j + 1]),
+                    float(g.f[j]),
+                    float(g.f[j + 1]),
+                )
+                for j in up
+            ]
         return out
 
     # ---- the Mechanism interface ------------------------------------------------------
@@ -330,11 +358,19 @@ class MyersonMechanism(Mechanism):
             raise MarketSimError("no reports")
         eps = self._alloc(r[None, :])[0]
         sellers = np.arange(r.size)
-        tails, bound, est, evals, _ = self._tails(r, sellers, r[:, None], eps[:, None],
-                                                  self.check_monotone)
+        tails, bound, est, evals, _ = self._tails(
+            r, sellers, r[:, None], eps[:, None], self.check_monotone
+        )
         pay = r * eps + tails[:, 0]  # Eq. 8, 003
-        return Outcome(eps, pay, {"payment_bound": bound, "payment_error_estimate": est,
-                                  "evaluations": int(evals.sum()) + 1})
+        return Outcome(
+            eps,
+            pay,
+            {
+                "payment_bound": bound,
+                "payment_error_estimate": est,
+                "evaluations": int(evals.sum()) + 1,
+            },
+        )
 
     def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
         """Vectorised: all candidates of all sellers in one batch, then one adaptive
@@ -343,11 +379,16 @@ class MyersonMechanism(Mechanism):
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
         flat_s = np.repeat(sellers, cand.shape[1])
         eps = self._own(reports, flat_s, cand.ravel()).reshape(cand.shape)
-        tails, bound, est, evals, _ = self._tails(reports, sellers, cand, eps,
-                                                  self.check_monotone)
-        return Outcome(eps, cand * eps + tails,
-                       {"payment_bound": bound, "payment_error_estimate": est,
-                        "evaluations": int(evals.sum()) + cand.size})
+        tails, bound, est, evals, _ = self._tails(reports, sellers, cand, eps, self.check_monotone)
+        return Outcome(
+            eps,
+            cand * eps + tails,
+            {
+                "payment_bound": bound,
+                "payment_error_estimate": est,
+                "evaluations": int(evals.sum()) + cand.size,
+            },
+        )
 
     def violations(self, reports, rng=None) -> list[Violation]:
         """Every observed increase of eps_i in the own report, over the reports the
@@ -357,12 +398,21 @@ class MyersonMechanism(Mechanism):
         return self._tails(r, np.arange(r.size), r[:, None], eps[:, None], False)[4]
 
 
-def myerson_mechanism(allocation, dist, *, name: str | None = None, vectorized: bool = False,
-                      tol: float = 1e-8, max_evals: int = 20_000, **options) -> MyersonMechanism:
+def myerson_mechanism(
+    allocation,
+    dist,
+    *,
+    name: str | None = None,
+    vectorized: bool = False,
+    tol: float = 1e-8,
+    max_evals: int = 20_000,
+    **options,
+) -> MyersonMechanism:
     """A truthful :class:`Mechanism` from a monotone allocation ``allocation(reports) ->
     eps`` (with ``vectorized=True`` it also takes a (B, m) batch and returns (B, m)):
     Myerson payments (Eq. 8, 003) integrated adaptively to the top of ``dist``'s
     support, error bounds in ``Outcome.info``.  ``options``: ``jump_tol``,
     ``mono_tol``, ``n_grid``, ``check_monotone`` (see :class:`MyersonMechanism`)."""
-    return MyersonMechanism(allocation, dist, name=name, vectorized=vectorized, tol=tol,
-                            max_evals=max_evals, **options)
+    return MyersonMechanism(
+        allocation, dist, name=name, vectorized=vectorized, tol=tol, max_evals=max_evals, **options
+    )

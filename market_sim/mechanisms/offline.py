@@ -42,8 +42,14 @@ import numpy as np
 
 from ..errors import MarketSimError
 
-__all__ = ["OfflineResult", "solve", "solve_eta_grid", "proxy_loss", "proxy_loss_of_eps",
-           "check_params"]
+__all__ = [
+    "OfflineResult",
+    "solve",
+    "solve_eta_grid",
+    "proxy_loss",
+    "proxy_loss_of_eps",
+    "check_params",
+]
 
 
 @dataclass(frozen=True)
@@ -62,8 +68,9 @@ class OfflineResult:
     n_bought: int
 
 
-def check_params(mu: float, sigma: float, gamma: float, k: float | None = None, *,
-                 allow_zero: bool = False) -> None:
+def check_params(
+    mu: float, sigma: float, gamma: float, k: float | None = None, *, allow_zero: bool = False
+) -> None:
     for name, v in (("mu", mu), ("sigma", sigma), ("gamma", gamma)):
         ok = isinstance(v, (int, float, np.floating, np.integer)) and np.isfinite(v)
         if not (ok and (v >= 0 if allow_zero else v > 0)):
@@ -136,17 +143,17 @@ def _newton(A, p, q, u, steps=3):
 class _Groups:
     """Sorted finite values, grouped by equal value, with shifted prefix sums."""
 
-    xs: np.ndarray         # sorted values
-    v: np.ndarray          # distinct values (U,)
-    w: np.ndarray          # multiplicities (U,)
-    start: np.ndarray      # first sorted position of each group
-    ref: float             # shift of the prefix sums (their accuracy needs it)
-    Nw: np.ndarray         # prefix counts (U+1,)
-    S1: np.ndarray         # prefix sums of w (v - ref)
-    S2: np.ndarray         # prefix sums of w (v - ref)^2
+    xs: np.ndarray  # sorted values
+    v: np.ndarray  # distinct values (U,)
+    w: np.ndarray  # multiplicities (U,)
+    start: np.ndarray  # first sorted position of each group
+    ref: float  # shift of the prefix sums (their accuracy needs it)
+    Nw: np.ndarray  # prefix counts (U+1,)
+    S1: np.ndarray  # prefix sums of w (v - ref)
+    S2: np.ndarray  # prefix sums of w (v - ref)^2
 
     @classmethod
-    def of(cls, xs: np.ndarray) -> "_Groups":
+    def of(cls, xs: np.ndarray) -> _Groups:
         new = np.empty(xs.size, dtype=bool)
         new[0] = True
         np.not_equal(xs[1:], xs[:-1], out=new[1:])
@@ -159,15 +166,21 @@ class _Groups:
         ref = float(v[0])
         y = v - ref
         zero = np.zeros(1)
-        return cls(xs, v, w, start, ref,
-                   np.concatenate((zero, np.cumsum(w))),
-                   np.concatenate((zero, np.cumsum(w * y))),
-                   np.concatenate((zero, np.cumsum(w * y * y))))
+        return cls(
+            xs,
+            v,
+            w,
+            start,
+            ref,
+            np.concatenate((zero, np.cumsum(w))),
+            np.concatenate((zero, np.cumsum(w * y))),
+            np.concatenate((zero, np.cumsum(w * y * y))),
+        )
 
     def stats(self, g0: int, g1: int):
         """Exact count, mean, variance and sum of the values in groups [g0, g1)."""
         end = self.start[g1] if g1 < len(self.start) else self.xs.size
-        seg = self.xs[self.start[g0]:end] if g0 < len(self.start) else self.xs[:0]
+        seg = self.xs[self.start[g0] : end] if g0 < len(self.start) else self.xs[:0]
         if seg.size == 0:
             return 0, 0.0, 0.0, 0.0
         mean = float(np.mean(seg))
@@ -311,8 +324,9 @@ def _cell_candidates(G: _Groups, c, n, kappa: float, s: float) -> _Candidates:
         out.append((valid, u, lam, loss))
     valid = np.concatenate([o[0] for o in out])
     pick = lambda i: np.concatenate([o[i] for o in out])[valid]  # noqa: E731
-    return _Candidates(np.concatenate((c, c))[valid], np.concatenate((n, n))[valid],
-                       pick(1), pick(2), pick(3))
+    return _Candidates(
+        np.concatenate((c, c))[valid], np.concatenate((n, n))[valid], pick(1), pick(2), pick(3)
+    )
 
 
 def _best_candidate(G: _Groups, kappa: float, s: float, chunk: int = 1 << 18) -> _Candidates:
@@ -321,12 +335,13 @@ def _best_candidate(G: _Groups, kappa: float, s: float, chunk: int = 1 << 18) ->
     c, n = _cells(G, kappa)
     best = None
     for i in range(0, c.size, chunk):
-        cand = _cell_candidates(G, c[i:i + chunk], n[i:i + chunk], kappa, s)
+        cand = _cell_candidates(G, c[i : i + chunk], n[i : i + chunk], kappa, s)
         if cand.loss.size:
             j = int(np.argmin(cand.loss))
             if best is None or cand.loss[j] < best.loss[0]:
-                best = _Candidates(*(np.array([getattr(cand, f)[j]])
-                                     for f in ("c", "n", "u", "lam", "loss")))
+                best = _Candidates(
+                    *(np.array([getattr(cand, f)[j]]) for f in ("c", "n", "u", "lam", "loss"))
+                )
     if best is None:
         empty = np.empty(0)
         return _Candidates(empty.astype(np.int64), empty.astype(np.int64), empty, empty, empty)
@@ -342,8 +357,9 @@ def _greedy(G: _Groups, kappa: float):
     return g, share
 
 
-def solve(psi, *, mu: float, sigma: float, gamma: float, k: float | None = None,
-          backend: str = "auto") -> OfflineResult:
+def solve(
+    psi, *, mu: float, sigma: float, gamma: float, k: float | None = None, backend: str = "auto"
+) -> OfflineResult:
     """Global minimiser of Eq. 11 (003) for virtual costs ``psi``.
 
     ``k`` adds the cap a_i <= k/m (Remark IV.1, 003); ``k=None`` or k >= m
@@ -384,8 +400,10 @@ def solve(psi, *, mu: float, sigma: float, gamma: float, k: float | None = None,
     w_head = G.w[:g_marg]
     lin_greedy = kappa * float(np.dot(w_head, G.v[:g_marg])) + share * G.w[g_marg] * G.v[g_marg]
     if lin_greedy < 0:
-        raise MarketSimError("the problem is unbounded below: sellers with negative virtual "
-                             "cost can absorb all of the weight")
+        raise MarketSimError(
+            "the problem is unbounded below: sellers with negative virtual "
+            "cost can absorb all of the weight"
+        )
     norm_greedy = np.sqrt(kappa**2 * w_head.sum() + share**2 * G.w[g_marg])
     best_loss = norm_greedy + 2 * np.sqrt(s * lin_greedy)
 
@@ -411,9 +429,14 @@ def solve(psi, *, mu: float, sigma: float, gamma: float, k: float | None = None,
     lin = float(np.dot(a[bought], x[bought]))
     eta = float(np.sqrt(sigma / lin))
     eps = a * eta
-    return OfflineResult(eps=eps, a=a, eta=eta, lam=float(lam_cut),
-                         proxy_loss=proxy_loss(a, eta, psi, mu=mu, sigma=sigma, gamma=gamma),
-                         n_bought=int(np.count_nonzero(eps)))
+    return OfflineResult(
+        eps=eps,
+        a=a,
+        eta=eta,
+        lam=float(lam_cut),
+        proxy_loss=proxy_loss(a, eta, psi, mu=mu, sigma=sigma, gamma=gamma),
+        n_bought=int(np.count_nonzero(eps)),
+    )
 
 
 def _cell_root(Nc, N, m1, V, sum_capped, kappa, s, u_guess):
@@ -435,8 +458,11 @@ def _cell_allocation(G: _Groups, x, kappa, s, c: int, n: int, u_guess: float):
     v_top = G.v[n - 1]
     v_cap = G.v[c - 1] if c > 0 else -np.inf
     with np.errstate(invalid="ignore"):
-        a = np.where(x <= v_cap, kappa,
-                     np.where(x <= v_top, np.minimum(kappa, rho * np.maximum(lam - x, 0.0)), 0.0))
+        a = np.where(
+            x <= v_cap,
+            kappa,
+            np.where(x <= v_top, np.minimum(kappa, rho * np.maximum(lam - x, 0.0)), 0.0),
+        )
     return a, lam
 
 
@@ -471,9 +497,12 @@ def _kernel():
         except Exception as exc:  # ImportError, or any numba compilation error
             _kernel_state = False
             _kernel_error = f"{type(exc).__name__}: {exc}"
-            warnings.warn(f"market_sim: the compiled offline solver is unavailable "
-                          f"({_kernel_error}); using the numpy solver", RuntimeWarning,
-                          stacklevel=3)
+            warnings.warn(
+                f"market_sim: the compiled offline solver is unavailable "
+                f"({_kernel_error}); using the numpy solver",
+                RuntimeWarning,
+                stacklevel=3,
+            )
     return _kernel_state or None
 
 
@@ -518,15 +547,17 @@ def _solve_kernel(K, psi, mu, sigma, gamma, kappa) -> OfflineResult:
         share = (1.0 - Nw[g] * kappa) / wg
         v_m = float(v[g])
         # as offline._greedy / solve do (np.dot), so that ties break the same way
-        w_head = np.diff(Nw[:g + 1])
+        w_head = np.diff(Nw[: g + 1])
         lin_greedy = kappa * float(np.dot(w_head, v[:g])) + share * wg * v_m
         del w_head
         norm_greedy = np.sqrt(kappa**2 * Nw[g] + share**2 * wg)
         lam_greedy = float(v[g + 1]) if g + 1 < U else np.inf
         del v, Nw, S1, S2
     if lin_greedy < 0:
-        raise MarketSimError("the problem is unbounded below: sellers with negative virtual "
-                             "cost can absorb all of the weight")
+        raise MarketSimError(
+            "the problem is unbounded below: sellers with negative virtual "
+            "cost can absorb all of the weight"
+        )
     best_loss = norm_greedy + 2 * np.sqrt(s * lin_greedy)
     found = n > 0 and loss < best_loss
     if lin_greedy == 0 and not found:
@@ -543,21 +574,27 @@ def _solve_kernel(K, psi, mu, sigma, gamma, kappa) -> OfflineResult:
     del xs
     a = np.empty(m)
     if found:
-        sums = K.allocate(psi, gamma, kappa, v_cap, v_top, float(lam), float(rho),
-                          False, 0.0, 0.0, a)
+        sums = K.allocate(
+            psi, gamma, kappa, v_cap, v_top, float(lam), float(rho), False, 0.0, 0.0, a
+        )
         lam_cut = float(lam)
     else:
-        sums = K.allocate(psi, gamma, kappa, -np.inf, -np.inf, 0.0, 0.0,
-                          True, v_m, float(share), a)
+        sums = K.allocate(psi, gamma, kappa, -np.inf, -np.inf, 0.0, 0.0, True, v_m, float(share), a)
         lam_cut = lam_greedy
     total, lin_x, lin_psi, norm2 = sums  # of the unnormalised a; a / total sums to 1
     eta = float(np.sqrt(sigma / (lin_x / total)))  # best eta for a: sqrt(sigma / x.a)
     eps = np.empty(m)
     n_bought = K.finish(a, total, eta, eps)
-    return OfflineResult(eps=eps, a=a, eta=eta, lam=lam_cut,  # Eq. 11 (003) at (a, eta)
-                         proxy_loss=float(mu * np.sqrt(norm2) / total + sigma / eta
-                                          + gamma * eta * (lin_psi / total)),
-                         n_bought=int(n_bought))
+    return OfflineResult(
+        eps=eps,
+        a=a,
+        eta=eta,
+        lam=lam_cut,  # Eq. 11 (003) at (a, eta)
+        proxy_loss=float(
+            mu * np.sqrt(norm2) / total + sigma / eta + gamma * eta * (lin_psi / total)
+        ),
+        n_bought=int(n_bought),
+    )
 
 
 # ---- the paper's method, kept as a baseline -------------------------------------
@@ -607,9 +644,17 @@ def _project_capped_simplex(Y: np.ndarray, cap: float) -> np.ndarray:
     return A / A.sum(axis=1, keepdims=True)
 
 
-def solve_eta_grid(psi, *, mu: float, sigma: float, gamma: float, k: float | None = None,
-                   n_eta: int = 200, eta_max: float | None = None, n_iter: int = 500
-                   ) -> OfflineResult:
+def solve_eta_grid(
+    psi,
+    *,
+    mu: float,
+    sigma: float,
+    gamma: float,
+    k: float | None = None,
+    n_eta: int = 200,
+    eta_max: float | None = None,
+    n_iter: int = 500,
+) -> OfflineResult:
     """The paper's method (Sec. IV, 003): a grid over eta in (0, L], and projected
     gradient descent over a for each eta.  Approximate; a baseline only.
 
@@ -637,6 +682,11 @@ def solve_eta_grid(psi, *, mu: float, sigma: float, gamma: float, k: float | Non
     x = gamma * psi
     bought = a > 0
     lam = float(x[~bought].min()) if (~bought).any() else np.inf
-    return OfflineResult(eps=a * eta, a=a, eta=eta, lam=lam,
-                         proxy_loss=proxy_loss(a, eta, psi, mu=mu, sigma=sigma, gamma=gamma),
-                         n_bought=int(bought.sum()))
+    return OfflineResult(
+        eps=a * eta,
+        a=a,
+        eta=eta,
+        lam=lam,
+        proxy_loss=proxy_loss(a, eta, psi, mu=mu, sigma=sigma, gamma=gamma),
+        n_bought=int(bought.sum()),
+    )

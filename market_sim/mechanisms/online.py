@@ -37,15 +37,20 @@ from .base import Mechanism, Outcome, _deviation_args
 from .offline import check_params, proxy_loss_of_eps, solve
 from .quadrature import gauss_legendre_cos
 
-__all__ = ["OnlineMechanism", "ArrivalOutcome", "simulate_arrivals", "compare_online_offline",
-           "PriorFreeOnline"]
+__all__ = [
+    "OnlineMechanism",
+    "ArrivalOutcome",
+    "simulate_arrivals",
+    "compare_online_offline",
+    "PriorFreeOnline",
+]
 
 _NODES = 256
 _RULES = ("fluid", "alg3")
 
 
-_SHAPE, _JAC = gauss_legendre_cos(_NODES)          # expectations over the cost law
-_PAY_SHAPE, _PAY_JAC = gauss_legendre_cos(64)      # the payment integral (eps is smooth in z)
+_SHAPE, _JAC = gauss_legendre_cos(_NODES)  # expectations over the cost law
+_PAY_SHAPE, _PAY_JAC = gauss_legendre_cos(64)  # the payment integral (eps is smooth in z)
 
 
 class OnlineMechanism(Mechanism):
@@ -61,20 +66,30 @@ class OnlineMechanism(Mechanism):
     own_report_inclusion = True
 
     @classmethod
-    def from_context(cls, *, dist, n_sellers=100, mu=1.0, sigma=1.0, gamma=1.0,
-                     rule="fluid", m=None, **_ignored) -> "OnlineMechanism":
-        return cls(dist, n_sellers if m is None else m, mu=mu, sigma=sigma, gamma=gamma,
-                   rule=rule)
+    def from_context(
+        cls, *, dist, n_sellers=100, mu=1.0, sigma=1.0, gamma=1.0, rule="fluid", m=None, **_ignored
+    ) -> OnlineMechanism:
+        return cls(dist, n_sellers if m is None else m, mu=mu, sigma=sigma, gamma=gamma, rule=rule)
 
-    def __init__(self, dist: CostDistribution, m: int, *, mu: float, sigma: float, gamma: float,
-                 rule: str = "fluid"):
+    def __init__(
+        self,
+        dist: CostDistribution,
+        m: int,
+        *,
+        mu: float,
+        sigma: float,
+        gamma: float,
+        rule: str = "fluid",
+    ):
         check_params(mu, sigma, gamma)
         if not isinstance(dist, CostDistribution):
             raise MarketSimError("dist must be a CostDistribution (see parse_distribution)")
         if rule not in _RULES:
             raise MarketSimError(f"unknown online rule {rule!r}; use 'fluid' or 'alg3'")
         if not (float(m) == int(m) and int(m) >= 1):
-            raise MarketSimError(f"the planned number of sellers m must be an integer >= 1 (got {m!r})")
+            raise MarketSimError(
+                f"the planned number of sellers m must be an integer >= 1 (got {m!r})"
+            )
         self.dist, self.m, self.rule = dist, int(m), rule
         self.mu, self.sigma, self.gamma = float(mu), float(sigma), float(gamma)
         if rule == "alg3":
@@ -134,8 +149,13 @@ class OnlineMechanism(Mechanism):
             vals = np.array([self._phi(lam_of(t), top_of(t)) for t in grid])
             for a, b, fa, fb in zip(grid[:-1], grid[1:], vals[:-1], vals[1:]):
                 if fa * fb < 0:
-                    t = optimize.brentq(lambda u: self._phi(lam_of(u), top_of(u)), a, b,
-                                        xtol=1e-14 * max(abs(b), 1e-300), rtol=1e-15)
+                    t = optimize.brentq(
+                        lambda u: self._phi(lam_of(u), top_of(u)),
+                        a,
+                        b,
+                        xtol=1e-14 * max(abs(b), 1e-300),
+                        rtol=1e-15,
+                    )
                     roots.append(lam_of(t))
                 elif fb == 0:
                     roots.append(lam_of(b))
@@ -199,15 +219,21 @@ class OnlineMechanism(Mechanism):
 class ArrivalOutcome:
     """What the platform bought from the sellers who actually arrived."""
 
-    arrived: np.ndarray      # indices (into the given costs) of the arrivals, in order
-    eps: np.ndarray          # per arrival
-    payments: np.ndarray     # per arrival
-    proxy_loss: float        # Eq. 11 of what was bought (inf if nothing was bought)
+    arrived: np.ndarray  # indices (into the given costs) of the arrivals, in order
+    eps: np.ndarray  # per arrival
+    payments: np.ndarray  # per arrival
+    proxy_loss: float  # Eq. 11 of what was bought (inf if nothing was bought)
     total_payment: float
 
 
-def simulate_arrivals(mech, costs, *, xi: float = 1.0, rng: np.random.Generator | None = None,
-                      true_dist: CostDistribution | None = None) -> ArrivalOutcome:
+def simulate_arrivals(
+    mech,
+    costs,
+    *,
+    xi: float = 1.0,
+    rng: np.random.Generator | None = None,
+    true_dist: CostDistribution | None = None,
+) -> ArrivalOutcome:
     """Sellers with ``costs`` arrive (in random order if ``rng`` is given, else in
     the given order); only the first round(xi * len(costs)) arrive (Thm V.1:
     the platform planned for more).  ``mech`` is an OnlineMechanism or a
@@ -227,22 +253,32 @@ def simulate_arrivals(mech, costs, *, xi: float = 1.0, rng: np.random.Generator 
         eps, pay = mech.run(c)
     else:
         eps, pay = mech.eps(c), mech.payments(c)
-    loss = proxy_loss_of_eps(eps, true_dist.virtual_cost(c), mu=mech.mu, sigma=mech.sigma,
-                             gamma=mech.gamma)
+    loss = proxy_loss_of_eps(
+        eps, true_dist.virtual_cost(c), mu=mech.mu, sigma=mech.sigma, gamma=mech.gamma
+    )
     return ArrivalOutcome(arrived, eps, pay, loss, float(pay.sum()))
 
 
-def compare_online_offline(costs, mech, *, xi: float = 1.0,
-                           rng: np.random.Generator | None = None,
-                           true_dist: CostDistribution | None = None) -> dict:
+def compare_online_offline(
+    costs,
+    mech,
+    *,
+    xi: float = 1.0,
+    rng: np.random.Generator | None = None,
+    true_dist: CostDistribution | None = None,
+) -> dict:
     """Online and offline proxy losses on the same realised (arrived) costs."""
     out = simulate_arrivals(mech, costs, xi=xi, rng=rng, true_dist=true_dist)
     true_dist = true_dist or mech.dist
     psi = true_dist.virtual_cost(np.asarray(costs, dtype=float)[out.arrived])
     offline = solve(psi, mu=mech.mu, sigma=mech.sigma, gamma=mech.gamma).proxy_loss
-    return {"online_loss": out.proxy_loss, "offline_loss": offline,
-            "ratio": out.proxy_loss / offline, "n_arrived": int(out.arrived.size),
-            "online_payment": out.total_payment}
+    return {
+        "online_loss": out.proxy_loss,
+        "offline_loss": offline,
+        "ratio": out.proxy_loss / offline,
+        "n_arrived": int(out.arrived.size),
+        "online_payment": out.total_payment,
+    }
 
 
 class PriorFreeOnline:
@@ -256,8 +292,16 @@ class PriorFreeOnline:
     IR hold seller by seller.  Warm-up sellers are not bought.
     """
 
-    def __init__(self, support: tuple[float, float], m: int, *, mu: float, sigma: float,
-                 gamma: float, warmup: int = 32):
+    def __init__(
+        self,
+        support: tuple[float, float],
+        m: int,
+        *,
+        mu: float,
+        sigma: float,
+        gamma: float,
+        warmup: int = 32,
+    ):
         check_params(mu, sigma, gamma)
         lo, hi = map(float, support)
         if not (0 <= lo < hi < np.inf):
@@ -278,7 +322,9 @@ class PriorFreeOnline:
         self.schedules = []
         while start < c.size:
             end = min(c.size, 2 * start)
-            est = empirical(c[:start], iron=True, support=self.support, name=f"first {start} reports")
+            est = empirical(
+                c[:start], iron=True, support=self.support, name=f"first {start} reports"
+            )
             mech = OnlineMechanism(est, self.m, mu=self.mu, sigma=self.sigma, gamma=self.gamma)
             self.schedules.append((start, mech))
             eps[start:end] = mech.eps(c[start:end])

@@ -43,11 +43,11 @@ from .quadrature import gauss_legendre_cos
 
 __all__ = ["OfflineCurves", "offline_payments", "seller_utility"]
 
-_SECTIONS = 15      # points per step of the search for piece ends
-_REL_TOL = 1e-15    # piece ends are located to this relative width
+_SECTIONS = 15  # points per step of the search for piece ends
+_REL_TOL = 1e-15  # piece ends are located to this relative width
 _MAX_PIECES = 10_000
-_SKIP = 1e-10        # relative width skipped past each change of piece
-_TIE = 1e-12         # relative loss difference taken for a tie of two cells
+_SKIP = 1e-10  # relative width skipped past each change of piece
+_TIE = 1e-12  # relative loss difference taken for a tie of two cells
 
 
 class _UncappedOracle:
@@ -56,8 +56,9 @@ class _UncappedOracle:
 
     sections = _SECTIONS  # vectorised: many points per step of the piece search
 
-    def __init__(self, x: np.ndarray, mu: float, sigma: float, canonical: bool = True,
-                 floor: float = np.inf):
+    def __init__(
+        self, x: np.ndarray, mu: float, sigma: float, canonical: bool = True, floor: float = np.inf
+    ):
         self.mu, self.sigma = mu, sigma
         self.canonical = canonical
         self.s = sigma / mu**2
@@ -127,8 +128,9 @@ class _UncappedOracle:
                 A = s * N
                 good = (N > 0) & (hi > lo)
                 # Eq. 14 (003): A u^3 + (A V - m1) u + V = 0, u = lam - mean of the active x
-                roots = _positive_roots(np.where(good, A, 1.0), np.where(good, A * V - m1, 1.0),
-                                        np.where(good, V, 0.0))
+                roots = _positive_roots(
+                    np.where(good, A, 1.0), np.where(good, A * V - m1, 1.0), np.where(good, V, 0.0)
+                )
             for u in roots:
                 with np.errstate(all="ignore"):
                     lam = m1 + u
@@ -182,8 +184,10 @@ class _UncappedOracle:
         # a report with psi = +inf is never bought, even when nobody else is there
         found = np.isfinite(loss_t.min(axis=1)) | np.isposinf(p)
         if not np.all(found | (p > 0)):
-            raise MarketSimError("no optimum when a seller reports virtual cost 0 (the bottom "
-                                 "of a support that starts at 0) and can absorb all the weight")
+            raise MarketSimError(
+                "no optimum when a seller reports virtual cost 0 (the bottom "
+                "of a support that starts at 0) and can absorb all the weight"
+            )
         if not np.all(found):
             raise RuntimeError("payment oracle found no KKT point; please report this market")
         e = np.where(j > 0, eps[rows, j], 0.0)
@@ -235,8 +239,17 @@ class _ResolveOracle:
         return out, cell
 
 
-def offline_payments(costs, dist: CostDistribution, *, mu: float, sigma: float, gamma: float,
-                     k: float | None = None, n_quad: int = 32, method: str = "auto"):
+def offline_payments(
+    costs,
+    dist: CostDistribution,
+    *,
+    mu: float,
+    sigma: float,
+    gamma: float,
+    k: float | None = None,
+    n_quad: int = 32,
+    method: str = "auto",
+):
     """Allocations and Myerson payments of the offline mechanism.
 
     ``costs`` are the reported costs (truthful reports assumed; pass a
@@ -250,9 +263,19 @@ def offline_payments(costs, dist: CostDistribution, *, mu: float, sigma: float, 
     return _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, None)
 
 
-def seller_utility(i: int, report: float, true_cost: float, costs, dist: CostDistribution, *,
-                   mu: float, sigma: float, gamma: float, k: float | None = None,
-                   n_quad: int = 32) -> float:
+def seller_utility(
+    i: int,
+    report: float,
+    true_cost: float,
+    costs,
+    dist: CostDistribution,
+    *,
+    mu: float,
+    sigma: float,
+    gamma: float,
+    k: float | None = None,
+    n_quad: int = 32,
+) -> float:
     """Utility t_i - c_i eps_i of seller ``i`` (true cost ``true_cost``) when it
     reports ``report`` and the others report ``costs[j]``: the IC test.
     For many reports or sellers use :class:`OfflineCurves`."""
@@ -285,8 +308,9 @@ def _oracle(psi, mu, sigma, gamma, k, method, floor=np.inf):
         return _ResolveOracle(psi, mu, sigma, gamma, k), False
     # sellers with psi = +inf are never bought and do not move anybody's optimum
     refine = method != "bisect"
-    return _UncappedOracle(gamma * psi[np.isfinite(psi)], mu, sigma, canonical=refine,
-                           floor=floor), refine
+    return _UncappedOracle(
+        gamma * psi[np.isfinite(psi)], mu, sigma, canonical=refine, floor=floor
+    ), refine
 
 
 def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only):
@@ -303,8 +327,17 @@ def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only):
     if bought.size == 0:
         return eps, pay
     oracle, refine = _oracle(psi, mu, sigma, gamma, k, method)
-    integral, _ = _integrate(oracle, refine, bought, gamma * psi[bought], costs[bought], dist,
-                             gamma, n_quad, record=False)
+    integral, _ = _integrate(
+        oracle,
+        refine,
+        bought,
+        gamma * psi[bought],
+        costs[bought],
+        dist,
+        gamma,
+        n_quad,
+        record=False,
+    )
     pay[bought] = costs[bought] * eps[bought] + integral
     return eps, pay
 
@@ -353,8 +386,9 @@ def _integrate(oracle, refine, sellers, xi, lo, dist, gamma, n_quad, record):
 
     def search(a, b, todo):
         if refine:
-            todo = _illinois(lambda idx, z: oracle.margin(xi[idx], values(z), cur_cell[idx]),
-                             a, b, todo)
+            todo = _illinois(
+                lambda idx, z: oracle.margin(xi[idx], values(z), cur_cell[idx]), a, b, todo
+            )
         bisect(a, b, todo)
 
     skip = _SKIP * (top - dist.support[0])
@@ -428,8 +462,8 @@ def _illinois(f, a, b, todo):
     fa, fb = f(todo, A), f(todo, B)
     ok = (fa >= 0) & (fb < 0)
     rows, A, B, fa, fb = todo[ok], A[ok], B[ok], fa[ok], fb[ok]
-    last = np.zeros(rows.size, dtype=np.int8)   # +1: A moved last step, -1: B moved
-    w1 = np.full(rows.size, np.inf)             # widths one and two steps ago
+    last = np.zeros(rows.size, dtype=np.int8)  # +1: A moved last step, -1: B moved
+    w1 = np.full(rows.size, np.inf)  # widths one and two steps ago
     w2 = w1.copy()
     grow = np.ones(rows.size)
     live = np.arange(rows.size)
@@ -483,8 +517,18 @@ class OfflineCurves:
     oracle call for eps_i(z) and ``n_quad`` for the rest of its piece.
     """
 
-    def __init__(self, reports, dist: CostDistribution, *, mu: float, sigma: float, gamma: float,
-                 k: float | None = None, n_quad: int = 32, method: str = "auto"):
+    def __init__(
+        self,
+        reports,
+        dist: CostDistribution,
+        *,
+        mu: float,
+        sigma: float,
+        gamma: float,
+        k: float | None = None,
+        n_quad: int = 32,
+        method: str = "auto",
+    ):
         _check(dist, mu, sigma, gamma, k, n_quad, method)
         self.reports = dist.check_in_support(np.asarray(reports, dtype=float).ravel())
         if self.reports.size == 0:
@@ -499,8 +543,9 @@ class OfflineCurves:
 
     # ---- building --------------------------------------------------------------
     def _alloc(self, sellers, z):
-        return self._oracle.eps(sellers, self.gamma * self.psi[sellers],
-                                self.gamma * self.dist.virtual_cost(z))
+        return self._oracle.eps(
+            sellers, self.gamma * self.psi[sellers], self.gamma * self.dist.virtual_cost(z)
+        )
 
     def _build(self, sellers, zlo):
         """(Re)build the curves of ``sellers`` from zlo (one per seller) up."""
@@ -513,8 +558,16 @@ class OfflineCurves:
             return
         rows = sellers[on]
         _, (pos, start, end, part, kind) = _integrate(
-            self._oracle, self._refine, rows, self.gamma * self.psi[rows], zlo[on], self.dist,
-            self.gamma, self.n_quad, record=True)
+            self._oracle,
+            self._refine,
+            rows,
+            self.gamma * self.psi[rows],
+            zlo[on],
+            self.dist,
+            self.gamma,
+            self.n_quad,
+            record=True,
+        )
         order = np.lexsort((start, pos))
         pos, start, end, part, kind = (x[order] for x in (pos, start, end, part, kind))
         cut = np.flatnonzero(np.diff(pos)) + 1
@@ -534,8 +587,11 @@ class OfflineCurves:
             need = zlo < self._lo[sellers]
             if need.any():
                 uniq, first = np.unique(sellers[need], return_index=True)
-                lo = np.minimum.reduceat(zlo[need][np.argsort(sellers[need], kind="stable")],
-                                         first) if uniq.size < need.sum() else zlo[need][first]
+                lo = (
+                    np.minimum.reduceat(zlo[need][np.argsort(sellers[need], kind="stable")], first)
+                    if uniq.size < need.sum()
+                    else zlo[need][first]
+                )
                 self._build(uniq, lo)
         return Z, sellers
 

@@ -92,8 +92,9 @@ class PrivateCutoff:
         if not (float(self.m) == int(self.m) and int(self.m) >= 1):
             raise MarketSimError(f"m must be an integer >= 1 (got {self.m!r})")
         if not (np.isfinite(self.privacy) and self.privacy > 0):
-            raise MarketSimError(f"privacy (the epsilon of the cut-off choice) must be > 0 "
-                                 f"(got {self.privacy!r})")
+            raise MarketSimError(
+                f"privacy (the epsilon of the cut-off choice) must be > 0 (got {self.privacy!r})"
+            )
         lo, hi = self.dist.support
         x_lo = float(self.gamma * self.dist.virtual_cost(np.array(lo)))
         object.__setattr__(self, "_x_lo", x_lo)
@@ -105,8 +106,10 @@ class PrivateCutoff:
             if grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid)):
                 raise MarketSimError("grid must be a non-empty list of finite cut-offs")
             if grid.min() <= x_lo:
-                raise MarketSimError(f"every cut-off must exceed gamma psi(low) = {x_lo:g} "
-                                     "(below it nobody is ever bought)")
+                raise MarketSimError(
+                    f"every cut-off must exceed gamma psi(low) = {x_lo:g} "
+                    "(below it nobody is ever bought)"
+                )
         grid = np.sort(grid)
         object.__setattr__(self, "grid", tuple(float(v) for v in grid))
         if self.min_weight is None:  # half the expected S at each cut-off
@@ -114,7 +117,9 @@ class PrivateCutoff:
         else:
             S0 = np.full(grid.size, self.min_weight, dtype=float)
         if not (np.all(np.isfinite(S0)) and np.all(S0 > 0)):
-            raise MarketSimError(f"min_weight must be a finite number > 0 (got {self.min_weight!r})")
+            raise MarketSimError(
+                f"min_weight must be a finite number > 0 (got {self.min_weight!r})"
+            )
         object.__setattr__(self, "_S0", S0)
 
     # ---- the score and its sensitivity -------------------------------------------
@@ -183,8 +188,9 @@ class PrivateCutoff:
         if S == 0:
             return np.zeros_like(x)
         if P <= 0:
-            raise MarketSimError("no optimum at this cut-off: every bought seller has virtual "
-                                 "cost 0, so eta -> inf")
+            raise MarketSimError(
+                "no optimum at this cut-off: every bought seller has virtual cost 0, so eta -> inf"
+            )
         return np.sqrt(self.sigma / (P / S)) * w / S
 
     def _own_eps(self, z, lam, S_rest, P_rest):
@@ -209,11 +215,16 @@ class PrivateCutoff:
 
     # ---- the mechanism -------------------------------------------------------------
     def outcome(self, reports, rng: np.random.Generator) -> PrivateCutoffOutcome:
-        lam = self.lams[exponential_mechanism(self.scores(reports), self.privacy,
-                                              self.sensitivity, rng)]
+        lam = self.lams[
+            exponential_mechanism(self.scores(reports), self.privacy, self.sensitivity, rng)
+        ]
         eps = self.allocation(reports, lam)
-        return PrivateCutoffOutcome(eps=eps, payments=self.payments(reports, lam), lam=float(lam),
-                                    n_bought=int(np.count_nonzero(eps)))
+        return PrivateCutoffOutcome(
+            eps=eps,
+            payments=self.payments(reports, lam),
+            lam=float(lam),
+            n_bought=int(np.count_nonzero(eps)),
+        )
 
     def _top_report(self, lam):
         """The largest report still bought at lam (psi is non-decreasing)."""

@@ -57,8 +57,11 @@ class PrivatePostedPrice:
     def outcome(self, reports, rng: np.random.Generator):
         """(eps, payments, price) for one draw of the price."""
         r = np.asarray(reports, dtype=float)
-        price = float(np.asarray(self.prices)[exponential_mechanism(
-            self.scores(r), self.privacy, self.sensitivity, rng)])
+        price = float(
+            np.asarray(self.prices)[
+                exponential_mechanism(self.scores(r), self.privacy, self.sensitivity, rng)
+            ]
+        )
         eps = np.where(r <= price, self.eps_level, 0.0)
         return eps, price * eps, price
 

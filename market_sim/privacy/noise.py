@@ -84,7 +84,9 @@ class AnalyticGaussian(_ScipyNoise):
 
     def __post_init__(self):
         _check(self.sensitivity, self.epsilon, self.delta)
-        f = lambda log_s: _gaussian_delta(np.exp(log_s), self.sensitivity, self.epsilon) - self.delta  # noqa: E731
+        f = lambda log_s: (
+            _gaussian_delta(np.exp(log_s), self.sensitivity, self.epsilon) - self.delta
+        )  # noqa: E731
         lo, hi = np.log(self.sensitivity) - 20, np.log(self.sensitivity) + 20
         object.__setattr__(self, "sigma", float(np.exp(brentq(f, lo, hi, xtol=1e-14))))
 
@@ -127,8 +129,9 @@ class TruncatedLaplace:
     def cdf(self, x):
         x = np.asarray(x, dtype=float)
         lam, A, B = self.lam, self.bound, self._B
-        inner = 0.5 - np.sign(x) * (-0.5 + B * lam * np.exp(-np.abs(x) / lam)
-                                    - B * lam * np.exp(-A / lam))
+        inner = 0.5 - np.sign(x) * (
+            -0.5 + B * lam * np.exp(-np.abs(x) / lam) - B * lam * np.exp(-A / lam)
+        )
         return np.where(x <= -A, 0.0, np.where(x >= A, 1.0, inner))
 
     def ppf(self, u):

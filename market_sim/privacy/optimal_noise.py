@@ -26,8 +26,11 @@ from scipy.optimize import linprog
 from ..errors import MarketSimError
 from .noise import _check
 
-LOSSES = {"l1": lambda x: np.abs(x), "l2": lambda x: x * x,
-          "asymmetric": lambda x: np.abs(x) + (x > 0) * np.abs(x)}
+LOSSES = {
+    "l1": lambda x: np.abs(x),
+    "l2": lambda x: x * x,
+    "asymmetric": lambda x: np.abs(x) + (x > 0) * np.abs(x),
+}
 
 
 @dataclass(frozen=True)
@@ -50,9 +53,16 @@ class PiecewiseUniformNoise:
         return self.centers[j] + self.beta * (rng.random(size) - 0.5)
 
 
-def optimal_noise(sensitivity: float, epsilon: float, delta: float, *, loss="l1",
-                  beta: float = 0.05, support: float | None = None,
-                  monotone: bool = False) -> PiecewiseUniformNoise:
+def optimal_noise(
+    sensitivity: float,
+    epsilon: float,
+    delta: float,
+    *,
+    loss="l1",
+    beta: float = 0.05,
+    support: float | None = None,
+    monotone: bool = False,
+) -> PiecewiseUniformNoise:
     """The (eps, delta)-DP piecewise-uniform noise of least expected ``loss``
     ('l1', 'l2', 'asymmetric' = |x| + 1[x > 0]|x|, or a vectorised callable)."""
     _check(sensitivity, epsilon, delta)
@@ -86,8 +96,9 @@ def optimal_noise(sensitivity: float, epsilon: float, delta: float, *, loss="l1"
         cols += [N * (1 + i) + j, j, jk[ok]]
         vals += [-np.ones(N), np.ones(N), -ee * np.ones(ok.sum())]
         r += N
-    A_ub = sparse.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                             shape=(r, n_var))
+    A_ub = sparse.csr_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(r, n_var)
+    )
     b_ub = np.zeros(r)
     budget = sparse.kron(sparse.eye(len(shifts)), np.ones((1, N)))  # sum_j s_kj <= delta
     A_ub = sparse.vstack([A_ub, sparse.hstack([sparse.csr_matrix((len(shifts), N)), budget])])
@@ -97,17 +108,21 @@ def optimal_noise(sensitivity: float, epsilon: float, delta: float, *, loss="l1"
         hi = np.r_[np.arange(mid + 1, N), np.arange(mid - 1, -1, -1)]
         lo = np.r_[np.arange(mid, N - 1), np.arange(mid, 0, -1)]
         t = np.arange(hi.size)
-        M = sparse.csr_matrix((np.r_[np.ones(t.size), -np.ones(t.size)], (np.r_[t, t], np.r_[hi, lo])),
-                              shape=(t.size, n_var))  # p_hi - p_lo <= 0
+        M = sparse.csr_matrix(
+            (np.r_[np.ones(t.size), -np.ones(t.size)], (np.r_[t, t], np.r_[hi, lo])),
+            shape=(t.size, n_var),
+        )  # p_hi - p_lo <= 0
         A_ub = sparse.vstack([A_ub, M])
         b_ub = np.concatenate([b_ub, np.zeros(t.size)])
     A_eq = sparse.hstack([sparse.csr_matrix(np.ones((1, N))), sparse.csr_matrix((1, n_var - N))])
     cost = np.concatenate([cbar, np.zeros(n_var - N)])
-    res = linprog(cost, A_ub=A_ub.tocsr(), b_ub=b_ub, A_eq=A_eq, b_eq=[1.0], bounds=(0, None),
-                  method="highs")
+    res = linprog(
+        cost, A_ub=A_ub.tocsr(), b_ub=b_ub, A_eq=A_eq, b_eq=[1.0], bounds=(0, None), method="highs"
+    )
     if res.status != 0:
         raise MarketSimError(f"the noise LP failed: {res.message}")
     p = np.maximum(res.x[:N], 0.0)
     p /= p.sum()
-    return PiecewiseUniformNoise(centers=centers, masses=p, beta=float(beta),
-                                 expected_loss=float(p @ cbar))
+    return PiecewiseUniformNoise(
+        centers=centers, masses=p, beta=float(beta), expected_loss=float(p @ cbar)
+    )

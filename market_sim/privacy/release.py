@@ -25,10 +25,10 @@ NOISES = ("laplace", "gaussian", "truncated-laplace")
 
 @dataclass(frozen=True)
 class ReleasedStatistic:
-    value: float          # what is published
-    clipped: float        # the statistic after clipping, before noise (kept private)
+    value: float  # what is published
+    clipped: float  # the statistic after clipping, before noise (kept private)
     sensitivity: float
-    noise_sd: float       # standard deviation of the added noise
+    noise_sd: float  # standard deviation of the added noise
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,15 @@ class StatisticRelease:
             return AnalyticGaussian(sensitivity, self.epsilon, self.delta)
         return TruncatedLaplace(sensitivity, self.epsilon, self.delta)
 
-    def release(self, value: float, rng: np.random.Generator, *, lower: float = -np.inf,
-                upper: float = np.inf, sensitivity: float | None = None) -> ReleasedStatistic:
+    def release(
+        self,
+        value: float,
+        rng: np.random.Generator,
+        *,
+        lower: float = -np.inf,
+        upper: float = np.inf,
+        sensitivity: float | None = None,
+    ) -> ReleasedStatistic:
         if not lower < upper:
             raise MarketSimError(f"release: need lower < upper (got [{lower!r}, {upper!r}])")
         if sensitivity is None:
@@ -66,6 +73,6 @@ class StatisticRelease:
         mech = self.mechanism(float(sensitivity))
         noise = float(mech.sample(rng))
         sd = float(np.sqrt(mech.var()))
-        return ReleasedStatistic(value=clipped + noise, clipped=clipped,
-                                 sensitivity=float(sensitivity), noise_sd=sd)
-
+        return ReleasedStatistic(
+            value=clipped + noise, clipped=clipped, sensitivity=float(sensitivity), noise_sd=sd
+        )

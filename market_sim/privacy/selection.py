@@ -38,15 +38,15 @@ def exponential_probabilities(scores, epsilon: float, sensitivity: float) -> np.
     return softmax(epsilon * s / (2 * sensitivity))
 
 
-def exponential_mechanism(scores, epsilon: float, sensitivity: float,
-                          rng: np.random.Generator) -> int:
+def exponential_mechanism(
+    scores, epsilon: float, sensitivity: float, rng: np.random.Generator
+) -> int:
     """Index drawn by the exponential mechanism (Gumbel-max sampler)."""
     s = _scores(scores, epsilon, sensitivity)
     return int(np.argmax(epsilon * s / (2 * sensitivity) + rng.gumbel(size=s.size)))
 
 
-def permute_and_flip(scores, epsilon: float, sensitivity: float,
-                     rng: np.random.Generator) -> int:
+def permute_and_flip(scores, epsilon: float, sensitivity: float, rng: np.random.Generator) -> int:
     """Permute-and-flip (McKenna and Sheldon, 2020): visit outcomes in random order,
     accept r with probability exp(epsilon (s_r - max s) / (2 sensitivity)).  epsilon-DP,
     and never worse than the exponential mechanism in expected score."""
