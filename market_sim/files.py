@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .errors import MarketSimError
 
-__all__ = ["atomic_write"]
+__all__ = ["atomic_write", "check_writable_folder", "check_writable_file"]
 
 
 def atomic_write(path, write) -> None:
@@ -29,3 +29,49 @@ def atomic_write(path, write) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _nearest_existing(path: Path) -> Path:
+    p = path.absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def _probe(folder: Path, shown) -> None:
+    """Create and remove a temporary file in ``folder``: the one reliable test
+    (os.access says yes to root on a read-only mount, no to ACLs it ignores)."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".market-sim-probe-")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        where = "" if folder == Path(shown).absolute() else f" ({folder})"
+        raise MarketSimError(f"cannot write to {shown}: {exc.strerror or exc}{where}") from None
+
+
+def check_writable_folder(path) -> None:
+    """Refuse, before any work, an output folder that cannot be created or written:
+    it must be a folder (or not exist yet) whose nearest existing ancestor is a
+    folder this process can create files in.  Nothing is left behind."""
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise MarketSimError(f"cannot write to {path}: it exists and is not a folder")
+    base = _nearest_existing(target)
+    if not base.is_dir():
+        raise MarketSimError(f"cannot write to {path}: {base} is not a folder")
+    _probe(base, path)
+
+
+def check_writable_file(path) -> None:
+    """Refuse, before any work, an output file that cannot be written: its folder
+    must exist and accept new files, and the path must not be a folder."""
+    target = Path(path)
+    if target.is_dir():
+        raise MarketSimError(f"cannot write to {path}: it is a folder")
+    folder = target.parent
+    if not folder.exists():
+        raise MarketSimError(f"cannot write to {path}: folder {str(folder)!r} does not exist")
+    if not folder.is_dir():
+        raise MarketSimError(f"cannot write to {path}: {folder} is not a folder")
+    _probe(folder, path)

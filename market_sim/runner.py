@@ -72,7 +72,8 @@ import numpy as np
 
 from . import __version__
 from .errors import MarketSimError
-from .files import atomic_write
+from .files import atomic_write, check_writable_folder
+from .parameters import check_value
 
 __all__ = [
     "load_scenario",
@@ -85,6 +86,8 @@ __all__ = [
     "run_scenario",
     "read_results",
     "RunSummary",
+    "folder_kind",
+    "failure_reason",
     "parse_overrides",
     "mp_context",
     "CHUNK_SECONDS",
@@ -161,7 +164,8 @@ def _docstring(path) -> str:
         doc = ast.get_docstring(ast.parse(Path(path).read_text(encoding="utf-8")))
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
         return ""
-    return (doc or "").strip().splitlines()[0] if doc and doc.strip() else ""
+    first = (doc or "").strip().split("\n\n")[0]  # the first paragraph, on one line
+    return " ".join(first.split())
 
 
 def _target_docstring(target: str) -> str:
@@ -242,6 +246,16 @@ def parse_overrides(items) -> dict:
     return out
 
 
+def _declared(study: Study) -> dict:
+    """The study's ``PARAMS`` (see ``market_sim.parameters``), or {}."""
+    declared = getattr(study.obj, "PARAMS", None)
+    if declared is None:
+        return {}
+    if not isinstance(declared, dict):
+        raise MarketSimError(f"scenario {study.name!r}: PARAMS must be a dict name -> declaration")
+    return declared
+
+
 def _grid(study: Study, quick: bool) -> list[dict]:
     try:
         grid = list(study.obj.grid(quick))
@@ -286,6 +300,10 @@ def plan(
             overrides[key] = json.dumps(value)  # e.g. --set dist=1 -> the string "1"
         if kinds == {bool} and not isinstance(value, bool):
             raise MarketSimError(f"--set {key}={value!r}: {key} must be true or false")
+    declared = _declared(study)
+    for key, value in overrides.items():  # the study's own declaration (market_sim.parameters)
+        if key in declared:
+            check_value(key, value, declared[key])
     if overrides:  # one point per distinct parameter set after the override
         seen, merged = set(), []
         for p in grid:
@@ -385,6 +403,7 @@ def _code_version() -> str:
 def _write_manifest(out: Path, tasks: list[Task], *, quick: bool) -> None:
     grid = [t.params for t in tasks if t.replication == 0]
     manifest = {
+        "kind": "run",
         "scenario": tasks[0].scenario,
         "source": tasks[0].source or tasks[0].scenario,
         "seed": tasks[0].seed,
@@ -448,11 +467,66 @@ def _store(out: Path, task: Task, rows: list[dict]) -> None:
 
 @dataclass(frozen=True)
 class RunSummary:
+    """What a sweep did; ``failures`` holds one (reason, count, first task) per
+    distinct reason of the tasks that failed in this run, in grid order."""
+
     total: int
     skipped: int
     ran: int
     failed: int
     out: Path
+    failures: tuple[tuple[str, int, str], ...] = ()
+
+
+def folder_kind(out: str | Path) -> str | None:
+    """``"run"`` for a folder written by ``market-sim run``, ``"simulate"`` for one
+    written by ``market-sim simulate``, else None (by the manifest, or the files)."""
+    out = Path(out)
+    try:
+        doc = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        doc = {}
+    if isinstance(doc, dict):
+        kind = doc.get("kind") or ("run" if "scenario" in doc else None)
+        if kind in ("run", "simulate"):
+            return kind
+    results = out / "results"
+    if results.is_dir() and any(
+        f.name.startswith(("done-", "failed-")) for f in os.scandir(results)
+    ):
+        return "run"
+    if (out / "agents.csv").exists() or (out / "model.csv").exists():
+        return "simulate"
+    return None
+
+
+def failure_reason(error: str) -> str:
+    """One line of a failed task's error: the traceback's last line (the exception)."""
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+    reason = lines[-1] if lines else "unknown error"
+    return reason if len(reason) <= 200 else reason[:199] + "…"
+
+
+def _describe_task(task: Task) -> str:
+    params = ", ".join(f"{k}={v}" for k, v in task.params.items())
+    if len(params) > 120:
+        params = params[:119] + "…"
+    return f"task {task.id} ({params}; replication {task.replication})"
+
+
+def _failures(out: Path, failed: list[Task]) -> tuple[tuple[str, int, str], ...]:
+    """(reason, count, first task) per distinct reason, read back from the failed files."""
+    import pyarrow.parquet as pq
+
+    groups: dict[str, list] = {}
+    for task in failed:
+        try:
+            error = pq.read_table(_task_file(out, task, "failed"), columns=["error"])
+            reason = failure_reason(error.column("error")[0].as_py())
+        except (OSError, KeyError, IndexError, ValueError) as exc:
+            reason = f"(its failed file cannot be read: {exc})"
+        groups.setdefault(reason, []).append(task)
+    return tuple((r, len(ts), _describe_task(ts[0])) for r, ts in groups.items())
 
 
 # ---- workers ----------------------------------------------------------------------
@@ -555,7 +629,16 @@ def _dask_client(workers: int, address: str | None):
             n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
         )
     )
-    client = Client(address or cluster)
+    try:
+        client = Client(address, timeout=2 * DASK_CONNECT_TIMEOUT) if address else Client(cluster)
+    except Exception as exc:  # refused, timed out, or not a Dask scheduler at all
+        if cluster is not None:
+            cluster.close()
+        text = " ".join(str(exc).split())[:200]
+        raise MarketSimError(
+            f"cannot connect to the Dask scheduler at {address or 'the local cluster'}: "
+            f"{type(exc).__name__}: {text}"
+        ) from None
 
     def close():
         client.close()
@@ -758,22 +841,40 @@ def run_scenario(
     study = find_study(name)
     tasks = plan(name, seed=seed, quick=quick, reps=reps, overrides=overrides, study=study)
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise MarketSimError(f"--out {str(out)!r} exists and is not a folder")
+    # everything that can be refused is refused before the folder is touched
+    check_writable_folder(out)
+    if folder_kind(out) == "simulate":
+        raise MarketSimError(
+            f"{out} holds the output of `market-sim simulate`; choose another --out for a sweep"
+        )
+    if executor == "dask" and address:
+        _probe_scheduler(address)
+    created = not out.exists()
     (out / "results").mkdir(parents=True, exist_ok=True)
-    _write_manifest(out, tasks, quick=quick)
+    try:
+        _write_manifest(out, tasks, quick=quick)
+    except MarketSimError:
+        if created:  # a fresh folder refused: leave nothing behind
+            _remove_fresh(out)
+        raise
     names = {e.name for e in os.scandir(out / "results")}
     todo = [t for t in tasks if not _finished(out, t, names)]
-    failed = 0
+    failed: list[Task] = []
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), unit="task", desc=study.name)
+        bar = tqdm(
+            total=len(tasks),
+            initial=len(tasks) - len(todo),
+            unit="task",
+            desc=study.name,
+            file=sys.stderr,
+        )
 
     def stored(task, task_failed):
-        nonlocal failed
-        failed += bool(task_failed)
+        if task_failed:
+            failed.append(task)
         if bar is not None:
             bar.update()
 
@@ -805,13 +906,61 @@ def run_scenario(
                     f"run the same command to resume"
                 ) from None
         else:
-            _run_dask(todo, workers, address, record)
+            try:
+                _run_dask(todo, workers, address, record)
+            except MarketSimError:
+                if created and not failed and not any((out / "results").iterdir()):
+                    _remove_fresh(out)  # e.g. the scheduler went away: nothing half-written
+                raise
     finally:
         if bar is not None:
             bar.close()
+    order = {t.id: i for i, t in enumerate(tasks)}
+    failed.sort(key=lambda t: order.get(t.id, 0))
     return RunSummary(
-        total=len(tasks), skipped=len(tasks) - len(todo), ran=len(todo), failed=failed, out=out
+        total=len(tasks),
+        skipped=len(tasks) - len(todo),
+        ran=len(todo),
+        failed=len(failed),
+        out=out,
+        failures=_failures(out, failed),
     )
+
+
+def _remove_fresh(out: Path) -> None:
+    """Remove a folder this run created and stored nothing in (manifest, empty results)."""
+    (out / "manifest.json").unlink(missing_ok=True)
+    try:
+        (out / "results").rmdir()
+        out.rmdir()
+    except OSError:
+        pass
+
+
+DASK_CONNECT_TIMEOUT = 5.0  # seconds to reach a scheduler given by --address
+
+
+def _probe_scheduler(address: str) -> None:
+    """Refuse at once a tcp:// scheduler address nobody answers on (refused, unreachable
+    or silent for DASK_CONNECT_TIMEOUT s); other protocols are left to Dask."""
+    import socket
+    from urllib.parse import urlsplit
+
+    text = address if "://" in address else f"tcp://{address}"
+    parts = urlsplit(text)
+    if parts.scheme != "tcp":
+        return
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host = port = None
+    if not host or port is None:
+        raise MarketSimError(f"--address {address!r}: expected tcp://HOST:PORT")
+    try:
+        socket.create_connection((host, port), timeout=DASK_CONNECT_TIMEOUT).close()
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise MarketSimError(f"cannot reach the Dask scheduler at {address}: {reason}") from None
 
 
 def read_results(out: str | Path):

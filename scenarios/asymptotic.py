@@ -17,11 +17,20 @@ import numpy as np
 
 from market_sim.distributions import parse_distribution
 from market_sim.mechanisms.offline import solve
+from market_sim.parameters import Distribution, Number
 
 NAME = "asymptotic"
 REPLICATIONS = 10
 QUICK_REPLICATIONS = 3
 DISTS = ["uniform:0:1", "beta:2:2:0:1", "uniform:1:5"]
+
+PARAMS = {  # what `--set` accepts (market_sim.parameters)
+    "dist": Distribution(),
+    "m": Number(int, low=1),
+    "mu": Number(float, low=0, low_open=True),
+    "sigma": Number(float, low=0, low_open=True),
+    "gamma": Number(float, low=0, low_open=True),
+}
 
 
 def grid(quick: bool = False) -> list[dict]:

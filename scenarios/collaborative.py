@@ -1,4 +1,5 @@
-"""Collaborative private ML (004) with parties as agents: rho, number of parties, spread of privacy preferences.
+"""Collaborative private ML (004) with parties as agents: rho, number of parties,
+spread of privacy preferences.
 
 Per task one ``CollaborationModel``: parties with Gaussian data of sizes
 50 x 1.6^i, preferred epsilons exp(spread x u_i) (u evenly spread on [-1, 1]),
@@ -16,10 +17,19 @@ import itertools
 import numpy as np
 
 from market_sim.agents.collaboration import CollaborationModel
+from market_sim.parameters import Choice, Number
 
 NAME = "collaborative"
 REPLICATIONS = 4
 QUICK_REPLICATIONS = 1
+
+PARAMS = {  # what `--set` accepts (market_sim.parameters)
+    "rho": Number(float, low=0, high=1),
+    "parties": Number(int, low=1),
+    "spread": Number(float),
+    "strategy": Choice("truthful", "strategic"),
+    "control": Choice("temper", "noise"),
+}
 
 
 def grid(quick: bool = False) -> list[dict]:

@@ -1,4 +1,5 @@
-"""The synthetic experiment of 004 (Sec. 6): one party's privacy level against its valuation and reward.
+"""The synthetic experiment of 004 (Sec. 6): one party's privacy level against its
+valuation and reward.
 
 Three parties share the sufficient statistic of a Gaussian model with known
 variance (sizes 100, 200, 400; the seed uses Bayesian linear regression,
@@ -17,6 +18,7 @@ import numpy as np
 from market_sim.collaborative import GaussianMeanModel
 from market_sim.collaborative.rewards import noise_reward, target_rewards, temper_reward
 from market_sim.collaborative.valuation import rho_shapley_rewards
+from market_sim.parameters import Number
 
 NAME = "collaborative_tradeoff"
 REPLICATIONS = 20
@@ -25,6 +27,10 @@ SIZES = (100, 200, 400)
 OTHERS_EPS = 0.5
 RHOS = (0.0, 0.2, 0.5, 1.0)
 TRUE_MEAN = 0.5
+
+PARAMS = {  # what `--set` accepts (market_sim.parameters)
+    "eps_1": Number(float, low=0, low_open=True),
+}
 
 
 def grid(quick: bool = False) -> list[dict]:

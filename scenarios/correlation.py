@@ -22,11 +22,27 @@ from market_sim.distributions import parse_distribution
 from market_sim.learning import HeteroDPLogisticRegression
 from market_sim.mechanisms import data_dependent as dd
 from market_sim.mechanisms import offline
+from market_sim.parameters import Choice, Distribution, Number
 
 NAME = "correlation"
 REPLICATIONS = 5
 QUICK_REPLICATIONS = 1
 N_TEST = 2000
+
+PARAMS = {  # what `--set` accepts (market_sim.parameters)
+    "rho": Number(float, low=-1, high=1),
+    "target": Choice("feature", "label_noise"),
+    "mechanism": Choice("offline", "data_dependent"),
+    "sellers": Number(int, low=1),
+    "d": Number(int, low=1),
+    "label_noise": Number(float, low=0, high=1, high_open=True),
+    "dist": Distribution(),
+    "mu": Number(float, low=0, low_open=True),
+    "sigma": Number(float, low=0, low_open=True),
+    "gamma": Number(float, low=0, low_open=True),
+    "reg_lambda": Number(float, low=0, low_open=True),
+    "n_noise": Number(int, low=1),
+}
 
 
 def grid(quick: bool = False) -> list[dict]:

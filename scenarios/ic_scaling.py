@@ -7,7 +7,8 @@ others' reports fixed) is measured on a uniform sample of ``regret_sample``
 participants, relative to the mean payment of a bought seller.  Candidates: 33
 cell midpoints of the support plus the own cost times ``LOCAL`` (as m grows the
 cut-off moves towards the bottom of the support, and a profitable shading is a
-small step above the own cost, finer than any fixed grid).  Pay-as-bid is the control: its regret must stay clearly positive.
+small step above the own cost, finer than any fixed grid).  Pay-as-bid is the control:
+its regret must stay clearly positive.
 Sizes: online to 10^5 (10^6 for truthful sellers), the others to 10^4 (an offline
 best-response round at 10^5 takes ~15 s, too long for the study's budget of 30
 minutes on 2 cores over the whole grid).
@@ -20,6 +21,7 @@ import itertools
 import numpy as np
 
 from market_sim.agents import MarketModel
+from market_sim.parameters import Distribution, Number, Registered
 
 NAME = "ic_scaling"
 REPLICATIONS = 3
@@ -32,6 +34,17 @@ SIZES = {
     "offline": [100, 1_000, 10_000],
     "pay-as-bid": [100, 1_000, 10_000],
     "private-cutoff": [100, 1_000, 10_000],
+}
+
+PARAMS = {  # what `--set` accepts (market_sim.parameters)
+    "mechanism": Registered("mechanism"),
+    "strategy": Registered("strategy"),
+    "strategic_fraction": Number(float, low=0, high=1),
+    "m": Number(int, low=1),
+    "rounds": Number(int, low=1),
+    "dist": Distribution(),
+    "gamma": Number(float, low=0, low_open=True),
+    "regret_sample": Number(int, low=1),
 }
 
 

@@ -13,10 +13,21 @@ import itertools
 import numpy as np
 
 from market_sim.agents import MarketModel
+from market_sim.parameters import Distribution, Number, Registered
 
 NAME = "ic_stress"
 REPLICATIONS = 5
 QUICK_REPLICATIONS = 1
+
+PARAMS = {  # what `--set` accepts (market_sim.parameters)
+    "mechanism": Registered("mechanism"),
+    "strategy": Registered("strategy"),
+    "strategic_fraction": Number(float, low=0, high=1),
+    "dist": Distribution(),
+    "sellers": Number(int, low=1),
+    "rounds": Number(int, low=1),
+    "gamma": Number(float, low=0, low_open=True),
+}
 
 
 def grid(quick: bool = False) -> list[dict]:

@@ -13,11 +13,20 @@ import itertools
 import numpy as np
 
 from market_sim.agents import MarketModel
+from market_sim.parameters import Distribution, Number, Registered
 
 NAME = "ir"
 REPLICATIONS = 10
 QUICK_REPLICATIONS = 2
 TOL = 1e-9
+
+PARAMS = {  # what `--set` accepts (market_sim.parameters)
+    "mechanism": Registered("mechanism"),
+    "dist": Distribution(),
+    "sellers": Number(int, low=1),
+    "rounds": Number(int, low=1),
+    "gamma": Number(float, low=0, low_open=True),
+}
 
 
 def grid(quick: bool = False) -> list[dict]:

@@ -14,10 +14,20 @@ import numpy as np
 
 from market_sim.distributions import parse_distribution
 from market_sim.mechanisms.online import OnlineMechanism, compare_online_offline
+from market_sim.parameters import Distribution, Number
 
 NAME = "online_vs_offline"
 REPLICATIONS = 5
 QUICK_REPLICATIONS = 2
+
+PARAMS = {  # what `--set` accepts (market_sim.parameters)
+    "dist": Distribution(),
+    "m": Number(int, low=1),
+    "xi": Number(float, low=0, high=1, low_open=True),
+    "mu": Number(float, low=0, low_open=True),
+    "sigma": Number(float, low=0, low_open=True),
+    "gamma": Number(float, low=0, low_open=True),
+}
 
 
 def grid(quick: bool = False) -> list[dict]:

@@ -38,6 +38,7 @@ from market_sim.distributions import uniform
 from market_sim.learning.hetero_dp import objective_perturbation, weighted_logistic_fit
 from market_sim.mechanisms import data_dependent as dd
 from market_sim.mechanisms import offline
+from market_sim.parameters import Choice, Number
 
 NAME = "wisconsin"
 REPLICATIONS = 1  # replications are the splits; --reps adds noise replications
@@ -64,6 +65,13 @@ SIZES = {
     ),
 }
 MAPPINGS = ["independent", "sorted"]
+PARAMS = {  # what `--set` accepts (market_sim.parameters)
+    "size": Choice(*SIZES),
+    "split": Number(int, low=0),
+    "gamma": Number(float, low=0, low_open=True),
+    "mapping": Choice(*MAPPINGS),
+    "feature": Number(int, low=0, high=29),  # the 30 features of the data set
+}
 
 
 def grid(quick: bool = False) -> list[dict]:

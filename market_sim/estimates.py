@@ -1,0 +1,74 @@
+"""Rough run-time estimates of the commands that can run for very long.
+
+The CLI prints one warning line (never a refusal) with the estimate and a faster
+alternative when a command is expected to take more than ``SLOW_SECONDS``.  The
+estimates come from a simple cost model, never from timing anything; its
+constants are all here, measured once on the 2-core reference machine
+(``docs/cli.md``), and are meant to be updated when the code gets faster.
+
+Cost model (seconds):
+
+* **Capped offline payments** (``--k``, or ``offline:k=K``).  With the cap
+  a_i <= k/m, each evaluation of eps_i(z) in a payment integral (Eq. 8, 003)
+  re-solves the whole market, so one seller's integral costs
+  ``CAPPED_SOLVES_PER_SELLER`` solves of ``SOLVE_FIXED + SOLVE_PER_SELLER * m``:
+
+      T = n * CAPPED_SOLVES_PER_SELLER * (SOLVE_FIXED + SOLVE_PER_SELLER * m)
+
+  with n the sellers integrated (the bought ones for payments; every seller for
+  the regret of ``simulate``, whose curves start at the bottom of the support).
+  Without a cap the payments are one vectorised pass (about 3 s at m = 10^6).
+* **Data-dependent mechanism** (``simulate --mechanism data-dependent --data``).
+  Every solve of Eq. 17 (a line search over ``eps_avg``, L-BFGS at each point)
+  costs ``DD_SOLVE_FIXED + DD_SOLVE_PER_ROW * m``.  One round pays each seller
+  from ``n_nodes`` solves (Myerson's integral by the trapezoid rule), and the
+  regret adds ``n_grid + n_nodes`` solves per seller:
+
+      T_round = (1 + m * (n_nodes + [regret] (n_grid + n_nodes))) * t_solve(m)
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = [
+    "SLOW_SECONDS",
+    "capped_offline_seconds",
+    "data_dependent_round_seconds",
+    "format_duration",
+]
+
+SLOW_SECONDS = 60.0  # warn above this
+
+# capped offline mechanism: one re-solve per evaluation of eps_i(z)
+CAPPED_SOLVES_PER_SELLER = 400  # measured 160 to 680 at m = 100 to 800, k = 5
+SOLVE_FIXED = 1.6e-3  # seconds per capped solve at small m
+SOLVE_PER_SELLER = 2.5e-7  # seconds per seller of a capped solve (0.25 s at m = 10^6)
+
+# data-dependent mechanism (Eq. 17 by Algorithm 4, 10 points of eps_avg)
+DD_SOLVE_FIXED = 0.15  # seconds per solve at m <= 200
+DD_SOLVE_PER_ROW = 1.6e-4  # about 1 s per solve at m = 5000
+
+
+def capped_offline_seconds(m: int, n_integrated: int) -> float:
+    """Seconds to integrate ``n_integrated`` sellers' payments in a capped market of m."""
+    return n_integrated * CAPPED_SOLVES_PER_SELLER * (SOLVE_FIXED + SOLVE_PER_SELLER * m)
+
+
+def data_dependent_round_seconds(
+    m: int, *, regret: bool, n_nodes: int = 9, n_grid: int = 11
+) -> float:
+    """Seconds of one round of the data-dependent mechanism with m sellers."""
+    solves = 1 + m * (n_nodes + ((n_grid + n_nodes) if regret else 0))
+    return solves * (DD_SOLVE_FIXED + DD_SOLVE_PER_ROW * m)
+
+
+def format_duration(seconds: float) -> str:
+    """``"about 45 s"``, ``"about 4.4 min"``, ``"about 3 h"``, ``"about 290 days"``."""
+    if not math.isfinite(seconds):
+        return "forever"
+    value, unit = seconds, "s"
+    for name, size in (("min", 60.0), ("h", 3600.0), ("days", 86400.0)):
+        if seconds >= (2 if name == "days" else 1) * size:
+            value, unit = seconds / size, name
+    return f"about {value:.0f} {unit}" if value >= 10 else f"about {value:.1f} {unit}"
