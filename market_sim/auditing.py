@@ -45,7 +45,7 @@ import numpy as np
 
 from .distributions import CostDistribution, parse_distribution
 from .errors import MarketSimError
-from .files import atomic_write
+from .files import atomic_write, check_writable_folder
 from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
 
 __all__ = ["audit", "AuditResult", "add_parser", "cmd_audit"]
@@ -155,7 +155,7 @@ def _market(mech, costs, lo, hi, grid, rng, refine, refine_iter):
             float(eps_sorted[i, k]),
             float(eps_sorted[i, k + 1]),
         )
-        for i, k in zip(*np.nonzero(rise))
+        for i, k in zip(*np.nonzero(rise), strict=True)
     ]
     monotone = ~rise.any(axis=1)
 
@@ -196,12 +196,14 @@ def audit(
     refine: bool = True,
     refine_iter: int = 12,
     tol_factor: float = 1e-6,
+    progress: bool = False,
     **context,
 ) -> AuditResult:
     """IC / IR / monotonicity audit of ``mechanism`` (a name, spec, class, instance or
     object with ``outcome``) on ``n_markets`` markets of ``n_sellers`` costs drawn
     from ``dist`` with ``rng``; ``context`` (mu, sigma, gamma, privacy, ...) is passed
-    to the mechanism's construction.  See the module doc for the verdict."""
+    to the mechanism's construction.  See the module doc for the verdict.  ``progress``
+    shows a progress bar over the markets on stderr."""
     import pandas as pd
 
     if not isinstance(rng, np.random.Generator):
@@ -230,7 +232,11 @@ def audit(
     from .mechanisms.myerson import MyersonMechanism
 
     rows, violations, per_market = [], [], []
-    for k in range(int(n_markets)):
+    from tqdm import tqdm
+
+    for k in tqdm(
+        range(int(n_markets)), desc="markets", unit="market", file=sys.stderr, disable=not progress
+    ):
         costs = dist.sample(int(n_sellers), rng)
         if isinstance(mech, MyersonMechanism):
             own = mech.violations(costs)
@@ -373,6 +379,7 @@ def add_parser(subparsers):
         help="epsilon of the private mechanisms' price / cut-off choice",
     )
     a.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    a.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
     a.set_defaults(func=cmd_audit)
     return a
 
@@ -391,8 +398,7 @@ def cmd_audit(args) -> int:
         if getattr(args, k) is not None
     }
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise MarketSimError(f"--out {args.out!r} exists and is not a folder")
+    check_writable_folder(out)
     result = audit(
         args.mechanism,
         dist,
@@ -401,6 +407,7 @@ def cmd_audit(args) -> int:
         np.random.default_rng(args.seed),
         n_grid=args.grid,
         refine=not args.no_refine,
+        progress=not args.quiet,
         **context,
     )
     result.summary["seed"] = args.seed

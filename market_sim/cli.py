@@ -3,16 +3,23 @@
     market-sim solve --costs costs.csv --dist uniform:0:1 [--mu 1 --sigma 1 --gamma 1] [--k K]
                      [--out sellers.csv | --json]
     market-sim online-stream --dist SPEC --planned-m M < feed.csv
-    market-sim simulate --dist SPEC --mechanism M --strategy S --out DIR
+    market-sim simulate --dist SPEC --mechanism M --strategy S --out DIR [--quiet]
     market-sim scenarios
-    market-sim run STUDY [--quick] [--workers W] [--executor local|dask] [--out DIR]
-    market-sim report DIR
+    market-sim run STUDY [--quick] [--workers W] [--executor local|dask] [--out DIR] [--quiet]
+    market-sim report DIR [--out DIR]
     market-sim audit --mechanism SPEC --dist SPEC --sellers N --markets K --seed S --out DIR
-    market-sim demo  [--out-dir demo_output] [--seed 0] [--m 200]
+    market-sim demo  [--out demo_output] [--seed 0] [--sellers 200]
     market-sim viz   [--host 127.0.0.1] [--port 8765]      (needs the viz extra)
 
-User mistakes end with one line on stderr and exit status 2; nothing is
-written when the input is rejected.
+One vocabulary: ``--out``, ``--sellers``, ``--seed`` and ``--quiet`` (no progress
+bars; stdout is unchanged) mean the same on every command; older names (``demo
+--out-dir``, ``demo --m``, ``run --no-progress``) still work, unlisted.
+
+User mistakes and failures of the environment (an unwritable ``--out``, any
+OSError, an unreachable Dask scheduler) end with one line on stderr and exit
+status 2; output paths are checked before any work, and nothing is written when
+the input is rejected.  A command expected to run far longer than usual says so
+in one warning line with the faster alternative (``market_sim.estimates``).
 """
 
 from __future__ import annotations
@@ -28,15 +35,51 @@ import numpy as np
 
 from . import __version__
 from .errors import MarketSimError
+from .estimates import (
+    SLOW_SECONDS,
+    capped_offline_seconds,
+    data_dependent_round_seconds,
+    format_duration,
+)
 from .files import atomic_write as _atomic_write
+from .files import check_writable_file, check_writable_folder
 
 EXIT_USAGE = 2
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, no usage dump
-        print(f"market-sim: error: {message}", file=sys.stderr)
+        print(f"market-sim: error: {message}{_did_you_mean(self, message)}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
+
+
+def _did_you_mean(parser, message: str) -> str:
+    """ " (did you mean ...?)" for a misspelt command, choice or option, else ""."""
+    import difflib
+    import re
+
+    bad = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if bad:
+        word, known = bad.group(1), re.findall(r"'([^']*)'", bad.group(2))
+    else:
+        bad = re.search(r"unrecognized arguments: (\S+)", message)
+        if not bad or not bad.group(1).startswith("--"):
+            return ""
+        word = bad.group(1).split("=")[0]
+        known = [o for a in _all_actions(parser) for o in a.option_strings if o.startswith("--")]
+    close = difflib.get_close_matches(word, known, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _all_actions(parser):
+    """The options of ``parser`` and of the subcommand parsers under it, without the
+    hidden aliases."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _all_actions(sub)
+        elif action.help != argparse.SUPPRESS:
+            yield action
 
 
 def _number(name, kind, ok, need):
@@ -222,7 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="fix a grid parameter for every point, e.g. --set m=1000 (repeatable)",
     )
     r.add_argument("--out", default=None, help="results folder (default results/STUDY)")
-    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
+    r.add_argument("--no-progress", dest="quiet", action="store_true", help=argparse.SUPPRESS)
     r.set_defaults(func=cmd_run)
 
     ls = sub.add_parser("scenarios", help="list the studies (built-in and installed)")
@@ -316,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not measure each seller's regret (faster at large m)",
     )
-    sim.add_argument("--quiet", action="store_true", help="no progress bar")
+    sim.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
     sim.add_argument("--out", required=True, metavar="DIR", help="output folder")
     sim.set_defaults(func=cmd_simulate)
 
@@ -333,9 +377,20 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run one seeded market: costs, eps, payments, utilities, "
         "an IC and IR check, and a figure.",
     )
-    d.add_argument("--out-dir", default="demo_output", help="folder for the figure")
+    d.add_argument(
+        "--out",
+        default="demo_output",
+        metavar="DIR",
+        help="folder for the figure (default demo_output)",
+    )
+    d.add_argument("--out-dir", dest="out", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     d.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    d.add_argument("--m", type=int, default=200, help="number of sellers (default 200)")
+    d.add_argument(
+        "--sellers", type=_count("sellers"), default=200, help="number of sellers (default 200)"
+    )
+    d.add_argument(
+        "--m", dest="sellers", type=_count("m"), default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
     d.set_defaults(func=cmd_demo)
 
     v = sub.add_parser(
@@ -441,8 +496,12 @@ def run_market(
     mechanism="offline",
     rule="fluid",
     planned_m=None,
+    warn=None,
 ):
-    """Run one market; returns (per-seller DataFrame without ids, summary dict)."""
+    """Run one market; returns (per-seller DataFrame without ids, summary dict).
+
+    ``warn(text)`` is called once, before the payments, when they are expected to
+    take far longer than usual (``market_sim.estimates``)."""
     import pandas as pd
 
     psi = dist.virtual_cost(costs)
@@ -459,6 +518,14 @@ def run_market(
         from .mechanisms.payments import offline_payments
 
         res = solve(psi, mu=mu, sigma=sigma, gamma=gamma, k=k)
+        if warn is not None and k is not None and k < costs.size:
+            seconds = capped_offline_seconds(costs.size, res.n_bought)
+            if seconds > SLOW_SECONDS:
+                warn(
+                    f"the capped payments (--k) of {res.n_bought} bought sellers of "
+                    f"{costs.size} will take {format_duration(seconds)} by the cost model "
+                    f"(each payment re-solves the market); without --k they take seconds"
+                )
         eps, pay = offline_payments(
             costs, dist, mu=mu, sigma=sigma, gamma=gamma, k=k, n_quad=n_quad
         )
@@ -490,7 +557,8 @@ def run_market(
     )
     summary.update(
         eta=eta,
-        cutoff=cutoff,
+        cutoff=cutoff,  # lambda, in gamma * psi units: bought iff gamma psi(c) < cutoff
+        cutoff_cost=cutoff_cost(dist, cutoff, gamma),
         proxy_loss=loss,
         n_bought=int(np.count_nonzero(eps)),
         total_payment=float(pay.sum()),
@@ -499,11 +567,25 @@ def run_market(
     return table, summary
 
 
+def cutoff_cost(dist, cutoff: float, gamma: float) -> float:
+    """The cost at which buying stops: the c with gamma psi(c) = cutoff (Eq. 13, 003),
+    the top of the support when everybody is bought."""
+    if not math.isfinite(cutoff):
+        return float(dist.support[1])
+    return float(dist.inverse_virtual_cost(np.array(cutoff / gamma)))
+
+
+def _warn(text: str) -> None:
+    print(f"market-sim: warning: {text}", file=sys.stderr, flush=True)
+
+
 def cmd_solve(args) -> int:
     from .distributions import parse_distribution
 
     if args.n_quad < 2:
         raise MarketSimError("--n-quad must be >= 2")
+    if args.out:
+        check_writable_file(args.out)
     ids, costs = read_costs(args.costs)
     dist = parse_distribution(args.dist, iron=args.iron)
     dist.check_in_support(costs)
@@ -520,6 +602,7 @@ def cmd_solve(args) -> int:
         mechanism=args.mechanism,
         rule=args.rule,
         planned_m=args.planned_m,
+        warn=_warn,
     )
     table.insert(0, "seller_id", ids)
     if args.json:
@@ -655,7 +738,7 @@ def cmd_run(args) -> int:
             executor=args.executor,
             address=args.address,
             overrides=parse_overrides(args.overrides),
-            progress=not args.no_progress,
+            progress=not args.quiet,
         )
     except KeyboardInterrupt:
         print(
@@ -668,6 +751,9 @@ def cmd_run(args) -> int:
         f"{res.total} tasks: {res.skipped} already done, {res.ran} run, {res.failed} failed; "
         f"results in {out}/results"
     )
+    for reason, count, first in res.failures:  # one line per distinct reason
+        noun = "task" if count == 1 else "tasks"
+        print(f"{count} {noun} failed: {reason} (first: {first})", file=sys.stderr)
     return 1 if res.failed else 0
 
 
@@ -682,6 +768,7 @@ def cmd_scenarios(args) -> int:
 def cmd_report(args) -> int:
     from market_sim.analysis.report import write_report
 
+    check_writable_folder(args.out or str(Path(args.results) / "report"))
     path = write_report(args.results, args.out)
     print(f"report written to {path} (and report.html)")
     return 0
@@ -733,6 +820,76 @@ def cmd_list(args) -> int:
     return 0
 
 
+def _check_simulate_out(out: Path) -> None:
+    """Before any work: a writable folder that is not a sweep of ``market-sim run``."""
+    from .runner import folder_kind
+
+    check_writable_folder(out)
+    if folder_kind(out) == "run":
+        raise MarketSimError(
+            f"{out} holds a sweep of `market-sim run` (its manifest or results); "
+            f"choose another --out for a simulation"
+        )
+
+
+def _warn_if_slow_simulation(model, args) -> None:
+    """One warning line when the cost model (market_sim.estimates) expects a long run."""
+    from .mechanisms.builtin import DataDependentMechanism, OfflineMechanism, PayAsBidMechanism
+
+    mech, m, regret = model.mechanism, model.n_sellers, model.measure_regret
+    k = getattr(mech, "k", None)
+    if isinstance(mech, (OfflineMechanism, PayAsBidMechanism)) and k is not None and k < m:
+        paid = math.ceil(m / k) if isinstance(mech, OfflineMechanism) else 0  # at least m/k bought
+        seconds = args.rounds * capped_offline_seconds(m, paid + (m if regret else 0))
+        faster = "without the cap k (seconds)"
+        if regret and paid:
+            quick = args.rounds * capped_offline_seconds(m, paid)
+            faster += f", or --no-regret ({format_duration(quick)})"
+    elif isinstance(mech, DataDependentMechanism):
+        per_round = data_dependent_round_seconds(
+            m, regret=regret, n_nodes=mech.n_nodes, n_grid=model.n_grid
+        )
+        seconds = args.rounds * per_round
+        faster = "fewer --sellers or --rounds"
+        if regret:
+            quick = args.rounds * data_dependent_round_seconds(
+                m, regret=False, n_nodes=mech.n_nodes, n_grid=model.n_grid
+            )
+            faster = f"--no-regret ({format_duration(quick)}), or " + faster
+    else:
+        return
+    if seconds > SLOW_SECONDS:
+        _warn(
+            f"this simulation will take {format_duration(seconds)} by the cost model "
+            f"({m} sellers, {args.rounds} rounds of {model.mechanism_name}); faster: {faster}"
+        )
+
+
+def _write_simulate_manifest(out: Path, args, model, files) -> None:
+    """OUT/manifest.json: what ran (parameters, seed, version, command, time)."""
+    import shlex
+    from datetime import UTC, datetime
+
+    from .runner import _code_version
+
+    params = {k: v for k, v in vars(args).items() if k not in ("func", "argv", "command")}
+    manifest = {
+        "kind": "simulate",
+        "command": "market-sim " + shlex.join(getattr(args, "argv", [])),
+        "parameters": params,
+        "seed": args.seed,
+        "mechanism": model.mechanism_name,
+        "strategies": list(model.strategy_names),
+        "version": _code_version(),
+        "time": datetime.now(UTC).isoformat(timespec="seconds"),
+        "files": files,
+    }
+    _atomic_write(
+        str(out / "manifest.json"),
+        lambda fh: fh.write(json.dumps(manifest, indent=1, default=str).encode()),
+    )
+
+
 def cmd_simulate(args) -> int:
     from .agents import MarketModel
     from .distributions import parse_distribution
@@ -740,8 +897,7 @@ def cmd_simulate(args) -> int:
     dist = parse_distribution(args.dist, iron=args.iron)
     strategy, fraction = _strategy_arg(args.strategy)
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise MarketSimError(f"--out {args.out!r} exists and is not a folder")
+    _check_simulate_out(out)
     model = MarketModel(
         args.sellers,
         dist=dist,
@@ -760,6 +916,7 @@ def cmd_simulate(args) -> int:
         payment_bound=args.payment_bound,
         measure_regret=not args.no_regret,
     )
+    _warn_if_slow_simulation(model, args)
     from tqdm import tqdm
 
     with tqdm(
@@ -785,11 +942,12 @@ def cmd_simulate(args) -> int:
     )
     if args.animate:
         _animate_simulation(agent_df, out / "simulation.gif")
-    print(model_df.to_string(index=False))
-    print(
-        f"written to {out}: agents.csv, model.csv, simulation.png"
-        + (", simulation.gif" if args.animate else "")
+    files = ["agents.csv", "model.csv", "simulation.png"] + (
+        ["simulation.gif"] if args.animate else []
     )
+    _write_simulate_manifest(out, args, model, files)
+    print(model_df.to_string(index=False))
+    print(f"written to {out}: {', '.join(files)}, manifest.json")
     return 0
 
 
@@ -850,19 +1008,40 @@ def _animate_simulation(agent_df, path):
 def cmd_demo(args) -> int:
     from .demo import run_demo
 
-    if args.m < 2:
-        raise MarketSimError("--m must be >= 2")
-    run_demo(out_dir=args.out_dir, seed=args.seed, m=args.m)
+    if args.sellers < 2:
+        raise MarketSimError("--sellers must be >= 2")
+    check_writable_folder(args.out)
+    run_demo(out_dir=args.out, seed=args.seed, m=args.sellers)
     return 0
+
+
+def _os_error(exc: OSError) -> str:
+    """One line for an OSError: the file (or files) and the system's reason."""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    names = [n for n in (exc.filename, exc.filename2) if n is not None]
+    where = " -> ".join(str(n) for n in names)
+    return " ".join(f"{where}: {what}".split()) if where else " ".join(what.split())
 
 
 def main(argv=None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    args.argv = argv
     try:
         return args.func(args)
     except MarketSimError as exc:
-        print(f"market-sim: error: {' '.join(str(exc).splitlines())}", file=sys.stderr)
+        print(f"market-sim: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:  # e.g. `market-sim demo | head`: the reader left; no message
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 1
+    except OSError as exc:  # the environment, not the code: a file, a disk, a network
+        print(f"market-sim: error: {_os_error(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("market-sim: interrupted", file=sys.stderr)

@@ -38,9 +38,14 @@ def run_demo(out_dir: str = "demo_output", seed: int = 0, m: int = 200) -> dict:
         f"mu={DEMO_PARAMS['mu']:g} sigma={DEMO_PARAMS['sigma']:g} gamma={DEMO_PARAMS['gamma']:g}"
     )
     print()
-    for key in ("eta", "cutoff", "proxy_loss", "n_bought", "total_payment"):
+    notes = {  # the cut-off twice: in the units of Eq. 13 (003), and as a cost
+        "cutoff": "  (lambda, in gamma*psi units: bought iff gamma*psi(cost) < cutoff)",
+        "cutoff_cost": "  (the cost where buying stops: gamma*psi(cost) = cutoff)",
+    }
+    for key in ("eta", "cutoff", "cutoff_cost", "proxy_loss", "n_bought", "total_payment"):
         v = summary[key]
-        print(f"  {key:<14} {v:.6g}" if isinstance(v, float) else f"  {key:<14} {v}")
+        text = f"{v:.6g}" if isinstance(v, float) else f"{v}"
+        print(f"  {key:<14} {text}{notes.get(key, '')}")
     print()
     bought = table[table.eps > 0].sort_values("cost")
     print(f"  the {min(len(bought), 8)} cheapest bought sellers:")
@@ -65,7 +70,9 @@ def run_demo(out_dir: str = "demo_output", seed: int = 0, m: int = 200) -> dict:
     fig, ax = plt.subplots(1, 3, figsize=(14, 4))
     order = np.argsort(costs)
     ax[0].plot(costs[order], table.eps.to_numpy()[order], ".-")
+    ax[0].axvline(summary["cutoff_cost"], color="grey", ls=":", label="cut-off cost")
     ax[0].set(xlabel="cost c_i", ylabel="privacy level eps_i", title="allocation (Eq. 13)")
+    ax[0].legend()
     ax[1].plot(costs[order], table.payment.to_numpy()[order], ".-", label="payment t_i")
     ax[1].plot(costs[order], (costs * table.eps)[order], "--", label="privacy cost c_i eps_i")
     ax[1].set(xlabel="cost c_i", title="Myerson payments (Eq. 8)")
