@@ -32,7 +32,7 @@ def atomic_write(path, write) -> None:
 
 
 def _nearest_existing(path: Path) -> Path:
-    p = path.absolute()
+    p = path
     while not p.exists() and p != p.parent:
         p = p.parent
     return p
@@ -46,7 +46,7 @@ def _probe(folder: Path, shown) -> None:
         os.close(fd)
         os.unlink(tmp)
     except OSError as exc:
-        where = "" if folder == Path(shown).absolute() else f" ({folder})"
+        where = "" if folder == Path(shown) else f" ({folder})"
         raise MarketSimError(f"cannot write to {shown}: {exc.strerror or exc}{where}") from None
 
 
@@ -70,8 +70,9 @@ def check_writable_file(path) -> None:
     if target.is_dir():
         raise MarketSimError(f"cannot write to {path}: it is a folder")
     folder = target.parent
-    if not folder.exists():
+    base = _nearest_existing(folder)
+    if not base.is_dir():
+        raise MarketSimError(f"cannot write to {path}: {base} is not a folder")
+    if base != folder:
         raise MarketSimError(f"cannot write to {path}: folder {str(folder)!r} does not exist")
-    if not folder.is_dir():
-        raise MarketSimError(f"cannot write to {path}: {folder} is not a folder")
     _probe(folder, path)

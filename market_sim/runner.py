@@ -941,8 +941,9 @@ DASK_CONNECT_TIMEOUT = 5.0  # seconds to reach a scheduler given by --address
 
 
 def _probe_scheduler(address: str) -> None:
-    """Refuse at once a tcp:// scheduler address nobody answers on (refused, unreachable
-    or silent for DASK_CONNECT_TIMEOUT s); other protocols are left to Dask."""
+    """Refuse at once a tcp:// scheduler address nobody answers on (refused, unreachable,
+    or no handshake within DASK_CONNECT_TIMEOUT s: a Dask scheduler speaks first, and
+    Dask's own client would wait for it forever); other protocols are left to Dask."""
     import socket
     from urllib.parse import urlsplit
 
@@ -957,10 +958,22 @@ def _probe_scheduler(address: str) -> None:
     if not host or port is None:
         raise MarketSimError(f"--address {address!r}: expected tcp://HOST:PORT")
     try:
-        socket.create_connection((host, port), timeout=DASK_CONNECT_TIMEOUT).close()
+        with socket.create_connection((host, port), timeout=DASK_CONNECT_TIMEOUT) as sock:
+            try:
+                greeting = sock.recv(1)
+            except TimeoutError:
+                raise MarketSimError(
+                    f"cannot connect to the Dask scheduler at {address}: something answers "
+                    f"there but sends no Dask handshake within {DASK_CONNECT_TIMEOUT:g} s"
+                ) from None
     except OSError as exc:
         reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
         raise MarketSimError(f"cannot reach the Dask scheduler at {address}: {reason}") from None
+    if not greeting:
+        raise MarketSimError(
+            f"cannot connect to the Dask scheduler at {address}: the connection was closed "
+            f"without a Dask handshake"
+        )
 
 
 def read_results(out: str | Path):

@@ -155,7 +155,7 @@ def test_bom_and_quoted_numbers_are_accepted(tmp_path, capsys):
 def test_console_script_and_demo(tmp_path):
     exe = [sys.executable, "-m", "market_sim.cli"]
     r = subprocess.run(
-        exe + ["demo", "--out-dir", str(tmp_path / "fig"), "--m", "40"],
+        exe + ["demo", "--out", str(tmp_path / "fig"), "--sellers", "40"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -163,6 +163,11 @@ def test_console_script_and_demo(tmp_path):
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "fig" / "offline_market.png").stat().st_size > 10_000
     assert "IR: min truthful utility" in r.stdout
+    # the cut-off twice: lambda (gamma psi units) and the cost where buying stops
+    cutoff = float(r.stdout.split("  cutoff ")[1].split()[0])
+    cost = float(r.stdout.split("  cutoff_cost ")[1].split()[0])
+    assert "gamma*psi units" in r.stdout and "the cost where buying stops" in r.stdout
+    assert 0.2 * 2 * cost == pytest.approx(cutoff, rel=1e-5)  # demo: uniform:0:1, gamma 0.2
     gain = float(
         r.stdout.split("largest gain from a misreport (3 sellers x 41 reports) = ")[1].split()[0]
     )
@@ -287,3 +292,335 @@ def test_online_stream_answers_each_line_as_it_comes():
     assert "not UTF-8" in rows[b"\xff\xfe,1\n"][6]
     assert "expected 2 fields" in rows[b"d,0.3,4\n"][6]
     assert rows[b'"e, f",0.005\n'][0] == "e, f"
+
+
+# ---- fail early and cleanly ------------------------------------------------------------
+def _one_line_error(capsys, code, *needles):
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith("market-sim: error: "), err
+    for n in needles:
+        assert n in err, err
+    return err
+
+
+def _commands(out, costs):
+    """Every command with an --out, pointed at ``out``."""
+    return {
+        "solve": ["solve", "--costs", str(costs), "--dist", "uniform:0:1", "--out", f"{out}/x.csv"],
+        "simulate": ["simulate", "--dist", "uniform:0:1", "--sellers", "4", "--out", str(out)],
+        "run": ["run", "ir", "--quick", "--quiet", "--out", str(out)],
+        "report": ["report", str(out), "--out", f"{out}/report"],
+        "demo": ["demo", "--sellers", "10", "--out", str(out)],
+        "audit": ["audit", "--mechanism", "offline", "--dist", "uniform:0:1", "--out", str(out)],
+    }
+
+
+@pytest.mark.parametrize("command", ["solve", "simulate", "run", "report", "demo", "audit"])
+def test_an_unwritable_out_is_refused_before_any_work(tmp_path, capsys, monkeypatch, command):
+    """--out under a file: one line, exit 2, and nothing ran (the work is booby-trapped)."""
+    import market_sim.agents
+    import market_sim.auditing
+    import market_sim.demo
+    import market_sim.runner
+
+    def trap(*a, **k):
+        raise AssertionError("work started before --out was checked")
+
+    monkeypatch.setattr(market_sim.agents, "MarketModel", trap)
+    monkeypatch.setattr(market_sim.runner, "execute", trap)
+    monkeypatch.setattr(market_sim.auditing, "audit", trap)
+    monkeypatch.setattr(market_sim.demo, "run_demo", trap)
+    monkeypatch.setattr("market_sim.cli.read_costs", trap)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    argv = _commands(blocker / "out", tmp_path / "costs.csv")[command]
+    _one_line_error(capsys, exit_code(argv), "cannot write to", "is not a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
+
+
+def test_an_unwritable_folder_is_named_with_the_systems_reason(tmp_path, capsys, monkeypatch):
+    """A folder the process may not create files in (a read-only or foreign folder)."""
+    import errno
+    import tempfile
+
+    def denied(*a, **k):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", denied)
+    for argv in _commands(tmp_path, tmp_path / "costs.csv").values():
+        _one_line_error(capsys, exit_code(argv), "cannot write to", "Permission denied")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_any_oserror_is_one_line_and_a_bug_stays_visible(costs_csv, tmp_path, capsys, monkeypatch):
+    import errno
+
+    import market_sim.cli as cli
+
+    path, _ = costs_csv
+    argv = [
+        "solve",
+        "--costs",
+        str(path),
+        "--dist",
+        "uniform:0:1",
+        "--out",
+        str(tmp_path / "o.csv"),
+    ]
+
+    def full(table, fh):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "o.csv"))
+
+    monkeypatch.setattr(cli, "_write_csv", full)
+    _one_line_error(capsys, main(argv), "o.csv: No space left on device")
+    assert not (tmp_path / "o.csv").exists() and list(tmp_path.glob(".o.csv*")) == []
+
+    def bug(table, fh):
+        raise ZeroDivisionError("a real bug")
+
+    monkeypatch.setattr(cli, "_write_csv", bug)
+    with pytest.raises(ZeroDivisionError):  # not swallowed into a one-line "error"
+        main(argv)
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    rows = "".join(f"s{i},{(i % 997) / 997}\n" for i in range(20_000))  # > a pipe's buffer
+    (tmp_path / "c.csv").write_text("seller_id,cost\n" + rows)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "market_sim.cli",
+            "solve",
+            "--costs",
+            "c.csv",
+            "--dist",
+            "uniform:0:1",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout.readline().startswith(b"seller_id,cost")
+    proc.stdout.close()  # the reader goes away, as `| head -1` does
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1
+    assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+# ---- did you mean ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "argv, hint",
+    [
+        (["simulat"], "did you mean 'simulate'?"),
+        (["run", "ir", "--exector", "dask"], "did you mean '--executor'?"),
+        (["run", "ir", "--executor", "dsk"], "did you mean 'dask'?"),
+        (["run", "ic_stres"], "did you mean 'ic_stress'?"),
+        (["simulate", "--dist", "uniform:0:1", "--mechanism", "ofline"], "did you mean 'offline'?"),
+        (["simulate", "--dist", "uniform:0:1", "--strategy", "shadee"], "did you mean 'shade'?"),
+        (["audit", "--mechanism", "pay-as-bd", "--dist", "uniform:0:1"], "'pay-as-bid'?"),
+    ],
+)
+def test_misspelt_names_get_one_line_with_a_suggestion(tmp_path, capsys, argv, hint):
+    if argv[0] in ("simulate", "audit"):
+        argv = argv + ["--out", str(tmp_path / "o")]
+    _one_line_error(capsys, exit_code(argv), hint)
+    assert not (tmp_path / "o").exists()
+
+
+# ---- one vocabulary ------------------------------------------------------------------
+def test_old_option_names_still_work_and_are_not_listed(tmp_path, capsys):
+    import contextlib
+    import io
+
+    from market_sim.cli import build_parser
+
+    parser = build_parser()
+    new = parser.parse_args(["demo", "--out", "d", "--sellers", "7"])
+    old = parser.parse_args(["demo", "--out-dir", "d", "--m", "7"])
+    assert (new.out, new.sellers) == (old.out, old.sellers) == ("d", 7)
+    assert parser.parse_args(["demo"]).out == "demo_output"
+    assert parser.parse_args(["run", "ir", "--no-progress"]).quiet
+    assert parser.parse_args(["run", "ir", "--quiet"]).quiet
+    help_text = io.StringIO()
+    with contextlib.redirect_stdout(help_text), pytest.raises(SystemExit):
+        parser.parse_args(["demo", "--help"])
+    assert "--sellers" in help_text.getvalue() and "--out" in help_text.getvalue()
+    assert "--out-dir" not in help_text.getvalue() and "--m " not in help_text.getvalue()
+    assert main(["demo", "--out-dir", str(tmp_path / "old"), "--m", "12"]) == 0
+    old_out = capsys.readouterr().out
+    assert main(["demo", "--out", str(tmp_path / "new"), "--sellers", "12"]) == 0
+    new_out = capsys.readouterr().out
+    same = old_out.replace(str(tmp_path / "old"), str(tmp_path / "new"))
+    assert same == new_out and "12 sellers" in new_out
+    assert (tmp_path / "old" / "offline_market.png").exists()
+
+
+def test_every_command_with_such_a_notion_says_out_sellers_seed():
+    from market_sim.cli import build_parser
+
+    parser = build_parser()
+    subs = next(
+        a for a in parser._actions if isinstance(a, __import__("argparse")._SubParsersAction)
+    )
+    options = {
+        name: {o for a in p._actions for o in a.option_strings} for name, p in subs.choices.items()
+    }
+    for name in ("simulate", "audit", "demo"):
+        assert {"--out", "--sellers", "--seed"} <= options[name], name
+    for name in ("solve", "run", "report"):
+        assert "--out" in options[name]
+    for name in ("run", "simulate", "audit"):
+        assert "--quiet" in options[name]
+
+
+# ---- cut-off in cost units ---------------------------------------------------------------
+@pytest.mark.parametrize(
+    "extra", [[], ["--k", "3"], ["--mechanism", "online", "--planned-m", "50"]]
+)
+def test_the_cutoff_is_also_given_as_a_cost(costs_csv, capsys, extra):
+    path, c = costs_csv
+    code, stdout, _ = run(
+        [
+            "solve",
+            "--costs",
+            str(path),
+            "--dist",
+            "uniform:0:1",
+            "--gamma",
+            "0.5",
+            "--json",
+            *extra,
+        ],
+        capsys,
+    )
+    assert code == 0
+    doc = json.loads(stdout)
+    s = doc["summary"]
+    dist = parse_distribution("uniform:0:1")
+    assert 0.5 * dist.virtual_cost(np.array([s["cutoff_cost"]]))[0] == pytest.approx(s["cutoff"])
+    eps = np.array([r["eps"] for r in doc["sellers"]])
+    assert (c[eps > 0] < s["cutoff_cost"]).all() and (c[eps == 0] >= s["cutoff_cost"] - 1e-12).all()
+    if "online" in extra:
+        from market_sim.mechanisms.online import OnlineMechanism
+
+        mech = OnlineMechanism(dist, 50, mu=1, sigma=1, gamma=0.5)
+        assert s["cutoff_cost"] == pytest.approx(mech.threshold_cost, rel=1e-12)
+
+
+def test_cutoff_cost_when_everybody_is_bought_is_the_top_of_the_support():
+    from market_sim.cli import cutoff_cost
+
+    dist = parse_distribution("beta:2:2:1:5")
+    assert cutoff_cost(dist, float("inf"), 1.0) == 5.0
+    c = cutoff_cost(dist, 3.0, 0.5)
+    assert 0.5 * dist.virtual_cost(np.array([c]))[0] == pytest.approx(3.0, rel=1e-12)
+
+
+# ---- slow runs are announced ------------------------------------------------------------
+def test_the_cost_model_warns_for_large_capped_and_data_dependent_runs():
+    from market_sim import estimates as E
+
+    assert E.capped_offline_seconds(10**6, 200_000) > 86400  # the issue's solve --k 5 on 10^6
+    assert E.capped_offline_seconds(30, 10) < E.SLOW_SECONDS
+    default = 3 * E.data_dependent_round_seconds(20, regret=True)  # simulate's defaults
+    assert default > E.SLOW_SECONDS  # measured: about 4 min
+    assert 3 * E.data_dependent_round_seconds(20, regret=False) < default / 2
+    assert E.data_dependent_round_seconds(2, regret=False) < E.SLOW_SECONDS / 10
+    assert E.format_duration(45) == "about 45 s" and E.format_duration(264) == "about 4.4 min"
+    assert E.format_duration(2.0e7) == "about 231 days"
+
+
+def test_solve_with_a_cap_on_many_sellers_warns_once_and_small_ones_do_not(
+    tmp_path, capsys, monkeypatch
+):
+    import market_sim.mechanisms.payments as payments
+
+    rng = np.random.default_rng(0)
+    big = tmp_path / "big.csv"
+    pd.DataFrame({"seller_id": np.arange(5000), "cost": rng.random(5000)}).to_csv(big, index=False)
+    calls = []
+
+    def instant(costs, dist, **kw):  # the warning comes before the long part: skip that
+        calls.append(kw["k"])
+        return np.zeros(len(costs)), np.zeros(len(costs))
+
+    monkeypatch.setattr(payments, "offline_payments", instant)
+    code, _, err = run(
+        ["solve", "--costs", str(big), "--dist", "uniform:0:1", "--k", "5", "--json"], capsys
+    )
+    lines = [ln for ln in err.splitlines() if "warning" in ln]
+    assert code == 0 and calls == [5] and len(lines) == 1
+    assert lines[0].startswith("market-sim: warning: the capped payments (--k)")
+    assert "without --k" in lines[0] and ("h" in lines[0] or "days" in lines[0])
+    monkeypatch.undo()
+    small = tmp_path / "small.csv"
+    pd.DataFrame({"seller_id": np.arange(30), "cost": rng.random(30)}).to_csv(small, index=False)
+    code, _, err = run(
+        ["solve", "--costs", str(small), "--dist", "uniform:0:1", "--k", "3", "--json"], capsys
+    )
+    assert code == 0 and "warning" not in err
+
+
+def test_simulate_warns_for_long_runs_and_not_for_short_ones(capsys):
+    from types import SimpleNamespace
+
+    from market_sim.agents import MarketModel
+    from market_sim.cli import _warn_if_slow_simulation
+
+    def warning(n, rounds, regret=True, **kw):
+        model = MarketModel(n, rounds=rounds, measure_regret=regret, seed=0, **kw)
+        _warn_if_slow_simulation(model, SimpleNamespace(rounds=rounds))
+        return capsys.readouterr().err
+
+    dd = dict(mechanism="data-dependent", data="synthetic")
+    slow = warning(20, 3, **dd)  # simulate --mechanism data-dependent --data: minutes
+    assert slow.count("\n") == 1 and "market-sim: warning: this simulation will take" in slow
+    assert "--no-regret" in slow and "min" in slow
+    assert warning(2, 1, regret=False, **dd) == ""
+    capped = warning(300, 3, mechanism="offline:k=5")
+    assert "without the cap k" in capped and "--no-regret" in capped
+    assert warning(300, 3, mechanism="offline") == ""
+    assert warning(20, 3, mechanism="online") == ""
+
+
+def test_simulate_prints_the_warning_and_still_runs(tmp_path, capsys, monkeypatch):
+    import market_sim.cli as cli
+
+    monkeypatch.setattr(cli, "SLOW_SECONDS", 0.0)  # every capped run counts as long
+    argv = ["simulate", "--dist", "uniform:0:1", "--mechanism", "offline:k=2", "--sellers", "6"]
+    code, stdout, err = run(
+        argv + ["--rounds", "1", "--quiet", "--out", str(tmp_path / "s")], capsys
+    )
+    assert code == 0 and err.count("market-sim: warning:") == 1 and "rounds:" not in err
+    assert "written to" in stdout
+
+
+# ---- simulate's manifest ---------------------------------------------------------------
+def test_simulate_writes_a_manifest_and_refuses_a_run_folder(tmp_path, capsys):
+    from market_sim.runner import _code_version
+
+    out = tmp_path / "sim"
+    argv = ["simulate", "--dist", "uniform:0:1", "--sellers", "5", "--rounds", "2", "--seed", "7"]
+    assert main(argv + ["--quiet", "--out", str(out)]) == 0
+    doc = json.loads((out / "manifest.json").read_text())
+    assert doc["kind"] == "simulate" and doc["seed"] == 7
+    assert doc["parameters"]["sellers"] == 5 and doc["parameters"]["rounds"] == 2
+    assert doc["command"].startswith("market-sim simulate --dist uniform:0:1")
+    assert doc["version"] == _code_version() and doc["time"][:2] == "20"
+    assert set(doc["files"]) <= {p.name for p in out.iterdir()}
+    capsys.readouterr()
+    # a folder made by `run` is refused, and nothing in it changes
+    swept = tmp_path / "swept"
+    (swept / "results").mkdir(parents=True)
+    (swept / "results" / "done-0123.parquet").write_bytes(b"PAR1")
+    _one_line_error(capsys, main(argv + ["--out", str(swept)]), "market-sim run")
+    assert sorted(p.name for p in swept.rglob("*")) == ["done-0123.parquet", "results"]
+    # and `run` refuses the simulate folder
+    before = sorted(p.name for p in out.iterdir())
+    _one_line_error(
+        capsys, main(["run", "ir", "--quick", "--out", str(out)]), "market-sim simulate"
+    )
+    assert sorted(p.name for p in out.iterdir()) == before

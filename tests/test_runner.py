@@ -269,3 +269,207 @@ def test_files_record_provenance_and_repeat_exactly(toy, tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "_code_version", lambda: "9.9.9+other")
     with pytest.raises(MarketSimError, match="holds results of code"):
         run_scenario(name, tmp_path / "a", seed=5)
+
+
+# ---- --set values checked against the study's declarations -----------------------------
+def test_a_set_value_outside_the_declared_choices_is_refused_before_any_task(
+    tmp_path, capsys, monkeypatch
+):
+    import market_sim.runner as runner
+
+    monkeypatch.setattr(runner, "execute", lambda *a, **k: pytest.fail("a task ran"))
+    out = tmp_path / "ir"
+    for setting, needles in (
+        ("dist=normal:0:1", ["dist must be a cost distribution", "uniform:LOW:HIGH", "'normal'"]),
+        ("mechanism=ofline", ["mechanism must be a registered mechanism", "'offline'?"]),
+        ("sellers=0", ["sellers must be an integer >= 1"]),
+        ("gamma=-0.3", ["gamma must be a number > 0"]),
+    ):
+        assert main(["run", "ir", "--set", setting, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and err.startswith("market-sim: error: --set ")
+        assert all(n in err for n in needles), err
+    assert not out.exists()
+    assert main(["run", "wisconsin", "--set", "mapping=sortd", "--out", str(out)]) == 2
+    assert "one of independent, sorted; did you mean 'sorted'?" in capsys.readouterr().err
+
+
+def test_declarations_accept_what_they_say_and_refuse_the_rest():
+    from market_sim.parameters import Choice, Distribution, Number, Registered, check_value
+
+    cases = [
+        (Choice("a", "b"), ["a", "b"], ["c", 1, True]),
+        (Number(int, low=1), [1, 10**6], [0, 1.5, True, "2", float("inf")]),
+        (Number(float, low=0, high=1, low_open=True), [0.5, 1, 1.0], [0, 1.01, -1, float("nan")]),
+        (Distribution(), ["uniform:0:1", "beta:2:5:0:1", "uniform:0:1+iron"], ["normal:0:1", 3]),
+        (Registered("mechanism"), ["offline", "pay-as-bid", "offline:k=5"], ["ofline", "x.y:Z"]),
+        (Registered("strategy"), ["shade:factor=1.3", "best-response"], ["shadee"]),
+        (("x", "y"), ["x"], ["z"]),  # a tuple is a Choice
+    ]
+    for decl, good, bad in cases:
+        for v in good:
+            check_value("p", v, decl)
+        for v in bad:
+            with pytest.raises(MarketSimError, match=r"^--set p=.*: p must be ") as info:
+                check_value("p", v, decl)
+            assert "\n" not in str(info.value)
+
+    def even(v):
+        """an even integer"""
+        if v % 2:
+            raise ValueError("odd")
+
+    check_value("n", 4, even)
+    with pytest.raises(MarketSimError, match=r"n must be an even integer; odd"):
+        check_value("n", 3, even)
+
+
+STUDIES = [
+    "asymptotic",
+    "collaborative",
+    "collaborative_tradeoff",
+    "correlation",
+    "ic_scaling",
+    "ic_stress",
+    "ir",
+    "online_vs_offline",
+    "private_mechanisms",
+    "wisconsin",
+]
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_every_built_in_study_declares_its_parameters_and_its_grid_obeys_them(name):
+    from market_sim.parameters import check_value
+    from market_sim.runner import find_study
+
+    study = find_study(name).obj
+    declared = study.PARAMS
+    for quick in (True, False):
+        grid = study.grid(quick)
+        assert set(declared) == set().union(*(p.keys() for p in grid)), name
+        for point in grid:
+            for key, value in point.items():
+                check_value(key, value, declared[key])
+
+
+def test_a_study_file_can_declare_its_own_checks(tmp_path, capsys):
+    (tmp_path / "mine.py").write_text(
+        '"""A study with declared parameters."""\n'
+        "from market_sim.parameters import Choice, Number\n"
+        "REPLICATIONS = 1\n"
+        'PARAMS = {"arm": Choice("a", "b"), "n": Number(int, low=2)}\n'
+        "def grid(quick=False):\n"
+        '    return [dict(arm="a", n=2)]\n'
+        "def run(params, rng):\n"
+        "    return [dict(x=1.0)]\n"
+    )
+    study = str(tmp_path / "mine.py")
+    assert plan(study, overrides={"arm": "b", "n": 5})[0].params == {"arm": "b", "n": 5}
+    with pytest.raises(MarketSimError, match="arm must be one of a, b"):
+        plan(study, overrides={"arm": "c"})
+    with pytest.raises(MarketSimError, match="n must be an integer >= 2"):
+        plan(study, overrides={"n": 1})
+
+
+# ---- failures, the scheduler, progress --------------------------------------------------
+def test_each_distinct_failure_reason_is_printed_in_one_line(tmp_path, capsys):
+    (tmp_path / "flaky.py").write_text(
+        '"""Fails in two ways."""\n'
+        "REPLICATIONS = 2\n"
+        "def grid(quick=False):\n"
+        "    return [dict(m=m) for m in range(5)]\n"
+        "def run(params, rng):\n"
+        '    if params["m"] in (1, 3):\n'
+        "        raise ValueError(f\"bad m {params['m'] % 2}\")\n"
+        '    if params["m"] == 4:\n'
+        '        {}["missing"]\n'
+        "    return [dict(x=1.0)]\n"
+    )
+    out = tmp_path / "out"
+    assert main(["run", str(tmp_path / "flaky.py"), "--quiet", "--out", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.strip().endswith(f"6 failed; results in {out}/results")
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("4 tasks failed: ValueError: bad m 1 (first: task ")
+    assert "m=1; replication 0)" in lines[0]
+    assert lines[1].startswith("2 tasks failed: KeyError: 'missing' (first: task ")
+    res = run_scenario(str(tmp_path / "flaky.py"), out)  # only the failures are re-run
+    assert (res.ran, res.failed) == (6, 6) and [f[1] for f in res.failures] == [4, 2]
+
+
+def test_an_unreachable_scheduler_is_one_line_fast_and_writes_nothing(toy, tmp_path, capsys):
+    name = toy()
+    out = tmp_path / "out"
+    argv = ["run", name, "--executor", "dask", "--address", "tcp://127.0.0.1:1", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    want = "cannot reach the Dask scheduler at tcp://127.0.0.1:1: Connection refused"
+    assert err == f"market-sim: error: {want}\n"
+    assert not out.exists()
+    assert main(argv[:-4] + ["--address", "tcp://localhost:port", "--out", str(out)]) == 2
+    assert "expected tcp://HOST:PORT" in capsys.readouterr().err
+
+
+def test_a_scheduler_that_never_answers_times_out_in_one_line(toy, tmp_path, capsys, monkeypatch):
+    import socket
+
+    import market_sim.runner as runner
+
+    monkeypatch.setattr(runner, "DASK_CONNECT_TIMEOUT", 0.5)
+    name = toy()
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(1)  # accepts connections, never speaks Dask
+    try:
+        port = silent.getsockname()[1]
+        out = tmp_path / "out"
+        argv = ["run", name, "--executor", "dask", "--address", f"tcp://127.0.0.1:{port}"]
+        assert main(argv + ["--quiet", "--out", str(out)]) == 2
+    finally:
+        silent.close()
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith(
+        f"market-sim: error: cannot connect to the Dask scheduler at tcp://127.0.0.1:{port}"
+    )
+    assert "no Dask handshake within 0.5 s" in err
+    assert not out.exists()
+    # a real scheduler passes the probe (it speaks first)
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster:
+        runner._probe_scheduler(cluster.scheduler_address)
+
+
+def test_progress_goes_to_stderr_and_quiet_silences_it(toy, tmp_path, capsys):
+    name = toy()
+    assert main(["run", name, "--quick", "--out", str(tmp_path / "a")]) == 0
+    loud = capsys.readouterr()
+    assert "3/3" in loud.err and loud.out.count("\n") == 1 and loud.out.startswith("3 tasks:")
+    assert main(["run", name, "--quick", "--quiet", "--out", str(tmp_path / "b")]) == 0
+    quiet = capsys.readouterr()
+    assert quiet.err == "" and quiet.out.startswith("3 tasks:")
+
+
+def test_listing_the_studies_imports_none_of_them():
+    code = (
+        "import sys; from market_sim.runner import list_scenarios; rows = list_scenarios(); "
+        "print(len(rows), sorted(m for m in sys.modules if m.startswith('market_sim.scenarios.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split(" ", 1) == [str(len(STUDIES)), "[]\n"]
+
+
+def test_folder_kinds(tmp_path):
+    from market_sim.runner import folder_kind
+
+    assert folder_kind(tmp_path / "none") is None and folder_kind(tmp_path) is None
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "manifest.json").write_text('{"scenario": "ir"}')  # an older run manifest
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "model.csv").write_text("round\n")
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "manifest.json").write_text('{"kind": "simulate"}')
+    assert [folder_kind(tmp_path / k) for k in "rsm"] == ["run", "simulate", "simulate"]
