@@ -66,9 +66,20 @@ def _did_you_mean(parser, message: str) -> str:
         if not bad or not bad.group(1).startswith("--"):
             return ""
         word = bad.group(1).split("=")[0]
-        known = [o for a in _all_actions(parser) for o in a.option_strings if o.startswith("--")]
+        known = [o for a in _all_actions(_command_parser(parser)) for o in a.option_strings]
     close = difflib.get_close_matches(word, known, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _command_parser(parser):
+    """The parser of the subcommand named on the command line (``parser.argv``), else
+    ``parser``: options are suggested from the command that was typed."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for word in getattr(parser, "argv", None) or []:
+                if word in action.choices:
+                    return action.choices[word]
+    return parser
 
 
 def _all_actions(parser):
@@ -1026,6 +1037,7 @@ def _os_error(exc: OSError) -> str:
 def main(argv=None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    parser.argv = argv  # for the suggestions of _did_you_mean
     args = parser.parse_args(argv)
     args.argv = argv
     try:

@@ -414,7 +414,7 @@ def _write_manifest(out: Path, tasks: list[Task], *, quick: bool) -> None:
     }
     path = out / "manifest.json"
     if path.exists():
-        old = json.loads(path.read_text())
+        old = _read_manifest(path)
         same = {k: old.get(k) for k in ("scenario", "seed", "grid")} == {
             k: manifest[k] for k in ("scenario", "seed", "grid")
         }
@@ -991,6 +991,25 @@ def read_results(out: str | Path):
     if not done and not failed:
         raise MarketSimError(f"no results in {out / 'results'}")
     manifest_path = out / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
-    df = pd.concat([pd.read_parquet(f) for f in done + failed], ignore_index=True)
-    return df, manifest
+    manifest = _read_manifest(manifest_path) if manifest_path.exists() else {}
+    frames = []
+    for f in done + failed:
+        try:
+            frames.append(pd.read_parquet(f))
+        except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            raise MarketSimError(
+                f"{f}: not a readable result file ({type(exc).__name__}); running the same "
+                f"`market-sim run` command again re-runs that task"
+            ) from None
+    return pd.concat(frames, ignore_index=True), manifest
+
+
+def _read_manifest(path: Path) -> dict:
+    """A folder's manifest.json; a damaged one is a one-line error naming it."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MarketSimError(f"{path}: not a valid manifest ({exc})") from None
+    if not isinstance(doc, dict):
+        raise MarketSimError(f"{path}: not a valid manifest (not a JSON object)")
+    return doc

@@ -416,6 +416,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     [
         (["simulat"], "did you mean 'simulate'?"),
         (["run", "ir", "--exector", "dask"], "did you mean '--executor'?"),
+        (["demo", "--seeds", "3"], "did you mean '--seed'?"),
         (["run", "ir", "--executor", "dsk"], "did you mean 'dask'?"),
         (["run", "ic_stres"], "did you mean 'ic_stress'?"),
         (["simulate", "--dist", "uniform:0:1", "--mechanism", "ofline"], "did you mean 'offline'?"),

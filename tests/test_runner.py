@@ -473,3 +473,19 @@ def test_folder_kinds(tmp_path):
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "manifest.json").write_text('{"kind": "simulate"}')
     assert [folder_kind(tmp_path / k) for k in "rsm"] == ["run", "simulate", "simulate"]
+
+
+def test_damaged_results_and_manifests_are_one_line(toy, tmp_path, capsys):
+    name = toy()
+    out = tmp_path / "out"
+    run_scenario(name, out)
+    first = sorted((out / "results").glob("done-*.parquet"))[0]
+    first.write_bytes(b"PAR1 garbage PAR1")  # looks whole, is not
+    assert main(["report", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{first}: not a readable result file" in err
+    (out / "manifest.json").write_text("{not json")
+    for argv in (["report", str(out)], ["run", name, "--quiet", "--out", str(out)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "manifest.json: not a valid manifest" in err
