@@ -1,4 +1,5 @@
-"""Collaborative ML with parties as agents: rewards, rationality and welfare against rho (reads results only)."""
+"""Collaborative ML with parties as agents: rewards, rationality and welfare against rho
+(reads results only)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def summarise(df):
     return out.reset_index()
 
 
-def plot(df, path):
+def plot(df, path=None):
     s = summarise(df)
     with saved_figure(path, 3, figsize=(15, 4)) as (fig, ax):
         for j, ((n, spread, strat), part) in enumerate(
@@ -36,6 +37,7 @@ def plot(df, path):
         ax[1].set(xlabel="rho", ylabel="share", title="parties whose reward beats going alone")
         ax[2].set(xlabel="rho", ylabel="epsilon", title="mean chosen epsilon")
         ax[0].legend(fontsize=6)
+    return fig
 
 
 def section(df, folder):

@@ -1,4 +1,5 @@
-"""004's synthetic experiment: valuation vs epsilon, reward vs rho, tempering vs noise (reads results only)."""
+"""004's synthetic experiment: valuation vs epsilon, reward vs rho, tempering vs noise
+(reads results only)."""
 
 from __future__ import annotations
 
@@ -26,16 +27,17 @@ def summarise(df):
     g = df.groupby(["rho", "eps_1"])
     out = g[cols].mean()
     for c in ("r_1", "similarity_temper", "similarity_noise"):
-        out[f"{c}_se"] = g[c].std().fillna(0) / np.sqrt(g.size())
+        out[f"{c}_se"] = g[c].std() / np.sqrt(g.size())
     return out.reset_index()
 
 
 def _band(ax, x, y, se, label, color):
+    se = np.nan_to_num(np.asarray(se, dtype=float))  # no band from one replication
     ax.plot(x, y, marker="o", color=color, label=label)
     ax.fill_between(x, y - se, y + se, color=color, alpha=0.2)
 
 
-def plot(df, path):
+def plot(df, path=None):
     s = summarise(df)
     at = s[s.rho == FIG_RHO] if (s.rho == FIG_RHO).any() else s[s.rho == s.rho.iloc[0]]
     with saved_figure(path, 3, figsize=(15, 4)) as (fig, ax):
@@ -45,7 +47,7 @@ def plot(df, path):
                 ax[0],
                 g[col].mean().index,
                 g[col].mean(),
-                g[col].std().fillna(0) / np.sqrt(g.size()),
+                g[col].std() / np.sqrt(g.size()),
                 col,
                 f"C{j}",
             )
@@ -81,6 +83,7 @@ def plot(df, path):
         )
         for a in ax:
             a.legend(fontsize=7)
+    return fig
 
 
 def section(df, folder):
@@ -88,7 +91,7 @@ def section(df, folder):
 
     plot(df, str(folder / "collaborative_tradeoff.png"))
     return Section(
-        "Collaborative ML: privacy trade-offs and reward control (004, Sec. 6)",
+        "Collaborative ML: privacy trade-offs and reward control ([SZH], Sec. 6)",
         "Party 1 varies its (2, eps)-Renyi DP level; the others keep eps = 0.5. "
         "Its value alone, Shapley value and reward rise with eps (a); higher rho "
         "spreads rewards apart (b); at the same target, likelihood tempering gives "

@@ -18,23 +18,23 @@ def summarise(df):
         gain_bound=("gain_bound", "min"),
         sensitivity=("sensitivity", "mean"),
     )
-    out["loss_ratio_ci"] = 1.96 * g.loss_ratio.std().fillna(0) / np.sqrt(g.size())
+    out["loss_ratio_ci"] = 1.96 * g.loss_ratio.std() / np.sqrt(g.size())
     return out.reset_index()
 
 
-def plot(df, path):
+def plot(df, path=None):
     s = summarise(df[df.mechanism != "exact"])
     dists = sorted(s.dist.unique())
     with saved_figure(path, len(dists), figsize=(6 * len(dists), 4)) as (fig, ax):
         ax = np.atleast_1d(ax)
-        for a, dist in zip(ax, dists):
+        for a, dist in zip(ax, dists, strict=True):
             part = s[s.dist == dist]
             for j, ((mech, m), line) in enumerate(part.groupby(["mechanism", "m"])):
                 style = "-" if mech == "private-cutoff" else "--"
                 a.errorbar(
                     line.privacy,
                     line.loss_ratio,
-                    yerr=line.loss_ratio_ci,
+                    yerr=line.loss_ratio_ci.fillna(0),
                     ls=style,
                     marker="o",
                     capsize=2,
@@ -49,6 +49,7 @@ def plot(df, path):
                 title=dist,
             )
         ax[0].legend(fontsize=7)
+    return fig
 
 
 def section(df, folder):
