@@ -47,7 +47,7 @@ def plot(df, path=None):
         ax[1].set(
             xlabel="fraction of planned sellers that arrive, xi",
             ylabel="online proxy loss",
-            title=f"xi sweep (Thm V.1), U[0,1], m = {m_top:g}",
+            title=f"ξ sweep (Thm V.1), U[0,1], m = {int(m_top):,}",
         )
     return fig
 

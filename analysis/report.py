@@ -163,7 +163,7 @@ def _cell(v) -> str:
         if np.isnan(v):
             return ""
         if np.isinf(v):
-            return INFINITE if v > 0 else "−" + INFINITE
+            return INFINITE
         return f"{float(v):.4g}"
     return str(v)
 

@@ -436,3 +436,77 @@ def test_a_quick_run_is_reported_with_a_readable_figure_and_a_self_contained_pag
     assert "](online_vs_offline.png)" in md  # Markdown links the file
     assert "src='data:image/png;base64," in page and "src='online_vs_offline.png'" not in page
     assert "nan" not in page.lower().split() and ">inf<" not in page and ">nan<" not in page
+
+
+# --- simulate's figures ------------------------------------------------------------
+
+
+def _market(data: bool, rounds: int = 3):
+    from market_sim.agents import MarketModel
+
+    model = MarketModel(
+        30,
+        dist="uniform:0:1",
+        mechanism="pay-as-bid",
+        strategy="best-response",
+        strategic_fraction=0.5,
+        rounds=rounds,
+        seed=1,
+        data="synthetic" if data else None,
+    )
+    model_df, agent_df = model.run()
+    return agent_df, model_df
+
+
+def _axes(fig, ylabel):
+    found = [a for a in fig.axes if a.get_ylabel() == ylabel]
+    assert len(found) == 1, [a.get_ylabel() for a in fig.axes]
+    return found[0]
+
+
+@pytest.mark.parametrize("data", [False, True])
+def test_simulation_png_plots_eps_and_payment_against_cost_one_axis_per_unit(data, tmp_path):
+    from market_sim.analysis.simulation import plot_simulation
+
+    agent_df, model_df = _market(data)
+    fig = plot_simulation(agent_df, model_df, tmp_path / "s.png", "a market", data=data)
+    assert (tmp_path / "s.png").stat().st_size > 10_000
+    assert figure_problems(fig) == []
+    order = agent_df.sort_values("round", kind="stable")
+    for ylabel, col in (("privacy level ε", "eps"), ("payment", "payment")):
+        ax = _axes(fig, ylabel)
+        assert ax.get_xlabel() == "true cost c"
+        xy = ax.collections[0].get_offsets()
+        np.testing.assert_allclose(xy[:, 0], order.cost)  # against the cost, not the index
+        np.testing.assert_allclose(xy[:, 1], order[col])
+    regret, share = _axes(fig, "regret (utility)"), _axes(fig, "share of sellers")
+    assert regret is not share
+    np.testing.assert_allclose(share.lines[0].get_ydata(), model_df.share_misreporting)
+    np.testing.assert_allclose(regret.lines[0].get_ydata(), model_df.max_regret)
+    titles = [a.get_title() for a in fig.axes]
+    if data:
+        err = _axes(fig, "test error (share misclassified)")
+        assert "test_error" in model_df and model_df.test_error.notna().any()
+        np.testing.assert_allclose(err.lines[0].get_ydata(), model_df.test_error)
+        assert "the buyer's loss" not in titles
+    else:
+        assert "private model's test error" not in titles
+        np.testing.assert_allclose(
+            _axes(fig, "proxy loss (Eq. 11)").lines[0].get_ydata(), model_df.proxy_loss
+        )
+
+
+def test_simulation_gif_has_a_colour_bar_and_the_round_in_its_title(tmp_path):
+    from PIL import Image
+
+    from market_sim.analysis.simulation import animate_simulation
+
+    agent_df, _ = _market(False, rounds=3)
+    fig = animate_simulation(agent_df, tmp_path / "s.gif")
+    with Image.open(tmp_path / "s.gif") as im:
+        assert im.n_frames == 3
+    assert fig._suptitle.get_text() == "round 3 of 3"  # the last frame drawn
+    bars = [a for a in fig.axes if getattr(a, "_colorbar", None) is not None]
+    assert len(bars) == 1 and bars[0].get_ylabel() == "privacy level ε bought"
+    assert bars[0]._colorbar.norm.vmax == pytest.approx(agent_df.eps.max())
+    assert figure_problems(fig) == []
