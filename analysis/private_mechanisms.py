@@ -77,7 +77,9 @@ def section(df, folder):
         "offline mechanism, as the privacy of the reports (epsilon of the "
         "exponential-mechanism choice) varies. max_gain is the largest expected "
         "gain from a misreport found on a report grid; gain_bound the smallest "
-        "approximate-truthfulness bound (e^eps - 1) x utility among the sellers tried.",
+        "approximate-truthfulness bound (e^eps - 1) x utility among the sellers tried. "
+        "For the exact mechanism max_gain and sensitivity are blank: it is exactly "
+        "truthful (no misreport is searched) and draws nothing at random.",
         tables=[("per law, m, epsilon and mechanism", summarise(df))],
         figures=[("loss ratio against epsilon", "private_mechanisms.png")],
     )

@@ -187,9 +187,7 @@ def format_table(table: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
             "single replication (or round)."
         )
     if blank:
-        notes.append(
-            f"Blank in {_names(blank)}: undefined here (nothing to average; see the text)."
-        )
+        notes.append(f"Blank in {_names(blank)}: no value (the text says why).")
     if infinite:
         notes.append(f"{INFINITE} in {_names(infinite)}: an infinite value (see the text).")
     return cells, notes

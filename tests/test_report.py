@@ -75,7 +75,7 @@ def test_cells_are_blank_for_undefined_and_a_dash_for_infinite_values():
     )
     assert notes == [
         "Blank in `ci`: a confidence interval is undefined from a single replication (or round).",
-        "Blank in `other`, `mixed`: undefined here (nothing to average; see the text).",
+        "Blank in `other`, `mixed`: no value (the text says why).",
         "— in `mean`, `other`: an infinite value (see the text).",
     ]
     assert format_table(table[["arm", "n"]])[1] == []  # nothing to explain
