@@ -1,4 +1,4 @@
-"""Collaborative ML with parties as agents: rewards, rationality and welfare against rho (reads results only)."""
+"""Collaborative ML (agents): rewards, rationality and welfare against rho (reads results only)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""004's synthetic experiment: valuation vs epsilon, reward vs rho, tempering vs noise (reads results only)."""
+"""004, Sec. 6: valuation vs epsilon, reward vs rho, tempering vs noise (reads results only)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""IC and IR against m: regret, deviations and the buyer's loss with 95% CIs (reads results only)."""
+"""IC and IR against m: regret, deviations, the buyer's loss with 95% CIs (reads results only)."""
 
 from __future__ import annotations
 

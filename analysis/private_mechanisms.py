@@ -27,7 +27,7 @@ def plot(df, path):
     dists = sorted(s.dist.unique())
     with saved_figure(path, len(dists), figsize=(6 * len(dists), 4)) as (fig, ax):
         ax = np.atleast_1d(ax)
-        for a, dist in zip(ax, dists):
+        for a, dist in zip(ax, dists, strict=True):
             part = s[s.dist == dist]
             for j, ((mech, m), line) in enumerate(part.groupby(["mechanism", "m"])):
                 style = "-" if mech == "private-cutoff" else "--"

@@ -45,7 +45,7 @@ def plot(df, path: str) -> None:
                 part = s[(s.mapping == mapping) & (s.method == method)]
                 if part.empty:
                     continue
-                for a, (col, _) in zip(ax, panels):
+                for a, (col, _) in zip(ax, panels, strict=True):
                     if col == "payment" and method == "non_private":
                         continue
                     a.errorbar(
@@ -58,7 +58,7 @@ def plot(df, path: str) -> None:
                         capsize=2,
                         label=f"{method} ({mapping})" if col == "test_error" else None,
                     )
-        for a, (_, title) in zip(ax, panels):
+        for a, (_, title) in zip(ax, panels, strict=True):
             a.set(xscale="log", xlabel="gamma (weight of payments)", title=title)
         ax[1].set_yscale("log")
         ax[0].legend(fontsize=7)
