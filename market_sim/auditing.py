@@ -155,7 +155,7 @@ def _market(mech, costs, lo, hi, grid, rng, refine, refine_iter):
             float(eps_sorted[i, k]),
             float(eps_sorted[i, k + 1]),
         )
-        for i, k in zip(*np.nonzero(rise))
+        for i, k in zip(*np.nonzero(rise), strict=True)
     ]
     monotone = ~rise.any(axis=1)
 

@@ -36,6 +36,7 @@ density steps up), so empirical costs normally need ``iron=True``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -127,7 +128,7 @@ class CostDistribution:
         c = self.check_in_support(c)
         psi = self.raw_virtual_cost(c)
         if self.iron_intervals:
-            a, b, value = (np.array(col) for col in zip(*self.iron_intervals))
+            a, b, value = (np.array(col) for col in zip(*self.iron_intervals, strict=True))
             j = np.clip(np.searchsorted(a, c, side="right") - 1, 0, a.size - 1)
             psi = np.where((c > a[j]) & (c < b[j]), value[j], psi)
         return psi
@@ -211,7 +212,7 @@ def _ironing_intervals(dist: CostDistribution) -> tuple[tuple[float, float, floa
                 break
         hull.append(j)
     intervals = []
-    for i0, i1 in zip(hull[:-1], hull[1:]):
+    for i0, i1 in pairwise(hull):
         if i1 - i0 < 2 or q[i1] <= q[i0]:
             continue
         slope = (h[i1] - h[i0]) / (q[i1] - q[i0])
@@ -363,7 +364,8 @@ def parse_distribution(spec: str, *, iron: bool = False) -> CostDistribution:
     arity = {"uniform": 2, "truncnorm": 4, "beta": 4, "truncexpon": 3}
     if name not in arity:
         raise MarketSimError(
-            f"unknown distribution {name!r}; use one of uniform, truncnorm, beta, truncexpon, empirical"
+            f"unknown distribution {name!r}; "
+            "use one of uniform, truncnorm, beta, truncexpon, empirical"
         )
     parts = rest.split(":") if rest else []
     if len(parts) != arity[name]:

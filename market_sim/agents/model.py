@@ -206,7 +206,7 @@ def _strategy_mix(strategy, strategic_fraction, n):
         counts = [int(round(f * n)) for f in fracs]
         while sum(counts) > n:
             counts[int(np.argmax(counts))] -= 1
-        return [(spec, c) for (spec, _), c in zip(items, counts)]
+        return [(spec, c) for (spec, _), c in zip(items, counts, strict=True)]
     if not (0 <= strategic_fraction <= 1):
         raise MarketSimError(f"strategic_fraction must be in [0, 1] (got {strategic_fraction!r})")
     return [(strategy, int(round(strategic_fraction * n)))]
@@ -516,7 +516,8 @@ class MarketModel(mesa.Model):
                 r = g.strategy.report_all(sel, self)
             else:
                 r = [
-                    g.copies[row].report(self.seller(i), self) for i, row in zip(sel.ids, sel.rows)
+                    g.copies[row].report(self.seller(i), self)
+                    for i, row in zip(sel.ids, sel.rows, strict=True)
                 ]
             r = np.asarray(r, dtype=float).reshape(-1)
             if r.size != len(sel) or not np.all(np.isfinite(r)):
@@ -540,7 +541,7 @@ class MarketModel(mesa.Model):
             if g.copies is None:
                 g.strategy.observe_all(sel, self.utility[sel.ids], self)
             else:
-                for i, row in zip(sel.ids, sel.rows):
+                for i, row in zip(sel.ids, sel.rows, strict=True):
                     g.copies[row].observe(self.seller(i), self, float(self.utility[i]))
 
     def measure(self, active: np.ndarray) -> None:

@@ -105,7 +105,7 @@ class Strategy:
         """What a whole group realised (default: ``observe`` seller by seller, if defined)."""
         if type(self).observe is Strategy.observe:
             return
-        for i, u in zip(sellers.ids, utilities):
+        for i, u in zip(sellers.ids, utilities, strict=True):
             self.observe(model.seller(i), model, float(u))
 
     def start(self, n: int, model) -> None:

@@ -87,7 +87,7 @@ class OfflineMechanism(_OfflineAllocation):
 
 @dataclass(frozen=True)
 class PayAsBidMechanism(_OfflineAllocation):
-    """Pay-as-bid: the offline allocation, each seller paid its report x eps (not IC: the control)."""
+    """Pay-as-bid: the offline allocation, each seller paid report x eps (not IC: the control)."""
 
     name: ClassVar[str] = "pay-as-bid"
 
@@ -334,7 +334,7 @@ class DataDependentMechanism(Mechanism):
         nodes = np.linspace(lo, hi, self.n_nodes)
         eps_nodes = self._own_eps(i, reports, nodes)
         out = []
-        for r, e in zip(cands, eps_cands):
+        for r, e in zip(cands, eps_cands, strict=True):
             above = nodes > r
             z, ez = np.r_[r, nodes[above]], np.r_[e, eps_nodes[above]]
             out.append(r * e + np.trapezoid(ez, z))

@@ -147,7 +147,7 @@ class OnlineMechanism(Mechanism):
 
         def scan(grid, lam_of, top_of):
             vals = np.array([self._phi(lam_of(t), top_of(t)) for t in grid])
-            for a, b, fa, fb in zip(grid[:-1], grid[1:], vals[:-1], vals[1:]):
+            for a, b, fa, fb in zip(grid[:-1], grid[1:], vals[:-1], vals[1:], strict=True):
                 if fa * fb < 0:
                     t = optimize.brentq(
                         lambda u: self._phi(lam_of(u), top_of(u)),
@@ -178,9 +178,10 @@ class OnlineMechanism(Mechanism):
     def _alg3(self):
         f0 = float(self.dist.virtual_cost_pdf(np.array(0.0)))
         if not f0 > 0:
+            psi_lo = float(self.dist.virtual_cost(self.dist.support[0]))
             raise MarketSimError(
                 f"alg3 divides by f_Psi(0), the density of the virtual cost at 0, which is 0 for "
-                f"{self.dist.spec} (virtual costs start at {float(self.dist.virtual_cost(self.dist.support[0])):g}); "
+                f"{self.dist.spec} (virtual costs start at {psi_lo:g}); "
                 "use rule='fluid'"
             )
         m, mu, sigma, gamma = self.m, self.mu, self.sigma, self.gamma
