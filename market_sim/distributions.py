@@ -35,9 +35,11 @@ density steps up), so empirical costs normally need ``iron=True``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -65,7 +67,7 @@ class CostDistribution:
     """
 
     spec: str
-    dist: object = field(repr=False, compare=False)  # scipy frozen distribution
+    dist: Any = field(repr=False, compare=False)  # scipy frozen distribution (untyped)
     support: tuple[float, float]
     ironed: bool = False
     # ironing intervals in cost space and the constant virtual cost on each
@@ -376,10 +378,10 @@ def parse_distribution(spec: str, *, iron: bool = False) -> CostDistribution:
         raise MarketSimError(f"{spec!r}: parameters must be numbers") from None
     if not all(np.isfinite(nums)):
         raise MarketSimError(f"{spec!r}: parameters must be finite")
-    build = {
+    builders: dict[str, Callable[..., CostDistribution]] = {
         "uniform": uniform,
         "truncnorm": truncnorm,
         "beta": scaled_beta,
         "truncexpon": truncexpon,
-    }[name]
-    return build(*nums, iron=iron)
+    }
+    return builders[name](*nums, iron=iron)

@@ -186,7 +186,8 @@ class MyersonMechanism(Mechanism):
         if int(n_grid) < 1 or int(max_evals) < int(n_grid):
             raise MarketSimError("need n_grid >= 1 and max_evals >= n_grid")
         self.allocation, self.dist, self.vectorized = allocation, dist, bool(vectorized)
-        self.name = name or getattr(allocation, "__name__", "") or "myerson"
+        # a per-instance name shadowing the ClassVar (mypy allows only class-level ones)
+        self.name = name or getattr(allocation, "__name__", "") or "myerson"  # type: ignore[misc]
         self.tol, self.jump_tol, self.mono_tol = float(tol), float(jump_tol), float(mono_tol)
         self.n_grid, self.max_evals = int(n_grid), int(max_evals)
         self.check_monotone = bool(check_monotone)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -42,6 +43,9 @@ def _gaussian_delta(sigma, sensitivity, eps):
 
 class _ScipyNoise:
     """pdf and cdf from the scipy frozen distribution ``_frozen()``."""
+
+    def _frozen(self) -> Any:  # each subclass: its scipy frozen distribution (untyped)
+        raise NotImplementedError
 
     def pdf(self, x):
         return self._frozen().pdf(x)
