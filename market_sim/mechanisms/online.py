@@ -27,6 +27,7 @@ quadrature (after a cosine change of variables), never by sampling.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import optimize
@@ -66,7 +67,11 @@ class OnlineMechanism(Mechanism):
     own_report_inclusion = True
 
     @classmethod
-    def from_context(
+    def from_context(cls, **context: Any) -> OnlineMechanism:
+        return cls._from_settings(**context)
+
+    @classmethod
+    def _from_settings(
         cls, *, dist, n_sellers=100, mu=1.0, sigma=1.0, gamma=1.0, rule="fluid", m=None, **_ignored
     ) -> OnlineMechanism:
         return cls(dist, n_sellers if m is None else m, mu=mu, sigma=sigma, gamma=gamma, rule=rule)
@@ -311,7 +316,7 @@ class PriorFreeOnline:
             raise MarketSimError("warmup must be >= 2")
         self.support, self.m, self.warmup = (lo, hi), int(m), int(warmup)
         self.mu, self.sigma, self.gamma = float(mu), float(sigma), float(gamma)
-        self.dist = None  # the estimate in force for the last epoch
+        self.dist: CostDistribution | None = None  # the estimate in force for the last epoch
         self.schedules: list[tuple[int, OnlineMechanism]] = []
 
     def run(self, costs) -> tuple[np.ndarray, np.ndarray]:
