@@ -542,7 +542,8 @@ class OfflineCurves:
         floor = gamma * float(dist.virtual_cost(dist.support[0]))  # the lowest report
         self._oracle, self._refine = _oracle(self.psi, mu, sigma, gamma, k, method, floor)
         self._lo = np.full(self.reports.size, np.inf)  # each curve covers [_lo, c_high]
-        self._curve = {}  # seller -> (starts, ends, kinds, tails: int from each start to c_high)
+        # seller -> (starts, ends, kinds, tails: int from each start to c_high)
+        self._curve: dict[int, tuple[np.ndarray, ...]] = {}
 
     # ---- building --------------------------------------------------------------
     def _alloc(self, sellers, z):
