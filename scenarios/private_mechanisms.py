@@ -107,7 +107,10 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
     prob = cut.cutoff_probabilities(costs)
     losses = cut.proxy_losses(costs)
     live = prob > 1e-15
-    payment = sum(p * cut.payments(costs, lam).sum() for p, lam in zip(prob[live], cut.lams[live]))
+    payment = sum(
+        p * cut.payments(costs, lam).sum()
+        for p, lam in zip(prob[live], cut.lams[live], strict=True)
+    )
     n_bought = int(np.count_nonzero(eps))
     gain, bound = _ic(
         lambda i, r: cut.expected_utility(i, r, costs[i], costs),
@@ -130,7 +133,7 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
     posted = calibrated_posted_price(dist, m, privacy, **kw)
     p_price = posted.price_probabilities(costs)
     losses_pp, pay_pp = [], 0.0
-    for p, price in zip(p_price, posted.prices):
+    for p, price in zip(p_price, posted.prices, strict=True):
         bought = np.where(costs <= price, posted.eps_level, 0.0)
         losses_pp.append(proxy_loss_of_eps(bought, psi, **kw))
         pay_pp += p * price * bought.sum()

@@ -1,3 +1,5 @@
+from itertools import pairwise
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -113,7 +115,7 @@ def test_more_weight_on_payments_buys_less_privacy():
         ).eta
         for g in (0.01, 0.1, 1, 10)
     ]
-    assert all(e1 > e2 for e1, e2 in zip(etas, etas[1:]))
+    assert all(e1 > e2 for e1, e2 in pairwise(etas))
 
 
 def test_naive_model_without_regularisers_buys_the_least_and_concentrates():

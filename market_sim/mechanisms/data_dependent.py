@@ -299,7 +299,8 @@ def solve(
         cost_exponent=cost_exponent,
     )
     w = np.zeros(d)
-    best, profile = None, []
+    best: tuple[float, np.ndarray, np.ndarray, float] | None = None
+    profile = []
     for eps_avg in grid:
         eta = m * float(eps_avg)
         if parametrisation == "log":
@@ -314,6 +315,7 @@ def solve(
         profile.append(val)
         if best is None or val < best[0]:
             best = (val, w, a, eta)
+    assert best is not None  # the grid is non-empty (checked above)
     val, w, a, eta = best
     return DataDependentResult(
         eps=a * eta,
