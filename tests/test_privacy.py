@@ -221,6 +221,12 @@ def test_monotone_noise_beats_002s_monotone_bound_and_the_gap_is_not_established
         1.0, 3.0, 0.3, beta=0.02, support=2.0, monotone=True, grid="breakpoints", lower_bound=True
     )
     assert lb.expected_loss == pytest.approx(0.157643, abs=1e-6)
+    near = optimal_noise(1.0, 3.0, 0.3, beta=0.02, support=1.1, monotone=True, grid="breakpoints")
+    near_lb = optimal_noise(
+        1.0, 3.0, 0.3, beta=0.02, support=1.1, monotone=True, grid="breakpoints", lower_bound=True
+    )
+    assert near.expected_loss == pytest.approx(0.192690, abs=1e-6)  # 002's grid: not 0.1830
+    assert near_lb.expected_loss == pytest.approx(0.182690, abs=1e-6)  # nearest, not equal
     assert lb.expected_loss < 0.16440 < mono.expected_loss
     # the lower bound is below the exact loss of the same masses (cell minimum < cell mean)
     edges = lb.edges

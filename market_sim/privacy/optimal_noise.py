@@ -32,9 +32,11 @@ is taken at its point nearest to 0, so the loss must be non-increasing on
 
 002's figures (eps = 3, delta = 0.3, l1, beta = 0.02): the optimum 0.1705 is this
 LP on ``grid="breakpoints"``, ``support=1.1`` (0.170517); ``grid="centered"``,
-``support=2`` gives 0.164399, and 0.164372 at support 3.  002's "0.1830 for
-monotone noise, for any granularity and support" is not a bound: ``monotone=True``,
-``support=2`` gives a verified monotone density with loss 0.166272; and the monotone
+``support=2`` gives 0.164399, and 0.164372 at support 3.  002's 0.1830 for
+monotone noise we do not reproduce (the monotone ``lower_bound`` on 0.1705's grid,
+0.182690, is nearest), and "0.1830 for any granularity and support" is not a
+bound: ``monotone=True``, ``support=2`` gives a verified monotone density with loss
+0.166272; and the monotone
 ``lower_bound`` on [-2, 2] is 0.157643, below the best non-monotone loss, so these
 bounds do not show that monotone noise must be worse (docs/privacy.md).
 """
