@@ -36,9 +36,9 @@ LP on ``grid="breakpoints"``, ``support=1.1`` (0.170517); ``grid="centered"``,
 monotone noise we do not reproduce (the monotone ``lower_bound`` on 0.1705's grid,
 0.182690, is nearest), and "0.1830 for any granularity and support" is not a
 bound: ``monotone=True``, ``support=2`` gives a verified monotone density with loss
-0.166272; and the monotone
-``lower_bound`` on [-2, 2] is 0.157643, below the best non-monotone loss, so these
-bounds do not show that monotone noise must be worse (docs/privacy.md).
+0.166272; and the monotone ``lower_bound`` on [-2, 2] is 0.157643, below the best
+non-monotone loss, so these bounds do not show that monotone noise must be worse
+(docs/privacy.md).
 """
 
 from __future__ import annotations
