@@ -28,8 +28,9 @@ Where we depart from the papers, and why:
   search ends at the bottom eta_0 of the grid if N(eta_0) + U(eta_0) <= N(eta) + R(eta)
   at every other grid point, and not if N(eta_0) + R(eta_0) > N(eta) + U(eta) at some.
   N(eta) < 0 exactly below eta_z = 2||b||^2 / (sigma Lambda) and N rises up to
-  2 eta_z, then falls back to 0+, so when H varies little over the grid the search ends
-  at eta_0 iff sigma Lambda eta_0 < 2||b||^2 (||b|| ~ Gamma(d, 1), about d).  On the
+  2 eta_z, then falls back to 0+, so when H varies little over a grid reaching well
+  above eta_z the search ends at eta_0 iff sigma Lambda eta_0 < 2||b||^2
+  (||b|| ~ Gamma(d, 1), about d).  On the
   Wisconsin rows (m = 341, d = 30, eps_avg from 0.01, 20 draws of b, mu and gamma over
   the study's grid) the bounds decide every case and agree with that rule: always the
   smallest eps_avg for Lambda <= 0.1 (sigma <= 1000) and for Lambda = 1, sigma <= 100;
