@@ -6,9 +6,17 @@
     t_i = r_i eps_i(r) + int_{r_i}^{c_high} eps_i(z, r_-i) dz        (Eq. 8, 003)
 
 integrated to the top ``c_high`` of the cost support (as the built-in offline
-mechanism does, see README "Where we depart from the papers").  Lemma III.2 (003)
-makes truth optimal iff each eps_i is non-increasing in the own report; the
-mechanism checks that on every own report it evaluates.
+mechanism does).  Lemma III.2 (003) makes truth optimal iff each eps_i is
+non-increasing in the own report; the mechanism checks that on every own report
+it evaluates.
+
+Eq. 8 is printed as t_i = -int_{c_i}^inf z d eps_i(z).  Read as a Stieltjes
+integral it is the formula above (integration by parts), the least IC and IR
+payment.  Read with a classical derivative it drops z0 (eps_i(z0-) - eps_i(z0+))
+at every jump z0 > c_i, and then it is neither IC nor IR: the offline optimum
+jumps where it switches active set (docs/mathematics.md has a market where the
+literal reading pays 27% less, below the seller's cost).  We pay the Stieltjes
+reading, through any jump.
 
 The integral.  A black-box eps_i may jump (a threshold rule), so a fixed
 Gauss-Legendre rule can be off by (jump x node spacing).  For a non-increasing
