@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .figures import saved_figure
+from .figures import outside_legend, saved_figure
 
 THEORY_SLOPE = {"uniform:0:1": -1 / 4, "beta:2:2:0:1": -1 / 6}
 
@@ -47,7 +47,7 @@ def summarise(df):
         n_bought=("n_bought", "mean"),
         solve_seconds=("solve_seconds", "mean"),
     )
-    out["ci"] = 1.96 * out.sd.fillna(0) / np.sqrt(out.reps)
+    out["ci"] = 1.96 * out.sd / np.sqrt(out.reps)
     return out.drop(columns="sd").reset_index()
 
 
@@ -69,40 +69,55 @@ def slopes(df):
     return pd.DataFrame(rows)
 
 
-def plot(df, path):
+def plot(df, path=None):
+    """Proxy loss against m (95% CI over replications), with the theory's rate as a
+    dashed line; costs bounded away from 0 (right) net of their limit."""
     s = summarise(df)
-    with saved_figure(path, 2, figsize=(12, 4.2)) as (fig, ax):
+    with saved_figure(path, 2, figsize=(12, 4.8)) as (fig, ax):
         for i, (dist, part) in enumerate(s.groupby("dist")):
             bounded = part.limit.iloc[0] > 0
             a = ax[1] if bounded else ax[0]
             y = part.proxy_loss - part.limit if bounded else part.proxy_loss
-            a.errorbar(part.m, y, yerr=part.ci, marker="o", capsize=3, color=f"C{i}", label=dist)
-            if dist in THEORY_SLOPE:
+            slope = THEORY_SLOPE.get(dist)
+            label = dist if slope is None else f"{dist} (theory: slope {_fraction(slope)})"
+            a.errorbar(
+                part.m, y, yerr=part.ci.fillna(0), marker="o", capsize=3, color=f"C{i}", label=label
+            )
+            if slope is not None:
                 anchor = part.iloc[len(part) // 2]
                 ms = part.m.to_numpy(float)
                 a.plot(
                     ms,
-                    anchor.proxy_loss * (ms / anchor.m) ** THEORY_SLOPE[dist],
+                    anchor.proxy_loss * (ms / anchor.m) ** slope,
                     "k--",
                     lw=1,
-                    label=f"theory m^({THEORY_SLOPE[dist]:.3g})",
+                    label="theory's rate (through the middle point)",
                 )
         ax[0].set(
             xscale="log",
             yscale="log",
-            xlabel="m",
+            xlabel="sellers m",
             ylabel="proxy loss (Eq. 11)",
-            title="costs reaching 0: loss -> 0",
+            title="costs reaching 0: the loss tends to 0",
         )
         ax[1].set(
             xscale="log",
             yscale="log",
-            xlabel="m",
-            ylabel="proxy loss - 2 sqrt(sigma gamma psi(c_min))",
-            title="costs bounded away from 0: loss -> the limit of Thm 3.4 (000)",
+            xlabel="sellers m",
+            ylabel="proxy loss − 2√(σγψ(c_min))",
+            title="costs bounded away from 0: the loss tends to its limit",
         )
         for a in ax:
-            a.legend(fontsize=8)
+            if not a.has_data():
+                a.set_visible(False)
+        outside_legend(fig, ncols=3)
+        fig.suptitle("Asymptotics: mean over replications, 95% CI")
+    return fig
+
+
+def _fraction(x: float) -> str:
+    """-0.25 -> '−1/4' (the theory's slopes are unit fractions)."""
+    return f"−1/{round(-1 / x)}" if x < 0 and abs(-1 / x - round(-1 / x)) < 1e-9 else f"{x:.3g}"
 
 
 def section(df, folder):
@@ -110,9 +125,11 @@ def section(df, folder):
 
     plot(df, str(folder / "asymptotic.png"))
     return Section(
-        "Asymptotics m -> infinity (Thm IV.5 of 003, Thm 3.4 of 000)",
+        "Asymptotics m -> infinity (Thm IV.5 of [AES], Thm 3.4 of [SB])",
         "Offline proxy loss per m (mean, 95% CI over replications). The slope is "
-        "fitted on m >= 1000 with a bootstrap CI over replications.",
+        "fitted on m >= 1000 with a bootstrap CI over replications. The theory column "
+        "is blank for costs bounded away from 0: no rate is predicted there, the loss "
+        "tends to its positive limit.",
         tables=[("fitted slopes and limits", slopes(df)), ("proxy loss per m", summarise(df))],
         figures=[("proxy loss against m", "asymptotic.png")],
     )

@@ -1,8 +1,9 @@
-"""Collaborative ML with parties as agents: rewards, rationality and welfare against rho (reads results only)."""
+"""Collaborative ML with parties as agents: rewards, rationality and welfare against rho
+(reads results only)."""
 
 from __future__ import annotations
 
-from .figures import saved_figure
+from .figures import outside_legend, saved_figure
 
 
 def summarise(df):
@@ -17,25 +18,38 @@ def summarise(df):
     return out.reset_index()
 
 
-def plot(df, path):
+def plot(df, path=None):
+    """Welfare, rationality and the chosen epsilon against rho; colour: parties and
+    spread of privacy preferences, line style: strategy."""
+    from matplotlib.lines import Line2D
+
     s = summarise(df)
-    with saved_figure(path, 3, figsize=(15, 4)) as (fig, ax):
-        for j, ((n, spread, strat), part) in enumerate(
-            s.groupby(["parties", "spread", "strategy"])
-        ):
+    groups = sorted({(n, spread) for n, spread in zip(s.parties, s.spread, strict=True)})
+    styles = {"truthful": "-", "strategic": "--"}
+    with saved_figure(path, 3, figsize=(15, 4.6)) as (fig, ax):
+        for (n, spread, strat), part in s.groupby(["parties", "spread", "strategy"]):
             kw = dict(
                 marker="o",
-                color=f"C{j % 10}",
-                ls="-" if strat == "truthful" else "--",
-                label=f"{n} parties, spread {spread:g}, {strat}",
+                color=f"C{groups.index((n, spread)) % 10}",
+                ls=styles.get(strat, ":"),
             )
             ax[0].plot(part.rho, part.welfare, **kw)
             ax[1].plot(part.rho, part.share_rational, **kw)
             ax[2].plot(part.rho, part.mean_eps, **kw)
-        ax[0].set(xlabel="rho", ylabel="sum of reward values", title="group welfare")
-        ax[1].set(xlabel="rho", ylabel="share", title="parties whose reward beats going alone")
-        ax[2].set(xlabel="rho", ylabel="epsilon", title="mean chosen epsilon")
-        ax[0].legend(fontsize=6)
+        ax[0].set(xlabel="ρ", ylabel="sum of reward values", title="group welfare")
+        ax[1].set(xlabel="ρ", ylabel="share", title="parties whose reward beats going alone")
+        ax[2].set(xlabel="ρ", ylabel="ε", title="mean chosen ε")
+        handles = [
+            Line2D([], [], color=f"C{i % 10}", marker="o", label=f"{n} parties, spread {sp:g}")
+            for i, (n, sp) in enumerate(groups)
+        ]
+        handles += [
+            Line2D([], [], color="0.3", ls=styles.get(st, ":"), label=st)
+            for st in sorted(s.strategy.unique())
+        ]
+        outside_legend(fig, handles, [h.get_label() for h in handles], ncols=len(handles))
+        fig.suptitle("Collaborative ML with strategic parties (mean over replications)")
+    return fig
 
 
 def section(df, folder):

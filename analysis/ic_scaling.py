@@ -1,4 +1,5 @@
-"""IC and IR against m: regret, deviations and the buyer's loss with 95% CIs (reads results only)."""
+"""IC and IR against m: regret, deviations and the buyer's loss with 95% CIs
+(reads results only)."""
 
 from __future__ import annotations
 
@@ -53,34 +54,35 @@ def online_offline_ratio(table: pd.DataFrame) -> pd.DataFrame:
     return (on[both] / off[both]).rename("online / offline loss").reset_index()
 
 
-def figure(table: pd.DataFrame, path) -> None:
-    from .figures import saved_figure
+def figure(table: pd.DataFrame, path=None):
+    """Regret of truth-telling and the buyer's loss against m (half the sellers
+    best-respond); the control (pay-as-bid) dashed, in red."""
+    from .figures import CONTROL_COLOR, PALETTE, outside_legend, saved_figure
 
     sel = table[(table.strategy == "best-response") & (table.strategic_fraction == 0.5)]
-    with saved_figure(path, ncols=2, figsize=(11, 4)) as (fig, ax):
+    with saved_figure(path, ncols=2, figsize=(11, 4.6)) as (fig, ax):
+        others = iter(PALETTE)
         for mech, part in sel.groupby("mechanism"):
             part = part.sort_values("m")
-            style = "--" if mech == "pay-as-bid" else "-"
+            control = mech == "pay-as-bid"
+            kw = dict(
+                fmt="o--" if control else "o-",
+                color=CONTROL_COLOR if control else next(others),
+                label=mech + (" (the negative control)" if control else ""),
+            )
             ax[0].errorbar(
                 part.m,
                 np.maximum(part.rel_max_regret, 1e-16),
                 yerr=part.rel_max_regret_ci.fillna(0),
-                fmt="o" + style,
-                label=mech + (" (control)" if mech == "pay-as-bid" else ""),
+                **kw,
             )
-            ax[1].errorbar(
-                part.m,
-                part.proxy_loss,
-                yerr=part.proxy_loss_ci.fillna(0),
-                fmt="o" + style,
-                label=mech,
-            )
+            ax[1].errorbar(part.m, part.proxy_loss, yerr=part.proxy_loss_ci.fillna(0), **kw)
         ax[0].set(
             xscale="log",
             yscale="log",
             xlabel="sellers m",
             ylabel="largest regret / mean payment (floor 1e-16)",
-            title="regret of truth-telling (half best-responding)",
+            title="regret of truth-telling",
         )
         ax[1].set(
             xscale="log",
@@ -89,8 +91,9 @@ def figure(table: pd.DataFrame, path) -> None:
             ylabel="proxy loss",
             title="the buyer's loss",
         )
-        ax[0].legend(fontsize=8, loc="center right")
-        ax[1].legend(fontsize=8, loc="upper right")
+        outside_legend(fig)
+        fig.suptitle("IC and IR against m, half the sellers best-responding; 95% CI")
+    return fig
 
 
 def section(df, folder):

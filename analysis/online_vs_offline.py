@@ -15,16 +15,16 @@ def summarise(df):
     full = df[df.xi == 1.0]
     g = full.groupby(["dist", "m"]).ratio
     out = g.agg(["mean", "std", "count"]).reset_index()
-    out["ci"] = 1.96 * out["std"].fillna(0) / np.sqrt(out["count"])
+    out["ci"] = 1.96 * out["std"] / np.sqrt(out["count"])
     return out
 
 
-def plot(df, path: str) -> None:
+def plot(df, path=None):
     s = summarise(df)
     with saved_figure(path, 2, figsize=(11, 4)) as (fig, ax):
         for dist, part in s.groupby("dist"):
             ax[0].errorbar(
-                part.m, part["mean"] - 1, yerr=part.ci, marker="o", capsize=3, label=dist
+                part.m, part["mean"] - 1, yerr=part.ci.fillna(0), marker="o", capsize=3, label=dist
             )
         ax[0].set(
             xscale="log",
@@ -47,8 +47,9 @@ def plot(df, path: str) -> None:
         ax[1].set(
             xlabel="fraction of planned sellers that arrive, xi",
             ylabel="online proxy loss",
-            title=f"xi sweep (Thm V.1), U[0,1], m = {m_top:g}",
+            title=f"ξ sweep (Thm V.1), U[0,1], m = {int(m_top):,}",
         )
+    return fig
 
 
 def section(df, folder):
@@ -56,7 +57,7 @@ def section(df, folder):
 
     plot(df, str(folder / "online_vs_offline.png"))
     return Section(
-        "Online vs offline (Thm V.1, 003)",
+        "Online vs offline (Thm V.1 of [AES])",
         "Ratio of the online fluid rule's proxy loss to the offline optimum on the "
         "same costs; it tends to 1 as m grows. Right: the online loss when only a "
         "fraction xi of the planned sellers arrives.",

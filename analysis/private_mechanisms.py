@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .figures import saved_figure
+from .figures import outside_legend, saved_figure
 
 
 def summarise(df):
@@ -18,37 +18,52 @@ def summarise(df):
         gain_bound=("gain_bound", "min"),
         sensitivity=("sensitivity", "mean"),
     )
-    out["loss_ratio_ci"] = 1.96 * g.loss_ratio.std().fillna(0) / np.sqrt(g.size())
+    out["loss_ratio_ci"] = 1.96 * g.loss_ratio.std() / np.sqrt(g.size())
     return out.reset_index()
 
 
-def plot(df, path):
+def plot(df, path=None):
+    """Expected proxy loss relative to the exact mechanism against the privacy of the
+    choice (95% CI over replications), one panel per cost law; colour: m, line style:
+    mechanism."""
+    from matplotlib.lines import Line2D
+
     s = summarise(df[df.mechanism != "exact"])
     dists = sorted(s.dist.unique())
-    with saved_figure(path, len(dists), figsize=(6 * len(dists), 4)) as (fig, ax):
+    sizes = sorted(s.m.unique())
+    styles = {"private-cutoff": "-", "private-posted-price": "--"}
+    with saved_figure(path, len(dists), figsize=(6 * len(dists), 4.6)) as (fig, ax):
         ax = np.atleast_1d(ax)
-        for a, dist in zip(ax, dists):
+        for a, dist in zip(ax, dists, strict=True):
             part = s[s.dist == dist]
-            for j, ((mech, m), line) in enumerate(part.groupby(["mechanism", "m"])):
-                style = "-" if mech == "private-cutoff" else "--"
+            for (mech, m), line in part.groupby(["mechanism", "m"]):
                 a.errorbar(
                     line.privacy,
                     line.loss_ratio,
-                    yerr=line.loss_ratio_ci,
-                    ls=style,
+                    yerr=line.loss_ratio_ci.fillna(0),
+                    ls=styles.get(mech, ":"),
                     marker="o",
                     capsize=2,
-                    color=f"C{j % 10}",
-                    label=f"{mech}, m={m}",
+                    color=f"C{sizes.index(m) % 10}",
                 )
             a.axhline(1.0, color="k", lw=1)
             a.set(
                 xscale="log",
-                xlabel="epsilon of the private choice",
+                xlabel="ε of the private choice",
                 ylabel="expected proxy loss / exact",
                 title=dist,
             )
-        ax[0].legend(fontsize=7)
+        handles = [
+            Line2D([], [], color=f"C{i % 10}", marker="o", label=f"m = {m:,}")
+            for i, m in enumerate(sizes)
+        ]
+        handles += [
+            Line2D([], [], color="0.3", ls=styles.get(mech, ":"), label=mech)
+            for mech in sorted(s.mechanism.unique())
+        ]
+        outside_legend(fig, handles, [h.get_label() for h in handles], ncols=len(handles))
+        fig.suptitle("What protecting the reports costs (1: the exact mechanism); 95% CI")
+    return fig
 
 
 def section(df, folder):
@@ -62,7 +77,9 @@ def section(df, folder):
         "offline mechanism, as the privacy of the reports (epsilon of the "
         "exponential-mechanism choice) varies. max_gain is the largest expected "
         "gain from a misreport found on a report grid; gain_bound the smallest "
-        "approximate-truthfulness bound (e^eps - 1) x utility among the sellers tried.",
+        "approximate-truthfulness bound (e^eps - 1) x utility among the sellers tried. "
+        "For the exact mechanism max_gain and sensitivity are blank: it is exactly "
+        "truthful (no misreport is searched) and draws nothing at random.",
         tables=[("per law, m, epsilon and mechanism", summarise(df))],
         figures=[("loss ratio against epsilon", "private_mechanisms.png")],
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .figures import saved_figure
+from .figures import outside_legend, saved_figure
 
 METHODS = ["ours", "naive", "offline", "non_private"]
 
@@ -15,7 +15,7 @@ def summarise(df):
     out = g[["test_error", "payment", "overall", "eps_avg"]].mean()
     n = g.size()
     for col in ("test_error", "payment", "overall"):
-        out[f"{col}_ci"] = 1.96 * g[col].std().fillna(0) / np.sqrt(n)
+        out[f"{col}_ci"] = 1.96 * g[col].std() / np.sqrt(n)
     return out.reset_index()
 
 
@@ -32,37 +32,54 @@ def correlation_effect(df):
     return pd.DataFrame(out).reset_index()
 
 
-def plot(df, path: str) -> None:
+def plot(df, path=None):
+    """Misclassification, payment and overall error against gamma (95% CI); colour:
+    method, line style: how costs are mapped to the rows."""
+    from matplotlib.lines import Line2D
+
     s = summarise(df)
-    with saved_figure(path, 3, figsize=(15, 4.2)) as (fig, ax):
-        panels = [
-            ("test_error", "misclassification (test)"),
-            ("payment", "total payment"),
-            ("overall", "overall error = misclassification + gamma * payment"),
-        ]
-        for mapping, style in (("independent", "-"), ("sorted", ":")):
+    styles = {"independent": "-", "sorted": ":"}
+    panels = [
+        ("test_error", "misclassification (test)", "share misclassified"),
+        ("payment", "total payment", "Σ ψ(cᵢ) εᵢ (log)"),
+        ("overall", "overall error", "misclassification + γ payment"),
+    ]
+    methods = [m for m in METHODS if m in set(s.method)]
+    with saved_figure(path, 3, figsize=(15, 4.8)) as (fig, ax):
+        for mapping, style in styles.items():
             for i, method in enumerate(METHODS):
                 part = s[(s.mapping == mapping) & (s.method == method)]
                 if part.empty:
                     continue
-                for a, (col, _) in zip(ax, panels):
+                for a, (col, _, _) in zip(ax, panels, strict=True):
                     if col == "payment" and method == "non_private":
                         continue
                     a.errorbar(
                         part.gamma,
                         part[col],
-                        yerr=part[f"{col}_ci"],
+                        yerr=part[f"{col}_ci"].fillna(0),
                         ls=style,
                         marker="o",
                         color=f"C{i}",
                         capsize=2,
-                        label=f"{method} ({mapping})" if col == "test_error" else None,
                     )
-        for a, (_, title) in zip(ax, panels):
-            a.set(xscale="log", xlabel="gamma (weight of payments)", title=title)
+        for a, (_, title, ylabel) in zip(ax, panels, strict=True):
+            a.set(xscale="log", xlabel="γ (weight of payments)", ylabel=ylabel, title=title)
         ax[1].set_yscale("log")
-        ax[0].legend(fontsize=7)
-        fig.suptitle("Wisconsin breast cancer, c ~ U[1e-4, 5e-4] (dotted: costs sorted by feature)")
+        handles = [
+            Line2D([], [], color=f"C{METHODS.index(m)}", marker="o", label=m) for m in methods
+        ]
+        handles += [
+            Line2D([], [], color="0.3", ls=style, label=f"costs {mapping}")
+            for mapping, style in styles.items()
+            if mapping in set(s.mapping)
+        ]
+        outside_legend(fig, handles, [h.get_label() for h in handles], ncols=len(handles))
+        fig.suptitle(
+            "Wisconsin breast cancer, c ~ U[1e-4, 5e-4]; error bars: 95% CI "
+            "(the non-private model pays nothing)"
+        )
+    return fig
 
 
 def section(df, folder):
@@ -70,10 +87,12 @@ def section(df, folder):
 
     plot(df, str(folder / "wisconsin.png"))
     return Section(
-        "Wisconsin replication (Fig. 2 of 003) and cost-data correlation (000)",
+        "Wisconsin replication (Fig. 2 of [AES]) and cost-data correlation ([SB])",
         "Hyperparameters chosen on the validation split by misclassification + gamma * payment; "
         "test metrics averaged over noise draws and replications. Payments are expected "
-        "Myerson payments sum psi(c_i) eps_i.",
+        "Myerson payments sum psi(c_i) eps_i. The non-private model buys no privacy: "
+        "its eps_avg is infinite (—). A confidence interval is blank from one split "
+        "and one noise draw.",
         tables=[
             ("per gamma and method", summarise(df)),
             ("effect of sorting costs by a feature (mean over gamma)", correlation_effect(df)),

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from functools import partial
 
 import numpy as np
 
@@ -154,8 +155,8 @@ def bench_targets(ms, psi_of):
     for m in ms:
         psi = psi_of(m)
         kw = dict(mu=1.0, sigma=1.0, gamma=1.0)
-        t_u, s_u = ratio_to_sort(lambda: solve(psi, **kw), psi, 3)
-        t_c, s_c = ratio_to_sort(lambda: solve(psi, **kw, k=5.0), psi, 3)
+        t_u, s_u = ratio_to_sort(partial(solve, psi, **kw), psi, 3)
+        t_c, s_c = ratio_to_sort(partial(solve, psi, **kw, k=5.0), psi, 3)
         big = m >= 10**7
         last = m == max(ms)
         rows += [
@@ -173,13 +174,13 @@ def bench_targets(ms, psi_of):
                 {
                     "what": "peak traced memory / 8m",
                     "m": m,
-                    "ratio": peak_ratio(lambda: solve(psi, **kw), m),
+                    "ratio": peak_ratio(partial(solve, psi, **kw), m),
                     "target": 3.0,
                 },
                 {
                     "what": "peak traced memory k=5 / 8m",
                     "m": m,
-                    "ratio": peak_ratio(lambda: solve(psi, **kw, k=5.0), m),
+                    "ratio": peak_ratio(partial(solve, psi, **kw, k=5.0), m),
                     "target": None,
                 },
                 {
@@ -240,9 +241,9 @@ def main(argv=None):
         reps = 5 if m <= 10**5 else 2
         c = dist.sample(m, rng)
         psi = dist.virtual_cost(c)
-        t_sort = best_time(lambda: np.sort(psi), reps)
-        t_solve = best_time(lambda: solve(psi, **kw), reps)
-        t_cap = best_time(lambda: solve(psi, **kw, k=5.0), reps)
+        t_sort = best_time(partial(np.sort, psi), reps)
+        t_solve = best_time(partial(solve, psi, **kw), reps)
+        t_cap = best_time(partial(solve, psi, **kw, k=5.0), reps)
         row = {
             "m": m,
             "sort_s": t_sort,
@@ -251,13 +252,13 @@ def main(argv=None):
             "solve_k5/sort": t_cap / t_sort,
         }
         if kern is not None:  # the two backends, back to back
-            t_np = best_time(lambda: solve(psi, **kw, backend="numpy"), reps)
-            t_nb = best_time(lambda: solve(psi, **kw, backend="numba"), reps)
-            t_np5 = best_time(lambda: solve(psi, **kw, k=5.0, backend="numpy"), reps)
-            t_nb5 = best_time(lambda: solve(psi, **kw, k=5.0, backend="numba"), reps)
+            t_np = best_time(partial(solve, psi, **kw, backend="numpy"), reps)
+            t_nb = best_time(partial(solve, psi, **kw, backend="numba"), reps)
+            t_np5 = best_time(partial(solve, psi, **kw, k=5.0, backend="numpy"), reps)
+            t_nb5 = best_time(partial(solve, psi, **kw, k=5.0, backend="numba"), reps)
             row.update({"numpy/numba": t_np / t_nb, "numpy/numba k5": t_np5 / t_nb5})
         if m <= args.max_pay_m:
-            t_pay = best_time(lambda: offline_payments(c, dist, **kw), 1 if m >= 10**5 else 2)
+            t_pay = best_time(partial(offline_payments, c, dist, **kw), 1 if m >= 10**5 else 2)
             row.update(
                 {
                     "payments_s": t_pay,
@@ -267,8 +268,8 @@ def main(argv=None):
             )
         if m <= 10**4:
             small = psi[: min(m, 2000)]
-            t_grid = best_time(lambda: solve_eta_grid(small, **kw, n_eta=100, n_iter=200), 1)
-            t_exact = best_time(lambda: solve(small, **kw), 3)
+            t_grid = best_time(partial(solve_eta_grid, small, **kw, n_eta=100, n_iter=200), 1)
+            t_exact = best_time(partial(solve, small, **kw), 3)
             row.update(
                 {
                     "grid_m": small.size,
@@ -281,9 +282,9 @@ def main(argv=None):
             )
         rows.append(row)
         m *= 10
+    cpu = platform.processor() or platform.machine()
     print(
-        f"# offline mechanism, U[0,1] costs, mu=sigma=gamma=1; {platform.processor() or platform.machine()}, "
-        f"{time.strftime('%Y-%m-%d')}"
+        f"# offline mechanism, U[0,1] costs, mu=sigma=gamma=1; {cpu}, {time.strftime('%Y-%m-%d')}"
     )
     cols = [
         "m",

@@ -62,10 +62,10 @@ def main(argv=None):
 
     for m in args.br_m:
         c = dist.sample(m, rng)
-        t_solve = best_time(lambda: solve(dist.virtual_cost(c), **kw))
+        t_solve = best_time(lambda c=c: solve(dist.virtual_cost(c), **kw))
         Z = np.clip(c[:, None] * np.linspace(0.5, 1.5, 11)[None, :], 1e-6, 1.0)
 
-        def round_():
+        def round_(c=c, Z=Z):
             OfflineCurves(c, dist, **kw).utilities(Z, c)
 
         t_br = best_time(round_, 1)

@@ -10,6 +10,7 @@ import argparse
 import platform
 import time
 import tracemalloc
+from functools import partial
 
 import numpy as np
 from bench_offline import best_time, write_json  # run as a script: benchmarks/ is on the path
@@ -38,8 +39,8 @@ def bench_cvxpy(rng, dist):
             cp.Minimize(KW["mu"] * cp.norm(a, 2) + res.eta * KW["gamma"] * psi @ a),
             [a >= 0, cp.sum(a) == 1],
         )
-        t_cvx = best_time(lambda: prob.solve(solver=cp.CLARABEL), 1)
-        t_exact = best_time(lambda: solve(psi, **KW), 5)
+        t_cvx = best_time(partial(prob.solve, solver=cp.CLARABEL), 1)
+        t_exact = best_time(partial(solve, psi, **KW), 5)
         v = project_capped_simplex(a.value)  # interior-point output is feasible to ~1e-10 only
         cvx_loss = (
             KW["mu"] * np.linalg.norm(v) + KW["sigma"] / res.eta + res.eta * KW["gamma"] * psi @ v
@@ -142,7 +143,9 @@ def bench_scaling(rng, dist, path):
         plt.legend()
         plt.savefig(path, dpi=100)
         plt.close()
-    return [{"what": "solve time (s)", "m": int(m), "ratio": t} for m, t in zip(ms, times)]
+    return [
+        {"what": "solve time (s)", "m": int(m), "ratio": t} for m, t in zip(ms, times, strict=True)
+    ]
 
 
 def main(argv=None):

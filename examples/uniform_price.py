@@ -4,7 +4,8 @@ report per unit of eps.
 It is truthful: a bought seller's price does not depend on its own report, and a
 seller changes whether it is bought only by crossing the (K+1)-th report, which
 it gains nothing from (the multi-unit Vickrey argument).  The same payments are
-Myerson's (Eq. 8, 003) for the step allocation eps_i = eps_level * [r_i below the
+Myerson's (Eq. 8, 003, read as a Stieltjes integral: with a classical derivative
+it would pay nothing) for the step allocation eps_i = eps_level * [r_i below the
 K-th lowest other report].
 
     market-sim audit --mechanism examples/uniform_price.py:UniformPrice:n_buy=3 \\

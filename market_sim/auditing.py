@@ -40,6 +40,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -47,6 +48,9 @@ from .distributions import CostDistribution, parse_distribution
 from .errors import MarketSimError
 from .files import atomic_write, check_writable_folder
 from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["audit", "AuditResult", "add_parser", "cmd_audit"]
 
@@ -60,7 +64,7 @@ class AuditResult:
     and its numbers (see the module doc); ``violations``: monotonicity violations
     as (market, seller, low report, high report, eps_low, eps_high)."""
 
-    table: object  # pandas.DataFrame
+    table: pd.DataFrame
     summary: dict
     violations: list = field(default_factory=list)
 

@@ -6,7 +6,7 @@
     market-sim simulate --dist SPEC --mechanism M --strategy S --out DIR [--quiet]
     market-sim scenarios
     market-sim run STUDY [--quick] [--workers W] [--executor local|dask] [--out DIR] [--quiet]
-    market-sim report DIR [--out DIR]
+    market-sim report DIR [DIR ...] [--out OUT]
     market-sim audit --mechanism SPEC --dist SPEC --sellers N --markets K --seed S --out DIR
     market-sim demo  [--out demo_output] [--seed 0] [--sellers 200]
     market-sim viz   [--host 127.0.0.1] [--port 8765]      (needs the viz extra)
@@ -285,12 +285,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser(
         "report",
-        help="Markdown and HTML report of a results folder",
-        description="Read OUT/results (never re-running anything) and write "
-        "report.md, report.html and the figures into the folder.",
+        help="Markdown and HTML report of results folders",
+        description="Read RESULTS/results (never re-running anything) and write "
+        "report.md, report.html (figures embedded) and the figures into the report "
+        "folder. With several RESULTS, one page across the studies with a table of "
+        "contents, each study's own report in OUT/<study>/.",
     )
-    rep.add_argument("results", help="a folder written by `market-sim run`")
-    rep.add_argument("--out", default=None, help="report folder (default: RESULTS/report)")
+    rep.add_argument("results", nargs="+", help="folders written by `market-sim run`")
+    rep.add_argument(
+        "--out",
+        default=None,
+        help="report folder (default: RESULTS/report; needed with several RESULTS)",
+    )
     rep.set_defaults(func=cmd_report)
 
     sim = sub.add_parser(
@@ -777,10 +783,15 @@ def cmd_scenarios(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from market_sim.analysis.report import write_report
+    from market_sim.analysis.report import write_index, write_report
 
-    check_writable_folder(args.out or str(Path(args.results) / "report"))
-    path = write_report(args.results, args.out)
+    if len(args.results) > 1 and args.out is None:
+        raise MarketSimError("report: --out is needed with several results folders")
+    check_writable_folder(args.out or str(Path(args.results[0]) / "report"))
+    if len(args.results) > 1:
+        path = write_index(args.results, args.out)
+    else:
+        path = write_report(args.results[0], args.out)
     print(f"report written to {path} (and report.html)")
     return 0
 
@@ -944,15 +955,18 @@ def cmd_simulate(args) -> int:
     _atomic_write(
         str(out / "model.csv"), lambda fh: fh.write(model_df.to_csv(index=False).encode())
     )
+    from market_sim.analysis.simulation import animate_simulation, plot_simulation
+
     label = args.mechanism if len(args.mechanism) < 40 else model.mechanism_name
-    _plot_simulation(
+    plot_simulation(
         agent_df,
         model_df,
         out / "simulation.png",
         f"{label}, {', '.join(model.strategy_names)}, {args.sellers} sellers",
+        data=args.data,
     )
     if args.animate:
-        _animate_simulation(agent_df, out / "simulation.gif")
+        animate_simulation(agent_df, out / "simulation.gif")
     files = ["agents.csv", "model.csv", "simulation.png"] + (
         ["simulation.gif"] if args.animate else []
     )
@@ -960,60 +974,6 @@ def cmd_simulate(args) -> int:
     print(model_df.to_string(index=False))
     print(f"written to {out}: {', '.join(files)}, manifest.json")
     return 0
-
-
-def _plot_simulation(agent_df, model_df, path, title):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(1, 3, figsize=(15, 4))
-    last = agent_df[agent_df["round"] == agent_df["round"].max()]
-    for r, part in agent_df.groupby("round"):
-        ax[0].plot(part.cost, part.report, "o", alpha=0.6, label=f"round {r}")
-    lim = [agent_df.cost.min(), agent_df.cost.max()]
-    ax[0].plot(lim, lim, "k--", lw=1, label="truth")
-    ax[0].set(xlabel="true cost", ylabel="report", title="reports vs true costs")
-    ax[0].legend(fontsize=8)
-    ax[1].bar(last.seller_id, last.eps)
-    ax[1].set(xlabel="seller", ylabel="eps", title="privacy level per seller (last round)")
-    ax[2].plot(model_df["round"], model_df.max_regret, "o-", label="max regret")
-    ax[2].plot(model_df["round"], model_df.share_misreporting, "s-", label="share misreporting")
-    ax[2].set(xlabel="round", title="incentives over rounds")
-    ax[2].legend()
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def _animate_simulation(agent_df, path):
-    """A GIF, one frame per round: reports vs true costs, and eps per seller."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.animation import FuncAnimation, PillowWriter
-
-    rounds = sorted(agent_df["round"].unique())
-    fig, ax = plt.subplots(1, 2, figsize=(10, 4))
-    lim = [agent_df.cost.min(), max(agent_df.cost.max(), agent_df.report.max())]
-    eps_top = max(agent_df.eps.max(), 1e-12) * 1.05
-
-    def frame(k):
-        part = agent_df[agent_df["round"] == rounds[k]]
-        for a in ax:
-            a.clear()
-        ax[0].plot(lim, lim, "k--", lw=1)
-        ax[0].scatter(part.cost, part.report, c=part.eps, cmap="viridis")
-        ax[0].set(xlabel="true cost", ylabel="report", title=f"round {rounds[k]}: reports")
-        ax[1].bar(part.seller_id, part.eps)
-        ax[1].set(ylim=(0, eps_top), xlabel="seller", ylabel="eps", title="privacy levels")
-
-    anim = FuncAnimation(fig, frame, frames=len(rounds))
-    anim.save(path, writer=PillowWriter(fps=1))
-    plt.close(fig)
 
 
 def cmd_demo(args) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -11,7 +12,7 @@ from .errors import MarketSimError
 from .mechanisms.payments import seller_utility
 
 DEMO_DIST = "uniform:0:1"
-DEMO_PARAMS = dict(mu=1.0, sigma=1.0, gamma=0.2)
+DEMO_PARAMS: dict[str, Any] = dict(mu=1.0, sigma=1.0, gamma=0.2)  # keywords of the solvers
 
 
 def run_demo(out_dir: str = "demo_output", seed: int = 0, m: int = 200) -> dict:

@@ -35,8 +35,11 @@ density steps up), so empirical costs normally need ``iron=True``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -64,7 +67,7 @@ class CostDistribution:
     """
 
     spec: str
-    dist: object = field(repr=False, compare=False)  # scipy frozen distribution
+    dist: Any = field(repr=False, compare=False)  # scipy frozen distribution (untyped)
     support: tuple[float, float]
     ironed: bool = False
     # ironing intervals in cost space and the constant virtual cost on each
@@ -127,7 +130,7 @@ class CostDistribution:
         c = self.check_in_support(c)
         psi = self.raw_virtual_cost(c)
         if self.iron_intervals:
-            a, b, value = (np.array(col) for col in zip(*self.iron_intervals))
+            a, b, value = (np.array(col) for col in zip(*self.iron_intervals, strict=True))
             j = np.clip(np.searchsorted(a, c, side="right") - 1, 0, a.size - 1)
             psi = np.where((c > a[j]) & (c < b[j]), value[j], psi)
         return psi
@@ -211,7 +214,7 @@ def _ironing_intervals(dist: CostDistribution) -> tuple[tuple[float, float, floa
                 break
         hull.append(j)
     intervals = []
-    for i0, i1 in zip(hull[:-1], hull[1:]):
+    for i0, i1 in pairwise(hull):
         if i1 - i0 < 2 or q[i1] <= q[i0]:
             continue
         slope = (h[i1] - h[i0]) / (q[i1] - q[i0])
@@ -363,7 +366,8 @@ def parse_distribution(spec: str, *, iron: bool = False) -> CostDistribution:
     arity = {"uniform": 2, "truncnorm": 4, "beta": 4, "truncexpon": 3}
     if name not in arity:
         raise MarketSimError(
-            f"unknown distribution {name!r}; use one of uniform, truncnorm, beta, truncexpon, empirical"
+            f"unknown distribution {name!r}; "
+            "use one of uniform, truncnorm, beta, truncexpon, empirical"
         )
     parts = rest.split(":") if rest else []
     if len(parts) != arity[name]:
@@ -374,10 +378,10 @@ def parse_distribution(spec: str, *, iron: bool = False) -> CostDistribution:
         raise MarketSimError(f"{spec!r}: parameters must be numbers") from None
     if not all(np.isfinite(nums)):
         raise MarketSimError(f"{spec!r}: parameters must be finite")
-    build = {
+    builders: dict[str, Callable[..., CostDistribution]] = {
         "uniform": uniform,
         "truncnorm": truncnorm,
         "beta": scaled_beta,
         "truncexpon": truncexpon,
-    }[name]
-    return build(*nums, iron=iron)
+    }
+    return builders[name](*nums, iron=iron)

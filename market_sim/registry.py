@@ -301,7 +301,7 @@ STRATEGIES = Registry(
 def _builtin_scenarios() -> dict[str, str]:
     """Every module of the ``market_sim.scenarios`` package, found without importing it."""
     spec = importlib.util.find_spec("market_sim.scenarios")
-    out = {}
+    out: dict[str, str] = {}
     for folder in (spec.submodule_search_locations or []) if spec else []:
         for f in sorted(Path(folder).glob("*.py")):
             if not f.stem.startswith("_"):

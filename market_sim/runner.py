@@ -67,6 +67,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -108,7 +109,7 @@ class Study:
 
     name: str
     source: str
-    obj: object
+    obj: Any  # the study module or object: grid, run, REPLICATIONS, ...
 
 
 def find_study(ref: str) -> Study:
@@ -132,8 +133,9 @@ def find_study(ref: str) -> Study:
         if isinstance(target, str):
             source = target
         else:  # registered at run time: workers find it by its module, when it has one
-            source = getattr(target, "__name__", None) if inspect.ismodule(target) else None
-            source = source or ref
+            source = (
+                getattr(target, "__name__", None) if inspect.ismodule(target) else None
+            ) or ref
         return Study(ref, source, SCENARIOS.load(ref))
     if ":" in ref or "." in ref:
         return Study(ref, ref, _check_scenario(load_object(ref), ref))
@@ -198,7 +200,7 @@ def list_scenarios() -> list[tuple[str, str, str]]:
     return rows
 
 
-def _canonical(params: dict) -> str:
+def _canonical(params: object) -> str:
     return json.dumps(params, sort_keys=True, default=str)
 
 
@@ -572,7 +574,7 @@ def _run_chunk(tasks: list[Task], out: str | None, path: list[str] | None = None
     if not _worker_ready:  # Dask workers have no initializer
         _worker_init(path)
     start = time.perf_counter()
-    results = []
+    results: list[tuple[Task, Any, str | None]] = []
     for task in tasks:
         rows = execute(task)
         if out is None:

@@ -11,6 +11,7 @@ a CDN: a file missing from the installed assets is named on stderr instead.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -283,6 +284,21 @@ def _no_cdn(url):
     raise RuntimeError(f"not in the installed assets: {url}")
 
 
+def _block_cdn() -> None:
+    """Route Solara's CDN proxy to ``_no_cdn``: a front-end file missing from the
+    installed assets is named, not downloaded.  The proxy (``cdn_helper.get_path``
+    and ``get_data``) builds every download address with ``get_cdn_url``."""
+    from solara.server import cdn_helper
+
+    url_of = getattr(cdn_helper.get_cdn_url, "__wrapped__", cdn_helper.get_cdn_url)
+
+    @functools.wraps(url_of)
+    def refuse(path):
+        _no_cdn(url_of(path))
+
+    cdn_helper.get_cdn_url = refuse
+
+
 def serve(host: str = "127.0.0.1", port: int = 8765) -> None:
     """Serve the page with uvicorn until interrupted; front-end files from packages only."""
     os.environ["SOLARA_APP"] = "market_sim.viz:page"
@@ -291,12 +307,12 @@ def serve(host: str = "127.0.0.1", port: int = 8765) -> None:
     import warnings
 
     import uvicorn
-    from solara.server import cdn_helper, settings
+    from solara.server import settings
 
     settings.telemetry.mixpanel_enable = False  # no calls home
     warnings.filterwarnings("ignore", message="Cookies with samesite=none")  # plain http
 
-    cdn_helper.fetch_from_cdn = _no_cdn
+    _block_cdn()
     if host not in ("127.0.0.1", "localhost", "::1"):
         print(
             f"market-sim viz: serving on {host}, not only this machine: anyone who reaches "

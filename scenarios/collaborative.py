@@ -1,5 +1,4 @@
-"""Collaborative private ML (004) with parties as agents: rho, number of parties,
-spread of privacy preferences.
+"""Collaborative ML (004), parties as agents: rho, number of parties, spread of privacy preferences.
 
 Per task one ``CollaborationModel``: parties with Gaussian data of sizes
 50 x 1.6^i, preferred epsilons exp(spread x u_i) (u evenly spread on [-1, 1]),

@@ -1,5 +1,4 @@
-"""The synthetic experiment of 004 (Sec. 6): one party's privacy level against its
-valuation and reward.
+"""004's synthetic experiment (Sec. 6): one party's privacy level against its valuation and reward.
 
 Three parties share the sufficient statistic of a Gaussian model with known
 variance (sizes 100, 200, 400; the seed uses Bayesian linear regression,

@@ -7,11 +7,11 @@ others' reports fixed) is measured on a uniform sample of ``regret_sample``
 participants, relative to the mean payment of a bought seller.  Candidates: 33
 cell midpoints of the support plus the own cost times ``LOCAL`` (as m grows the
 cut-off moves towards the bottom of the support, and a profitable shading is a
-small step above the own cost, finer than any fixed grid).  Pay-as-bid is the control:
-its regret must stay clearly positive.
-Sizes: online to 10^5 (10^6 for truthful sellers), the others to 10^4 (an offline
-best-response round at 10^5 takes ~15 s, too long for the study's budget of 30
-minutes on 2 cores over the whole grid).
+small step above the own cost, finer than any fixed grid).  Pay-as-bid is the
+control: its regret must stay clearly positive.  Sizes: online to 10^5 (10^6 for
+truthful sellers), the others to 10^4 (an offline best-response round at 10^5
+takes ~15 s, too long for the study's budget of 30 minutes on 2 cores over the
+whole grid).
 """
 
 from __future__ import annotations

@@ -128,7 +128,7 @@ def test_privacy_valuation_trade_off_and_party_monotonicity_in_expectation():
     rng = np.random.default_rng(4)
     model = GaussianMeanModel(data_var=1.0, prior_var=1.0, bound=3.0)
     rows = [_expected_values(model, e, rng) for e in (0.05, 0.5, 5.0)]
-    singles, grands = zip(*rows)
+    singles, grands = zip(*rows, strict=True)
     assert singles[0] < singles[1] < singles[2]  # V3 for {1}
     assert grands[0] < grands[1] < grands[2]  # V3 for N
     assert all(g > s for s, g in rows)  # V2: adding parties adds value
@@ -150,7 +150,7 @@ def test_shapley_exact_and_sampled_and_their_axioms():
 
 def _collaboration(rng, model=None, sizes=(40, 80, 160), eps=(0.5, 1.0, 2.0)):
     model = model or GaussianMeanModel(data_var=1.0, prior_var=1.0, bound=3.0)
-    shared = [model.share(rng.normal(0.7, 1, n), e, rng) for n, e in zip(sizes, eps)]
+    shared = [model.share(rng.normal(0.7, 1, n), e, rng) for n, e in zip(sizes, eps, strict=True)]
     return model, shared
 
 
@@ -197,7 +197,7 @@ def test_tempering_is_monotone_and_closer_to_the_grand_posterior_than_noise():
             data = [(rng.random(40) < 0.3).astype(int), (rng.random(80) < 0.3).astype(int)]
         else:
             data = [rng.normal(0.5, 1, 40), rng.normal(0.5, 1, 80)]
-        shared = [model.share(d, e, rng) for d, e in zip(data, (0.5, 2.0))]
+        shared = [model.share(d, e, rng) for d, e in zip(data, (0.5, 2.0), strict=True)]
         values = [model.value(shared, k) for k in np.linspace(0, 1, 21)]
         assert values[0] == pytest.approx(0.0, abs=1e-9)
         assert np.all(np.diff(values) > 0)

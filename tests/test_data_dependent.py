@@ -1,3 +1,5 @@
+from itertools import pairwise
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -113,7 +115,7 @@ def test_more_weight_on_payments_buys_less_privacy():
         ).eta
         for g in (0.01, 0.1, 1, 10)
     ]
-    assert all(e1 > e2 for e1, e2 in zip(etas, etas[1:]))
+    assert all(e1 > e2 for e1, e2 in pairwise(etas))
 
 
 def test_naive_model_without_regularisers_buys_the_least_and_concentrates():
@@ -201,3 +203,39 @@ def test_bad_input_is_refused_with_a_clear_error(bad, msg):
     args.update(bad)
     with pytest.raises(MarketSimError, match=msg):
         dd.solve(args.pop("X"), args.pop("y"), args.pop("psi"), **args)
+
+
+def test_literal_alg4_runs_to_the_smallest_eps_avg_only_in_one_regime():
+    """On the Wisconsin training rows (m = 341, d = 30, eps_avg from 0.01 to 10 as in the
+    study), the literal Eq. 17 (realised b) ends its line search at eps_avg = 0.01 exactly
+    when the noise reward beats the noise price there: sigma Lambda eta_0 < 2||b||^2,
+    eta_0 = m 0.01.  The exact bounds decide every case below; the solver's profile lies
+    between them and its choice agrees."""
+    from market_sim.scenarios import wisconsin
+
+    rng = np.random.default_rng(0)
+    (X, y), _, _ = wisconsin.split(rng)
+    psi = wisconsin.COSTS.virtual_cost(wisconsin.COSTS.sample(y.size, rng))
+    grid = np.geomspace(0.01, 10.0, 31)
+    eta0 = y.size * grid[0]
+    draws = [draw_noise(X.shape[1], np.random.default_rng(s)) for s in (0, 1, 2)]
+    for b in draws:
+        reward = 2 * (b @ b) / eta0  # 352, 1832 and 1190 for these draws
+        for lam, sigma in ((0.01, 100.0), (0.1, 100.0), (1.0, 1.0), (1.0, 100.0), (10.0, 100.0)):
+            for mu, gamma in ((100.0, 0.01), (1e4, 1.0)):
+                kw = dict(mu=mu, sigma=sigma, gamma=gamma, reg_lambda=lam, eps_avg_grid=grid)
+                lo, up, verdict = dd.literal_noise_bounds(X, y, psi, b, **kw)
+                assert np.all(lo <= up)
+                want = "smallest" if sigma * lam < reward else "not smallest"
+                assert verdict == want, (lam, sigma, mu, gamma, reward)
+                if lam < 10:
+                    assert verdict == "smallest"  # Lambda <= 1, sigma <= 100: always
+    b = draws[0]  # ||b|| = 24.5: sigma Lambda = 1000 > 352 at Lambda = 10, sigma = 100
+    for lam, first in ((1.0, True), (10.0, False)):
+        kw = dict(mu=100.0, sigma=100.0, gamma=0.01, reg_lambda=lam, eps_avg_grid=grid)
+        lo, up, _ = dd.literal_noise_bounds(X, y, psi, b, **kw)
+        r = dd.solve(X, y, psi, noise=b, **kw)
+        assert np.all(lo - 1e-9 <= r.profile) and np.all(r.profile <= up + 1e-9)
+        assert bool(r.eta == eta0) is first
+    with pytest.raises(MarketSimError, match="noise"):
+        dd.literal_noise_bounds(X, y, psi, np.ones(3), **kw)

@@ -96,3 +96,22 @@ def test_passes_scikit_learn_check_estimator():
         (r["check_name"], str(r["exception"])[:200]) for r in results if r["status"] == "failed"
     ]
     assert failed == []
+
+
+def test_log_base_of_the_surrogate_and_of_privacy():
+    """The code's loss is ln(1 + e^-z) (Prop. II.2 needs its slope bound 1); the bound
+    1[z <= 0] <= loss of Thm II.4 holds for log2 = ln / ln 2 but fails for ln on
+    (-ln(e - 1), 0], so with ln the surrogate bound carries a factor 1/ln 2."""
+    from market_sim.mechanisms.data_dependent import _losses
+
+    z = np.linspace(-5, 5, 100_001)
+    ln_loss = _losses(z[:, None], np.ones(1))  # rows SX = z, w = 1: margins z
+    np.testing.assert_allclose(ln_loss, np.log1p(np.exp(-z)), rtol=1e-12)
+    slope = np.abs(np.gradient(ln_loss, z))
+    assert slope.max() <= 1 and slope.max() > 0.99  # sensitivity 1: eps_i = a_i eta
+    err = (z <= 0).astype(float)
+    assert np.all(err <= ln_loss / np.log(2) + 1e-12)  # base 2: Thm II.4's first step
+    fails = z[err > ln_loss]
+    assert fails.min() == pytest.approx(-np.log(np.e - 1), abs=1e-4) and fails.max() == 0.0
+    slope2 = np.abs(np.gradient(ln_loss / np.log(2), z))  # base 2: sensitivity above 1
+    assert 1.4 < slope2.max() <= 1 / np.log(2)

@@ -8,7 +8,7 @@ from market_sim.errors import MarketSimError
 from market_sim.mechanisms.base import Mechanism
 from market_sim.mechanisms.myerson import NonMonotoneAllocation, myerson_mechanism
 from market_sim.mechanisms.offline import solve
-from market_sim.mechanisms.payments import offline_payments
+from market_sim.mechanisms.payments import OfflineCurves, offline_payments
 
 U01 = parse_distribution("uniform:0:1")
 
@@ -141,3 +141,55 @@ def test_bad_arguments():
         myerson_mechanism(3, U01)
     with pytest.raises(MarketSimError, match="tol"):
         myerson_mechanism(np.ones_like, U01, tol=0)
+
+
+def test_eq8_read_literally_underpays_where_eps_jumps():
+    """Eq. 8 (003), t_i = -int_{c_i}^inf z d eps_i(z), read with a classical derivative
+    drops the jump term z0 * (eps(z0-) - eps(z0+)).  The offline optimum jumps: in this
+    market seller 2's eps falls from 0.2163 to 0 at report z0 = 0.31181, where the optimum
+    switches from 3 sellers to 2.  Read as a Stieltjes integral, Eq. 8 is our payment
+    c eps(c) + int_c^{c_high} eps (IC, IR); the literal reading underpays by 20% at the
+    truthful cost 0.172, and at cost 0.25 it pays less than the cost (IR fails) and
+    reporting above z0 (eps = 0, no payment) beats the truth (IC fails)."""
+    base = np.array([0.034, 0.075, 0.172, 0.965])
+    kw = dict(mu=1.0, sigma=1.0, gamma=0.2)
+    i = 2
+
+    def eps_at(z):
+        r = base.copy()
+        r[i] = z
+        return solve(U01.virtual_cost(r), **kw)
+
+    lo, hi = 0.172, 1.0  # bisect for the jump
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if eps_at(mid).eps[i] > 0 else (lo, mid)
+    z0, jump = lo, eps_at(lo).eps[i]
+    assert z0 == pytest.approx(0.311814, abs=1e-6) and jump == pytest.approx(0.216304, abs=1e-6)
+    assert eps_at(lo).n_bought == 3 and eps_at(hi).n_bought == 2 and eps_at(hi).eps[i] == 0
+
+    def literal(c):  # -sum z d eps on [c, z0-] (graded mesh: eps is steep near z0)
+        z = z0 - (z0 - c) * np.linspace(1.0, 0.0, 1501) ** 2
+        e = np.array([eps_at(x).eps[i] for x in z])
+        assert np.all(np.diff(e) <= 0) and e[-1] == jump  # smooth and non-increasing
+        # eps = 0 on (z0, 1]: the jump z0 -> z0+ is the only step a classical derivative
+        # does not see
+        return float(-np.sum((z[1:] + z[:-1]) / 2 * np.diff(e))), e[0]
+
+    for c, under in ((0.172, 0.196), (0.25, 0.265)):
+        r = base.copy()
+        r[i] = c
+        eps, pay = offline_payments(r, U01, **kw)
+        t_lit, e_c = literal(c)
+        assert e_c == pytest.approx(eps[i], rel=1e-12)
+        assert t_lit == pytest.approx(pay[i] - z0 * jump, abs=2e-5)  # only the jump term
+        assert 1 - t_lit / pay[i] == pytest.approx(under, abs=1e-3)
+        assert pay[i] - c * eps[i] >= 0  # ours: IR ...
+        curves = OfflineCurves(r, U01, **kw)  # ... and IC on a grid of misreports
+        u = curves.utilities(np.linspace(0.0, 1.0, 41)[None, :], [c], sellers=[i])
+        assert u.max() <= pay[i] - c * eps[i] + 1e-9
+    # at cost 0.25 the literal payment is below the cost, and opting out (report 1) pays 0
+    assert t_lit - 0.25 * e_c < -0.02 < 0.0
+    # the generic Myerson mechanism integrates through the jump: it pays ours
+    mech = myerson_mechanism(lambda r: solve(U01.virtual_cost(r), **kw).eps, U01, tol=1e-6)
+    np.testing.assert_allclose(mech.run(r).payments[i], pay[i], rtol=1e-6)

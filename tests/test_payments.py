@@ -52,7 +52,7 @@ def test_payments_match_an_independent_adaptive_integral(seed, dist):
     psi = d.virtual_cost(c)
     for i in np.flatnonzero(eps > 0)[:4]:
 
-        def eps_i(z):
+        def eps_i(z, i=i):
             q = psi.copy()
             q[i] = d.virtual_cost(z)
             return solve(q, **kw).eps[i]

@@ -71,7 +71,7 @@ def test_correlation_cheap_mislabelled_sellers_fool_the_data_independent_mechani
 def test_wisconsin_reproduces_the_shape_of_fig_2(tmp_path):
     df = quick("wisconsin", tmp_path)
     assert set(df.method) == {"ours", "naive", "offline", "non_private"}
-    for mapping, part in df.groupby("mapping"):
+    for _mapping, part in df.groupby("mapping"):
         ours = part[part.method == "ours"].set_index("gamma").sort_index()
         naive = part[part.method == "naive"].set_index("gamma")
         base = part[part.method == "non_private"].test_error.iloc[0]

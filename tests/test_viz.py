@@ -76,6 +76,29 @@ def test_no_cdn_names_the_missing_file(capsys):
     assert err.count("\n") == 0 and "vega@5/build/vega.min.js" in err and "solara-assets" in err
 
 
+def test_the_cdn_proxy_serves_installed_files_and_downloads_nothing(tmp_path, monkeypatch, capsys):
+    viz = _viz_or_skip()
+    from solara.server import cdn_helper
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("the CDN proxy tried to download")
+
+    monkeypatch.setattr(cdn_helper.requests, "get", no_download)
+    monkeypatch.setattr(cdn_helper, "get_cdn_url", cdn_helper.get_cdn_url)  # undone afterwards
+    viz._block_cdn()
+    viz._block_cdn()  # idempotent: wraps Solara's function, not its own wrapper
+    assert cdn_helper.get_cdn_url.__wrapped__.__module__ == "solara.server.cdn_helper"
+    installed = tmp_path / "present@1" / "a.js"
+    installed.parent.mkdir()
+    installed.write_text("ok")
+    assert cdn_helper.get_path(tmp_path, "present@1/a.js") == installed
+    for fetch in (cdn_helper.get_path, cdn_helper.get_data):
+        with pytest.raises(RuntimeError, match="not in the installed assets"):
+            fetch(tmp_path, f"absent-{fetch.__name__}@1/b.js")
+    err = capsys.readouterr().err
+    assert "absent-get_path@1/b.js" in err and "absent-get_data@1/b.js" in err
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -20,6 +20,7 @@ from ..collaborative.rewards import CONTROLS, model_reward, target_rewards
 from ..errors import MarketSimError
 
 PARTY_STRATEGIES = ("truthful", "strategic")
+EPS_GRID = tuple(np.geomspace(0.05, 20.0, 9))  # default candidate epsilons of a strategic party
 
 
 class PartyAgent(mesa.Agent):
@@ -62,7 +63,7 @@ class CollaborationModel(mesa.Model):
         control: str = "temper",
         strategy: str = "truthful",
         rounds: int = 1,
-        eps_grid=tuple(np.geomspace(0.05, 20.0, 9)),
+        eps_grid=EPS_GRID,
         n_draws: int = 8,
         true_mean: float = 0.5,
         seed: int | None = None,
@@ -94,7 +95,7 @@ class CollaborationModel(mesa.Model):
         self.eps_grid, self.n_draws = grid, int(n_draws)
         self.parties = [
             PartyAgent(self, i, self.rng.normal(true_mean, 1.0, n), e, float(c), strategy)
-            for i, (n, e, c) in enumerate(zip(sizes, eps_pref, privacy_cost))
+            for i, (n, e, c) in enumerate(zip(sizes, eps_pref, privacy_cost, strict=True))
         ]
         self.exact = [self.stat.sufficient_statistic(p.data) for p in self.parties]
         self.welfare = self.share_rational = self.negative_shapley = np.nan
@@ -124,7 +125,7 @@ class CollaborationModel(mesa.Model):
     # ---- sharing and valuing ----------------------------------------------------------
     def _shared(self, eps, zeta) -> list[SharedStatistic]:
         out = []
-        for (ss, n), e, z in zip(self.exact, eps, zeta):
+        for (ss, n), e, z in zip(self.exact, eps, zeta, strict=True):
             var = rdp_noise_variance(self.stat.sensitivity, e)
             out.append(SharedStatistic(n, ss + np.sqrt(var) * z, var))
         return out
@@ -152,7 +153,7 @@ class CollaborationModel(mesa.Model):
         shared = self._shared([p.eps for p in self.parties], zeta)
         values, phi, targets = self._targets(shared)
         self.negative_shapley = int(np.sum(phi < 0))
-        for p, t in zip(self.parties, targets):
+        for p, t in zip(self.parties, targets, strict=True):
             p.value_alone = values[1 << p.index]
             p.shapley = float(phi[p.index])
             reward = model_reward(self.stat, shared, t, self.control, self.rng)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import mesa
 import numpy as np
@@ -36,6 +37,9 @@ from ..mechanisms.base import Mechanism, as_mechanism, mechanism_name
 from ..mechanisms.offline import proxy_loss_of_eps
 from ..privacy.release import StatisticRelease
 from .strategies import SellerGroup, Strategy, Truthful, as_strategy, is_vectorized
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 
 AGENT_VIEW_LIMIT = 10_000
 AGENT_COLUMNS = (
@@ -206,7 +210,7 @@ def _strategy_mix(strategy, strategic_fraction, n):
         counts = [int(round(f * n)) for f in fracs]
         while sum(counts) > n:
             counts[int(np.argmax(counts))] -= 1
-        return [(spec, c) for (spec, _), c in zip(items, counts)]
+        return [(spec, c) for (spec, _), c in zip(items, counts, strict=True)]
     if not (0 <= strategic_fraction <= 1):
         raise MarketSimError(f"strategic_fraction must be in [0, 1] (got {strategic_fraction!r})")
     return [(strategy, int(round(strategic_fraction * n)))]
@@ -361,7 +365,7 @@ class MarketModel(mesa.Model):
                 self.seller(i)
         self.platform = PlatformAgent(self, test_data)
         self._agent_rows: list[dict] = []
-        self._agent_writer = None
+        self._agent_writer: pq.ParquetWriter | None = None
         self.agent_out = agent_out
         self.round = 0
         self.running = True
@@ -461,6 +465,7 @@ class MarketModel(mesa.Model):
         """The group's participants; read-only views (no copies) when all take part."""
         a, b = int(g.ids[0]), int(g.ids[-1]) + 1
         mask = self.participating[a:b]
+        take: slice | np.ndarray
         if mask.all():
             rows, take = np.arange(b - a), slice(a, b)
         else:
@@ -472,7 +477,7 @@ class MarketModel(mesa.Model):
         return SellerGroup(a + rows, rows, *cols)
 
     # ---- one round ---------------------------------------------------------------
-    def arrival(self) -> np.ndarray:
+    def arrival(self) -> slice | np.ndarray:
         """Who takes part: stay out after a round with negative utility; with xi < 1
         each seller is also absent with probability 1 - xi."""
         if self.new_costs and self.round > 1:
@@ -480,6 +485,7 @@ class MarketModel(mesa.Model):
         self.participating[:] = self.utility >= -self.tol
         if self.xi < 1:
             self.participating &= ~(self.rng.random(self.n_sellers) >= self.xi)
+        active: slice | np.ndarray
         if self.participating.all():  # a slice: views and fast assignment, no index arrays
             active, self.n_active = slice(None), self.n_sellers
             if not self._identity_positions:
@@ -496,6 +502,7 @@ class MarketModel(mesa.Model):
             self.eps[out] = self.payment[out] = self.utility[out] = 0.0
             self.regret[out] = np.nan
         if self.base_mechanism.needs_data:  # this round's sellers' data
+            assert self.X is not None and self.y is not None  # __init__ requires them
             self.mechanism = self.base_mechanism.with_data(self.X[active], self.y[active])
         return active
 
@@ -512,11 +519,13 @@ class MarketModel(mesa.Model):
             if type(g.strategy) is Truthful:
                 self.report[sel.ids] = sel.cost
                 continue
+            r: np.ndarray | list[float]
             if g.copies is None:
                 r = g.strategy.report_all(sel, self)
             else:
                 r = [
-                    g.copies[row].report(self.seller(i), self) for i, row in zip(sel.ids, sel.rows)
+                    g.copies[row].report(self.seller(i), self)
+                    for i, row in zip(sel.ids, sel.rows, strict=True)
                 ]
             r = np.asarray(r, dtype=float).reshape(-1)
             if r.size != len(sel) or not np.all(np.isfinite(r)):
@@ -540,7 +549,7 @@ class MarketModel(mesa.Model):
             if g.copies is None:
                 g.strategy.observe_all(sel, self.utility[sel.ids], self)
             else:
-                for i, row in zip(sel.ids, sel.rows):
+                for i, row in zip(sel.ids, sel.rows, strict=True):
                     g.copies[row].observe(self.seller(i), self, float(self.utility[i]))
 
     def measure(self, active: np.ndarray) -> None:

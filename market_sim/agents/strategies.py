@@ -105,7 +105,7 @@ class Strategy:
         """What a whole group realised (default: ``observe`` seller by seller, if defined)."""
         if type(self).observe is Strategy.observe:
             return
-        for i, u in zip(sellers.ids, utilities):
+        for i, u in zip(sellers.ids, utilities, strict=True):
             self.observe(model.seller(i), model, float(u))
 
     def start(self, n: int, model) -> None:
@@ -232,8 +232,10 @@ class Learning(Strategy):
 
     def greedy(self, rows=None) -> np.ndarray:
         """The greedy arm of each seller (rows of the group; default all)."""
-        rows = np.arange(self.totals.shape[0]) if rows is None else np.asarray(rows)
-        T, C = self.totals[rows], self.counts[rows]
+        totals, counts = self.totals, self.counts
+        assert totals is not None and counts is not None, "learning: start(n, model) first"
+        rows = np.arange(totals.shape[0]) if rows is None else np.asarray(rows)
+        T, C = totals[rows], counts[rows]
         means = np.where(C > 0, T / np.maximum(C, 1), -np.inf)
         top = means.max(axis=1, keepdims=True)
         near = means >= top - 1e-12 * np.maximum(1.0, np.abs(top))

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 from scipy import special, stats
@@ -132,6 +133,12 @@ def _check_temper(kappa):
         raise MarketSimError(f"the tempering factor must be in [0, 1] (got {kappa!r})")
 
 
+class Belief(Protocol):
+    """What ``value`` needs of a prior or posterior."""
+
+    def kl(self, other: Any) -> float: ...
+
+
 class _Model:
     """Shared pieces: ``share`` perturbs a party's SS; ``value`` is the Bayesian
     surprise KL(posterior || prior) of 004 Def. 3.1."""
@@ -139,6 +146,15 @@ class _Model:
     dim: int
     sensitivity: float
     noise_aware: bool = True  # the DP noise on every SS block is integrated out
+    prior: Belief
+
+    def sufficient_statistic(self, data) -> tuple[np.ndarray, int]:
+        """(s(D), n) of a party's data (each model)."""
+        raise NotImplementedError
+
+    def posterior(self, shared: Sequence[SharedStatistic], temper: float = 1.0) -> Belief:
+        """The tempered noise-aware posterior of Eq. (1) (each model)."""
+        raise NotImplementedError
 
     def share(
         self, data, epsilon: float, rng: np.random.Generator, order: float = 2.0
@@ -156,6 +172,10 @@ class _GaussianConjugate(_Model):
     """Each shared SS contributes (precision, linear) terms to a Gaussian posterior."""
 
     prior: GaussianBelief
+
+    def _terms(self, s: SharedStatistic) -> tuple[np.ndarray, np.ndarray]:
+        """(precision, linear) terms of one shared SS (each model)."""
+        raise NotImplementedError
 
     def posterior(self, shared: Sequence[SharedStatistic], temper: float = 1.0) -> GaussianBelief:
         _check_temper(temper)
@@ -262,14 +282,14 @@ class BernoulliModel(_Model):
     grid_size: int = 4000
     dim: int = field(default=1, init=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not (np.isfinite(self.a) and np.isfinite(self.b) and self.a >= 1 and self.b >= 1):
             raise MarketSimError("the Beta prior needs a, b >= 1 (finite density on the grid)")
         self.sensitivity = 1.0
         k = int(self.grid_size)
         theta = (np.arange(k) + 0.5) / k
         self._theta, self._w = theta, np.full(k, 1.0 / k)
-        self.prior = self._normalised(stats.beta.logpdf(theta, self.a, self.b))
+        self.prior: GridBelief = self._normalised(stats.beta.logpdf(theta, self.a, self.b))
         self._cache: dict = {}
 
     def _normalised(self, logp) -> GridBelief:

@@ -105,7 +105,7 @@ def noise_reward(
     zeta = [rng.standard_normal(np.shape(s.value)) for s in shared]
 
     def noisy(tau):
-        return [s.with_extra_noise(tau, z) for s, z in zip(shared, zeta)]
+        return [s.with_extra_noise(tau, z) for s, z in zip(shared, zeta, strict=True)]
 
     def gap(tau):
         return model.value(noisy(tau), 1.0) - target

@@ -125,7 +125,7 @@ def rationality_rho(v_single, phi, v_grand: float) -> float:
     v_single, phi = np.asarray(v_single, dtype=float), np.asarray(phi, dtype=float)
     ratio = phi / phi.max()
     out = 1.0
-    for vi, r in zip(v_single, ratio):
+    for vi, r in zip(v_single, ratio, strict=True):
         if vi > v_grand:
             return 0.0  # even rho = 0 (everybody gets v_N) is not rational for i
         if 0 < r < 1 and vi > 0:

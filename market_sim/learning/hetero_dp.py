@@ -12,6 +12,18 @@ A seller with a_i = 0 does not enter the objective and is 0-DP.
 Rows are divided by ``data_norm`` before fitting (the proof needs ||x|| <= 1);
 ``coef_`` is expressed in the caller's units.  No intercept, as in the paper:
 append a constant feature (inside the norm bound) if one is wanted.
+
+The log is natural, as Prop. II.2 needs: the noise b' = 2b/eta gives eps_i = a_i eta
+because |d/dz ln(1 + e^-z)| <= 1 (with log base 2 the bound is 1/ln 2 and the same
+noise would give a_i eta / ln 2).  Thm II.4's proof needs base 2 instead:
+1[z <= 0] <= log2(1 + e^-z) (ln fails for -0.541 < z <= 0) and its 1/ln 2 is the
+Lipschitz constant of log2(1 + e^-z).  Redone with ln, Thm II.4 reads
+E[1(error)] <= (1/ln 2) (L_hat + mu_e ||a|| + sigma/eta), L_hat Eq. 2 with ln,
+mu_e = (3 ln(1/delta)/sqrt 2) ln(1 + e^beta) + beta: the paper's right-hand side
+with beta/ln 2 replaced by beta inside and the whole bound multiplied by
+1/ln 2 ~ 1.443.  Minimising Eq. 10 or 17 (ln surrogate + gamma * payments) is
+therefore minimising that bound on the misclassification error plus
+(gamma/ln 2) * payments.
 """
 
 from __future__ import annotations

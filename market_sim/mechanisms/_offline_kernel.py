@@ -28,11 +28,12 @@ tolerances), so the kernel picks the reference's cell.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numba import njit
 
-_JIT = dict(cache=True, error_model="numpy", nogil=True)
+_JIT: dict[str, Any] = dict(cache=True, error_model="numpy", nogil=True)
 _INF = np.inf
 
 

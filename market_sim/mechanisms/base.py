@@ -104,6 +104,19 @@ def as_outcome(result: Any, n: int, who: str = "mechanism") -> Outcome:
     return Outcome(eps, pay, dict(info))
 
 
+def _construct(cls: type, context: dict[str, Any]) -> Any:
+    """cls(**the entries of context its constructor names); all of them if it takes **kw."""
+    params = inspect.signature(cls).parameters
+    takes_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    kw = {k: v for k, v in context.items() if takes_all or k in params}
+    try:
+        return cls(**kw)
+    except MarketSimError:
+        raise
+    except TypeError as exc:
+        raise MarketSimError(f"mechanism {cls.__name__}: {exc}") from None
+
+
 class Mechanism:
     """Base class of every mechanism (see the module docstring)."""
 
@@ -118,15 +131,7 @@ class Mechanism:
     def from_context(cls, **context) -> Mechanism:
         """Build from the market's settings (``dist``, ``n_sellers``, ``mu``, ``sigma``,
         ``gamma``, ``privacy``): each one the constructor names is passed."""
-        params = inspect.signature(cls).parameters
-        takes_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
-        kw = {k: v for k, v in context.items() if takes_all or k in params}
-        try:
-            return cls(**kw)
-        except MarketSimError:
-            raise
-        except TypeError as exc:
-            raise MarketSimError(f"mechanism {cls.__name__}: {exc}") from None
+        return _construct(cls, context)
 
     def with_data(self, X, y) -> Mechanism:
         """This mechanism for sellers with data rows ``X`` and labels ``y``."""
@@ -208,7 +213,8 @@ class _Adapted(Mechanism):
 
     def __init__(self, obj, takes_rng: bool):
         self.obj, self.takes_rng = obj, takes_rng
-        self.name = mechanism_name(obj)
+        # a per-instance name shadowing the ClassVar (mypy allows only class-level ones)
+        self.name = mechanism_name(obj)  # type: ignore[misc]
         for attr in ("randomized", "own_report_inclusion", "needs_data", "n_draws"):
             if hasattr(obj, attr):
                 setattr(self, attr, getattr(obj, attr))
@@ -269,7 +275,7 @@ def as_mechanism(obj, **context) -> Mechanism:
         if issubclass(obj, Mechanism):
             return obj.from_context(**context)
         if callable(getattr(obj, "outcome", None)):
-            return as_mechanism(Mechanism.from_context.__func__(obj, **context))
+            return as_mechanism(_construct(obj, context))
         raise MarketSimError(f"{obj.__name__} is not a Mechanism: it has no outcome method")
     if isinstance(obj, Mechanism):
         if type(obj).outcome is Mechanism.outcome:

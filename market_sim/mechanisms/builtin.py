@@ -10,13 +10,17 @@ posted-price, private-posted-price, private-cutoff.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from ..distributions import CostDistribution
 from ..errors import MarketSimError
 from .base import Mechanism, Outcome, _deviation_args
+
+if TYPE_CHECKING:
+    from .private_cutoff import PrivateCutoff
+    from .private_pricing import PrivatePostedPrice
 
 __all__ = [
     "OfflineMechanism",
@@ -87,7 +91,7 @@ class OfflineMechanism(_OfflineAllocation):
 
 @dataclass(frozen=True)
 class PayAsBidMechanism(_OfflineAllocation):
-    """Pay-as-bid: the offline allocation, each seller paid its report x eps (not IC: the control)."""
+    """Pay-as-bid: the offline allocation, each seller paid report x eps (not IC: the control)."""
 
     name: ClassVar[str] = "pay-as-bid"
 
@@ -127,6 +131,7 @@ class PostedPriceMechanism(Mechanism):
     def outcome(self, reports, rng=None) -> Outcome:
         from .baselines import posted_price
 
+        assert self.price is not None  # set in __post_init__
         eps, pay = posted_price(reports, price=self.price, eps_level=self.eps_level)
         return Outcome(eps, pay)
 
@@ -148,7 +153,7 @@ class PrivatePostedPriceMechanism(Mechanism):
     dist: CostDistribution
     privacy: float = 1.0
     eps_level: float = 1.0
-    pricing: object = field(default=None, repr=False, compare=False)
+    pricing: PrivatePostedPrice | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         from .private_pricing import PrivatePostedPrice
@@ -167,23 +172,29 @@ class PrivatePostedPriceMechanism(Mechanism):
                 ),
             )
 
+    @property
+    def _pricing(self) -> PrivatePostedPrice:
+        assert self.pricing is not None  # set in __post_init__
+        return self.pricing
+
     def outcome(self, reports, rng=None) -> Outcome:
         if rng is None:
             raise MarketSimError(f"{self.name} draws its outcome at random: pass rng")
-        eps, pay, price = self.pricing.outcome(reports, rng)
+        eps, pay, price = self._pricing.outcome(reports, rng)
         return Outcome(eps, pay, {"price": price})
 
     def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
         """Exact expectations over the price draw."""
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
-        p = np.asarray(self.pricing.prices, dtype=float)
+        pricing = self._pricing
+        p = np.asarray(pricing.prices, dtype=float)
         eps, pay = np.empty(cand.shape), np.empty(cand.shape)
         for k, i in enumerate(sellers):
             trial = reports.copy()
             for j, z in enumerate(cand[k]):
                 trial[i] = z
-                prob = self.pricing.price_probabilities(trial)
-                sold = self.pricing.eps_level * (z <= p)
+                prob = pricing.price_probabilities(trial)
+                sold = pricing.eps_level * (z <= p)
                 eps[k, j], pay[k, j] = prob @ sold, prob @ (p * sold)
         return Outcome(eps, pay)
 
@@ -192,7 +203,7 @@ class PrivatePostedPriceMechanism(Mechanism):
         c = np.asarray(true_costs, dtype=float).reshape(-1)
         return np.array(
             [
-                [self.pricing.expected_utility(i, z, c[k], reports) for z in cand[k]]
+                [self._pricing.expected_utility(i, z, c[k], reports) for z in cand[k]]
                 for k, i in enumerate(sellers)
             ]
         ).reshape(cand.shape)
@@ -213,7 +224,7 @@ class PrivateCutoffMechanism(Mechanism):
     sigma: float = 1.0
     gamma: float = 1.0
     privacy: float = 1.0
-    cutoff: object = field(default=None, repr=False, compare=False)
+    cutoff: PrivateCutoff | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         from .private_cutoff import PrivateCutoff
@@ -236,6 +247,7 @@ class PrivateCutoffMechanism(Mechanism):
     def outcome(self, reports, rng=None) -> Outcome:
         if rng is None:
             raise MarketSimError(f"{self.name} draws its outcome at random: pass rng")
+        assert self.cutoff is not None  # set in __post_init__
         out = self.cutoff.outcome(reports, rng)
         return Outcome(out.eps, out.payments, {"lam": out.lam})
 
@@ -250,6 +262,7 @@ class PrivateCutoffMechanism(Mechanism):
 
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
         pc = self.cutoff
+        assert pc is not None  # set in __post_init__
         x = pc.virtual(reports)
         W, S, Q, P = pc._sums(x)
         xf = np.where(np.isfinite(x), x, 0.0)  # w = 0 wherever x = inf
@@ -312,9 +325,13 @@ class DataDependentMechanism(Mechanism):
     def with_data(self, X, y) -> DataDependentMechanism:
         return replace(self, data=(np.asarray(X, dtype=float), np.asarray(y)))
 
-    def _kw(self):
+    def _data(self) -> tuple[np.ndarray, np.ndarray]:
         if self.data is None:
             raise MarketSimError("the data-dependent mechanism needs the sellers' data")
+        return self.data
+
+    def _kw(self):
+        self._data()  # checks that the sellers' data are there
         return dict(
             mu=self.mu,
             sigma=self.sigma,
@@ -326,7 +343,7 @@ class DataDependentMechanism(Mechanism):
     def _own_eps(self, i, reports, z) -> np.ndarray:
         from . import data_dependent as dd
 
-        X, y = self.data
+        X, y = self._data()
         return dd.own_cost_response(i, X, y, reports, self.dist.virtual_cost, z, **self._kw())
 
     def _payments(self, i, cands, eps_cands, reports) -> np.ndarray:
@@ -334,7 +351,7 @@ class DataDependentMechanism(Mechanism):
         nodes = np.linspace(lo, hi, self.n_nodes)
         eps_nodes = self._own_eps(i, reports, nodes)
         out = []
-        for r, e in zip(cands, eps_cands):
+        for r, e in zip(cands, eps_cands, strict=True):
             above = nodes > r
             z, ez = np.r_[r, nodes[above]], np.r_[e, eps_nodes[above]]
             out.append(r * e + np.trapezoid(ez, z))

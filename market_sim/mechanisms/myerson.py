@@ -6,9 +6,17 @@
     t_i = r_i eps_i(r) + int_{r_i}^{c_high} eps_i(z, r_-i) dz        (Eq. 8, 003)
 
 integrated to the top ``c_high`` of the cost support (as the built-in offline
-mechanism does, see README "Where we depart from the papers").  Lemma III.2 (003)
-makes truth optimal iff each eps_i is non-increasing in the own report; the
-mechanism checks that on every own report it evaluates.
+mechanism does).  Lemma III.2 (003) makes truth optimal iff each eps_i is
+non-increasing in the own report; the mechanism checks that on every own report
+it evaluates.
+
+Eq. 8 is printed as t_i = -int_{c_i}^inf z d eps_i(z).  Read as a Stieltjes
+integral it is the formula above (integration by parts), the least IC and IR
+payment.  Read with a classical derivative it drops z0 (eps_i(z0-) - eps_i(z0+))
+at every jump z0 > c_i, and then it is neither IC nor IR: the offline optimum
+jumps where it switches active set (docs/mathematics.md has a market where the
+literal reading pays 27% less, below the seller's cost).  We pay the Stieltjes
+reading, through any jump.
 
 The integral.  A black-box eps_i may jump (a threshold rule), so a fixed
 Gauss-Legendre rule can be off by (jump x node spacing).  For a non-increasing
@@ -186,7 +194,8 @@ class MyersonMechanism(Mechanism):
         if int(n_grid) < 1 or int(max_evals) < int(n_grid):
             raise MarketSimError("need n_grid >= 1 and max_evals >= n_grid")
         self.allocation, self.dist, self.vectorized = allocation, dist, bool(vectorized)
-        self.name = name or getattr(allocation, "__name__", "") or "myerson"
+        # a per-instance name shadowing the ClassVar (mypy allows only class-level ones)
+        self.name = name or getattr(allocation, "__name__", "") or "myerson"  # type: ignore[misc]
         self.tol, self.jump_tol, self.mono_tol = float(tol), float(jump_tol), float(mono_tol)
         self.n_grid, self.max_evals = int(n_grid), int(max_evals)
         self.check_monotone = bool(check_monotone)
@@ -211,7 +220,7 @@ class MyersonMechanism(Mechanism):
             parts = [
                 np.asarray(self.allocation(R[s : s + rows]), dtype=float) for s in range(0, B, rows)
             ]
-            for p, s in zip(parts, range(0, B, rows)):
+            for p, s in zip(parts, range(0, B, rows), strict=True):
                 if p.shape != R[s : s + rows].shape:
                     raise MarketSimError(
                         f"{who} returned shape {p.shape} for a batch of "
@@ -248,7 +257,7 @@ class MyersonMechanism(Mechanism):
         h_min = _MIN_WIDTH * max(top - lo, 1e-300)
         grids: list[_Seller | None] = []
         need_s, need_z = [], []
-        for k, (a, fa) in enumerate(zip(anchors, eps_anchors)):
+        for k, (a, fa) in enumerate(zip(anchors, eps_anchors, strict=True)):
             inside = a < top
             if not inside.any():
                 grids.append(None)
@@ -326,9 +335,9 @@ class MyersonMechanism(Mechanism):
         ks, js = np.concatenate(need_s), np.concatenate(need_z)
         if ks.size == 0:
             return
-        z = np.array([grids[k].z[j] for k, j in zip(ks, js)])
+        z = np.array([grids[k].z[j] for k, j in zip(ks, js, strict=True)])
         f = self._own(reports, sellers[ks], z)
-        for k, j, v in zip(ks, js, f):
+        for k, j, v in zip(ks, js, f, strict=True):
             grids[k].f[j] = v
             grids[k].evals += 1
 

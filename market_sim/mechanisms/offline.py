@@ -352,7 +352,7 @@ def _greedy(G: _Groups, kappa: float):
     """Cheapest feasible allocation of x.a: groups at the cap in x order, the
     marginal group sharing what is left.  Returns (marginal group, its share)."""
     cum = G.Nw[1:] * kappa
-    g = int(min(np.searchsorted(cum, 1.0 - 1e-12), len(G.v) - 1))
+    g = min(int(np.searchsorted(cum, 1.0 - 1e-12)), len(G.v) - 1)
     share = (1.0 - G.Nw[g] * kappa) / G.w[g]
     return g, share
 

@@ -27,6 +27,7 @@ quadrature (after a cosine change of variables), never by sampling.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import optimize
@@ -66,7 +67,11 @@ class OnlineMechanism(Mechanism):
     own_report_inclusion = True
 
     @classmethod
-    def from_context(
+    def from_context(cls, **context: Any) -> OnlineMechanism:
+        return cls._from_settings(**context)
+
+    @classmethod
+    def _from_settings(
         cls, *, dist, n_sellers=100, mu=1.0, sigma=1.0, gamma=1.0, rule="fluid", m=None, **_ignored
     ) -> OnlineMechanism:
         return cls(dist, n_sellers if m is None else m, mu=mu, sigma=sigma, gamma=gamma, rule=rule)
@@ -147,7 +152,7 @@ class OnlineMechanism(Mechanism):
 
         def scan(grid, lam_of, top_of):
             vals = np.array([self._phi(lam_of(t), top_of(t)) for t in grid])
-            for a, b, fa, fb in zip(grid[:-1], grid[1:], vals[:-1], vals[1:]):
+            for a, b, fa, fb in zip(grid[:-1], grid[1:], vals[:-1], vals[1:], strict=True):
                 if fa * fb < 0:
                     t = optimize.brentq(
                         lambda u: self._phi(lam_of(u), top_of(u)),
@@ -178,9 +183,10 @@ class OnlineMechanism(Mechanism):
     def _alg3(self):
         f0 = float(self.dist.virtual_cost_pdf(np.array(0.0)))
         if not f0 > 0:
+            psi_lo = float(self.dist.virtual_cost(self.dist.support[0]))
             raise MarketSimError(
                 f"alg3 divides by f_Psi(0), the density of the virtual cost at 0, which is 0 for "
-                f"{self.dist.spec} (virtual costs start at {float(self.dist.virtual_cost(self.dist.support[0])):g}); "
+                f"{self.dist.spec} (virtual costs start at {psi_lo:g}); "
                 "use rule='fluid'"
             )
         m, mu, sigma, gamma = self.m, self.mu, self.sigma, self.gamma
@@ -310,7 +316,7 @@ class PriorFreeOnline:
             raise MarketSimError("warmup must be >= 2")
         self.support, self.m, self.warmup = (lo, hi), int(m), int(warmup)
         self.mu, self.sigma, self.gamma = float(mu), float(sigma), float(gamma)
-        self.dist = None  # the estimate in force for the last epoch
+        self.dist: CostDistribution | None = None  # the estimate in force for the last epoch
         self.schedules: list[tuple[int, OnlineMechanism]] = []
 
     def run(self, costs) -> tuple[np.ndarray, np.ndarray]:

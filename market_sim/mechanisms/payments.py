@@ -100,8 +100,9 @@ class _UncappedOracle:
         loss of a root valid up to the rounding tolerance (inf if none),
         ``strict`` the same over roots valid exactly (lam inside its segment,
         lam > p for an active seller) and ``eps`` eps_i of that strict root (of
-        the tolerant one if none, or always with ``canonical`` off).  ``slack`` >= 0 exactly when a strict root
-        exists: its least margin to the cell's bounds, -inf if no root exists.
+        the tolerant one if none, or always with ``canonical`` off).  ``slack`` >= 0
+        exactly when a strict root exists: its least margin to the cell's bounds,
+        -inf if no root exists.
         """
         G, s, K = self.G, self.s, self.K
         xi = xi[:, None]
@@ -223,7 +224,7 @@ class _ResolveOracle:
         out = np.empty(p.size)
         cell = np.empty(p.size, dtype=np.int64)
         m = self.psi.size
-        for j, (i, pj) in enumerate(zip(sellers, p)):
+        for j, (i, pj) in enumerate(zip(sellers, p, strict=True)):
             if np.isposinf(pj):  # never bought (and maybe nobody else to solve for)
                 out[j], cell[j] = 0.0, -1
                 continue
@@ -443,7 +444,9 @@ def _integrate(oracle, refine, sellers, xi, lo, dist, gamma, n_quad, record):
         raise RuntimeError("payment integral: too many pieces; please report this market")
     if not record:
         return integral, None
-    return integral, tuple(np.concatenate(col) if rec else np.empty(0) for col in zip(*rec))
+    return integral, tuple(
+        np.concatenate(col) if rec else np.empty(0) for col in zip(*rec, strict=True)
+    )
 
 
 def _illinois(f, a, b, todo):
@@ -539,7 +542,8 @@ class OfflineCurves:
         floor = gamma * float(dist.virtual_cost(dist.support[0]))  # the lowest report
         self._oracle, self._refine = _oracle(self.psi, mu, sigma, gamma, k, method, floor)
         self._lo = np.full(self.reports.size, np.inf)  # each curve covers [_lo, c_high]
-        self._curve = {}  # seller -> (starts, ends, kinds, tails: int from each start to c_high)
+        # seller -> (starts, ends, kinds, tails: int from each start to c_high)
+        self._curve: dict[int, tuple[np.ndarray, ...]] = {}
 
     # ---- building --------------------------------------------------------------
     def _alloc(self, sellers, z):
@@ -571,7 +575,9 @@ class OfflineCurves:
         order = np.lexsort((start, pos))
         pos, start, end, part, kind = (x[order] for x in (pos, start, end, part, kind))
         cut = np.flatnonzero(np.diff(pos)) + 1
-        for r, s, e, q, kd in zip(*(np.split(x, cut) for x in (pos, start, end, part, kind))):
+        for r, s, e, q, kd in zip(
+            *(np.split(x, cut) for x in (pos, start, end, part, kind)), strict=True
+        ):
             tails = np.cumsum(q[::-1])[::-1]  # int from each piece's start to c_high
             self._curve[int(rows[r[0]])] = (s, e, kd, tails)
 

@@ -16,6 +16,8 @@ smallest delta for which the mechanism is (eps, delta)-DP at that eps.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -41,6 +43,9 @@ def _gaussian_delta(sigma, sensitivity, eps):
 
 class _ScipyNoise:
     """pdf and cdf from the scipy frozen distribution ``_frozen()``."""
+
+    def _frozen(self) -> Any:  # each subclass: its scipy frozen distribution (untyped)
+        raise NotImplementedError
 
     def pdf(self, x):
         return self._frozen().pdf(x)
@@ -71,7 +76,8 @@ class Laplace(_ScipyNoise):
         return rng.laplace(0.0, self.scale, size)
 
     def privacy_delta(self, eps: float) -> float:
-        """0 for eps >= epsilon; else 1 - exp((eps - epsilon)/2) (the shifted-Laplace hockey stick)."""
+        """0 for eps >= epsilon; else 1 - exp((eps - epsilon)/2) (the shifted-Laplace
+        hockey stick)."""
         return 0.0 if eps >= self.epsilon else float(1 - np.exp((eps - self.epsilon) / 2))
 
 
@@ -84,9 +90,10 @@ class AnalyticGaussian(_ScipyNoise):
 
     def __post_init__(self):
         _check(self.sensitivity, self.epsilon, self.delta)
-        f = lambda log_s: (
-            _gaussian_delta(np.exp(log_s), self.sensitivity, self.epsilon) - self.delta
-        )  # noqa: E731
+
+        def f(log_s):
+            return _gaussian_delta(np.exp(log_s), self.sensitivity, self.epsilon) - self.delta
+
         lo, hi = np.log(self.sensitivity) - 20, np.log(self.sensitivity) + 20
         object.__setattr__(self, "sigma", float(np.exp(brentq(f, lo, hi, xtol=1e-14))))
 
@@ -159,7 +166,7 @@ class TruncatedLaplace:
         A, D = self.bound, self.sensitivity
         knots = np.unique(np.clip([-A, -A + D, 0.0, D, A], -A, A))
         total = 0.0
-        for a, b in zip(knots[:-1], knots[1:]):
+        for a, b in pairwise(knots):
             x = np.linspace(a, b, n)[1:-1]  # open interval: both densities smooth inside
             x = np.concatenate(([a + 1e-15 * (b - a)], x, [b - 1e-15 * (b - a)]))
             gap = np.maximum(self.pdf(x) - np.exp(eps) * self.pdf(x - D), 0.0)

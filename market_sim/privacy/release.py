@@ -50,6 +50,7 @@ class StatisticRelease:
     def mechanism(self, sensitivity: float):
         if self.noise == "laplace":
             return Laplace(sensitivity, self.epsilon)
+        assert self.delta is not None  # __post_init__ requires it for the other noises
         if self.noise == "gaussian":
             return AnalyticGaussian(sensitivity, self.epsilon, self.delta)
         return TruncatedLaplace(sensitivity, self.epsilon, self.delta)
