@@ -48,6 +48,8 @@ EXIT_USAGE = 2
 
 
 class _Parser(argparse.ArgumentParser):
+    argv: list[str] | None = None  # the command line, for _did_you_mean
+
     def error(self, message):  # one line, no usage dump
         print(f"market-sim: error: {message}{_did_you_mean(self, message)}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
@@ -120,7 +122,7 @@ def _count(name):
 _k_value = _number("k", float, lambda v: math.isfinite(v) and v >= 1, ">= 1")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     p = _Parser(
         prog="market-sim",
         description="A testbed for privacy data markets "

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import difflib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import MarketSimError
 
@@ -143,7 +145,7 @@ class Registered:
 
 @dataclass(frozen=True)
 class _Custom:
-    fn: object
+    fn: Callable[[Any], object]
 
     @property
     def allowed(self) -> str:
