@@ -56,7 +56,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _did_you_mean(parser, message: str) -> str:
-    """ " (did you mean ...?)" for a misspelt command, choice or option, else ""."""
+    """A suggestion, ``(did you mean 'x'?)``, for a misspelt command, choice or option."""
     import difflib
     import re
 
@@ -885,7 +885,8 @@ def _warn_if_slow_simulation(model, args) -> None:
     if seconds > SLOW_SECONDS:
         _warn(
             f"this simulation will take {format_duration(seconds)} by the cost model "
-            f"({m} sellers, {args.rounds} rounds of {model.mechanism_name}); faster: {faster}"
+            f"({m} sellers, {args.rounds} round{'s' if args.rounds != 1 else ''} of "
+            f"{model.mechanism_name}); faster: {faster}"
         )
 
 

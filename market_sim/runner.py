@@ -10,6 +10,9 @@ A study is a module (or any object) defining ``REPLICATIONS`` (optionally
 * a dotted module ``pkg.study`` or ``module:attribute``;
 * a file ``path/to/study.py`` (anywhere; imported under a private name).
 
+A study may also define ``PARAMS`` (see ``market_sim.parameters``): what ``--set``
+accepts for each parameter, checked before any task starts.
+
 Seeds.  Task (params, r) gets the generator
 ``default_rng(SeedSequence([seed, digest(params), r]))``: a task's numbers do not
 depend on the order, the executor or the number of workers, and any task can be
