@@ -1,4 +1,4 @@
-"""Collaborative ML (004), parties as agents: rho, number of parties, spread of privacy preferences.
+"""Collaborative ML ([SZH]), parties as agents: rho, number of parties, spread of privacy wishes.
 
 Per task one ``CollaborationModel``: parties with Gaussian data of sizes
 50 x 1.6^i, preferred epsilons exp(spread x u_i) (u evenly spread on [-1, 1]),

@@ -1,4 +1,4 @@
-"""004's synthetic experiment (Sec. 6): one party's privacy level against its valuation and reward.
+"""[SZH]'s synthetic experiment (Sec. 6): a party's privacy level against its valuation and reward.
 
 Three parties share the sufficient statistic of a Gaussian model with known
 variance (sizes 100, 200, 400; the seed uses Bayesian linear regression,

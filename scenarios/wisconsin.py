@@ -1,5 +1,5 @@
-"""Wisconsin breast-cancer replication (Sec. VII/Fig. 2 of 003; Sec. 5 and the
-correlation experiment of 000).
+"""Wisconsin breast-cancer replication (Sec. VII/Fig. 2 of [AES]; Sec. 5 and the
+correlation experiment of [SB]).
 
 Each task is one gamma, one data-cost mapping and one ``split``: a 60/20/20
 train/validation/test split and costs c ~ U[1e-4, 5e-4] (so psi = 2c - 1e-4)
