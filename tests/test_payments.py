@@ -151,5 +151,5 @@ def test_payment_errors():
         offline_payments([0.5, 1.5], UNIFORM, mu=1, sigma=1, gamma=1)
     with pytest.raises(MarketSimError, match="CostDistribution"):
         offline_payments([0.5], "uniform:0:1", mu=1, sigma=1, gamma=1)
-    with pytest.raises(MarketSimError, match="resolve"):
-        offline_payments([0.5, 0.2, 0.3], UNIFORM, mu=1, sigma=1, gamma=1, k=1.5, method="pruned")
+    with pytest.raises(MarketSimError, match="unknown payment method"):
+        offline_payments([0.5, 0.2, 0.3], UNIFORM, mu=1, sigma=1, gamma=1, method="exact")

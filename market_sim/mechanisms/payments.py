@@ -28,16 +28,24 @@ delta(lam) = s L^2 + 2 L^2 / (W - L), L = lam - min x.  So the moved market
 can only have zeros on the segments of the full market where |phi| <= delta;
 those few segments (computed once) are searched exactly for every seller and
 every quadrature point, with the others' prefix sums, in O(1) each.
-With a cap (k given) we re-solve the whole market per evaluation (exact, but
-O(m log m) per point: use it for m up to a few thousand).
+
+With a cap (k given) the same idea holds in the band width tau as well as the
+cut-off lam (``_CappedOracle``): a few cells of the full market near its
+optimum are kept, and each evaluation solves their cubics (compiled).  Most
+bought sellers are then at the cap; their integrals are one smooth function of
+their own cost, interpolated through exact ones (``_smooth_integrals``).  The
+re-solving oracle (``method="resolve"``) is kept as the reference.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from ..distributions import CostDistribution
 from ..errors import MarketSimError
+from . import offline
 from .offline import _Groups, _positive_roots, check_params, solve
 from .quadrature import gauss_legendre_cos
 
@@ -101,8 +109,8 @@ class _UncappedOracle:
         ``strict`` the same over roots valid exactly (lam inside its segment,
         lam > p for an active seller) and ``eps`` eps_i of that strict root (of
         the tolerant one if none, or always with ``canonical`` off).  ``slack`` >= 0
-        exactly when a strict root exists: its least margin to the cell's bounds,
-        -inf if no root exists.
+        exactly when a strict root exists: its least margin to the cell's bounds, -inf
+        if no root exists.
         """
         G, s, K = self.G, self.s, self.K
         xi = xi[:, None]
@@ -210,6 +218,251 @@ class _UncappedOracle:
         return np.where(sl < 0, sl, np.minimum(sl, gap))
 
 
+class _CappedOracle:
+    """eps_i with the cap a_i <= kappa = k/m, when seller i (true value x_i) reports
+    value p, from the few cells of the full market that can hold a KKT point of any
+    market in which one seller moved (the pruned oracle with a cap).
+
+    Why the pruning is exact.  By Eq. 13 (003) with the cap (``offline``), a KKT
+    point of Eq. 11 (003) is a_j = kappa D_j / tau with d_j = (lam - x_j)^+ and
+    D_j = min(tau, d_j): sellers below lam - tau are at the cap, a band below the
+    cut-off lam is linear in x.  It satisfies, with Q = 1/kappa and s = sigma/mu^2,
+
+        (C)    S(lam, tau) = sum_j D_j = Q tau                          (sum_j a_j = 1)
+        (Psi)  Psi(lam, tau) = lam - s sum_j D_j^2 - sum_j d_j D_j / (Q tau) = 0
+
+    ((Psi) is the stationarity in eta, rho^2 x.a = s ||a||^2 with rho = kappa/tau;
+    without capped sellers it is Eq. 14, 003).  Moving one seller's value changes
+    one term of each sum: S by at most tau, sum D^2 by at most min(tau, L)^2 and
+    sum d D / (Q tau) by at most L/Q, L = lam - the lowest value a seller may
+    report.  So a KKT point of any moved market satisfies, in the full market's S
+    and Psi,
+
+        (C')   (Q - 1) tau <= S(lam, tau) <= (Q + 1) tau, i.e. tau_lo(lam) <= tau <= tau_hi(lam),
+        (Psi') |Psi(lam, tau)| <= s min(tau, L)^2 + L / Q,
+
+    where tau_lo, tau_hi are the full market's band widths (roots of (C)) with Q + 1
+    and Q - 1 in place of Q: S/tau is non-increasing in tau, and S increases with
+    lam, so both are non-decreasing in lam.  A cell of the full market (c capped
+    groups, n groups bought) is the box v_n < lam <= v_{n+1}, v_c <= lam - tau <
+    v_{c+1}; there sum D^2 is non-decreasing in lam and tau, and sum d D / (Q tau)
+    non-decreasing in lam and non-increasing in tau, so Psi is bounded by its values
+    at the box's corners, and a cell is dropped when (C') and (Psi') leave it no
+    room.  Also dropped, before: a cut-off with at most Q sellers below it in every
+    moved market ((C) then leaves no band: the greedy allocation, which is computed
+    for every moved market too), and cut-offs above lam_end, beyond which Psi < 0
+    (tau > lam - max x, and sum D^2 >= ((Q - 1) tau)^2 / M by Cauchy-Schwarz).
+
+    Each evaluation solves the cubic of every kept cell (as ``offline.solve``) with
+    seller i out, in the band or at the cap, and takes the least loss, or the greedy
+    allocation when no cell beats it (as ``solve``).  The kept cells' moments are
+    summed exactly once; seller i's move updates them (Welford).  When x_i and p lie
+    below every kept cell's band, seller i is at the cap in all of them, S does not
+    change, and a KKT point lies on the full market's own staircase: only the cells
+    ``solve`` itself would try are solved.  Compiled (numba); without it payments
+    with a cap fall back to ``_ResolveOracle``.
+    """
+
+    sections = _SECTIONS
+
+    def __init__(self, K, x, m, k, mu, sigma, canonical=True, floor=np.inf):
+        self.K, self.canonical = K, canonical
+        self.sigma = sigma
+        self.kappa = kappa = float(k) / m
+        self.s = s = sigma / mu**2
+        Q = 1.0 / kappa
+        G = _Groups.of(np.sort(x))
+        U = len(G.v)
+        c, n = _capped_cells(K, G, Q, s, min(G.v[0], floor), x.size < m)
+        self.ncells = c.size
+        # cells sorted by n, then c descending (``cell_moments`` shares their work)
+        order = np.lexsort((-c, n))
+        c, n = c[order], n[order]
+        val = lambda g: G.v[np.clip(g - 1, 0, U - 1)]  # noqa: E731  v_g, 1-based
+        self.lam_lo = val(n)
+        self.lam_hi = np.where(n < U, val(n + 1), np.inf)
+        self.t_lo = np.where(c > 0, val(c), -np.inf)
+        self.t_hi = np.where(c < U, val(c + 1), np.inf)
+        self.Nc, self.SC, self.Nb, self.mb, self.M2b = (np.empty(c.size) for _ in range(5))
+        K.cell_moments(G.v, G.Nw, c, n, self.Nc, self.SC, self.Nb, self.mb, self.M2b)
+        # the cells offline.solve would try (its staircase c*, +-1)
+        cstar = {j: K.cstar(j, 0, G.v, G.Nw, G.S1, U, Q, G.ref) for j in {*n, *(n + 1)}}
+        cs_a = np.array([cstar[j] for j in n], dtype=np.int64)
+        cs_b = np.array([cstar[j + 1] for j in n], dtype=np.int64)
+        self.stair = (c >= np.minimum(cs_a, cs_b) - 1) & (c <= np.maximum(cs_a, cs_b) + 1)
+        self.vcmin = float(self.t_lo.min()) if c.size else -np.inf
+        self.lam_top = float(self.lam_hi.max()) if c.size else -np.inf
+        # beyond p_max seller i is bought by no kept cell nor by the greedy allocation
+        # (its marginal value is one of the groups g-1..g+2 or the report itself)
+        self.v, self.Nw, self.vlast = G.v, G.Nw, float(G.v[-1])
+        # the greedy allocation: its group and the exact sums of the values below it
+        self.g = g = int(K.greedy_group(G.Nw, U, kappa))
+        self.h0 = h0 = max(g - 1, 0)
+        w = np.diff(G.Nw)
+        self.P = np.array([math.fsum(w[:h] * G.v[:h]) for h in range(h0, min(g + 4, U + 1))])
+        # a seller below every kept cell's band is at the cap in all of them: its
+        # moved markets differ only by the capped sum (``_smooth_integrals``)
+        self.smooth_below = self.vcmin
+        top = max(self.lam_top, float(G.v[min(g + 2, U - 1)]))
+        self.p_max = top * (1 + 1e-9) + 1e-300 if top > 0 else top * (1 - 1e-9) + 1e-300
+
+    def _run(self, xi, p, target, margin_mode):
+        rows = xi.size
+        out_eps, out_col, out_margin = np.empty(rows), np.empty(rows, np.int64), np.empty(rows)
+        self.K.capped_rows(
+            np.ascontiguousarray(xi, dtype=float),
+            np.ascontiguousarray(p, dtype=float),
+            np.ascontiguousarray(target, dtype=np.int64),
+            margin_mode,
+            self.canonical,
+            self.lam_lo,
+            self.lam_hi,
+            self.t_lo,
+            self.t_hi,
+            self.Nc,
+            self.SC,
+            self.Nb,
+            self.mb,
+            self.M2b,
+            self.stair,
+            self.v,
+            self.Nw,
+            self.g,
+            self.P,
+            self.h0,
+            self.kappa,
+            self.s,
+            self.sigma,
+            self.vlast,
+            self.vcmin,
+            self.lam_top,
+            _TIE,
+            out_eps,
+            out_col,
+            out_margin,
+        )
+        return out_eps, out_col, out_margin
+
+    def eps(self, sellers, xi, p):
+        """(eps_i, cell) as ``_UncappedOracle.eps``; cell -1 when seller i is not bought."""
+        e, col, _ = self._run(xi, p, np.zeros(xi.size, np.int64), False)
+        if np.any(col == -3):
+            raise MarketSimError(
+                "no optimum when sellers with virtual cost 0 (the bottom of a support "
+                "that starts at 0) can absorb all the weight"
+            )
+        if np.any(col == -2):
+            raise RuntimeError("payment oracle found no KKT point; please report this market")
+        return e, col
+
+    def margin(self, xi, p, cell):
+        """As ``_UncappedOracle.margin``: >= 0 where piece ``cell`` is the optimum."""
+        return self._run(xi, p, cell, True)[2]
+
+
+def _tau_above(G, lam: float, Q: float) -> float:
+    """Root tau of S(lam, tau) = Q tau for a cut-off lam above every value (inf if none)."""
+    U = len(G.v)
+    if not G.Nw[U] > Q * (1 + 1e-12):
+        return np.inf
+    y = lam - G.ref
+    lo, hi = 0, U
+    while lo < hi:  # the last c with F(d_c) <= 0, as offline._staircase
+        mid = (lo + hi + 1) // 2
+        Nc = G.Nw[mid]
+        F = (Nc - Q) * (y - (G.v[mid - 1] - G.ref)) + (G.Nw[U] - Nc) * y - (G.S1[U] - G.S1[mid])
+        lo, hi = (mid, hi) if F <= 0 else (lo, mid - 1)
+    den = Q - G.Nw[lo]
+    return ((G.Nw[U] - G.Nw[lo]) * y - (G.S1[U] - G.S1[lo])) / den if den > 0 else np.inf
+
+
+def _sums_at(G, lam, tau, Q):
+    """(sum D^2, sum d D / (Q tau), a magnitude for the rounding slack) at each (lam, tau)."""
+    L = lam - G.ref
+    nb = np.searchsorted(G.v, lam, "left")
+    with np.errstate(invalid="ignore"):
+        t = lam - tau
+    nc = np.minimum(np.searchsorted(G.v, np.where(np.isnan(t), -np.inf, t), "right"), nb)
+    Nc = G.Nw[nc]
+    Nb = G.Nw[nb] - Nc
+    S1b, S2b = G.S1[nb] - G.S1[nc], G.S2[nb] - G.S2[nc]
+    with np.errstate(all="ignore"):
+        Gb = np.maximum(Nb * L * L - 2 * L * S1b + S2b, 0.0)
+        capped = np.where(Nc > 0, Nc * tau * tau, 0.0)
+        E = (Nc * L - G.S1[nc]) / Q + np.where(Nb > 0, Gb / (Q * tau), 0.0)
+        mag = capped + Nb * L * L + S2b + (Nc * np.abs(L) + np.abs(G.S1[nc])) / Q
+    return capped + Gb, E, mag
+
+
+def _psi_may_vanish(G, Q, s, l0, l1, t0, t1, lowest):
+    """(Psi') on the boxes [l0, l1] x [t0, t1]: can |Psi| <= s min(tau, L)^2 + L/Q there?"""
+    G2a, _, ma = _sums_at(G, l0, t0, Q)
+    _, Eb, mb = _sums_at(G, l0, t1, Q)
+    G2c, _, mc = _sums_at(G, l1, t1, Q)
+    _, Ed, md = _sums_at(G, l1, t0, Q)
+    with np.errstate(all="ignore"):
+        psi_max = l1 - s * G2a - Eb
+        psi_min = l0 - s * G2c - Ed
+        L = l1 - lowest
+        delta = s * np.minimum(t1, L) ** 2 + L / Q
+        slack = 1e-9 * (np.abs(l0) + np.abs(l1) + (1 + s) * (ma + mb + mc + md))
+    return ~((psi_min > delta + slack) | (psi_max < -delta - slack))
+
+
+def _capped_cells(K, G, Q, s, lowest, any_inf):
+    """Cells (c, n) of the full market that may hold a KKT point of a market in which
+    one seller moved (see ``_CappedOracle``), as two arrays."""
+    U = len(G.v)
+    M = G.Nw[U]
+    tau_lo, tau_hi = np.empty(U), np.empty(U)
+    K.stair_tau(G.v, G.Nw, G.S1, U, Q + 1.0, True, tau_lo)
+    K.stair_tau(G.v, G.Nw, G.S1, U, Q - 1.0, False, tau_hi)
+    n = np.arange(1, U + 1)
+    l0 = G.v.copy()
+    l1 = np.append(G.v[1:], np.inf)
+    if Q < (M - 1) * (1 - 1e-9):  # the largest cut-off of a KKT point above every value
+        a = s * (Q - 1) ** 2 / M
+        disc = 1 + 4 * a * G.v[-1]
+        l1[-1] = (
+            G.v[-1] + (1 + np.sqrt(disc)) / (2 * a) * (1 + 1e-6) + 1e-12 * abs(G.v[-1])
+            if disc >= 0
+            else -np.inf
+        )
+    t0 = tau_lo * (1 - 1e-9)
+    t1 = np.append(tau_hi[1:], _tau_above(G, l1[-1], Q - 1.0) if np.isfinite(l1[-1]) else np.inf)
+    t1 = t1 * (1 + 1e-9)
+    # a band needs more than Q sellers below the cut-off, seller i included
+    most = G.Nw[n] + 1.0
+    if not any_inf:
+        most[-1] = M
+    bounded = np.isfinite(l1)
+    keep = (most > Q * (1 + 1e-9)) & (l1 >= l0)
+    keep &= ~bounded | _psi_may_vanish(G, Q, s, l0, l1, t0, t1, lowest)
+    cs, ns = [], []
+    for q in np.flatnonzero(keep):
+        nn = q + 1
+        if bounded[q]:  # lam - tau in [l0 - t1, l1 - t0]
+            lo_c = int(np.searchsorted(G.v, l0[q] - t1[q], "right")) if np.isfinite(t1[q]) else 0
+            hi_c = int(np.searchsorted(G.v, l1[q] - t0[q], "right"))
+        else:
+            lo_c, hi_c = 0, nn
+        c = np.arange(max(lo_c - 1, 0), min(hi_c + 1, nn) + 1)
+        v_c = np.where(c > 0, G.v[np.maximum(c - 1, 0)], -np.inf)
+        v_c1 = np.where(c < U, G.v[np.minimum(c, U - 1)], np.inf)
+        lo_t = np.maximum(np.maximum(t0[q], l0[q] - v_c1), 0.0)
+        hi_t = np.minimum(t1[q], l1[q] - v_c)
+        ok = hi_t >= lo_t
+        if bounded[q]:
+            ok &= _psi_may_vanish(
+                G, Q, s, np.full(c.size, l0[q]), np.full(c.size, l1[q]), lo_t, hi_t, lowest
+            )
+        cs.append(c[ok])
+        ns.append(np.full(int(ok.sum()), nn))
+    if not cs:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(cs).astype(np.int64), np.concatenate(ns).astype(np.int64)
+
+
 class _ResolveOracle:
     """eps_i by solving the whole market again (exact; O(m log m) per call)."""
 
@@ -223,7 +476,6 @@ class _ResolveOracle:
     def eps(self, sellers, xi, p):
         out = np.empty(p.size)
         cell = np.empty(p.size, dtype=np.int64)
-        m = self.psi.size
         for j, (i, pj) in enumerate(zip(sellers, p, strict=True)):
             if np.isposinf(pj):  # never bought (and maybe nobody else to solve for)
                 out[j], cell[j] = 0.0, -1
@@ -232,10 +484,13 @@ class _ResolveOracle:
             psi[i] = pj / self.gamma
             res = solve(psi, **self.kw)
             out[j] = res.eps[i]
-            # the cell: which sellers are bought and which are at the cap (a checksum)
+            # the cell: which sellers are bought and which of them are at the cap.  The
+            # sets themselves, not their sizes: seller i may leave the cap as another
+            # seller reaches it, and the pieces on either side are different (A, B, A
+            # with the same counts would hide B from the piece search)
             bought = np.flatnonzero(res.eps > 0)
             capped = np.flatnonzero(res.a >= self.cap * (1 - 1e-12))
-            code = (int(np.sum((bought + 1) ** 2)) * (m + 1) + capped.size) * (m + 1) + bought.size
+            code = hash((bought.tobytes(), capped.tobytes())) & 0x3FFFFFFFFFFFFFFF
             cell[j] = code if out[j] > 0 else -1
         return out, cell
 
@@ -256,10 +511,12 @@ def offline_payments(
     ``costs`` are the reported costs (truthful reports assumed; pass a
     misreport as the cost to get what that report earns).  Returns
     ``(eps, payments)``, numpy arrays in the input order.  ``method``:
-    ``"auto"`` (the pruned oracle without a cap, piece ends refined by
-    Illinois; re-solving with a cap), ``"pruned"`` (the same, no cap allowed),
-    ``"bisect"`` (the pruned oracle, piece ends bisected: the former method,
-    kept as a reference) or ``"resolve"`` (re-solve per evaluation, bisected).
+    ``"auto"`` (the pruned oracle, piece ends refined by Illinois, the
+    integrals of sellers deep at a cap interpolated; with a cap and no working
+    numba, re-solving), ``"pruned"`` (the same, an error without numba under a
+    cap), ``"bisect"`` (the pruned oracle, every seller integrated, piece ends
+    bisected: the former method) or ``"resolve"`` (re-solve per evaluation,
+    bisected: the reference).
     """
     return _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, None)
 
@@ -302,16 +559,22 @@ def _check(dist, mu, sigma, gamma, k, n_quad, method):
 def _oracle(psi, mu, sigma, gamma, k, method, floor=np.inf):
     """(oracle, refine): the eps_i(z) oracle and whether piece ends are refined
     by Illinois (True) or bisected (False)."""
-    capped = k is not None and k < psi.size
-    if method in ("pruned", "bisect") and capped:
-        raise MarketSimError("the pruned payment oracle has no cap; use method='resolve'")
-    if method == "resolve" or capped:
+    if method == "resolve":
         return _ResolveOracle(psi, mu, sigma, gamma, k), False
-    # sellers with psi = +inf are never bought and do not move anybody's optimum
     refine = method != "bisect"
-    return _UncappedOracle(
-        gamma * psi[np.isfinite(psi)], mu, sigma, canonical=refine, floor=floor
-    ), refine
+    # sellers with psi = +inf are never bought and do not move anybody's optimum
+    x = gamma * psi[np.isfinite(psi)]
+    if k is not None and k < psi.size:
+        kern = offline._kernel()
+        if kern is None:  # numba does not work (said once by offline.solve)
+            if method != "auto":
+                raise MarketSimError(
+                    f"the pruned payment oracle with a cap needs numba ({offline._kernel_error}); "
+                    "use method='resolve'"
+                )
+            return _ResolveOracle(psi, mu, sigma, gamma, k), False
+        return _CappedOracle(kern, x, psi.size, k, mu, sigma, refine, floor), refine
+    return _UncappedOracle(x, mu, sigma, canonical=refine, floor=floor), refine
 
 
 def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only):
@@ -328,19 +591,103 @@ def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only):
     if bought.size == 0:
         return eps, pay
     oracle, refine = _oracle(psi, mu, sigma, gamma, k, method)
-    integral, _ = _integrate(
-        oracle,
-        refine,
-        bought,
-        gamma * psi[bought],
-        costs[bought],
-        dist,
-        gamma,
-        n_quad,
-        record=False,
-    )
+
+    def integrals(rows):
+        return _integrate(
+            oracle,
+            refine,
+            bought[rows],
+            gamma * psi[bought[rows]],
+            costs[bought[rows]],
+            dist,
+            gamma,
+            n_quad,
+            record=False,
+        )[0]
+
+    integral = np.empty(bought.size)
+    # sellers deep at the cap: integrals interpolated in the cost (see _smooth_integrals)
+    deep = gamma * psi[bought] < getattr(oracle, "smooth_below", -np.inf)
+    if method in ("auto", "pruned") and np.count_nonzero(deep) > _SMOOTH_MIN:
+        rows = np.flatnonzero(deep)
+        integral[rows] = _smooth_integrals(
+            lambda r: integrals(rows[r]), costs[bought[rows]], eps[bought[rows]]
+        )
+        rest = np.flatnonzero(~deep)
+    else:
+        rest = np.arange(bought.size)
+    if rest.size:
+        integral[rest] = integrals(rest)
     pay[bought] = costs[bought] * eps[bought] + integral
     return eps, pay
+
+
+_SMOOTH_MIN = 64  # fewer sellers deep at the cap are integrated one by one
+_SMOOTH_NODES = 12  # exact integrals an interval is interpolated through ...
+_SMOOTH_CHECKS = 4  # ... and held-out sellers it is checked against
+_SMOOTH_TOL = 1e-14  # relative to each held-out seller's payment
+
+
+def _smooth_integrals(exact, c, eps):
+    """int_{c_i}^{c_high} eps_i for sellers whose integral is a smooth function of their
+    own cost, from exact integrals (``exact(positions)``) at a few of them.
+
+    A seller at the cap in every cell the oracle keeps (value below ``smooth_below``)
+    enters each moved market only through the capped sum minus its value (``offline``:
+    the cap term of the cubic), so its integral is one analytic function of its cost
+    between changes of the pieces' layout.  Each interval of costs is interpolated
+    (Chebyshev basis) through the exact integrals of the sellers nearest the Chebyshev
+    points and accepted when those of held-out sellers between them agree to
+    _SMOOTH_TOL of their payments; otherwise it is halved.  Interpolating sellers are
+    exact, the others within _SMOOTH_TOL."""
+    uniq, first, inv = np.unique(c, return_index=True, return_inverse=True)
+    e = eps[first]
+    out = np.full(uniq.size, np.nan)
+    known = np.zeros(uniq.size, dtype=bool)
+    todo = [(0, uniq.size)]
+    need = _SMOOTH_NODES + _SMOOTH_CHECKS
+    while todo:
+        plans = []
+        for a, b in todo:
+            if b - a <= 2 * need:
+                plans.append((a, b, np.arange(a, b), None))
+                continue
+            t = np.cos(np.pi * (np.arange(_SMOOTH_NODES) + 0.5) / _SMOOTH_NODES)[::-1]
+            lo, hi = uniq[a], uniq[b - 1]
+            pts = 0.5 * (lo + hi) + 0.5 * (hi - lo) * t
+            nodes = np.unique(np.clip(np.searchsorted(uniq[a:b], pts), 0, b - a - 1) + a)
+            nodes = np.unique(np.concatenate(([a, b - 1], nodes)))
+            gaps = np.argsort(np.diff(nodes))[::-1][:_SMOOTH_CHECKS]
+            checks = np.setdiff1d((nodes[gaps] + nodes[gaps + 1]) // 2, nodes)
+            plans.append((a, b, nodes, checks))
+        ask = np.unique(
+            np.concatenate(
+                [np.concatenate((p[2], p[3] if p[3] is not None else [])) for p in plans]
+            ).astype(np.int64)
+        )
+        ask = ask[~known[ask]]
+        if ask.size:
+            out[ask] = exact(first[ask])
+            known[ask] = True
+        todo = []
+        for a, b, nodes, checks in plans:
+            if checks is None:
+                continue
+            scale = 2.0 / (uniq[b - 1] - uniq[a])
+            mid = 0.5 * (uniq[b - 1] + uniq[a])
+            fit = np.polynomial.chebyshev.chebfit(
+                (uniq[nodes] - mid) * scale, out[nodes], nodes.size - 1
+            )
+            val = np.polynomial.chebyshev.chebval((uniq[checks] - mid) * scale, fit)
+            pay = uniq[checks] * e[checks] + out[checks]
+            if np.all(np.abs(val - out[checks]) <= _SMOOTH_TOL * np.abs(pay)):
+                rest = np.arange(a, b)
+                rest = rest[~known[rest]]
+                out[rest] = np.polynomial.chebyshev.chebval((uniq[rest] - mid) * scale, fit)
+            else:
+                half = (a + b) // 2
+                todo += [(a, half), (half, b)]
+    return out[inv]
 
 
 def _integrate(oracle, refine, sellers, xi, lo, dist, gamma, n_quad, record):
@@ -361,6 +708,8 @@ def _integrate(oracle, refine, sellers, xi, lo, dist, gamma, n_quad, record):
 
     every = np.arange(lo.size)
     _, cell_top = alloc(every, np.full(lo.shape, top))
+    # searches start from top, or from where the oracle knows nobody is bought
+    z_hi = _least_z(values, dist.support[0], top, getattr(oracle, "p_max", np.inf))
     cur, cur_cell = lo.copy(), alloc(every, lo)[1]
     integral = np.zeros(lo.shape)
     shape, jac = gauss_legendre_cos(n_quad)
@@ -397,7 +746,7 @@ def _integrate(oracle, refine, sellers, xi, lo, dist, gamma, n_quad, record):
     for _ in range(_MAX_PIECES):
         if not pending.any():
             break
-        a, b = cur.copy(), np.full(lo.shape, top)
+        a, b = cur.copy(), np.full(lo.shape, z_hi)
         todo = pending & (cur_cell != cell_top)
         search(a, b, np.flatnonzero(todo))
         end = np.where(todo, a, top)
@@ -447,6 +796,24 @@ def _integrate(oracle, refine, sellers, xi, lo, dist, gamma, n_quad, record):
     return integral, tuple(
         np.concatenate(col) if rec else np.empty(0) for col in zip(*rec, strict=True)
     )
+
+
+def _least_z(values, lo: float, hi: float, p_max: float) -> float:
+    """The least z in [lo, hi] with values(z) >= p_max (values is non-decreasing), found
+    by bisection to rounding; hi if values(hi) < p_max."""
+
+    def at(z):
+        return float(values(np.array([z]))[0])
+
+    if not at(hi) >= p_max:
+        return hi
+    if at(lo) >= p_max:
+        return lo
+    while True:
+        mid = 0.5 * (lo + hi)
+        if not lo < mid < hi:
+            return hi
+        lo, hi = (lo, mid) if at(mid) >= p_max else (mid, hi)
 
 
 def _illinois(f, a, b, todo):
