@@ -3,7 +3,7 @@
     python benchmarks/bench_agents.py [--max-m 1000000] [--slow] [--json benchmarks/agents.json]
 
 Every ratio is two times measured back to back in this run (the best of a few
-repetitions each), so it survives a noisy machine.  Targets (issue 18):
+repetitions each), so it survives a noisy machine.  Targets:
 
 * truthful round, online, m = 10^6: <= 3x the plain-numpy round (eps, payments,
   utilities, proxy loss and the same five per-seller columns kept);

@@ -1,5 +1,6 @@
-"""The rest of the benchmark table (issue "Performance"), every figure a ratio of
-two times measured back to back in this run.
+"""The rest of the benchmark table -- the eta-grid and cvxpy baselines against the
+exact solve, the online mechanism against a sort -- every figure a ratio of two times
+measured back to back in this run.
 
     python benchmarks/bench_suite.py [--json benchmarks/suite.json] [--plot benchmarks/scaling.png]
 """

@@ -53,8 +53,10 @@ Chunks.  Tasks go to workers in chunks, ``2 x workers`` chunks in flight.  Chunk
 hold one task until a chunk other than the first of each worker (which carries
 the worker's imports) has come back; then as many tasks as take about
 ``CHUNK_SECONDS`` by the mean time in the worker of the tasks counted so far, at
-most a ``1 / (2 workers)`` share of what remains (so the sweep ends balanced).  Tasks far smaller
-than the cost of a dispatch are thus batched; long tasks go one by one.
+most twice the previous chunk (a grid often grows, e.g. in m: a few tiny tasks
+must not put the large ones that follow into one chunk) and at most a
+``1 / (2 workers)`` share of what remains (so the sweep ends balanced).  Tasks
+far smaller than the cost of a dispatch are thus batched; long tasks go one by one.
 """
 
 from __future__ import annotations
@@ -693,6 +695,7 @@ class _Chunker:
         self.returned = 0  # chunks back
         self.spent = 0.0  # seconds of the finished tasks that are counted
         self.finished = 0
+        self.last = 1  # size of the previous chunk
 
     def done(self, seconds: float, n: int) -> None:
         """A chunk of ``n`` tasks took ``seconds`` in its worker.  The first chunk of
@@ -710,7 +713,9 @@ class _Chunker:
             size = 1
         else:
             mean = max(self.spent / self.finished, 1e-6)
-            size = max(1, min(int(CHUNK_SECONDS / mean), -(-left // (2 * self.workers))))
+            size = min(int(CHUNK_SECONDS / mean), 2 * self.last, -(-left // (2 * self.workers)))
+            size = max(1, size)
+        self.last = size
         chunk = self.todo[self.pos : self.pos + size]
         self.pos += len(chunk)
         self.started += 1

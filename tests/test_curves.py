@@ -84,6 +84,32 @@ def test_curves_match_payments_and_seller_utility(seed, dist, k):
     )
 
 
+def test_capped_beta_curves_match_seller_utility():
+    """The capped beta market where OfflineCurves and seller_utility differed by 8.8e-3.
+    Cause: with a cap both re-solved the market per point and labelled a piece by the
+    numbers of bought and capped sellers; seller 1 leaves the cap as another seller
+    reaches it, the numbers stay, so the piece search stepped over the change and the
+    rule integrated across it -- over different ranges for the curve (from its lowest
+    candidate) and for seller_utility (from the report).  Both now use the capped pruned
+    oracle, whose label is the cell and seller 1's place in it."""
+    rng, c, kw = _market(56, 5, BETA)
+    kw["k"] = 1.5
+    curves = OfflineCurves(c, BETA, **kw)
+    lo, hi = BETA.support
+    Z = np.column_stack(
+        [c, np.maximum(0.6 * c, lo + 1e-3), np.minimum(1.3 * c, hi), np.full(c.size, hi - 1e-3)]
+    )
+    true = BETA.sample(c.size, rng)
+    U = curves.utilities(Z, true)
+    for j in range(Z.shape[1]):
+        ref = seller_utility(1, Z[1, j], true[1], c, BETA, **kw)
+        assert U[1, j] == pytest.approx(ref, abs=1e-11), j
+    # and the curve's payment at the report is what offline_payments pays
+    assert curves.payments_at(c[:, None])[1, 0] == pytest.approx(
+        offline_payments(c, BETA, **kw)[1][1], rel=1e-12
+    )
+
+
 @settings(max_examples=20, deadline=None)
 @given(st.integers(0, 2**31 - 1))
 def test_curve_is_monotone_and_truth_is_a_best_response(seed):

@@ -257,6 +257,7 @@ def test_the_pool_uses_its_own_start_method_even_after_import_mesa():
 
 
 def test_small_tasks_are_batched_and_long_ones_are_not():
+    """The chunking rule of the runner's docstring, step by step."""
     tasks = list(range(1000))
 
     def started(todo, first=(0.5, 0.5)):
@@ -268,14 +269,15 @@ def test_small_tasks_are_batched_and_long_ones_are_not():
         return c
 
     small = started(tasks)
-    small.done(0.001, 2)  # 0.5 ms a task
-    assert len(small.next()) == 100  # CHUNK_SECONDS / 0.5 ms
+    small.done(0.001, 2)  # 0.5 ms a task: CHUNK_SECONDS / 0.5 ms = 100, reached by doubling
+    assert [len(small.next()) for _ in range(9)] == [2, 4, 8, 16, 32, 64, 100, 100, 100]
     big = started(tasks)
     big.done(4.0, 2)
     assert len(big.next()) == 1
     tail = started(tasks[:13])
     tail.done(1e-5, 1)
-    assert len(tail.next()) == 3  # at most a 1/(2 workers) share of the 10 left
+    # twice the previous chunk, then at most a 1/(2 workers) share of the 8, 6, 4 left
+    assert [len(tail.next()) for _ in range(4)] == [2, 2, 2, 1]
 
 
 def test_importing_market_sim_and_a_study_leaves_heavy_libraries_alone():

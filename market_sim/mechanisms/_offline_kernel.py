@@ -138,7 +138,7 @@ def cell_loss(
         if not u > 0:
             continue
         lam = m1 + u
-        tol = 1e-11 * (abs(lam) + abs(vlast) + 1e-300)
+        tol = 1e-11 * (abs(lam) + abs(m1) + 1e-300)  # local: one huge value must not widen it
         if not (lam > v_n - tol and lam <= v_next + tol):
             continue
         if capped:
@@ -561,7 +561,7 @@ def _capped_column(
     lt, ls, es, et, slack = _INF, _INF, 0.0, 0.0, -_INF
     T = (-_INF, -_INF, -_INF, -_INF, -_INF, -_INF, -_INF, -_INF)
     if not full:
-        room = 2e-11 * (abs(lo_l) + abs(vlast) + 1e-300)
+        room = 2e-11 * (abs(lo_l) + abs(mean) + 1e-300)
         if lo_l - hi_l > room or lo_t - hi_t > room:
             return lt, ls, es, et, slack, T
     # seller i leaves its place in the full market's cell ...
@@ -622,7 +622,7 @@ def _capped_column(
         if margin > slack:
             slack = margin
             T = (a0, a1, a2, a3, b0, b1, lin, u)
-        tol = 1e-11 * (abs(lam) + abs(vlast) + 1e-300)
+        tol = 1e-11 * (abs(lam) + abs(m1) + 1e-300)  # as offline._cell_candidates
         if not (
             lam > lo_l - tol
             and lam <= hi_l + tol

@@ -311,7 +311,9 @@ def _cell_candidates(G: _Groups, c, n, kappa: float, s: float) -> _Candidates:
     for u in _positive_roots(A, p, q):
         with np.errstate(all="ignore"):
             lam = m1 + u
-            tol = 1e-11 * (np.abs(lam) + np.abs(G.v[-1]) + 1e-300)
+            # relative to the cell's own values: a huge value elsewhere (a virtual cost
+            # near the top of a support where psi -> inf) must not widen it
+            tol = 1e-11 * (np.abs(lam) + np.abs(m1) + 1e-300)
             valid = (u > 0) & (lam > v_n - tol) & (lam <= v_next + tol)
             if kappa < 1.0:
                 band = lam - kappa * N * u / R

@@ -143,7 +143,7 @@ class _UncappedOracle:
             for u in roots:
                 with np.errstate(all="ignore"):
                     lam = m1 + u
-                    tol = 1e-11 * (np.abs(lam) + np.abs(G.v[-1]))
+                    tol = 1e-11 * (np.abs(lam) + np.abs(m1) + 1e-300)  # as offline
                     lin = m1 - V / u
                     valid = good & (u > 0) & (lam > lo - tol) & (lam <= hi + tol) & (lin > 0)
                     # Eq. 11 (003) at the root, over mu
@@ -303,7 +303,8 @@ class _CappedOracle:
         # a seller below every kept cell's band is at the cap in all of them: its
         # moved markets differ only by the capped sum (``_smooth_integrals``)
         self.smooth_below = self.vcmin
-        top = max(self.lam_top, float(G.v[min(g + 2, U - 1)]))
+        # (the report is the marginal value only below group g+2, if there is one)
+        top = max(self.lam_top, float(G.v[g + 2]) if g + 2 < U else np.inf)
         self.p_max = top * (1 + 1e-9) + 1e-300 if top > 0 else top * (1 - 1e-9) + 1e-300
 
     def _run(self, xi, p, target, margin_mode):
@@ -746,7 +747,7 @@ def _integrate(oracle, refine, sellers, xi, lo, dist, gamma, n_quad, record):
     for _ in range(_MAX_PIECES):
         if not pending.any():
             break
-        a, b = cur.copy(), np.full(lo.shape, z_hi)
+        a, b = cur.copy(), np.where(cur < z_hi, z_hi, top)
         todo = pending & (cur_cell != cell_top)
         search(a, b, np.flatnonzero(todo))
         end = np.where(todo, a, top)
