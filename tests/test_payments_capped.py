@@ -68,7 +68,7 @@ def _adaptive(c, dist, kw, i):
     return c[i] * eps_i(c[i]) + tail
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 2**32 - 1), st.sampled_from(DISTS))
 def test_pruned_capped_payments_equal_the_resolve_reference(seed, dist):
     """The reference bisects its pieces and integrates each by 32-point Gauss-Legendre:
@@ -242,4 +242,22 @@ def test_without_numba_capped_payments_fall_back_to_resolving(monkeypatch):
     monkeypatch.setattr(offline, "_kernel_error", "ImportError: numba (simulated)")
     np.testing.assert_array_equal(offline_payments(c, UNIFORM, **kw)[1], ref)
     with pytest.raises(MarketSimError, match="needs numba.*simulated"):
+        offline_payments(c, UNIFORM, **kw, method="pruned")
+
+
+def test_capped_kernel_that_fails_to_compile_falls_back_with_one_warning(monkeypatch):
+    c, kw = _draw(3, UNIFORM, max_m=10)
+    ref = offline_payments(c, UNIFORM, **kw, method="resolve")[1]
+
+    def broken(*args, **kwargs):
+        raise TypeError("a numba typing error (simulated)")
+
+    monkeypatch.setattr(P, "_CappedOracle", broken)
+    monkeypatch.setattr(P, "_capped_kernel_warned", False)
+    with pytest.warns(RuntimeWarning, match="capped payment oracle failed.*simulated"):
+        np.testing.assert_array_equal(offline_payments(c, UNIFORM, **kw)[1], ref)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        offline_payments(c, UNIFORM, **kw)
+    with pytest.raises(TypeError, match="simulated"):
         offline_payments(c, UNIFORM, **kw, method="pruned")

@@ -40,6 +40,7 @@ re-solving oracle (``method="resolve"``) is kept as the reference.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -574,8 +575,31 @@ def _oracle(psi, mu, sigma, gamma, k, method, floor=np.inf):
                     "use method='resolve'"
                 )
             return _ResolveOracle(psi, mu, sigma, gamma, k), False
-        return _CappedOracle(kern, x, psi.size, k, mu, sigma, refine, floor), refine
+        try:
+            return _CappedOracle(kern, x, psi.size, k, mu, sigma, refine, floor), refine
+        except MarketSimError:
+            raise
+        except Exception as exc:  # the capped kernels do not compile (an old numba?)
+            if method != "auto":
+                raise
+            _warn_capped_kernel(exc)
+            return _ResolveOracle(psi, mu, sigma, gamma, k), False
     return _UncappedOracle(x, mu, sigma, canonical=refine, floor=floor), refine
+
+
+_capped_kernel_warned = False
+
+
+def _warn_capped_kernel(exc: Exception) -> None:
+    global _capped_kernel_warned
+    if not _capped_kernel_warned:
+        _capped_kernel_warned = True
+        warnings.warn(
+            f"market_sim: the compiled capped payment oracle failed ({type(exc).__name__}: "
+            f"{exc}); payments with a cap re-solve the market per point",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
 
 def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only):
