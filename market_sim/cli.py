@@ -534,16 +534,18 @@ def run_market(
     }
     if mechanism == "offline":
         from .mechanisms.offline import solve
-        from .mechanisms.payments import offline_payments
+        from .mechanisms.payments import capped_oracle_compiled, offline_payments
 
         res = solve(psi, mu=mu, sigma=sigma, gamma=gamma, k=k)
         if warn is not None and k is not None and k < costs.size:
-            seconds = capped_offline_seconds(costs.size, res.n_bought)
+            compiled = capped_oracle_compiled()
+            seconds = capped_offline_seconds(costs.size, res.n_bought, compiled=compiled)
             if seconds > SLOW_SECONDS:
+                why = "" if compiled else " (without numba each payment re-solves the market)"
                 warn(
                     f"the capped payments (--k) of {res.n_bought} bought sellers of "
-                    f"{costs.size} will take {format_duration(seconds)} by the cost model "
-                    f"(each payment re-solves the market); without --k they take seconds"
+                    f"{costs.size} will take {format_duration(seconds)} by the cost model"
+                    f"{why}; without --k they take seconds"
                 )
         eps, pay = offline_payments(
             costs, dist, mu=mu, sigma=sigma, gamma=gamma, k=k, n_quad=n_quad
@@ -863,11 +865,15 @@ def _warn_if_slow_simulation(model, args) -> None:
     mech, m, regret = model.mechanism, model.n_sellers, model.measure_regret
     k = getattr(mech, "k", None)
     if isinstance(mech, (OfflineMechanism, PayAsBidMechanism)) and k is not None and k < m:
+        from .mechanisms.payments import capped_oracle_compiled
+
+        compiled = capped_oracle_compiled()
         paid = math.ceil(m / k) if isinstance(mech, OfflineMechanism) else 0  # at least m/k bought
-        seconds = args.rounds * capped_offline_seconds(m, paid + (m if regret else 0))
+        curves = m if regret else 0
+        seconds = args.rounds * capped_offline_seconds(m, paid, curves, compiled=compiled)
         faster = "without the cap k (seconds)"
         if regret and paid:
-            quick = args.rounds * capped_offline_seconds(m, paid)
+            quick = args.rounds * capped_offline_seconds(m, paid, compiled=compiled)
             faster += f", or --no-regret ({format_duration(quick)})"
     elif isinstance(mech, DataDependentMechanism):
         per_round = data_dependent_round_seconds(

@@ -8,16 +8,23 @@ constants are all here, measured once on the 2-core reference machine
 
 Cost model (seconds):
 
-* **Capped offline payments** (``--k``, or ``offline:k=K``).  With the cap
-  a_i <= k/m, each evaluation of eps_i(z) in a payment integral (Eq. 8, 003)
-  re-solves the whole market, so one seller's integral costs
-  ``CAPPED_SOLVES_PER_SELLER`` solves of ``SOLVE_FIXED + SOLVE_PER_SELLER * m``:
+* **Capped offline payments** (``--k``, or ``offline:k=K``).  With the compiled
+  capped oracle (numba; ``payments._CappedOracle``) the bought sellers' payments
+  cost ``PRUNED_PAY_PER_SELLER`` per seller of the market (most are interpolated
+  in the cost), and each seller's whole curve (the regret of ``simulate``)
+  ``PRUNED_CURVE_PER_SELLER``:
 
-      T = n * CAPPED_SOLVES_PER_SELLER * (SOLVE_FIXED + SOLVE_PER_SELLER * m)
+      T = PRUNED_PAY_PER_SELLER * m + PRUNED_CURVE_PER_SELLER * n_curves
 
-  with n the sellers integrated (the bought ones for payments; every seller for
-  the regret of ``simulate``, whose curves start at the bottom of the support).
-  Without a cap the payments are one vectorised pass (about 3 s at m = 10^6).
+  Without numba each evaluation of eps_i(z) re-solves the whole market, so one
+  seller's integral costs ``CAPPED_SOLVES_PER_SELLER`` solves of
+  ``SOLVE_FIXED + SOLVE_PER_SELLER * m``:
+
+      T = (n_paid + n_curves) * CAPPED_SOLVES_PER_SELLER * (SOLVE_FIXED + SOLVE_PER_SELLER * m)
+
+  with n_paid the bought sellers and n_curves the sellers whose curves start at
+  the bottom of the support (every seller for the regret).  Without a cap the
+  payments are one compiled pass (about 0.1 s at m = 10^5).
 * **Data-dependent mechanism** (``simulate --mechanism data-dependent --data``).
   Every solve of Eq. 17 (a line search over ``eps_avg``, L-BFGS at each point)
   costs ``DD_SOLVE_FIXED + DD_SOLVE_PER_ROW * m``.  One round pays each seller
@@ -40,7 +47,13 @@ __all__ = [
 
 SLOW_SECONDS = 60.0  # warn above this
 
-# capped offline mechanism: one re-solve per evaluation of eps_i(z)
+# capped offline mechanism, compiled oracle (measured 2026-11-24, U[0, 1], k = 5:
+# payments 0.15 s at m = 10^5 and 1.0 s at 10^6; curves of every seller with 11
+# candidates 2.7 s at 10^4 and 16 s at 10^5)
+PRUNED_PAY_PER_SELLER = 2e-6  # seconds per seller of the market
+PRUNED_CURVE_PER_SELLER = 3e-4  # seconds per seller whose whole curve is built
+
+# capped offline mechanism without numba: one re-solve per evaluation of eps_i(z)
 CAPPED_SOLVES_PER_SELLER = 400  # measured 160 to 680 at m = 100 to 800, k = 5
 SOLVE_FIXED = 1.6e-3  # seconds per capped solve at small m
 SOLVE_PER_SELLER = 2.5e-7  # seconds per seller of a capped solve (0.25 s at m = 10^6)
@@ -50,9 +63,13 @@ DD_SOLVE_FIXED = 0.15  # seconds per solve at m <= 200
 DD_SOLVE_PER_ROW = 1.6e-4  # about 1 s per solve at m = 5000
 
 
-def capped_offline_seconds(m: int, n_integrated: int) -> float:
-    """Seconds to integrate ``n_integrated`` sellers' payments in a capped market of m."""
-    return n_integrated * CAPPED_SOLVES_PER_SELLER * (SOLVE_FIXED + SOLVE_PER_SELLER * m)
+def capped_offline_seconds(m: int, n_paid: int, n_curves: int = 0, *, compiled: bool) -> float:
+    """Seconds of the payments of ``n_paid`` bought sellers and of ``n_curves`` sellers'
+    whole curves in a capped market of m, with the compiled oracle or re-solving."""
+    if compiled:
+        return PRUNED_PAY_PER_SELLER * m * (n_paid > 0) + PRUNED_CURVE_PER_SELLER * n_curves
+    per_solve = SOLVE_FIXED + SOLVE_PER_SELLER * m
+    return (n_paid + n_curves) * CAPPED_SOLVES_PER_SELLER * per_solve
 
 
 def data_dependent_round_seconds(

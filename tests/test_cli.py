@@ -524,8 +524,13 @@ def test_cutoff_cost_when_everybody_is_bought_is_the_top_of_the_support():
 def test_the_cost_model_warns_for_large_capped_and_data_dependent_runs():
     from market_sim import estimates as E
 
-    assert E.capped_offline_seconds(10**6, 200_000) > 86400  # the solve --k 5 on 10^6
-    assert E.capped_offline_seconds(30, 10) < E.SLOW_SECONDS
+    # solve --k 5 on 10^6 sellers: minutes... days re-solving, about a second compiled
+    assert E.capped_offline_seconds(10**6, 200_000, compiled=False) > 86400
+    assert E.capped_offline_seconds(10**6, 200_000, compiled=True) < E.SLOW_SECONDS
+    assert E.capped_offline_seconds(30, 10, compiled=False) < E.SLOW_SECONDS
+    # the regret's curves of every seller: 16 s measured at 10^5, minutes at 10^6
+    assert E.capped_offline_seconds(10**5, 20_000, 10**5, compiled=True) < E.SLOW_SECONDS
+    assert E.capped_offline_seconds(10**6, 200_000, 10**6, compiled=True) > E.SLOW_SECONDS
     default = 3 * E.data_dependent_round_seconds(20, regret=True)  # simulate's defaults
     assert default > E.SLOW_SECONDS  # measured: about 4 min
     assert 3 * E.data_dependent_round_seconds(20, regret=False) < default / 2
@@ -538,6 +543,8 @@ def test_solve_with_a_cap_on_many_sellers_warns_once_and_small_ones_do_not(
     tmp_path, capsys, monkeypatch
 ):
     import market_sim.mechanisms.payments as payments
+
+    monkeypatch.setattr(payments, "capped_oracle_compiled", lambda: False)  # no numba
 
     rng = np.random.default_rng(0)
     big = tmp_path / "big.csv"
@@ -556,6 +563,12 @@ def test_solve_with_a_cap_on_many_sellers_warns_once_and_small_ones_do_not(
     assert code == 0 and calls == [5] and len(lines) == 1
     assert lines[0].startswith("market-sim: warning: the capped payments (--k)")
     assert "without --k" in lines[0] and ("h" in lines[0] or "days" in lines[0])
+    assert "re-solves" in lines[0]
+    monkeypatch.setattr(payments, "capped_oracle_compiled", lambda: True)
+    code, _, err = run(
+        ["solve", "--costs", str(big), "--dist", "uniform:0:1", "--k", "5", "--json"], capsys
+    )
+    assert code == 0 and calls == [5, 5] and "warning" not in err  # compiled: seconds
     monkeypatch.undo()
     small = tmp_path / "small.csv"
     pd.DataFrame({"seller_id": np.arange(30), "cost": rng.random(30)}).to_csv(small, index=False)
@@ -581,7 +594,14 @@ def test_simulate_warns_for_long_runs_and_not_for_short_ones(capsys):
     assert slow.count("\n") == 1 and "market-sim: warning: this simulation will take" in slow
     assert "--no-regret" in slow and "min" in slow
     assert warning(2, 1, regret=False, **dd) == ""
-    capped = warning(300, 3, mechanism="offline:k=5")
+    import market_sim.mechanisms.payments as payments
+
+    assert warning(300, 3, mechanism="offline:k=5") == ""  # compiled: seconds
+    real, payments.capped_oracle_compiled = payments.capped_oracle_compiled, lambda: False
+    try:  # without numba every point of a capped curve re-solves the market
+        capped = warning(300, 3, mechanism="offline:k=5")
+    finally:
+        payments.capped_oracle_compiled = real
     assert "without the cap k" in capped and "--no-regret" in capped
     assert warning(300, 3, mechanism="offline") == ""
     assert warning(20, 3, mechanism="online") == ""

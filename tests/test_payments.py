@@ -40,6 +40,50 @@ def test_pruned_oracle_equals_full_resolve(case):
     np.testing.assert_allclose(t1, t2, rtol=1e-9, atol=1e-15)
 
 
+@settings(max_examples=40, deadline=None)
+@given(market(max_m=60), st.sampled_from(["plain", "ties", "extremes"]))
+def test_compiled_uncapped_oracle_equals_the_numpy_table(case, shape):
+    """The compiled uncapped oracle (``uncapped_rows``) against its numpy reference
+    (``_table`` / ``_pick``): the same eps_i, piece and margin on every row, and payments
+    equal to 1e-12 relative."""
+    from market_sim.mechanisms import offline
+    from market_sim.mechanisms.payments import _UncappedOracle
+
+    kern = offline._kernel()
+    assert kern is not None, "numba must work in the test environment"
+    seed, m, mu, sigma, gamma = case
+    rng = np.random.default_rng(seed)
+    c = _costs(seed, m)
+    if shape == "ties":
+        c = np.ceil(c * 4) / 4  # (a cost 0 has psi = 0: no optimum, an error)
+    elif shape == "extremes":
+        c[: max(1, m // 3)] = 1.0  # sellers at the top: psi = 2, rarely bought
+    x = gamma * UNIFORM.virtual_cost(c)
+    xi = rng.choice(x, size=200)
+    p = xi + rng.exponential(1.0, size=200) * rng.integers(0, 2, size=200)
+    for canonical in (True, False):
+        compiled = _UncappedOracle(x, mu, sigma, canonical, floor=-1.0, kernel=kern)
+        reference = _UncappedOracle(x, mu, sigma, canonical, floor=-1.0)
+        e1, cell1 = compiled.eps(None, xi, p)
+        e2, cell2 = reference.eps(None, xi, p)
+        np.testing.assert_allclose(e1, e2, rtol=1e-13, atol=1e-300)
+        np.testing.assert_array_equal(cell1, cell2)
+        if np.any(cell2 >= 0):
+            at = cell2 >= 0
+            m1 = compiled.margin(xi[at], p[at], cell2[at])
+            m2 = reference.margin(xi[at], p[at], cell2[at])
+            np.testing.assert_allclose(m1, m2, rtol=1e-12, atol=1e-14)
+    kw = dict(mu=mu, sigma=sigma, gamma=gamma)
+    e1, t1 = offline_payments(c, UNIFORM, **kw)
+    try:
+        offline._kernel, real = (lambda: None), offline._kernel
+        e2, t2 = offline_payments(c, UNIFORM, **kw)
+    finally:
+        offline._kernel = real
+    np.testing.assert_array_equal(e1, e2)
+    np.testing.assert_allclose(t1, t2, rtol=1e-12, atol=1e-300)
+
+
 @pytest.mark.parametrize(
     "seed, dist", [(0, "uniform:0:1"), (1, "beta:2:3:0:2"), (2, "truncnorm:0.5:0.3:0:1")]
 )

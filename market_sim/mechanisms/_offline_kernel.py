@@ -845,3 +845,113 @@ def capped_rows(
         e = ec[jj] if jj > 0 else 0.0
         out_eps[r] = e
         out_col[r] = jj if e > 0 else -1
+
+
+# ---- the uncapped payment oracle (``payments._UncappedOracle``) -----------------------
+@njit(**_JIT)
+def _uncapped_table(x, z, vn, vnext, NwK, S1K, S2K, ref, s, sigma, canonical, lt, ls, ec, sl):
+    """One row of ``payments._UncappedOracle._table`` (same arithmetic, same order):
+    per column tolerant and strict loss, eps_i and slack."""
+    K = vn.size
+    for j in range(K + 1):
+        lt[j], ls[j], ec[j], sl[j] = _INF, _INF, 0.0, -_INF
+    yi = x - ref if math.isfinite(x) else 0.0
+    yp = z - ref
+    for q in range(K):
+        v_n, v_next = vn[q], vnext[q]
+        inside = 1.0 if x <= v_n else 0.0
+        N0 = NwK[q] - inside
+        S10 = S1K[q] - inside * yi
+        S20 = S2K[q] - inside * yi * yi
+        es_q, ls_q, lt_q = 0.0, _INF, _INF
+        et_q = 0.0
+        for act in range(2):
+            if act == 1:
+                N, S1, S2 = N0 + 1, S10 + yp, S20 + yp * yp
+                lo, hi = max(v_n, z), v_next
+            else:
+                N, S1, S2 = N0, S10, S20
+                lo, hi = v_n, min(v_next, z)
+            if not (N > 0 and hi > lo):
+                continue
+            d1 = S1 / N
+            V = max(S2 / N - d1 * d1, 0.0)
+            m1 = d1 + ref
+            A = s * N
+            # Eq. 14 (003): A u^3 + (A V - m1) u + V = 0, u = lam - mean of the active x
+            u0, u1 = positive_roots(A, A * V - m1, V)
+            for u in (u0, u1):
+                if not u > 0:
+                    continue
+                lam = m1 + u
+                tol = 1e-11 * (abs(lam) + abs(m1) + 1e-300)
+                lin = m1 - V / u
+                margin = min(min(lam - lo, hi - lam), min(lin, u))
+                if not math.isfinite(margin):
+                    margin = -_INF
+                valid = lam > lo - tol and lam <= hi + tol and lin > 0
+                loss = _INF
+                if valid:  # Eq. 11 (003) at the root, over mu
+                    loss = math.sqrt(u * u + V) / (math.sqrt(N) * u) + 2 * math.sqrt(s * lin)
+                strict = loss if margin >= 0 else _INF
+                if act == 0:
+                    lt[0] = min(lt[0], loss)
+                    ls[0] = min(ls[0], strict)
+                    continue
+                e = 0.0
+                if lin > 0:  # Eq. 13 (003): eps_i = eta rho (lam - p)
+                    e = math.sqrt(sigma / lin) * max(lam - z, 0.0) / (N * u)
+                if loss < lt_q:
+                    lt_q, et_q = loss, e
+                if strict < ls_q:
+                    ls_q, es_q = strict, e
+                sl[q + 1] = max(sl[q + 1], margin)
+        lt[q + 1], ls[q + 1] = lt_q, ls_q
+        ec[q + 1] = es_q if (canonical and ls_q < _INF) else et_q
+
+
+@njit(**_JIT)
+def uncapped_rows(
+    xi, p, target, margin_mode, canonical, vn, vnext, NwK, S1K, S2K, ref, s, sigma, tie,
+    out_eps, out_col, out_margin,
+):  # fmt: skip
+    """``payments._UncappedOracle`` compiled: per row (true value xi, report p) eps_i and
+    its piece (2 j - 1 for column j, -1 not bought, -2 no KKT point, -3 no KKT point at
+    p <= 0), or with ``margin_mode`` the margin of piece ``target`` (>= 0 where it is
+    the optimum)."""
+    ncol = vn.size + 1
+    lt, ls, ec, sl = np.empty(ncol), np.empty(ncol), np.empty(ncol), np.empty(ncol)
+    for r in range(xi.size):
+        z = p[r]
+        _uncapped_table(xi[r], z, vn, vnext, NwK, S1K, S2K, ref, s, sigma, canonical, lt, ls, ec, sl)
+        if margin_mode:
+            j = (target[r] + 1) // 2
+            own = ls[j]
+            if not own < _INF:
+                gap = -_INF
+            else:
+                other = _INF
+                for jj in range(ncol):
+                    if jj != j:
+                        other = min(other, ls[jj])
+                gap = other - own
+            out_margin[r] = sl[j] if sl[j] < 0 else min(sl[j], gap)
+            continue
+        best_t, best_s, jt, js = _INF, _INF, 0, 0
+        for jj in range(ncol):
+            if lt[jj] < best_t:
+                best_t, jt = lt[jj], jj
+            if ls[jj] < best_s:
+                best_s, js = ls[jj], jj
+        if not best_t < _INF and z != _INF:
+            out_eps[r], out_col[r] = 0.0, (-2 if z > 0 else -3)
+            continue
+        if not canonical:
+            jj = jt
+        elif best_s <= best_t + tie * abs(best_t):
+            jj = js
+        else:
+            jj = jt
+        e = ec[jj] if jj > 0 else 0.0
+        out_eps[r] = e
+        out_col[r] = 2 * jj - 1 if e > 0 else -1

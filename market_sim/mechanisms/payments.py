@@ -2,10 +2,13 @@
 
     t_i = c_i eps_i(c_i) + int_{c_i}^{c_high} eps_i(z, c_{-i}) dz
 
-Eq. 8 integrates to infinity; reports live in the support, so the integral
-stops at its top c_high.  This is the least payment that is IC and IR: a
-seller at c_high gets exactly its cost (Eq. 8 with eps_i = 0 beyond c_high
-gives the same number when eps_i(c_high) = 0, which is the usual case).
+Eq. 8 is printed as t_i = -int_{c_i}^inf z d eps_i(z); reports live in the
+support, so the integral stops at its top c_high.  Read as a Stieltjes integral
+(integration by parts) it is the formula above, the least payment that is IC
+and IR (a seller at c_high gets exactly its cost), and that is what we pay,
+through every jump of eps_i.  Read with a classical derivative it drops
+z0 (eps_i(z0-) - eps_i(z0+)) at each jump z0 > c_i and is neither IC nor IR
+(``myerson``; docs/mathematics.md has a market where it pays below cost).
 
 Seller i's allocation eps_i(z) is non-increasing in its own report z (the
 exact optimum of a problem with a term gamma psi(z) eps_i is monotone), so the
@@ -27,7 +30,10 @@ the zeros of the continuous function
 delta(lam) = s L^2 + 2 L^2 / (W - L), L = lam - min x.  So the moved market
 can only have zeros on the segments of the full market where |phi| <= delta;
 those few segments (computed once) are searched exactly for every seller and
-every quadrature point, with the others' prefix sums, in O(1) each.
+every quadrature point, with the others' prefix sums, in O(1) each: by the
+compiled ``_offline_kernel.uncapped_rows``, or by its numpy reference
+``_UncappedOracle._table`` where numba does not work (same arithmetic; the
+tests hold them to 1e-13).
 
 With a cap (k given) the same idea holds in the band width tau as well as the
 cut-off lam (``_CappedOracle``): a few cells of the full market near its
@@ -59,6 +65,12 @@ _SKIP = 1e-10  # relative width skipped past each change of piece
 _TIE = 1e-12  # relative loss difference taken for a tie of two cells
 
 
+_PSI_ZERO = (
+    "no optimum when a seller reports virtual cost 0 (the bottom "
+    "of a support that starts at 0) and can absorb all the weight"
+)
+
+
 class _UncappedOracle:
     """eps_i when seller i (truthful value x_i = gamma psi_i) reports value p >= x_i
     (or p >= ``floor``: the segments kept allow for the lower reports)."""
@@ -66,9 +78,16 @@ class _UncappedOracle:
     sections = _SECTIONS  # vectorised: many points per step of the piece search
 
     def __init__(
-        self, x: np.ndarray, mu: float, sigma: float, canonical: bool = True, floor: float = np.inf
+        self,
+        x: np.ndarray,
+        mu: float,
+        sigma: float,
+        canonical: bool = True,
+        floor: float = np.inf,
+        kernel=None,
     ):
         self.mu, self.sigma = mu, sigma
+        self.kernel = kernel  # the compiled ``uncapped_rows``, or None: numpy ``_table``
         self.canonical = canonical
         self.s = sigma / mu**2
         G = _Groups.of(np.sort(x))
@@ -99,6 +118,34 @@ class _UncappedOracle:
         self.K = n[keep]
         if floor < G.v[0]:  # a seller moved below everybody may be bought alone (n = 0)
             self.K = np.concatenate(([0], self.K))
+        K = self.K
+        self.vn, self.vnext = G.value(K).astype(float), G.value(K + 1).astype(float)
+        self.NwK, self.S1K, self.S2K = G.Nw[K], G.S1[K], G.S2[K]
+
+    def _run(self, xi, p, target, margin_mode):
+        """The compiled oracle (``_offline_kernel.uncapped_rows``)."""
+        rows = xi.size
+        out_eps, out_col, out_margin = np.empty(rows), np.empty(rows, np.int64), np.empty(rows)
+        self.kernel.uncapped_rows(
+            np.ascontiguousarray(xi, dtype=float),
+            np.ascontiguousarray(p, dtype=float),
+            np.ascontiguousarray(target, dtype=np.int64),
+            margin_mode,
+            self.canonical,
+            self.vn,
+            self.vnext,
+            self.NwK,
+            self.S1K,
+            self.S2K,
+            self.G.ref,
+            self.s,
+            self.sigma,
+            _TIE,
+            out_eps,
+            out_col,
+            out_margin,
+        )
+        return out_eps, out_col, out_margin
 
     def _table(self, xi: np.ndarray, p: np.ndarray):
         """Per row (seller value xi reporting p) and label: losses, eps_i, slack.
@@ -188,16 +235,20 @@ class _UncappedOracle:
 
         Returns (eps_i, cell): cell identifies the smooth piece eps_i is on
         (-1 when seller i is not bought)."""
+        if self.kernel is not None:
+            e, col, _ = self._run(xi, p, np.zeros(xi.size, np.int64), False)
+            if np.any(col == -3):
+                raise MarketSimError(_PSI_ZERO)
+            if np.any(col == -2):
+                raise RuntimeError("payment oracle found no KKT point; please report this market")
+            return e, col
         loss_t, loss_s, eps, _ = self._table(xi, p)
         j = self._pick(loss_t, loss_s)
         rows = np.arange(xi.shape[0])
         # a report with psi = +inf is never bought, even when nobody else is there
         found = np.isfinite(loss_t.min(axis=1)) | np.isposinf(p)
         if not np.all(found | (p > 0)):
-            raise MarketSimError(
-                "no optimum when a seller reports virtual cost 0 (the bottom "
-                "of a support that starts at 0) and can absorb all the weight"
-            )
+            raise MarketSimError(_PSI_ZERO)
         if not np.all(found):
             raise RuntimeError("payment oracle found no KKT point; please report this market")
         e = np.where(j > 0, eps[rows, j], 0.0)
@@ -208,6 +259,8 @@ class _UncappedOracle:
         root, >= 0 where that cell is the optimum and < 0 where it is not:
         min(slack of the cell, least loss of the other cells - loss of the cell),
         over exactly valid roots.  Its zero is the change of piece (``_illinois``)."""
+        if self.kernel is not None:
+            return self._run(xi, p, cell, True)[2]
         _, loss_s, _, slack = self._table(xi, p)
         rows = np.arange(xi.shape[0])
         j = (cell + 1) // 2
@@ -584,7 +637,14 @@ def _oracle(psi, mu, sigma, gamma, k, method, floor=np.inf):
                 raise
             _warn_capped_kernel(exc)
             return _ResolveOracle(psi, mu, sigma, gamma, k), False
-    return _UncappedOracle(x, mu, sigma, canonical=refine, floor=floor), refine
+    kern = offline._kernel()  # None without numba: the numpy table (said once by solve)
+    return _UncappedOracle(x, mu, sigma, canonical=refine, floor=floor, kernel=kern), refine
+
+
+def capped_oracle_compiled() -> bool:
+    """Whether capped payments use the compiled oracle (numba works) rather than
+    re-solving the market per point (``market_sim.estimates``)."""
+    return offline._kernel() is not None and not _capped_kernel_warned
 
 
 _capped_kernel_warned = False
