@@ -1,6 +1,6 @@
 """The rest of the benchmark table -- the eta-grid and cvxpy baselines against the
 exact solve, the online mechanism against a sort -- every figure a ratio of two times
-measured back to back in this run.
+measured back to back in this run.  (The runner's figures are ``bench_runner.py``'s.)
 
     python benchmarks/bench_suite.py [--json benchmarks/suite.json] [--plot benchmarks/scaling.png]
 """
@@ -98,20 +98,6 @@ def bench_mesa(rng, dist):
     ]
 
 
-def bench_runner():
-    from bench_runner import worker_ratio
-
-    n, ratio, _ = worker_ratio()
-    return [
-        {
-            "what": f"runner, {n} quick asymptotic tasks: 1 worker / 2 workers (target >= 1.7; "
-            f"import and listing times: bench_runner.py)",
-            "m": n,
-            "ratio": ratio,
-        }
-    ]
-
-
 def bench_memory(rng, dist):
     m = 10**7
     psi = dist.virtual_cost(dist.sample(m, rng))
@@ -157,8 +143,7 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     dist = parse_distribution("uniform:0:1")
     rows = (
-        bench_runner()
-        + bench_cvxpy(rng, dist)
+        bench_cvxpy(rng, dist)
         + bench_online(rng, dist)
         + bench_mesa(rng, dist)
         + bench_memory(rng, dist)

@@ -923,7 +923,9 @@ def uncapped_rows(
     lt, ls, ec, sl = np.empty(ncol), np.empty(ncol), np.empty(ncol), np.empty(ncol)
     for r in range(xi.size):
         z = p[r]
-        _uncapped_table(xi[r], z, vn, vnext, NwK, S1K, S2K, ref, s, sigma, canonical, lt, ls, ec, sl)
+        _uncapped_table(
+            xi[r], z, vn, vnext, NwK, S1K, S2K, ref, s, sigma, canonical, lt, ls, ec, sl
+        )
         if margin_mode:
             j = (target[r] + 1) // 2
             own = ls[j]

@@ -878,9 +878,8 @@ def _integrate(oracle, refine, sellers, xi, lo, dist, gamma, n_quad, record):
         raise RuntimeError("payment integral: too many pieces; please report this market")
     if not record:
         return integral, None
-    return integral, tuple(
-        np.concatenate(col) if rec else np.empty(0) for col in zip(*rec, strict=True)
-    )
+    # (callers record only for sellers bought at their start, so rec is not empty)
+    return integral, tuple(np.concatenate(col) for col in zip(*rec, strict=True))
 
 
 def _least_z(values, lo: float, hi: float, p_max: float) -> float:
