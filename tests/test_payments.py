@@ -84,6 +84,26 @@ def test_compiled_uncapped_oracle_equals_the_numpy_table(case, shape):
     np.testing.assert_allclose(t1, t2, rtol=1e-12, atol=1e-300)
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_row_whose_roots_all_miss_their_segment_is_solved_exactly(compiled):
+    """mu = 1e-8 (sigma / mu^2 = 1e16): seller 0 reporting just above the next value is
+    marginal within 2e-11, the two branches' roots (from a variance that lost most of its
+    digits) both miss their segment, and the row is re-solved exactly."""
+    from market_sim.mechanisms import offline
+    from market_sim.mechanisms.payments import _UncappedOracle
+
+    x = UNIFORM.virtual_cost(_costs(1, 40))
+    xi, p = 0.055118226486136734, 0.07918575612348776
+    assert xi in x
+    kern = offline._kernel() if compiled else None
+    oracle = _UncappedOracle(x, 1e-8, 1.0, kernel=kern)
+    moved = x.copy()
+    moved[x == xi] = p
+    exact = solve(moved, mu=1e-8, sigma=1.0, gamma=1.0).eps[x == xi][0]
+    e, cell = oracle.eps(None, np.array([xi]), np.array([p]))
+    assert exact > 0.02 and e[0] == pytest.approx(exact, rel=1e-12) and cell[0] > 0
+
+
 @pytest.mark.parametrize(
     "seed, dist", [(0, "uniform:0:1"), (1, "beta:2:3:0:2"), (2, "truncnorm:0.5:0.3:0:1")]
 )

@@ -73,6 +73,24 @@ def positive_roots(A, p, q):
 
 
 @njit(**_JIT)
+def _g_changes_sign(A, p, q, uL, uR):
+    """Whether g(u) = A u + p + q/u (the cubic over u) changes sign on [uL, uR], to a
+    rounding tolerance: its ends and, where inside, its minimum at u^3 = q / (2A)."""
+    if uL > 0:
+        gL = A * uL * uL + p + q / uL
+    else:
+        gL = _INF if q > 0 else p
+    gR = A * uR * uR + p + q / uR if math.isfinite(uR) else _INF
+    gmin = min(gL, gR)
+    ust3 = q / (2 * A)
+    if ust3 > uL**3 and ust3 < uR**3:
+        us = np.cbrt(ust3)
+        gmin = min(gmin, A * us * us + p + q / us)
+    tol = 1e-10 * (abs(p) + (abs(gL) if math.isfinite(gL) else 0.0))
+    return gmin <= tol and max(gL, gR) >= -tol
+
+
+@njit(**_JIT)
 def cell_loss(
     Nc, N, S1c, S2c, S1n, S2n, ref, kappa, s, v_n, v_next, v_c, v_c1, scale, vlast, capped
 ):
@@ -117,18 +135,7 @@ def cell_loss(
     p = s * N * V - C1 - R * m1
     q = R * V
     # screen 2: g(u) = A u + p + q/u must change sign on the interval
-    if uL > 0:
-        gL = A * uL * uL + p + q / uL
-    else:
-        gL = _INF if q > 0 else p
-    gR = A * uR * uR + p + q / uR if math.isfinite(uR) else _INF
-    gmin = min(gL, gR)
-    ust3 = q / (2 * A)
-    if ust3 > uL**3 and ust3 < uR**3:
-        us = np.cbrt(ust3)
-        gmin = min(gmin, A * us * us + p + q / us)
-    tol = 1e-10 * (abs(p) + (abs(gL) if math.isfinite(gL) else 0.0))
-    if not (gmin <= tol and max(gL, gR) >= -tol):
+    if not _g_changes_sign(A, p, q, uL, uR):
         return _INF, np.nan
     # the roots that are consistent with the cell, and their loss / mu
     best, best_u = _INF, np.nan
@@ -527,18 +534,7 @@ def _may_hold_root(A, p, q, m1, lo_l, hi_l, lo_t, hi_t, kN_R, vlast):
     uR = uR + scale
     if not uR > uL:
         return False
-    if uL > 0:
-        gL = A * uL * uL + p + q / uL
-    else:
-        gL = _INF if q > 0 else p
-    gR = A * uR * uR + p + q / uR if math.isfinite(uR) else _INF
-    gmin = min(gL, gR)
-    ust3 = q / (2 * A)
-    if ust3 > uL**3 and ust3 < uR**3:
-        us = np.cbrt(ust3)
-        gmin = min(gmin, A * us * us + p + q / us)
-    tol = 1e-10 * (abs(p) + (abs(gL) if math.isfinite(gL) else 0.0))
-    return gmin <= tol and max(gL, gR) >= -tol
+    return _g_changes_sign(A, p, q, uL, uR)
 
 
 @njit(**_JIT)
@@ -731,6 +727,16 @@ def _capped_table(
 
 
 @njit(**_JIT)
+def _least(a, n):
+    """(least value, first index of it) of a[:n]; (inf, 0) if all are inf."""
+    best, at = _INF, 0
+    for j in range(n):
+        if a[j] < best:
+            best, at = a[j], j
+    return best, at
+
+
+@njit(**_JIT)
 def _approach(t, t2, h, scale):
     """A margin t (t2 a step h further) as the predicted distance to its zero, t / |slope|,
     within +-scale (the scale where it is positive and does not fall; sign kept)."""
@@ -784,12 +790,7 @@ def capped_rows(
             x, z, j, canonical, fast, lam_lo, lam_hi, t_lo, t_hi, Nc, SC, Nb, mb, M2b,
             stair, kappa, s, sigma, vlast, lt, ls, ec, sl, T,
         )  # fmt: skip
-        best_t, best_s, jt, js = _INF, _INF, 0, 0
-        for jj in range(ncol):
-            if lt[jj] < best_t:
-                best_t, jt = lt[jj], jj
-            if ls[jj] < best_s:
-                best_s, js = ls[jj], jj
+        (best_t, jt), (best_s, js) = _least(lt, ncol), _least(ls, ncol)
         cut = best_t - tie * abs(best_t) if best_t < _INF else _INF
         if margin_mode:
             scale = abs(z) + abs(vlast) + 1e-300
@@ -939,12 +940,7 @@ def uncapped_rows(
                 gap = other - own
             out_margin[r] = sl[j] if sl[j] < 0 else min(sl[j], gap)
             continue
-        best_t, best_s, jt, js = _INF, _INF, 0, 0
-        for jj in range(ncol):
-            if lt[jj] < best_t:
-                best_t, jt = lt[jj], jj
-            if ls[jj] < best_s:
-                best_s, js = ls[jj], jj
+        (best_t, jt), (best_s, js) = _least(lt, ncol), _least(ls, ncol)
         if not best_t < _INF and z != _INF:
             out_eps[r], out_col[r] = 0.0, (-2 if z > 0 else -3)
             continue

@@ -65,6 +65,17 @@ _SKIP = 1e-10  # relative width skipped past each change of piece
 _TIE = 1e-12  # relative loss difference taken for a tie of two cells
 
 
+def _rows(kernel, xi, p, target, margin_mode, *args):
+    """Call a compiled oracle (``uncapped_rows`` / ``capped_rows``) on the rows (xi, p):
+    (eps, cell, margin) arrays."""
+    n = xi.size
+    out = np.empty(n), np.empty(n, np.int64), np.empty(n)
+    as_float = lambda a: np.ascontiguousarray(a, dtype=float)  # noqa: E731
+    target = np.ascontiguousarray(target, dtype=np.int64)
+    kernel(as_float(xi), as_float(p), target, margin_mode, *args, *out)
+    return out
+
+
 _PSI_ZERO = (
     "no optimum when a seller reports virtual cost 0 (the bottom "
     "of a support that starts at 0) and can absorb all the weight"
@@ -124,28 +135,9 @@ class _UncappedOracle:
 
     def _run(self, xi, p, target, margin_mode):
         """The compiled oracle (``_offline_kernel.uncapped_rows``)."""
-        rows = xi.size
-        out_eps, out_col, out_margin = np.empty(rows), np.empty(rows, np.int64), np.empty(rows)
-        self.kernel.uncapped_rows(
-            np.ascontiguousarray(xi, dtype=float),
-            np.ascontiguousarray(p, dtype=float),
-            np.ascontiguousarray(target, dtype=np.int64),
-            margin_mode,
-            self.canonical,
-            self.vn,
-            self.vnext,
-            self.NwK,
-            self.S1K,
-            self.S2K,
-            self.G.ref,
-            self.s,
-            self.sigma,
-            _TIE,
-            out_eps,
-            out_col,
-            out_margin,
-        )
-        return out_eps, out_col, out_margin
+        consts = (self.vn, self.vnext, self.NwK, self.S1K, self.S2K, self.G.ref, self.s)
+        return _rows(self.kernel.uncapped_rows, xi, p, target, margin_mode, self.canonical,
+                     *consts, self.sigma, _TIE)  # fmt: skip
 
     def _table(self, xi: np.ndarray, p: np.ndarray):
         """Per row (seller value xi reporting p) and label: losses, eps_i, slack.
@@ -237,22 +229,37 @@ class _UncappedOracle:
         (-1 when seller i is not bought)."""
         if self.kernel is not None:
             e, col, _ = self._run(xi, p, np.zeros(xi.size, np.int64), False)
-            if np.any(col == -3):
-                raise MarketSimError(_PSI_ZERO)
-            if np.any(col == -2):
-                raise RuntimeError("payment oracle found no KKT point; please report this market")
-            return e, col
-        loss_t, loss_s, eps, _ = self._table(xi, p)
-        j = self._pick(loss_t, loss_s)
-        rows = np.arange(xi.shape[0])
-        # a report with psi = +inf is never bought, even when nobody else is there
-        found = np.isfinite(loss_t.min(axis=1)) | np.isposinf(p)
-        if not np.all(found | (p > 0)):
+        else:
+            loss_t, loss_s, eps, _ = self._table(xi, p)
+            j = self._pick(loss_t, loss_s)
+            e = np.where(j > 0, eps[np.arange(xi.shape[0]), j], 0.0)
+            col = np.where(e > 0, 2 * j - 1, -1)
+            # a report with psi = +inf is never bought, even when nobody else is there
+            lost = ~(np.isfinite(loss_t.min(axis=1)) | np.isposinf(p))
+            col = np.where(lost, np.where(p > 0, -2, -3), col)
+        if np.any(col == -3):
             raise MarketSimError(_PSI_ZERO)
-        if not np.all(found):
+        for r in np.flatnonzero(col == -2):
+            e[r], col[r] = self._resolve(xi[r], p[r])
+        return e, col
+
+    def _resolve(self, xi: float, p: float) -> tuple[float, int]:
+        """(eps_i, cell) of one row by an exact solve of the moved market, for a row where
+        no kept segment has a root valid to the tolerance: where seller i is within
+        ~1e-10 of marginal at an extreme sigma / mu^2 (1e16), the variance of the few
+        active values, from prefix sums, loses most of its digits and the two branches
+        (i active, i not) both miss their segment.  Labelled by the segment holding lam."""
+        xs = self.G.xs
+        j = int(np.searchsorted(xs, xi))
+        moved = np.concatenate((np.delete(xs, min(j, xs.size - 1)), [p]))
+        res = solve(moved, mu=self.mu, sigma=self.sigma, gamma=1.0)
+        e = float(res.eps[-1])
+        if not e > 0:
+            return 0.0, -1
+        holds = (self.vn <= res.lam) & (res.lam <= self.vnext)
+        if not holds.any():
             raise RuntimeError("payment oracle found no KKT point; please report this market")
-        e = np.where(j > 0, eps[rows, j], 0.0)
-        return e, np.where(e > 0, 2 * j - 1, -1)
+        return e, 2 * (int(np.argmax(holds)) + 1) - 1
 
     def margin(self, xi: np.ndarray, p: np.ndarray, cell: np.ndarray) -> np.ndarray:
         """A function of p, continuous where cell ``cell`` (from :meth:`eps`) has a
@@ -362,41 +369,11 @@ class _CappedOracle:
         self.p_max = top * (1 + 1e-9) + 1e-300 if top > 0 else top * (1 - 1e-9) + 1e-300
 
     def _run(self, xi, p, target, margin_mode):
-        rows = xi.size
-        out_eps, out_col, out_margin = np.empty(rows), np.empty(rows, np.int64), np.empty(rows)
-        self.K.capped_rows(
-            np.ascontiguousarray(xi, dtype=float),
-            np.ascontiguousarray(p, dtype=float),
-            np.ascontiguousarray(target, dtype=np.int64),
-            margin_mode,
-            self.canonical,
-            self.lam_lo,
-            self.lam_hi,
-            self.t_lo,
-            self.t_hi,
-            self.Nc,
-            self.SC,
-            self.Nb,
-            self.mb,
-            self.M2b,
-            self.stair,
-            self.v,
-            self.Nw,
-            self.g,
-            self.P,
-            self.h0,
-            self.kappa,
-            self.s,
-            self.sigma,
-            self.vlast,
-            self.vcmin,
-            self.lam_top,
-            _TIE,
-            out_eps,
-            out_col,
-            out_margin,
-        )
-        return out_eps, out_col, out_margin
+        cells = (self.lam_lo, self.lam_hi, self.t_lo, self.t_hi, self.Nc, self.SC, self.Nb,
+                 self.mb, self.M2b, self.stair)  # fmt: skip
+        market = (self.v, self.Nw, self.g, self.P, self.h0, self.kappa, self.s, self.sigma)
+        return _rows(self.K.capped_rows, xi, p, target, margin_mode, self.canonical, *cells,
+                     *market, self.vlast, self.vcmin, self.lam_top, _TIE)  # fmt: skip
 
     def eps(self, sellers, xi, p):
         """(eps_i, cell) as ``_UncappedOracle.eps``; cell -1 when seller i is not bought."""
