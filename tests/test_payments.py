@@ -74,14 +74,33 @@ def test_compiled_uncapped_oracle_equals_the_numpy_table(case, shape):
             m2 = reference.margin(xi[at], p[at], cell2[at])
             np.testing.assert_allclose(m1, m2, rtol=1e-12, atol=1e-14)
     kw = dict(mu=mu, sigma=sigma, gamma=gamma)
-    e1, t1 = offline_payments(c, UNIFORM, **kw)
-    try:
-        offline._kernel, real = (lambda: None), offline._kernel
-        e2, t2 = offline_payments(c, UNIFORM, **kw)
-    finally:
-        offline._kernel = real
-    np.testing.assert_array_equal(e1, e2)
+    e1, t1 = offline_payments(c, UNIFORM, **kw, backend="numba")
+    e2, t2 = offline_payments(c, UNIFORM, **kw, backend="numpy")
+    np.testing.assert_allclose(e1, e2, rtol=1e-13, atol=1e-300)
     np.testing.assert_allclose(t1, t2, rtol=1e-12, atol=1e-300)
+
+
+def test_backend_auto_compiles_large_markets_and_leaves_small_ones_to_numpy(monkeypatch):
+    """Without a cap, "auto" uses the compiled oracle from KERNEL_MIN_M sellers on; with a
+    cap always (its numpy path re-solves per point); "numba" always; "numpy" never."""
+    from market_sim.mechanisms import offline
+    from market_sim.mechanisms import payments as P
+
+    psi = UNIFORM.virtual_cost(_costs(0, 50))
+    compiled = lambda **kw: P._oracle(psi, 1.0, 1.0, 1.0, **kw)[0].kernel  # noqa: E731
+    assert compiled(k=None, method="auto") is None
+    assert compiled(k=None, method="auto", backend="numba") is not None
+    assert isinstance(P._oracle(psi, 1.0, 1.0, 1.0, 5.0, "auto")[0], P._CappedOracle)
+    assert isinstance(P._oracle(psi, 1.0, 1.0, 1.0, 5.0, "auto", backend="numpy")[0],
+                      P._ResolveOracle)  # fmt: skip
+    monkeypatch.setattr(offline, "KERNEL_MIN_M", 50)
+    assert compiled(k=None, method="auto") is not None
+    assert compiled(k=None, method="auto", backend="numpy") is None
+    with pytest.raises(MarketSimError, match="unknown backend"):
+        offline_payments(_costs(0, 5), UNIFORM, mu=1, sigma=1, gamma=1, backend="gpu")
+    with pytest.raises(MarketSimError, match="needs numba"):
+        offline_payments(_costs(0, 50), UNIFORM, mu=1, sigma=1, gamma=1, k=5.0,
+                         method="pruned", backend="numpy")  # fmt: skip
 
 
 @pytest.mark.parametrize("compiled", [True, False])

@@ -537,6 +537,7 @@ def offline_payments(
     k: float | None = None,
     n_quad: int = 32,
     method: str = "auto",
+    backend: str = "auto",
 ):
     """Allocations and Myerson payments of the offline mechanism.
 
@@ -548,9 +549,14 @@ def offline_payments(
     numba, re-solving), ``"pruned"`` (the same, an error without numba under a
     cap), ``"bisect"`` (the pruned oracle, every seller integrated, piece ends
     bisected: the former method) or ``"resolve"`` (re-solve per evaluation,
-    bisected: the reference).
+    bisected: the reference).  ``backend`` (as :func:`offline.solve`'s):
+    ``"numpy"`` (no compiled code), ``"numba"`` (an error if numba does not
+    work) or ``"auto"``: compiled from ``offline.KERNEL_MIN_M`` sellers on
+    without a cap (below, numpy is faster than loading the kernel, 0.4 s once
+    per process), and always with a cap (the numpy path re-solves per point).
+    Both give the same payments to ~1e-13.
     """
-    return _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, None)
+    return _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, None, backend)
 
 
 def seller_utility(
@@ -565,21 +571,25 @@ def seller_utility(
     gamma: float,
     k: float | None = None,
     n_quad: int = 32,
+    backend: str = "auto",
 ) -> float:
     """Utility t_i - c_i eps_i of seller ``i`` (true cost ``true_cost``) when it
     reports ``report`` and the others report ``costs[j]``: the IC test.
     For many reports or sellers use :class:`OfflineCurves`."""
     reports = np.array(costs, dtype=float)
     reports[i] = report
-    eps, pay = _payments(reports, dist, mu, sigma, gamma, k, n_quad, "auto", np.array([i]))
+    only = np.array([i])
+    eps, pay = _payments(reports, dist, mu, sigma, gamma, k, n_quad, "auto", only, backend)
     return float(pay[i] - true_cost * eps[i])
 
 
 _METHODS = ("auto", "pruned", "bisect", "resolve")
 
 
-def _check(dist, mu, sigma, gamma, k, n_quad, method):
+def _check(dist, mu, sigma, gamma, k, n_quad, method, backend):
     check_params(mu, sigma, gamma, k)
+    if backend not in ("auto", "numpy", "numba"):
+        raise MarketSimError(f"unknown backend {backend!r} (auto, numpy or numba)")
     if not isinstance(dist, CostDistribution):
         raise MarketSimError("dist must be a CostDistribution (see parse_distribution)")
     if method not in _METHODS:
@@ -588,7 +598,7 @@ def _check(dist, mu, sigma, gamma, k, n_quad, method):
         raise MarketSimError("n_quad must be >= 2")
 
 
-def _oracle(psi, mu, sigma, gamma, k, method, floor=np.inf):
+def _oracle(psi, mu, sigma, gamma, k, method, floor=np.inf, backend="auto"):
     """(oracle, refine): the eps_i(z) oracle and whether piece ends are refined
     by Illinois (True) or bisected (False)."""
     if method == "resolve":
@@ -596,12 +606,18 @@ def _oracle(psi, mu, sigma, gamma, k, method, floor=np.inf):
     refine = method != "bisect"
     # sellers with psi = +inf are never bought and do not move anybody's optimum
     x = gamma * psi[np.isfinite(psi)]
-    if k is not None and k < psi.size:
-        kern = offline._kernel()
-        if kern is None:  # numba does not work (said once by offline.solve)
+    capped = k is not None and k < psi.size
+    kern = None
+    if backend == "numba" or (backend == "auto" and (capped or psi.size >= offline.KERNEL_MIN_M)):
+        kern = offline._kernel()  # None if numba does not work (said once)
+        if kern is None and backend == "numba":
+            raise MarketSimError(f"backend='numba' is unavailable: {offline._kernel_error}")
+    if capped:
+        if kern is None:  # no numba, or backend="numpy"
             if method != "auto":
+                why = "backend='numpy'" if backend == "numpy" else offline._kernel_error
                 raise MarketSimError(
-                    f"the pruned payment oracle with a cap needs numba ({offline._kernel_error}); "
+                    f"the pruned payment oracle with a cap needs numba ({why}); "
                     "use method='resolve'"
                 )
             return _ResolveOracle(psi, mu, sigma, gamma, k), False
@@ -614,7 +630,6 @@ def _oracle(psi, mu, sigma, gamma, k, method, floor=np.inf):
                 raise
             _warn_capped_kernel(exc)
             return _ResolveOracle(psi, mu, sigma, gamma, k), False
-    kern = offline._kernel()  # None without numba: the numpy table (said once by solve)
     return _UncappedOracle(x, mu, sigma, canonical=refine, floor=floor, kernel=kern), refine
 
 
@@ -639,20 +654,20 @@ def _warn_capped_kernel(exc: Exception) -> None:
         )
 
 
-def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only):
-    _check(dist, mu, sigma, gamma, k, n_quad, method)
+def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only, backend):
+    _check(dist, mu, sigma, gamma, k, n_quad, method, backend)
     costs = dist.check_in_support(np.asarray(costs, dtype=float).ravel())
     if costs.size == 0:
         raise MarketSimError("no sellers")
     psi = dist.virtual_cost(costs)
-    eps = solve(psi, mu=mu, sigma=sigma, gamma=gamma, k=k).eps
+    eps = solve(psi, mu=mu, sigma=sigma, gamma=gamma, k=k, backend=backend).eps
     pay = np.zeros_like(eps)
     bought = np.flatnonzero(eps > 0)
     if only is not None:
         bought = np.intersect1d(bought, only)
     if bought.size == 0:
         return eps, pay
-    oracle, refine = _oracle(psi, mu, sigma, gamma, k, method)
+    oracle, refine = _oracle(psi, mu, sigma, gamma, k, method, backend=backend)
 
     def integrals(rows):
         return _integrate(
@@ -946,6 +961,7 @@ class OfflineCurves:
     each; it covers [min(report, candidates asked for), c_high] and grows
     downwards when a lower candidate is asked for.  A candidate z costs one
     oracle call for eps_i(z) and ``n_quad`` for the rest of its piece.
+    ``method`` and ``backend`` are :func:`offline_payments`'s.
     """
 
     def __init__(
@@ -959,16 +975,18 @@ class OfflineCurves:
         k: float | None = None,
         n_quad: int = 32,
         method: str = "auto",
+        backend: str = "auto",
     ):
-        _check(dist, mu, sigma, gamma, k, n_quad, method)
+        _check(dist, mu, sigma, gamma, k, n_quad, method, backend)
         self.reports = dist.check_in_support(np.asarray(reports, dtype=float).ravel())
         if self.reports.size == 0:
             raise MarketSimError("no sellers")
         self.dist, self.gamma, self.n_quad = dist, gamma, int(n_quad)
         self.psi = dist.virtual_cost(self.reports)
-        solve(self.psi, mu=mu, sigma=sigma, gamma=gamma, k=k)  # the market must have an optimum
+        # the market must have an optimum
+        solve(self.psi, mu=mu, sigma=sigma, gamma=gamma, k=k, backend=backend)
         floor = gamma * float(dist.virtual_cost(dist.support[0]))  # the lowest report
-        self._oracle, self._refine = _oracle(self.psi, mu, sigma, gamma, k, method, floor)
+        self._oracle, self._refine = _oracle(self.psi, mu, sigma, gamma, k, method, floor, backend)
         self._lo = np.full(self.reports.size, np.inf)  # each curve covers [_lo, c_high]
         # seller -> (starts, ends, kinds, tails: int from each start to c_high)
         self._curve: dict[int, tuple[np.ndarray, ...]] = {}
