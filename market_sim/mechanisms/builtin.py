@@ -81,7 +81,7 @@ class OfflineMechanism(_OfflineAllocation):
 
     def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
         """All listed sellers' eps and payments at their candidates from their curves:
-        no re-solve per candidate without a cap."""
+        no re-solve per candidate."""
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
         curves = self.curves(reports)
         return Outcome(
