@@ -266,6 +266,22 @@ def _solve_fixed_eta_log(SX, psi, eta, mu, gamma, lam, p, w0, noise):
     return v[:d], softmax(v[d:])
 
 
+def _checked_market(X, y, psi, mu, sigma, gamma, k, reg_lambda, cost_exponent):
+    """(signed rows, psi) after the input checks shared by ``solve`` and
+    ``literal_noise_bounds`` (mu = sigma = 0 allowed: the naive model)."""
+    check_params(mu, sigma, gamma, k, allow_zero=True)
+    SX = _signed_rows(X, y)
+    m = SX.shape[0]
+    psi = np.asarray(psi, dtype=float)
+    if psi.shape != (m,) or not np.all(np.isfinite(psi)):
+        raise MarketSimError(f"psi must be {m} finite virtual costs, one per row")
+    if not (np.isfinite(reg_lambda) and reg_lambda > 0):
+        raise MarketSimError("reg_lambda must be > 0")
+    if not (np.isfinite(cost_exponent) and cost_exponent >= 1):
+        raise MarketSimError("cost_exponent must be >= 1 (a convex cost u(eps) = eps**p)")
+    return SX, psi
+
+
 def solve(
     X,
     y,
@@ -285,16 +301,8 @@ def solve(
 ) -> DataDependentResult:
     """Eq. 17 (003) by Algorithm 4 for rows X (||x|| <= 1), labels y in {0,1} or
     {-1,1}, and virtual costs psi.  See the module docstring for ``noise``."""
-    check_params(mu, sigma, gamma, k, allow_zero=True)  # mu = sigma = 0: the naive model
-    SX = _signed_rows(X, y)
+    SX, psi = _checked_market(X, y, psi, mu, sigma, gamma, k, reg_lambda, cost_exponent)
     m, d = SX.shape
-    psi = np.asarray(psi, dtype=float)
-    if psi.shape != (m,) or not np.all(np.isfinite(psi)):
-        raise MarketSimError(f"psi must be {m} finite virtual costs, one per row")
-    if not (np.isfinite(reg_lambda) and reg_lambda > 0):
-        raise MarketSimError("reg_lambda must be > 0")
-    if not (np.isfinite(cost_exponent) and cost_exponent >= 1):
-        raise MarketSimError("cost_exponent must be >= 1 (a convex cost u(eps) = eps**p)")
     if parametrisation not in ("simplex", "log"):
         raise MarketSimError("parametrisation must be 'simplex' or 'log'")
     noise = None if noise is None else np.asarray(noise, dtype=float)
@@ -403,17 +411,11 @@ def literal_noise_bounds(
     ``"not smallest"`` (lower at the first point > upper at some other point) or
     ``"undecided"``.  Both bounds are exact: N(eta) plus the a-block with zero losses
     (lower) or with the losses at w_b = -2b/(Lambda eta) (upper); see the module doc."""
-    check_params(mu, sigma, gamma, k, allow_zero=True)
-    SX = _signed_rows(X, y)
+    SX, psi = _checked_market(X, y, psi, mu, sigma, gamma, k, reg_lambda, cost_exponent)
     m, d = SX.shape
-    psi = np.asarray(psi, dtype=float)
     b = np.asarray(noise, dtype=float)
-    if psi.shape != (m,) or not np.all(np.isfinite(psi)):
-        raise MarketSimError(f"psi must be {m} finite virtual costs, one per row")
     if b.shape != (d,) or not np.all(np.isfinite(b)):
         raise MarketSimError(f"noise must be a finite vector of length {d}")
-    if not (np.isfinite(reg_lambda) and reg_lambda > 0):
-        raise MarketSimError("reg_lambda must be > 0")
     grid = DEFAULT_EPS_AVG_GRID if eps_avg_grid is None else np.asarray(eps_avg_grid, float)
     if grid.ndim != 1 or grid.size < 2 or not np.all(np.isfinite(grid)) or grid.min() <= 0:
         raise MarketSimError("eps_avg_grid must hold at least two positive numbers")
