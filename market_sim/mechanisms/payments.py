@@ -155,12 +155,12 @@ class _UncappedOracle:
         G, s, K = self.G, self.s, self.K
         xi = xi[:, None]
         p = p[:, None]
-        v_n, v_next = G.value(K)[None, :], G.value(K + 1)[None, :]
+        v_n, v_next = self.vn[None, :], self.vnext[None, :]
         inside = xi <= v_n  # seller i is in the full market's active set of segment K
         yi, yp = np.where(np.isfinite(xi), xi - G.ref, 0.0), p - G.ref
-        N0 = G.Nw[K][None, :] - inside
-        S10 = G.S1[K][None, :] - inside * yi
-        S20 = G.S2[K][None, :] - inside * yi * yi
+        N0 = self.NwK[None, :] - inside
+        S10 = self.S1K[None, :] - inside * yi
+        S20 = self.S2K[None, :] - inside * yi * yi
         rows = xi.shape[0]
         shape = (rows, 1 + K.size)
         loss_t, loss_s = np.full(shape, np.inf), np.full(shape, np.inf)
