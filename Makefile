@@ -54,7 +54,7 @@ lint: $(LINT_STAMP)
 	@status=0; \
 	echo "+ ruff check ."; $(BIN)/ruff check . || status=1; \
 	echo "+ ruff format --check ."; $(BIN)/ruff format --check . || status=1; \
-	echo "+ mypy market_sim --ignore-missing-imports"; $(BIN)/mypy market_sim --ignore-missing-imports || status=1; \
+	echo "+ mypy market_sim scenarios analysis --ignore-missing-imports"; $(BIN)/mypy market_sim scenarios analysis --ignore-missing-imports || status=1; \
 	exit $$status
 
 clean:

@@ -86,9 +86,13 @@ def _finite_points(artist) -> np.ndarray:
         )
     if isinstance(artist, Collection):
         offsets = np.asarray(artist.get_offsets(), dtype=float).reshape(-1, 2)
-        if len(offsets) and artist.get_offset_transform() is artist.axes.transData:
+        if (
+            len(offsets)
+            and artist.axes is not None
+            and artist.get_offset_transform() is artist.axes.transData
+        ):
             return offsets
-        paths = [p.vertices for p in artist.get_paths() if len(p.vertices)]
+        paths = [np.asarray(p.vertices) for p in artist.get_paths() if np.size(p.vertices)]
         return np.vstack(paths) if paths else np.empty((0, 2))
     if isinstance(artist, Rectangle):
         x, y = artist.get_xy()

@@ -170,7 +170,9 @@ def _cell(v) -> str:
 
 def format_table(table: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """(the table as text cells, notes on its blank and infinite cells)."""
-    blank_ci, blank, infinite = [], [], []
+    blank_ci: list[str] = []
+    blank: list[str] = []
+    infinite: list[str] = []
     for col in table.columns:
         values = pd.to_numeric(table[col], errors="coerce").to_numpy(dtype=float)
         numeric = pd.api.types.is_numeric_dtype(table[col])

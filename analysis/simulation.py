@@ -89,7 +89,7 @@ def _note(ax, text: str) -> None:
     ax.text(0.5, 0.02, text, transform=ax.transAxes, ha="center", va="bottom", fontsize=8)
 
 
-def animate_simulation(agent_df, path, fps: float = 1.0):
+def animate_simulation(agent_df, path, fps: int = 1):
     """A GIF, one frame per round: reports against true costs coloured by the eps
     bought (colour bar), and eps against the true cost; the title names the round."""
     from matplotlib.animation import FuncAnimation, PillowWriter

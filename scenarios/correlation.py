@@ -98,6 +98,7 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
     dist = parse_distribution(params["dist"])
     psi = dist.virtual_cost(costs)
     kw = dict(mu=params["mu"], sigma=params["sigma"], gamma=params["gamma"])
+    res: offline.OfflineResult | dd.DataDependentResult
     if params["mechanism"] == "offline":
         res = offline.solve(psi, **kw)
     else:

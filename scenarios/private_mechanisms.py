@@ -16,6 +16,7 @@ the approximate-truthfulness bound.
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 
@@ -96,11 +97,11 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
     m, privacy, n_ic = int(params["m"]), float(params["privacy"]), int(params["ic_sellers"])
     costs = dist.sample(m, rng)
     psi = dist.virtual_cost(costs)
-    kw = dict(mu=1.0, sigma=1.0, gamma=GAMMA)
+    kw: dict[str, Any] = dict(mu=1.0, sigma=1.0, gamma=GAMMA)
 
     eps, pay = offline_payments(costs, dist, **kw)
     exact_loss = proxy_loss_of_eps(eps, psi, **kw)
-    rows = [
+    rows: list[dict[str, Any]] = [
         dict(
             mechanism="exact",
             proxy_loss=exact_loss,
@@ -121,9 +122,9 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
     )
     n_bought = int(np.count_nonzero(eps))
     gain, bound = _ic(
-        lambda i, r: cut.expected_utility(i, r, costs[i], costs),
+        lambda i, r: cut.expected_utility(i, r, float(costs[i]), costs),
         costs,
-        lambda i: cut.ic_bound(i, costs[i], costs),
+        lambda i: cut.ic_bound(i, float(costs[i]), costs),
         n_ic,
         n_bought,
     )
@@ -146,9 +147,9 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
         losses_pp.append(proxy_loss_of_eps(bought, psi, **kw))
         pay_pp += p * price * bought.sum()
     gain, bound = _ic(
-        lambda i, r: posted.expected_utility(i, r, costs[i], costs),
+        lambda i, r: posted.expected_utility(i, r, float(costs[i]), costs),
         costs,
-        lambda i: posted.ic_bound(costs[i]),
+        lambda i: posted.ic_bound(float(costs[i])),
         n_ic,
         n_bought,
     )

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,7 @@ NAME = "wisconsin"
 REPLICATIONS = 1  # replications are the splits; --reps adds noise replications
 COSTS = uniform(1e-4, 5e-4)
 
-SIZES = {
+SIZES: dict[str, dict[str, Any]] = {
     "full": dict(
         gammas=list(np.geomspace(1e-3, 1.0, 7)),
         lambdas=[1e-3, 1e-2, 1e-1],
@@ -198,6 +199,7 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
             )
             if best is None or score < best[0]:
                 best = (score, hp, a, eta, payment)
+        assert best is not None  # _candidates yields at least one combination
         _, hp, a, eta, payment = best
         errs = _private_errors(a, eta, hp["reg_lambda"], train, test, test_seeds)
         rows.append(
