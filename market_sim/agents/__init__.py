@@ -1,5 +1,6 @@
 """Mesa agents: sellers who decide what to report, a platform that runs a mechanism."""
 
+from .batch import batch_run
 from .model import MarketModel, PlatformAgent, SellerAgent
 from .strategies import SellerGroup, Strategy, as_strategy
 
@@ -10,6 +11,7 @@ __all__ = [
     "Strategy",
     "SellerGroup",
     "as_strategy",
+    "batch_run",
     "MECHANISMS",
     "STRATEGIES",
 ]
