@@ -127,7 +127,7 @@ def batch_run(
         seeds = [seeds]
     takes = inspect.signature(model_cls).parameters
     seed_name = "seed" if "seed" in takes else "rng"
-    runs = []
+    runs: list[tuple[int, int, dict[str, Any]]] = []
     for i, seed in enumerate(seeds):
         for kwargs in _combinations(parameters):
             if seed is not None:
