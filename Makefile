@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LINT_STAMP := $(VENV)/.installed-lint
 
-.PHONY: demo test docs bench floors wheel-check lint clean
+.PHONY: demo test test-subset docs bench floors wheel-check lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,14 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The subset CI runs on the other supported interpreters (each in a fresh venv, newest Mesa):
+#   PYENV_VERSION=3.13.0 make test-subset PYTHON=python3.13
+SUBSET := tests/test_agents.py tests/test_interfaces.py tests/test_batch.py \
+	tests/test_auditing.py tests/test_viz.py tests/test_cli.py tests/test_runner.py
+test-subset: $(STAMP)
+	$(BIN)/python -c "import mesa, sys; print('test-subset: Python', sys.version.split()[0], 'Mesa', mesa.__version__)"
+	$(BIN)/python -m pytest -q $(SUBSET)
 
 # The documentation site (mkdocs.yml, docs/) into site/; any warning is an error.
 docs: $(STAMP)
