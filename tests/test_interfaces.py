@@ -257,7 +257,7 @@ def test_batch_run_gives_aligned_reproducible_rows():
         for _ in range(2)
     ]
     pd.testing.assert_frame_equal(runs[0], runs[1])
-    df = runs[0]
+    df = runs[0].drop_duplicates(["rng", "Step"])  # one row a step (Mesa >= 3.4 adds seller rows)
     last = int(df.Step.max())
     assert last in (3, 4)  # rounds is enforced: 4 steps, not 11
     assert sorted(df.Step.unique()) == list(range(last + 1))
