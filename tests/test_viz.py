@@ -2,8 +2,10 @@
 
 The browser test starts ``market-sim viz`` on 127.0.0.1 (a free port), drives
 Debian's chromium through playwright (the system browser, nothing downloaded),
-presses Step three times and checks the round counter, the summary numbers
-against the same seeded model run here, and the panels' images.  Screenshots
+presses Step three times and checks Mesa's step counter and ours, the summary
+numbers against the same seeded model run here, and the panels' images.  Mesa's
+counter is whatever Mesa's own ``ShowSteps`` shows for that model ("Step: 3" on
+Mesa 3.3, "Time: 3.0" on Mesa 3.5), rendered here, so the test holds on both.  Screenshots
 go to a tmp folder whose path is printed.  It skips, loudly, only where the viz
 extra or the browser is not installed (``make test`` / ``.ci/run`` install both).
 """
@@ -119,6 +121,19 @@ def _wait_http(url: str, proc, timeout: float = 90.0) -> None:
     raise AssertionError(f"no answer from {url} within {timeout:.0f} s")
 
 
+def _mesa_counter(model) -> str:
+    """The text of Mesa's step counter for ``model``: its ``ShowSteps`` component, rendered here."""
+    import ipyvuetify
+    import solara
+    from mesa.visualization.solara_viz import ShowSteps
+
+    _, rc = solara.render(ShowSteps(model), handle_error=False)
+    try:
+        return "".join(rc.find(ipyvuetify.Html).widget.children)
+    finally:
+        rc.close()
+
+
 def _cell(page, name: str) -> str:
     return page.locator(f".market-summary .market-{name}").inner_text().strip()
 
@@ -154,8 +169,11 @@ def test_page_steps_in_a_real_browser(tmp_path):
 
     # What the page must show after STEPS rounds: the same seeded model, run here.
     ref = viz.PageModel(**viz.DEFAULTS)
+    counters = [_mesa_counter(ref)]  # Mesa's counter after 0, 1, ..., STEPS rounds
     for _ in range(STEPS):
         ref.step()
+        counters.append(_mesa_counter(ref))
+    assert len(set(counters)) == STEPS + 1, counters  # the counter moves every round
     last = ref.datacollector.get_model_vars_dataframe().iloc[-1]
 
     port = _free_port()
@@ -202,7 +220,7 @@ def test_page_steps_in_a_real_browser(tmp_path):
                 )
                 page.goto(url)
                 page.locator(".market-summary").wait_for()
-                page.get_by_text("Step: 0").wait_for()
+                page.get_by_text(counters[0], exact=True).wait_for()
                 assert _cell(page, "round") == f"0 of {viz.DEFAULTS['rounds']}"
                 assert _cell(page, "proxy-loss") == "–"  # nothing run yet
                 page.wait_for_function(
@@ -215,7 +233,7 @@ def test_page_steps_in_a_real_browser(tmp_path):
                 for k in range(1, STEPS + 1):
                     t = time.perf_counter()
                     step.click()
-                    page.get_by_text(f"Step: {k}").wait_for()
+                    page.get_by_text(counters[k], exact=True).wait_for()
                     page.locator(".market-summary .market-round", has_text=f"{k} of ").wait_for()
                     step_seconds.append(time.perf_counter() - t)
                 page.wait_for_function(
@@ -243,9 +261,11 @@ def test_page_steps_in_a_real_browser(tmp_path):
                 page.get_by_text("measure regret (on a sample)").click()
                 page.get_by_role("button", name="Reset").click()
                 page.locator(".market-summary .market-mechanism", has_text="online").wait_for()
+                page.get_by_text(counters[0], exact=True).wait_for()  # a new model: round 0
                 assert _cell(page, "round") == f"0 of {viz.DEFAULTS['rounds']}"
                 step.click()
                 page.locator(".market-summary .market-round", has_text="1 of ").wait_for()
+                page.get_by_text(counters[1], exact=True).wait_for()
                 assert _cell(page, "mean-regret") not in ("off", "–")  # measured, a number
                 float(_cell(page, "mean-regret"))
                 page.screenshot(path=str(shots / "online_round1.png"), full_page=True)
