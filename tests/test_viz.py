@@ -198,7 +198,7 @@ def test_page_steps_in_a_real_browser(tmp_path):
     shots = tmp_path / "screenshots"
     shots.mkdir()
     print(f"tests/test_viz.py: screenshots in {shots}", file=sys.stderr, flush=True)
-    bad_responses, step_seconds = [], []
+    bad_responses, page_errors, step_seconds = [], [], []
     try:
         _wait_http(url, proc)
         with sync_playwright() as p:
@@ -218,6 +218,7 @@ def test_page_steps_in_a_real_browser(tmp_path):
                         not r.url.startswith("data:") and bad_responses.append(f"failed {r.url}")
                     ),
                 )
+                page.on("pageerror", lambda e: page_errors.append(str(e)))  # uncaught, in JS
                 page.goto(url)
                 page.locator(".market-summary").wait_for()
                 page.get_by_text(counters[0], exact=True).wait_for()
@@ -288,3 +289,4 @@ def test_page_steps_in_a_real_browser(tmp_path):
     assert "not in the installed assets" not in server_err, server_err
     assert "Traceback" not in server_err, server_err
     assert not bad_responses, bad_responses
+    assert not page_errors, page_errors
