@@ -35,6 +35,11 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 STEPS = 3
+SUMMARY = [  # summary cell, column of the model's per-round table
+    ("proxy-loss", "proxy_loss"),
+    ("total-payment", "total_payment"),
+    ("share-misreporting", "share_misreporting"),
+]
 
 
 def _skip_loudly(reason: str):
@@ -175,6 +180,14 @@ def test_page_steps_in_a_real_browser(tmp_path):
         counters.append(_mesa_counter(ref))
     assert len(set(counters)) == STEPS + 1, counters  # the counter moves every round
     last = ref.datacollector.get_model_vars_dataframe().iloc[-1]
+    # After Reset with other controls: two rounds of this one, whose numbers move each round.
+    ref = viz.PageModel(
+        **{**viz.DEFAULTS, "mechanism": "online", "strategy": "random", "measure_regret": True}
+    )
+    ref.step()
+    ref.step()
+    ref1, ref2 = ref.datacollector.get_model_vars_dataframe().iloc[[1, 2]].to_dict("records")
+    assert all(viz._fmt(ref1[c]) != viz._fmt(ref2[c]) for c in ("proxy_loss", "total_payment"))
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}/"
@@ -245,9 +258,8 @@ def test_page_steps_in_a_real_browser(tmp_path):
                 page.screenshot(path=str(shots / f"round{STEPS}.png"), full_page=True)
                 after = _images(page)
                 assert _cell(page, "round") == f"{STEPS} of {viz.DEFAULTS['rounds']}"
-                assert _cell(page, "proxy-loss") == viz._fmt(last["proxy_loss"])
-                assert _cell(page, "total-payment") == viz._fmt(last["total_payment"])
-                assert _cell(page, "share-misreporting") == viz._fmt(last["share_misreporting"])
+                for name, column in SUMMARY:
+                    assert _cell(page, name) == viz._fmt(last[column]), name
                 assert _cell(page, "mean-regret") == "off"  # regret is off by default
                 assert _cell(page, "parameters") == "uniform:0:1, μ=1, σ=1, γ=1, ξ=1, seed=0"
                 assert len(before) == len(after) == 3, (before, after)
@@ -256,20 +268,29 @@ def test_page_steps_in_a_real_browser(tmp_path):
                 assert all(a["png"] != b["png"] for a, b in zip(after, before, strict=True)), (
                     "a panel shows the same picture after the rounds as before"
                 )
-                # A control reaches the model: mechanism -> online, regret on, Reset, Step.
+                # The controls reach the model: mechanism -> online, strategy -> random
+                # (its numbers change every round), regret on, Reset, Step twice; the
+                # page shows what the same seeded model shows after two rounds.
                 page.get_by_text("offline", exact=True).first.click()
                 page.get_by_role("option", name="online", exact=True).click()
+                page.get_by_text("shade", exact=True).first.click()
+                page.get_by_role("option", name="random", exact=True).click()
                 page.get_by_text("measure regret (on a sample)").click()
                 page.get_by_role("button", name="Reset").click()
                 page.locator(".market-summary .market-mechanism", has_text="online").wait_for()
                 page.get_by_text(counters[0], exact=True).wait_for()  # a new model: round 0
                 assert _cell(page, "round") == f"0 of {viz.DEFAULTS['rounds']}"
-                step.click()
-                page.locator(".market-summary .market-round", has_text="1 of ").wait_for()
-                page.get_by_text(counters[1], exact=True).wait_for()
-                assert _cell(page, "mean-regret") not in ("off", "–")  # measured, a number
-                float(_cell(page, "mean-regret"))
-                page.screenshot(path=str(shots / "online_round1.png"), full_page=True)
+                assert _cell(page, "strategies") == "random, truthful"
+                assert _cell(page, "proxy-loss") == "–"
+                for k in (1, 2):
+                    step.click()
+                    page.locator(".market-summary .market-round", has_text=f"{k} of ").wait_for()
+                    page.get_by_text(counters[k], exact=True).wait_for()
+                for name, column in SUMMARY:
+                    assert _cell(page, name) == viz._fmt(ref2[column]), name
+                shown_regret = float(_cell(page, "mean-regret"))  # measured: a number
+                assert shown_regret == pytest.approx(ref2["mean_regret"], rel=1e-3, abs=1e-12)
+                page.screenshot(path=str(shots / "online_round2.png"), full_page=True)
             finally:
                 browser.close()
     finally:
