@@ -3,7 +3,8 @@
 The browser test starts ``market-sim viz`` on 127.0.0.1 (a free port), drives
 Debian's chromium through playwright (the system browser, nothing downloaded),
 presses Step three times and checks Mesa's step counter and ours, the summary
-numbers against the same seeded model run here, and the panels' images.  Mesa's
+numbers against the same seeded model run here, and the panels' images; then
+sets three controls, presses Reset and Step twice and checks the summary again.  Mesa's
 counter is whatever Mesa's own ``ShowSteps`` shows for that model ("Step: 3" on
 Mesa 3.3, "Time: 3.0" on Mesa 3.5), rendered here, so the test holds on both.  Screenshots
 go to a tmp folder whose path is printed.  It skips, loudly, only where the viz
