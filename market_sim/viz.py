@@ -6,6 +6,12 @@ server, so the browser needs no plotting library; Solara's own front-end files
 come from the ``solara-assets`` package, and :func:`serve` never fetches one from
 a CDN: a file missing from the installed assets is named on stderr instead.
 
+Runs on Mesa 3.3 (Python 3.11) and Mesa 3.5 (Python 3.12, 3.13) with the same code:
+the page uses only what both offer (``SolaraViz(model, components=..., model_params=...)``,
+components that are plain functions of the model, ``Slider`` and dict controls).
+Mesa's own counter in the sidebar reads "Step: k" on 3.3 and "Time: k.0" on 3.5;
+the summary panel's "round k of R" is the same on both.
+
     market-sim viz [--host 127.0.0.1] [--port 8765]
 """
 
@@ -19,9 +25,17 @@ import numpy as np
 import solara
 from matplotlib.figure import Figure
 
-solara.settings.main.check_hooks = "off"  # before Mesa's components: 3.3's ComponentsView trips it
-from mesa.visualization import SolaraViz  # noqa: E402
-from mesa.visualization.user_param import Slider  # noqa: E402
+# Solara checks each component's hooks when it is defined.  Mesa 3.3's ComponentsView
+# fails the check (a hook after an early return, harmless there: a warning at import);
+# Mesa 3.5's passes.  The check is off while Mesa's components are defined only, so
+# this module's own components are checked as usual.
+_check_hooks = solara.settings.main.check_hooks
+solara.settings.main.check_hooks = "off"
+try:
+    from mesa.visualization import SolaraViz
+    from mesa.visualization.user_param import Slider
+finally:
+    solara.settings.main.check_hooks = _check_hooks
 
 from .agents.model import MarketModel  # noqa: E402
 

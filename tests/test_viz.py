@@ -2,8 +2,11 @@
 
 The browser test starts ``market-sim viz`` on 127.0.0.1 (a free port), drives
 Debian's chromium through playwright (the system browser, nothing downloaded),
-presses Step three times and checks the round counter, the summary numbers
-against the same seeded model run here, and the panels' images.  Screenshots
+presses Step three times and checks Mesa's step counter and ours, the summary
+numbers against the same seeded model run here, and the panels' images; then
+sets three controls, presses Reset and Step twice and checks the summary again.  Mesa's
+counter is whatever Mesa's own ``ShowSteps`` shows for that model ("Step: 3" on
+Mesa 3.3, "Time: 3.0" on Mesa 3.5), rendered here, so the test holds on both.  Screenshots
 go to a tmp folder whose path is printed.  It skips, loudly, only where the viz
 extra or the browser is not installed (``make test`` / ``.ci/run`` install both).
 """
@@ -33,6 +36,11 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 STEPS = 3
+SUMMARY = [  # summary cell, column of the model's per-round table
+    ("proxy-loss", "proxy_loss"),
+    ("total-payment", "total_payment"),
+    ("share-misreporting", "share_misreporting"),
+]
 
 
 def _skip_loudly(reason: str):
@@ -119,6 +127,19 @@ def _wait_http(url: str, proc, timeout: float = 90.0) -> None:
     raise AssertionError(f"no answer from {url} within {timeout:.0f} s")
 
 
+def _mesa_counter(model) -> str:
+    """The text of Mesa's step counter for ``model``: its ``ShowSteps`` component, rendered here."""
+    import ipyvuetify
+    import solara
+    from mesa.visualization.solara_viz import ShowSteps
+
+    _, rc = solara.render(ShowSteps(model), handle_error=False)
+    try:
+        return "".join(rc.find(ipyvuetify.Html).widget.children)
+    finally:
+        rc.close()
+
+
 def _cell(page, name: str) -> str:
     return page.locator(f".market-summary .market-{name}").inner_text().strip()
 
@@ -154,9 +175,20 @@ def test_page_steps_in_a_real_browser(tmp_path):
 
     # What the page must show after STEPS rounds: the same seeded model, run here.
     ref = viz.PageModel(**viz.DEFAULTS)
+    counters = [_mesa_counter(ref)]  # Mesa's counter after 0, 1, ..., STEPS rounds
     for _ in range(STEPS):
         ref.step()
+        counters.append(_mesa_counter(ref))
+    assert len(set(counters)) == STEPS + 1, counters  # the counter moves every round
     last = ref.datacollector.get_model_vars_dataframe().iloc[-1]
+    # After Reset with other controls: two rounds of this one, whose numbers move each round.
+    ref = viz.PageModel(
+        **{**viz.DEFAULTS, "mechanism": "online", "strategy": "random", "measure_regret": True}
+    )
+    ref.step()
+    ref.step()
+    ref1, ref2 = ref.datacollector.get_model_vars_dataframe().iloc[[1, 2]].to_dict("records")
+    assert all(viz._fmt(ref1[c]) != viz._fmt(ref2[c]) for c in ("proxy_loss", "total_payment"))
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}/"
@@ -180,7 +212,7 @@ def test_page_steps_in_a_real_browser(tmp_path):
     shots = tmp_path / "screenshots"
     shots.mkdir()
     print(f"tests/test_viz.py: screenshots in {shots}", file=sys.stderr, flush=True)
-    bad_responses, step_seconds = [], []
+    bad_responses, page_errors, step_seconds = [], [], []
     try:
         _wait_http(url, proc)
         with sync_playwright() as p:
@@ -200,9 +232,10 @@ def test_page_steps_in_a_real_browser(tmp_path):
                         not r.url.startswith("data:") and bad_responses.append(f"failed {r.url}")
                     ),
                 )
+                page.on("pageerror", lambda e: page_errors.append(str(e)))  # uncaught, in JS
                 page.goto(url)
                 page.locator(".market-summary").wait_for()
-                page.get_by_text("Step: 0").wait_for()
+                page.get_by_text(counters[0], exact=True).wait_for()
                 assert _cell(page, "round") == f"0 of {viz.DEFAULTS['rounds']}"
                 assert _cell(page, "proxy-loss") == "–"  # nothing run yet
                 page.wait_for_function(
@@ -215,7 +248,7 @@ def test_page_steps_in_a_real_browser(tmp_path):
                 for k in range(1, STEPS + 1):
                     t = time.perf_counter()
                     step.click()
-                    page.get_by_text(f"Step: {k}").wait_for()
+                    page.get_by_text(counters[k], exact=True).wait_for()
                     page.locator(".market-summary .market-round", has_text=f"{k} of ").wait_for()
                     step_seconds.append(time.perf_counter() - t)
                 page.wait_for_function(
@@ -226,9 +259,8 @@ def test_page_steps_in_a_real_browser(tmp_path):
                 page.screenshot(path=str(shots / f"round{STEPS}.png"), full_page=True)
                 after = _images(page)
                 assert _cell(page, "round") == f"{STEPS} of {viz.DEFAULTS['rounds']}"
-                assert _cell(page, "proxy-loss") == viz._fmt(last["proxy_loss"])
-                assert _cell(page, "total-payment") == viz._fmt(last["total_payment"])
-                assert _cell(page, "share-misreporting") == viz._fmt(last["share_misreporting"])
+                for name, column in SUMMARY:
+                    assert _cell(page, name) == viz._fmt(last[column]), name
                 assert _cell(page, "mean-regret") == "off"  # regret is off by default
                 assert _cell(page, "parameters") == "uniform:0:1, μ=1, σ=1, γ=1, ξ=1, seed=0"
                 assert len(before) == len(after) == 3, (before, after)
@@ -237,18 +269,29 @@ def test_page_steps_in_a_real_browser(tmp_path):
                 assert all(a["png"] != b["png"] for a, b in zip(after, before, strict=True)), (
                     "a panel shows the same picture after the rounds as before"
                 )
-                # A control reaches the model: mechanism -> online, regret on, Reset, Step.
+                # The controls reach the model: mechanism -> online, strategy -> random
+                # (its numbers change every round), regret on, Reset, Step twice; the
+                # page shows what the same seeded model shows after two rounds.
                 page.get_by_text("offline", exact=True).first.click()
                 page.get_by_role("option", name="online", exact=True).click()
+                page.get_by_text("shade", exact=True).first.click()
+                page.get_by_role("option", name="random", exact=True).click()
                 page.get_by_text("measure regret (on a sample)").click()
                 page.get_by_role("button", name="Reset").click()
                 page.locator(".market-summary .market-mechanism", has_text="online").wait_for()
+                page.get_by_text(counters[0], exact=True).wait_for()  # a new model: round 0
                 assert _cell(page, "round") == f"0 of {viz.DEFAULTS['rounds']}"
-                step.click()
-                page.locator(".market-summary .market-round", has_text="1 of ").wait_for()
-                assert _cell(page, "mean-regret") not in ("off", "–")  # measured, a number
-                float(_cell(page, "mean-regret"))
-                page.screenshot(path=str(shots / "online_round1.png"), full_page=True)
+                assert _cell(page, "strategies") == "random, truthful"
+                assert _cell(page, "proxy-loss") == "–"
+                for k in (1, 2):
+                    step.click()
+                    page.locator(".market-summary .market-round", has_text=f"{k} of ").wait_for()
+                    page.get_by_text(counters[k], exact=True).wait_for()
+                for name, column in SUMMARY:
+                    assert _cell(page, name) == viz._fmt(ref2[column]), name
+                shown_regret = float(_cell(page, "mean-regret"))  # measured: a number
+                assert shown_regret == pytest.approx(ref2["mean_regret"], rel=1e-3, abs=1e-12)
+                page.screenshot(path=str(shots / "online_round2.png"), full_page=True)
             finally:
                 browser.close()
     finally:
@@ -268,3 +311,4 @@ def test_page_steps_in_a_real_browser(tmp_path):
     assert "not in the installed assets" not in server_err, server_err
     assert "Traceback" not in server_err, server_err
     assert not bad_responses, bad_responses
+    assert not page_errors, page_errors
