@@ -98,6 +98,9 @@ class SymmetricGame:
     players: int
     profiles: np.ndarray
     payoffs: np.ndarray
+    _others: np.ndarray = field(init=False, repr=False)  # the others' profiles (n - 1 players)
+    _coef: np.ndarray = field(init=False, repr=False)  # their multinomial coefficients
+    _dev: np.ndarray = field(init=False, repr=False)  # (S x K): payoff of s against others k
 
     def __post_init__(self):
         S, n = len(self.strategies), self.players
@@ -206,7 +209,8 @@ def dpr_game(
     profiles = _compositions(int(players), S)
     pay = np.full(profiles.shape, np.nan)
     for i, p in enumerate(profiles):
-        for s in np.flatnonzero(p):
+        for j in np.flatnonzero(p):
+            s = int(j)
             pay[i, s] = float(np.asarray(payoff(dpr_profile(p, s, n_sellers, players)))[s])
     return SymmetricGame(tuple(strategies), int(players), profiles, pay)
 
@@ -430,9 +434,9 @@ class EgtaResult:
             "pure profiles (regret, 95% CI):",
         ]
         w = max(len(s) for s in self.strategies)
-        for s, e in zip(self.strategies, np.eye(len(self.strategies)), strict=True):
-            lo, hi = self.regret_ci(e)
-            lines.append(f"  all {s:<{w}}  {self.regret(e):.4g}  [{lo:.4g}, {hi:.4g}]")
+        for name, vertex in zip(self.strategies, np.eye(len(self.strategies)), strict=True):
+            lo, hi = self.regret_ci(vertex)
+            lines.append(f"  all {name:<{w}}  {self.regret(vertex):.4g}  [{lo:.4g}, {hi:.4g}]")
         lines.append("equilibria (population shares; regret, 95% CI):")
         for e in self.equilibria:
             mix = ", ".join(f"{k} {v:.3f}" for k, v in e.mixture.items() if v > 0)
@@ -579,9 +583,9 @@ def egta(
     full_index: dict[tuple, int] = {}
     to_full = np.full(reduced.shape, -1, dtype=np.int64)
     for i, p in enumerate(reduced):
-        for s in np.flatnonzero(p):
-            key = tuple(int(v) for v in dpr_profile(p, int(s), n, players))
-            to_full[i, s] = full_index.setdefault(key, len(full_index))
+        for j in np.flatnonzero(p):
+            key = tuple(int(v) for v in dpr_profile(p, int(j), n, players))
+            to_full[i, j] = full_index.setdefault(key, len(full_index))
     full = np.array(list(full_index), dtype=np.int64)
 
     Y = np.full((full.shape[0], S, samples), np.nan)
@@ -591,9 +595,9 @@ def egta(
             full[f], strategies, n, mech, dist, rounds, last, seeds[k], model_context
         )
     means = np.full(reduced.shape, np.nan)
-    for s in range(S):
-        rows = np.flatnonzero(to_full[:, s] >= 0)
-        means[rows, s] = Y[to_full[rows, s], s].mean(axis=1)
+    for col in range(S):
+        rows = np.flatnonzero(to_full[:, col] >= 0)
+        means[rows, col] = Y[to_full[rows, col], col].mean(axis=1)
     game = SymmetricGame(strategies, players, reduced, means)
 
     found = find_equilibria(game, regret_tol=regret_tol)
@@ -688,9 +692,9 @@ def plot(result: EgtaResult, path) -> None:
     else:
         fig, ax = plt.subplots(figsize=(8, 1.2 + 0.5 * max(len(result.equilibria), 1)))
         left = np.zeros(len(result.equilibria))
-        for s in names:
-            w = np.array([e.mixture[s] for e in result.equilibria])
-            ax.barh(range(len(w)), w, left=left, label=s)
+        for name in names:
+            w = np.array([e.mixture[name] for e in result.equilibria])
+            ax.barh(range(len(w)), w, left=left, label=name)
             left += w
         ax.set_yticks(
             range(len(result.equilibria)), [f"regret {e.regret:.2g}" for e in result.equilibria]
