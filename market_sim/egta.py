@@ -302,10 +302,10 @@ class EgtaResult:
     """The estimated meta-game and its equilibria.
 
     ``game``: the reduced game with mean payoffs; ``full_profiles`` (F x S): the
-    simulated N-seller profiles; ``sample_payoffs`` (F x S x samples): per seed, the
-    mean utility of each strategy's sellers (NaN where none plays it);
-    ``reduced_to_full`` (P x S): the row of ``full_profiles`` behind each reduced
-    payoff (-1 where the strategy is not played)."""
+    simulated N-seller profiles (counts, the deviator included); ``deviator`` (F,):
+    the strategy of seller 0, the deviator, in each; ``sample_payoffs`` (F x samples):
+    per seed, the deviator's mean utility per round; ``reduced_to_full`` (P x S): the
+    row behind each reduced payoff (-1 where the strategy is not played)."""
 
     mechanism: str
     dist: str
@@ -317,6 +317,7 @@ class EgtaResult:
     strategies: tuple[str, ...]
     game: SymmetricGame
     full_profiles: np.ndarray
+    deviator: np.ndarray
     sample_payoffs: np.ndarray
     reduced_to_full: np.ndarray
     equilibria: tuple[Equilibrium, ...]
@@ -332,13 +333,11 @@ class EgtaResult:
         K = self.samples
         rng = np.random.default_rng(seed)
         w = rng.multinomial(K, np.full(K, 1.0 / K), size=n_boot) / K  # (B, K)
-        Y = np.nan_to_num(self.sample_payoffs)  # (F, S, K)
-        means = np.einsum("fsk,bk->bfs", Y, w)
+        means = w @ self.sample_payoffs.T  # (B, F)
         P, S = self.reduced_to_full.shape
         out = np.full((n_boot, P, S), np.nan)
-        for s in range(S):
-            rows = np.flatnonzero(self.reduced_to_full[:, s] >= 0)
-            out[:, rows, s] = means[:, self.reduced_to_full[rows, s], s]
+        played = self.reduced_to_full >= 0
+        out[:, played] = means[:, self.reduced_to_full[played]]
         return out
 
     def _as_vector(self, mixture) -> np.ndarray:
@@ -372,7 +371,7 @@ class EgtaResult:
         for i, p in enumerate(self.game.profiles):
             for s in np.flatnonzero(p):
                 f = self.reduced_to_full[i, s]
-                y = self.sample_payoffs[f, s]
+                y = self.sample_payoffs[f]
                 row: dict = {"profile": i}
                 row.update(
                     {f"players[{t}]": int(c) for t, c in zip(self.strategies, p, strict=True)}
@@ -469,11 +468,36 @@ def _check_int(label: str, v, least: int) -> int:
     return int(v)
 
 
-def _simulate(counts, strategies, n, mechanism, dist, rounds, last, seed_seq, context):
-    """Per strategy: mean utility of its sellers over the last ``last`` rounds (NaN if none)."""
-    from .agents import MarketModel
+class _Pairs(Mapping):
+    """An ordered {strategy: fraction} whose keys need not be hashable (looked up by identity)."""
 
-    mix = {s: c / n for s, c in zip(strategies, counts, strict=True) if c > 0}
+    def __init__(self, pairs):
+        self._pairs = list(pairs)
+
+    def __getitem__(self, key):
+        for k, v in self._pairs:
+            if k is key:
+                return v
+        raise KeyError(key)
+
+    def __iter__(self):
+        return (k for k, _ in self._pairs)
+
+    def __len__(self):
+        return len(self._pairs)
+
+
+def _simulate(dev, others, strategies, n, mechanism, dist, rounds, last, seed_seq, context):
+    """Mean utility per round of seller 0 (playing ``strategies[dev]``) over the last
+    ``last`` rounds, the others (``others``: counts of n - 1) in strategy order."""
+    from .agents import MarketModel, as_strategy
+
+    # seller 0 is a group of its own (a fresh instance as the key), the others follow in
+    # a fixed order: two profiles with the same others differ in seller 0 alone
+    mix = _Pairs(
+        [(as_strategy(strategies[dev]), 1 / n)]
+        + [(s, c / n) for s, c in zip(strategies, others, strict=True) if c > 0]
+    )
     model = MarketModel(
         n,
         dist=dist,
@@ -483,22 +507,16 @@ def _simulate(counts, strategies, n, mechanism, dist, rounds, last, seed_seq, co
         rng=np.random.default_rng(seed_seq),
         **context,
     )
-    where = {s: j for j, s in enumerate(strategies)}
-    got = {g.name: g.ids for g in model.groups}
-    if {s: got[s].size if s in got else 0 for s in strategies} != dict(
-        zip(strategies, (int(c) for c in counts), strict=True)
-    ):  # pragma: no cover - MarketModel's rounding of k/N * N is exact
-        raise MarketSimError(f"egta: the market did not build the profile {list(counts)}")
-    total = np.zeros(n)
+    sizes = [g.ids.size for g in model.groups]
+    if sizes != [1, *(int(c) for c in others if c > 0)]:  # pragma: no cover - exact rounding
+        raise MarketSimError(f"egta: the market did not build the profile {list(others)}")
+    total = 0.0
     first = rounds - last
     while model.running:
         model.step()
         if model.round > first:
-            total += model.utility  # 0 for a seller who sat the round out
-    out = np.full(len(strategies), np.nan)
-    for name, ids in got.items():
-        out[where[name]] = total[ids].mean() / last
-    return out
+            total += float(model.utility[0])  # 0 when the seller sat the round out
+    return total / last
 
 
 def egta(
@@ -580,24 +598,34 @@ def egta(
     # the reduced profiles and the full profiles behind their payoffs (DPR)
     S = len(strategies)
     reduced = _compositions(players, S)
-    full_index: dict[tuple, int] = {}
+    full_index: dict[tuple, int] = {}  # (deviator's strategy, the others' counts) -> row
     to_full = np.full(reduced.shape, -1, dtype=np.int64)
     for i, p in enumerate(reduced):
         for j in np.flatnonzero(p):
-            key = tuple(int(v) for v in dpr_profile(p, int(j), n, players))
+            others = dpr_profile(p, int(j), n, players)
+            others[j] -= 1
+            key = (int(j), *(int(v) for v in others))
             to_full[i, j] = full_index.setdefault(key, len(full_index))
-    full = np.array(list(full_index), dtype=np.int64)
+    keys = np.array(list(full_index), dtype=np.int64)
+    dev, others_all = keys[:, 0], keys[:, 1:]
+    full = others_all + np.eye(S, dtype=np.int64)[dev]
 
-    Y = np.full((full.shape[0], S, samples), np.nan)
-    jobs = [(f, k) for f in range(full.shape[0]) for k in range(samples)]
+    Y = np.empty((keys.shape[0], samples))
+    jobs = [(f, k) for f in range(keys.shape[0]) for k in range(samples)]
     for f, k in tqdm(jobs, desc="simulations", file=sys.stderr, disable=not progress):
-        Y[f, :, k] = _simulate(
-            full[f], strategies, n, mech, dist, rounds, last, seeds[k], model_context
+        Y[f, k] = _simulate(
+            int(dev[f]),
+            others_all[f],
+            strategies,
+            n,
+            mech,
+            dist,
+            rounds,
+            last,
+            seeds[k],
+            model_context,
         )
-    means = np.full(reduced.shape, np.nan)
-    for col in range(S):
-        rows = np.flatnonzero(to_full[:, col] >= 0)
-        means[rows, col] = Y[to_full[rows, col], col].mean(axis=1)
+    means = np.where(to_full >= 0, Y.mean(axis=1)[to_full], np.nan)
     game = SymmetricGame(strategies, players, reduced, means)
 
     found = find_equilibria(game, regret_tol=regret_tol)
@@ -612,6 +640,7 @@ def egta(
         strategies=strategies,
         game=game,
         full_profiles=full,
+        deviator=dev,
         sample_payoffs=Y,
         reduced_to_full=to_full,
         equilibria=(),

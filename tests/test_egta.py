@@ -159,10 +159,14 @@ def test_dpr_keeps_the_equilibrium_of_a_linear_game():
 
 
 # ---- the market ---------------------------------------------------------------------------------
-def test_posted_price_truth_is_the_equilibrium():
-    """Under a posted price truth is dominant: all-truthful has regret 0 (CI too), and
-    shading everybody is not an equilibrium (a truthful seller gains)."""
-    r = egta("posted-price", DIST, 8, TS, 4, seed=0, **FAST)
+@pytest.mark.parametrize(
+    "mechanism, samples, kw",
+    [("posted-price", 4, FAST), ("offline", 6, {"n_boot": 200})],  # offline: one round
+)
+def test_ic_mechanism_truth_is_the_equilibrium(mechanism, samples, kw):
+    """Under a posted price and the offline mechanism truth is dominant: all-truthful has
+    regret 0 (CI too), and shading everybody is not an equilibrium (a truthful seller gains)."""
+    r = egta(mechanism, DIST, 8, TS, samples, seed=0, **kw)
     assert [e.mixture for e in r.equilibria] == [{"truthful": 1.0, "shade:factor=1.3": 0.0}]
     e = r.equilibria[0]
     assert e.regret == 0 and e.regret_ci == (0.0, 0.0)
@@ -173,7 +177,7 @@ def test_posted_price_truth_is_the_equilibrium():
     t = r.table()
     assert (t.payoff >= 0).all() and len(t) == 8
     row = t[(t["players[truthful]"] == 4) & (t.strategy == "truthful")].iloc[0]
-    assert row.sellers == 8 and row.share == 1 and row.samples == 4
+    assert row.sellers == 8 and row.share == 1 and row.samples == samples
 
 
 def test_pay_as_bid_truth_is_not_an_equilibrium():
@@ -201,19 +205,19 @@ def test_seeded_reproducibility():
 
 
 def test_common_random_numbers():
-    """Seed k gives every profile the same costs.  Under a posted price a seller's utility
-    depends on its own report and cost only, so in every sample the shade deviator of
-    profile (7 truthful, 1 shade) earns at most what the same seller (the last) earns
-    truthfully in the all-truthful profile: 8 u(8, 0) - 7 u(7, 1) of the truthful payoffs."""
-    r = egta(
-        "posted-price", DIST, 8, TS, 4, seed=2, n_boot=10, rounds=10, new_costs_each_round=True
-    )
-    row = {tuple(p): i for i, p in enumerate(r.full_profiles)}
-    Y = r.sample_payoffs
-    last_truthful = 8 * Y[row[(8, 0)], 0] - 7 * Y[row[(7, 1)], 0]
-    assert np.all(Y[row[(7, 1)], 1] <= last_truthful + 1e-12)
-    assert np.any(Y[row[(7, 1)], 1] < last_truthful - 1e-6)  # shading loses somewhere
-    assert np.all(last_truthful >= -1e-12)
+    """Seed k gives every profile the same costs, and seller 0 is the deviator.  Under a
+    posted price a seller's utility depends on its own report and cost only: seller 0's
+    truthful utility is the same in every profile of a seed, and shading never beats it."""
+    r = egta("posted-price", DIST, 8, TS, 12, seed=2, n_boot=10)
+    Y, dev = r.sample_payoffs, r.deviator
+    truthful, shade = Y[dev == 0], Y[dev == 1]
+    assert truthful.shape == shade.shape == (4, 12)  # the others: 4 splits of 7 sellers
+    np.testing.assert_array_equal(truthful, np.broadcast_to(truthful[0], truthful.shape))
+    assert np.all(shade <= truthful[0] + 1e-12)
+    assert np.any(shade < truthful[0] - 1e-6) and np.any(truthful[0] > 0)
+    # the rows: the deviator plus the others' split (7 sellers)
+    np.testing.assert_array_equal(r.full_profiles.sum(axis=1), 8)
+    assert all(r.full_profiles[f, dev[f]] >= 1 for f in range(len(dev)))
 
 
 def test_last_rounds_payoff_window():
