@@ -17,11 +17,21 @@ A single seller's deviation in the reduced game is therefore one seller's
 deviation in the full market, and payoffs linear in the others' counts are
 reproduced exactly.  ``players = n_sellers`` is the full game.
 
-**Payoffs.**  Each needed full profile is simulated ``samples`` times; sample k
-uses the same seed in every profile (common random numbers: the same cost draws,
-the k-th seed is the bootstrap's unit).  A sample's payoff of s is the mean
-utility of the sellers playing s over the last ``last_rounds`` rounds (default:
-all ``rounds``; a seller who sits a round out earns 0 in it).
+**Payoffs (a paired design).**  The reduced player whose payoff is wanted is
+seller 0, a group of its own; the other N - 1 sellers follow in a fixed
+strategy order.  Each needed (strategy of seller 0, split of the others) is
+simulated ``samples`` times, and sample k uses the same seed in every profile
+(common random numbers: the same cost draws, the same seller 0).  Two profiles
+that share the others therefore differ in seller 0's strategy alone, and every
+payoff difference that regret and replicator dynamics use (u_s - u_t against the
+same others) is a paired comparison: on U[1,5] costs with 20 sellers under the
+offline mechanism, the sd of a single seller's utility is 0.039 and that of the
+paired truthful-minus-shade difference 0.012, so ~10x fewer samples resolve the
+same gain.  The payoff of s in a sample is seller 0's mean utility per round over
+the last ``last_rounds`` rounds (default: all ``rounds``; 0 in a round it sat
+out); the table entry is its mean over the samples.  Strategies are per-seller
+policies: a group strategy (``collusion``) coordinates only the sellers of one
+group.
 
 **Equilibria.**  Discrete replicator dynamics
 x_s <- x_s f_s(x) / sum_t x_t f_t(x), with f = 1 + (u - u_min)/(u_max - u_min)
@@ -708,7 +718,7 @@ def plot(result: EgtaResult, path) -> None:
         tc = ax.tricontourf(xy[:, 0], xy[:, 1], reg, levels=20, cmap="viridis_r")
         fig.colorbar(tc, ax=ax, label="regret of the mixture")
         ax.plot(*np.vstack([corners, corners[:1]]).T, color="k", lw=1)
-        for c, label, (dx, dy) in zip(corners, names, [(-4, -14), (4, -14), (0, 6)], strict=True):
+        for c, label, (dx, dy) in zip(corners, names, [(0, -16), (0, -16), (0, 8)], strict=True):
             ax.annotate(label, c, textcoords="offset points", xytext=(dx, dy), ha="center")
         for e in result.equilibria:
             p = np.array([e.mixture[s] for s in names]) @ corners
@@ -717,6 +727,7 @@ def plot(result: EgtaResult, path) -> None:
                 f"regret {e.regret:.2g}", p, textcoords="offset points", xytext=(6, 6), fontsize=8
             )
         ax.set_aspect("equal")
+        ax.set(xlim=(-0.12, 1.12), ylim=(-0.1, 0.97))
         ax.axis("off")
     else:
         fig, ax = plt.subplots(figsize=(8, 1.2 + 0.5 * max(len(result.equilibria), 1)))
@@ -730,7 +741,7 @@ def plot(result: EgtaResult, path) -> None:
         )
         ax.set_xlabel("population share")
         ax.legend(fontsize=8, ncol=min(S, 4), loc="upper center", bbox_to_anchor=(0.5, -0.35))
-    ax.set_title(title, fontsize=10)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
 
     def write(fh):
@@ -785,6 +796,11 @@ def add_parser(subparsers):
         help="reduced players of the DPR (default 4; = sellers for the full game)",
     )
     a.add_argument(
+        "--new-costs",
+        action="store_true",
+        help="draw new costs every round (default: each seller keeps its cost for the run)",
+    )
+    a.add_argument(
         "--boot", type=_count("boot"), default=1000, help="bootstrap resamples (default 1000)"
     )
     a.add_argument("--mu", type=_positive("mu"), default=None)
@@ -804,6 +820,8 @@ def cmd_egta(args) -> int:
         for k in ("mu", "sigma", "gamma", "privacy")
         if getattr(args, k) is not None
     }
+    if args.new_costs:
+        context["new_costs_each_round"] = True
     out = Path(args.out)
     check_writable_folder(out)
     result = egta(
