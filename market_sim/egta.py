@@ -687,27 +687,44 @@ def plot(result: EgtaResult, path) -> None:
         f"(DPR {result.players} players, {result.samples} samples)"
     )
     if S == 2:
-        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        fig, (ax, low) = plt.subplots(
+            2, 1, figsize=(7.5, 6.4), sharex=True, gridspec_kw={"height_ratios": [3, 2]}
+        )
         share = np.linspace(0, 1, 201)
         X = np.column_stack([1 - share, share])
         U = game.deviation_payoffs(X)
         for s in range(S):
             ax.plot(share, U[:, s], lw=2, label=f"payoff of {names[s]}")
+        # the gain of switching, a paired difference: its bootstrap band is narrow
+        boot = np.array(
+            [
+                np.diff(SymmetricGame(names, game.players, game.profiles, t).deviation_payoffs(X))
+                for t in result._boot_games(min(result.n_boot, 200), result.boot_seed)
+            ]
+        )[..., 0]
+        lo, hi = np.quantile(boot, [0.025, 0.975], axis=0)
+        low.plot(share, U[:, 1] - U[:, 0], color="C2", lw=2)
+        low.fill_between(share, lo, hi, color="C2", alpha=0.25, lw=0, label="95% bootstrap")
+        low.axhline(0, color="k", lw=0.8)
         for e in result.equilibria:
             x1 = e.mixture[names[1]]
-            ax.axvline(x1, color="k", ls="--", lw=1)
+            for a in (ax, low):
+                a.axvline(x1, color="k", ls="--", lw=1)
             ax.annotate(
-                f"eq. regret {e.regret:.2g}",
+                f"equilibrium, regret {e.regret:.2g}",
                 (x1, ax.get_ylim()[1]),
                 textcoords="offset points",
-                xytext=(3, -12),
+                xytext=(3 if x1 < 0.5 else -3, -12),
+                ha="left" if x1 < 0.5 else "right",
                 fontsize=8,
             )
-        ax.set(
-            xlabel=f"population share of {names[1]} (the rest: {names[0]})",
-            ylabel="expected payoff (mean utility per round)",
-        )
+        ax.set(ylabel="expected payoff\n(mean utility per round)")
         ax.legend(loc="best", fontsize=9)
+        low.set(
+            xlabel=f"population share of {names[1]} (the rest: {names[0]})",
+            ylabel=f"gain of {names[1]}\nover {names[0]}",
+        )
+        low.legend(loc="best", fontsize=8)
     elif S == 3:
         fig, ax = plt.subplots(figsize=(7, 6))
         k = 60
