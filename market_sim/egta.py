@@ -50,6 +50,7 @@ of the same mixture.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import math
@@ -497,16 +498,17 @@ class _Pairs(Mapping):
         return len(self._pairs)
 
 
-def _simulate(dev, others, strategies, n, mechanism, dist, rounds, last, seed_seq, context):
+def _simulate(dev, others, strategies: list, n, mechanism, dist, rounds, last, seed_seq, context):
     """Mean utility per round of seller 0 (playing ``strategies[dev]``) over the last
     ``last`` rounds, the others (``others``: counts of n - 1) in strategy order."""
-    from .agents import MarketModel, as_strategy
+    from .agents import MarketModel
 
-    # seller 0 is a group of its own (a fresh instance as the key), the others follow in
-    # a fixed order: two profiles with the same others differ in seller 0 alone
+    # seller 0 is a group of its own, the others follow in a fixed order: two profiles
+    # with the same others differ in seller 0 alone.  Every group gets a fresh copy of
+    # the strategy built once from its spec (a registry look-up per market is slow).
     mix = _Pairs(
-        [(as_strategy(strategies[dev]), 1 / n)]
-        + [(s, c / n) for s, c in zip(strategies, others, strict=True) if c > 0]
+        [(copy.deepcopy(strategies[dev]), 1 / n)]
+        + [(copy.deepcopy(s), c / n) for s, c in zip(strategies, others, strict=True) if c > 0]
     )
     model = MarketModel(
         n,
@@ -566,8 +568,8 @@ def egta(
         raise MarketSimError(f"egta needs at least 2 strategies to compare (got {len(strategies)})")
     if len(set(strategies)) != len(strategies):
         raise MarketSimError(f"egta: a strategy is listed twice in {list(strategies)}")
-    for s in strategies:
-        as_strategy(s)  # unknown names and bad parameters fail here, before any run
+    # unknown names and bad parameters fail here, before any run
+    built = [as_strategy(s) for s in strategies]
     n = _check_int("n_sellers", n_sellers, 2)
     samples = _check_int("samples", samples, 1)
     rounds = _check_int("rounds", rounds, 1)
@@ -626,7 +628,7 @@ def egta(
         Y[f, k] = _simulate(
             int(dev[f]),
             others_all[f],
-            strategies,
+            built,
             n,
             mech,
             dist,
