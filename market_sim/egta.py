@@ -437,7 +437,7 @@ class EgtaResult:
             f"mechanism     {self.mechanism}",
             f"distribution  {self.dist}",
             f"market        {self.n_sellers} sellers, {self.rounds} round(s); payoff: mean "
-            f"utility over the last {self.last_rounds}",
+            f"utility per round over the last {self.last_rounds}",
             f"meta-game     {len(self.strategies)} strategies, DPR to {self.players} players: "
             f"{self.full_profiles.shape[0]} profiles x {self.samples} samples "
             f"({self.seconds:.1f} s)",
