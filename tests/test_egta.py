@@ -216,9 +216,19 @@ def test_common_random_numbers():
     np.testing.assert_array_equal(truthful, np.broadcast_to(truthful[0], truthful.shape))
     assert np.all(shade <= truthful[0] + 1e-12)
     assert np.any(shade < truthful[0] - 1e-6) and np.any(truthful[0] > 0)
-    # the rows: the deviator plus the others' split (7 sellers)
+    # the rows behind the reduced payoffs are the DPR profiles, seller 0 playing s
     np.testing.assert_array_equal(r.full_profiles.sum(axis=1), 8)
-    assert all(r.full_profiles[f, dev[f]] >= 1 for f in range(len(dev)))
+    for i, p in enumerate(r.game.profiles):
+        for s in range(2):
+            f = r.reduced_to_full[i, s]
+            assert (f >= 0) == (p[s] > 0)
+            if p[s]:
+                assert dev[f] == s
+                np.testing.assert_array_equal(r.full_profiles[f], dpr_profile(p, s, 8, 4))
+                assert r.game.payoffs[i, s] == pytest.approx(Y[f].mean())
+    # the equilibria's intervals are regret_ci of their mixtures (the same resamples)
+    e = r.equilibria[0]
+    assert r.regret_ci(e.mixture) == e.regret_ci
 
 
 def test_user_files_and_exact_pairing():
