@@ -415,6 +415,7 @@ class EgtaResult:
             "simulations": int(self.full_profiles.shape[0] * self.samples),
             "seconds": round(self.seconds, 2),
             "n_boot": self.n_boot,
+            "context": dict(self.context),
         }
 
     def write(self, folder) -> Path:
@@ -786,12 +787,20 @@ def add_parser(subparsers):
         "bootstrap their regret; write DIR/payoffs.csv, DIR/equilibria.json, "
         "DIR/summary.json and DIR/egta.png.",
     )
-    a.add_argument("--mechanism", required=True, metavar="SPEC", help="mechanism spec")
+    a.add_argument(
+        "--mechanism",
+        required=True,
+        metavar="SPEC",
+        help="a registered name (offline, online, pay-as-bid, posted-price, ...), "
+        "name:key=value, module:attr or path/to/file.py:Class",
+    )
     a.add_argument(
         "--dist", required=True, metavar="SPEC", help="cost distribution, e.g. uniform:1:5"
     )
     a.add_argument("--iron", action="store_true", help="Myerson ironing of the cost law")
-    a.add_argument("--sellers", type=_count("sellers"), default=20, help="sellers per market")
+    a.add_argument(
+        "--sellers", type=_count("sellers"), default=20, help="sellers per market (default 20)"
+    )
     a.add_argument(
         "--strategy",
         action="append",
@@ -799,9 +808,13 @@ def add_parser(subparsers):
         metavar="SPEC",
         help="a strategy of the meta-game (repeat: at least 2), e.g. shade:factor=1.3",
     )
-    a.add_argument("--samples", type=_count("samples"), default=10, help="seeds per profile")
+    a.add_argument(
+        "--samples", type=_count("samples"), default=10, help="seeds per profile (default 10)"
+    )
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    a.add_argument("--rounds", type=_count("rounds"), default=1, help="rounds per market")
+    a.add_argument(
+        "--rounds", type=_count("rounds"), default=1, help="rounds per market (default 1)"
+    )
     a.add_argument(
         "--last-rounds",
         type=_count("last-rounds"),

@@ -304,6 +304,7 @@ def test_cli_writes_the_files(tmp_path, capsys):
     assert (out / "egta.png").stat().st_size > 10_000
     summary = json.loads((out / "summary.json").read_text())
     assert summary["simulations"] == summary["full_profiles"] * 2 and summary["seed"] == 3
+    assert summary["context"] == {}
 
 
 @pytest.mark.parametrize(
