@@ -750,17 +750,46 @@ def plot(result: EgtaResult, path) -> None:
         ax.set(xlim=(-0.12, 1.12), ylim=(-0.1, 0.97))
         ax.axis("off")
     else:
-        fig, ax = plt.subplots(figsize=(8, 1.2 + 0.5 * max(len(result.equilibria), 1)))
+        # the gain of one seller switching from s (everybody's strategy) to t
+        gain = np.array(
+            [
+                game.deviation_payoffs(v) - game.deviation_payoffs(v)[i]
+                for i, v in enumerate(np.eye(S))
+            ]
+        )
+        fig, (ax, bars) = plt.subplots(
+            1, 2, figsize=(11, 0.9 * S + 2.2), gridspec_kw={"width_ratios": [3, 2]}
+        )
+        top = float(np.max(np.abs(gain))) or 1.0
+        im = ax.imshow(gain, cmap="RdBu_r", vmin=-top, vmax=top)
+        for i, j in itertools.product(range(S), range(S)):
+            dark = abs(gain[i, j]) > 0.6 * top
+            ax.text(
+                j,
+                i,
+                f"{gain[i, j]:.2g}",
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="w" if dark else "k",
+            )
+        ax.set_xticks(range(S), names, rotation=20, ha="right", fontsize=8)
+        ax.set_yticks(range(S), [f"all {n}" for n in names], fontsize=8)
+        ax.set(xlabel="one seller switches to", title="gain of one seller's switch")
+        fig.colorbar(im, ax=ax, shrink=0.8)
         left = np.zeros(len(result.equilibria))
         for name in names:
             w = np.array([e.mixture[name] for e in result.equilibria])
-            ax.barh(range(len(w)), w, left=left, label=name)
+            bars.barh(range(len(w)), w, left=left, label=name)
             left += w
-        ax.set_yticks(
-            range(len(result.equilibria)), [f"regret {e.regret:.2g}" for e in result.equilibria]
+        bars.set_yticks(
+            range(len(result.equilibria)),
+            [f"regret {e.regret:.2g}" for e in result.equilibria],
+            fontsize=8,
         )
-        ax.set_xlabel("population share")
-        ax.legend(fontsize=8, ncol=min(S, 4), loc="upper center", bbox_to_anchor=(0.5, -0.35))
+        bars.invert_yaxis()
+        bars.set(xlabel="population share", xlim=(0, 1), title="equilibria")
+        bars.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=2)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
 

@@ -307,6 +307,17 @@ def test_cli_writes_the_files(tmp_path, capsys):
     assert summary["context"] == {}
 
 
+@pytest.mark.parametrize("k", [2, 4])
+def test_figure_and_files_for_two_and_four_strategies(tmp_path, k):
+    specs = ["truthful", "shade:factor=1.1", "shade:factor=1.3", "shade:factor=1.6"][:k]
+    r = egta("posted-price", DIST, 4, specs, 2, seed=0, players=2, n_boot=20)
+    r.write(tmp_path)
+    assert (tmp_path / "egta.png").stat().st_size > 10_000
+    eqs = json.loads((tmp_path / "equilibria.json").read_text())
+    assert [e["mixture"] for e in eqs] == [e.mixture for e in r.equilibria]
+    assert len(pd.read_csv(tmp_path / "payoffs.csv")) == k + k * (k - 1)  # 2 players
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
