@@ -389,6 +389,9 @@ def build_parser() -> _Parser:
     from .auditing import add_parser as _add_audit
 
     _add_audit(sub)
+    from .egta import add_parser as _add_egta
+
+    _add_egta(sub)
 
     d = sub.add_parser(
         "demo",

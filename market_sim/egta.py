@@ -1,0 +1,905 @@
+"""Empirical game-theoretic analysis (EGTA) of strategies in a MarketModel market.
+
+``egta(mechanism, dist, n_sellers, strategies, samples, seed=...)`` treats a list
+of strategy specs as the pure strategies of a symmetric *meta-game*: every one of
+the ``n_sellers`` sellers of a :class:`~market_sim.agents.MarketModel` market picks
+one of them, and its payoff is its mean utility ``t_i - c_i eps_i``.  The payoff
+table is estimated from seeded simulations and the meta-game's equilibria
+(population shares) are found with replicator dynamics.
+
+**Reduction.**  The full game has C(N + S - 1, S - 1) profiles.  A
+deviation-preserving reduction (DPR; Wiedenbeck & Wellman 2012) keeps
+``players`` = n reduced players: the payoff of strategy s in reduced profile
+``p`` (counts summing to n) is its payoff in the full N-seller profile where one
+seller plays s and the other N - 1 are split as ``p - e_s`` scaled by
+(N - 1)/(n - 1) (rounded by largest remainders when that is not an integer).
+A single seller's deviation in the reduced game is therefore one seller's
+deviation in the full market, and payoffs linear in the others' counts are
+reproduced exactly.  ``players = n_sellers`` is the full game.
+
+**Payoffs (a paired design).**  The reduced player whose payoff is wanted is
+seller 0, a group of its own; the other N - 1 sellers follow in a fixed
+strategy order.  Each needed (strategy of seller 0, split of the others) is
+simulated ``samples`` times, and sample k uses the same seed in every profile
+(common random numbers: the same cost draws, the same seller 0).  Two profiles
+that share the others therefore differ in seller 0's strategy alone, and every
+payoff difference that regret and replicator dynamics use (u_s - u_t against the
+same others) is a paired comparison: on U[1,5] costs with 20 sellers under the
+offline mechanism, the sd of a single seller's utility is 0.039 and that of the
+paired truthful-minus-shade difference 0.012, so ~10x fewer samples resolve the
+same gain.  The payoff of s in a sample is seller 0's mean utility per round over
+the last ``last_rounds`` rounds (default: all ``rounds``; 0 in a round it sat
+out); the table entry is its mean over the samples.  Strategies are per-seller
+policies: a group strategy (``collusion``) coordinates only the sellers of one
+group.
+
+**Equilibria.**  Discrete replicator dynamics
+x_s <- x_s f_s(x) / sum_t x_t f_t(x), with f = 1 + (u - u_min)/(u_max - u_min)
+(the payoff table rescaled to [1, 2]; the fixed points are those of the
+continuous dynamics dx_s/dt = x_s (u_s(x) - x.u(x))), from the centre, from
+the neighbourhood of every vertex and from the midpoints of every edge; the
+pure profiles are checked too.  u_s(x) is the expected reduced-game payoff of s
+when the other n - 1 players draw from x (multinomial).  A mixture's regret is
+max_s u_s(x) - sum_s x_s u_s(x) (>= 0; 0 exactly at a Nash equilibrium).
+Candidates with regret <= ``regret_tol`` x (payoff range) are kept and
+deduplicated; when none qualifies the least-regret one is reported.  The regret's
+confidence interval is a percentile bootstrap: resample the seeds (with
+replacement, jointly across profiles), recompute the payoff table and the regret
+of the same mixture.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from math import factorial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .distributions import CostDistribution, parse_distribution
+from .errors import MarketSimError
+from .files import atomic_write, check_writable_folder
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "SymmetricGame",
+    "Equilibrium",
+    "EgtaResult",
+    "egta",
+    "dpr_profile",
+    "dpr_game",
+    "find_equilibria",
+    "replicator_dynamics",
+    "add_parser",
+    "cmd_egta",
+]
+
+_RESERVED = ("strategy", "strategic_fraction", "n_sellers", "rounds", "seed", "rng", "agent_out")
+
+
+# ---- symmetric games in counts form ---------------------------------------------------
+def _compositions(total: int, parts: int) -> np.ndarray:
+    """All (k_1..k_parts) >= 0 summing to ``total``, lexicographically descending."""
+    rows = []
+    for bars in itertools.combinations(range(total + parts - 1), parts - 1):
+        edges = (-1, *bars, total + parts - 1)
+        rows.append([edges[i + 1] - edges[i] - 1 for i in range(parts)])
+    return np.array(rows[::-1], dtype=np.int64).reshape(-1, parts)
+
+
+@dataclass(frozen=True, eq=False)
+class SymmetricGame:
+    """A symmetric game of ``players`` players and pure strategies ``strategies``.
+
+    ``profiles`` (P x S ints): every way to split the players among the strategies;
+    ``payoffs`` (P x S): the payoff of a player of s in profile p (NaN where nobody
+    plays s)."""
+
+    strategies: tuple[str, ...]
+    players: int
+    profiles: np.ndarray
+    payoffs: np.ndarray
+    _others: np.ndarray = field(init=False, repr=False)  # the others' profiles (n - 1 players)
+    _coef: np.ndarray = field(init=False, repr=False)  # their multinomial coefficients
+    _dev: np.ndarray = field(init=False, repr=False)  # (S x K): payoff of s against others k
+
+    def __post_init__(self):
+        S, n = len(self.strategies), self.players
+        if S < 2:
+            raise MarketSimError("a game needs at least 2 strategies")
+        if n < 2:
+            raise MarketSimError(f"a game needs at least 2 players (got {n})")
+        prof = np.asarray(self.profiles)
+        pay = np.asarray(self.payoffs, dtype=float)
+        if prof.shape != pay.shape or prof.ndim != 2 or prof.shape[1] != S:
+            raise MarketSimError("profiles and payoffs must both be (profiles x strategies)")
+        if not np.all(prof.sum(axis=1) == n) or prof.min() < 0:
+            raise MarketSimError(f"every profile must split the {n} players among the strategies")
+        if prof.shape[0] != math.comb(n + S - 1, S - 1):
+            raise MarketSimError("the game must list every profile once")
+        if not np.all(np.isfinite(pay[prof > 0])):
+            raise MarketSimError("every played strategy needs a finite payoff")
+        index = {tuple(int(v) for v in row): i for i, row in enumerate(prof)}
+        if len(index) != prof.shape[0]:
+            raise MarketSimError("the game must list every profile once")
+        # the others' profiles (n - 1 players) and, per strategy, the payoff there
+        others = _compositions(n - 1, S)
+        coef = np.array(
+            [factorial(n - 1) / np.prod([factorial(int(v)) for v in o]) for o in others]
+        )
+        dev = np.empty((S, others.shape[0]))
+        for s in range(S):
+            for k, o in enumerate(others):
+                row = o.copy()
+                row[s] += 1
+                dev[s, k] = pay[index[tuple(int(v) for v in row)], s]
+        object.__setattr__(self, "profiles", prof)
+        object.__setattr__(self, "payoffs", pay)
+        object.__setattr__(self, "_others", others)
+        object.__setattr__(self, "_coef", coef)
+        object.__setattr__(self, "_dev", dev)
+
+    @classmethod
+    def from_function(
+        cls, strategies: Sequence[str], players: int, payoff: Callable[[np.ndarray], Sequence]
+    ) -> SymmetricGame:
+        """The game whose payoffs in profile p (counts) are ``payoff(p)`` (one per strategy)."""
+        profiles = _compositions(int(players), len(strategies))
+        pay = np.array([np.asarray(payoff(p), dtype=float) for p in profiles])
+        return cls(tuple(strategies), int(players), profiles, np.where(profiles > 0, pay, np.nan))
+
+    def _mix(self, x) -> np.ndarray:
+        x = np.asarray(x, dtype=float)
+        if x.shape[-1] != len(self.strategies) or np.any(x < -1e-12):
+            raise MarketSimError(f"a mixture needs {len(self.strategies)} shares >= 0")
+        total = x.sum(axis=-1, keepdims=True)
+        if np.any(np.abs(total - 1) > 1e-6):
+            raise MarketSimError("a mixture's shares must sum to 1")
+        return np.clip(x, 0.0, None) / total
+
+    def _others_prob(self, x: np.ndarray) -> np.ndarray:
+        """P(the other n - 1 players form profile o | each draws from x): multinomial."""
+        return self._coef * np.prod(x[..., None, :] ** self._others, axis=-1)
+
+    def deviation_payoffs(self, x) -> np.ndarray:
+        """u_s(x): expected payoff of a player of s when the others draw from x."""
+        x = self._mix(x)
+        return self._others_prob(x) @ self._dev.T
+
+    def regret(self, x) -> np.ndarray | float:
+        """max_s u_s(x) - sum_s x_s u_s(x) (>= 0; 0 at a symmetric Nash equilibrium)."""
+        x = self._mix(x)
+        u = self._others_prob(x) @ self._dev.T
+        r = np.maximum(u.max(axis=-1) - np.sum(x * u, axis=-1), 0.0)
+        return float(r) if np.ndim(r) == 0 else r
+
+    def mixture(self, x) -> dict[str, float]:
+        return {s: float(v) for s, v in zip(self.strategies, self._mix(x), strict=True)}
+
+
+# ---- the deviation-preserving reduction ----------------------------------------------
+def dpr_profile(reduced, s: int, n_sellers: int, players: int) -> np.ndarray:
+    """The full profile (counts of ``n_sellers``) that gives strategy ``s`` its payoff in
+    the reduced profile ``reduced`` (counts of ``players``): one seller plays s, the
+    others are ``reduced - e_s`` scaled by (N - 1)/(n - 1), rounded by largest
+    remainders (ties to the earlier strategy) when not an integer."""
+    p = np.asarray(reduced, dtype=np.int64)
+    if p[s] < 1:
+        raise MarketSimError(f"strategy {s} is not played in the reduced profile {p.tolist()}")
+    others = p.copy()
+    others[s] -= 1
+    exact = others * (n_sellers - 1) / (players - 1)
+    full = np.floor(exact + 1e-9).astype(np.int64)
+    short = (n_sellers - 1) - int(full.sum())
+    if short > 0:
+        order = np.argsort(-(exact - full), kind="stable")
+        full[order[:short]] += 1
+    full[s] += 1
+    return full
+
+
+def dpr_game(
+    strategies: Sequence[str],
+    n_sellers: int,
+    players: int,
+    payoff: Callable[[np.ndarray], Sequence],
+) -> SymmetricGame:
+    """The DPR of the full ``n_sellers``-player game with payoffs ``payoff(full counts)``
+    to a ``players``-player game."""
+    S = len(strategies)
+    profiles = _compositions(int(players), S)
+    pay = np.full(profiles.shape, np.nan)
+    for i, p in enumerate(profiles):
+        for j in np.flatnonzero(p):
+            s = int(j)
+            pay[i, s] = float(np.asarray(payoff(dpr_profile(p, s, n_sellers, players)))[s])
+    return SymmetricGame(tuple(strategies), int(players), profiles, pay)
+
+
+# ---- equilibria ---------------------------------------------------------------------------
+def replicator_dynamics(
+    game: SymmetricGame, starts, *, max_iter: int = 20_000, tol: float = 1e-12
+) -> np.ndarray:
+    """End points of discrete replicator dynamics from each row of ``starts`` (see the
+    module doc: the payoffs rescaled to [1, 2])."""
+    x = game._mix(np.atleast_2d(np.asarray(starts, dtype=float)))
+    lo, hi = np.nanmin(game.payoffs), np.nanmax(game.payoffs)
+    scale = hi - lo if hi > lo else 1.0
+    dev = 1.0 + (game._dev - lo) / scale  # f in [1, 2]
+    for _ in range(max_iter):
+        f = game._others_prob(x) @ dev.T
+        new = x * f
+        new /= new.sum(axis=1, keepdims=True)
+        if np.max(np.abs(new - x)) < tol:
+            return new
+        x = new
+    return x
+
+
+def _starts(S: int, near: float = 0.05) -> np.ndarray:
+    rows = [np.full(S, 1.0 / S)]
+    for s in range(S):  # the neighbourhood of every vertex
+        v = np.full(S, near / (S - 1))
+        v[s] = 1 - near
+        rows.append(v)
+    for a, b in itertools.combinations(range(S), 2):  # the middle of every edge, a little inside
+        v = np.full(S, near / S)
+        v[a] = v[b] = (1 - near * (S - 2) / S) / 2
+        rows.append(v)
+    return np.array(rows)
+
+
+def find_equilibria(
+    game: SymmetricGame,
+    *,
+    regret_tol: float = 1e-3,
+    support_tol: float = 1e-4,
+    dedup_tol: float = 1e-3,
+    max_iter: int = 20_000,
+) -> list[tuple[np.ndarray, float]]:
+    """(mixture, regret) of the approximate symmetric equilibria, least regret first.
+
+    Candidates: replicator end points from ``_starts`` and the pure profiles; shares
+    below ``support_tol`` are set to 0; kept when regret <= ``regret_tol`` x the range
+    of the payoff table (if none is, the least-regret candidate alone); two within
+    ``dedup_tol`` (largest share difference) are one."""
+    S = len(game.strategies)
+    ends = replicator_dynamics(game, _starts(S), max_iter=max_iter)
+    ends = np.where(ends < support_tol, 0.0, ends)
+    ends /= ends.sum(axis=1, keepdims=True)
+    cands = np.vstack([np.eye(S), ends])
+    regrets = np.atleast_1d(game.regret(cands))
+    lo, hi = np.nanmin(game.payoffs), np.nanmax(game.payoffs)
+    bound = regret_tol * (hi - lo) if hi > lo else 1e-12
+    order = np.argsort(regrets, kind="stable")
+    keep = [i for i in order if regrets[i] <= bound] or [int(order[0])]
+    out: list[tuple[np.ndarray, float]] = []
+    for i in keep:
+        if all(np.max(np.abs(cands[i] - x)) > dedup_tol for x, _ in out):
+            out.append((cands[i], float(regrets[i])))
+    return out
+
+
+# ---- results --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Equilibrium:
+    """A symmetric mixed equilibrium of the meta-game: population shares, the regret
+    of that mixture and its bootstrap interval."""
+
+    mixture: dict[str, float]
+    regret: float
+    regret_ci: tuple[float, float]
+
+    def as_dict(self) -> dict:
+        return {
+            "mixture": dict(self.mixture),
+            "regret": float(self.regret),
+            "regret_ci": [float(self.regret_ci[0]), float(self.regret_ci[1])],
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class EgtaResult:
+    """The estimated meta-game and its equilibria.
+
+    ``game``: the reduced game with mean payoffs; ``full_profiles`` (F x S): the
+    simulated N-seller profiles (counts, the deviator included); ``deviator`` (F,):
+    the strategy of seller 0, the deviator, in each; ``sample_payoffs`` (F x samples):
+    per seed, the deviator's mean utility per round; ``reduced_to_full`` (P x S): the
+    row behind each reduced payoff (-1 where the strategy is not played)."""
+
+    mechanism: str
+    dist: str
+    n_sellers: int
+    players: int
+    samples: int
+    rounds: int
+    last_rounds: int
+    strategies: tuple[str, ...]
+    game: SymmetricGame
+    full_profiles: np.ndarray
+    deviator: np.ndarray
+    sample_payoffs: np.ndarray
+    reduced_to_full: np.ndarray
+    equilibria: tuple[Equilibrium, ...]
+    n_boot: int
+    boot_seed: int
+    seconds: float
+    seed: int | None = None
+    context: dict = field(default_factory=dict)
+
+    # -- bootstrap --------------------------------------------------------------------
+    def _boot_games(self, n_boot: int, seed: int) -> np.ndarray:
+        """Reduced payoff tables (n_boot x P x S) from seeds resampled with replacement."""
+        K = self.samples
+        rng = np.random.default_rng(seed)
+        w = rng.multinomial(K, np.full(K, 1.0 / K), size=n_boot) / K  # (B, K)
+        means = w @ self.sample_payoffs.T  # (B, F)
+        P, S = self.reduced_to_full.shape
+        out = np.full((n_boot, P, S), np.nan)
+        played = self.reduced_to_full >= 0
+        out[:, played] = means[:, self.reduced_to_full[played]]
+        return out
+
+    def _as_vector(self, mixture) -> np.ndarray:
+        if isinstance(mixture, Mapping):
+            unknown = set(mixture) - set(self.strategies)
+            if unknown:
+                raise MarketSimError(f"mixture: unknown strategies {sorted(unknown)}")
+            return np.array([float(mixture.get(s, 0.0)) for s in self.strategies])
+        return np.asarray(mixture, dtype=float)
+
+    def regret(self, mixture) -> float:
+        """Regret of a mixture ({spec: share} or shares in ``strategies`` order)."""
+        return float(self.game.regret(self._as_vector(mixture)))
+
+    def regret_ci(
+        self, mixture, *, level: float = 0.95, n_boot: int | None = None
+    ) -> tuple[float, float]:
+        """Percentile bootstrap interval of the mixture's regret (seeds resampled)."""
+        x = self.game._mix(self._as_vector(mixture))
+        tables = self._boot_games(n_boot or self.n_boot, self.boot_seed)
+        r = _boot_regrets(self.game, tables, x)
+        a = (1 - level) / 2
+        return float(np.quantile(r, a)), float(np.quantile(r, 1 - a))
+
+    # -- output ----------------------------------------------------------------------------
+    def table(self) -> pd.DataFrame:
+        """One row per reduced profile and played strategy (payoffs.csv)."""
+        import pandas as pd
+
+        rows = []
+        for i, p in enumerate(self.game.profiles):
+            for s in np.flatnonzero(p):
+                f = self.reduced_to_full[i, s]
+                y = self.sample_payoffs[f]
+                row: dict = {"profile": i}
+                row.update(
+                    {f"players[{t}]": int(c) for t, c in zip(self.strategies, p, strict=True)}
+                )
+                row.update(
+                    {
+                        "strategy": self.strategies[s],
+                        "share": p[s] / self.players,
+                        "sellers": int(self.full_profiles[f, s]),
+                        "payoff": float(y.mean()),
+                        "sd": float(y.std(ddof=1)) if y.size > 1 else math.nan,
+                        "samples": int(y.size),
+                    }
+                )
+                rows.append(row)
+        return pd.DataFrame(rows)
+
+    def summary(self) -> dict:
+        return {
+            "mechanism": self.mechanism,
+            "dist": self.dist,
+            "n_sellers": self.n_sellers,
+            "players": self.players,
+            "strategies": list(self.strategies),
+            "samples": self.samples,
+            "rounds": self.rounds,
+            "last_rounds": self.last_rounds,
+            "seed": self.seed,
+            "full_profiles": int(self.full_profiles.shape[0]),
+            "simulations": int(self.full_profiles.shape[0] * self.samples),
+            "seconds": round(self.seconds, 2),
+            "n_boot": self.n_boot,
+            "context": dict(self.context),
+        }
+
+    def write(self, folder) -> Path:
+        """DIR/payoffs.csv, DIR/equilibria.json, DIR/summary.json and DIR/egta.png."""
+        out = Path(folder)
+        if out.exists() and not out.is_dir():
+            raise MarketSimError(f"{folder}: exists and is not a folder")
+        out.mkdir(parents=True, exist_ok=True)
+        csv = self.table().to_csv(index=False).encode()
+        atomic_write(out / "payoffs.csv", lambda fh: fh.write(csv))
+        eq = json.dumps([e.as_dict() for e in self.equilibria], indent=2) + "\n"
+        atomic_write(out / "equilibria.json", lambda fh: fh.write(eq.encode()))
+        summ = json.dumps(self.summary(), indent=2) + "\n"
+        atomic_write(out / "summary.json", lambda fh: fh.write(summ.encode()))
+        plot(self, out / "egta.png")
+        return out
+
+    def format(self) -> str:
+        lines = [
+            f"mechanism     {self.mechanism}",
+            f"distribution  {self.dist}",
+            f"market        {self.n_sellers} sellers, {self.rounds} round(s); payoff: mean "
+            f"utility per round over the last {self.last_rounds}",
+            f"meta-game     {len(self.strategies)} strategies, DPR to {self.players} players: "
+            f"{self.full_profiles.shape[0]} profiles x {self.samples} samples "
+            f"({self.seconds:.1f} s)",
+            "pure profiles (regret, 95% CI):",
+        ]
+        w = max(len(s) for s in self.strategies)
+        for name, vertex in zip(self.strategies, np.eye(len(self.strategies)), strict=True):
+            lo, hi = self.regret_ci(vertex)
+            lines.append(f"  all {name:<{w}}  {self.regret(vertex):.4g}  [{lo:.4g}, {hi:.4g}]")
+        lines.append("equilibria (population shares; regret, 95% CI):")
+        for e in self.equilibria:
+            mix = ", ".join(f"{k} {v:.3f}" for k, v in e.mixture.items() if v > 0)
+            lines.append(
+                f"  {mix}  regret {e.regret:.3g} [{e.regret_ci[0]:.3g}, {e.regret_ci[1]:.3g}]"
+            )
+        return "\n".join(lines)
+
+
+def _boot_regrets(game: SymmetricGame, tables: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Regret of mixture x under each bootstrap payoff table (B x P x S)."""
+    S = len(game.strategies)
+    index = {tuple(int(v) for v in row): i for i, row in enumerate(game.profiles)}
+    prob = game._others_prob(x)  # (K,)
+    u = np.empty((tables.shape[0], S))
+    for s in range(S):
+        rows = []
+        for o in game._others:
+            r = o.copy()
+            r[s] += 1
+            rows.append(index[tuple(int(v) for v in r)])
+        u[:, s] = tables[:, rows, s] @ prob
+    return np.maximum(u.max(axis=1) - u @ x, 0.0)
+
+
+# ---- simulation -------------------------------------------------------------------------------
+def _check_int(label: str, v, least: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < least:
+        raise MarketSimError(f"{label} must be an integer >= {least} (got {v!r})")
+    return int(v)
+
+
+class _Pairs(Mapping):
+    """An ordered {strategy: fraction} whose keys need not be hashable (looked up by identity)."""
+
+    def __init__(self, pairs):
+        self._pairs = list(pairs)
+
+    def __getitem__(self, key):
+        for k, v in self._pairs:
+            if k is key:
+                return v
+        raise KeyError(key)
+
+    def __iter__(self):
+        return (k for k, _ in self._pairs)
+
+    def __len__(self):
+        return len(self._pairs)
+
+
+def _simulate(dev, others, strategies: list, n, mechanism, dist, rounds, last, seed_seq, context):
+    """Mean utility per round of seller 0 (playing ``strategies[dev]``) over the last
+    ``last`` rounds, the others (``others``: counts of n - 1) in strategy order."""
+    from .agents import MarketModel
+
+    # seller 0 is a group of its own, the others follow in a fixed order: two profiles
+    # with the same others differ in seller 0 alone.  Every group gets a fresh copy of
+    # the strategy built once from its spec (a registry look-up per market is slow).
+    mix = _Pairs(
+        [(copy.deepcopy(strategies[dev]), 1 / n)]
+        + [(copy.deepcopy(s), c / n) for s, c in zip(strategies, others, strict=True) if c > 0]
+    )
+    model = MarketModel(
+        n,
+        dist=dist,
+        mechanism=mechanism,
+        strategy=mix,
+        rounds=rounds,
+        rng=np.random.default_rng(seed_seq),
+        **context,
+    )
+    sizes = [g.ids.size for g in model.groups]
+    if sizes != [1, *(int(c) for c in others if c > 0)]:  # pragma: no cover - exact rounding
+        raise MarketSimError(f"egta: the market did not build the profile {list(others)}")
+    total = 0.0
+    first = rounds - last
+    while model.running:
+        model.step()
+        if model.round > first:
+            total += float(model.utility[0])  # 0 when the seller sat the round out
+    return total / last
+
+
+def egta(
+    mechanism,
+    dist,
+    n_sellers: int,
+    strategies: Sequence[str],
+    samples: int,
+    *,
+    seed: int | None = None,
+    rng: np.random.Generator | None = None,
+    players: int = 4,
+    rounds: int = 1,
+    last_rounds: int | None = None,
+    n_boot: int = 1000,
+    regret_tol: float = 1e-3,
+    progress: bool = False,
+    **context,
+) -> EgtaResult:
+    """Empirical game of ``strategies`` (specs, at least 2) in markets of ``n_sellers``.
+
+    ``mechanism``: a spec, class or instance; ``dist``: a spec or CostDistribution;
+    ``players``: reduced players of the DPR (capped at ``n_sellers``); each needed
+    profile is simulated ``samples`` times for ``rounds`` rounds, with ``seed`` (or
+    ``rng``).  ``context`` goes to :class:`~market_sim.agents.MarketModel` (mu,
+    sigma, gamma, privacy, new_costs_each_round, xi, ...).  See the module doc."""
+    from tqdm import tqdm
+
+    from .agents import as_strategy
+    from .mechanisms.base import as_mechanism, mechanism_name
+
+    t0 = time.perf_counter()
+    if isinstance(strategies, str) or not all(isinstance(s, str) for s in strategies):
+        raise MarketSimError("strategies must be a list of strategy specs (strings)")
+    strategies = tuple(strategies)
+    if len(strategies) < 2:
+        raise MarketSimError(f"egta needs at least 2 strategies to compare (got {len(strategies)})")
+    if len(set(strategies)) != len(strategies):
+        raise MarketSimError(f"egta: a strategy is listed twice in {list(strategies)}")
+    # unknown names and bad parameters fail here, before any run
+    built = [as_strategy(s) for s in strategies]
+    n = _check_int("n_sellers", n_sellers, 2)
+    samples = _check_int("samples", samples, 1)
+    rounds = _check_int("rounds", rounds, 1)
+    players = min(_check_int("players", players, 2), n)
+    last = rounds if last_rounds is None else _check_int("last_rounds", last_rounds, 1)
+    if last > rounds:
+        raise MarketSimError(f"last_rounds ({last}) exceeds rounds ({rounds})")
+    n_boot = _check_int("n_boot", n_boot, 1)
+    if not (isinstance(regret_tol, (int, float)) and regret_tol >= 0):
+        raise MarketSimError(f"regret_tol must be a number >= 0 (got {regret_tol!r})")
+    bad = sorted(set(context) & set(_RESERVED))
+    if bad:
+        raise MarketSimError(f"egta sets {', '.join(bad)} itself; do not pass it")
+    if seed is not None and rng is not None:
+        raise MarketSimError("give seed or rng, not both")
+    if isinstance(dist, str):
+        dist = parse_distribution(dist)
+    if not isinstance(dist, CostDistribution):
+        raise MarketSimError("dist must be a CostDistribution or a spec like uniform:0:1")
+    mech_context = {k: context[k] for k in ("mu", "sigma", "gamma", "privacy") if k in context}
+    mech = as_mechanism(mechanism, dist=dist, n_sellers=n, **mech_context)
+    name = mechanism if isinstance(mechanism, str) else mechanism_name(mech)
+    if getattr(mech, "needs_data", False) and "data" not in context:
+        raise MarketSimError(
+            f"mechanism {name} needs the sellers' data; egta simulates costs only "
+            "(pass data= from Python)"
+        )
+    if rng is not None:
+        if not isinstance(rng, np.random.Generator):
+            raise MarketSimError("rng must be a numpy.random.Generator")
+        root = np.random.SeedSequence(int(rng.integers(2**63)))
+    else:
+        root = np.random.SeedSequence(seed)
+    *seeds, boot = root.spawn(samples + 1)
+    boot_seed = int(boot.generate_state(1, np.uint64)[0])
+    model_context = {"measure_regret": False, "agent_views": False, **context}
+
+    # the reduced profiles and the full profiles behind their payoffs (DPR)
+    S = len(strategies)
+    reduced = _compositions(players, S)
+    full_index: dict[tuple, int] = {}  # (deviator's strategy, the others' counts) -> row
+    to_full = np.full(reduced.shape, -1, dtype=np.int64)
+    for i, p in enumerate(reduced):
+        for j in np.flatnonzero(p):
+            others = dpr_profile(p, int(j), n, players)
+            others[j] -= 1
+            key = (int(j), *(int(v) for v in others))
+            to_full[i, j] = full_index.setdefault(key, len(full_index))
+    keys = np.array(list(full_index), dtype=np.int64)
+    dev, others_all = keys[:, 0], keys[:, 1:]
+    full = others_all + np.eye(S, dtype=np.int64)[dev]
+
+    Y = np.empty((keys.shape[0], samples))
+    jobs = [(f, k) for f in range(keys.shape[0]) for k in range(samples)]
+    for f, k in tqdm(jobs, desc="simulations", file=sys.stderr, disable=not progress):
+        Y[f, k] = _simulate(
+            int(dev[f]),
+            others_all[f],
+            built,
+            n,
+            mech,
+            dist,
+            rounds,
+            last,
+            seeds[k],
+            model_context,
+        )
+    means = np.where(to_full >= 0, Y.mean(axis=1)[to_full], np.nan)
+    game = SymmetricGame(strategies, players, reduced, means)
+
+    found = find_equilibria(game, regret_tol=regret_tol)
+    partial = EgtaResult(
+        mechanism=name,
+        dist=dist.spec,
+        n_sellers=n,
+        players=players,
+        samples=samples,
+        rounds=rounds,
+        last_rounds=last,
+        strategies=strategies,
+        game=game,
+        full_profiles=full,
+        deviator=dev,
+        sample_payoffs=Y,
+        reduced_to_full=to_full,
+        equilibria=(),
+        n_boot=n_boot,
+        boot_seed=boot_seed,
+        seconds=0.0,
+        seed=seed,
+        context={k: v for k, v in context.items() if isinstance(v, (int, float, str, bool))},
+    )
+    tables = partial._boot_games(n_boot, boot_seed)
+    eqs = []
+    for x, r in found:
+        b = _boot_regrets(game, tables, x)
+        ci = (float(np.quantile(b, 0.025)), float(np.quantile(b, 0.975)))
+        eqs.append(Equilibrium(game.mixture(x), r, ci))
+    from dataclasses import replace
+
+    return replace(partial, equilibria=tuple(eqs), seconds=time.perf_counter() - t0)
+
+
+# ---- the figure ------------------------------------------------------------------------------
+def plot(result: EgtaResult, path) -> None:
+    """Two strategies: u_s(x) against the share of the second; three: the regret over
+    the simplex; more: the equilibria's shares as bars.  Equilibria marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    game, names = result.game, result.strategies
+    S = len(names)
+    title = (
+        f"EGTA: {result.mechanism}, {result.dist}, N={result.n_sellers} "
+        f"(DPR {result.players} players, {result.samples} samples)"
+    )
+    if S == 2:
+        fig, (ax, low) = plt.subplots(
+            2, 1, figsize=(7.5, 6.4), sharex=True, gridspec_kw={"height_ratios": [3, 2]}
+        )
+        share = np.linspace(0, 1, 201)
+        X = np.column_stack([1 - share, share])
+        U = game.deviation_payoffs(X)
+        for s in range(S):
+            ax.plot(share, U[:, s], lw=2, label=f"payoff of {names[s]}")
+        # the gain of switching, a paired difference: its bootstrap band is narrow
+        boot = np.array(
+            [
+                np.diff(SymmetricGame(names, game.players, game.profiles, t).deviation_payoffs(X))
+                for t in result._boot_games(min(result.n_boot, 200), result.boot_seed)
+            ]
+        )[..., 0]
+        lo, hi = np.quantile(boot, [0.025, 0.975], axis=0)
+        low.plot(share, U[:, 1] - U[:, 0], color="C2", lw=2)
+        low.fill_between(share, lo, hi, color="C2", alpha=0.25, lw=0, label="95% bootstrap")
+        low.axhline(0, color="k", lw=0.8)
+        for e in result.equilibria:
+            x1 = e.mixture[names[1]]
+            for a in (ax, low):
+                a.axvline(x1, color="k", ls="--", lw=1)
+            ax.annotate(
+                f"equilibrium, regret {e.regret:.2g}",
+                (x1, ax.get_ylim()[1]),
+                textcoords="offset points",
+                xytext=(3 if x1 < 0.5 else -3, -12),
+                ha="left" if x1 < 0.5 else "right",
+                fontsize=8,
+            )
+        ax.set(ylabel="expected payoff\n(mean utility per round)")
+        ax.legend(loc="best", fontsize=9)
+        low.set(
+            xlabel=f"population share of {names[1]} (the rest: {names[0]})",
+            ylabel=f"gain of {names[1]}\nover {names[0]}",
+        )
+        low.legend(loc="best", fontsize=8)
+    elif S == 3:
+        fig, ax = plt.subplots(figsize=(7, 6))
+        k = 60
+        pts = np.array([(i, j, k - i - j) for i in range(k + 1) for j in range(k + 1 - i)]) / k
+        corners = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, np.sqrt(3) / 2]])
+        xy = pts @ corners
+        reg = np.asarray(game.regret(pts))
+        tc = ax.tricontourf(xy[:, 0], xy[:, 1], reg, levels=20, cmap="viridis_r")
+        fig.colorbar(tc, ax=ax, label="regret of the mixture")
+        ax.plot(*np.vstack([corners, corners[:1]]).T, color="k", lw=1)
+        for c, label, (dx, dy) in zip(corners, names, [(0, -16), (0, -16), (0, 8)], strict=True):
+            ax.annotate(label, c, textcoords="offset points", xytext=(dx, dy), ha="center")
+        for e in result.equilibria:
+            p = np.array([e.mixture[s] for s in names]) @ corners
+            ax.plot(*p, "r*", ms=14, mec="w")
+            ax.annotate(
+                f"regret {e.regret:.2g}", p, textcoords="offset points", xytext=(6, 6), fontsize=8
+            )
+        ax.set_aspect("equal")
+        ax.set(xlim=(-0.12, 1.12), ylim=(-0.1, 0.97))
+        ax.axis("off")
+    else:
+        # the gain of one seller switching from s (everybody's strategy) to t
+        gain = np.array(
+            [
+                game.deviation_payoffs(v) - game.deviation_payoffs(v)[i]
+                for i, v in enumerate(np.eye(S))
+            ]
+        )
+        fig, (ax, bars) = plt.subplots(
+            1, 2, figsize=(11, 0.9 * S + 2.2), gridspec_kw={"width_ratios": [3, 2]}
+        )
+        top = float(np.max(np.abs(gain))) or 1.0
+        im = ax.imshow(gain, cmap="RdBu_r", vmin=-top, vmax=top)
+        for i, j in itertools.product(range(S), range(S)):
+            dark = abs(gain[i, j]) > 0.6 * top
+            ax.text(
+                j,
+                i,
+                f"{gain[i, j]:.2g}",
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="w" if dark else "k",
+            )
+        ax.set_xticks(range(S), names, rotation=20, ha="right", fontsize=8)
+        ax.set_yticks(range(S), [f"all {n}" for n in names], fontsize=8)
+        ax.set(xlabel="one seller switches to", title="gain of one seller's switch")
+        fig.colorbar(im, ax=ax, shrink=0.8)
+        left = np.zeros(len(result.equilibria))
+        for name in names:
+            w = np.array([e.mixture[name] for e in result.equilibria])
+            bars.barh(range(len(w)), w, left=left, label=name)
+            left += w
+        bars.set_yticks(
+            range(len(result.equilibria)),
+            [f"regret {e.regret:.2g}" for e in result.equilibria],
+            fontsize=8,
+        )
+        bars.invert_yaxis()
+        bars.set(xlabel="population share", xlim=(0, 1), title="equilibria")
+        bars.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=2)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+
+    def write(fh):
+        fig.savefig(fh, format="png", dpi=100)
+
+    try:
+        atomic_write(path, write)
+    finally:
+        plt.close(fig)
+
+
+# ---- the command line ------------------------------------------------------------------------
+def add_parser(subparsers):
+    """Register ``market-sim egta``."""
+    from .cli import _count, _number, _positive
+
+    a = subparsers.add_parser(
+        "egta",
+        help="empirical game of strategies: payoff table, equilibria, regret CIs",
+        description="Simulate population mixtures of the given strategies in markets of "
+        "N sellers (deviation-preserving reduction to P players, K seeded samples per "
+        "profile), find the meta-game's symmetric equilibria by replicator dynamics and "
+        "bootstrap their regret; write DIR/payoffs.csv, DIR/equilibria.json, "
+        "DIR/summary.json and DIR/egta.png.",
+    )
+    a.add_argument(
+        "--mechanism",
+        required=True,
+        metavar="SPEC",
+        help="a registered name (offline, online, pay-as-bid, posted-price, ...), "
+        "name:key=value, module:attr or path/to/file.py:Class",
+    )
+    a.add_argument(
+        "--dist", required=True, metavar="SPEC", help="cost distribution, e.g. uniform:1:5"
+    )
+    a.add_argument("--iron", action="store_true", help="Myerson ironing of the cost law")
+    a.add_argument(
+        "--sellers", type=_count("sellers"), default=20, help="sellers per market (default 20)"
+    )
+    a.add_argument(
+        "--strategy",
+        action="append",
+        required=True,
+        metavar="SPEC",
+        help="a strategy of the meta-game (repeat: at least 2), e.g. shade:factor=1.3",
+    )
+    a.add_argument(
+        "--samples", type=_count("samples"), default=10, help="seeds per profile (default 10)"
+    )
+    a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    a.add_argument(
+        "--rounds", type=_count("rounds"), default=1, help="rounds per market (default 1)"
+    )
+    a.add_argument(
+        "--last-rounds",
+        type=_count("last-rounds"),
+        default=None,
+        help="payoff: mean utility over the last R rounds (default: all)",
+    )
+    a.add_argument(
+        "--players",
+        type=_number("players", int, lambda v: v >= 2, ">= 2"),
+        default=4,
+        help="reduced players of the DPR (default 4; = sellers for the full game)",
+    )
+    a.add_argument(
+        "--new-costs",
+        action="store_true",
+        help="draw new costs every round (default: each seller keeps its cost for the run)",
+    )
+    a.add_argument(
+        "--boot", type=_count("boot"), default=1000, help="bootstrap resamples (default 1000)"
+    )
+    a.add_argument("--mu", type=_positive("mu"), default=None)
+    a.add_argument("--sigma", type=_positive("sigma"), default=None)
+    a.add_argument("--gamma", type=_positive("gamma"), default=None)
+    a.add_argument("--privacy", type=_positive("privacy"), default=None)
+    a.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    a.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
+    a.set_defaults(func=cmd_egta)
+    return a
+
+
+def cmd_egta(args) -> int:
+    dist = parse_distribution(args.dist, iron=args.iron)
+    context = {
+        k: getattr(args, k)
+        for k in ("mu", "sigma", "gamma", "privacy")
+        if getattr(args, k) is not None
+    }
+    if args.new_costs:
+        context["new_costs_each_round"] = True
+    out = Path(args.out)
+    check_writable_folder(out)
+    result = egta(
+        args.mechanism,
+        dist,
+        args.sellers,
+        args.strategy,
+        args.samples,
+        seed=args.seed,
+        players=args.players,
+        rounds=args.rounds,
+        last_rounds=args.last_rounds,
+        n_boot=args.boot,
+        progress=not args.quiet,
+        **context,
+    )
+    result.write(out)
+    print(result.format())
+    print(f"written to {out}: payoffs.csv, equilibria.json, summary.json, egta.png")
+    return 0

@@ -1,0 +1,348 @@
+"""Empirical games (issue 28 item 4): the meta-game solver on games with known
+equilibria, the deviation-preserving reduction, the market, and `market-sim egta`."""
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from market_sim.cli import main
+from market_sim.egta import (
+    SymmetricGame,
+    dpr_game,
+    dpr_profile,
+    egta,
+    find_equilibria,
+)
+from market_sim.errors import MarketSimError
+
+DIST = "uniform:1:5"
+TS = ["truthful", "shade:factor=1.3"]
+# one-shot games, many cost draws per seed: new costs every round, static strategies
+FAST = {"rounds": 30, "new_costs_each_round": True, "n_boot": 200}
+
+
+def two_player(table) -> SymmetricGame:
+    """A 2-player symmetric game from its row player's matrix A[s, t]."""
+    A = np.asarray(table, dtype=float)
+
+    def payoff(p):  # p: counts; a player of s meets the other player's strategy
+        out = np.full(len(p), np.nan)
+        for s in np.flatnonzero(p):
+            other = p.copy()
+            other[s] -= 1
+            out[s] = A[s, int(np.flatnonzero(other)[0])]
+        return out
+
+    return SymmetricGame.from_function([f"s{i}" for i in range(len(A))], 2, payoff)
+
+
+# ---- the equilibrium finder on known games --------------------------------------------
+def test_hawk_dove_mixed_equilibrium():
+    V, C = 2.0, 3.0  # ESS: hawk with probability V / C
+    g = two_player([[(V - C) / 2, V], [0.0, V / 2]])
+    eqs = find_equilibria(g)
+    assert len(eqs) == 1
+    x, r = eqs[0]
+    np.testing.assert_allclose(x, [V / C, 1 - V / C], atol=1e-6)
+    assert r < 1e-9
+    # at the mixture both strategies earn the same; at the pure profiles a deviation pays
+    u = g.deviation_payoffs(x)
+    assert u[0] == pytest.approx(u[1], abs=1e-8)
+    assert g.regret([1, 0]) == pytest.approx(0 - (V - C) / 2)  # dove against hawks
+    assert g.regret([0, 1]) == pytest.approx(V - V / 2)  # hawk against doves
+
+
+def test_dominant_strategy_is_the_only_equilibrium():
+    g = two_player([[3, 0], [5, 1]])  # prisoner's dilemma: s1 (defect) dominates
+    eqs = find_equilibria(g)
+    assert len(eqs) == 1
+    np.testing.assert_allclose(eqs[0][0], [0, 1])
+    assert eqs[0][1] == 0
+    assert g.regret([1, 0]) == pytest.approx(5 - 3)
+
+
+def test_coordination_game_has_both_pure_equilibria():
+    g = two_player([[2, 0], [0, 1]])  # mixed equilibrium at x0 = 1/3 is unstable
+    eqs = sorted(find_equilibria(g), key=lambda e: -e[0][0])
+    assert len(eqs) == 2
+    np.testing.assert_allclose(eqs[0][0], [1, 0])
+    np.testing.assert_allclose(eqs[1][0], [0, 1])
+    assert g.regret([1 / 3, 2 / 3]) == pytest.approx(0, abs=1e-12)
+    assert g.regret([0.5, 0.5]) > 0.1
+
+
+def test_rock_paper_scissors_centre():
+    g = two_player([[0, -1, 1], [1, 0, -1], [-1, 1, 0]])
+    eqs = find_equilibria(g)
+    assert len(eqs) == 1
+    np.testing.assert_allclose(eqs[0][0], [1 / 3] * 3, atol=1e-9)
+    assert all(g.regret(v) == pytest.approx(1) for v in np.eye(3))
+
+
+def test_deviation_payoffs_match_enumeration():
+    """u_s(x) of a 4-player game with nonlinear payoffs, against the sum over every
+    pure choice of the 3 others."""
+    rng = np.random.default_rng(3)
+    table = {}
+
+    def payoff(p):
+        table.setdefault(tuple(p), rng.normal(size=3))
+        return table[tuple(p)]
+
+    g = SymmetricGame.from_function(["a", "b", "c"], 4, payoff)
+    x = np.array([0.2, 0.5, 0.3])
+    want = np.zeros(3)
+    for s in range(3):
+        for others in itertools.product(range(3), repeat=3):
+            counts = np.bincount(others, minlength=3)
+            prob = np.prod(x[list(others)])
+            counts[s] += 1
+            want[s] += prob * table[tuple(counts)][s]
+    np.testing.assert_allclose(g.deviation_payoffs(x), want, rtol=1e-12)
+    assert g.regret(x) == pytest.approx(want.max() - x @ want)
+
+
+def test_game_input_checks():
+    prof = np.array([[2, 0], [1, 1], [0, 2]])
+    with pytest.raises(MarketSimError, match="every profile"):
+        SymmetricGame(("a", "b"), 2, prof[:2], np.zeros((2, 2)))
+    with pytest.raises(MarketSimError, match="finite payoff"):
+        SymmetricGame(("a", "b"), 2, prof, np.full((3, 2), np.nan))
+    g = two_player([[1, 0], [0, 1]])
+    with pytest.raises(MarketSimError, match="sum to 1"):
+        g.regret([0.5, 0.2])
+
+
+# ---- the deviation-preserving reduction ----------------------------------------------------
+def test_dpr_profile_counts():
+    # N - 1 = 12 = 4 (n - 1): exact; one seller plays s, the others scale by 4
+    np.testing.assert_array_equal(dpr_profile([2, 2], 0, 13, 4), [5, 8])
+    np.testing.assert_array_equal(dpr_profile([2, 2], 1, 13, 4), [8, 5])
+    np.testing.assert_array_equal(dpr_profile([4, 0], 0, 13, 4), [13, 0])
+    np.testing.assert_array_equal(dpr_profile([1, 3], 0, 13, 4), [1, 12])
+    # N - 1 = 19 over 3: (1, 2) x 19/3 = (6.33, 12.67) -> largest remainder (6, 13)
+    np.testing.assert_array_equal(dpr_profile([2, 2], 0, 20, 4), [7, 13])
+    for N, n in ((20, 4), (50, 5), (7, 3)):
+        for p in SymmetricGame.from_function(list("abc"), n, lambda p: np.zeros(3)).profiles:
+            for s in np.flatnonzero(p):
+                full = dpr_profile(p, s, N, n)
+                assert full.sum() == N and full[s] >= 1 and full.min() >= 0
+    # players = N: the full game itself
+    np.testing.assert_array_equal(dpr_profile([3, 2, 1], 2, 6, 6), [3, 2, 1])
+    with pytest.raises(MarketSimError, match="not played"):
+        dpr_profile([2, 0], 1, 13, 4)
+
+
+def test_dpr_keeps_the_equilibrium_of_a_linear_game():
+    """Full game of N = 13: u_A = 1 - (share of the others playing A), u_B = 0.3.
+    Symmetric equilibrium: E[share] = x_A = 0.7; DPR to 4 players is exact here."""
+    N = 13
+
+    def full(p):
+        return [1 - (p[0] - 1) / (N - 1), 0.3]
+
+    g = dpr_game(["A", "B"], N, 4, full)
+    eqs = find_equilibria(g)
+    assert len(eqs) == 1
+    np.testing.assert_allclose(eqs[0][0], [0.7, 0.3], atol=1e-6)
+    # reduced payoffs: u_A(p) = 1 - (p_A - 1)/3 exactly
+    for p, u in zip(g.profiles, g.payoffs, strict=True):
+        if p[0]:
+            assert u[0] == pytest.approx(1 - (p[0] - 1) / 3)
+    # the full game (players = N) agrees with the function itself
+    whole = dpr_game(["A", "B"], N, N, full)
+    ref = SymmetricGame.from_function(["A", "B"], N, full)
+    np.testing.assert_array_equal(whole.payoffs, ref.payoffs)
+
+
+# ---- the market ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "mechanism, samples, kw",
+    [("posted-price", 4, FAST), ("offline", 6, {"n_boot": 200})],  # offline: one round
+)
+def test_ic_mechanism_truth_is_the_equilibrium(mechanism, samples, kw):
+    """Under a posted price and the offline mechanism truth is dominant: all-truthful has
+    regret 0 (CI too), and shading everybody is not an equilibrium (a truthful seller gains)."""
+    r = egta(mechanism, DIST, 8, TS, samples, seed=0, **kw)
+    assert [e.mixture for e in r.equilibria] == [{"truthful": 1.0, "shade:factor=1.3": 0.0}]
+    e = r.equilibria[0]
+    assert e.regret == 0 and e.regret_ci == (0.0, 0.0)
+    assert r.regret({"shade:factor=1.3": 1}) > 0.005
+    assert r.regret_ci({"shade:factor=1.3": 1})[0] > 0
+    # payoffs: mean utilities, >= 0 under an IR mechanism; truthful payoff in the
+    # all-truthful profile averages all 8 sellers
+    t = r.table()
+    assert (t.payoff >= 0).all() and len(t) == 8
+    row = t[(t["players[truthful]"] == 4) & (t.strategy == "truthful")].iloc[0]
+    assert row.sellers == 8 and row.share == 1 and row.samples == samples
+
+
+def test_pay_as_bid_truth_is_not_an_equilibrium():
+    r = egta("pay-as-bid", DIST, 8, TS, 4, seed=0, **FAST)
+    # a truthful seller is paid its cost: utility exactly 0 in every profile
+    t = r.table()
+    assert (t[t.strategy == "truthful"].payoff == 0).all()
+    lo, hi = r.regret_ci({"truthful": 1})
+    assert r.regret({"truthful": 1}) > 0 and 0 < lo <= hi
+    assert all(e.mixture["truthful"] < 1 for e in r.equilibria)
+    assert r.equilibria[0].mixture == {"truthful": 0.0, "shade:factor=1.3": 1.0}
+
+
+def test_seeded_reproducibility():
+    a = egta("pay-as-bid", DIST, 6, TS, 3, seed=5, players=3, rounds=2, n_boot=50)
+    b = egta("pay-as-bid", DIST, 6, TS, 3, seed=5, players=3, rounds=2, n_boot=50)
+    c = egta("pay-as-bid", DIST, 6, TS, 3, seed=6, players=3, rounds=2, n_boot=50)
+    np.testing.assert_array_equal(a.sample_payoffs, b.sample_payoffs)
+    assert [e.as_dict() for e in a.equilibria] == [e.as_dict() for e in b.equilibria]
+    assert not np.array_equal(np.nan_to_num(a.sample_payoffs), np.nan_to_num(c.sample_payoffs))
+    # an rng gives the same numbers as the same rng again
+    d = egta("pay-as-bid", DIST, 6, TS, 2, rng=np.random.default_rng(1), players=3, n_boot=20)
+    e = egta("pay-as-bid", DIST, 6, TS, 2, rng=np.random.default_rng(1), players=3, n_boot=20)
+    np.testing.assert_array_equal(d.sample_payoffs, e.sample_payoffs)
+
+
+def test_common_random_numbers():
+    """Seed k gives every profile the same costs, and seller 0 is the deviator.  Under a
+    posted price a seller's utility depends on its own report and cost only: seller 0's
+    truthful utility is the same in every profile of a seed, and shading never beats it."""
+    r = egta("posted-price", DIST, 8, TS, 12, seed=2, n_boot=10)
+    Y, dev = r.sample_payoffs, r.deviator
+    truthful, shade = Y[dev == 0], Y[dev == 1]
+    assert truthful.shape == shade.shape == (4, 12)  # the others: 4 splits of 7 sellers
+    np.testing.assert_array_equal(truthful, np.broadcast_to(truthful[0], truthful.shape))
+    assert np.all(shade <= truthful[0] + 1e-12)
+    assert np.any(shade < truthful[0] - 1e-6) and np.any(truthful[0] > 0)
+    # the rows behind the reduced payoffs are the DPR profiles, seller 0 playing s
+    np.testing.assert_array_equal(r.full_profiles.sum(axis=1), 8)
+    for i, p in enumerate(r.game.profiles):
+        for s in range(2):
+            f = r.reduced_to_full[i, s]
+            assert (f >= 0) == (p[s] > 0)
+            if p[s]:
+                assert dev[f] == s
+                np.testing.assert_array_equal(r.full_profiles[f], dpr_profile(p, s, 8, 4))
+                assert r.game.payoffs[i, s] == pytest.approx(Y[f].mean())
+    # the equilibria's intervals are regret_ci of their mixtures (the same resamples)
+    e = r.equilibria[0]
+    assert r.regret_ci(e.mixture) == e.regret_ci
+
+
+def test_user_files_and_exact_pairing():
+    """A user's mechanism file (uniform price: truthful in dominant strategies) and a user's
+    strategy file.  With the same others and the same seed, seller 0 earns at least as
+    much truthfully as shading, in every sample: the pairing is exact."""
+    root = Path(__file__).parent.parent / "examples"
+    mech = f"{root}/uniform_price.py:UniformPrice:n_buy=3"
+    shade = f"{root}/threshold_shading.py:ThresholdShading:quantile=0.5:factor=1.3"
+    r = egta(mech, DIST, 6, ["truthful", shade], 10, seed=4, n_boot=100)
+    assert r.mechanism == mech
+    others = {}
+    for f, d in enumerate(r.deviator):
+        key = tuple(r.full_profiles[f] - np.eye(2, dtype=int)[d])
+        others.setdefault(key, {})[int(d)] = r.sample_payoffs[f]
+    assert len(others) == 4 and all(len(v) == 2 for v in others.values())
+    for pair in others.values():
+        assert np.all(pair[0] >= pair[1] - 1e-12)
+    assert any(np.any(p[0] > p[1] + 1e-9) for p in others.values())  # shading loses somewhere
+    assert r.equilibria[0].mixture == {"truthful": 1.0, shade: 0.0}
+    assert r.equilibria[0].regret_ci == (0.0, 0.0)
+
+
+def test_last_rounds_payoff_window():
+    """Shade is static: its mean utility per round is the same whichever rounds are averaged
+    when costs are fixed (new_costs_each_round False)."""
+    a = egta("pay-as-bid", DIST, 5, TS, 2, seed=1, players=2, rounds=3, n_boot=10)
+    b = egta("pay-as-bid", DIST, 5, TS, 2, seed=1, players=2, rounds=3, last_rounds=1, n_boot=10)
+    np.testing.assert_allclose(a.sample_payoffs, b.sample_payoffs, equal_nan=True)
+    assert a.last_rounds == 3 and b.last_rounds == 1
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"strategies": ["truthful"]}, "at least 2 strategies"),
+        ({"strategies": ["truthful", "truthful"]}, "listed twice"),
+        ({"strategies": ["truthful", "no-such-strategy"]}, "no-such-strategy"),
+        ({"samples": 0}, "samples must be an integer >= 1"),
+        ({"players": 1}, "players must be an integer >= 2"),
+        ({"mechanism": "no-such-mechanism"}, "no-such-mechanism"),
+        ({"mechanism": "data-dependent"}, "needs the sellers' data"),
+        ({"rounds": 2, "last_rounds": 3}, "exceeds rounds"),
+        ({"strategic_fraction": 0.5}, "sets strategic_fraction itself"),
+    ],
+)
+def test_bad_input(kwargs, message):
+    args = {"mechanism": "pay-as-bid", "strategies": TS, "samples": 1, **kwargs}
+    with pytest.raises(MarketSimError, match=message):
+        egta(args.pop("mechanism"), DIST, 4, args.pop("strategies"), args.pop("samples"), **args)
+
+
+# ---- the command line --------------------------------------------------------------------------
+def test_cli_writes_the_files(tmp_path, capsys):
+    out = tmp_path / "eg"
+    argv = ["egta", "--mechanism", "pay-as-bid", "--dist", DIST, "--sellers", "6"]
+    argv += ["--strategy", "truthful", "--strategy", "shade:factor=1.3", "--strategy", "random"]
+    argv += ["--samples", "2", "--seed", "3", "--players", "3", "--boot", "50"]
+    assert main([*argv, "--out", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "equilibria" in printed and "pure profiles" in printed
+    eqs = json.loads((out / "equilibria.json").read_text())
+    assert eqs and all(set(e) == {"mixture", "regret", "regret_ci"} for e in eqs)
+    for e in eqs:
+        assert set(e["mixture"]) == {"truthful", "shade:factor=1.3", "random"}
+        assert sum(e["mixture"].values()) == pytest.approx(1)
+        assert e["regret_ci"][0] <= e["regret_ci"][1] and e["regret"] >= 0
+    t = pd.read_csv(out / "payoffs.csv")
+    # 3 strategies, 3 reduced players: 10 profiles, 3 + 6 x 2 + 1 x 3 = 18 (profile, strategy) rows
+    assert len(t) == 18 and t.profile.nunique() == 10
+    assert {"strategy", "share", "sellers", "payoff", "sd", "samples"} <= set(t.columns)
+    assert (t.samples == 2).all()
+    assert (out / "egta.png").stat().st_size > 10_000
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["simulations"] == summary["full_profiles"] * 2 and summary["seed"] == 3
+    assert summary["context"] == {}
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_figure_and_files_for_two_and_four_strategies(tmp_path, k):
+    specs = ["truthful", "shade:factor=1.1", "shade:factor=1.3", "shade:factor=1.6"][:k]
+    r = egta("posted-price", DIST, 4, specs, 2, seed=0, players=2, n_boot=20)
+    r.write(tmp_path)
+    assert (tmp_path / "egta.png").stat().st_size > 10_000
+    eqs = json.loads((tmp_path / "equilibria.json").read_text())
+    assert [e["mixture"] for e in eqs] == [e.mixture for e in r.equilibria]
+    assert len(pd.read_csv(tmp_path / "payoffs.csv")) == k + k * (k - 1)  # 2 players
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--strategy", "truthful"], "at least 2 strategies"),
+        (["--strategy", "truthful", "--strategy", "nope", "--samples", "1"], "nope"),
+        (["--strategy", "truthful", "--strategy", "shade", "--samples", "0"], "samples"),
+        (
+            ["--strategy", "truthful", "--strategy", "shade", "--mechanism", "no-such-mech"],
+            "no-such-mech",
+        ),
+        (
+            ["--strategy", "truthful", "--strategy", "shade", "--mechanism", "data-dependent"],
+            "needs the sellers' data",
+        ),
+    ],
+)
+def test_cli_bad_input(tmp_path, capsys, extra, message):
+    argv = ["egta", "--dist", DIST, "--sellers", "4", "--out", str(tmp_path / "x"), "--quiet"]
+    if "--mechanism" not in extra:
+        argv += ["--mechanism", "pay-as-bid"]
+    try:
+        code = main(argv + extra)
+    except SystemExit as exc:  # argparse's own checks exit directly
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "x" / "equilibria.json").exists()
