@@ -8,6 +8,8 @@
     market-sim run STUDY [--quick] [--workers W] [--executor local|dask] [--out DIR] [--quiet]
     market-sim report DIR [DIR ...] [--out OUT]
     market-sim audit --mechanism SPEC --dist SPEC --sellers N --markets K --seed S --out DIR
+    market-sim egta --mechanism SPEC --dist SPEC --sellers N --strategy SPEC --strategy SPEC
+                    [--strategy SPEC ...] --samples K --seed S --out DIR
     market-sim demo  [--out demo_output] [--seed 0] [--sellers 200]
     market-sim viz   [--host 127.0.0.1] [--port 8765]      (needs the viz extra)
 
