@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from market_sim.agents import MarketModel, SellerGroup, as_strategy
+from market_sim.agents import MarketModel, SellerGroup, Strategy, as_strategy
 from market_sim.agents.learners import Exp3, Hedge, QLearning
 from market_sim.cli import main
 from market_sim.distributions import parse_distribution
@@ -322,3 +322,59 @@ def test_cli_bad_learning_rate_exits_2_with_one_line(tmp_path, capsys):
     code = main([*args, "--strategy", "hedge:eta=-1", "--out", str(tmp_path), "--quiet"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.count("\n") == 0 and "eta must be a number > 0" in err
+
+
+class _FixedArm(Strategy):
+    """A user's learner that always plays one arm of (truth, 1.5 x cost): the protocol only."""
+
+    def __init__(self, arm=0):
+        self.arm = arm
+
+    def arm_reports(self, sellers, model):
+        lo, hi = model.dist.support
+        return np.column_stack([sellers.cost, np.clip(1.5 * sellers.cost, lo, hi)])
+
+    def report_all(self, sellers, model):
+        return self.arm_reports(sellers, model)[:, self.arm]
+
+
+def test_a_users_learner_gets_external_regret_through_the_protocol():
+    kw = dict(dist="uniform:1:5", mechanism="online", rounds=3, seed=1)
+    truthful = MarketModel(12, strategy=_FixedArm(0), **kw)
+    df, ag = truthful.run()
+    # online is IC: the truth is the best fixed arm, so playing it has no regret
+    assert np.abs(ag.external_regret).max() <= 1e-12
+    shading = MarketModel(12, strategy=_FixedArm(1), **kw)
+    df, ag = shading.run()
+    # the regret of always shading is the mean gain of the truth over it, > 0 for the bought
+    arms = _FixedArm().arm_reports(_group(shading.cost), shading)
+    u = shading.mechanism.deviation_utilities(np.arange(12), arms, shading.cost, arms[:, 1])
+    gain = np.maximum(u[:, 0] - u[:, 1], 0.0)
+    last = ag[ag["round"] == 3].sort_values("seller_id")
+    np.testing.assert_allclose(last.external_regret, gain, rtol=1e-9, atol=1e-15)
+    assert gain.max() > 0
+    off = MarketModel(12, strategy=_FixedArm(1), measure_regret=False, **kw).run()[0]
+    assert off.avg_external_regret.isna().all()  # a bandit learner: measured only on request
+
+
+def test_mesa_batch_run_with_a_learner():
+    import mesa
+
+    rows = mesa.batch_run(
+        MarketModel,
+        parameters={"n_sellers": 6, "rounds": 3, "strategy": "hedge", "mechanism": "online",
+                    "dist": "uniform:1:5", "rng": [0, 1]},
+        iterations=1,
+        data_collection_period=1,
+        display_progress=False,
+        number_processes=1,
+    )  # fmt: skip
+    df = pd.DataFrame(rows)
+    assert df[df.Step == 0].avg_external_regret.isna().all()  # step 0: nothing played yet
+    for r in (0, 1):
+        got = df[(df.rng == r) & (df.Step > 0)].sort_values("Step").avg_external_regret
+        direct = MarketModel(
+            6, rounds=3, strategy="hedge", mechanism="online", dist="uniform:1:5", rng=r
+        ).run()[0]
+        assert got.size >= 2 and got.notna().all()
+        np.testing.assert_allclose(got, direct.avg_external_regret.to_numpy()[: got.size])

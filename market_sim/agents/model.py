@@ -206,6 +206,7 @@ class _Group:
     strategy: Strategy
     ids: np.ndarray
     copies: list | None = None
+    all_rows: np.ndarray | None = None  # 0..len(ids)-1, built on first use
 
 
 @dataclass
@@ -346,8 +347,10 @@ class MarketModel(mesa.Model):
         self.report = self.cost.copy()
         self.eps, self.payment, self.utility = np.zeros(n), np.zeros(n), np.zeros(n)
         self.regret = np.full(n, np.nan)
+        self._regret_written = False  # until measure() runs, regret is all NaN
         self.truth_regret = np.full(n, np.nan)  # best grid utility - utility of the truth
         self.external_regret = np.full(n, np.nan)  # learners: cumulative regret / rounds
+        self._scored = False  # until a learner is scored, external_regret is all NaN
         self.participating = np.ones(n, dtype=bool)
         self.position = np.arange(n)
         self._identity_positions = True
@@ -502,15 +505,18 @@ class MarketModel(mesa.Model):
         a, b = int(g.ids[0]), int(g.ids[-1]) + 1
         mask = self.participating[a:b]
         take: slice | np.ndarray
-        if mask.all():
-            rows, take = np.arange(b - a), slice(a, b)
+        if mask.all():  # the group's ids and 0..n-1, kept read-only (no per-round arrays)
+            if g.all_rows is None:
+                g.all_rows = np.arange(b - a)
+                g.all_rows.flags.writeable = g.ids.flags.writeable = False
+            ids, rows, take = g.ids, g.all_rows, slice(a, b)
         else:
             rows = np.flatnonzero(mask)
-            take = a + rows
+            ids = take = a + rows
         cols = [self.position[take], self.cost[take], self.report[take], self.utility[take]]
         for c in cols:
             c.flags.writeable = False
-        return SellerGroup(a + rows, rows, *cols)
+        return SellerGroup(ids, rows, *cols)
 
     # ---- one round ---------------------------------------------------------------
     def arrival(self) -> slice | np.ndarray:
@@ -553,7 +559,10 @@ class MarketModel(mesa.Model):
             if not len(sel):
                 continue
             if type(g.strategy) is Truthful:
-                self.report[sel.ids] = sel.cost
+                if len(sel) == g.ids.size:
+                    self.report[g.ids[0] : g.ids[-1] + 1] = sel.cost
+                else:
+                    self.report[sel.ids] = sel.cost
                 continue
             r: np.ndarray | list[float]
             if g.copies is None:
@@ -664,6 +673,7 @@ class MarketModel(mesa.Model):
             book.cum_arm[take] = cum
         regret = (cum.max(axis=1) - book.cum_real[take]) / book.played[take]
         g = self.groups[gi]
+        self._scored = True
         if whole:
             self.external_regret[g.ids[0] : g.ids[-1] + 1] = regret
         else:
@@ -703,6 +713,7 @@ class MarketModel(mesa.Model):
         else:
             actual = self.utility[ids[idx]]
         self.regret[ids[idx]] = np.maximum(best - actual, 0.0)
+        self._regret_written = True
         self.truth_regret[ids[idx]] = np.maximum(best - u[:, 0], 0.0)  # grid[:, 0]: the truth
 
     def step(self):
@@ -760,10 +771,13 @@ class MarketModel(mesa.Model):
             "eps": self.eps.copy(),
             "payment": self.payment.copy(),
             "utility": self.utility.copy(),
-            "regret": self.regret.copy(),
+            # not measured: all NaN every round, so every round shares one read-only column
+            "regret": self.regret.copy() if self._regret_written else self._nan_column(),
         }
         if self._learners:
-            cols["external_regret"] = self.external_regret.copy()
+            cols["external_regret"] = (
+                self.external_regret.copy() if self._scored else self._nan_column()
+            )
         cols["cost"] = (
             self.cost.copy()
             if self.new_costs or not self._agent_rows
@@ -782,6 +796,13 @@ class MarketModel(mesa.Model):
             self._agent_rows.append({"cost": cols["cost"]})
         if self.round >= self.rounds:
             self.close()
+
+    def _nan_column(self) -> np.ndarray:
+        col = getattr(self, "_nans", None)
+        if col is None:
+            col = self._nans = np.full(self.n_sellers, np.nan)
+            col.flags.writeable = False
+        return col
 
     def _table(self, rows, first_round: int):
         import pyarrow as pa

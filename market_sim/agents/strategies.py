@@ -32,6 +32,12 @@ state lives in arrays indexed by ``group.rows`` (positions within the
 strategy's group).  A strategy that overrides only ``report``/``observe`` gets
 one copy per seller, so it may keep per-seller state on ``self``.  The
 built-ins implement both paths and give the same numbers on either.
+
+Learners: a strategy that overrides ``arm_reports(sellers, model)`` (the
+(len(sellers), K) reports its sellers choose among) is a learner, and the model
+tracks each of its sellers' external regret against the best fixed arm.  With
+``full_information = True`` it also receives every arm's utility each round in
+``observe_arms``.  The built-in learners are in :mod:`market_sim.agents.learners`.
 """
 
 from __future__ import annotations
