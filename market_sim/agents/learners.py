@@ -168,7 +168,9 @@ class Hedge(_ArmLearner):
     G: np.ndarray | None = field(
         default=None, init=False, repr=False
     )  # (n, K) cumulative arm utilities
-    S: np.ndarray | None = field(default=None, init=False, repr=False)  # (n,) scale in force
+    S: np.ndarray | None = field(
+        default=None, init=False, repr=False, compare=False
+    )  # (n,) scale in force
 
     def __post_init__(self):
         super().__post_init__()
@@ -342,7 +344,9 @@ class QLearning(_ArmLearner):
     beta: float | None = None
     state: str = "bought"
     horizon: int | None = None
-    Q: np.ndarray | None = field(default=None, init=False, repr=False)  # (n, states, K)
+    Q: np.ndarray | None = field(
+        default=None, init=False, repr=False, compare=False
+    )  # (n, states, K)
 
     def __post_init__(self):
         super().__post_init__()
