@@ -43,6 +43,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_payments.py
 	$(BIN)/python benchmarks/bench_agents.py --json benchmarks/agents.json
 	$(BIN)/python benchmarks/bench_egta.py
+	$(BIN)/python benchmarks/bench_learners.py --json benchmarks/learners.json
 	$(BIN)/python benchmarks/bench_suite.py --json benchmarks/suite.json --plot benchmarks/scaling.png
 
 # The declared minimum versions (constraints/floors.txt) in a fresh venv + smoke tests.

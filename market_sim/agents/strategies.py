@@ -32,6 +32,12 @@ state lives in arrays indexed by ``group.rows`` (positions within the
 strategy's group).  A strategy that overrides only ``report``/``observe`` gets
 one copy per seller, so it may keep per-seller state on ``self``.  The
 built-ins implement both paths and give the same numbers on either.
+
+Learners: a strategy that overrides ``arm_reports(sellers, model)`` (the
+(len(sellers), K) reports its sellers choose among) is a learner, and the model
+tracks each of its sellers' external regret against the best fixed arm.  With
+``full_information = True`` it also receives every arm's utility each round in
+``observe_arms``.  The built-in learners are in :mod:`market_sim.agents.learners`.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ __all__ = [
     "Collusion",
     "as_strategy",
     "is_vectorized",
+    "is_learner",
 ]
 
 
@@ -112,10 +119,32 @@ class Strategy:
         """Called once before the first round with the size of the strategy's group
         (allocate per-seller arrays here)."""
 
+    # ---- the learner protocol (regret over time) ----------------------------------
+    #: a learner that wants every arm's utility each round (full information)
+    full_information: ClassVar[bool] = False
+
+    def arm_reports(self, sellers: SellerGroup, model) -> np.ndarray | None:
+        """A learner's arms: the (len(sellers), K) reports each seller chooses among
+        this round (K the same every round), or None for a strategy that is not a
+        learner (the default).  For a learner the model tracks each seller's
+        cumulative external regret against the best fixed arm in hindsight."""
+        return None
+
+    def observe_arms(self, sellers: SellerGroup, utilities: np.ndarray, model) -> None:
+        """Called after settlement, before ``observe_all``, with each seller's utility
+        at every arm ((len(sellers), K), the others at this round's actual reports;
+        expectations for randomized mechanisms), when ``full_information`` is set."""
+
 
 def is_vectorized(strategy) -> bool:
     """True when the strategy acts on whole groups (overrides ``report_all``)."""
     return type(strategy).report_all is not Strategy.report_all
+
+
+def is_learner(strategy) -> bool:
+    """True when the strategy declares arms (overrides ``arm_reports``): the model then
+    tracks its sellers' external regret."""
+    return type(strategy).arm_reports is not Strategy.arm_reports
 
 
 def _clip(model, r):
@@ -234,9 +263,11 @@ class Learning(Strategy):
         """The greedy arm of each seller (rows of the group; default all)."""
         totals, counts = self.totals, self.counts
         assert totals is not None and counts is not None, "learning: start(n, model) first"
-        rows = np.arange(totals.shape[0]) if rows is None else np.asarray(rows)
-        T, C = totals[rows], counts[rows]
-        means = np.where(C > 0, T / np.maximum(C, 1), -np.inf)
+        if rows is None or len(rows) == totals.shape[0]:  # rows are 0..n-1: views, no copies
+            T, C = totals, counts
+        else:
+            T, C = totals[np.asarray(rows)], counts[np.asarray(rows)]
+        means = np.divide(T, C, out=np.full(T.shape, -np.inf), where=C > 0)
         top = means.max(axis=1, keepdims=True)
         near = means >= top - 1e-12 * np.maximum(1.0, np.abs(top))
         order = self._order
@@ -247,25 +278,35 @@ class Learning(Strategy):
 
     def report_all(self, sellers, model):
         rows, k = sellers.rows, len(self.multipliers)
+        assert self.counts is not None, "learning: start(n, model) first"
+        whole = rows.size == self.counts.shape[0]  # rows are 0..n-1
         order = self._order
-        untried = self.counts[rows] == 0
+        untried = (self.counts if whole else self.counts[rows]) == 0
         has_untried = untried.any(axis=1)
         arm = np.empty(rows.size, dtype=int)
-        arm[has_untried] = order[np.argmax(untried[has_untried][:, order], axis=1)]
-        rest = np.flatnonzero(~has_untried)
-        if rest.size:
-            u = model.rng.random(rest.size)
+        if has_untried.any():
+            arm[has_untried] = order[np.argmax(untried[has_untried][:, order], axis=1)]
+            rest = np.flatnonzero(~has_untried)
+        else:
+            rest = None  # everybody
+        if rest is None or rest.size:
+            u = model.rng.random(rows.size if rest is None else rest.size)
             exploring = u < self.explore
-            greedy = self.greedy(rows[rest])
+            if rest is None:
+                greedy = self.greedy(None if whole else rows)
+            else:
+                greedy = self.greedy(rows[rest])
             explored = np.minimum((u / max(self.explore, 1e-300) * k).astype(int), k - 1)
-            arm[rest] = np.where(exploring, explored, greedy)
+            arm[slice(None) if rest is None else rest] = np.where(exploring, explored, greedy)
         self.last[rows] = arm
         return _clip(model, sellers.cost * np.asarray(self.multipliers, dtype=float)[arm])
 
     def observe_all(self, sellers, utilities, model):
-        rows = sellers.rows
-        np.add.at(self.totals, (rows, self.last[rows]), utilities)
-        np.add.at(self.counts, (rows, self.last[rows]), 1)
+        rows = sellers.rows  # unique, so fancy += adds once per seller
+        assert self.totals is not None and self.counts is not None
+        flat = rows * self.totals.shape[1] + self.last[rows]  # C order: row-major cells
+        self.totals.reshape(-1)[flat] += utilities
+        self.counts.reshape(-1)[flat] += 1
 
     # per-agent path (one copy per seller, so n = 1): the same rule on a group of one
     def report(self, agent, model):
