@@ -31,7 +31,7 @@ SUBSET := tests/test_agents.py tests/test_interfaces.py tests/test_batch.py \
 	tests/test_auditing.py tests/test_viz.py tests/test_cli.py tests/test_runner.py
 test-subset: $(STAMP)
 	$(BIN)/python -c "import mesa, sys; print('test-subset: Python', sys.version.split()[0], 'Mesa', mesa.__version__)"
-	$(BIN)/python -m pytest -q $(SUBSET)
+	$(BIN)/python -m pytest $(SUBSET)
 
 # The documentation site (mkdocs.yml, docs/) into site/; any warning is an error.
 docs: $(STAMP)
