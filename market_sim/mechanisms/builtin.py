@@ -86,6 +86,7 @@ class OfflineMechanism(_OfflineAllocation):
     """Offline data-independent mechanism (Alg. 2 / Eq. 11, 003) with Myerson payments."""
 
     name: ClassVar[str] = "offline"
+    myerson_payments: ClassVar[bool] = True
 
     def outcome(self, reports, rng=None) -> Outcome:
         from .payments import offline_payments
