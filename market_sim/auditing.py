@@ -158,6 +158,19 @@ class AuditResult:
                 f". NOT IR: {s['ir_violations']} sellers' truthful utility is below -tol "
                 f"(least {s['min_truthful_utility']:.3g})"
             )
+        if s.get("coalition_size"):
+            w = s.get("coalition_witness")
+            if s["group_verdict"] == "ic":
+                txt += (
+                    f". Coalitions of up to {s['coalition_size']}: no joint misreport found "
+                    f"that gains more than tol ({s['coalitions_tried']} coalitions tried)"
+                )
+            elif w:
+                txt += (
+                    f". NOT GROUP-IC: sellers {w['members']} of market {w['market']} "
+                    f"(costs {_short(w['costs'])}) gain {w['gain']:.3g} together by "
+                    f"reporting {_short(w['reports'])}"
+                )
         if s.get("certified"):
             txt += f". Certified: {s['certified']}"
         else:
@@ -197,6 +210,10 @@ class AuditResult:
         width = max(len(k) for k, _ in rows)
         table = "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
         return table + "\n" + self.statement()
+
+
+def _short(xs) -> str:
+    return "[" + ", ".join(f"{x:.4g}" for x in xs) + "]"
 
 
 def _se(v) -> str:
@@ -380,7 +397,7 @@ class _Search:
         return self.grid.size + 2 * _PROBES.size + self.n_random + local
 
 
-def _chunk(ev, sellers, costs, rand, S: _Search):
+def _chunk(ev, sellers, costs, rand, S: _Search, certify: bool):
     """Search the sellers ``sellers`` of one market.  Returns per seller: truthful
     utility and payment-related columns, best report and gain, its SE, monotone flag,
     the violations (row, low, high, eps_low, eps_high) and the random candidates'
@@ -410,14 +427,33 @@ def _chunk(ev, sellers, costs, rand, S: _Search):
         for r, j in zip(*np.nonzero(rise), strict=True)
     ]
 
+    check = None
+    if certify:  # Myerson's characterization on the base candidates (docs/audit.md)
+        from .certification import myerson_check
+
+        pay = u + c[:, None] * eps  # t = u + c eps
+        check = myerson_check(base, eps, pay, (S.lo, S.hi), sellers=sellers)
+
     Z, G = base, gain
     if S.refine and S.n_iter > 0:
-        Zl, Gl = _sections(ev, sellers, base, gain, S.grid[0], S.hi, S.n_starts, S.n_sections, S.n_iter)
+        Zl, Gl = _sections(
+            ev, sellers, base, gain, S.grid[0], S.hi, S.n_starts, S.n_sections, S.n_iter
+        )
         Z, G = np.concatenate([Z, Zl], axis=1), np.concatenate([G, Gl], axis=1)
     j = np.argmax(G, axis=1)
     best_gain = G[np.arange(k), j]
     best_report = np.where(best_gain > 0, Z[np.arange(k), j], c)
-    return truth, best_report, np.maximum(best_gain, 0.0), ~rise.any(axis=1), violations, rand_gain, rand_se
+    mono = ~rise.any(axis=1)
+    return (
+        truth,
+        best_report,
+        np.maximum(best_gain, 0.0),
+        mono,
+        violations,
+        rand_gain,
+        rand_se,
+        check,
+    )
 
 
 def _confirm(mech, costs, sellers, reports, seeds):
@@ -525,7 +561,8 @@ def audit(
 
     myerson_violations = 0
     rows, violations, per_market, rand_gains, rand_ses = [], [], [], [], []
-    confirm = []  # (market, sellers, gain, se, utility, utility se) for Monte Carlo
+    confirm = []  # the truthful utilities' SEs (Monte Carlo)
+    checks = []  # Myerson checks per market and chunk (not for Monte Carlo estimates)
     markets = []
     bar = tqdm(
         total=n_markets * n_sellers,
@@ -552,7 +589,11 @@ def audit(
             parts = []
             for a in range(0, n_sellers, _CHUNK):
                 sellers = np.arange(a, min(a + _CHUNK, n_sellers))
-                truth, best, gain, mono, seen, rg, rs = _chunk(ev, sellers, costs, rand[sellers], S)
+                truth, best, gain, mono, seen, rg, rs, check = _chunk(
+                    ev, sellers, costs, rand[sellers], S, not monte_carlo
+                )
+                if check is not None:
+                    checks.append(check)
                 violations += [(m, int(sellers[v[0]]), *v[1:]) for v in seen]
                 parts.append((truth, best, gain, mono))
                 rand_gains.append(rg)
@@ -670,9 +711,51 @@ def audit(
         "group_verdict": None,
         "coalition_witness": None,
     }
+    if checks:
+        from .certification import certification
+
+        summary["identity_residual_max"] = max(ch.identity_residual_max for ch in checks)
+        summary["identity_residual_rel"] = max(ch.identity_residual_rel for ch in checks)
+        summary["myerson_monotone"] = all(ch.monotone for ch in checks)
+        verdicts = {certification(mech, ch) for ch in checks}
+        summary["certified"] = verdicts.pop() if len(verdicts) == 1 else None
+    if coalition_size is not None:
+        free = mech.unchecked() if isinstance(mech, MyersonMechanism) else mech
+        summary.update(_coalitions(free, markets, coalition_size, rng, tol, (lo, hi), progress))
     result = AuditResult(table[COLUMNS], summary, violations)
     result.summary["statement"] = result.statement()
     return result
+
+
+def _coalitions(mech, markets, k, rng, tol, support, progress) -> dict:
+    """``coalition_search`` in every market (after the unilateral search, so that the
+    tolerance is known); the summary keys of the largest coalition gain."""
+    from tqdm import tqdm
+
+    from .coalitions import coalition_search
+
+    best, best_m, max_gain, group_ic, tried, reports = None, None, -np.inf, True, 0, 0
+    for m, costs in enumerate(
+        tqdm(markets, desc="coalitions", unit="market", file=sys.stderr, disable=not progress)
+    ):
+        res = coalition_search(mech, costs, k, rng, tol=tol, support=support)
+        tried += res.n_coalitions
+        reports += res.n_joint_reports
+        group_ic &= res.group_ic
+        if res.max_gain > max_gain:
+            max_gain = res.max_gain
+        w = res.witness
+        if w is not None and (best is None or w.gain > best.gain):
+            best, best_m = w, m
+    witness = None if best is None else {"market": best_m, **best.as_dict()}
+    return {
+        "coalition_size": k,
+        "coalition_max_gain": float(max(max_gain, 0.0)),
+        "group_verdict": "ic" if group_ic else "not_ic",
+        "coalition_witness": witness,
+        "coalitions_tried": tried,
+        "coalition_reports_tried": reports,
+    }
 
 
 def _truthful_payments(mech, costs, rng, monte_carlo):
@@ -685,7 +768,9 @@ def _truthful_payments(mech, costs, rng, monte_carlo):
         return np.mean([mech.run(costs, np.random.default_rng(s)).payments for s in seeds], axis=0)
     seed = int(rng.integers(2**63))
     if getattr(mech, "randomized", False):
-        return mech.deviations(sellers, costs[:, None], costs, np.random.default_rng(seed)).payments[:, 0]
+        return mech.deviations(
+            sellers, costs[:, None], costs, np.random.default_rng(seed)
+        ).payments[:, 0]
     return mech.run(costs, np.random.default_rng(seed)).payments
 
 
@@ -732,7 +817,12 @@ def plot(result: AuditResult, path) -> None:
     )
     ax.legend(loc="upper left")
     ax = axes[2]
-    ax.scatter(t["cost"], t["truthful_utility"], s=10, c=np.where(t["truthful_utility"] < -s["tol"], "tab:red", "tab:blue"))
+    ax.scatter(
+        t["cost"],
+        t["truthful_utility"],
+        s=10,
+        c=np.where(t["truthful_utility"] < -s["tol"], "tab:red", "tab:blue"),
+    )
     ax.axhline(-s["tol"], color="k", ls="--", lw=1, label="-tolerance")
     ax.set(
         xlabel="seller's true cost",

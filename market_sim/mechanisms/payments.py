@@ -1161,9 +1161,7 @@ class OfflineCurves:
             done += zs.size
         if not who:
             return out
-        who, z, e, kind, after, back = (
-            np.concatenate(x) for x in (who, z, e, kind, after, back)
-        )
+        who, z, e, kind, after, back = (np.concatenate(x) for x in (who, z, e, kind, after, back))
         part = np.zeros(z.size)
         shape, jac = gauss_legendre_cos(self.n_quad)
         gl = np.flatnonzero(kind == 0)
