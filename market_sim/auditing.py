@@ -152,7 +152,8 @@ class AuditResult:
                 "reports gain more than tol"
             )
         if s["ir_verdict"] == "ir":
-            txt += f". IR: no truthful utility below -tol (fewer than {100 * s['ir_share_upper']:.2g}% at 95%)"
+            ir = f"{100 * s['ir_share_upper']:.2g}%"
+            txt += f". IR: no truthful utility below -tol (fewer than {ir} at 95%)"
         else:
             txt += (
                 f". NOT IR: {s['ir_violations']} sellers' truthful utility is below -tol "
@@ -560,7 +561,7 @@ def audit(
     from .mechanisms.myerson import MyersonMechanism
 
     myerson_violations = 0
-    rows, violations, per_market, rand_gains, rand_ses = [], [], [], [], []
+    rows, violations, rand_gains, rand_ses = [], [], [], []
     confirm = []  # the truthful utilities' SEs (Monte Carlo)
     checks = []  # Myerson checks per market and chunk (not for Monte Carlo estimates)
     markets = []
@@ -582,6 +583,7 @@ def audit(
                 violations += [(m, v.seller, v.low, v.high, v.eps_low, v.eps_high) for v in own]
                 checked = mech.unchecked()  # gains of a non-monotone rule are still measured
             rand = lo + (hi - lo) * (1.0 - rng.random((n_sellers, n_random)))  # (lo, hi]
+            ev: _Evaluator
             if monte_carlo:
                 ev = _MonteCarlo(checked, costs, rng.integers(2**63, size=n_draws))
             else:
