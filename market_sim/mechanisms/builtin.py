@@ -98,10 +98,8 @@ class OfflineMechanism(_OfflineAllocation):
         """All listed sellers' eps and payments at their candidates from their curves:
         no re-solve per candidate."""
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
-        curves = self.curves(reports)
-        return Outcome(
-            curves.eps_at(cand, sellers=sellers), curves.payments_at(cand, sellers=sellers)
-        )
+        eps, pay = self.curves(reports).outcome_at(cand, sellers=sellers)
+        return Outcome(eps, pay)
 
 
 @dataclass(frozen=True)

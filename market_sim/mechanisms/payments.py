@@ -997,8 +997,11 @@ class OfflineCurves:
         self._lo = np.full(self.reports.size, np.inf)  # each curve covers [_lo, c_high]
         # seller -> (starts, ends, kinds, tails: int from each start to c_high)
         self._curve: dict[int, tuple[np.ndarray, ...]] = {}
+        # each seller's curve as an index into _store (-1: none), for grouping rows fast
+        self._cid = np.full(self.reports.size, -1, dtype=np.int64)
+        self._store: list[tuple[np.ndarray, ...]] = []
         # the curve shared by sellers above the oracle's ``independent_above``: (lo, curve)
-        self._shared: tuple[float, tuple[np.ndarray, ...] | None] | None = None
+        self._shared: tuple[float, tuple[np.ndarray, ...] | None, int] | None = None
 
     # ---- building --------------------------------------------------------------
     def _alloc(self, sellers, z):
@@ -1017,15 +1020,16 @@ class OfflineCurves:
             rows, lo = sellers[shared], float(zlo[shared].min())
             have = self._shared
             if have is None or lo < have[0]:
-                rep = rows[:1]
-                self._build_own(rep, np.array([lo]))
-                have = self._shared = (lo, self._curve.get(int(rep[0])))
+                self._build_own(rows[:1], np.array([lo]))
+                have = self._shared = (lo, self._curve.get(int(rows[0])), int(self._cid[rows[0]]))
             self._lo[rows] = have[0]
-            for i in rows:
-                if have[1] is None:
+            if have[1] is None:
+                for i in rows:
                     self._curve.pop(int(i), None)
-                else:
-                    self._curve[int(i)] = have[1]
+                self._cid[rows] = -1
+            else:
+                self._curve.update(dict.fromkeys(rows.tolist(), have[1]))
+                self._cid[rows] = have[2]
             sellers, zlo = sellers[~shared], zlo[~shared]
         if sellers.size:
             self._build_own(sellers, zlo)
@@ -1036,6 +1040,7 @@ class OfflineCurves:
         self._lo[sellers] = zlo
         for i in sellers:
             self._curve.pop(int(i), None)
+        self._cid[sellers] = -1
         on = eps0 > 0  # not bought at zlo: not bought above it either (eps_i is monotone)
         if not on.any():
             return
@@ -1058,7 +1063,10 @@ class OfflineCurves:
             *(np.split(x, cut) for x in (pos, start, end, part, kind)), strict=True
         ):
             tails = np.cumsum(q[::-1])[::-1]  # int from each piece's start to c_high
-            self._curve[int(rows[r[0]])] = (s, e, kd, tails)
+            i = int(rows[r[0]])
+            self._curve[i] = (s, e, kd, tails)
+            self._cid[i] = len(self._store)
+            self._store.append(self._curve[i])
 
     def _prepare(self, Z, sellers):
         if sellers is None:
@@ -1090,12 +1098,17 @@ class OfflineCurves:
     def _groups(self, sellers):
         """[(curve, rows)]: the rows of ``sellers`` with a curve, grouped by curve (the
         shared one holds most sellers of a large market)."""
-        groups: dict[int, tuple[tuple[np.ndarray, ...], list[int]]] = {}
-        for r, i in enumerate(sellers):
-            cur = self._curve.get(int(i))
-            if cur is not None:
-                groups.setdefault(id(cur), (cur, []))[1].append(r)
-        return [(cur, np.asarray(rows)) for cur, rows in groups.values()]
+        cid = self._cid[sellers]
+        rows = np.flatnonzero(cid >= 0)
+        if not rows.size:
+            return []
+        order = np.argsort(cid[rows], kind="stable")
+        rows = rows[order]
+        ids, first = np.unique(cid[rows], return_index=True)
+        return [
+            (self._store[int(c)], part)
+            for c, part in zip(ids, np.split(rows, first[1:]), strict=True)
+        ]
 
     def _eps(self, Z, sellers):
         """eps_i(z) by the oracle; 0 past the curve's end (eps_i is non-increasing), and
@@ -1121,6 +1134,12 @@ class OfflineCurves:
         """Myerson payment t_i(Z[r, j]) = z eps_i(z) + int_z^{c_high} eps_i (Eq. 8, 003)."""
         Z, sellers = self._prepare(Z, sellers)
         return Z * self._eps(Z, sellers) + self._tail(Z, sellers)
+
+    def outcome_at(self, Z, sellers=None) -> tuple[np.ndarray, np.ndarray]:
+        """(eps_at(Z), payments_at(Z)), eps evaluated once."""
+        Z, sellers = self._prepare(Z, sellers)
+        eps = self._eps(Z, sellers)
+        return eps, Z * eps + self._tail(Z, sellers)
 
     def utilities(self, Z, true_costs, sellers=None) -> np.ndarray:
         """payments_at(Z) - true_costs[:, None] * eps_at(Z) (true_costs per row of Z)."""
