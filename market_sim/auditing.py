@@ -66,7 +66,7 @@ import numpy as np
 from .distributions import CostDistribution, parse_distribution
 from .errors import MarketSimError
 from .files import atomic_write, check_writable_folder
-from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
+from .mechanisms.base import Mechanism, as_mechanism, as_outcome, mechanism_name
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -135,7 +135,7 @@ class AuditResult:
     def statement(self) -> str:
         """What the verdicts mean, in one paragraph."""
         s = self.summary
-        pct = f"{100 * s['profitable_share_upper']:.2g}%"
+        pct = _share(s["profitable_share_upper"])
         if s["verdict"] == "ic":
             txt = (
                 f"no profitable misreport found among {s['n_candidates']} tried per seller; "
@@ -152,7 +152,7 @@ class AuditResult:
                 "reports gain more than tol"
             )
         if s["ir_verdict"] == "ir":
-            ir = f"{100 * s['ir_share_upper']:.2g}%"
+            ir = _share(s["ir_share_upper"])
             txt += f". IR: no truthful utility below -tol (fewer than {ir} at 95%)"
         else:
             txt += (
@@ -211,6 +211,11 @@ class AuditResult:
         width = max(len(k) for k, _ in rows)
         table = "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
         return table + "\n" + self.statement()
+
+
+def _share(p: float) -> str:
+    """A probability for the statement: 3.5% or 9.4e-07."""
+    return f"{100 * p:.2g}%" if p >= 1e-3 else f"{p:.2g}"
 
 
 def _short(xs) -> str:
@@ -319,20 +324,28 @@ class _MonteCarlo(_Evaluator):
         return g
 
     def draws(self, sellers, cand):
-        """Per draw: utilities and eps, each (D, k, C)."""
+        """Per draw: utilities and eps, each (D, k, C).  ``outcome`` is called directly
+        (its result checked once per batch, not per call: the checks cost more than a
+        small mechanism)."""
         mech, c = self.mech, self.costs
         D = len(self.gens)
         u = np.empty((D,) + cand.shape)
         e = np.empty((D,) + cand.shape)
         trial = c.copy()
+        outcome = mech.outcome
         for k, i in enumerate(sellers):
+            ci = c[i]
             for j, z in enumerate(cand[k]):
                 trial[i] = z
                 for d in range(D):
-                    out = mech.run(trial, self._gen(d))
-                    e[d, k, j] = out.eps[i]
-                    u[d, k, j] = out.payments[i] - c[i] * out.eps[i]
+                    eps_d, pay_d = _pair(outcome(trial.copy(), self._gen(d)), c.size, mech)
+                    e[d, k, j] = eps_d[i]
+                    u[d, k, j] = pay_d[i] - ci * eps_d[i]
             trial[i] = c[i]
+        if not (np.all(np.isfinite(u)) and np.all(np.isfinite(e))):
+            raise MarketSimError(f"{mechanism_name(mech)}: eps or payments contain NaN or inf")
+        if np.any(e < 0):
+            raise MarketSimError(f"{mechanism_name(mech)}: eps must be >= 0")
         return u, e
 
     def __call__(self, sellers, cand, need_eps=False):
@@ -341,6 +354,21 @@ class _MonteCarlo(_Evaluator):
         D = diff.shape[0]
         se = diff.std(axis=0, ddof=1) / math.sqrt(D) if D > 1 else np.zeros(cand.shape)
         return u.mean(axis=0), e.mean(axis=0), se
+
+
+def _pair(result, n, mech):
+    """(eps, payments) of what ``outcome`` returned, as arrays of n (checked lightly:
+    ``as_outcome`` does the full check of the first call, in ``_MonteCarlo``)."""
+    if isinstance(result, tuple) and len(result) >= 2:
+        eps, pay = result[0], result[1]
+    elif hasattr(result, "eps") and hasattr(result, "payments"):
+        eps, pay = result.eps, result.payments
+    else:
+        return _pair(as_outcome(result, n, mechanism_name(mech)), n, mech)
+    eps, pay = np.asarray(eps, dtype=float).reshape(-1), np.asarray(pay, dtype=float).reshape(-1)
+    if eps.size != n or pay.size != n:
+        as_outcome(result, n, mechanism_name(mech))  # raises with the full message
+    return eps, pay
 
 
 def _sections(ev, sellers, Z, G, lo, hi, n_starts, n_sections, n_iter):
@@ -797,6 +825,8 @@ def plot(result: AuditResult, path) -> None:
         ax.set_xscale("log")
         ax.axvline(s["tol"], color="k", ls="--", lw=1, label=f"tolerance {s['tol']:.2g}")
         ax.legend(loc="upper right")
+    else:
+        ax.text(0.5, 0.5, "no seller gains anything", transform=ax.transAxes, ha="center")
     ax.set(
         xlabel="largest gain of a misreport (> 0)",
         ylabel="sellers",
@@ -812,6 +842,10 @@ def plot(result: AuditResult, path) -> None:
         fig.colorbar(sc, ax=ax, label="gain")
     else:
         ax.text(0.5, 0.5, "no profitable misreport found", transform=ax.transAxes, ha="center")
+    w = s.get("coalition_witness")
+    if w:
+        ax.scatter(w["costs"], w["reports"], marker="*", s=140, color="tab:red",
+                   label=f"coalition, gain {w['gain']:.2g}")  # fmt: skip
     ax.set(
         xlabel="seller's true cost",
         ylabel="profitable report found",
