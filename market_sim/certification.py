@@ -71,8 +71,10 @@ class MyersonCheck:
     violation of the payment identity with h free); ``identity_residual_max``
     their max, ``identity_residual_rel`` that over ``payment_scale`` (the largest
     |payment| in the check); ``identity_residual_h0_max`` / ``_h0_rel`` the same with
-    h = 0 (the library's normalisation).  ``passed``: monotone and
-    ``identity_residual_rel <= rtol``."""
+    h = 0 (the library's normalisation).  ``bracket_width_rel``: the widest single
+    bracket (B) over ``payment_scale``, the resolution of the check (a payment off
+    by less than its bracket's width at one report can pass).  ``passed``:
+    monotone and ``identity_residual_rel <= rtol``."""
 
     n_sellers: int
     n_candidates: int
@@ -86,6 +88,7 @@ class MyersonCheck:
     identity_residual_h0_rel: float
     worst_seller: int | None
     payment_scale: float
+    bracket_width_rel: float
     mono_tol: float
     rtol: float
 
@@ -106,6 +109,7 @@ class MyersonCheck:
             "identity_residual_rel": float(self.identity_residual_rel),
             "identity_residual_h0_max": float(self.identity_residual_h0_max),
             "identity_residual_h0_rel": float(self.identity_residual_h0_rel),
+            "identity_bracket_width_rel": float(self.bracket_width_rel),
             "myerson_check_passed": bool(self.passed),
         }
 
@@ -227,6 +231,7 @@ def myerson_check(
         identity_residual_h0_rel=float(res_h0.max()) / scale,
         worst_seller=int(ids[worst]) if residuals[worst] > 0 else None,
         payment_scale=scale,
+        bracket_width_rel=float((upper - lower).max(initial=0.0)) / scale,
         mono_tol=float(mono_tol),
         rtol=float(rtol),
     )
