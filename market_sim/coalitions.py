@@ -38,10 +38,12 @@ reports compared) (Bonferroni).  Deterministic mechanisms run once per report.
 ``group_ic`` is True when no joint report TRIED gains: it is a search result, not a
 proof (the gains of a coalition may sit in a region no candidate reached).
 
-Outcomes come from ``mech.run``; the built-in offline (members' payments only) and
-the mechanisms whose seller outcome depends on its own report alone (online,
-posted-price) have batched paths in ``MEMBER_OUTCOMES`` (exact class match, so a
-user subclass falls back to ``run``).
+Outcomes come from ``mech.run``; faster paths in ``MEMBER_OUTCOMES`` (exact class
+match, so a user subclass falls back to ``run``): the built-in offline mechanism and
+``myerson_mechanism`` compute the members' Myerson payments only, the mechanisms whose
+seller outcome depends on its own report alone (online, posted-price) take all joint
+reports in one call, and the private posted price gives exact expectations over its
+price draw (no Monte Carlo).
 """
 
 from __future__ import annotations
@@ -192,6 +194,21 @@ def _offline(mech, reports, movers, joint, watch, seed):
     return eps, pay
 
 
+def _myerson(mech, reports, movers, joint, watch, seed):
+    """``myerson_mechanism``: the watched sellers' Myerson integrals only (the same
+    computation as its ``outcome``, restricted to them)."""
+    eps = np.empty((joint.shape[0], watch.size))
+    pay = np.empty_like(eps)
+    row = reports.copy()
+    for b in range(joint.shape[0]):
+        row[movers] = joint[b]
+        e = mech._alloc(row[None, :])[0][watch]
+        r = row[watch]
+        tails = mech._tails(row, watch, r[:, None], e[:, None], mech.check_monotone)[0]
+        eps[b], pay[b] = e, r * e + tails[:, 0]  # Eq. 8 (003)
+    return eps, pay
+
+
 def _rows(reports, movers, joint):
     """(B, n) report vectors: ``reports`` with the movers at each row of ``joint``."""
     R = np.repeat(reports[None, :], joint.shape[0], axis=0)
@@ -223,9 +240,11 @@ def _registry() -> dict[type, _Path]:
         PostedPriceMechanism,
         PrivatePostedPriceMechanism,
     )
+    from .mechanisms.myerson import MyersonMechanism
     from .mechanisms.online import OnlineMechanism
 
     return {
+        MyersonMechanism: _Path(_myerson),
         OfflineMechanism: _Path(_offline),
         OnlineMechanism: _Path(_own_report_only),
         PostedPriceMechanism: _Path(_own_report_only),
