@@ -373,9 +373,8 @@ def coalition_search(
     ev = _Evaluator(mech, c, seeds, path)
     everyone = np.arange(n)
 
-    # the truth: utilities per draw, and who is bought
-    e_true, u_true = (a[0] for a in ev.outcomes(everyone[:0], np.empty((1, 0)), everyone))
-    eps_true = e_true.mean(axis=1)  # (n,); u_true: (n, D)
+    # who is bought at the truth
+    eps_true = ev.outcomes(everyone[:0], np.empty((1, 0)), everyone)[0][0].mean(axis=1)
     bought = eps_true > _BOUGHT * max(float(eps_true.max()), 1e-300)
 
     # coalitions around the cut-off: windows over the k highest bought + k lowest unbought
@@ -406,8 +405,10 @@ def coalition_search(
     setters = []
     step = probe_step * (hi - lo)
     for j in probe:
-        moves = np.clip(c[j] + np.array([[step], [-step]]), floor, hi)
-        du = ev.utilities(np.array([j]), moves, watch).mean(axis=2) - u_true[watch].mean(axis=1)
+        moves = np.clip(c[j] + np.array([[step], [-step], [0.0]]), floor, hi)
+        moves[2] = c[j]  # the truth, through the same path (differences exact)
+        u = ev.utilities(np.array([j]), moves, watch).mean(axis=2)
+        du = u[:2] - u[2]
         du[:, watch == j] = 0.0
         if np.abs(du).max() > tol:
             setters.append(int(j))
@@ -427,7 +428,7 @@ def coalition_search(
     for ci, members in enumerate(coalitions):
         mem = np.array(members)
         cm = c[mem]
-        rows, labels = [], []
+        rows, labels = [cm.copy()], ["truth"]  # row 0: the baseline, same path and draws
         for m in mult:
             rows.append(m * cm)
             labels.append(f"common multiplier {m:g}")
@@ -441,8 +442,10 @@ def coalition_search(
         rows += list(rand)
         labels += ["random joint report"] * rand.shape[0]
         joint = np.clip(np.array(rows), floor, hi)
+        joint[0] = cm  # the truth exactly, even at a cost below the floor
         U = ev.utilities(mem, joint, mem)  # (B, s, D)
-        per_member = U - u_true[mem][None, :, :]
+        per_member = (U - U[:1])[1:]  # each joint report against the truth, draw by draw
+        joint, labels = joint[1:], labels[1:]
         total = per_member.sum(axis=1)  # (B, D)
         g = total.mean(axis=1)
         se = total.std(axis=1, ddof=1) / np.sqrt(D) if D > 1 else np.zeros_like(g)
