@@ -36,8 +36,10 @@ Because h is free, the tail above the largest candidate z_K (whose integral lies
 in [0, eps(z_K)(c_max - z_K)]) cannot matter for (P); it does pin the
 library's normalisation h = 0 (a seller at c_max earns nothing above its cost,
 the least IR payment): ``identity_residual_h0_max`` is the same minimum with
-h = 0 imposed, the tail bracket included.  Where eps rises (M fails), (B) is
-replaced by the order-free hull [min, max] x width, and the check fails on (M).
+h = 0 imposed, the tail bracket included.  Where eps rises by more than
+``mono_tol`` x the largest eps (M fails), (B) is replaced by the order-free hull
+[min, max] x width, and the check fails on (M).  A report tried twice has a bracket
+of width 0: its eps must agree (else a violation of (M)) and so must u.
 
 Certification.  No finite check proves IC: the payment identity can fail between
 any two reports tried (a bonus in a window narrower than the candidates' spacing).
