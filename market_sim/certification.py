@@ -36,8 +36,10 @@ Because h is free, the tail above the largest candidate z_K (whose integral lies
 in [0, eps(z_K)(c_max - z_K)]) cannot matter for (P); it does pin the
 library's normalisation h = 0 (a seller at c_max earns nothing above its cost,
 the least IR payment): ``identity_residual_h0_max`` is the same minimum with
-h = 0 imposed, the tail bracket included.  Where eps rises (M fails), (B) is
-replaced by the order-free hull [min, max] x width, and the check fails on (M).
+h = 0 imposed, the tail bracket included.  Where eps rises by more than
+``mono_tol`` x the largest eps (M fails), (B) is replaced by the order-free hull
+[min, max] x width, and the check fails on (M).  A report tried twice has a bracket
+of width 0: its eps must agree (else a violation of (M)) and so must u.
 
 Certification.  No finite check proves IC: the payment identity can fail between
 any two reports tried (a bonus in a window narrower than the candidates' spacing).
@@ -71,8 +73,10 @@ class MyersonCheck:
     violation of the payment identity with h free); ``identity_residual_max``
     their max, ``identity_residual_rel`` that over ``payment_scale`` (the largest
     |payment| in the check); ``identity_residual_h0_max`` / ``_h0_rel`` the same with
-    h = 0 (the library's normalisation).  ``passed``: monotone and
-    ``identity_residual_rel <= rtol``."""
+    h = 0 (the library's normalisation).  ``bracket_width_rel``: the widest single
+    bracket (B) over ``payment_scale``, the resolution of the check (a payment off
+    by less than its bracket's width at one report can pass).  ``passed``:
+    monotone and ``identity_residual_rel <= rtol``."""
 
     n_sellers: int
     n_candidates: int
@@ -86,6 +90,7 @@ class MyersonCheck:
     identity_residual_h0_rel: float
     worst_seller: int | None
     payment_scale: float
+    bracket_width_rel: float
     mono_tol: float
     rtol: float
 
@@ -106,6 +111,7 @@ class MyersonCheck:
             "identity_residual_rel": float(self.identity_residual_rel),
             "identity_residual_h0_max": float(self.identity_residual_h0_max),
             "identity_residual_h0_rel": float(self.identity_residual_h0_rel),
+            "identity_bracket_width_rel": float(self.bracket_width_rel),
             "myerson_check_passed": bool(self.passed),
         }
 
@@ -171,47 +177,54 @@ def myerson_check(
     if n == 0 or K == 0:
         raise MarketSimError("myerson_check needs at least one seller and one candidate")
 
-    # sort each row by report; ties by eps ascending, so a tie with two eps is a rise
-    order = np.lexsort((e, z), axis=-1)
-    z = np.take_along_axis(z, order, axis=1)
-    e = np.take_along_axis(e, order, axis=1)
-    t = np.take_along_axis(t, order, axis=1)
+    # sort each row by report (one argsort, gathered through flat indices)
+    flat = (np.argsort(z, axis=1) + (K * np.arange(n))[:, None]).ravel()
+    z, e, t = (a.ravel()[flat].reshape(n, K) for a in (z, e, t))
     u = t - z * e  # truthful utility at each candidate cost
 
-    # (M): eps non-increasing in the own report
+    # (M): eps non-increasing in the own report; at a repeated report eps must not differ
     eps_scale = max(float(e.max()), 1e-300)
-    rise = np.diff(e, axis=1) > mono_tol * eps_scale
+    de = np.diff(e, axis=1)
+    dz = np.diff(z, axis=1)
+    rise = (de > mono_tol * eps_scale) | ((dz == 0) & (np.abs(de) > mono_tol * eps_scale))
     n_viol = int(np.count_nonzero(rise))
     listed: tuple[Violation, ...] = ()
     if n_viol:
         r, c = np.nonzero(rise)
-        size = e[r, c + 1] - e[r, c]
+        size = np.abs(de[r, c])
         top = np.argsort(-size, kind="stable")[: max(int(max_listed), 0)]
         listed = tuple(
             Violation(int(ids[r[j]]), float(z[r[j], c[j]]), float(z[r[j], c[j] + 1]),
-                      float(e[r[j], c[j]]), float(e[r[j], c[j] + 1]))
+                      *sorted((float(e[r[j], c[j]]), float(e[r[j], c[j] + 1]))))
             for j in top
         )  # fmt: skip
 
     # (P): brackets (B) of int_{z_j}^{z_j+1} eps, the hull where eps rises
-    dz = np.diff(z, axis=1)
-    lower = np.minimum(e[:, 1:], e[:, :-1]) * dz
-    upper = np.maximum(e[:, 1:], e[:, :-1]) * dz
-    zero = np.zeros((n, 1))
-    CL = np.concatenate([zero, np.cumsum(lower, axis=1)], axis=1)  # S^L from z_1 to z_j
-    CU = np.concatenate([zero, np.cumsum(upper, axis=1)], axis=1)
-    g = u + CL  # S^L_ab - (u_a - u_b) = g_b - g_a
-    f = u + CU  # (u_a - u_b) - S^U_ab = f_a - f_b
-    rise_g = g - np.minimum.accumulate(g, axis=1)
-    drop_f = np.maximum.accumulate(f, axis=1) - f
-    residuals = np.maximum(rise_g.max(axis=1), drop_f.max(axis=1)) / 2  # delta per seller
-    # h = 0: v(c_max) = 0 exactly, the tail above z_K in [0, eps(z_K)(c_max - z_K)]
+    lower = np.minimum(e[:, 1:], e[:, :-1])
+    lower *= dz
+    upper = np.maximum(e[:, 1:], e[:, :-1])
+    upper *= dz
+    width = float((upper - lower).max(initial=0.0))
+    # g = u + S^L(z_1 .. z_j), f = u + S^U(z_1 .. z_j): for a < b,
+    # S^L_ab - (u_a - u_b) = g_b - g_a and (u_a - u_b) - S^U_ab = f_a - f_b
+    g, f = np.zeros((n, K)), np.zeros((n, K))
+    np.cumsum(lower, axis=1, out=g[:, 1:])
+    np.cumsum(upper, axis=1, out=f[:, 1:])
+    sum_lo, sum_hi = g[:, -1].copy(), f[:, -1].copy()  # S^L, S^U from z_1 to z_K
+    g += u
+    f += u
+    run = np.minimum.accumulate(g, axis=1)
+    np.subtract(g, run, out=run)  # largest rise of g so far
+    rise_g = run.max(axis=1)
+    run = np.maximum.accumulate(f, axis=1)
+    np.subtract(run, f, out=run)  # largest drop of f so far
+    residuals = np.maximum(rise_g, run.max(axis=1)) / 2  # delta per seller
+    # h = 0 pins v(c_max) = 0, the tail above z_K in [0, eps(z_K)(c_max - z_K)]:
+    # v_a >= S^L(z_a .. z_K) = sum_lo - (g_a - u_a), v_a <= sum_hi + tail - (f_a - u_a)
     tail_hi = e[:, -1] * (hi - z[:, -1])
-    to_top_lo = CL[:, -1:] - CL  # least int_{z_a}^{c_max} eps
-    to_top_hi = CU[:, -1:] - CU + tail_hi[:, None]  # largest
-    res_h0 = np.maximum(
-        residuals, np.maximum(to_top_lo - u, u - to_top_hi).max(axis=1).clip(min=0.0)
-    )
+    below = sum_lo - g.min(axis=1)  # max_a of (least v_a) - u_a
+    above = f.max(axis=1) - sum_hi - tail_hi  # max_a of u_a - (largest v_a)
+    res_h0 = np.maximum(residuals, np.maximum(below, above).clip(min=0.0))
     scale = max(float(np.abs(t).max()), 1e-300)
     worst = int(np.argmax(residuals))
     return MyersonCheck(
@@ -227,6 +240,7 @@ def myerson_check(
         identity_residual_h0_rel=float(res_h0.max()) / scale,
         worst_seller=int(ids[worst]) if residuals[worst] > 0 else None,
         payment_scale=scale,
+        bracket_width_rel=width / scale,
         mono_tol=float(mono_tol),
         rtol=float(rtol),
     )

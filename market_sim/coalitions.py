@@ -13,7 +13,8 @@ Which coalitions (of 2..k sellers, duplicates tried once):
 * ``price-setter``: each of the ``n_probe`` sellers nearest the cut-off is moved
   alone by +-``probe_step`` x the support width; if that changes another seller's
   utility by more than ``tol`` it is a price setter, and it is grouped with the
-  1..k-1 sellers whose utility its move raised most;
+  1..k-1 sellers whose utility its move raised most (in markets of more than 256
+  sellers, among the 128 on each side of the cut-off);
 * ``random``: ``n_random_coalitions`` coalitions of uniform size in 2..k, members
   uniform without replacement.
 
@@ -37,10 +38,12 @@ reports compared) (Bonferroni).  Deterministic mechanisms run once per report.
 ``group_ic`` is True when no joint report TRIED gains: it is a search result, not a
 proof (the gains of a coalition may sit in a region no candidate reached).
 
-Outcomes come from ``mech.run``; the built-in offline (members' payments only) and
-the mechanisms whose seller outcome depends on its own report alone (online,
-posted-price) have batched paths in ``MEMBER_OUTCOMES`` (exact class match, so a
-user subclass falls back to ``run``).
+Outcomes come from ``mech.run``; faster paths in ``MEMBER_OUTCOMES`` (exact class
+match, so a user subclass falls back to ``run``): the built-in offline mechanism and
+``myerson_mechanism`` compute the members' Myerson payments only, the mechanisms whose
+seller outcome depends on its own report alone (online, posted-price) take all joint
+reports in one call, and the private posted price gives exact expectations over its
+price draw (no Monte Carlo).
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ __all__ = [
 
 DEFAULT_MULTIPLIERS = (0.5, 0.8, 0.9, 0.97, 0.99, 1.01, 1.03, 1.1, 1.25, 1.5, 2.0)
 _BOUGHT = 1e-12  # eps above this x the largest eps counts as bought
+_WATCH = 128  # in markets of more than 2 x this many, the probe watches this many a side
 _FLOOR = 1e-9  # reports are kept this fraction of the support width above its bottom
 
 
@@ -101,17 +105,20 @@ class CoalitionResult:
     """Result of :func:`coalition_search` for one market.
 
     ``max_gain``: the largest mean gain over every joint report tried (>= 0: the
-    truth is one); ``best``: the joint report with the largest lower confidence
-    bound (gain - z se; the gain itself when deterministic); ``group_ic``: that
-    bound <= ``tol``; ``witness``: ``best`` when it gains, else None.  Counts:
-    ``n_coalitions``, ``n_joint_reports`` (all coalitions), ``n_runs`` (mechanism
-    evaluations, draws and probes included).  ``price_setters``: probed sellers
-    whose move changed another seller's utility by more than ``tol``."""
+    truth is one; for a Monte Carlo estimate, the max of noisy means, biased up);
+    ``best``: the joint report with the largest lower confidence bound
+    ``best_lower`` = gain - z se (the gain itself when deterministic or exact);
+    ``group_ic``: ``best_lower`` <= ``tol``; ``witness``: ``best`` when it gains,
+    else None.  Counts: ``n_coalitions``, ``n_joint_reports`` (all coalitions),
+    ``n_runs`` (mechanism evaluations, draws and probes included).
+    ``price_setters``: probed sellers whose move changed another seller's utility
+    by more than ``tol``."""
 
     k: int
     tol: float
     max_gain: float
     best: CoalitionWitness | None
+    best_lower: float
     group_ic: bool
     n_coalitions: int
     n_joint_reports: int
@@ -132,6 +139,7 @@ class CoalitionResult:
         return {
             "coalition_size": self.k,
             "coalition_max_gain": self.max_gain,
+            "coalition_gain_lower": self.best_lower,
             "group_verdict": "ic" if self.group_ic else "not_ic",
             "coalition_witness": None if w is None else w.as_dict(),
             "coalitions_tried": self.n_coalitions,
@@ -186,6 +194,21 @@ def _offline(mech, reports, movers, joint, watch, seed):
     return eps, pay
 
 
+def _myerson(mech, reports, movers, joint, watch, seed):
+    """``myerson_mechanism``: the watched sellers' Myerson integrals only (the same
+    computation as its ``outcome``, restricted to them)."""
+    eps = np.empty((joint.shape[0], watch.size))
+    pay = np.empty_like(eps)
+    row = reports.copy()
+    for b in range(joint.shape[0]):
+        row[movers] = joint[b]
+        e = mech._alloc(row[None, :])[0][watch]
+        r = row[watch]
+        tails = mech._tails(row, watch, r[:, None], e[:, None], mech.check_monotone)[0]
+        eps[b], pay[b] = e, r * e + tails[:, 0]  # Eq. 8 (003)
+    return eps, pay
+
+
 def _rows(reports, movers, joint):
     """(B, n) report vectors: ``reports`` with the movers at each row of ``joint``."""
     R = np.repeat(reports[None, :], joint.shape[0], axis=0)
@@ -217,9 +240,11 @@ def _registry() -> dict[type, _Path]:
         PostedPriceMechanism,
         PrivatePostedPriceMechanism,
     )
+    from .mechanisms.myerson import MyersonMechanism
     from .mechanisms.online import OnlineMechanism
 
     return {
+        MyersonMechanism: _Path(_myerson),
         OfflineMechanism: _Path(_offline),
         OnlineMechanism: _Path(_own_report_only),
         PostedPriceMechanism: _Path(_own_report_only),
@@ -348,9 +373,8 @@ def coalition_search(
     ev = _Evaluator(mech, c, seeds, path)
     everyone = np.arange(n)
 
-    # the truth: utilities per draw, and who is bought
-    e_true, u_true = (a[0] for a in ev.outcomes(everyone[:0], np.empty((1, 0)), everyone))
-    eps_true = e_true.mean(axis=1)  # (n,); u_true: (n, D)
+    # who is bought at the truth
+    eps_true = ev.outcomes(everyone[:0], np.empty((1, 0)), everyone)[0][0].mean(axis=1)
     bought = eps_true > _BOUGHT * max(float(eps_true.max()), 1e-300)
 
     # coalitions around the cut-off: windows over the k highest bought + k lowest unbought
@@ -372,17 +396,25 @@ def coalition_search(
     near_b, near_u = b_sorted[::-1][:n_probe], u_sorted[:n_probe]
     rank = np.r_[np.arange(near_b.size), np.arange(near_u.size)]  # places from the cut
     probe = np.r_[near_b, near_u][np.argsort(rank, kind="stable")][: int(n_probe)]
+    # whose utility is watched: everybody, or in a large market the _WATCH sellers
+    # nearest the cut-off on each side (the probe then costs their outcomes only)
+    if n <= 2 * _WATCH:
+        watch = everyone
+    else:
+        watch = np.sort(np.r_[b_sorted[-_WATCH:], u_sorted[:_WATCH]])
     setters = []
     step = probe_step * (hi - lo)
     for j in probe:
-        moves = np.clip(c[j] + np.array([[step], [-step]]), floor, hi)
-        du = ev.utilities(np.array([j]), moves, everyone).mean(axis=2) - u_true.mean(axis=1)
-        du[:, j] = 0.0
+        moves = np.clip(c[j] + np.array([[step], [-step], [0.0]]), floor, hi)
+        moves[2] = c[j]  # the truth, through the same path (differences exact)
+        u = ev.utilities(np.array([j]), moves, watch).mean(axis=2)
+        du = u[:2] - u[2]
+        du[:, watch == j] = 0.0
         if np.abs(du).max() > tol:
             setters.append(int(j))
         for row in du:
             gainers = np.argsort(-row, kind="stable")
-            gainers = gainers[row[gainers] > tol][: k - 1]
+            gainers = watch[gainers[row[gainers] > tol][: k - 1]]
             for s in range(1, gainers.size + 1):
                 add(np.r_[j, gainers[:s]], "price-setter")
 
@@ -396,7 +428,7 @@ def coalition_search(
     for ci, members in enumerate(coalitions):
         mem = np.array(members)
         cm = c[mem]
-        rows, labels = [], []
+        rows, labels = [cm.copy()], ["truth"]  # row 0: the baseline, same path and draws
         for m in mult:
             rows.append(m * cm)
             labels.append(f"common multiplier {m:g}")
@@ -410,8 +442,10 @@ def coalition_search(
         rows += list(rand)
         labels += ["random joint report"] * rand.shape[0]
         joint = np.clip(np.array(rows), floor, hi)
+        joint[0] = cm  # the truth exactly, even at a cost below the floor
         U = ev.utilities(mem, joint, mem)  # (B, s, D)
-        per_member = U - u_true[mem][None, :, :]
+        per_member = (U - U[:1])[1:]  # each joint report against the truth, draw by draw
+        joint, labels = joint[1:], labels[1:]
         total = per_member.sum(axis=1)  # (B, D)
         g = total.mean(axis=1)
         se = total.std(axis=1, ddof=1) / np.sqrt(D) if D > 1 else np.zeros_like(g)
@@ -448,6 +482,7 @@ def coalition_search(
         tol=float(tol),
         max_gain=max(float(G.max()), 0.0),
         best=best,
+        best_lower=float(lower[best_i]),
         group_ic=bool(lower[best_i] <= tol),
         n_coalitions=len(coalitions),
         n_joint_reports=int(G.size),

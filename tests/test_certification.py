@@ -77,6 +77,18 @@ def test_exact_myerson_payments_have_zero_residual_for_any_h_and_order(rng):
     np.testing.assert_array_equal(a.residuals, b.residuals)
 
 
+def test_repeated_reports_must_agree():
+    # the same report twice: eps must be equal (else a violation), and so must u
+    z, e, t = _rows([0.3, 0.3, 0.6], [1.0, 1.0, 0.5], [0.5, 0.46, 0.3])
+    res = myerson_check(z, e, t, (0, 1))
+    assert res.monotone and res.identity_residual_max == pytest.approx(0.02, abs=1e-15)
+    z, e, t = _rows([0.3, 0.6, 0.3], [1.0, 0.5, 0.9], [0.5, 0.3, 0.5])
+    res = myerson_check(z, e, t, (0, 1))
+    assert not res.monotone and res.n_violations == 1
+    v = res.violations[0]
+    assert (v.low, v.high, v.eps_low, v.eps_high) == (0.3, 0.3, 0.9, 1.0)
+
+
 def test_bad_input_is_one_line():
     z = np.array([[0.2, 0.5]])
     with pytest.raises(MarketSimError, match="outside the support"):
@@ -96,6 +108,8 @@ def test_bad_input_is_one_line():
         ("offline", "uniform:1:5", {"k": 2.0}),
         ("online", "uniform:1:5", {}),
         ("online", "uniform:0:1", {"rule": "alg3"}),
+        ("online", "truncnorm:2:1:1:5", {}),  # psi not linear: the payment by quadrature
+        ("offline", "truncexpon:1:1:5", {}),
     ],
 )
 def test_builtin_myerson_mechanisms_are_certified(name, spec, kw):

@@ -7,6 +7,7 @@ from market_sim.coalitions import _generic, _member_outcomes, coalition_search
 from market_sim.distributions import parse_distribution
 from market_sim.errors import MarketSimError
 from market_sim.mechanisms.base import Mechanism, as_mechanism
+from market_sim.mechanisms.myerson import myerson_mechanism
 
 DIST = parse_distribution("uniform:1:5")
 
@@ -161,6 +162,13 @@ def test_fast_paths_match_run():
         slow = _generic(mech, costs, members, joint, members, 0)
         for a, b in zip(fast, slow, strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    mech = myerson_mechanism(lambda r: np.maximum(4.0 - r - 0.1 * np.sort(r)[1], 0.0), DIST)
+    path = _member_outcomes(mech)
+    assert path.fn is not _generic
+    fast = path.fn(mech, costs, members, joint, members, 0)
+    slow = _generic(mech, costs, members, joint, members, 0)
+    for a, b in zip(fast, slow, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
     # the exact expectations of the private posted price: one mover against the
     # mechanism's own exact deviations, two movers against Monte Carlo
     mech = as_mechanism("private-posted-price", dist=DIST)
