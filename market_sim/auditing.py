@@ -215,7 +215,7 @@ class AuditResult:
 
 def _share(p: float) -> str:
     """A probability for the statement: 3.5% or 9.4e-07."""
-    return f"{100 * p:.2g}%" if p >= 1e-3 else f"{p:.2g}"
+    return f"{100 * p:.2g}%" if p >= 1e-5 else f"{p:.2g}"
 
 
 def _short(xs) -> str:
