@@ -138,6 +138,21 @@ def test_private_posted_price_gain_within_its_bound():
     assert not res.summary["monte_carlo"] and (res.table.gain_se == 0).all()  # exact expectations
 
 
+def test_monotone_myerson_rule_is_certified():
+    """myerson_mechanism pays by Eq. 8 itself: a monotone rule is certified; its gains are
+    only the quadrature's, below tol."""
+
+    def smooth(r):  # eps_i = 1 / (1 + r_i + mean of the others): non-increasing in r_i
+        R = np.asarray(r, dtype=float)
+        others = (R.sum(axis=-1, keepdims=True) - R) / max(R.shape[-1] - 1, 1)
+        return 1.0 / (1.0 + R + others)
+
+    mech = myerson_mechanism(smooth, DIST, vectorized=True, name="smooth")
+    s = _audit(mech, n=5, k=1).summary
+    assert s["verdict"] == "ic" and s["certified"] == "monotone allocation + Myerson payments"
+    assert s["monotonicity_violations"] == 0 and s["identity_residual_max"] <= 1e-9
+
+
 def test_non_monotone_myerson_rule_is_flagged():
     def bad(r):  # increasing in the own report above 3
         return np.where(r < 3, 1.0, r - 2.5)
