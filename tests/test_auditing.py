@@ -429,3 +429,17 @@ def test_bootstrap_ci_is_seeded_and_brackets_the_mean():
     assert s["max_gain_ci_low"] <= s["mean_max_gain"] <= s["max_gain_ci_high"]
     assert s["max_gain_ci_low"] < s["max_gain_ci_high"]  # the markets differ
     assert math.isnan(_audit(LinearMyerson(kick=0.05), k=1).summary["max_gain_ci_low"])
+
+
+def test_audit_time_estimate_follows_the_cost_model():
+    from market_sim import estimates as E
+    from market_sim.mechanisms.base import as_mechanism
+
+    online = as_mechanism("online", dist=parse_distribution(DIST))
+    fast = E.audit_seconds(online, 1000, 2, n_candidates=141)
+    assert fast == pytest.approx(2 * (1000 * 142 * E.AUDIT_FAST_PER_EVAL + E.AUDIT_FAST_PER_MARKET))
+    call = E.AUDIT_CALL_FIXED + 20 * E.AUDIT_CALL_PER_SELLER
+    generic = E.audit_seconds(LinearMyerson(), 20, 20, n_candidates=141)
+    assert generic == pytest.approx(400 * 142 * call)
+    mc = E.audit_seconds(Lottery(), 20, 20, n_candidates=141, n_draws=16, n_confirm=256)
+    assert mc == pytest.approx((400 * 142 * 16 + 400 * 256) * call)
