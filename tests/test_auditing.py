@@ -80,13 +80,16 @@ class Lottery(Mechanism):
         return eps, _myerson_pay(r) + self.b * (r - 3.0) * xi + self.shade * r * eps
 
 
-def _uniform_price():
-    from pathlib import Path
+class Vickrey(Mechanism):
+    """Procurement Vickrey auction: buy the cheapest report (eps 1), pay the second
+    lowest report.  Truthful alone; the runner-up raises the winner's price for free."""
 
-    from market_sim.registry import load_object
-
-    path = Path(__file__).resolve().parent.parent / "examples" / "uniform_price.py"
-    return load_object(f"{path}:UniformPrice")
+    def outcome(self, reports, rng=None):
+        r = np.asarray(reports, dtype=float)
+        order = np.argsort(r, kind="stable")
+        eps = np.zeros(r.size)
+        eps[order[0]] = 1.0
+        return eps, eps * r[order[1]]
 
 
 # ---- the built-ins ---------------------------------------------------------------------
@@ -281,16 +284,25 @@ def test_random_price_truthful_draw_by_draw():
 
 
 # ---- coalitions ----------------------------------------------------------------------
-def test_uniform_price_is_ic_but_group_manipulable():
-    """The (K+1)-th price: no seller gains alone, but the price setter and a winner gain
-    together by raising the price."""
-    mech = _uniform_price()(n_buy=3, dist=parse_distribution(DIST))
-    res = audit(mech, DIST, 8, 3, np.random.default_rng(0), coalition_size=2)
+def test_vickrey_is_ic_but_group_manipulable():
+    """Second price: no seller gains alone, but the runner-up and the winner gain together
+    by raising the price (the winner is paid the runner-up's report)."""
+    res = audit(Vickrey(), DIST, 6, 3, np.random.default_rng(0), coalition_size=2)
     s = res.summary
-    assert s["verdict"] == "ic" and s["group_verdict"] == "not_ic"
+    assert s["verdict"] == "ic" and s["ir_verdict"] == "ir" and s["group_verdict"] == "not_ic"
     assert s["coalition_size"] == 2 and s["coalition_max_gain"] > s["tol"]
     w = s["coalition_witness"]
     assert len(w["members"]) == 2 and w["gain"] > s["tol"]
+    # the witness: the two cheapest of its market, the runner-up raising its report, and
+    # the gain is exactly the rise of the price the winner gets
+    costs = res.table[res.table.market == w["market"]].cost.to_numpy()
+    low2 = np.sort(costs)[:2]
+    assert sorted(w["costs"]) == pytest.approx(sorted(low2))
+    winner = int(np.argmin(w["costs"]))
+    runner_up = 1 - winner
+    assert w["reports"][winner] <= w["reports"][runner_up]
+    price_after = min(w["reports"][runner_up], np.sort(costs)[2])  # the next cheapest caps it
+    assert w["gain"] == pytest.approx(price_after - low2[1], rel=1e-9)
     assert not res.passed and "NOT GROUP-IC" in s["statement"]
 
 
