@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_egta.py
 	$(BIN)/python benchmarks/bench_learners.py --json benchmarks/learners.json
 	$(BIN)/python benchmarks/bench_suite.py --json benchmarks/suite.json --plot benchmarks/scaling.png
+	$(BIN)/python benchmarks/bench_audit.py --json benchmarks/audit.json
 
 # The declared minimum versions (constraints/floors.txt) in a fresh venv + smoke tests.
 # Default interpreter: python3.11, the oldest supported; PYTHON=... to change it.

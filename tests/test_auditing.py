@@ -1,51 +1,132 @@
-"""The IC / IR / monotonicity audit and `market-sim audit` (issue 17 item 6)."""
+"""The IC / IR / monotonicity audit and `market-sim audit` (issue 17 item 6, issue 29).
+
+Every mechanism below is written for the tests, with a known answer: IC, not IC
+through a narrow window or a tiny deviation, IC but not IR, randomized IC in
+expectation only, randomized with a real gain, and group-manipulable."""
 
 import json
+import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from market_sim.auditing import COLUMNS, audit
+from market_sim.auditing import COLUMNS, audit, clopper_pearson_upper
 from market_sim.cli import main
 from market_sim.distributions import parse_distribution
+from market_sim.mechanisms.base import Mechanism
 from market_sim.mechanisms.myerson import myerson_mechanism
 
 DIST = "uniform:1:5"
+LO, HI = 1.0, 5.0
+W = HI - LO
 
 
 def _audit(mech, seed=0, n=6, k=4, **kw):
     return audit(mech, DIST, n, k, np.random.default_rng(seed), n_grid=kw.pop("n_grid", 13), **kw)
 
 
+# ---- mechanisms written for the tests ------------------------------------------------
+def _linear_eps(r):
+    """eps(r) = (HI - r) / W: non-increasing, one seller at a time."""
+    return (HI - np.asarray(r, dtype=float)) / W
+
+
+def _myerson_pay(r):
+    """Eq. 8 (003) for _linear_eps: t(r) = r eps(r) + int_r^HI eps = r eps + (HI - r)^2 / (2W)."""
+    r = np.asarray(r, dtype=float)
+    return r * _linear_eps(r) + (HI - r) ** 2 / (2 * W)
+
+
+class LinearMyerson(Mechanism):
+    """IC and IR: each seller alone, eps linear in its report, Myerson payments; ``fee``
+    is charged to everybody (IC still, IR not), ``kick`` adds kick x r x eps(r) (a
+    tiny profitable over-report: the best report is c + kick (HI - 2c) / (1 + 2 kick))."""
+
+    def __init__(self, fee=0.0, kick=0.0):
+        self.fee, self.kick = fee, kick
+
+    def outcome(self, reports, rng=None):
+        r = np.asarray(reports, dtype=float)
+        eps = _linear_eps(r)
+        return eps, _myerson_pay(r) + self.kick * r * eps - self.fee
+
+
+class NarrowWindow(Mechanism):
+    """Buys nothing; pays a bonus of 1 for a report in [3.1, 3.1 + 0.002 W): 0.2% of the
+    support, well inside one cell of the 33-point grid."""
+
+    def outcome(self, reports, rng=None):
+        r = np.asarray(reports, dtype=float)
+        inside = (r >= 3.1) & (r < 3.1 + 0.002 * W)
+        return np.zeros(r.size), inside.astype(float)
+
+
+class Lottery(Mechanism):
+    """IC in expectation, not ex post: the Myerson mechanism plus a bonus
+    b (r - 3) xi, xi ~ N(0, 1) drawn per round (mean zero, its size depends on the
+    report).  ``shade`` pays shade x r x eps on top: a real gain from over-reporting."""
+
+    randomized = True
+    n_draws = 16
+
+    def __init__(self, b=0.5, shade=0.0):
+        self.b, self.shade = b, shade
+
+    def outcome(self, reports, rng=None):
+        r = np.asarray(reports, dtype=float)
+        eps = _linear_eps(r)
+        xi = rng.standard_normal()
+        return eps, _myerson_pay(r) + self.b * (r - 3.0) * xi + self.shade * r * eps
+
+
+class Vickrey(Mechanism):
+    """Procurement Vickrey auction: buy the cheapest report (eps 1), pay the second
+    lowest report.  Truthful alone; the runner-up raises the winner's price for free."""
+
+    def outcome(self, reports, rng=None):
+        r = np.asarray(reports, dtype=float)
+        order = np.argsort(r, kind="stable")
+        eps = np.zeros(r.size)
+        eps[order[0]] = 1.0
+        return eps, eps * r[order[1]]
+
+
+# ---- the built-ins ---------------------------------------------------------------------
 def test_pay_as_bid_is_caught():
-    res = _audit("pay-as-bid", k=10)
+    res = _audit("pay-as-bid", k=5)
     s = res.summary
-    assert s["verdict"] == "not_ic"
+    assert s["verdict"] == "not_ic" and s["ir_verdict"] == "ir"
     assert s["max_gain"] > 1e3 * s["tol"]
-    assert s["max_gain_ci_low"] > 0  # the confidence bound excludes 0
+    assert s["max_gain_ci_low"] > 0  # the bootstrap interval excludes 0
     assert 0 < s["share_profitable"] <= 1
     assert s["ir_violations"] == 0 and s["monotonicity_violations"] == 0
+    assert s["certified"] is None
     # a profitable deviation is an over-report (shading up), by the gain found
-    gainers = res.table[res.table.max_gain > s["tol"]]
+    gainers = res.table[res.table.profitable]
     assert (gainers.best_report > gainers.cost).all()
+    assert s["witness"]["gain"] == pytest.approx(s["max_gain"])
 
 
 @pytest.mark.parametrize("name", ["offline", "online"])
-def test_truthful_mechanisms_pass(name):
+def test_truthful_mechanisms_pass_and_are_certified(name):
     res = _audit(name, k=3)
     s = res.summary
-    assert s["verdict"] == "ic", s
+    assert s["verdict"] == "ic" and s["ir_verdict"] == "ir", s
     assert s["max_gain"] <= s["tol"] == pytest.approx(1e-6 * s["mean_payment"])
     assert s["mean_payment"] > 0 and s["ir_violations"] == 0
     assert s["min_truthful_utility"] >= -1e-12
     assert list(res.table.columns) == COLUMNS and len(res.table) == 3 * 6
+    assert s["certified"] == "monotone allocation + Myerson payments"
+    assert s["identity_residual_max"] <= 1e-9 * s["mean_payment"] * 6
+    assert (res.table.gain_se == 0).all()  # exact: no Monte Carlo
 
 
 def test_posted_price_is_truthful():
     """A fixed posted price is dominant-strategy truthful: the audit finds no gain at all."""
     res = _audit("posted-price")
     assert res.summary["max_gain"] == 0 and res.verdict == "ic"
+    assert res.summary["certified"] is None  # its payments are not computed by Eq. 8
 
 
 def test_private_posted_price_gain_within_its_bound():
@@ -57,6 +138,22 @@ def test_private_posted_price_gain_within_its_bound():
     bound = np.array([mech.pricing.ic_bound(c) for c in res.table.cost])
     assert np.all(res.table.max_gain <= bound + 1e-12)
     assert res.summary["max_gain"] > 0  # only approximately truthful
+    assert not res.summary["monte_carlo"] and (res.table.gain_se == 0).all()  # exact expectations
+
+
+def test_monotone_myerson_rule_is_certified():
+    """myerson_mechanism pays by Eq. 8 itself: a monotone rule is certified; its gains are
+    only the quadrature's, below tol."""
+
+    def smooth(r):  # eps_i = 1 / (1 + r_i + mean of the others): non-increasing in r_i
+        R = np.asarray(r, dtype=float)
+        others = (R.sum(axis=-1, keepdims=True) - R) / max(R.shape[-1] - 1, 1)
+        return 1.0 / (1.0 + R + others)
+
+    mech = myerson_mechanism(smooth, DIST, vectorized=True, name="smooth")
+    s = _audit(mech, n=5, k=1).summary
+    assert s["verdict"] == "ic" and s["certified"] == "monotone allocation + Myerson payments"
+    assert s["monotonicity_violations"] == 0 and s["identity_residual_max"] <= 1e-9
 
 
 def test_non_monotone_myerson_rule_is_flagged():
@@ -67,30 +164,199 @@ def test_non_monotone_myerson_rule_is_flagged():
     s = res.summary
     assert s["myerson_monotonicity_violations"] > 0 and s["monotonicity_violations"] > 0
     assert not res.table.monotone.all()
+    assert s["certified"] is None and s["verdict"] == "not_ic"
 
 
-def test_cli_writes_outputs(tmp_path, capsys):
-    out = tmp_path / "a"
-    code = main(
-        [
-            "audit",
-            "--mechanism",
-            "pay-as-bid",
-            "--dist",
-            DIST,
-            "--sellers",
-            "5",
-            "--markets",
-            "3",
-            "--seed",
-            "3",
-            "--grid",
-            "9",
-            "--out",
-            str(out),
-        ]
+# ---- the search --------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_narrow_window_is_found_with_the_defaults(seed):
+    """A bonus window of 0.2% of the support, narrower than the grid's step (3%): found by
+    the random reports on 20 markets x 10 sellers, the best reports inside it."""
+    res = audit(NarrowWindow(), DIST, 10, 20, np.random.default_rng(seed))  # the defaults
+    s = res.summary
+    assert s["verdict"] == "not_ic"
+    assert s["max_gain"] == 1.0 and s["n_candidates"] >= 32 + 33
+    w = s["witness"]
+    assert 3.1 <= w["report"] < 3.1 + 0.002 * W
+    # each random report lands in the window with probability 0.002 (0.2% of the support)
+    assert 0 < s["n_profitable_random"] / s["n_random_reports"] < s["profitable_share_upper"]
+    assert s["profitable_share_upper"] == pytest.approx(
+        clopper_pearson_upper(s["n_profitable_random"], s["n_random_reports"])
     )
-    assert code == 0
+    assert s["n_random_reports"] == 20 * 10 * 32
+
+
+def test_tiny_deviation_is_found_and_measured():
+    """kick = 3e-3: the best report is c + kick (HI - 2c) / (1 + 2 kick), about 0.25% of the
+    support from the truth, and gains kick^2 (HI - 2c)^2 / (2 (1 + 2 kick) W) (about 10 x
+    tol): no grid point gets there, the probes and the local search do."""
+    kick = 3e-3
+    res = _audit(LinearMyerson(kick=kick), n=6, k=2, n_grid=33)
+    s, t = res.summary, res.table
+    assert s["verdict"] == "not_ic" and s["ir_verdict"] == "ir"
+    c = t.cost.to_numpy()
+    best = c + kick * (HI - 2 * c) / (1 + 2 * kick)
+    gain = kick**2 * (HI - 2 * c) ** 2 / (2 * (1 + 2 * kick) * W)
+    np.testing.assert_allclose(t.max_gain, gain, rtol=1e-3, atol=1e-12)
+    far = gain > 10 * s["tol"]
+    np.testing.assert_allclose(t.best_report[far], best[far], atol=1e-4)
+    assert np.all(np.abs(best - c) < 0.01 * W)
+
+
+def test_ic_mechanism_statement_and_bound():
+    """No gain anywhere: the Clopper-Pearson bound from 0 of N is 1 - 0.05^(1/N)."""
+    res = _audit(LinearMyerson(), n=5, k=3)
+    s = res.summary
+    assert s["verdict"] == "ic" and s["ir_verdict"] == "ir"
+    assert s["max_gain"] <= s["tol"]
+    N = s["n_random_reports"]
+    assert N == 5 * 3 * 32 and s["n_profitable_random"] == 0
+    assert s["profitable_share_upper"] == pytest.approx(1 - 0.05 ** (1 / N), rel=1e-9)
+    assert s["ir_share_upper"] == pytest.approx(1 - 0.05 ** (1 / 15), rel=1e-9)
+    assert f"among {s['n_candidates']} tried per seller" in s["statement"]
+    pct = f"{100 * s['profitable_share_upper']:.2g}%"
+    assert f"at 95% confidence fewer than {pct} of random reports gain more than" in s["statement"]
+    assert s["certified"] is None  # a user's class: judged by the search alone
+
+
+def test_ic_but_not_ir():
+    """A fee of 0.3 on top of Myerson payments: truthful, but the truthful utility
+    (HI - c)^2 / (2W) - 0.3 is negative for c > HI - sqrt(0.6 W)."""
+    res = _audit(LinearMyerson(fee=0.3), n=8, k=3)
+    s, t = res.summary, res.table
+    assert s["verdict"] == "ic" and s["ir_verdict"] == "not_ir"
+    expect = (HI - t.cost) ** 2 / (2 * W) - 0.3
+    np.testing.assert_allclose(t.truthful_utility, expect, atol=1e-12)
+    assert s["ir_violations"] == int((expect < -s["tol"]).sum()) > 0
+    assert not res.passed
+
+
+def test_clopper_pearson_closed_forms():
+    assert clopper_pearson_upper(0, 100) == pytest.approx(1 - 0.05 ** (1 / 100))
+    assert clopper_pearson_upper(10, 10) == 1.0
+    # k = n - 1: the bound solves 1 - p^n = 0.05... i.e. P(X >= n-1... ) by the beta quantile
+    from scipy import stats
+
+    assert clopper_pearson_upper(3, 50) == pytest.approx(stats.beta.ppf(0.95, 4, 47))
+
+
+# ---- randomized mechanisms -----------------------------------------------------------
+def test_lottery_ic_in_expectation_is_ic():
+    """The old audit called this not_ic with nearly every seller profitable (the best of
+    many noisy averages).  Now: screened on common draws, confirmed on fresh ones with a
+    Bonferroni margin."""
+    res = audit(Lottery(), DIST, 8, 2, np.random.default_rng(0))
+    s, t = res.summary, res.table
+    assert s["monte_carlo"] and s["verdict"] == "ic" and s["ir_verdict"] == "ir", s["witness"]
+    assert (t.gain_se > 0).any()  # the noise is measured, not hidden
+    assert s["margin_z"] == pytest.approx(2.7344, abs=1e-3)  # one-sided 5% / 16 tests
+
+
+def test_randomized_with_a_real_gain_is_not_ic():
+    """shade = 0.2: 0.2 r eps(r) on top, an expected gain of
+    g(z) = -(z - c)^2 / (2W) + 0.2 (z eps(z) - c eps(c)) at report z."""
+    res = audit(Lottery(shade=0.2), DIST, 8, 2, np.random.default_rng(0))
+    s = res.summary
+    assert s["verdict"] == "not_ic"
+    w = s["witness"]
+    assert w["gain"] - s["margin_z"] * w["se"] > s["tol"] and w["se"] > 0
+    z, c = w["report"], w["cost"]
+    expect = -((z - c) ** 2) / (2 * W) + 0.2 * (z * _linear_eps(z) - c * _linear_eps(c))
+    assert abs(w["gain"] - expect) < 4 * w["se"]
+
+
+def test_random_price_truthful_draw_by_draw():
+    """A price drawn independently of the reports is truthful draw by draw: with common
+    random numbers no gain appears at all."""
+
+    class RandomPrice(Mechanism):
+        randomized = True
+        n_draws = 16
+
+        def outcome(self, reports, rng=None):
+            p = rng.uniform(1, 5)
+            eps = (np.asarray(reports) <= p).astype(float)
+            return eps, p * eps
+
+    res = audit(RandomPrice(), DIST, 4, 2, np.random.default_rng(0), n_grid=9)
+    assert res.summary["randomized"] and res.summary["mean_payment"] > 0
+    assert res.verdict == "ic"
+
+
+# ---- coalitions ----------------------------------------------------------------------
+def test_vickrey_is_ic_but_group_manipulable():
+    """Second price: no seller gains alone, but the runner-up and the winner gain together
+    by raising the price (the winner is paid the runner-up's report)."""
+    res = audit(Vickrey(), DIST, 6, 3, np.random.default_rng(0), coalition_size=2)
+    s = res.summary
+    assert s["verdict"] == "ic" and s["ir_verdict"] == "ir" and s["group_verdict"] == "not_ic"
+    assert s["coalition_size"] == 2 and s["coalition_max_gain"] > s["tol"]
+    w = s["coalition_witness"]
+    assert len(w["members"]) == 2 and w["gain"] > s["tol"]
+    # the witness: the two cheapest of its market, the runner-up raising its report, and
+    # the gain is exactly the rise of the price the winner gets
+    costs = res.table[res.table.market == w["market"]].cost.to_numpy()
+    low2 = np.sort(costs)[:2]
+    assert sorted(w["costs"]) == pytest.approx(sorted(low2))
+    winner = int(np.argmin(w["costs"]))
+    runner_up = 1 - winner
+    assert w["reports"][winner] <= w["reports"][runner_up]
+    price_after = min(w["reports"][runner_up], np.sort(costs)[2])  # the next cheapest caps it
+    assert w["gain"] == pytest.approx(price_after - low2[1], rel=1e-9)
+    assert not res.passed and "NOT GROUP-IC" in s["statement"]
+
+
+def test_report_independent_price_is_group_ic():
+    res = _audit("posted-price", k=2, coalition_size=3)
+    s = res.summary
+    assert s["group_verdict"] == "ic" and s["coalition_max_gain"] <= s["tol"]
+    assert res.passed
+
+
+@pytest.mark.parametrize("k", [1, 7])
+def test_bad_coalition_size(k):
+    from market_sim.errors import MarketSimError
+
+    with pytest.raises(MarketSimError, match="coalition size"):
+        _audit("posted-price", n=6, k=1, coalition_size=k)
+
+
+def test_zero_random_budget_is_refused():
+    from market_sim.errors import MarketSimError
+
+    with pytest.raises(MarketSimError, match="n_random"):
+        _audit("posted-price", n_random=0)
+
+
+# ---- the shared offline curves ----------------------------------------------------------
+def test_shared_offline_curves_match_own_curves(monkeypatch):
+    """Sellers far above the cut-off share one curve; their utilities are those of their
+    own curves, bit for bit."""
+    from market_sim.mechanisms import payments
+
+    dist = parse_distribution("uniform:0:1")
+    c = dist.sample(150, np.random.default_rng(3))
+    kw = dict(mu=1.0, sigma=1.0, gamma=1.0)
+    Z = np.column_stack(
+        [np.full(c.size, 1e-4), np.full(c.size, 2e-3), c, np.linspace(0.001, 1, c.size)]
+    )
+    shared = payments.OfflineCurves(c, dist, **kw)
+    u = shared.utilities(Z, c)
+    assert len({id(v) for v in shared._curve.values()}) < len(shared._curve)  # shared
+    monkeypatch.setattr(payments._UncappedOracle, "independent_above", np.inf, raising=False)
+    own = payments.OfflineCurves(c, dist, **kw)
+    own._oracle.independent_above = np.inf
+    np.testing.assert_allclose(own.utilities(Z, c), u, rtol=1e-13, atol=1e-15)
+    assert len({id(v) for v in own._curve.values()}) == len(own._curve)
+
+
+# ---- the command line --------------------------------------------------------------------
+def test_cli_writes_outputs_and_exits_3_when_not_ic(tmp_path, capsys):
+    out = tmp_path / "a"
+    args = ["audit", "--mechanism", "pay-as-bid", "--dist", DIST, "--sellers", "5"]
+    args += ["--markets", "3", "--seed", "3", "--grid", "9", "--random", "8", "--quiet"]
+    args += ["--out", str(out)]
+    assert main(args) == 3
     s = json.loads((out / "summary.json").read_text())
     for key in (
         "max_gain",
@@ -99,10 +365,19 @@ def test_cli_writes_outputs(tmp_path, capsys):
         "ir_violations",
         "monotonicity_violations",
         "verdict",
+        "ir_verdict",
         "tol",
         "mechanism",
         "dist",
         "seed",
+        "n_candidates",
+        "profitable_share_upper",
+        "ir_share_upper",
+        "identity_residual_max",
+        "certified",
+        "coalition_size",
+        "coalition_max_gain",
+        "group_verdict",
     ):
         assert key in s
     assert s["verdict"] == "not_ic" and s["seed"] == 3 and s["mechanism"] == "pay-as-bid"
@@ -110,28 +385,23 @@ def test_cli_writes_outputs(tmp_path, capsys):
     assert list(df.columns) == COLUMNS and len(df) == 15
     assert df.max_gain.max() == pytest.approx(s["max_gain"])
     assert (out / "audit.png").stat().st_size > 1000
-    assert "verdict" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "verdict" in printed and "NOT IC" in printed
+
+
+def test_cli_exit_0_when_ic_and_ir(tmp_path, capsys):
+    args = ["audit", "--mechanism", "online", "--dist", DIST, "--sellers", "4"]
+    args += ["--markets", "2", "--grid", "5", "--random", "4", "--out", str(tmp_path / "o")]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "estimated to take" in err
 
 
 def test_cli_same_seed_same_numbers(tmp_path):
-    args = [
-        "audit",
-        "--mechanism",
-        "pay-as-bid",
-        "--dist",
-        DIST,
-        "--sellers",
-        "4",
-        "--markets",
-        "2",
-        "--grid",
-        "5",
-        "--no-refine",
-        "--seed",
-        "7",
-        "--out",
-    ]
-    assert main(args + [str(tmp_path / "x")]) == 0 and main(args + [str(tmp_path / "y")]) == 0
+    args = ["audit", "--mechanism", "pay-as-bid", "--dist", DIST, "--sellers", "3"]
+    args += ["--markets", "2", "--grid", "5", "--random", "4", "--no-refine", "--seed", "7"]
+    args += ["--quiet", "--out"]
+    assert main(args + [str(tmp_path / "x")]) == 3 and main(args + [str(tmp_path / "y")]) == 3
     assert (tmp_path / "x" / "audit.csv").read_text() == (tmp_path / "y" / "audit.csv").read_text()
 
 
@@ -142,6 +412,9 @@ def test_cli_same_seed_same_numbers(tmp_path):
         (["--mechanism", "offline", "--dist", "weird:1"], "weird"),
         (["--mechanism", "offline", "--sellers", "0"], "sellers must be >= 1"),
         (["--mechanism", "math:pi"], "not a Mechanism"),
+        (["--mechanism", "offline", "--coalition", "1"], "--coalition must be between 2"),
+        (["--mechanism", "offline", "--coalition", "4"], "--coalition must be between 2"),
+        (["--mechanism", "offline", "--random", "0"], "random must be >= 1"),
     ],
 )
 def test_cli_bad_input_one_line_exit_2(tmp_path, capsys, extra, words):
@@ -160,20 +433,25 @@ def test_cli_bad_input_one_line_exit_2(tmp_path, capsys, extra, words):
     assert not (tmp_path / "o").exists()
 
 
-def test_randomized_mechanism_audited_with_common_random_numbers():
-    """A price drawn independently of the reports is truthful draw by draw; with common
-    random numbers (same draws at every candidate, grid and search) no gain appears."""
-    from market_sim.mechanisms.base import Mechanism
+def test_bootstrap_ci_is_seeded_and_brackets_the_mean():
+    a = _audit(LinearMyerson(kick=0.05), seed=5, k=6)
+    b = _audit(LinearMyerson(kick=0.05), seed=5, k=6)
+    s = a.summary
+    assert s["max_gain_ci_low"] == b.summary["max_gain_ci_low"]
+    assert s["max_gain_ci_low"] <= s["mean_max_gain"] <= s["max_gain_ci_high"]
+    assert s["max_gain_ci_low"] < s["max_gain_ci_high"]  # the markets differ
+    assert math.isnan(_audit(LinearMyerson(kick=0.05), k=1).summary["max_gain_ci_low"])
 
-    class RandomPrice(Mechanism):
-        randomized = True
-        n_draws = 16
 
-        def outcome(self, reports, rng=None):
-            p = rng.uniform(1, 5)
-            eps = (np.asarray(reports) <= p).astype(float)
-            return eps, p * eps
+def test_audit_time_estimate_follows_the_cost_model():
+    from market_sim import estimates as E
+    from market_sim.mechanisms.base import as_mechanism
 
-    res = audit(RandomPrice(), DIST, 4, 2, np.random.default_rng(0), n_grid=9)
-    assert res.summary["randomized"] and res.summary["mean_payment"] > 0
-    assert res.summary["max_gain"] == 0 and res.verdict == "ic"
+    online = as_mechanism("online", dist=parse_distribution(DIST))
+    fast = E.audit_seconds(online, 1000, 2, n_candidates=141)
+    assert fast == pytest.approx(2 * (1000 * 142 * E.AUDIT_FAST_PER_EVAL + E.AUDIT_FAST_PER_MARKET))
+    call = E.AUDIT_CALL_FIXED + 20 * E.AUDIT_CALL_PER_SELLER
+    generic = E.audit_seconds(LinearMyerson(), 20, 20, n_candidates=141)
+    assert generic == pytest.approx(400 * 142 * call)
+    mc = E.audit_seconds(Lottery(), 20, 20, n_candidates=141, n_draws=16, n_confirm=256)
+    assert mc == pytest.approx((400 * 142 * 16 + 400 * 256) * call)

@@ -31,6 +31,12 @@ Class attributes a mechanism may set:
 ``needs_data``
     the allocation depends on the sellers' data: the platform calls
     ``with_data(X, y)`` before each round.
+``myerson_payments``
+    the payments are computed from the allocation by Myerson's identity (Eq. 8,
+    003), t_i = r_i eps_i + int_{r_i}^{c_high} eps_i(z, r_-i) dz.  Set on the
+    library's offline, online and ``myerson_mechanism``; the audit certifies
+    (``market_sim.certification``) only library classes that set it, never a
+    user's class (a claim the audit cannot verify between the reports it tries).
 
 Construction from a name: ``Mechanism.from_context(dist=..., n_sellers=...,
 mu=..., sigma=..., gamma=..., privacy=..., **params)`` passes each market
@@ -124,6 +130,7 @@ class Mechanism:
     randomized: ClassVar[bool] = False
     own_report_inclusion: ClassVar[bool] = False
     needs_data: ClassVar[bool] = False
+    myerson_payments: ClassVar[bool] = False
     n_draws: ClassVar[int] = 64
 
     # ---- construction ------------------------------------------------------------

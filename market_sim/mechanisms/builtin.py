@@ -59,12 +59,26 @@ class _OfflineAllocation(Mechanism):
 
     def curves(self, reports):
         """Every seller's eps and Myerson payment as functions of its own report, the
-        others at ``reports`` (built lazily per seller; see ``OfflineCurves``)."""
+        others at ``reports`` (built lazily per seller; see ``OfflineCurves``).  The
+        last market's curves are kept: repeated deviation queries against the same
+        reports (best responses, the audit's search) build each curve once."""
         from .payments import OfflineCurves
 
-        return OfflineCurves(
+        r = np.asarray(reports, dtype=float)
+        key = (r.shape, r.tobytes())
+        last = self.__dict__.get("_last_curves")
+        if last is not None and last[0] == key:
+            return last[1]
+        curves = OfflineCurves(
             reports, self.dist, mu=self.mu, sigma=self.sigma, gamma=self.gamma, k=self.k
         )
+        object.__setattr__(self, "_last_curves", (key, curves))
+        return curves
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_last_curves", None)  # a cache: rebuilt on demand
+        return state
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,7 @@ class OfflineMechanism(_OfflineAllocation):
     """Offline data-independent mechanism (Alg. 2 / Eq. 11, 003) with Myerson payments."""
 
     name: ClassVar[str] = "offline"
+    myerson_payments: ClassVar[bool] = True
 
     def outcome(self, reports, rng=None) -> Outcome:
         from .payments import offline_payments
@@ -83,10 +98,8 @@ class OfflineMechanism(_OfflineAllocation):
         """All listed sellers' eps and payments at their candidates from their curves:
         no re-solve per candidate."""
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
-        curves = self.curves(reports)
-        return Outcome(
-            curves.eps_at(cand, sellers=sellers), curves.payments_at(cand, sellers=sellers)
-        )
+        eps, pay = self.curves(reports).outcome_at(cand, sellers=sellers)
+        return Outcome(eps, pay)
 
 
 @dataclass(frozen=True)

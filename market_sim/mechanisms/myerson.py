@@ -168,6 +168,8 @@ class _Seller:
 class MyersonMechanism(Mechanism):
     """A black-box allocation with Myerson payments (Eq. 8, 003; see module doc)."""
 
+    myerson_payments = True
+
     def __init__(
         self,
         allocation,

@@ -65,6 +65,7 @@ class OnlineMechanism(Mechanism):
 
     name = "online"
     own_report_inclusion = True
+    myerson_payments = True  # Alg. 3 pays by Eq. 8 (003): see ``payments``
 
     @classmethod
     def from_context(cls, **context: Any) -> OnlineMechanism:

@@ -132,6 +132,13 @@ class _UncappedOracle:
         K = self.K
         self.vn, self.vnext = G.value(K).astype(float), G.value(K + 1).astype(float)
         self.NwK, self.S1K, self.S2K = G.Nw[K], G.S1[K], G.S2[K]
+        # a seller whose true value lies above every kept bounded segment (x_i > v_n) is
+        # in none of their sums, so its eps_i(p) does not depend on x_i (``OfflineCurves``
+        # shares one curve among such sellers).  The unbounded top segment (everybody
+        # bought, lam > max x) is left out: its root would buy those sellers too, and it is
+        # kept only because the bound delta is infinite there.
+        finite = np.isfinite(self.vnext)
+        self.independent_above = float(self.vn[finite].max()) if finite.any() else np.inf
 
     def _run(self, xi, p, target, margin_mode):
         """The compiled oracle (``_offline_kernel.uncapped_rows``)."""
@@ -990,6 +997,11 @@ class OfflineCurves:
         self._lo = np.full(self.reports.size, np.inf)  # each curve covers [_lo, c_high]
         # seller -> (starts, ends, kinds, tails: int from each start to c_high)
         self._curve: dict[int, tuple[np.ndarray, ...]] = {}
+        # each seller's curve as an index into _store (-1: none), for grouping rows fast
+        self._cid = np.full(self.reports.size, -1, dtype=np.int64)
+        self._store: list[tuple[np.ndarray, ...]] = []
+        # the curve shared by sellers above the oracle's ``independent_above``: (lo, curve)
+        self._shared: tuple[float, tuple[np.ndarray, ...] | None, int] | None = None
 
     # ---- building --------------------------------------------------------------
     def _alloc(self, sellers, z):
@@ -998,11 +1010,37 @@ class OfflineCurves:
         )
 
     def _build(self, sellers, zlo):
-        """(Re)build the curves of ``sellers`` from zlo (one per seller) up."""
+        """(Re)build the curves of ``sellers`` from zlo (one per seller) up.  Sellers
+        whose eps_i(z) does not depend on their own true value (the oracle's
+        ``independent_above``: unbought sellers far above the cut-off) share one curve,
+        built once from the lowest zlo among them."""
+        above = getattr(self._oracle, "independent_above", np.inf)
+        shared = self.gamma * self.psi[sellers] > above
+        if shared.sum() > 1:
+            rows, lo = sellers[shared], float(zlo[shared].min())
+            have = self._shared
+            if have is None or lo < have[0]:
+                self._build_own(rows[:1], np.array([lo]))
+                have = self._shared = (lo, self._curve.get(int(rows[0])), int(self._cid[rows[0]]))
+            self._lo[rows] = have[0]
+            if have[1] is None:
+                for i in rows:
+                    self._curve.pop(int(i), None)
+                self._cid[rows] = -1
+            else:
+                self._curve.update(dict.fromkeys(rows.tolist(), have[1]))
+                self._cid[rows] = have[2]
+            sellers, zlo = sellers[~shared], zlo[~shared]
+        if sellers.size:
+            self._build_own(sellers, zlo)
+
+    def _build_own(self, sellers, zlo):
+        """(Re)build the curves of ``sellers`` from zlo (one per seller) up, each its own."""
         eps0 = self._alloc(sellers, zlo)[0]
         self._lo[sellers] = zlo
         for i in sellers:
             self._curve.pop(int(i), None)
+        self._cid[sellers] = -1
         on = eps0 > 0  # not bought at zlo: not bought above it either (eps_i is monotone)
         if not on.any():
             return
@@ -1025,7 +1063,10 @@ class OfflineCurves:
             *(np.split(x, cut) for x in (pos, start, end, part, kind)), strict=True
         ):
             tails = np.cumsum(q[::-1])[::-1]  # int from each piece's start to c_high
-            self._curve[int(rows[r[0]])] = (s, e, kd, tails)
+            i = int(rows[r[0]])
+            self._curve[i] = (s, e, kd, tails)
+            self._cid[i] = len(self._store)
+            self._store.append(self._curve[i])
 
     def _prepare(self, Z, sellers):
         if sellers is None:
@@ -1054,19 +1095,51 @@ class OfflineCurves:
         Z, sellers = self._prepare(Z, sellers)
         return self._eps(Z, sellers)
 
+    def _groups(self, sellers):
+        """[(curve, rows)]: the rows of ``sellers`` with a curve, grouped by curve (the
+        shared one holds most sellers of a large market)."""
+        cid = self._cid[sellers]
+        rows = np.flatnonzero(cid >= 0)
+        if not rows.size:
+            return []
+        order = np.argsort(cid[rows], kind="stable")
+        rows = rows[order]
+        ids, first = np.unique(cid[rows], return_index=True)
+        return [
+            (self._store[int(c)], part)
+            for c, part in zip(ids, np.split(rows, first[1:]), strict=True)
+        ]
+
     def _eps(self, Z, sellers):
+        """eps_i(z) by the oracle; 0 past the curve's end (eps_i is non-increasing), and
+        once per distinct z among the sellers sharing a curve."""
         out = np.zeros(Z.shape)
-        rows = np.flatnonzero([int(i) in self._curve for i in sellers])
-        if rows.size and Z.shape[1]:
+        if not Z.shape[1]:
+            return out
+        for cur, rows in self._groups(sellers):
             sub = Z[rows]
-            who = np.repeat(sellers[rows], Z.shape[1])
-            out[rows] = self._alloc(who, sub.ravel())[0].reshape(sub.shape)
+            end = cur[1][-1]  # bought up to here (a piece may run to the top itself)
+            rr, cc = np.nonzero((sub < end) | (end >= self.dist.support[1]))
+            if not rr.size:
+                continue
+            if rows.size > 1:  # a shared curve: eps depends on z only
+                zu, inv = np.unique(sub[rr, cc], return_inverse=True)
+                vals = self._alloc(np.full(zu.size, sellers[rows[0]]), zu)[0][inv]
+            else:
+                vals = self._alloc(np.full(rr.size, sellers[rows[0]]), sub[rr, cc])[0]
+            out[rows[rr], cc] = vals
         return out
 
     def payments_at(self, Z, sellers=None) -> np.ndarray:
         """Myerson payment t_i(Z[r, j]) = z eps_i(z) + int_z^{c_high} eps_i (Eq. 8, 003)."""
         Z, sellers = self._prepare(Z, sellers)
         return Z * self._eps(Z, sellers) + self._tail(Z, sellers)
+
+    def outcome_at(self, Z, sellers=None) -> tuple[np.ndarray, np.ndarray]:
+        """(eps_at(Z), payments_at(Z)), eps evaluated once."""
+        Z, sellers = self._prepare(Z, sellers)
+        eps = self._eps(Z, sellers)
+        return eps, Z * eps + self._tail(Z, sellers)
 
     def utilities(self, Z, true_costs, sellers=None) -> np.ndarray:
         """payments_at(Z) - true_costs[:, None] * eps_at(Z) (true_costs per row of Z)."""
@@ -1079,29 +1152,35 @@ class OfflineCurves:
 
     def _tail(self, Z, sellers):
         """int_z^{c_high} eps_i for each entry: the rest of z's piece by Gauss-Legendre
-        (the midpoint rule in a sliver), the later pieces from the curve."""
+        (the midpoint rule in a sliver), the later pieces from the curve.  Rows that
+        share a curve are looked up together, once per distinct z."""
         out = np.zeros(Z.shape)
-        who, z, e, kind, after = [], [], [], [], []
-        for r, i in enumerate(sellers):
-            cur = self._curve.get(int(i))
-            if cur is None:
-                continue
-            s, en, kd, tails = cur
-            zr = Z[r]
+        ncol = Z.shape[1]
+        who, z, e, kind, after, back = [], [], [], [], [], []
+        done = 0
+        for (s, en, kd, tails), rows in self._groups(sellers):
+            zr = Z[rows]
             j = np.searchsorted(s, zr, side="right") - 1  # piece holding z (j >= 0: covered)
             inside = zr < en[j]
             nxt = np.append(tails, 0.0)[j + 1]
-            idx = np.flatnonzero(inside)
-            out[r, ~inside] = 0.0  # past the curve's end: eps_i = 0 from there on
-            out[r, idx] = nxt[idx]
-            who.append(np.full(idx.size, i))
-            z.append(zr[idx])
-            e.append(en[j[idx]])
-            kind.append(kd[j[idx]])
-            after.append(r * Z.shape[1] + idx)
+            # past the curve's end eps_i = 0 from there on: the tail stays 0
+            out[rows] = np.where(inside, nxt, 0.0)
+            rr, cc = np.nonzero(inside)
+            zs = zr[rr, cc]
+            inv = np.arange(zs.size)
+            if rows.size > 1:  # a shared curve: the rest of the piece depends on z only
+                zs, inv = np.unique(zs, return_inverse=True)
+            jz = np.searchsorted(s, zs, side="right") - 1
+            who.append(np.full(zs.size, sellers[rows[0]]))
+            z.append(zs)
+            e.append(en[jz])
+            kind.append(kd[jz])
+            after.append(rows[rr] * ncol + cc)
+            back.append(done + inv)
+            done += zs.size
         if not who:
             return out
-        who, z, e, kind, after = (np.concatenate(x) for x in (who, z, e, kind, after))
+        who, z, e, kind, after, back = (np.concatenate(x) for x in (who, z, e, kind, after, back))
         part = np.zeros(z.size)
         shape, jac = gauss_legendre_cos(self.n_quad)
         gl = np.flatnonzero(kind == 0)
@@ -1113,5 +1192,5 @@ class OfflineCurves:
         mid = np.flatnonzero(kind == 1)
         if mid.size:
             part[mid] = (e[mid] - z[mid]) * self._alloc(who[mid], 0.5 * (z[mid] + e[mid]))[0]
-        out.ravel()[after] += part
+        out.ravel()[after] += part[back]
         return out

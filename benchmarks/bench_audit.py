@@ -1,0 +1,120 @@
+"""Audit benchmark: the audit of one market against one best-response round of it.
+
+    python benchmarks/bench_audit.py [--m 10000] [--json benchmarks/audit.json]
+
+Both times are measured back to back in this run (the best of ``--reps`` each), so
+the ratio survives a noisy machine.  Target (issue 29): auditing one market of
+m = 10^4 sellers under the offline mechanism (default search: 33-point grid, 12
+probes, 32 random reports and the local search, plus the Myerson check) costs at
+most 15x one best-response round of a ``MarketModel`` over the same market.  Also
+reported: the same ratio for the online mechanism, and the audit of a randomized
+Monte Carlo mechanism (a lottery) at the default sizes (20 markets x 20 sellers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_offline import write_json  # noqa: E402
+
+from market_sim.agents import MarketModel  # noqa: E402
+from market_sim.auditing import audit  # noqa: E402
+from market_sim.mechanisms.base import Mechanism  # noqa: E402
+
+DIST = "uniform:0:1"
+
+
+class Lottery(Mechanism):
+    """IC in expectation: eps = 1 - r, Myerson payments, plus a mean-zero bonus."""
+
+    randomized = True
+
+    def outcome(self, reports, rng=None):
+        r = np.asarray(reports, dtype=float)
+        eps = 1.0 - r
+        return eps, r * eps + 0.5 * (1.0 - r) ** 2 + 0.1 * (r - 0.5) * rng.standard_normal()
+
+
+def br_round(m, mechanism, reps):
+    """Best time of one best-response round (after a first one)."""
+    model = MarketModel(
+        n_sellers=m,
+        dist=DIST,
+        mechanism=mechanism,
+        strategy="best-response",
+        seed=0,
+        measure_regret=False,
+        rounds=reps + 1,
+    )
+    model.step()
+    best = np.inf
+    for _ in range(reps):
+        t = time.perf_counter()
+        model.step()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def audit_time(m, mechanism, reps, markets=1):
+    best, res = np.inf, None
+    for _ in range(reps):
+        t = time.perf_counter()
+        res = audit(mechanism, DIST, m, markets, np.random.default_rng(0))
+        best = min(best, time.perf_counter() - t)
+    return best, res
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--m", type=int, default=10_000)
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    audit("offline", DIST, 50, 1, np.random.default_rng(0))  # compile the kernels first
+    rows, ok = [], True
+    for mech, limit in (("offline", 15.0), ("online", None)):
+        br = br_round(args.m, mech, args.reps)
+        t, res = audit_time(args.m, mech, args.reps)
+        ratio = t / br
+        passed = limit is None or ratio <= limit
+        ok &= passed
+        rows.append(
+            {
+                "case": f"audit / best-response round, {mech}, m = {args.m}",
+                "audit_s": t,
+                "br_round_s": br,
+                "ratio": ratio,
+                "target": f"<= {limit}" if limit else "(reported)",
+                "n_candidates": res.summary["n_candidates"],
+                "verdict": res.summary["verdict"],
+            }
+        )
+        print(
+            f"{mech:8s} m={args.m}: audit {t:.2f} s, best-response round {br:.3f} s, "
+            f"ratio {ratio:.1f}x (target {limit or '-'}) verdict {res.summary['verdict']}"
+            f"{'' if passed else '  FAILED'}"
+        )
+    t = time.perf_counter()
+    res = audit(Lottery(), DIST, 20, 20, np.random.default_rng(0))
+    t = time.perf_counter() - t
+    rows.append(
+        {
+            "case": "audit of a Monte Carlo lottery, 20 markets x 20 sellers",
+            "audit_s": t,
+            "verdict": res.summary["verdict"],
+        }
+    )
+    print(f"lottery  20 x 20 (Monte Carlo): audit {t:.1f} s, verdict {res.summary['verdict']}")
+    if args.json:
+        write_json(args.json, rows)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

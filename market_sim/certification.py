@@ -1,0 +1,273 @@
+"""What an audit can certify: Myerson's characterization checked on the reports tried.
+
+Single-parameter procurement (utility t - c eps).  By Myerson's lemma (Lemma III.2
+and Eq. 8, 003) a deterministic mechanism is truthful iff, for every seller i and
+every fixed r_-i,
+
+* (M) eps_i(r) is non-increasing in the own report r, and
+* (P) t_i(r) = r eps_i(r) + int_r^{c_max} eps_i(z) dz + h_i(r_-i), with h_i not
+  depending on r.
+
+:func:`myerson_check` tests (M) and (P) on finitely many own reports per seller.
+Write u(r) = t(r) - r eps(r) (the truthful utility at cost r).  For candidates
+z_1 < ... < z_K of one seller, (P) says u(z_j) - u(z_j+1) = int_{z_j}^{z_j+1} eps;
+the integral is unknown between candidates, but for ANY non-increasing eps
+through the observed points it lies in the bracket
+
+    [eps(z_j+1) (z_j+1 - z_j),  eps(z_j) (z_j+1 - z_j)]                  (B)
+
+and every value of the bracket is attained (a step at either end), independently
+per interval.  The residual of a seller is the smallest possible violation of (P)
+
+    delta = min over non-increasing eps through the points, and over h, of
+            max_j |u(z_j) - int_{z_j}^{c_max} eps - h|,
+
+which has the closed form (a chain of difference constraints: the constraint graph
+has a negative cycle iff some pair a < b breaks it)
+
+    2 delta = max(0, max_{a<b} [S^L_ab - (u_a - u_b)], max_{a<b} [(u_a - u_b) - S^U_ab])
+
+with S^L_ab, S^U_ab the sums of the lower / upper brackets (B) from z_a to z_b:
+a running minimum / maximum of u plus the cumulative brackets, O(K) per seller and
+vectorised over sellers.  delta = 0 iff the observations are consistent with (P);
+delta > 0 PROVES that (P) fails (no monotone eps and no h explain the payments),
+up to the floating-point error of the payments themselves (hence ``rtol``).
+Because h is free, the tail above the largest candidate z_K (whose integral lies
+in [0, eps(z_K)(c_max - z_K)]) cannot matter for (P); it does pin the
+library's normalisation h = 0 (a seller at c_max earns nothing above its cost,
+the least IR payment): ``identity_residual_h0_max`` is the same minimum with
+h = 0 imposed, the tail bracket included.  Where eps rises by more than
+``mono_tol`` x the largest eps (M fails), (B) is replaced by the order-free hull
+[min, max] x width, and the check fails on (M).  A report tried twice has a bracket
+of width 0: its eps must agree (else a violation of (M)) and so must u.
+
+Certification.  No finite check proves IC: the payment identity can fail between
+any two reports tried (a bonus in a window narrower than the candidates' spacing).
+:func:`certification` therefore certifies only mechanisms whose payments the
+library computes by (P) itself (built with h = 0 on every r), and only when the
+check on the reports tried found (M) and (P) to hold; see its docstring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import MarketSimError
+from .mechanisms.myerson import Violation
+
+__all__ = ["MyersonCheck", "myerson_check", "certification", "CERTIFIED", "LIBRARY_MODULES"]
+
+CERTIFIED = "monotone allocation + Myerson payments"
+LIBRARY_MODULES = "market_sim.mechanisms."  # only classes defined under this package
+
+
+@dataclass(frozen=True)
+class MyersonCheck:
+    """Result of :func:`myerson_check` (module doc for the meaning of each number).
+
+    ``monotone``: no rise of eps in the own report larger than ``mono_tol`` x the
+    largest eps seen; ``violations``: the largest ``max_listed`` rises (of
+    ``n_violations``), biggest first.  ``residuals``: per seller delta (the least
+    violation of the payment identity with h free); ``identity_residual_max``
+    their max, ``identity_residual_rel`` that over ``payment_scale`` (the largest
+    |payment| in the check); ``identity_residual_h0_max`` / ``_h0_rel`` the same with
+    h = 0 (the library's normalisation).  ``bracket_width_rel``: the widest single
+    bracket (B) over ``payment_scale``, the resolution of the check (a payment off
+    by less than its bracket's width at one report can pass).  ``passed``:
+    monotone and ``identity_residual_rel <= rtol``."""
+
+    n_sellers: int
+    n_candidates: int
+    monotone: bool
+    n_violations: int
+    violations: tuple[Violation, ...]
+    residuals: np.ndarray
+    identity_residual_max: float
+    identity_residual_rel: float
+    identity_residual_h0_max: float
+    identity_residual_h0_rel: float
+    worst_seller: int | None
+    payment_scale: float
+    bracket_width_rel: float
+    mono_tol: float
+    rtol: float
+
+    @property
+    def identity_holds(self) -> bool:
+        return self.identity_residual_rel <= self.rtol
+
+    @property
+    def passed(self) -> bool:
+        return self.monotone and self.identity_holds
+
+    def summary(self) -> dict:
+        """Plain numbers for summary.json."""
+        return {
+            "monotone": bool(self.monotone),
+            "monotonicity_violations": int(self.n_violations),
+            "identity_residual_max": float(self.identity_residual_max),
+            "identity_residual_rel": float(self.identity_residual_rel),
+            "identity_residual_h0_max": float(self.identity_residual_h0_max),
+            "identity_residual_h0_rel": float(self.identity_residual_h0_rel),
+            "identity_bracket_width_rel": float(self.bracket_width_rel),
+            "myerson_check_passed": bool(self.passed),
+        }
+
+
+def _as_table(a, label: str, shape=None) -> np.ndarray:
+    try:
+        out = np.asarray(a, dtype=float)
+    except (TypeError, ValueError):
+        raise MarketSimError(f"{label} must be an array of numbers") from None
+    if out.ndim == 1:
+        out = out.reshape(1, -1)
+    if out.ndim != 2:
+        raise MarketSimError(f"{label} must be an (n_sellers, n_candidates) array")
+    if shape is not None and out.shape != shape:
+        raise MarketSimError(f"{label} has shape {out.shape}, candidates {shape}")
+    if not np.all(np.isfinite(out)):
+        raise MarketSimError(f"{label} contains NaN or inf")
+    return out
+
+
+def myerson_check(
+    candidates,
+    eps,
+    payments,
+    support,
+    *,
+    sellers=None,
+    mono_tol: float = 1e-9,
+    rtol: float = 1e-9,
+    max_listed: int = 100,
+) -> MyersonCheck:
+    """Check Myerson's characterization on each seller's candidate own reports.
+
+    ``candidates``, ``eps``, ``payments``: (n, K) arrays, row i = seller i's own
+    reports (any order, repeats allowed) and the eps and payment the mechanism gave
+    it there, the others' reports fixed.  ``support``: (c_min, c_max) of the costs;
+    every candidate must lie in it.  ``sellers``: the sellers' ids for the violation
+    list (default 0..n-1).  ``mono_tol``: a rise of eps counts when larger than
+    ``mono_tol`` x the largest eps; ``rtol``: the identity holds when the residual
+    is at most ``rtol`` x the payment scale.  Exact brackets, no quadrature: see the
+    module doc.  Cost O(n K log K), vectorised over sellers."""
+    z = _as_table(candidates, "candidates")
+    e = _as_table(eps, "eps", z.shape)
+    t = _as_table(payments, "payments", z.shape)
+    n, K = z.shape
+    try:
+        lo, hi = (float(v) for v in support)
+    except (TypeError, ValueError):
+        raise MarketSimError("support must be a pair (c_min, c_max)") from None
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise MarketSimError(f"support must be finite with c_min < c_max (got {support!r})")
+    if z.size and (z.min() < lo or z.max() > hi):
+        bad = z[(z < lo) | (z > hi)][0]
+        raise MarketSimError(f"candidate report {bad:g} outside the support [{lo:g}, {hi:g}]")
+    if np.any(e < 0):
+        raise MarketSimError("eps must be >= 0")
+    for label, v in (("mono_tol", mono_tol), ("rtol", rtol)):
+        if not (np.isfinite(v) and v >= 0):
+            raise MarketSimError(f"{label} must be a finite number >= 0 (got {v!r})")
+    ids = np.arange(n) if sellers is None else np.asarray(sellers, dtype=int).reshape(-1)
+    if ids.size != n:
+        raise MarketSimError(f"sellers has {ids.size} ids for {n} rows of candidates")
+    if n == 0 or K == 0:
+        raise MarketSimError("myerson_check needs at least one seller and one candidate")
+
+    # sort each row by report (one argsort, gathered through flat indices)
+    flat = (np.argsort(z, axis=1) + (K * np.arange(n))[:, None]).ravel()
+    z, e, t = (a.ravel()[flat].reshape(n, K) for a in (z, e, t))
+    u = t - z * e  # truthful utility at each candidate cost
+
+    # (M): eps non-increasing in the own report; at a repeated report eps must not differ
+    eps_scale = max(float(e.max()), 1e-300)
+    de = np.diff(e, axis=1)
+    dz = np.diff(z, axis=1)
+    rise = (de > mono_tol * eps_scale) | ((dz == 0) & (np.abs(de) > mono_tol * eps_scale))
+    n_viol = int(np.count_nonzero(rise))
+    listed: tuple[Violation, ...] = ()
+    if n_viol:
+        r, c = np.nonzero(rise)
+        size = np.abs(de[r, c])
+        top = np.argsort(-size, kind="stable")[: max(int(max_listed), 0)]
+        listed = tuple(
+            Violation(int(ids[r[j]]), float(z[r[j], c[j]]), float(z[r[j], c[j] + 1]),
+                      *sorted((float(e[r[j], c[j]]), float(e[r[j], c[j] + 1]))))
+            for j in top
+        )  # fmt: skip
+
+    # (P): brackets (B) of int_{z_j}^{z_j+1} eps, the hull where eps rises
+    lower = np.minimum(e[:, 1:], e[:, :-1])
+    lower *= dz
+    upper = np.maximum(e[:, 1:], e[:, :-1])
+    upper *= dz
+    width = float((upper - lower).max(initial=0.0))
+    # g = u + S^L(z_1 .. z_j), f = u + S^U(z_1 .. z_j): for a < b,
+    # S^L_ab - (u_a - u_b) = g_b - g_a and (u_a - u_b) - S^U_ab = f_a - f_b
+    g, f = np.zeros((n, K)), np.zeros((n, K))
+    np.cumsum(lower, axis=1, out=g[:, 1:])
+    np.cumsum(upper, axis=1, out=f[:, 1:])
+    sum_lo, sum_hi = g[:, -1].copy(), f[:, -1].copy()  # S^L, S^U from z_1 to z_K
+    g += u
+    f += u
+    run = np.minimum.accumulate(g, axis=1)
+    np.subtract(g, run, out=run)  # largest rise of g so far
+    rise_g = run.max(axis=1)
+    run = np.maximum.accumulate(f, axis=1)
+    np.subtract(run, f, out=run)  # largest drop of f so far
+    residuals = np.maximum(rise_g, run.max(axis=1)) / 2  # delta per seller
+    # h = 0 pins v(c_max) = 0, the tail above z_K in [0, eps(z_K)(c_max - z_K)]:
+    # v_a >= S^L(z_a .. z_K) = sum_lo - (g_a - u_a), v_a <= sum_hi + tail - (f_a - u_a)
+    tail_hi = e[:, -1] * (hi - z[:, -1])
+    below = sum_lo - g.min(axis=1)  # max_a of (least v_a) - u_a
+    above = f.max(axis=1) - sum_hi - tail_hi  # max_a of u_a - (largest v_a)
+    res_h0 = np.maximum(residuals, np.maximum(below, above).clip(min=0.0))
+    scale = max(float(np.abs(t).max()), 1e-300)
+    worst = int(np.argmax(residuals))
+    return MyersonCheck(
+        n_sellers=n,
+        n_candidates=K,
+        monotone=n_viol == 0,
+        n_violations=n_viol,
+        violations=listed,
+        residuals=residuals,
+        identity_residual_max=float(residuals[worst]),
+        identity_residual_rel=float(residuals[worst]) / scale,
+        identity_residual_h0_max=float(res_h0.max()),
+        identity_residual_h0_rel=float(res_h0.max()) / scale,
+        worst_seller=int(ids[worst]) if residuals[worst] > 0 else None,
+        payment_scale=scale,
+        bracket_width_rel=width / scale,
+        mono_tol=float(mono_tol),
+        rtol=float(rtol),
+    )
+
+
+def certification(mech, check: MyersonCheck) -> str | None:
+    """``CERTIFIED`` ("monotone allocation + Myerson payments") or None.
+
+    Certified iff (1) ``mech`` is deterministic (``randomized`` False), (2) its class
+    declares ``myerson_payments = True`` AND is defined in the library
+    (``market_sim.mechanisms.*``; the built-in offline, online and
+    ``myerson_mechanism``), and (3) ``check`` passed (monotone on the reports
+    tried, identity residual within ``rtol``).
+
+    Why only the library's classes: the certificate rests on how the payments
+    are computed, by (P) from the allocation at every report, not on the finitely
+    many reports the check saw; a finite check cannot rule out a payment that
+    departs from (P) between candidates.  The library's payment code is ours and
+    tested against closed forms; a user's class that sets the attribute is a claim
+    we cannot verify (a subclass may also override ``outcome``), so it is judged by
+    the search alone.  The attribute is read from the class, never the instance
+    (a duck-typed object adapted by ``as_mechanism`` does not carry it)."""
+    cls = type(mech)
+    if getattr(mech, "randomized", False):
+        return None
+    if getattr(cls, "myerson_payments", False) is not True:
+        return None
+    if not cls.__module__.startswith(LIBRARY_MODULES):
+        return None
+    return CERTIFIED if check.passed else None
