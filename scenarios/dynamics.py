@@ -38,7 +38,7 @@ import numpy as np
 
 from market_sim.agents import MarketModel
 from market_sim.mechanisms.offline import proxy_loss_of_eps
-from market_sim.parameters import Choice, Distribution, Number, Registered
+from market_sim.parameters import Distribution, Number, Registered
 
 NAME = "dynamics"
 REPLICATIONS = 8
@@ -52,6 +52,13 @@ LOCAL = (0.5, 0.8, 0.9, 0.95, 0.99, 1.01, 1.05, 1.1, 1.25, 1.5, 2.0)  # misrepor
 MECHANISMS = ["offline", "online", "pay-as-bid"]
 LEARNERS = ["learning"]  # the strategies compared (specs)
 
+
+def _flag(value) -> None:
+    """true or false"""
+    if not isinstance(value, bool):
+        raise ValueError("")
+
+
 PARAMS = {  # what `--set` accepts (market_sim.parameters)
     "mechanism": Registered("mechanism"),
     "learner": Registered("strategy"),
@@ -59,8 +66,8 @@ PARAMS = {  # what `--set` accepts (market_sim.parameters)
     "dist": Distribution(),
     "rounds": Number(int, low=1),
     "gamma": Number(float, low=0, low_open=True),
-    "new_costs": Choice(True, False),
-    "measure_regret": Choice(True, False),
+    "new_costs": _flag,
+    "measure_regret": _flag,
     "reference_seed": Number(int, low=0),
 }
 
