@@ -60,7 +60,10 @@ def per_replication(df: pd.DataFrame, keys: list[str], cols: list[str]) -> pd.Da
         {c for c in cols if c not in RATIOS} | {x for c in cols if c in RATIOS for x in RATIOS[c]}
     )
     raw = [c for c in raw if c in df]
-    out = df.groupby(keys + ["replication"])[raw].agg(_mean)
+    out = (
+        df[raw].replace([np.inf, -np.inf], np.nan).groupby([df[k] for k in keys + ["replication"]])
+    )
+    out = out.mean()
     for c in cols:
         if c in RATIOS:
             a, b = RATIOS[c]
@@ -89,9 +92,10 @@ def _over_replications(per_rep: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Mean and 95% CI (normal approximation; NaN from one replication) over the
     replications of ``per_rep``, with their number."""
     g = per_rep.groupby(keys)
-    out = g.agg(_mean)
+    out = g.mean()
+    sd, n = g.std(ddof=1), g.count()
     for c in per_rep.columns:
-        out[f"{c}_ci"] = g[c].agg(_ci)
+        out[f"{c}_ci"] = 1.96 * sd[c] / np.sqrt(n[c])  # NaN from one replication
     out["replications"] = g.size()
     return out
 
@@ -122,7 +126,7 @@ def references(df: pd.DataFrame) -> pd.DataFrame:
     payment relative to truthful over all rounds (NaN for IC mechanisms)."""
     keys = ["mechanism", "m"]
     cols = ["truth_gain"] + [c for c in REFERENCES if _present(df, c)]
-    return per_replication(df, keys, cols).groupby(keys).agg(_mean).reset_index()
+    return per_replication(df, keys, cols).groupby(keys).mean().reset_index()
 
 
 def summarise(df: pd.DataFrame) -> pd.DataFrame:
