@@ -389,6 +389,9 @@ def build_parser() -> _Parser:
     from .auditing import add_parser as _add_audit
 
     _add_audit(sub)
+    from .equilibrium import add_parser as _add_bne
+
+    _add_bne(sub)
 
     d = sub.add_parser(
         "demo",

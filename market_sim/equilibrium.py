@@ -1,0 +1,771 @@
+"""Symmetric Bayes-Nash equilibria of any mechanism, and their verification.
+
+``symmetric_bne(mechanism, dist, n_sellers, rng)`` looks for a bid function b such
+that, when the n sellers' costs are i.i.d. from ``dist`` and every other seller
+reports b(c_j), reporting b(c) is (nearly) a best response for a seller of cost c.
+
+Method: iterated damped best responses on a cost grid, with common random numbers.
+
+* A fixed sample of ``markets`` markets of n costs (the opponents), drawn once;
+  in each, the first ``deviators`` sellers deviate in turn (the others report
+  b(c_j)).  ``markets = ceil(samples / deviators)``; the markets are independent,
+  the deviators of one market share most opponents.
+* A seller's utility is linear in its true cost, u(c, z) = T(z) - c E(z), where
+  E(z), T(z) are its expected eps and payment when it reports z (one call of the
+  mechanism's vectorised ``deviations`` per market, all candidate reports at once).
+  So one evaluation of E, T on the candidate reports gives u on the whole cost grid.
+* Candidates: ``bid_grid`` equally spaced reports on [low, bid_max] (the lowest
+  moved up by 1e-3 of a step, as in the audit: a report at a support's 0 has no
+  offline optimum), the cost grid and the current bids.  A seller never bids
+  below its cost.  The best response of grid cost c is the best candidate,
+  refined by ``refine`` equally spaced reports between its neighbours (one more
+  call per market); the current bid is kept unless another beats it by more
+  than 1e-9 of the utility scale (so an IC mechanism keeps the truth).
+* The best responses are made non-decreasing in the cost (pool-adjacent-violators;
+  in these markets a seller's allocation is non-increasing in its report, so
+  best responses are monotone in the cost) and the bid function moves a
+  ``damping`` share of the way to them:  b <- b + damping (BR - b).
+* Stop when sup_c |BR(c) - b(c)| <= tol (support width), or after ``max_iter``.
+
+``b(c)`` between grid costs is the linear interpolation of the (monotone) grid
+bids.  ``epsilon`` (``bne_epsilon``, for any bid function):
+
+1. on a training sample (for ``symmetric_bne``, the solver's), the best
+   deviation z*(c) of each cost c of an evaluation grid (``eval_grid`` costs,
+   off the solver's grid) is found as above;
+2. on ``eval_samples`` FRESH markets, the gain g_s(c) = u_s(c, z*(c)) - u_s(c, b(c))
+   is measured per market s (the mean over its deviators);
+3. epsilon = max(0, max_c mean_s g_s(c)); re-measuring on fresh opponents removes
+   the upward bias of maximising over sampling noise.  ``epsilon_ci`` is the 95%
+   percentile bootstrap interval (2000 resamples of the fresh markets) of the
+   same statistic.  ``epsilon_relative`` divides by the ex-ante utility at b
+   (mean over the evaluation costs weighted by the cost density).
+
+Limits: the equilibrium is that of the sampled game on the grids; epsilon
+measures deviations among the candidate reports only (a lower bound on the true
+best-response gain, up to its sampling error); no uniqueness is claimed (the
+iteration may cycle or stop at one of several equilibria: ``converged`` says
+whether it met ``tol``); asymmetric equilibria and mixed strategies are out of
+scope; reports are confined to [low, bid_max] (``bid_max`` defaults to the top of
+the support, as the offline mechanisms require).  Randomized mechanisms are
+handled in expectation (each market keeps its seed through the iterations).
+
+CLI: ``market-sim bne --mechanism SPEC --dist SPEC --sellers N --seed S --out DIR``
+writes DIR/bid.csv, DIR/summary.json and DIR/bne.png.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .distributions import CostDistribution, parse_distribution
+from .errors import MarketSimError
+from .files import atomic_write, check_writable_folder
+from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
+
+__all__ = [
+    "BNEResult",
+    "EpsilonResult",
+    "symmetric_bne",
+    "bne_epsilon",
+    "add_parser",
+    "cmd_bne",
+]
+
+#: market settings passed to the mechanism's construction (as ``audit`` does)
+CONTEXT_KEYS = ("mu", "sigma", "gamma", "privacy")
+_TIE = 1e-9  # a candidate must beat the current bid by this share of the utility scale
+_BOOT = 2000
+
+
+@dataclass(frozen=True)
+class EpsilonResult:
+    """How far a bid function is from equilibrium: ``epsilon`` (the largest expected
+    gain of a deviation, on fresh opponents), its 95% bootstrap ``epsilon_ci``,
+    ``epsilon_relative`` (over the ex-ante utility at the bid function) and, per
+    cost of ``eval_costs``: ``gains`` (mean over the fresh markets), the deviation
+    ``best_reports`` found on the training sample and the ``utilities`` at the bid."""
+
+    epsilon: float
+    epsilon_ci: tuple[float, float]
+    epsilon_relative: float
+    eval_costs: np.ndarray = field(repr=False)
+    gains: np.ndarray = field(repr=False)
+    best_reports: np.ndarray = field(repr=False)
+    utilities: np.ndarray = field(repr=False)
+    eval_markets: int = 0
+
+
+@dataclass(frozen=True)
+class BNEResult:
+    """A symmetric BNE bid function on the cost grid ``costs`` (``bids``), and how it
+    was found and verified (see the module doc)."""
+
+    mechanism: str
+    dist: str
+    n_sellers: int
+    costs: np.ndarray = field(repr=False)
+    bids: np.ndarray = field(repr=False)
+    epsilon: float
+    epsilon_ci: tuple[float, float]
+    epsilon_relative: float
+    iterations: int
+    converged: bool
+    residual: float
+    seconds: float
+    check: EpsilonResult = field(repr=False)
+    history: tuple[float, ...] = field(default=(), repr=False)
+    options: dict = field(default_factory=dict, repr=False)
+    support: tuple[float, float] = (0.0, 1.0)
+
+    def bid(self, costs) -> np.ndarray:
+        """The bid function at ``costs`` (any shape): linear interpolation of the
+        monotone grid bids; costs must lie in the support."""
+        return _interp(costs, self.costs, self.bids, self.support)
+
+    __call__ = bid
+
+    def summary(self) -> dict:
+        """The numbers of ``summary.json``."""
+        c, b = self.costs, self.bids
+        return {
+            "mechanism": self.mechanism,
+            "dist": self.dist,
+            "n_sellers": self.n_sellers,
+            "seed": self.options.get("seed"),  # the CLI records its --seed here
+            "epsilon": self.epsilon,
+            "epsilon_ci": list(self.epsilon_ci),
+            "epsilon_relative": self.epsilon_relative,
+            "argmax_cost": float(self.check.eval_costs[int(np.argmax(self.check.gains))]),
+            "iterations": self.iterations,
+            "converged": self.converged,
+            "residual": self.residual,
+            "seconds": self.seconds,
+            "max_markup": float(np.max(b - c)),
+            "mean_markup": float(np.mean(b - c)),
+            "eval_markets": self.check.eval_markets,
+            **self.options,
+        }
+
+    def write(self, folder) -> Path:
+        """DIR/bid.csv (cost, bid), DIR/summary.json and DIR/bne.png, each atomically."""
+        out = Path(folder)
+        if out.exists() and not out.is_dir():
+            raise MarketSimError(f"{folder}: exists and is not a folder")
+        out.mkdir(parents=True, exist_ok=True)
+        rows = "cost,bid\n" + "".join(
+            f"{c!r},{b!r}\n" for c, b in zip(self.costs.tolist(), self.bids.tolist(), strict=True)
+        )
+        atomic_write(out / "bid.csv", lambda fh: fh.write(rows.encode()))
+        doc = json.dumps({k: _plain(v) for k, v in self.summary().items()}, indent=2) + "\n"
+        atomic_write(out / "summary.json", lambda fh: fh.write(doc.encode()))
+        plot(self, out / "bne.png")
+        return out
+
+    def format(self) -> str:
+        s = self.summary()
+        lo, hi = s["epsilon_ci"]
+        rows = [
+            ("mechanism", s["mechanism"]),
+            ("distribution", s["dist"]),
+            ("sellers", str(s["n_sellers"])),
+            ("iterations", f"{s['iterations']} (converged: {s['converged']})"),
+            ("residual sup|BR - b|", f"{s['residual']:.3g}"),
+            ("epsilon", f"{s['epsilon']:.3g}"),
+            ("95% CI", f"[{lo:.3g}, {hi:.3g}]"),
+            ("epsilon / utility", f"{s['epsilon_relative']:.3g}"),
+            ("mean markup b(c) - c", f"{s['mean_markup']:.4g}"),
+            ("seconds", f"{s['seconds']:.1f}"),
+        ]
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _plain(v):
+    if isinstance(v, (np.floating, float)):
+        return float(v) if math.isfinite(v) else None
+    if isinstance(v, (np.integer, np.bool_)):
+        return v.item()
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return v
+
+
+def _interp(costs, grid, bids, support) -> np.ndarray:
+    c = np.asarray(costs, dtype=float)
+    lo, hi = support
+    bad = ~np.isfinite(c) | (c < lo) | (c > hi)
+    if np.any(bad):
+        raise MarketSimError(
+            f"cost {float(c[bad].flat[0])!r} is outside the support [{lo:g}, {hi:g}]"
+        )
+    return np.interp(c, grid, bids)
+
+
+def _isotonic(y: np.ndarray) -> np.ndarray:
+    """The non-decreasing sequence closest to ``y`` in least squares
+    (pool-adjacent-violators)."""
+    vals: list[float] = []
+    sizes: list[int] = []
+    for v in y.tolist():
+        vals.append(v)
+        sizes.append(1)
+        while len(vals) > 1 and vals[-2] > vals[-1]:
+            s = sizes[-2] + sizes[-1]
+            vals[-2] = (vals[-2] * sizes[-2] + vals[-1] * sizes[-1]) / s
+            sizes[-2] = s
+            vals.pop()
+            sizes.pop()
+    return np.repeat(vals, sizes)
+
+
+# ---- the sampled game --------------------------------------------------------------
+class _Sample:
+    """``markets`` markets of n costs, the first ``deviators`` of each deviating, and
+    one seed per market (common random numbers for randomized mechanisms).  With
+    ``qmc`` the markets are a scrambled Sobol sequence in n dimensions mapped through
+    the cost quantile function (``markets`` rounded up to a power of two), which
+    makes the distribution of the opponents' costs far more even than i.i.d. draws."""
+
+    def __init__(self, dist, n, markets, deviators, rng, qmc=False):
+        if qmc and n <= 21201:  # scipy's Sobol directions
+            from scipy.stats import qmc as _qmc
+
+            k = max(0, math.ceil(math.log2(markets)))
+            u = _qmc.Sobol(d=n, scramble=True, seed=rng).random_base2(k)
+            lo, hi = dist.support
+            self.costs = np.clip(np.asarray(dist.ppf(u), dtype=float), lo, hi)
+        else:
+            self.costs = dist.sample(markets * n, rng).reshape(markets, n)
+        self.seeds = rng.integers(2**63, size=self.costs.shape[0])
+        self.sellers = np.arange(deviators)
+
+    def eps_pay(self, mech, bidfn, cand) -> tuple[np.ndarray, np.ndarray]:
+        """Per market, the deviators' mean eps and payment at each candidate report:
+        two (markets, len(cand)) arrays (the deviator's own cost does not enter)."""
+        M = self.costs.shape[0]
+        E, T = np.empty((M, cand.size)), np.empty((M, cand.size))
+        Z = np.broadcast_to(cand, (self.sellers.size, cand.size))
+        for s in range(M):
+            reports = bidfn(self.costs[s])
+            out = mech.deviations(self.sellers, Z, reports, np.random.default_rng(self.seeds[s]))
+            E[s] = np.mean(out.eps, axis=0)
+            T[s] = np.mean(out.payments, axis=0)
+        return E, T
+
+
+_SENTINELS = 17  # coarse reports over the whole range, always tried
+
+
+@dataclass(frozen=True)
+class _Game:
+    mech: Mechanism
+    dist: CostDistribution
+    n: int
+    z_lo: float  # lowest report
+    z_hi: float  # highest report
+    k: int  # reports of the focused grid
+    refine: int
+
+    def candidates(self, z_top):
+        """The focused grid on [z_lo, z_top] and the coarse sentinels on [z_lo, z_hi]."""
+        focus = np.linspace(self.z_lo, z_top, self.k)
+        return np.concatenate((focus, _bid_grid(self.z_lo, self.z_hi, _SENTINELS)))
+
+    def top(self, cand, Eb, Tb):
+        """The lowest sentinel above every report that gets anything (eps or payment)."""
+        live = (Eb > 0) | (Tb != 0)
+        if not live.any():
+            return self.z_hi
+        sent = _bid_grid(self.z_lo, self.z_hi, _SENTINELS)
+        above = sent[sent > cand[np.flatnonzero(live)[-1]]]
+        return float(above[0]) if above.size else self.z_hi
+
+    def best_responses(self, sample, bidfn, costs, current, temperature=0.0, z_top=None):
+        """For each cost, the best report among the candidates (never below the cost)
+        given the others bid ``bidfn``, or with ``temperature`` > 0 the smoothed one
+        (the module doc); the current report is kept when nothing beats it by more
+        than 1e-9 of the utility scale.  Costs above ``z_top`` (where no report gets
+        anything) keep theirs.  Returns (the reports, the next ``z_top``)."""
+        z_top = self.z_hi if z_top is None else z_top
+        out = np.clip(current, self.z_lo, self.z_hi)
+        act = costs <= z_top
+        costs, cur = costs[act], out[act]
+        floor = np.minimum(costs, self.z_hi)
+        cand = np.unique(
+            np.concatenate((self.candidates(z_top), np.clip(costs, self.z_lo, self.z_hi), cur))
+        )
+        E, T = sample.eps_pay(self.mech, bidfn, cand)
+        Eb, Tb = E.mean(axis=0), T.mean(axis=0)
+        new_top = self.top(cand, Eb, Tb)
+        if costs.size:
+            out[act] = self._respond(sample, bidfn, costs, cur, floor, cand, Eb, Tb, temperature)
+        return out, new_top
+
+    def _respond(self, sample, bidfn, costs, cur, floor, cand, Eb, Tb, temperature):
+        U = Tb[None, :] - costs[:, None] * Eb[None, :]  # u(c, z) = T(z) - c E(z)
+        allowed = cand[None, :] >= floor[:, None] - 1e-12
+        U = np.where(allowed, U, -np.inf)
+        k = np.argmax(U, axis=1)
+        rows = np.arange(costs.size)
+        best_z, best_u = cand[k], U[rows, k]
+        u_cur = U[rows, np.searchsorted(cand, cur)]
+        scale = max(float(np.max(np.abs(Tb))), float(np.max(np.abs(Eb))) * self.z_hi, 1e-300)
+        keep = u_cur >= best_u - _TIE * scale
+        if temperature > 0:
+            # logit response: density exp(u / tau) over reports (trapezoid weights dz),
+            # tau = temperature x the spread of u over the allowed reports
+            spread = best_u - np.where(allowed, U, np.inf).min(axis=1)
+            tau = temperature * np.maximum(spread, 1e-300)
+            with np.errstate(invalid="ignore", over="ignore"):
+                w = np.where(allowed, np.exp((U - best_u[:, None]) / tau[:, None]), 0.0)
+            w = w * np.gradient(cand)[None, :] if cand.size > 1 else w
+            best_z = (w @ cand) / w.sum(axis=1)
+            return np.where(keep, cur, best_z)
+        if self.refine:
+            lo = np.maximum(cand[np.maximum(k - 1, 0)], floor)
+            hi = cand[np.minimum(k + 1, cand.size - 1)]
+            t = np.arange(1, self.refine + 1) / (self.refine + 1)
+            pts = lo[:, None] + (hi - lo)[:, None] * t[None, :]  # (costs, refine)
+            E2, T2 = sample.eps_pay(self.mech, bidfn, pts.ravel())
+            U2 = (T2.mean(axis=0) - np.repeat(costs, self.refine) * E2.mean(axis=0)).reshape(
+                pts.shape
+            )
+            j = np.argmax(U2, axis=1)
+            better = U2[rows, j] > best_u
+            best_z = np.where(better, pts[rows, j], best_z)
+            best_u = np.where(better, U2[rows, j], best_u)
+            keep = u_cur >= best_u - _TIE * scale
+        return np.where(keep, cur, best_z)
+
+
+def _check_int(label, v, least):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < least:
+        raise MarketSimError(f"{label} must be an integer >= {least} (got {v!r})")
+    return int(v)
+
+
+def _check_float(label, v, lo, hi, lo_open=True):
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise MarketSimError(f"{label} must be a number (got {v!r})") from None
+    if isinstance(v, bool) or not math.isfinite(x) or x < lo or (lo_open and x == lo) or x > hi:
+        lb = "(" if lo_open else "["
+        raise MarketSimError(f"{label} must be in {lb}{lo:g}, {hi:g}] (got {v!r})")
+    return x
+
+
+def _setup(mechanism, dist, n_sellers, rng, context, bid_max):
+    if not isinstance(rng, np.random.Generator):
+        raise MarketSimError("rng must be a numpy.random.Generator")
+    if isinstance(dist, str):
+        dist = parse_distribution(dist)
+    if not isinstance(dist, CostDistribution):
+        raise MarketSimError("dist must be a CostDistribution or a spec like uniform:0:1")
+    n = _check_int("n_sellers", n_sellers, 2)
+    unknown = sorted(set(context) - set(CONTEXT_KEYS))
+    if unknown:
+        raise MarketSimError(
+            f"unknown option {unknown[0]!r} (market settings: {', '.join(CONTEXT_KEYS)})"
+        )
+    mech = as_mechanism(mechanism, dist=dist, n_sellers=n, **context)
+    if getattr(mech, "needs_data", False):
+        raise MarketSimError(
+            f"{mechanism_name(mech)} needs the sellers' data; the BNE solver draws costs only"
+        )
+    mech = _compiled(mech)
+    lo, hi = dist.support
+    z_hi = hi if bid_max is None else _check_float("bid_max", bid_max, hi, math.inf, False)
+    return mech, dist, n, z_hi
+
+
+def _compiled(mech):
+    """A mechanism with a ``backend`` field (the offline allocation family) on the
+    compiled kernel when it works: the solver makes thousands of small solves."""
+    if dataclasses.is_dataclass(mech) and getattr(mech, "backend", None) == "auto":
+        from .mechanisms import offline
+
+        if offline._kernel() is not None:
+            return dataclasses.replace(mech, backend="numba")
+    return mech
+
+
+def _bid_grid(lo, z_hi, k):
+    grid = np.linspace(lo, z_hi, k)
+    grid[0] += 1e-3 * (grid[1] - grid[0])  # a report at c_low = 0 has no offline optimum
+    return grid
+
+
+def _as_bidfn(bid, dist) -> Callable[[np.ndarray], np.ndarray]:
+    if isinstance(bid, BNEResult):
+        return bid.bid
+    if isinstance(bid, str) and bid == "truth":
+        return lambda c: np.asarray(c, dtype=float)
+    if not callable(bid):
+        raise MarketSimError("bid must be a function of costs, a BNEResult or 'truth'")
+
+    def fn(c):
+        b = np.asarray(bid(c), dtype=float)
+        if b.shape != np.shape(c) or not np.all(np.isfinite(b)):
+            raise MarketSimError("the bid function must return one finite bid per cost")
+        return b
+
+    return fn
+
+
+def _epsilon(game, train, fresh, bidfn, eval_costs, z_top=None) -> EpsilonResult:
+    """Steps 1-3 of the module doc."""
+    b = bidfn(eval_costs)
+    z_star, _ = game.best_responses(train, bidfn, eval_costs, b, 0.0, z_top)
+    cur = np.clip(b, game.z_lo, game.z_hi)
+    pts = np.concatenate((z_star, cur))
+    E, T = fresh.eps_pay(game.mech, bidfn, pts)
+    g = eval_costs.size
+    U = T - np.tile(eval_costs, 2)[None, :] * E  # (markets, 2g): u = T(z) - c E(z)
+    gains = U[:, :g] - U[:, g:]  # per fresh market and cost
+    mean_gain = gains.mean(axis=0)
+    i = int(np.argmax(mean_gain))
+    eps = max(0.0, float(mean_gain[i]))
+    M = gains.shape[0]
+    from scipy import stats
+
+    # 95% t interval of the mean gain over the fresh markets at the maximising cost
+    half = float(stats.t.ppf(0.975, M - 1) * gains[:, i].std(ddof=1) / math.sqrt(M))
+    ci = (max(0.0, float(mean_gain[i]) - half), max(0.0, float(mean_gain[i]) + half))
+    util = U[:, g:].mean(axis=0)
+    w = np.asarray(game.dist.pdf(eval_costs), dtype=float)
+    w = w / w.sum() if w.sum() > 0 else np.full(g, 1.0 / g)
+    ex_ante = float(w @ util)
+    rel = eps / ex_ante if ex_ante > 0 else (0.0 if eps == 0 else math.inf)
+    return EpsilonResult(eps, ci, rel, eval_costs, mean_gain, z_star, util, M)
+
+
+def _options(samples, deviators, n, markets_for_eval):
+    d = min(n, deviators)
+    return d, max(1, -(-samples // d)), max(2, -(-markets_for_eval // d))
+
+
+def bne_epsilon(
+    mechanism,
+    dist,
+    n_sellers: int,
+    bid,
+    rng: np.random.Generator,
+    *,
+    eval_grid: int = 65,
+    bid_grid: int = 129,
+    refine: int = 6,
+    samples: int = 1024,
+    eval_samples: int | None = None,
+    deviators: int = 8,
+    bid_max: float | None = None,
+    **context,
+) -> EpsilonResult:
+    """Epsilon of the symmetric profile where every seller bids ``bid(cost)`` (a
+    vectorised function, a :class:`BNEResult` or ``"truth"``): the best deviation
+    of each of ``eval_grid`` costs is found on ``samples`` opponent draws and its
+    gain re-measured on ``eval_samples`` (default ``samples``) fresh ones.  Options
+    and ``context`` (mu, sigma, gamma, privacy) as :func:`symmetric_bne`'s."""
+    mech, dist, n, z_hi = _setup(mechanism, dist, n_sellers, rng, context, bid_max)
+    eval_grid = _check_int("eval_grid", eval_grid, 2)
+    bid_grid = _check_int("bid_grid", bid_grid, 3)
+    refine = _check_int("refine", refine, 0)
+    samples = _check_int("samples", samples, 1)
+    deviators = _check_int("deviators", deviators, 1)
+    ev = _check_int("eval_samples", samples if eval_samples is None else eval_samples, 2)
+    d, markets, eval_markets = _options(samples, deviators, n, ev)
+    lo, hi = dist.support
+    game = _Game(mech, dist, n, float(_bid_grid(lo, z_hi, 2)[0]), z_hi, bid_grid, refine)
+    bidfn = _as_bidfn(bid, dist)
+    train = _Sample(dist, n, markets, d, rng)
+    fresh = _Sample(dist, n, eval_markets, d, rng)
+    return _epsilon(game, train, fresh, bidfn, np.linspace(lo, hi, eval_grid))
+
+
+def symmetric_bne(
+    mechanism,
+    dist,
+    n_sellers: int,
+    rng: np.random.Generator,
+    *,
+    grid: int = 33,
+    bid_grid: int = 129,
+    refine: int = 6,
+    samples: int = 1024,
+    deviators: int = 8,
+    temperature: float = 0.03,
+    min_temperature: float = 0.003,
+    cooling: float = 0.95,
+    damping: float = 0.05,
+    tol: float = 2e-3,
+    max_iter: int = 150,
+    eval_grid: int = 65,
+    eval_samples: int | None = None,
+    bid_max: float | None = None,
+    init="truth",
+    progress: bool = False,
+    **context,
+) -> BNEResult:
+    """A symmetric Bayes-Nash equilibrium bid function of ``mechanism`` (a name,
+    spec, class, instance or object with ``outcome``) for ``n_sellers`` sellers with
+    i.i.d. costs from ``dist`` (a spec or :class:`CostDistribution`), by iterated
+    damped best responses (the module doc has the method and its limits).
+
+    ``grid`` costs (equally spaced on the support); ``bid_grid`` candidate reports
+    refined by ``refine`` points around the best; ``samples`` opponent draws: the
+    first ``deviators`` sellers of ``ceil(samples / deviators)`` markets; update
+    ``b += damping (BR - b)`` until sup|BR - b| <= ``tol`` x the support width or
+    ``max_iter`` rounds; epsilon on ``eval_grid`` costs and ``eval_samples``
+    (default ``samples``) fresh draws; reports at most ``bid_max`` (default the
+    support's top); ``init``: the starting bid function ("truth", a function or
+    a :class:`BNEResult`).  ``context``: mu, sigma, gamma, privacy, passed to the
+    mechanism's construction.  Same ``rng`` state, same result."""
+    t0 = time.perf_counter()
+    mech, dist, n, z_hi = _setup(mechanism, dist, n_sellers, rng, context, bid_max)
+    grid = _check_int("grid", grid, 3)
+    bid_grid = _check_int("bid_grid", bid_grid, 3)
+    refine = _check_int("refine", refine, 0)
+    samples = _check_int("samples", samples, 1)
+    deviators = _check_int("deviators", deviators, 1)
+    max_iter = _check_int("max_iter", max_iter, 1)
+    eval_grid = _check_int("eval_grid", eval_grid, 2)
+    ev = _check_int("eval_samples", samples if eval_samples is None else eval_samples, 2)
+    damping = _check_float("damping", damping, 0.0, 1.0)
+    tol = _check_float("tol", tol, 0.0, math.inf)
+    temperature = _check_float("temperature", temperature, 0.0, math.inf, False)
+    min_temperature = _check_float("min_temperature", min_temperature, 0.0, temperature, False)
+    cooling = _check_float("cooling", cooling, 0.0, 1.0)
+    d, markets, eval_markets = _options(samples, deviators, n, ev)
+
+    lo, hi = dist.support
+    game = _Game(mech, dist, n, float(_bid_grid(lo, z_hi, 2)[0]), z_hi, bid_grid, refine)
+    costs = np.linspace(lo, hi, grid)
+    b = np.clip(_as_bidfn(init, dist)(costs), game.z_lo, z_hi)
+    b = np.maximum.accumulate(b)
+    train = _Sample(dist, n, markets, d, rng, qmc=True)
+    history: list[float] = []
+    converged = False
+    from tqdm import tqdm
+
+    bar = tqdm(total=max_iter, desc="best responses", file=sys.stderr, disable=not progress)
+    it, tau, z_top = 0, temperature, z_hi
+    for it in range(1, max_iter + 1):  # noqa: B007 (``it`` is reported)
+        current = b.copy()
+        tau = max(min_temperature, temperature * cooling ** (it - 1))
+
+        def bidfn(c, current=current):
+            return np.interp(c, costs, current)
+
+        br, z_top = game.best_responses(train, bidfn, costs, current, tau, z_top)
+        br = np.maximum(_isotonic(br), np.minimum(costs, z_hi))  # monotone, never below cost
+        residual = float(np.max(np.abs(br - current)))
+        history.append(residual)
+        bar.update(1)
+        bar.set_postfix(residual=f"{residual:.2g}", temperature=f"{tau:.2g}")
+        if residual == 0.0 or (residual <= tol * (hi - lo) and tau <= min_temperature):
+            converged = True
+            b = br  # a fixed point up to tol: take the best response itself
+            break
+        b = current + max(damping, 1.0 / (it + 1)) * (br - current)  # fictitious-play step
+    bar.close()
+
+    final = b.copy()
+    support = (float(lo), float(hi))
+
+    def final_fn(c):
+        return np.interp(c, costs, final)
+
+    fresh = _Sample(dist, n, eval_markets, d, rng)
+    check = _epsilon(game, train, fresh, final_fn, np.linspace(lo, hi, eval_grid), z_top)
+    options = {
+        "grid": grid,
+        "bid_grid": bid_grid,
+        "refine": refine,
+        "samples": samples,
+        "deviators": d,
+        "markets": train.costs.shape[0],
+        "temperature": temperature,
+        "min_temperature": min_temperature,
+        "cooling": cooling,
+        "final_temperature": tau,
+        "damping": damping,
+        "tol": tol,
+        "max_iter": max_iter,
+        "eval_grid": eval_grid,
+        "eval_samples": ev,
+        "bid_max": z_hi,
+        **{k: v for k, v in context.items()},
+    }
+    return BNEResult(
+        mechanism=mechanism if isinstance(mechanism, str) else mechanism_name(mech),
+        dist=dist.spec,
+        n_sellers=n,
+        costs=costs,
+        bids=final,
+        epsilon=check.epsilon,
+        epsilon_ci=check.epsilon_ci,
+        epsilon_relative=check.epsilon_relative,
+        iterations=it,
+        converged=converged,
+        residual=history[-1],
+        seconds=time.perf_counter() - t0,
+        check=check,
+        history=tuple(history),
+        options=options,
+        support=support,
+    )
+
+
+# ---- the figure ------------------------------------------------------------------------
+def plot(result: BNEResult, path) -> None:
+    """The bid function against the truth (left) and the gain of the best deviation
+    per cost on fresh opponents (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.3))
+    c = result.costs
+    ax.plot(c, result.bids, "o-", ms=3, label="BNE bid b(c)")
+    ax.plot(c, c, "k--", lw=1, label="truth b(c) = c")
+    ax.set(
+        xlabel="cost c",
+        ylabel="report",
+        title=f"{result.mechanism}, {result.dist}, {result.n_sellers} sellers",
+    )
+    ax.legend(loc="upper left")
+    ch = result.check
+    ax2.plot(ch.eval_costs, ch.gains, ".-")
+    lo, hi = result.epsilon_ci
+    ax2.axhline(result.epsilon, color="k", ls="--", lw=1, label=f"epsilon {result.epsilon:.2g}")
+    ax2.axhspan(lo, hi, color="0.85", label=f"95% CI [{lo:.2g}, {hi:.2g}]")
+    ax2.set(
+        xlabel="cost c",
+        ylabel="gain of the best deviation (fresh markets)",
+        title=f"{result.iterations} iterations, converged: {result.converged}",
+    )
+    ax2.legend(loc="upper right")
+    fig.tight_layout()
+
+    def write(fh):
+        fig.savefig(fh, format="png", dpi=100)
+
+    try:
+        atomic_write(path, write)
+    finally:
+        plt.close(fig)
+
+
+# ---- the command line -----------------------------------------------------------------
+def add_parser(subparsers):
+    """Register ``market-sim bne``."""
+    from .cli import _count, _number, _positive
+
+    def at_least(name, least):
+        return _number(name, int, lambda v: v >= least, f">= {least}")
+
+    share = _number("damping", float, lambda v: 0 < v <= 1, "in (0, 1]")
+    a = subparsers.add_parser(
+        "bne",
+        help="a symmetric Bayes-Nash equilibrium bid function of a mechanism",
+        description="Iterated damped best responses on a cost grid (common random "
+        "numbers), then epsilon: the largest expected gain of a deviation, re-measured "
+        "on fresh opponents, with a 95%% bootstrap CI. Writes DIR/bid.csv, "
+        "DIR/summary.json and DIR/bne.png.",
+    )
+    a.add_argument(
+        "--mechanism",
+        required=True,
+        metavar="SPEC",
+        help="a registered name (pay-as-bid, offline, posted-price, ...), "
+        "name:key=value, module:attr or path/to/file.py:Class",
+    )
+    a.add_argument(
+        "--dist", required=True, metavar="SPEC", help="cost distribution, e.g. uniform:0:1"
+    )
+    a.add_argument("--iron", action="store_true", help="Myerson ironing of the cost law")
+    a.add_argument("--sellers", type=at_least("sellers", 2), required=True, help="sellers")
+    a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    a.add_argument("--grid", type=at_least("grid", 3), default=33, help="costs (default 33)")
+    a.add_argument(
+        "--bid-grid", type=at_least("bid-grid", 3), default=129, help="reports (default 129)"
+    )
+    a.add_argument(
+        "--refine",
+        type=at_least("refine", 0),
+        default=6,
+        help="reports tried around each best one (default 6; 0: none)",
+    )
+    a.add_argument(
+        "--samples", type=_count("samples"), default=1024, help="opponent draws (default 1024)"
+    )
+    a.add_argument(
+        "--deviators",
+        type=_count("deviators"),
+        default=8,
+        help="deviating sellers per sampled market (default 8)",
+    )
+    a.add_argument("--damping", type=share, default=0.5, help="step to the best response")
+    a.add_argument(
+        "--tol", type=_positive("tol"), default=2e-3, help="stop at sup|BR - b| <= tol x width"
+    )
+    a.add_argument("--max-iter", type=_count("max-iter"), default=60, help="default 60")
+    a.add_argument(
+        "--eval-samples",
+        type=at_least("eval-samples", 2),
+        default=None,
+        help="fresh opponent draws for epsilon (default: --samples)",
+    )
+    a.add_argument("--mu", type=_positive("mu"), default=None)
+    a.add_argument("--sigma", type=_positive("sigma"), default=None)
+    a.add_argument("--gamma", type=_positive("gamma"), default=None)
+    a.add_argument(
+        "--privacy",
+        type=_positive("privacy"),
+        default=None,
+        help="epsilon of the private mechanisms' price / cut-off choice",
+    )
+    a.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    a.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
+    a.set_defaults(func=cmd_bne)
+    return a
+
+
+def cmd_bne(args) -> int:
+    dist = parse_distribution(args.dist, iron=args.iron)
+    context = {k: getattr(args, k) for k in CONTEXT_KEYS if getattr(args, k) is not None}
+    out = Path(args.out)
+    check_writable_folder(out)
+    result = symmetric_bne(
+        args.mechanism,
+        dist,
+        args.sellers,
+        np.random.default_rng(args.seed),
+        grid=args.grid,
+        bid_grid=args.bid_grid,
+        refine=args.refine,
+        samples=args.samples,
+        deviators=args.deviators,
+        damping=args.damping,
+        tol=args.tol,
+        max_iter=args.max_iter,
+        eval_samples=args.eval_samples,
+        progress=not args.quiet,
+        **context,
+    )
+    result = dataclasses.replace(result, options={**result.options, "seed": args.seed})
+    result.write(out)
+    print(result.format())
+    print(f"written to {out}: bid.csv, summary.json, bne.png")
+    return 0
