@@ -47,7 +47,7 @@ from market_sim.mechanisms.offline import proxy_loss_of_eps
 from market_sim.parameters import Distribution, Number, Registered
 
 NAME = "dynamics"
-REPLICATIONS = 8
+REPLICATIONS = 5
 QUICK_REPLICATIONS = 3
 TOL = 1e-9  # a report differs from the cost (relative to max(1, cost))
 IC_TOL = 1e-7  # truth is an equilibrium when no misreport gains more than this
@@ -90,7 +90,7 @@ def grid(quick: bool = False) -> list[dict]:
             learner=learner,
             m=m,
             dist="uniform:1:5",
-            rounds=40 if quick else 300,
+            rounds=40 if quick else 200,
             gamma=0.3,
             new_costs=True,
             measure_regret=True,

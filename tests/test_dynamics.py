@@ -152,3 +152,17 @@ def test_findings_state_what_the_numbers_say():
     assert "does not reach truth" in no and "reaches truth)" not in no
     assert "q-learning 1.19 ± 0.0011 (at the BNE" in no
     assert "no joint overbidding beyond the BNE" in no
+
+
+def test_pay_as_bid_rows_carry_the_bne_reference_computed_once():
+    study._BNE.clear()
+    kw = dict(mechanism="pay-as-bid", learner="learning", rounds=3, bne_samples=16, bne_max_iter=3)
+    a, b = rows(1, **kw), rows(2, **kw)
+    assert len(study._BNE) == 1  # one solve for both tasks (same market, same options)
+    (bne,) = study._BNE.values()
+    for df in (a, b):
+        assert (df.truth_gain > study.IC_TOL).all()
+        assert np.isfinite(df[["bne_report_ratio", "bne_proxy_loss", "bne_payment"]]).all().all()
+        assert (df.bne_report_ratio >= 1).all()  # the solver never bids below cost
+        assert (df.bne_epsilon == bne.epsilon).all()
+    assert not np.allclose(a.bne_payment, b.bne_payment)  # on each task's own costs
