@@ -299,9 +299,12 @@ def plot(df: pd.DataFrame, path=None):
                     for _, r in refs[refs.mechanism == mech].iterrows():
                         if np.isfinite(r[bne_col]):
                             a.axhline(r[bne_col], color=CONTROL_COLOR, ls=style.get(r.m, "-"))
+                            lo, hi = a.get_ylim()  # keep the reference inside, with a margin
+                            pad = 0.05 * (max(hi, r[bne_col]) - min(lo, r[bne_col]))
+                            a.set_ylim(min(lo, r[bne_col] - pad), max(hi, r[bne_col] + pad))
                 a.grid(color="0.92")
-                a.set(xlabel="round", ylabel=label, title=f"{mech}: {label}")
-                a.title.set_fontsize(9)
+                a.set(xlabel="round", ylabel=label, title=mech if i == 0 else "")
+                a.title.set_fontsize(10)
                 a.yaxis.label.set_fontsize(8)
         handles = [Line2D([], [], color=colour[lr], label=lr) for lr in learners]
         if len(sizes) > 1:
