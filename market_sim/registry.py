@@ -293,6 +293,9 @@ STRATEGIES = Registry(
         "best-response": "market_sim.agents.strategies:BestResponse",
         "learning": "market_sim.agents.strategies:Learning",
         "collusion": "market_sim.agents.strategies:Collusion",
+        "hedge": "market_sim.agents.learners:Hedge",
+        "exp3": "market_sim.agents.learners:Exp3",
+        "q-learning": "market_sim.agents.learners:QLearning",
     },
     _check_strategy,
 )

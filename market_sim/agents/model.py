@@ -36,7 +36,14 @@ from ..errors import MarketSimError
 from ..mechanisms.base import Mechanism, as_mechanism, mechanism_name
 from ..mechanisms.offline import proxy_loss_of_eps
 from ..privacy.release import StatisticRelease
-from .strategies import SellerGroup, Strategy, Truthful, as_strategy, is_vectorized
+from .strategies import (
+    SellerGroup,
+    Strategy,
+    Truthful,
+    as_strategy,
+    is_learner,
+    is_vectorized,
+)
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
@@ -96,6 +103,7 @@ class SellerAgent(mesa.Agent):
     payment = _view("payment")
     utility = _view("utility")
     regret = _view("regret")
+    external_regret = _view("external_regret")
     participating = _view("participating", bool)
     index = _view("position", int)  # position among this round's participants
 
@@ -198,6 +206,15 @@ class _Group:
     strategy: Strategy
     ids: np.ndarray
     copies: list | None = None
+
+
+@dataclass
+class _RegretBook:
+    """A learner group's running sums for external regret (rows of the group)."""
+
+    cum_arm: np.ndarray | None  # (n, K): cumulative utility of each arm
+    cum_real: np.ndarray  # (n,): cumulative realised (expected) utility
+    played: np.ndarray  # (n,): rounds each seller took part in and was scored
 
 
 def _strategy_mix(strategy, strategic_fraction, n):
@@ -330,6 +347,7 @@ class MarketModel(mesa.Model):
         self.eps, self.payment, self.utility = np.zeros(n), np.zeros(n), np.zeros(n)
         self.regret = np.full(n, np.nan)
         self.truth_regret = np.full(n, np.nan)  # best grid utility - utility of the truth
+        self.external_regret = np.full(n, np.nan)  # learners: cumulative regret / rounds
         self.participating = np.ones(n, dtype=bool)
         self.position = np.arange(n)
         self._identity_positions = True
@@ -381,6 +399,7 @@ class MarketModel(mesa.Model):
                 "utility",
                 "regret",
             )
+            + (("external_regret",) if self._learners else ())
         }
         self.datacollector = mesa.DataCollector(
             model_reporters={
@@ -393,6 +412,7 @@ class MarketModel(mesa.Model):
                 "max_regret": lambda m: m._regret_stat(np.max),
                 "participation": lambda m: float(np.mean(m.participating)),
                 "share_misreporting": lambda m: m._share_misreporting(),
+                "avg_external_regret": lambda m: m._avg_external_regret(),
             },
             agenttype_reporters={SellerAgent: seller_reporters} if eager else None,
         )
@@ -424,6 +444,22 @@ class MarketModel(mesa.Model):
             self.strategy_id[ids] = len(self.groups)
             self.groups.append(_Group(name, strat, ids, copies))
         self.strategy_names = [g.name for g in self.groups]
+        # learners (strategies declaring arms): their sellers' external regret is tracked
+        self._learners = {
+            gi: _RegretBook(None, np.zeros(g.ids.size), np.zeros(g.ids.size, dtype=np.int64))
+            for gi, g in enumerate(self.groups)
+            if is_learner(g.strategy)
+        }
+        self._learner_ids = (
+            np.concatenate([self.groups[gi].ids for gi in self._learners])
+            if self._learners
+            else np.zeros(0, dtype=int)
+        )
+        self.agent_columns = (
+            AGENT_COLUMNS[:-1]
+            + (("external_regret",) if self._learners else ())
+            + AGENT_COLUMNS[-1:]
+        )
 
     def strategy_of(self, seller_id: int) -> Strategy:
         g = self.groups[self.strategy_id[seller_id]]
@@ -538,6 +574,101 @@ class MarketModel(mesa.Model):
             else:
                 self.report[sel.ids] = r
 
+    def score_arms(self, active) -> None:
+        """Learners: every arm's utility against this round's actual reports.
+
+        For each learner group (``Strategy.arm_reports``) that learns from full
+        information, or every learner group when ``measure_regret`` is on, one
+        ``deviation_utilities`` call gives each seller's utility at each of its
+        arms (expectations for randomized mechanisms, which also score the actual
+        report: expected vs expected).  They go to ``observe_arms`` (full
+        information) and into the external-regret sums (``_RegretBook``)."""
+        reports = None
+        for gi, book in self._learners.items():
+            g = self.groups[gi]
+            full = bool(g.strategy.full_information)
+            if not (full or self.measure_regret):
+                continue
+            sel = self._group_view(g)
+            if not len(sel):
+                continue
+            if reports is None:
+                reports = self.report[active]
+            arms = self._arm_reports(g, sel)
+            k = arms.shape[1]
+            randomized = bool(self.mechanism.randomized)
+            cand = np.column_stack([arms, sel.report]) if randomized else arms
+            u = np.asarray(
+                self.mechanism.deviation_utilities(sel.index, cand, sel.cost, reports, self.rng),
+                dtype=float,
+            )
+            if u.shape != cand.shape:
+                raise MarketSimError(
+                    f"mechanism {self.mechanism_name}: deviation_utilities gave shape "
+                    f"{u.shape} for {cand.shape} candidates"
+                )
+            arm_u = u[:, :k]
+            realised = u[:, k] if randomized else self.utility[sel.ids]
+            self._book(gi, book, sel, arm_u, realised)
+            if full:
+                arm_u.flags.writeable = False
+                if g.copies is None:
+                    g.strategy.observe_arms(sel, arm_u, self)
+                else:
+                    for j, (i, row) in enumerate(zip(sel.ids, sel.rows, strict=True)):
+                        one = SellerGroup.of_one(self.seller(i))
+                        g.copies[row].observe_arms(one, arm_u[j : j + 1], self)
+
+    def _arm_reports(self, g: _Group, sel: SellerGroup) -> np.ndarray:
+        if g.copies is None:
+            arms = g.strategy.arm_reports(sel, self)
+        else:
+            arms = np.vstack(
+                [
+                    np.asarray(
+                        g.copies[row].arm_reports(SellerGroup.of_one(self.seller(i)), self),
+                        dtype=float,
+                    ).reshape(1, -1)
+                    for i, row in zip(sel.ids, sel.rows, strict=True)
+                ]
+            )
+        arms = np.asarray(arms, dtype=float)
+        if arms.ndim != 2 or arms.shape[0] != len(sel) or arms.shape[1] < 1:
+            raise MarketSimError(
+                f"strategy {g.name}: arm_reports must be a ({len(sel)}, K) array, got "
+                f"shape {arms.shape}"
+            )
+        if not np.all(np.isfinite(arms)):
+            raise MarketSimError(f"strategy {g.name}: arm_reports must be finite numbers")
+        return arms
+
+    def _book(self, gi: int, book: _RegretBook, sel: SellerGroup, arm_u, realised) -> None:
+        """Add this round to a learner group's sums; external regret of each scored
+        seller = (max_j cumulative utility of arm j - cumulative realised utility)
+        / rounds it was scored (not clipped at 0: a learner may beat every fixed arm)."""
+        k = arm_u.shape[1]
+        if book.cum_arm is None:
+            book.cum_arm = np.zeros((book.played.size, k))
+        elif book.cum_arm.shape[1] != k:
+            raise MarketSimError(
+                f"strategy {self.groups[gi].name}: arm_reports gave {k} arms this round, "
+                f"{book.cum_arm.shape[1]} before; a learner's arms must not change"
+            )
+        whole = len(sel) == book.played.size
+        take = slice(None) if whole else sel.rows
+        cum = book.cum_arm[take]
+        cum += arm_u  # a view when whole; else write back below
+        book.cum_real[take] += realised
+        book.played[take] += 1
+        if not whole:
+            book.cum_arm[take] = cum
+        regret = (cum.max(axis=1) - book.cum_real[take]) / book.played[take]
+        g = self.groups[gi]
+        if whole:
+            self.external_regret[g.ids[0] : g.ids[-1] + 1] = regret
+        else:
+            self.external_regret[sel.ids] = regret
+
     def observe(self, active) -> None:
         for g in self.groups:
             s = g.strategy
@@ -580,6 +711,8 @@ class MarketModel(mesa.Model):
         self.collect_reports(active)
         outcome = self.platform.allocate(self.report[active])
         self.platform.settle(active, outcome)
+        if self._learners:
+            self.score_arms(active)
         self.observe(active)
         self.platform.train(active)
         if self.measure_regret:
@@ -603,6 +736,15 @@ class MarketModel(mesa.Model):
         r = r[np.isfinite(r)]
         return float(fn(r)) if r.size else np.nan
 
+    def _avg_external_regret(self) -> float:
+        """Mean over the learners' sellers of cumulative external regret / rounds
+        (sellers not scored yet left out); NaN without learners or scores."""
+        if not self._learners or self.round == 0:
+            return np.nan
+        r = self.external_regret[self._learner_ids]
+        r = r[np.isfinite(r)]
+        return float(r.mean()) if r.size else np.nan
+
     def _share_misreporting(self) -> float:
         if self.round == 0:
             return 0.0
@@ -618,6 +760,8 @@ class MarketModel(mesa.Model):
             "utility": self.utility.copy(),
             "regret": self.regret.copy(),
         }
+        if self._learners:
+            cols["external_regret"] = self.external_regret.copy()
         cols["cost"] = (
             self.cost.copy()
             if self.new_costs or not self._agent_rows
@@ -649,7 +793,7 @@ class MarketModel(mesa.Model):
             "round": np.repeat(np.arange(first_round, first_round + len(rows)), n),
             "seller_id": np.tile(np.arange(n), len(rows)),
         }
-        for k in AGENT_COLUMNS[2:-1]:
+        for k in self.agent_columns[2:-1]:
             cols[k] = np.concatenate([r[k] for r in rows])
         return pa.table({**cols, "strategy": names.cast(pa.string())})
 
@@ -673,7 +817,7 @@ class MarketModel(mesa.Model):
             self.close()
             df = pd.read_parquet(self.agent_out)
         elif not self._agent_rows:
-            return pd.DataFrame(columns=list(AGENT_COLUMNS))
+            return pd.DataFrame(columns=list(self.agent_columns))
         else:
             df = self._table(self._agent_rows, 1).to_pandas()
         df["strategy"] = df["strategy"].astype(str)

@@ -55,6 +55,7 @@ __all__ = [
     "Collusion",
     "as_strategy",
     "is_vectorized",
+    "is_learner",
 ]
 
 
@@ -112,10 +113,32 @@ class Strategy:
         """Called once before the first round with the size of the strategy's group
         (allocate per-seller arrays here)."""
 
+    # ---- the learner protocol (regret over time) ----------------------------------
+    #: a learner that wants every arm's utility each round (full information)
+    full_information: ClassVar[bool] = False
+
+    def arm_reports(self, sellers: SellerGroup, model) -> np.ndarray | None:
+        """A learner's arms: the (len(sellers), K) reports each seller chooses among
+        this round (K the same every round), or None for a strategy that is not a
+        learner (the default).  For a learner the model tracks each seller's
+        cumulative external regret against the best fixed arm in hindsight."""
+        return None
+
+    def observe_arms(self, sellers: SellerGroup, utilities: np.ndarray, model) -> None:
+        """Called after settlement, before ``observe_all``, with each seller's utility
+        at every arm ((len(sellers), K), the others at this round's actual reports;
+        expectations for randomized mechanisms), when ``full_information`` is set."""
+
 
 def is_vectorized(strategy) -> bool:
     """True when the strategy acts on whole groups (overrides ``report_all``)."""
     return type(strategy).report_all is not Strategy.report_all
+
+
+def is_learner(strategy) -> bool:
+    """True when the strategy declares arms (overrides ``arm_reports``): the model then
+    tracks its sellers' external regret."""
+    return type(strategy).arm_reports is not Strategy.arm_reports
 
 
 def _clip(model, r):
