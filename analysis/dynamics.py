@@ -234,17 +234,20 @@ def findings(df: pd.DataFrame) -> list[str]:
         out.append("Q-learners: none in these results.")
     reg = next((c for c in ("avg_external_regret", "mean_regret") if f"{c}_late" in t), None)
     if reg is not None:
+        has = t[np.isfinite(t[f"{reg}_late"]) & np.isfinite(t[f"{reg}_early"])]
         parts = [
             f"{r.learner} under {r.mechanism} {_fmt(r[f'{reg}_early'])} -> "
             f"{_fmt(r[f'{reg}_late'], r[f'{reg}_ci_late'])}"
-            for _, r in t.iterrows()
+            for _, r in has.iterrows()
         ]
         name = "average external regret" if reg == "avg_external_regret" else "ex-post regret"
-        falls = int((t[f"{reg}_late"] < t[f"{reg}_early"]).sum())
+        falls = int((has[f"{reg}_late"] < has[f"{reg}_early"]).sum())
+        missing = sorted(set(t.learner) - set(has.learner))
         out.append(
             f"Regret ({name}, first -> last {WINDOW:.0%} of the rounds, m = {m_top}): "
             + "; ".join(parts)
-            + f". It falls for {falls} of {len(t)} mechanism x learner pairs."
+            + f". It falls for {falls} of {len(has)} mechanism x learner pairs"
+            + (f" (not measured for {', '.join(missing)})." if missing else ".")
         )
     return out
 

@@ -58,7 +58,7 @@ LOCAL = (0.5, 0.8, 0.9, 0.95, 0.99, 1.01, 1.05, 1.1, 1.25, 1.5, 2.0)  # misrepor
 # the compiled payment kernel: 4x faster than numpy on these small markets, the same
 # payments to ~1e-13 (market_sim.mechanisms.payments.offline_payments)
 MECHANISMS = ["offline:backend=numba", "online", "pay-as-bid"]
-LEARNERS = ["learning"]  # the strategies compared (specs)
+LEARNERS = ["hedge", "exp3", "q-learning", "learning"]  # the strategies compared (specs)
 
 
 def _flag(value) -> None:
