@@ -57,6 +57,7 @@ writes DIR/bid.csv, DIR/summary.json and DIR/bne.png.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 import sys
@@ -275,18 +276,19 @@ class _Game:
     z_hi: float  # highest report
     k: int  # reports of the focused grid
     refine: int
+    stats: dict = field(default_factory=dict, compare=False)  # of the last best response
 
     def candidates(self, z_top):
         """The focused grid on [z_lo, z_top] and the coarse sentinels on [z_lo, z_hi]."""
         focus = np.linspace(self.z_lo, z_top, self.k)
-        return np.concatenate((focus, _bid_grid(self.z_lo, self.z_hi, _SENTINELS)))
+        return np.concatenate((focus, np.linspace(self.z_lo, self.z_hi, _SENTINELS)))
 
     def top(self, cand, Eb, Tb):
         """The lowest sentinel above every report that gets anything (eps or payment)."""
         live = (Eb > 0) | (Tb != 0)
         if not live.any():
             return self.z_hi
-        sent = _bid_grid(self.z_lo, self.z_hi, _SENTINELS)
+        sent = np.linspace(self.z_lo, self.z_hi, _SENTINELS)
         above = sent[sent > cand[np.flatnonzero(live)[-1]]]
         return float(above[0]) if above.size else self.z_hi
 
@@ -307,6 +309,7 @@ class _Game:
         E, T = sample.eps_pay(self.mech, bidfn, cand)
         Eb, Tb = E.mean(axis=0), T.mean(axis=0)
         new_top = self.top(cand, Eb, Tb)
+        self.stats.clear()
         if costs.size:
             out[act] = self._respond(sample, bidfn, costs, cur, floor, cand, Eb, Tb, temperature)
         return out, new_top
@@ -321,6 +324,8 @@ class _Game:
         u_cur = U[rows, np.searchsorted(cand, cur)]
         scale = max(float(np.max(np.abs(Tb))), float(np.max(np.abs(Eb))) * self.z_hi, 1e-300)
         keep = u_cur >= best_u - _TIE * scale
+        # the largest gain of a candidate over the current report, and the best utility
+        self.stats.update(gain=float(np.max(best_u - u_cur)), utility=float(np.max(best_u)))
         if temperature > 0:
             # logit response: density exp(u / tau) over reports (trapezoid weights dz),
             # tau = temperature x the spread of u over the allowed reports
@@ -400,10 +405,10 @@ def _compiled(mech):
     return mech
 
 
-def _bid_grid(lo, z_hi, k):
-    grid = np.linspace(lo, z_hi, k)
-    grid[0] += 1e-3 * (grid[1] - grid[0])  # a report at c_low = 0 has no offline optimum
-    return grid
+def _focused(lo, hi, c_top, k):
+    """``k`` costs on [lo, c_top] and the coarse sentinel costs above c_top."""
+    coarse = np.linspace(lo, hi, _SENTINELS)
+    return np.unique(np.concatenate((np.linspace(lo, c_top, k), coarse[coarse > c_top])))
 
 
 def _as_bidfn(bid, dist) -> Callable[[np.ndarray], np.ndarray]:
@@ -485,7 +490,7 @@ def bne_epsilon(
     ev = _check_int("eval_samples", samples if eval_samples is None else eval_samples, 2)
     d, markets, eval_markets = _options(samples, deviators, n, ev)
     lo, hi = dist.support
-    game = _Game(mech, dist, n, float(_bid_grid(lo, z_hi, 2)[0]), z_hi, bid_grid, refine)
+    game = _Game(mech, dist, n, lo + 1e-6 * (z_hi - lo), z_hi, bid_grid, refine)
     bidfn = _as_bidfn(bid, dist)
     train = _Sample(dist, n, markets, d, rng)
     fresh = _Sample(dist, n, eval_markets, d, rng)
@@ -505,9 +510,10 @@ def symmetric_bne(
     deviators: int = 8,
     temperature: float = 0.03,
     min_temperature: float = 0.003,
-    cooling: float = 0.95,
+    cooling: float = 0.9,
     damping: float = 0.05,
     tol: float = 2e-3,
+    gain_tol: float = 5e-3,
     max_iter: int = 150,
     eval_grid: int = 65,
     eval_samples: int | None = None,
@@ -542,18 +548,20 @@ def symmetric_bne(
     ev = _check_int("eval_samples", samples if eval_samples is None else eval_samples, 2)
     damping = _check_float("damping", damping, 0.0, 1.0)
     tol = _check_float("tol", tol, 0.0, math.inf)
+    gain_tol = _check_float("gain_tol", gain_tol, 0.0, math.inf, False)
     temperature = _check_float("temperature", temperature, 0.0, math.inf, False)
     min_temperature = _check_float("min_temperature", min_temperature, 0.0, temperature, False)
     cooling = _check_float("cooling", cooling, 0.0, 1.0)
     d, markets, eval_markets = _options(samples, deviators, n, ev)
 
     lo, hi = dist.support
-    game = _Game(mech, dist, n, float(_bid_grid(lo, z_hi, 2)[0]), z_hi, bid_grid, refine)
-    costs = np.linspace(lo, hi, grid)
+    game = _Game(mech, dist, n, lo + 1e-6 * (z_hi - lo), z_hi, bid_grid, refine)
+    costs, c_top = np.linspace(lo, hi, grid), float(hi)
     b = np.clip(_as_bidfn(init, dist)(costs), game.z_lo, z_hi)
     b = np.maximum.accumulate(b)
     train = _Sample(dist, n, markets, d, rng, qmc=True)
     history: list[float] = []
+    gains: list[float] = []
     converged = False
     from tqdm import tqdm
 
@@ -563,7 +571,7 @@ def symmetric_bne(
         current = b.copy()
         tau = max(min_temperature, temperature * cooling ** (it - 1))
 
-        def bidfn(c, current=current):
+        def bidfn(c, current=current, costs=costs):
             return np.interp(c, costs, current)
 
         br, z_top = game.best_responses(train, bidfn, costs, current, tau, z_top)
@@ -572,11 +580,20 @@ def symmetric_bne(
         history.append(residual)
         bar.update(1)
         bar.set_postfix(residual=f"{residual:.2g}", temperature=f"{tau:.2g}")
-        if residual == 0.0 or (residual <= tol * (hi - lo) and tau <= min_temperature):
+        gain = game.stats.get("gain", 0.0) / max(game.stats.get("utility", 0.0), 1e-300)
+        gains.append(gain)
+        small = residual <= tol * (hi - lo) or gain <= gain_tol
+        if residual == 0.0 or (small and tau <= min_temperature):
             converged = True
             b = br  # a fixed point up to tol: take the best response itself
             break
         b = current + max(damping, 1.0 / (it + 1)) * (br - current)  # fictitious-play step
+        # focus the cost grid on [low, c_top]: above z_top no report gets anything
+        top = min(float(hi), z_top + (hi - lo) / (_SENTINELS - 1))
+        if top > c_top or (it == 1 and top < c_top):
+            c_top = top
+            new = _focused(lo, hi, c_top, grid)
+            b, costs = np.interp(new, costs, b), new
     bar.close()
 
     final = b.copy()
@@ -586,9 +603,10 @@ def symmetric_bne(
         return np.interp(c, costs, final)
 
     fresh = _Sample(dist, n, eval_markets, d, rng)
-    check = _epsilon(game, train, fresh, final_fn, np.linspace(lo, hi, eval_grid), z_top)
+    check = _epsilon(game, train, fresh, final_fn, _focused(lo, hi, c_top, eval_grid), z_top)
     options = {
         "grid": grid,
+        "cost_top": c_top,
         "bid_grid": bid_grid,
         "refine": refine,
         "samples": samples,
@@ -600,6 +618,8 @@ def symmetric_bne(
         "final_temperature": tau,
         "damping": damping,
         "tol": tol,
+        "gain_tol": gain_tol,
+        "training_gain": gains[-1],
         "max_iter": max_iter,
         "eval_grid": eval_grid,
         "eval_samples": ev,
@@ -675,13 +695,18 @@ def add_parser(subparsers):
     def at_least(name, least):
         return _number(name, int, lambda v: v >= least, f">= {least}")
 
-    share = _number("damping", float, lambda v: 0 < v <= 1, "in (0, 1]")
+    def share(name):
+        return _number(name, float, lambda v: 0 < v <= 1, "in (0, 1]")
+
+    def nonneg(name):
+        return _number(name, float, lambda v: math.isfinite(v) and v >= 0, ">= 0")
+
     a = subparsers.add_parser(
         "bne",
         help="a symmetric Bayes-Nash equilibrium bid function of a mechanism",
         description="Iterated damped best responses on a cost grid (common random "
         "numbers), then epsilon: the largest expected gain of a deviation, re-measured "
-        "on fresh opponents, with a 95%% bootstrap CI. Writes DIR/bid.csv, "
+        "on fresh opponents, with a 95%% t interval. Writes DIR/bid.csv, "
         "DIR/summary.json and DIR/bne.png.",
     )
     a.add_argument(
@@ -697,30 +722,28 @@ def add_parser(subparsers):
     a.add_argument("--iron", action="store_true", help="Myerson ironing of the cost law")
     a.add_argument("--sellers", type=at_least("sellers", 2), required=True, help="sellers")
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    a.add_argument("--grid", type=at_least("grid", 3), default=33, help="costs (default 33)")
-    a.add_argument(
-        "--bid-grid", type=at_least("bid-grid", 3), default=129, help="reports (default 129)"
-    )
-    a.add_argument(
-        "--refine",
-        type=at_least("refine", 0),
-        default=6,
-        help="reports tried around each best one (default 6; 0: none)",
-    )
-    a.add_argument(
-        "--samples", type=_count("samples"), default=1024, help="opponent draws (default 1024)"
-    )
-    a.add_argument(
-        "--deviators",
-        type=_count("deviators"),
-        default=8,
-        help="deviating sellers per sampled market (default 8)",
-    )
-    a.add_argument("--damping", type=share, default=0.5, help="step to the best response")
-    a.add_argument(
-        "--tol", type=_positive("tol"), default=2e-3, help="stop at sup|BR - b| <= tol x width"
-    )
-    a.add_argument("--max-iter", type=_count("max-iter"), default=60, help="default 60")
+    D = {k: p.default for k, p in inspect.signature(symmetric_bne).parameters.items()}
+    for flag, kind, text in (
+        ("grid", at_least("grid", 3), "costs on the relevant range"),
+        ("bid-grid", at_least("bid-grid", 3), "candidate reports"),
+        ("refine", at_least("refine", 0), "reports tried around each best one (epsilon search)"),
+        ("samples", _count("samples"), "opponent draws"),
+        ("deviators", _count("deviators"), "deviating sellers per sampled market"),
+        (
+            "temperature",
+            nonneg("temperature"),
+            "start temperature of the logit response (0: argmax)",
+        ),
+        ("min-temperature", nonneg("min-temperature"), "final temperature"),
+        ("cooling", share("cooling"), "temperature factor per iteration"),
+        ("damping", share("damping"), "least step towards the best response (1/(t+1) before)"),
+        ("tol", _positive("tol"), "stop at sup|BR - b| <= tol x support width"),
+        ("gain-tol", _positive("gain-tol"), "or at a best-response gain <= gain-tol x utility"),
+        ("max-iter", _count("max-iter"), "most iterations"),
+        ("eval-grid", at_least("eval-grid", 2), "costs where epsilon is measured"),
+    ):
+        default = D[flag.replace("-", "_")]
+        a.add_argument(f"--{flag}", type=kind, default=default, help=f"{text} (default {default})")
     a.add_argument(
         "--eval-samples",
         type=at_least("eval-samples", 2),
@@ -757,9 +780,14 @@ def cmd_bne(args) -> int:
         refine=args.refine,
         samples=args.samples,
         deviators=args.deviators,
+        temperature=args.temperature,
+        min_temperature=args.min_temperature,
+        cooling=args.cooling,
         damping=args.damping,
         tol=args.tol,
+        gain_tol=args.gain_tol,
         max_iter=args.max_iter,
+        eval_grid=args.eval_grid,
         eval_samples=args.eval_samples,
         progress=not args.quiet,
         **context,
