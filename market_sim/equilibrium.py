@@ -84,8 +84,8 @@ __all__ = [
 
 #: market settings passed to the mechanism's construction (as ``audit`` does)
 CONTEXT_KEYS = ("mu", "sigma", "gamma", "privacy")
+_PEAK = 8.0  # the logit response averages reports within _PEAK temperatures of the best
 _TIE = 1e-9  # a candidate must beat the current bid by this share of the utility scale
-_BOOT = 2000
 
 
 @dataclass(frozen=True)
@@ -328,11 +328,16 @@ class _Game:
         self.stats.update(gain=float(np.max(best_u - u_cur)), utility=float(np.max(best_u)))
         if temperature > 0:
             # logit response: density exp(u / tau) over reports (trapezoid weights dz),
-            # tau = temperature x the spread of u over the allowed reports
+            # tau = temperature x the spread of u over the allowed reports, on the
+            # peak of the best report only (the reports around it within 8 tau): the
+            # mean of two separate peaks would be neither
             spread = best_u - np.where(allowed, U, np.inf).min(axis=1)
             tau = temperature * np.maximum(spread, 1e-300)
+            near = U >= (best_u - _PEAK * tau)[:, None]
+            label = np.cumsum(~near, axis=1)
+            peak = near & (label == label[rows, k][:, None])
             with np.errstate(invalid="ignore", over="ignore"):
-                w = np.where(allowed, np.exp((U - best_u[:, None]) / tau[:, None]), 0.0)
+                w = np.where(peak, np.exp((U - best_u[:, None]) / tau[:, None]), 0.0)
             w = w * np.gradient(cand)[None, :] if cand.size > 1 else w
             best_z = (w @ cand) / w.sum(axis=1)
             return np.where(keep, cur, best_z)
@@ -403,6 +408,13 @@ def _compiled(mech):
         if offline._kernel() is not None:
             return dataclasses.replace(mech, backend="numba")
     return mech
+
+
+def _midpoints(x):
+    """The centres of the cells between consecutive points: costs off the solver's grid
+    and off the ends of the support (a seller of cost exactly 0 on a support starting
+    at 0 is a singular case of the offline allocation: psi = 0)."""
+    return 0.5 * (x[1:] + x[:-1])
 
 
 def _focused(lo, hi, c_top, k):
@@ -494,7 +506,7 @@ def bne_epsilon(
     bidfn = _as_bidfn(bid, dist)
     train = _Sample(dist, n, markets, d, rng)
     fresh = _Sample(dist, n, eval_markets, d, rng)
-    return _epsilon(game, train, fresh, bidfn, np.linspace(lo, hi, eval_grid))
+    return _epsilon(game, train, fresh, bidfn, _midpoints(np.linspace(lo, hi, eval_grid + 1)))
 
 
 def symmetric_bne(
@@ -603,7 +615,8 @@ def symmetric_bne(
         return np.interp(c, costs, final)
 
     fresh = _Sample(dist, n, eval_markets, d, rng)
-    check = _epsilon(game, train, fresh, final_fn, _focused(lo, hi, c_top, eval_grid), z_top)
+    ev_costs = _midpoints(_focused(lo, hi, c_top, eval_grid + 1))
+    check = _epsilon(game, train, fresh, final_fn, ev_costs, z_top)
     options = {
         "grid": grid,
         "cost_top": c_top,
