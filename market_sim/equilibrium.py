@@ -4,51 +4,69 @@
 that, when the n sellers' costs are i.i.d. from ``dist`` and every other seller
 reports b(c_j), reporting b(c) is (nearly) a best response for a seller of cost c.
 
-Method: iterated damped best responses on a cost grid, with common random numbers.
+Method: iterated smoothed (logit) best responses on a cost grid, damped by
+fictitious-play steps, on a fixed sample of opponents (common random numbers).
 
-* A fixed sample of ``markets`` markets of n costs (the opponents), drawn once;
-  in each, the first ``deviators`` sellers deviate in turn (the others report
-  b(c_j)).  ``markets = ceil(samples / deviators)``; the markets are independent,
-  the deviators of one market share most opponents.
+* The sample: ``markets`` markets of n costs, a scrambled Sobol sequence mapped
+  through the cost quantile function (far more even than i.i.d. draws; markets
+  rounded up to a power of two), drawn once.  In each, the first ``deviators``
+  sellers deviate in turn, the others reporting b(c_j); ``markets =
+  ceil(samples / deviators)``.  Randomized mechanisms keep one seed per market.
 * A seller's utility is linear in its true cost, u(c, z) = T(z) - c E(z), where
-  E(z), T(z) are its expected eps and payment when it reports z (one call of the
-  mechanism's vectorised ``deviations`` per market, all candidate reports at once).
-  So one evaluation of E, T on the candidate reports gives u on the whole cost grid.
-* Candidates: ``bid_grid`` equally spaced reports on [low, bid_max] (the lowest
-  moved up by 1e-3 of a step, as in the audit: a report at a support's 0 has no
-  offline optimum), the cost grid and the current bids.  A seller never bids
-  below its cost.  The best response of grid cost c is the best candidate,
-  refined by ``refine`` equally spaced reports between its neighbours (one more
-  call per market); the current bid is kept unless another beats it by more
-  than 1e-9 of the utility scale (so an IC mechanism keeps the truth).
-* The best responses are made non-decreasing in the cost (pool-adjacent-violators;
-  in these markets a seller's allocation is non-increasing in its report, so
-  best responses are monotone in the cost) and the bid function moves a
-  ``damping`` share of the way to them:  b <- b + damping (BR - b).
-* Stop when sup_c |BR(c) - b(c)| <= tol (support width), or after ``max_iter``.
+  E(z), T(z) are its expected eps and payment when it reports z: one call of the
+  mechanism's vectorised ``deviations`` per market (all candidate reports at once)
+  gives u on the whole cost grid.
+* Candidates: ``bid_grid`` reports on [low, z_top], 17 coarse "sentinel" reports
+  on [low, bid_max], the grid costs and the current bids (the lowest report is
+  low + 1e-6 of the range: a report at a support's 0 has virtual cost 0).  z_top
+  is the lowest sentinel above every report that got anything (eps or payment)
+  in the last iteration: above it no report is bought, so the grid is spent where
+  the game is.  The cost grid (``grid`` costs) is likewise focused on
+  [low, z_top + one sentinel step], with the sentinel costs above.  A seller never
+  reports below its cost.
+* The response of grid cost c: the logit response on the peak of the best report,
+  BR(c) = sum_z z w(z) / sum_z w(z), w(z) = exp((u(c, z) - max u) / tau) dz over the
+  contiguous reports within 8 tau of the best, tau = temperature x (max - min of
+  u(c, .)); the temperature cools geometrically (``cooling``) from
+  ``temperature`` to ``min_temperature``.  Smoothing averages out the sampling
+  noise that makes an argmax jump, and keeps atoms (pooled bids) from forming.
+  The current bid is kept when no candidate beats it by more than 1e-9 of the
+  utility scale (so an IC mechanism keeps the truth at once).
+* Monotone: the responses are made non-decreasing in the cost (pool adjacent
+  violators) and at least the cost; then b <- b + max(damping, 1/(t+1)) (BR - b)
+  (fictitious play, floored; plain best-response dynamics oscillate in
+  first-price-like games).
+* Stop, once cooled, when sup_c |BR(c) - b(c)| <= tol x (high - low), or when the
+  ex-ante gain of the best candidates over b on the training sample (grid costs
+  weighted by density x spacing) is <= gain_tol x their ex-ante utility (the
+  relative utility loss; robust to a few costs whose best response jumps); else
+  after ``max_iter`` iterations (``converged`` False).
 
 ``b(c)`` between grid costs is the linear interpolation of the (monotone) grid
 bids.  ``epsilon`` (``bne_epsilon``, for any bid function):
 
-1. on a training sample (for ``symmetric_bne``, the solver's), the best
-   deviation z*(c) of each cost c of an evaluation grid (``eval_grid`` costs,
-   off the solver's grid) is found as above;
-2. on ``eval_samples`` FRESH markets, the gain g_s(c) = u_s(c, z*(c)) - u_s(c, b(c))
-   is measured per market s (the mean over its deviators);
-3. epsilon = max(0, max_c mean_s g_s(c)); re-measuring on fresh opponents removes
-   the upward bias of maximising over sampling noise.  ``epsilon_ci`` is the 95%
-   percentile bootstrap interval (2000 resamples of the fresh markets) of the
-   same statistic.  ``epsilon_relative`` divides by the ex-ante utility at b
-   (mean over the evaluation costs weighted by the cost density).
+1. evaluation costs: the centres of ``eval_grid`` cells of the (focused) range,
+   off the solver's grid and off the ends of the support;
+2. on the training sample (for ``symmetric_bne``, the solver's), the best
+   deviation z*(c) of each evaluation cost: the argmax over the candidates,
+   refined by ``refine`` reports between its neighbours;
+3. on FRESH i.i.d. markets (``eval_samples`` opponent draws), the gain
+   g_s(c) = u_s(c, z*(c)) - u_s(c, b(c)) per market s (mean over its deviators);
+4. epsilon = max(0, max_c mean_s g_s(c)).  Re-measuring on fresh opponents removes
+   the upward bias of maximising over the training sample's noise.
+   ``epsilon_ci``: the 95% t interval of mean_s g_s(c*) over the fresh markets at
+   the maximising cost c* (conditional on c*), clipped at 0.  ``epsilon_relative``
+   divides by the ex-ante utility at b (evaluation costs weighted by the density).
 
-Limits: the equilibrium is that of the sampled game on the grids; epsilon
-measures deviations among the candidate reports only (a lower bound on the true
-best-response gain, up to its sampling error); no uniqueness is claimed (the
-iteration may cycle or stop at one of several equilibria: ``converged`` says
-whether it met ``tol``); asymmetric equilibria and mixed strategies are out of
-scope; reports are confined to [low, bid_max] (``bid_max`` defaults to the top of
-the support, as the offline mechanisms require).  Randomized mechanisms are
-handled in expectation (each market keeps its seed through the iterations).
+Limits: this is an equilibrium of the sampled game on the grids; epsilon measures
+deviations among the candidate reports only (a lower bound on the best-response
+gain, up to its sampling error), and its noise floor is about the CI's half width;
+the smoothing leaves a bias of order the final temperature; no uniqueness is
+claimed and the iteration may cycle (where the best response jumps between two
+peaks, e.g. pay-as-bid near a support's 0, where a seller reporting near 0 has
+virtual cost near 0 and is bought alone in a large quantity); asymmetric
+equilibria and mixed strategies are out of scope; reports are confined to
+[low, bid_max] (default the support's top, as the offline mechanisms require).
 
 CLI: ``market-sim bne --mechanism SPEC --dist SPEC --sellers N --seed S --out DIR``
 writes DIR/bid.csv, DIR/summary.json and DIR/bne.png.
@@ -324,8 +342,12 @@ class _Game:
         u_cur = U[rows, np.searchsorted(cand, cur)]
         scale = max(float(np.max(np.abs(Tb))), float(np.max(np.abs(Eb))) * self.z_hi, 1e-300)
         keep = u_cur >= best_u - _TIE * scale
-        # the largest gain of a candidate over the current report, and the best utility
-        self.stats.update(gain=float(np.max(best_u - u_cur)), utility=float(np.max(best_u)))
+        # the ex-ante gain of the best candidates over the current reports, relative to
+        # their ex-ante utility (costs weighted by density x spacing)
+        w = np.asarray(self.dist.pdf(costs), dtype=float)
+        w = w * (np.gradient(costs) if costs.size > 1 else 1.0)
+        gain = float(w @ np.maximum(best_u - u_cur, 0.0))
+        self.stats.update(gain=gain, utility=float(w @ np.maximum(best_u, 0.0)))
         if temperature > 0:
             # logit response: density exp(u / tau) over reports (trapezoid weights dz),
             # tau = temperature x the spread of u over the allowed reports, on the
@@ -525,7 +547,7 @@ def symmetric_bne(
     cooling: float = 0.9,
     damping: float = 0.05,
     tol: float = 2e-3,
-    gain_tol: float = 5e-3,
+    gain_tol: float = 1e-3,
     max_iter: int = 150,
     eval_grid: int = 65,
     eval_samples: int | None = None,
@@ -537,17 +559,20 @@ def symmetric_bne(
     """A symmetric Bayes-Nash equilibrium bid function of ``mechanism`` (a name,
     spec, class, instance or object with ``outcome``) for ``n_sellers`` sellers with
     i.i.d. costs from ``dist`` (a spec or :class:`CostDistribution`), by iterated
-    damped best responses (the module doc has the method and its limits).
+    smoothed best responses (the module doc has the method and its limits).
 
-    ``grid`` costs (equally spaced on the support); ``bid_grid`` candidate reports
-    refined by ``refine`` points around the best; ``samples`` opponent draws: the
-    first ``deviators`` sellers of ``ceil(samples / deviators)`` markets; update
-    ``b += damping (BR - b)`` until sup|BR - b| <= ``tol`` x the support width or
-    ``max_iter`` rounds; epsilon on ``eval_grid`` costs and ``eval_samples``
-    (default ``samples``) fresh draws; reports at most ``bid_max`` (default the
-    support's top); ``init``: the starting bid function ("truth", a function or
-    a :class:`BNEResult`).  ``context``: mu, sigma, gamma, privacy, passed to the
-    mechanism's construction.  Same ``rng`` state, same result."""
+    ``grid`` costs on the range where reports get anything; ``bid_grid`` candidate
+    reports there; ``samples`` opponent draws (the first ``deviators`` sellers of
+    ``ceil(samples / deviators)`` markets); logit temperature from ``temperature``
+    down to ``min_temperature`` by ``cooling`` per iteration (``temperature=0``:
+    plain argmax, refined by ``refine`` reports); step ``max(damping, 1/(t+1))``;
+    stop at sup|BR - b| <= ``tol`` x the support width or an ex-ante best-response
+    gain <= ``gain_tol`` x the ex-ante utility, or after ``max_iter`` iterations; epsilon on
+    ``eval_grid`` costs and ``eval_samples`` (default ``samples``) fresh draws;
+    reports at most ``bid_max`` (default the support's top); ``init``: the starting
+    bid function ("truth", a function or a :class:`BNEResult`; for a warm start pass
+    also ``temperature=min_temperature``).  ``context``: mu, sigma, gamma, privacy,
+    passed to the mechanism's construction.  Same ``rng`` state, same result."""
     t0 = time.perf_counter()
     mech, dist, n, z_hi = _setup(mechanism, dist, n_sellers, rng, context, bid_max)
     grid = _check_int("grid", grid, 3)
@@ -562,7 +587,9 @@ def symmetric_bne(
     tol = _check_float("tol", tol, 0.0, math.inf)
     gain_tol = _check_float("gain_tol", gain_tol, 0.0, math.inf, False)
     temperature = _check_float("temperature", temperature, 0.0, math.inf, False)
-    min_temperature = _check_float("min_temperature", min_temperature, 0.0, temperature, False)
+    min_temperature = min(
+        temperature, _check_float("min_temperature", min_temperature, 0.0, math.inf, False)
+    )
     cooling = _check_float("cooling", cooling, 0.0, 1.0)
     d, markets, eval_markets = _options(samples, deviators, n, ev)
 
@@ -751,7 +778,11 @@ def add_parser(subparsers):
         ("cooling", share("cooling"), "temperature factor per iteration"),
         ("damping", share("damping"), "least step towards the best response (1/(t+1) before)"),
         ("tol", _positive("tol"), "stop at sup|BR - b| <= tol x support width"),
-        ("gain-tol", _positive("gain-tol"), "or at a best-response gain <= gain-tol x utility"),
+        (
+            "gain-tol",
+            _positive("gain-tol"),
+            "or at an ex-ante best-response gain <= gain-tol x utility",
+        ),
         ("max-iter", _count("max-iter"), "most iterations"),
         ("eval-grid", at_least("eval-grid", 2), "costs where epsilon is measured"),
     ):
