@@ -547,7 +547,7 @@ def symmetric_bne(
     cooling: float = 0.9,
     damping: float = 0.05,
     tol: float = 2e-3,
-    gain_tol: float = 1e-3,
+    gain_tol: float = 5e-3,
     max_iter: int = 150,
     eval_grid: int = 65,
     eval_samples: int | None = None,
