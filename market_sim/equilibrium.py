@@ -96,6 +96,8 @@ __all__ = [
     "EpsilonResult",
     "symmetric_bne",
     "bne_epsilon",
+    "figure",
+    "plot",
     "add_parser",
     "cmd_bne",
 ]
@@ -687,9 +689,9 @@ def symmetric_bne(
 
 
 # ---- the figure ------------------------------------------------------------------------
-def plot(result: BNEResult, path) -> None:
+def figure(result: BNEResult):
     """The bid function against the truth (left) and the gain of the best deviation
-    per cost on fresh opponents (right)."""
+    per cost on fresh opponents (right): a matplotlib Figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -706,7 +708,7 @@ def plot(result: BNEResult, path) -> None:
     )
     ax.legend(loc="upper left")
     ch = result.check
-    ax2.plot(ch.eval_costs, ch.gains, ".-")
+    ax2.plot(ch.eval_costs, ch.gains, ".-", label="mean gain at each cost")
     lo, hi = result.epsilon_ci
     ax2.axhline(result.epsilon, color="k", ls="--", lw=1, label=f"epsilon {result.epsilon:.2g}")
     ax2.axhspan(lo, hi, color="0.85", label=f"95% CI [{lo:.2g}, {hi:.2g}]")
@@ -715,8 +717,16 @@ def plot(result: BNEResult, path) -> None:
         ylabel="gain of the best deviation (fresh markets)",
         title=f"{result.iterations} iterations, converged: {result.converged}",
     )
-    ax2.legend(loc="upper right")
+    ax2.legend(loc="best")
     fig.tight_layout()
+    return fig
+
+
+def plot(result: BNEResult, path) -> None:
+    """:func:`figure` written to ``path`` (PNG) atomically."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(result)
 
     def write(fh):
         fig.savefig(fh, format="png", dpi=100)
