@@ -4,51 +4,69 @@
 that, when the n sellers' costs are i.i.d. from ``dist`` and every other seller
 reports b(c_j), reporting b(c) is (nearly) a best response for a seller of cost c.
 
-Method: iterated damped best responses on a cost grid, with common random numbers.
+Method: iterated smoothed (logit) best responses on a cost grid, damped by
+fictitious-play steps, on a fixed sample of opponents (common random numbers).
 
-* A fixed sample of ``markets`` markets of n costs (the opponents), drawn once;
-  in each, the first ``deviators`` sellers deviate in turn (the others report
-  b(c_j)).  ``markets = ceil(samples / deviators)``; the markets are independent,
-  the deviators of one market share most opponents.
+* The sample: ``markets`` markets of n costs, a scrambled Sobol sequence mapped
+  through the cost quantile function (far more even than i.i.d. draws; markets
+  rounded up to a power of two), drawn once.  In each, the first ``deviators``
+  sellers deviate in turn, the others reporting b(c_j); ``markets =
+  ceil(samples / deviators)``.  Randomized mechanisms keep one seed per market.
 * A seller's utility is linear in its true cost, u(c, z) = T(z) - c E(z), where
-  E(z), T(z) are its expected eps and payment when it reports z (one call of the
-  mechanism's vectorised ``deviations`` per market, all candidate reports at once).
-  So one evaluation of E, T on the candidate reports gives u on the whole cost grid.
-* Candidates: ``bid_grid`` equally spaced reports on [low, bid_max] (the lowest
-  moved up by 1e-3 of a step, as in the audit: a report at a support's 0 has no
-  offline optimum), the cost grid and the current bids.  A seller never bids
-  below its cost.  The best response of grid cost c is the best candidate,
-  refined by ``refine`` equally spaced reports between its neighbours (one more
-  call per market); the current bid is kept unless another beats it by more
-  than 1e-9 of the utility scale (so an IC mechanism keeps the truth).
-* The best responses are made non-decreasing in the cost (pool-adjacent-violators;
-  in these markets a seller's allocation is non-increasing in its report, so
-  best responses are monotone in the cost) and the bid function moves a
-  ``damping`` share of the way to them:  b <- b + damping (BR - b).
-* Stop when sup_c |BR(c) - b(c)| <= tol (support width), or after ``max_iter``.
+  E(z), T(z) are its expected eps and payment when it reports z: one call of the
+  mechanism's vectorised ``deviations`` per market (all candidate reports at once)
+  gives u on the whole cost grid.
+* Candidates: ``bid_grid`` reports on [low, z_top], 17 coarse "sentinel" reports
+  on [low, bid_max], the grid costs and the current bids (the lowest report is
+  low + 1e-6 of the range: a report at a support's 0 has virtual cost 0).  z_top
+  is the lowest sentinel above every report that got anything (eps or payment)
+  in the last iteration: above it no report is bought, so the grid is spent where
+  the game is.  The cost grid (``grid`` costs) is likewise focused on
+  [low, z_top + one sentinel step], with the sentinel costs above.  A seller never
+  reports below its cost.
+* The response of grid cost c: the logit response on the peak of the best report,
+  BR(c) = sum_z z w(z) / sum_z w(z), w(z) = exp((u(c, z) - max u) / tau) dz over the
+  contiguous reports within 8 tau of the best, tau = temperature x (max - min of
+  u(c, .)); the temperature cools geometrically (``cooling``) from
+  ``temperature`` to ``min_temperature``.  Smoothing averages out the sampling
+  noise that makes an argmax jump, and keeps atoms (pooled bids) from forming.
+  The current bid is kept when no candidate beats it by more than 1e-9 of the
+  utility scale (so an IC mechanism keeps the truth at once).
+* Monotone: the responses are made non-decreasing in the cost (pool adjacent
+  violators) and at least the cost; then b <- b + max(damping, 1/(t+1)) (BR - b)
+  (fictitious play, floored; plain best-response dynamics oscillate in
+  first-price-like games).
+* Stop, once cooled, when sup_c |BR(c) - b(c)| <= tol x (high - low), or when the
+  ex-ante gain of the best candidates over b on the training sample (grid costs
+  weighted by density x spacing) is <= gain_tol x their ex-ante utility (the
+  relative utility loss; robust to a few costs whose best response jumps); else
+  after ``max_iter`` iterations (``converged`` False).
 
 ``b(c)`` between grid costs is the linear interpolation of the (monotone) grid
 bids.  ``epsilon`` (``bne_epsilon``, for any bid function):
 
-1. on a training sample (for ``symmetric_bne``, the solver's), the best
-   deviation z*(c) of each cost c of an evaluation grid (``eval_grid`` costs,
-   off the solver's grid) is found as above;
-2. on ``eval_samples`` FRESH markets, the gain g_s(c) = u_s(c, z*(c)) - u_s(c, b(c))
-   is measured per market s (the mean over its deviators);
-3. epsilon = max(0, max_c mean_s g_s(c)); re-measuring on fresh opponents removes
-   the upward bias of maximising over sampling noise.  ``epsilon_ci`` is the 95%
-   percentile bootstrap interval (2000 resamples of the fresh markets) of the
-   same statistic.  ``epsilon_relative`` divides by the ex-ante utility at b
-   (mean over the evaluation costs weighted by the cost density).
+1. evaluation costs: the centres of ``eval_grid`` cells of the (focused) range,
+   off the solver's grid and off the ends of the support;
+2. on the training sample (for ``symmetric_bne``, the solver's), the best
+   deviation z*(c) of each evaluation cost: the argmax over the candidates,
+   refined by ``refine`` reports between its neighbours;
+3. on FRESH i.i.d. markets (``eval_samples`` opponent draws), the gain
+   g_s(c) = u_s(c, z*(c)) - u_s(c, b(c)) per market s (mean over its deviators);
+4. epsilon = max(0, max_c mean_s g_s(c)).  Re-measuring on fresh opponents removes
+   the upward bias of maximising over the training sample's noise.
+   ``epsilon_ci``: the 95% t interval of mean_s g_s(c*) over the fresh markets at
+   the maximising cost c* (conditional on c*), clipped at 0.  ``epsilon_relative``
+   divides by the ex-ante utility at b (evaluation costs weighted by the density).
 
-Limits: the equilibrium is that of the sampled game on the grids; epsilon
-measures deviations among the candidate reports only (a lower bound on the true
-best-response gain, up to its sampling error); no uniqueness is claimed (the
-iteration may cycle or stop at one of several equilibria: ``converged`` says
-whether it met ``tol``); asymmetric equilibria and mixed strategies are out of
-scope; reports are confined to [low, bid_max] (``bid_max`` defaults to the top of
-the support, as the offline mechanisms require).  Randomized mechanisms are
-handled in expectation (each market keeps its seed through the iterations).
+Limits: this is an equilibrium of the sampled game on the grids; epsilon measures
+deviations among the candidate reports only (a lower bound on the best-response
+gain, up to its sampling error), and its noise floor is about the CI's half width;
+the smoothing leaves a bias of order the final temperature; no uniqueness is
+claimed and the iteration may cycle (where the best response jumps between two
+peaks, e.g. pay-as-bid near a support's 0, where a seller reporting near 0 has
+virtual cost near 0 and is bought alone in a large quantity); asymmetric
+equilibria and mixed strategies are out of scope; reports are confined to
+[low, bid_max] (default the support's top, as the offline mechanisms require).
 
 CLI: ``market-sim bne --mechanism SPEC --dist SPEC --sellers N --seed S --out DIR``
 writes DIR/bid.csv, DIR/summary.json and DIR/bne.png.
@@ -57,6 +75,7 @@ writes DIR/bid.csv, DIR/summary.json and DIR/bne.png.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 import sys
@@ -77,14 +96,16 @@ __all__ = [
     "EpsilonResult",
     "symmetric_bne",
     "bne_epsilon",
+    "figure",
+    "plot",
     "add_parser",
     "cmd_bne",
 ]
 
 #: market settings passed to the mechanism's construction (as ``audit`` does)
 CONTEXT_KEYS = ("mu", "sigma", "gamma", "privacy")
+_PEAK = 8.0  # the logit response averages reports within _PEAK temperatures of the best
 _TIE = 1e-9  # a candidate must beat the current bid by this share of the utility scale
-_BOOT = 2000
 
 
 @dataclass(frozen=True)
@@ -275,18 +296,19 @@ class _Game:
     z_hi: float  # highest report
     k: int  # reports of the focused grid
     refine: int
+    stats: dict = field(default_factory=dict, compare=False)  # of the last best response
 
     def candidates(self, z_top):
         """The focused grid on [z_lo, z_top] and the coarse sentinels on [z_lo, z_hi]."""
         focus = np.linspace(self.z_lo, z_top, self.k)
-        return np.concatenate((focus, _bid_grid(self.z_lo, self.z_hi, _SENTINELS)))
+        return np.concatenate((focus, np.linspace(self.z_lo, self.z_hi, _SENTINELS)))
 
     def top(self, cand, Eb, Tb):
         """The lowest sentinel above every report that gets anything (eps or payment)."""
         live = (Eb > 0) | (Tb != 0)
         if not live.any():
             return self.z_hi
-        sent = _bid_grid(self.z_lo, self.z_hi, _SENTINELS)
+        sent = np.linspace(self.z_lo, self.z_hi, _SENTINELS)
         above = sent[sent > cand[np.flatnonzero(live)[-1]]]
         return float(above[0]) if above.size else self.z_hi
 
@@ -307,6 +329,7 @@ class _Game:
         E, T = sample.eps_pay(self.mech, bidfn, cand)
         Eb, Tb = E.mean(axis=0), T.mean(axis=0)
         new_top = self.top(cand, Eb, Tb)
+        self.stats.clear()
         if costs.size:
             out[act] = self._respond(sample, bidfn, costs, cur, floor, cand, Eb, Tb, temperature)
         return out, new_top
@@ -321,13 +344,24 @@ class _Game:
         u_cur = U[rows, np.searchsorted(cand, cur)]
         scale = max(float(np.max(np.abs(Tb))), float(np.max(np.abs(Eb))) * self.z_hi, 1e-300)
         keep = u_cur >= best_u - _TIE * scale
+        # the ex-ante gain of the best candidates over the current reports, relative to
+        # their ex-ante utility (costs weighted by density x spacing)
+        w = np.asarray(self.dist.pdf(costs), dtype=float)
+        w = w * (np.gradient(costs) if costs.size > 1 else 1.0)
+        gain = float(w @ np.maximum(best_u - u_cur, 0.0))
+        self.stats.update(gain=gain, utility=float(w @ np.maximum(best_u, 0.0)))
         if temperature > 0:
             # logit response: density exp(u / tau) over reports (trapezoid weights dz),
-            # tau = temperature x the spread of u over the allowed reports
+            # tau = temperature x the spread of u over the allowed reports, on the
+            # peak of the best report only (the reports around it within 8 tau): the
+            # mean of two separate peaks would be neither
             spread = best_u - np.where(allowed, U, np.inf).min(axis=1)
             tau = temperature * np.maximum(spread, 1e-300)
+            near = U >= (best_u - _PEAK * tau)[:, None]
+            label = np.cumsum(~near, axis=1)
+            peak = near & (label == label[rows, k][:, None])
             with np.errstate(invalid="ignore", over="ignore"):
-                w = np.where(allowed, np.exp((U - best_u[:, None]) / tau[:, None]), 0.0)
+                w = np.where(peak, np.exp((U - best_u[:, None]) / tau[:, None]), 0.0)
             w = w * np.gradient(cand)[None, :] if cand.size > 1 else w
             best_z = (w @ cand) / w.sum(axis=1)
             return np.where(keep, cur, best_z)
@@ -400,10 +434,17 @@ def _compiled(mech):
     return mech
 
 
-def _bid_grid(lo, z_hi, k):
-    grid = np.linspace(lo, z_hi, k)
-    grid[0] += 1e-3 * (grid[1] - grid[0])  # a report at c_low = 0 has no offline optimum
-    return grid
+def _midpoints(x):
+    """The centres of the cells between consecutive points: costs off the solver's grid
+    and off the ends of the support (a seller of cost exactly 0 on a support starting
+    at 0 is a singular case of the offline allocation: psi = 0)."""
+    return 0.5 * (x[1:] + x[:-1])
+
+
+def _focused(lo, hi, c_top, k):
+    """``k`` costs on [lo, c_top] and the coarse sentinel costs above c_top."""
+    coarse = np.linspace(lo, hi, _SENTINELS)
+    return np.unique(np.concatenate((np.linspace(lo, c_top, k), coarse[coarse > c_top])))
 
 
 def _as_bidfn(bid, dist) -> Callable[[np.ndarray], np.ndarray]:
@@ -485,11 +526,11 @@ def bne_epsilon(
     ev = _check_int("eval_samples", samples if eval_samples is None else eval_samples, 2)
     d, markets, eval_markets = _options(samples, deviators, n, ev)
     lo, hi = dist.support
-    game = _Game(mech, dist, n, float(_bid_grid(lo, z_hi, 2)[0]), z_hi, bid_grid, refine)
+    game = _Game(mech, dist, n, lo + 1e-6 * (z_hi - lo), z_hi, bid_grid, refine)
     bidfn = _as_bidfn(bid, dist)
     train = _Sample(dist, n, markets, d, rng)
     fresh = _Sample(dist, n, eval_markets, d, rng)
-    return _epsilon(game, train, fresh, bidfn, np.linspace(lo, hi, eval_grid))
+    return _epsilon(game, train, fresh, bidfn, _midpoints(np.linspace(lo, hi, eval_grid + 1)))
 
 
 def symmetric_bne(
@@ -505,9 +546,10 @@ def symmetric_bne(
     deviators: int = 8,
     temperature: float = 0.03,
     min_temperature: float = 0.003,
-    cooling: float = 0.95,
+    cooling: float = 0.9,
     damping: float = 0.05,
     tol: float = 2e-3,
+    gain_tol: float = 5e-3,
     max_iter: int = 150,
     eval_grid: int = 65,
     eval_samples: int | None = None,
@@ -519,17 +561,20 @@ def symmetric_bne(
     """A symmetric Bayes-Nash equilibrium bid function of ``mechanism`` (a name,
     spec, class, instance or object with ``outcome``) for ``n_sellers`` sellers with
     i.i.d. costs from ``dist`` (a spec or :class:`CostDistribution`), by iterated
-    damped best responses (the module doc has the method and its limits).
+    smoothed best responses (the module doc has the method and its limits).
 
-    ``grid`` costs (equally spaced on the support); ``bid_grid`` candidate reports
-    refined by ``refine`` points around the best; ``samples`` opponent draws: the
-    first ``deviators`` sellers of ``ceil(samples / deviators)`` markets; update
-    ``b += damping (BR - b)`` until sup|BR - b| <= ``tol`` x the support width or
-    ``max_iter`` rounds; epsilon on ``eval_grid`` costs and ``eval_samples``
-    (default ``samples``) fresh draws; reports at most ``bid_max`` (default the
-    support's top); ``init``: the starting bid function ("truth", a function or
-    a :class:`BNEResult`).  ``context``: mu, sigma, gamma, privacy, passed to the
-    mechanism's construction.  Same ``rng`` state, same result."""
+    ``grid`` costs on the range where reports get anything; ``bid_grid`` candidate
+    reports there; ``samples`` opponent draws (the first ``deviators`` sellers of
+    ``ceil(samples / deviators)`` markets); logit temperature from ``temperature``
+    down to ``min_temperature`` by ``cooling`` per iteration (``temperature=0``:
+    plain argmax, refined by ``refine`` reports); step ``max(damping, 1/(t+1))``;
+    stop at sup|BR - b| <= ``tol`` x the support width or an ex-ante best-response
+    gain <= ``gain_tol`` x the ex-ante utility, or after ``max_iter`` iterations; epsilon on
+    ``eval_grid`` costs and ``eval_samples`` (default ``samples``) fresh draws;
+    reports at most ``bid_max`` (default the support's top); ``init``: the starting
+    bid function ("truth", a function or a :class:`BNEResult`; for a warm start pass
+    also ``temperature=min_temperature``).  ``context``: mu, sigma, gamma, privacy,
+    passed to the mechanism's construction.  Same ``rng`` state, same result."""
     t0 = time.perf_counter()
     mech, dist, n, z_hi = _setup(mechanism, dist, n_sellers, rng, context, bid_max)
     grid = _check_int("grid", grid, 3)
@@ -542,18 +587,22 @@ def symmetric_bne(
     ev = _check_int("eval_samples", samples if eval_samples is None else eval_samples, 2)
     damping = _check_float("damping", damping, 0.0, 1.0)
     tol = _check_float("tol", tol, 0.0, math.inf)
+    gain_tol = _check_float("gain_tol", gain_tol, 0.0, math.inf, False)
     temperature = _check_float("temperature", temperature, 0.0, math.inf, False)
-    min_temperature = _check_float("min_temperature", min_temperature, 0.0, temperature, False)
+    min_temperature = min(
+        temperature, _check_float("min_temperature", min_temperature, 0.0, math.inf, False)
+    )
     cooling = _check_float("cooling", cooling, 0.0, 1.0)
     d, markets, eval_markets = _options(samples, deviators, n, ev)
 
     lo, hi = dist.support
-    game = _Game(mech, dist, n, float(_bid_grid(lo, z_hi, 2)[0]), z_hi, bid_grid, refine)
-    costs = np.linspace(lo, hi, grid)
+    game = _Game(mech, dist, n, lo + 1e-6 * (z_hi - lo), z_hi, bid_grid, refine)
+    costs, c_top = np.linspace(lo, hi, grid), float(hi)
     b = np.clip(_as_bidfn(init, dist)(costs), game.z_lo, z_hi)
     b = np.maximum.accumulate(b)
     train = _Sample(dist, n, markets, d, rng, qmc=True)
     history: list[float] = []
+    gains: list[float] = []
     converged = False
     from tqdm import tqdm
 
@@ -563,7 +612,7 @@ def symmetric_bne(
         current = b.copy()
         tau = max(min_temperature, temperature * cooling ** (it - 1))
 
-        def bidfn(c, current=current):
+        def bidfn(c, current=current, costs=costs):
             return np.interp(c, costs, current)
 
         br, z_top = game.best_responses(train, bidfn, costs, current, tau, z_top)
@@ -572,11 +621,20 @@ def symmetric_bne(
         history.append(residual)
         bar.update(1)
         bar.set_postfix(residual=f"{residual:.2g}", temperature=f"{tau:.2g}")
-        if residual == 0.0 or (residual <= tol * (hi - lo) and tau <= min_temperature):
+        gain = game.stats.get("gain", 0.0) / max(game.stats.get("utility", 0.0), 1e-300)
+        gains.append(gain)
+        small = residual <= tol * (hi - lo) or gain <= gain_tol
+        if residual == 0.0 or (small and tau <= min_temperature):
             converged = True
             b = br  # a fixed point up to tol: take the best response itself
             break
         b = current + max(damping, 1.0 / (it + 1)) * (br - current)  # fictitious-play step
+        # focus the cost grid on [low, c_top]: above z_top no report gets anything
+        top = min(float(hi), z_top + (hi - lo) / (_SENTINELS - 1))
+        if top > c_top or (it == 1 and top < c_top):
+            c_top = top
+            new = _focused(lo, hi, c_top, grid)
+            b, costs = np.interp(new, costs, b), new
     bar.close()
 
     final = b.copy()
@@ -586,9 +644,11 @@ def symmetric_bne(
         return np.interp(c, costs, final)
 
     fresh = _Sample(dist, n, eval_markets, d, rng)
-    check = _epsilon(game, train, fresh, final_fn, np.linspace(lo, hi, eval_grid), z_top)
+    ev_costs = _midpoints(_focused(lo, hi, c_top, eval_grid + 1))
+    check = _epsilon(game, train, fresh, final_fn, ev_costs, z_top)
     options = {
         "grid": grid,
+        "cost_top": c_top,
         "bid_grid": bid_grid,
         "refine": refine,
         "samples": samples,
@@ -600,6 +660,8 @@ def symmetric_bne(
         "final_temperature": tau,
         "damping": damping,
         "tol": tol,
+        "gain_tol": gain_tol,
+        "training_gain": gains[-1],
         "max_iter": max_iter,
         "eval_grid": eval_grid,
         "eval_samples": ev,
@@ -627,9 +689,9 @@ def symmetric_bne(
 
 
 # ---- the figure ------------------------------------------------------------------------
-def plot(result: BNEResult, path) -> None:
+def figure(result: BNEResult):
     """The bid function against the truth (left) and the gain of the best deviation
-    per cost on fresh opponents (right)."""
+    per cost on fresh opponents (right): a matplotlib Figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -646,7 +708,7 @@ def plot(result: BNEResult, path) -> None:
     )
     ax.legend(loc="upper left")
     ch = result.check
-    ax2.plot(ch.eval_costs, ch.gains, ".-")
+    ax2.plot(ch.eval_costs, ch.gains, ".-", label="mean gain at each cost")
     lo, hi = result.epsilon_ci
     ax2.axhline(result.epsilon, color="k", ls="--", lw=1, label=f"epsilon {result.epsilon:.2g}")
     ax2.axhspan(lo, hi, color="0.85", label=f"95% CI [{lo:.2g}, {hi:.2g}]")
@@ -655,8 +717,16 @@ def plot(result: BNEResult, path) -> None:
         ylabel="gain of the best deviation (fresh markets)",
         title=f"{result.iterations} iterations, converged: {result.converged}",
     )
-    ax2.legend(loc="upper right")
+    ax2.legend(loc="best")
     fig.tight_layout()
+    return fig
+
+
+def plot(result: BNEResult, path) -> None:
+    """:func:`figure` written to ``path`` (PNG) atomically."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(result)
 
     def write(fh):
         fig.savefig(fh, format="png", dpi=100)
@@ -675,13 +745,18 @@ def add_parser(subparsers):
     def at_least(name, least):
         return _number(name, int, lambda v: v >= least, f">= {least}")
 
-    share = _number("damping", float, lambda v: 0 < v <= 1, "in (0, 1]")
+    def share(name):
+        return _number(name, float, lambda v: 0 < v <= 1, "in (0, 1]")
+
+    def nonneg(name):
+        return _number(name, float, lambda v: math.isfinite(v) and v >= 0, ">= 0")
+
     a = subparsers.add_parser(
         "bne",
         help="a symmetric Bayes-Nash equilibrium bid function of a mechanism",
         description="Iterated damped best responses on a cost grid (common random "
         "numbers), then epsilon: the largest expected gain of a deviation, re-measured "
-        "on fresh opponents, with a 95%% bootstrap CI. Writes DIR/bid.csv, "
+        "on fresh opponents, with a 95%% t interval. Writes DIR/bid.csv, "
         "DIR/summary.json and DIR/bne.png.",
     )
     a.add_argument(
@@ -697,30 +772,32 @@ def add_parser(subparsers):
     a.add_argument("--iron", action="store_true", help="Myerson ironing of the cost law")
     a.add_argument("--sellers", type=at_least("sellers", 2), required=True, help="sellers")
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    a.add_argument("--grid", type=at_least("grid", 3), default=33, help="costs (default 33)")
-    a.add_argument(
-        "--bid-grid", type=at_least("bid-grid", 3), default=129, help="reports (default 129)"
-    )
-    a.add_argument(
-        "--refine",
-        type=at_least("refine", 0),
-        default=6,
-        help="reports tried around each best one (default 6; 0: none)",
-    )
-    a.add_argument(
-        "--samples", type=_count("samples"), default=1024, help="opponent draws (default 1024)"
-    )
-    a.add_argument(
-        "--deviators",
-        type=_count("deviators"),
-        default=8,
-        help="deviating sellers per sampled market (default 8)",
-    )
-    a.add_argument("--damping", type=share, default=0.5, help="step to the best response")
-    a.add_argument(
-        "--tol", type=_positive("tol"), default=2e-3, help="stop at sup|BR - b| <= tol x width"
-    )
-    a.add_argument("--max-iter", type=_count("max-iter"), default=60, help="default 60")
+    D = {k: p.default for k, p in inspect.signature(symmetric_bne).parameters.items()}
+    for flag, kind, text in (
+        ("grid", at_least("grid", 3), "costs on the relevant range"),
+        ("bid-grid", at_least("bid-grid", 3), "candidate reports"),
+        ("refine", at_least("refine", 0), "reports tried around each best one (epsilon search)"),
+        ("samples", _count("samples"), "opponent draws"),
+        ("deviators", _count("deviators"), "deviating sellers per sampled market"),
+        (
+            "temperature",
+            nonneg("temperature"),
+            "start temperature of the logit response (0: argmax)",
+        ),
+        ("min-temperature", nonneg("min-temperature"), "final temperature"),
+        ("cooling", share("cooling"), "temperature factor per iteration"),
+        ("damping", share("damping"), "least step towards the best response (1/(t+1) before)"),
+        ("tol", _positive("tol"), "stop at sup|BR - b| <= tol x support width"),
+        (
+            "gain-tol",
+            _positive("gain-tol"),
+            "or at an ex-ante best-response gain <= gain-tol x utility",
+        ),
+        ("max-iter", _count("max-iter"), "most iterations"),
+        ("eval-grid", at_least("eval-grid", 2), "costs where epsilon is measured"),
+    ):
+        default = D[flag.replace("-", "_")]
+        a.add_argument(f"--{flag}", type=kind, default=default, help=f"{text} (default {default})")
     a.add_argument(
         "--eval-samples",
         type=at_least("eval-samples", 2),
@@ -757,9 +834,14 @@ def cmd_bne(args) -> int:
         refine=args.refine,
         samples=args.samples,
         deviators=args.deviators,
+        temperature=args.temperature,
+        min_temperature=args.min_temperature,
+        cooling=args.cooling,
         damping=args.damping,
         tol=args.tol,
+        gain_tol=args.gain_tol,
         max_iter=args.max_iter,
+        eval_grid=args.eval_grid,
         eval_samples=args.eval_samples,
         progress=not args.quiet,
         **context,
