@@ -741,7 +741,9 @@ class MarketModel(mesa.Model):
         (sellers not scored yet left out); NaN without learners or scores."""
         if not self._learners or self.round == 0:
             return np.nan
-        r = self.external_regret[self._learner_ids]
+        ids = self._learner_ids
+        contiguous = ids.size and ids[-1] - ids[0] + 1 == ids.size and np.all(np.diff(ids) == 1)
+        r = self.external_regret[ids[0] : ids[-1] + 1] if contiguous else self.external_regret[ids]
         r = r[np.isfinite(r)]
         return float(r.mean()) if r.size else np.nan
 

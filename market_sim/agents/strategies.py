@@ -257,9 +257,11 @@ class Learning(Strategy):
         """The greedy arm of each seller (rows of the group; default all)."""
         totals, counts = self.totals, self.counts
         assert totals is not None and counts is not None, "learning: start(n, model) first"
-        rows = np.arange(totals.shape[0]) if rows is None else np.asarray(rows)
-        T, C = totals[rows], counts[rows]
-        means = np.where(C > 0, T / np.maximum(C, 1), -np.inf)
+        if rows is None or len(rows) == totals.shape[0]:  # rows are 0..n-1: views, no copies
+            T, C = totals, counts
+        else:
+            T, C = totals[np.asarray(rows)], counts[np.asarray(rows)]
+        means = np.divide(T, C, out=np.full(T.shape, -np.inf), where=C > 0)
         top = means.max(axis=1, keepdims=True)
         near = means >= top - 1e-12 * np.maximum(1.0, np.abs(top))
         order = self._order
@@ -270,25 +272,35 @@ class Learning(Strategy):
 
     def report_all(self, sellers, model):
         rows, k = sellers.rows, len(self.multipliers)
+        assert self.counts is not None, "learning: start(n, model) first"
+        whole = rows.size == self.counts.shape[0]  # rows are 0..n-1
         order = self._order
-        untried = self.counts[rows] == 0
+        untried = (self.counts if whole else self.counts[rows]) == 0
         has_untried = untried.any(axis=1)
         arm = np.empty(rows.size, dtype=int)
-        arm[has_untried] = order[np.argmax(untried[has_untried][:, order], axis=1)]
-        rest = np.flatnonzero(~has_untried)
-        if rest.size:
-            u = model.rng.random(rest.size)
+        if has_untried.any():
+            arm[has_untried] = order[np.argmax(untried[has_untried][:, order], axis=1)]
+            rest = np.flatnonzero(~has_untried)
+        else:
+            rest = None  # everybody
+        if rest is None or rest.size:
+            u = model.rng.random(rows.size if rest is None else rest.size)
             exploring = u < self.explore
-            greedy = self.greedy(rows[rest])
+            if rest is None:
+                greedy = self.greedy(None if whole else rows)
+            else:
+                greedy = self.greedy(rows[rest])
             explored = np.minimum((u / max(self.explore, 1e-300) * k).astype(int), k - 1)
-            arm[rest] = np.where(exploring, explored, greedy)
+            arm[slice(None) if rest is None else rest] = np.where(exploring, explored, greedy)
         self.last[rows] = arm
         return _clip(model, sellers.cost * np.asarray(self.multipliers, dtype=float)[arm])
 
     def observe_all(self, sellers, utilities, model):
-        rows = sellers.rows
-        np.add.at(self.totals, (rows, self.last[rows]), utilities)
-        np.add.at(self.counts, (rows, self.last[rows]), 1)
+        rows = sellers.rows  # unique, so fancy += adds once per seller
+        assert self.totals is not None and self.counts is not None
+        flat = rows * self.totals.shape[1] + self.last[rows]  # C order: row-major cells
+        self.totals.reshape(-1)[flat] += utilities
+        self.counts.reshape(-1)[flat] += 1
 
     # per-agent path (one copy per seller, so n = 1): the same rule on a group of one
     def report(self, agent, model):

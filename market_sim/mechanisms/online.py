@@ -105,6 +105,25 @@ class OnlineMechanism(Mechanism):
             self.scale = self.mu / (np.sqrt(self.m * g) * self.m * w)
         # the largest report that is still bought (the top of the support if all are)
         self.threshold_cost = float(dist.inverse_virtual_cost(np.array(self.cutoff / gamma)))
+        self._affine_top = self._affine_eps_at_top()
+
+    def _affine_eps_at_top(self) -> float | None:
+        """eps at the payment integral's top when psi (so eps) is affine below it (every
+        uniform law): then int_c^top eps = (top - c)(eps(c) + eps(top)) / 2 exactly (the
+        trapezoid rule is exact for lines).  None when psi is not affine there (checked
+        by second differences on 257 points, to 1e-12 of its range)."""
+        lo = self.dist.support[0]
+        top = min(self.threshold_cost, self.dist.support[1])
+        if not top > lo:
+            return None
+        z = np.linspace(lo, top, 257)
+        psi = np.asarray(self.dist.virtual_cost(z), dtype=float)
+        if not np.all(np.isfinite(psi)):
+            return None
+        span = max(float(np.ptp(psi)), abs(float(psi[0])), 1e-300)
+        if np.max(np.abs(np.diff(psi, 2))) > 1e-12 * span:
+            return None
+        return float(self.scale * (self.cutoff - self.gamma * psi[-1]))  # the line, unclipped
 
     # ---- expectations over the cost distribution ------------------------------
     def moments(self, lam: float) -> tuple[float, float]:
@@ -197,11 +216,21 @@ class OnlineMechanism(Mechanism):
     # ---- answers ----------------------------------------------------------------
     def eps(self, costs) -> np.ndarray:
         """eps for each reported cost, each as if it arrived alone."""
-        psi = self.dist.virtual_cost(np.asarray(costs, dtype=float))
-        return self.scale * np.maximum(self.cutoff - self.gamma * psi, 0.0)
+        c = np.asarray(costs, dtype=float)
+        x = np.asarray(self.dist.virtual_cost(c), dtype=float)
+        if x.ndim == 0:
+            return self.scale * np.maximum(self.cutoff - self.gamma * x, 0.0)
+        if np.shares_memory(x, c) or not x.flags.writeable:
+            x = x.copy()
+        x *= -self.gamma  # in place: scale (cutoff - gamma psi)^+, no temporaries
+        x += self.cutoff
+        np.maximum(x, 0.0, out=x)
+        x *= self.scale
+        return x
 
     def outcome(self, reports, rng=None) -> Outcome:
-        return Outcome(self.eps(reports), self.payments(reports), {"cutoff": self.cutoff})
+        eps, pay = self._eps_and_payments(reports)
+        return Outcome(eps, pay, {"cutoff": self.cutoff})
 
     def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
         _, cand, _ = _deviation_args(sellers, candidates, reports)
@@ -209,16 +238,30 @@ class OnlineMechanism(Mechanism):
 
     def payments(self, costs) -> np.ndarray:
         """Myerson payments (Eq. 8): t = c eps(c) + int_c^{c*} eps(z) dz."""
+        return self._eps_and_payments(costs)[1]
+
+    def _eps_and_payments(self, costs) -> tuple[np.ndarray, np.ndarray]:
+        """eps and the Myerson payment of each reported cost.  The integral is exact
+        (trapezoid) when psi is affine below the top, else Gauss-Legendre on 64 nodes."""
         c = np.asarray(costs, dtype=float)
         flat = c.reshape(-1)  # a copy when c is not C-contiguous: work on it, reshape at the end
-        pay = flat * self.eps(flat)
+        eps = self.eps(flat)
+        pay = flat * eps
         top = min(self.threshold_cost, self.dist.support[1])
+        if self._affine_top is not None:
+            width = np.subtract(top, flat)
+            np.maximum(width, 0.0, out=width)  # 0 at and above the top
+            half = np.add(eps, self._affine_top)
+            half *= width
+            half *= 0.5
+            pay += half
+            return eps.reshape(c.shape), pay.reshape(c.shape)
         bought = np.flatnonzero(flat < top)
         cb = flat[bought]
         width = top - cb
         z = cb[:, None] + width[:, None] * _PAY_SHAPE
         pay[bought] += width * (self.eps(z) @ _PAY_JAC)
-        return pay.reshape(c.shape)
+        return eps.reshape(c.shape), pay.reshape(c.shape)
 
 
 @dataclass(frozen=True)
