@@ -17,6 +17,7 @@ IC_TOL = 1e-7  # as scenarios.dynamics: truth is an equilibrium when truth_gain 
 # quantity -> (axis label, the truthful reference, the BNE column or None)
 QUANTITIES = {
     "report_ratio": ("mean report / cost", 1.0, "bne_report_ratio"),
+    "bought_report_ratio": ("report / cost, bought sellers", 1.0, "bne_bought_report_ratio"),
     "share_bought_misreporting": ("share of bought sellers misreporting", 0.0, None),
     "avg_external_regret": ("average external regret", 0.0, None),
     "loss_ratio": ("proxy loss / truthful proxy loss", 1.0, "bne_loss_ratio"),
@@ -118,7 +119,13 @@ def _window(df: pd.DataFrame, late: bool) -> pd.DataFrame:
     return df[df["round"] > last - k] if late else df[df["round"] <= k]
 
 
-REFERENCES = ["bne_report_ratio", "bne_loss_ratio", "bne_payment_ratio", "bne_epsilon"]
+REFERENCES = [
+    "bne_report_ratio",
+    "bne_bought_report_ratio",
+    "bne_loss_ratio",
+    "bne_payment_ratio",
+    "bne_epsilon",
+]
 
 
 def references(df: pd.DataFrame) -> pd.DataFrame:
@@ -184,52 +191,71 @@ def findings(df: pd.DataFrame) -> list[str]:
             f"when the upper end is <= {TRUTH_SHARE:g}): " + "; ".join(lines) + "."
         )
     lines = []
+    # the bought sellers' reports set the payments: compare those when measured
+    col = "bought_report_ratio" if "bne_bought_report_ratio" in non_ic else "report_ratio"
+    bcol = f"bne_{col}"
+    what = (
+        "bought sellers' mean report/cost" if col == "bought_report_ratio" else ("mean report/cost")
+    )
     for mech, part in non_ic.groupby("mechanism"):
-        if "bne_report_ratio" not in part or not np.isfinite(part.bne_report_ratio).any():
+        if bcol not in part or not np.isfinite(part[bcol]).any():
             continue
-        bne = float(part.bne_report_ratio.iloc[0])
+        bne = float(part[bcol].iloc[0])
         parts = []
         for _, r in part.iterrows():
-            gap = r.report_ratio_late - bne
+            gap = r[f"{col}_late"] - bne
             verdict = (
                 "at the BNE"
                 if abs(gap) <= BNE_CLOSE
                 else ("above the BNE" if gap > 0 else "below the BNE")
             )
             parts.append(
-                f"{r.learner} {_fmt(r.report_ratio_late, r.report_ratio_ci_late)} ({verdict}; "
+                f"{r.learner} {_fmt(r[f'{col}_late'], r[f'{col}_ci_late'])} ({verdict}; "
                 f"proxy loss x{_fmt(r.loss_ratio_late)}, payment x{_fmt(r.payment_ratio_late)})"
             )
         lines.append(
-            f"under {mech} the symmetric BNE bids {bne:.3g} x cost on average "
-            f"(solver epsilon {_fmt(float(part.bne_epsilon.iloc[0]))}; proxy loss "
+            f"under {mech} the symmetric BNE gives {bne:.3g} (all sellers: "
+            f"{_fmt(float(part.bne_report_ratio.iloc[0]))}; solver epsilon "
+            f"{_fmt(float(part.bne_epsilon.iloc[0]))}; proxy loss "
             f"x{_fmt(float(part.bne_loss_ratio.iloc[0]))}, payment "
             f"x{_fmt(float(part.bne_payment_ratio.iloc[0]))} of truthful); the learners end at "
             + "; ".join(parts)
         )
     if lines:
         out.append(
-            f"Non-IC mechanisms, m = {m_top}, mean report/cost over the last {WINDOW:.0%} "
-            f"of the rounds ('at the BNE' within {BNE_CLOSE:g}): " + "; ".join(lines) + "."
+            f"Non-IC mechanisms, m = {m_top}, {what} over the last {WINDOW:.0%} of the "
+            f"rounds ('at the BNE' within {BNE_CLOSE:g}): " + "; ".join(lines) + "."
         )
-    q = non_ic[non_ic.learner.str.startswith("q-learning")]
-    if len(q) and "bne_report_ratio" in q:
+    is_q = non_ic.learner.str.startswith("q-learning")
+    q = non_ic[is_q]
+    if len(q) and bcol in q:
         parts = []
         for _, r in q.iterrows():
-            others = non_ic[
-                (non_ic.mechanism == r.mechanism) & ~non_ic.learner.str.startswith("q-learning")
-            ]
-            lo = r.report_ratio_late - np.nan_to_num(r.report_ratio_ci_late)
-            above = lo > r.bne_report_ratio
-            best_other = others.report_ratio_late.max() if len(others) else np.nan
-            parts.append(
-                f"under {r.mechanism}, {r.learner} sellers end at report/cost "
-                f"{_fmt(r.report_ratio_late, r.report_ratio_ci_late)} against the BNE's "
-                f"{r.bne_report_ratio:.3g} and the other learners' highest {_fmt(best_other)}, "
-                f"payment x{_fmt(r.payment_ratio_late)} of truthful: "
-                + ("they overbid together" if above else "no joint overbidding beyond the BNE")
+            others = non_ic[(non_ic.mechanism == r.mechanism) & ~is_q]
+            lo = r[f"{col}_late"] - np.nan_to_num(r[f"{col}_ci_late"])
+            above = lo > r[bcol] and r.payment_ratio_late > r.bne_payment_ratio
+            top = others[f"{col}_late"].max() if len(others) else np.nan
+            verdict = (
+                "they overbid together"
+                + (
+                    ", more than every other learner"
+                    if not np.isfinite(top) or r[f"{col}_late"] > top
+                    else ", as the other learners do"
+                )
+                if above
+                else "no joint overbidding beyond the BNE"
             )
-        out.append("Q-learners: " + "; ".join(parts) + ".")
+            parts.append(
+                f"under {r.mechanism}, {r.learner} sellers end at {what} "
+                f"{_fmt(r[f'{col}_late'], r[f'{col}_ci_late'])} against the BNE's "
+                f"{r[bcol]:.3g} and the other learners' highest {_fmt(top)}; the buyer pays "
+                f"x{_fmt(r.payment_ratio_late)} of truthful against x{r.bne_payment_ratio:.3g} "
+                f"at the BNE: {verdict}"
+            )
+        out.append(
+            "Q-learners (overbidding together: the CI's lower end above the BNE and the "
+            "payment above the BNE's): " + "; ".join(parts) + "."
+        )
     elif len(non_ic):
         out.append("Q-learners: none in these results.")
     reg = next((c for c in ("avg_external_regret", "mean_regret") if f"{c}_late" in t), None)

@@ -3,7 +3,8 @@
 Per task one MarketModel runs ``rounds`` rounds in which every seller is a learner
 (``learner``: a strategy spec, e.g. ``hedge:eta=0.1``); each row is one round with
 
-* ``report_ratio``: mean report / cost over the round's participants;
+* ``report_ratio``: mean report / cost over the round's participants, and
+  ``bought_report_ratio`` over the bought ones (whose reports set the payments);
 * ``share_bought_misreporting``: among the bought sellers (eps_i > 0), the share
   whose report differs from the cost (|r_i - c_i| > ``TOL`` max(1, c_i)); NaN when
   nobody is bought.  Unbought sellers' reports do not change their utility, so
@@ -18,7 +19,8 @@ Per task one MarketModel runs ``rounds`` rounds in which every seller is a learn
   ``IC_TOL``: the largest gain of one seller from a misreport against truthful
   others on ``IC_PROFILES`` sampled cost profiles), the Bayes-Nash reference: the
   symmetric BNE bid function of ``market_sim.equilibrium.symmetric_bne`` played by
-  everyone on the same costs (``bne_report_ratio``, ``bne_proxy_loss``,
+  everyone on the same costs (``bne_report_ratio``, ``bne_bought_report_ratio``,
+  ``bne_proxy_loss``,
   ``bne_payment``) and the solver's verified ``bne_epsilon`` (largest expected gain
   of a deviation, on fresh opponents; ``bne_epsilon_relative`` over the ex-ante
   utility), from ``bne_samples`` opponent draws and at most ``bne_max_iter``
@@ -169,12 +171,18 @@ def references(model, params: dict):
     return gain, _BNE[key]
 
 
-def _outcome_stats(model, reports, costs, rng) -> tuple[float, float]:
-    """(proxy loss (Eq. 11), total payment) of the mechanism on ``reports``."""
+def _outcome_stats(model, reports, costs, rng) -> tuple[float, float, np.ndarray]:
+    """(proxy loss (Eq. 11), total payment, eps) of the mechanism on ``reports``."""
     out = model.mechanism.run(reports, rng)
     psi = model.dist.virtual_cost(costs)
     loss = proxy_loss_of_eps(out.eps, psi, mu=model.mu, sigma=model.sigma, gamma=model.gamma)
-    return loss, float(np.sum(out.payments))
+    return loss, float(np.sum(out.payments)), np.asarray(out.eps)
+
+
+def _ratio(reports, costs, mask) -> float:
+    """Mean report / cost over the sellers of ``mask`` with cost > 0 (NaN if none)."""
+    mask = mask & (costs > 0)
+    return float(np.mean(reports[mask] / costs[mask])) if mask.any() else np.nan
 
 
 # ---- one task ------------------------------------------------------------------------
@@ -202,15 +210,16 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
         cost, report, eps = model.cost[active], model.report[active], model.eps[active]
         bought = eps > 0
         mis = np.abs(report - cost) > TOL * np.maximum(1.0, np.abs(cost))
-        pos = cost > 0
+        everyone = np.ones(cost.size, dtype=bool)
         regret = model.regret[active]
         regret = regret[np.isfinite(regret)]
-        loss, pay = _outcome_stats(model, cost, cost, ref_rng)
+        loss, pay, _ = _outcome_stats(model, cost, cost, ref_rng)
         row = {
             "round": int(model.round),
             "participation": float(np.mean(active)),
             "n_bought": int(np.count_nonzero(bought)),
-            "report_ratio": float(np.mean(report[pos] / cost[pos])) if pos.any() else np.nan,
+            "report_ratio": _ratio(report, cost, everyone),
+            "bought_report_ratio": _ratio(report, cost, bought),
             "share_misreporting": float(np.mean(mis)),
             "share_bought_misreporting": float(np.mean(mis[bought])) if bought.any() else np.nan,
             "mean_regret": float(regret.mean()) if regret.size else np.nan,
@@ -222,9 +231,10 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
         }
         if bne is not None:
             bids = np.clip(np.asarray(bne.bid(cost), dtype=float), lo, hi)
-            loss, pay = _outcome_stats(model, bids, cost, ref_rng)
+            loss, pay, eps_bne = _outcome_stats(model, bids, cost, ref_rng)
             row |= {
-                "bne_report_ratio": float(np.mean(bids[pos] / cost[pos])) if pos.any() else np.nan,
+                "bne_report_ratio": _ratio(bids, cost, everyone),
+                "bne_bought_report_ratio": _ratio(bids, cost, eps_bne > 0),
                 "bne_proxy_loss": loss,
                 "bne_payment": pay,
                 "bne_epsilon": float(bne.epsilon),
