@@ -107,6 +107,7 @@ def synthetic(late_share: float, q_ratio: float, reps: int = 3) -> pd.DataFrame:
                     replication=rep,
                     round=k,
                     report_ratio=ratio + 0.001 * rep,
+                    bought_report_ratio=ratio + 0.001 * rep,
                     share_bought_misreporting=share,
                     avg_external_regret=1.0 / k,
                     proxy_loss=2.0,
@@ -117,7 +118,8 @@ def synthetic(late_share: float, q_ratio: float, reps: int = 3) -> pd.DataFrame:
                 )
                 if mech == "pay-as-bid":
                     row |= dict(
-                        bne_report_ratio=1.2,
+                        bne_report_ratio=1.1,
+                        bne_bought_report_ratio=1.2,
                         bne_proxy_loss=1.5,
                         bne_payment=2.5,
                         bne_epsilon=0.001,
@@ -140,13 +142,17 @@ def test_summary_windows_and_ratios_are_computed_from_the_rows():
     assert np.isnan(off.bne_report_ratio)  # IC: no BNE reference
     pab = t.loc[("pay-as-bid", "q-learning")]
     assert pab.bne_loss_ratio == 1.5 and pab.bne_payment_ratio == 1.25
+    assert pab.bne_bought_report_ratio == 1.2
+    assert pab.bought_report_ratio_late == pytest.approx(1.501)
 
 
 def test_findings_state_what_the_numbers_say():
     yes = " ".join(analysis.findings(synthetic(late_share=0.0, q_ratio=1.5)))
     assert "hedge 0.925 -> 0.025 ± 0 (report/cost 1 ± 0.0011; reaches truth)" in yes
-    assert "symmetric BNE bids 1.2 x cost" in yes
-    assert "q-learning 1.5 ± 0.0011 (above the BNE" in yes and "they overbid together" in yes
+    assert "symmetric BNE gives 1.2 (all sellers: 1.1;" in yes
+    assert "q-learning 1.5 ± 0.0011 (above the BNE" in yes
+    assert "the buyer pays x1.5 of truthful against x1.25 at the BNE" in yes
+    assert "they overbid together, more than every other learner" in yes
     assert "It falls for 3 of 3" in yes
     no = " ".join(analysis.findings(synthetic(late_share=0.5, q_ratio=1.19)))
     assert "does not reach truth" in no and "reaches truth)" not in no

@@ -174,6 +174,7 @@ def _dynamics(p, rng, r):
             "participation": 1.0,
             "n_bought": 3,
             "report_ratio": 1 + share / 5,
+            "bought_report_ratio": 1 + share / 4,
             "share_misreporting": share,
             "share_bought_misreporting": share,
             "mean_regret": 0.01 * share,
@@ -185,7 +186,13 @@ def _dynamics(p, rng, r):
             "truth_gain": 0.0 if ic else 0.4,
         }
         if not ic:
-            row |= dict(bne_report_ratio=1.1, bne_proxy_loss=2.1, bne_payment=2.7, bne_epsilon=1e-3)
+            row |= dict(
+                bne_report_ratio=1.1,
+                bne_bought_report_ratio=1.2,
+                bne_proxy_loss=2.1,
+                bne_payment=2.7,
+                bne_epsilon=1e-3,
+            )
         out.append(row)
     return out
 
