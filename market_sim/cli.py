@@ -395,6 +395,10 @@ def build_parser() -> _Parser:
 
     _add_egta(sub)
 
+    from .equilibrium import add_parser as _add_bne
+
+    _add_bne(sub)
+
     d = sub.add_parser(
         "demo",
         help="a small seeded market end to end, with a figure",

@@ -164,6 +164,39 @@ def _correlation(p, rng, r):
     ]
 
 
+def _dynamics(p, rng, r):
+    ic = p["mechanism"] != "pay-as-bid"
+    out = []
+    for k in range(1, p["rounds"] + 1):
+        share = float(np.clip(0.6 / np.sqrt(k) + 0.05 * rng.standard_normal(), 0, 1))
+        row = {
+            "round": k,
+            "participation": 1.0,
+            "n_bought": 3,
+            "report_ratio": 1 + share / 5,
+            "bought_report_ratio": 1 + share / 4,
+            "share_misreporting": share,
+            "share_bought_misreporting": share,
+            "mean_regret": 0.01 * share,
+            "avg_external_regret": 0.5 / np.sqrt(k),
+            "proxy_loss": 2.0 + share,
+            "total_payment": 3.0 + share,
+            "truthful_proxy_loss": 2.0,
+            "truthful_payment": 3.0,
+            "truth_gain": 0.0 if ic else 0.4,
+        }
+        if not ic:
+            row |= dict(
+                bne_report_ratio=1.1,
+                bne_bought_report_ratio=1.2,
+                bne_proxy_loss=2.1,
+                bne_payment=2.7,
+                bne_epsilon=1e-3,
+            )
+        out.append(row)
+    return out
+
+
 def _ic_scaling(p, rng, r):
     control = p["mechanism"] == "pay-as-bid"
     return [
@@ -303,6 +336,7 @@ SYNTHETIC = {
     "collaborative": _collaborative,
     "collaborative_tradeoff": _collaborative_tradeoff,
     "correlation": _correlation,
+    "dynamics": _dynamics,
     "ic_scaling": _ic_scaling,
     "ic_stress": _ic_stress,
     "ir": _ir,

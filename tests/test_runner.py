@@ -329,6 +329,7 @@ STUDIES = [
     "collaborative",
     "collaborative_tradeoff",
     "correlation",
+    "dynamics",
     "ic_scaling",
     "ic_stress",
     "ir",

@@ -23,10 +23,12 @@ def pay_as_bid(
     sigma: float,
     gamma: float,
     k: float | None = None,
+    backend: str = "auto",
 ):
-    """The offline allocation of the reports, paid t_i = report_i * eps_i."""
+    """The offline allocation of the reports, paid t_i = report_i * eps_i
+    (``backend`` as :func:`~market_sim.mechanisms.offline.solve`'s)."""
     r = dist.check_in_support(np.asarray(reports, dtype=float), "report")
-    eps = solve(dist.virtual_cost(r), mu=mu, sigma=sigma, gamma=gamma, k=k).eps
+    eps = solve(dist.virtual_cost(r), mu=mu, sigma=sigma, gamma=gamma, k=k, backend=backend).eps
     return eps, r * eps
 
 

@@ -42,16 +42,23 @@ def _need_dist(dist):
 
 @dataclass(frozen=True)
 class _OfflineAllocation(Mechanism):
-    """The offline allocation of Eq. 11 (003); subclasses say how sellers are paid."""
+    """The offline allocation of Eq. 11 (003); subclasses say how sellers are paid.
+
+    ``backend`` is :func:`~market_sim.mechanisms.offline.solve`'s (``"auto"``,
+    ``"numba"`` or ``"numpy"``): ``"numba"`` pays for many small markets (a BNE
+    solve, a learner's counterfactuals), as ``KERNEL_MIN_M`` explains."""
 
     dist: CostDistribution
     mu: float = 1.0
     sigma: float = 1.0
     gamma: float = 1.0
     k: float | None = None
+    backend: str = "auto"
 
     def __post_init__(self):
         _need_dist(self.dist)
+        if self.backend not in ("auto", "numba", "numpy"):
+            raise MarketSimError(f"unknown backend {self.backend!r} (auto, numba or numpy)")
 
     @property
     def params(self) -> dict:
@@ -70,7 +77,13 @@ class _OfflineAllocation(Mechanism):
         if last is not None and last[0] == key:
             return last[1]
         curves = OfflineCurves(
-            reports, self.dist, mu=self.mu, sigma=self.sigma, gamma=self.gamma, k=self.k
+            reports,
+            self.dist,
+            mu=self.mu,
+            sigma=self.sigma,
+            gamma=self.gamma,
+            k=self.k,
+            backend=self.backend,
         )
         object.__setattr__(self, "_last_curves", (key, curves))
         return curves
@@ -91,7 +104,7 @@ class OfflineMechanism(_OfflineAllocation):
     def outcome(self, reports, rng=None) -> Outcome:
         from .payments import offline_payments
 
-        eps, pay = offline_payments(reports, self.dist, **self.params)
+        eps, pay = offline_payments(reports, self.dist, **self.params, backend=self.backend)
         return Outcome(eps, pay)
 
     def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
@@ -111,14 +124,15 @@ class PayAsBidMechanism(_OfflineAllocation):
     def outcome(self, reports, rng=None) -> Outcome:
         from .baselines import pay_as_bid
 
-        eps, pay = pay_as_bid(reports, self.dist, **self.params)
+        eps, pay = pay_as_bid(reports, self.dist, **self.params, backend=self.backend)
         return Outcome(eps, pay)
 
     def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
-        """Seller i's eps at z is the offline allocation's eps_i(z); it is paid z eps_i(z)."""
+        """Seller i's eps at z is the offline allocation's eps_i(z); it is paid z eps_i(z)
+        (the allocation oracle alone: no payment curve is built)."""
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
         self.dist.check_in_support(reports, "report")
-        eps = self.curves(reports).eps_at(cand, sellers=sellers)
+        eps = self.curves(reports).allocation_at(cand, sellers=sellers)
         return Outcome(eps, cand * eps)
 
 

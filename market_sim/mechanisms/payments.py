@@ -1110,6 +1110,19 @@ class OfflineCurves:
             for c, part in zip(ids, np.split(rows, first[1:]), strict=True)
         ]
 
+    def allocation_at(self, Z, sellers=None) -> np.ndarray:
+        """eps_i(Z[r, j]) like :meth:`eps_at`, straight from the oracle: no payment
+        curve is built (what pay-as-bid needs; one oracle call per entry)."""
+        if sellers is None:
+            sellers = np.arange(self.reports.size)
+        sellers = np.asarray(sellers, dtype=np.int64).ravel()
+        Z = self.dist.check_in_support(np.asarray(Z, dtype=float), "candidate report")
+        if Z.ndim != 2 or Z.shape[0] != sellers.size:
+            raise MarketSimError(f"Z must have shape ({sellers.size}, n), got {Z.shape}")
+        if Z.size == 0:
+            return np.zeros(Z.shape)
+        return self._alloc(np.repeat(sellers, Z.shape[1]), Z.ravel())[0].reshape(Z.shape)
+
     def _eps(self, Z, sellers):
         """eps_i(z) by the oracle; 0 past the curve's end (eps_i is non-increasing), and
         once per distinct z among the sellers sharing a curve."""

@@ -1,0 +1,371 @@
+"""Learning dynamics: curves over rounds with 95% CIs over replications, against the
+truthful and Bayes-Nash references, and findings computed from the rows (reads
+results only, re-runs nothing)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+KEYS = ["mechanism", "learner", "m"]
+WINDOW = 0.1  # the first / last share of the rounds that "early" / "late" average
+N_BINS = 30  # curves average the rounds in about this many bins
+TRUTH_SHARE = 0.05  # "reaches truth": late share of bought sellers misreporting <= this
+BNE_CLOSE = 0.02  # "reaches the BNE": late mean report/cost within this of the BNE's
+IC_TOL = 1e-7  # as scenarios.dynamics: truth is an equilibrium when truth_gain <= this
+
+# quantity -> (axis label, the truthful reference, the BNE column or None)
+QUANTITIES = {
+    "report_ratio": ("mean report / cost", 1.0, "bne_report_ratio"),
+    "bought_report_ratio": ("report / cost, bought sellers", 1.0, "bne_bought_report_ratio"),
+    "share_bought_misreporting": ("share of bought sellers misreporting", 0.0, None),
+    "avg_external_regret": ("average external regret", 0.0, None),
+    "loss_ratio": ("proxy loss / truthful proxy loss", 1.0, "bne_loss_ratio"),
+    "payment_ratio": ("payment / truthful payment", 1.0, "bne_payment_ratio"),
+}
+REGRET_FALLBACK = ("mean_regret", "ex-post regret this round")
+
+
+def _ci(x) -> float:
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    return float(1.96 * x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else np.nan
+
+
+def _mean(x) -> float:
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    return float(x.mean()) if x.size else np.nan
+
+
+# ratio -> (numerator, denominator): means over a bin (or window) of a replication,
+# then their ratio (a ratio estimator: one round with a tiny truthful loss cannot
+# dominate the curve as it would in a mean of per-round ratios)
+RATIOS = {
+    "loss_ratio": ("proxy_loss", "truthful_proxy_loss"),
+    "payment_ratio": ("total_payment", "truthful_payment"),
+    "bne_loss_ratio": ("bne_proxy_loss", "truthful_proxy_loss"),
+    "bne_payment_ratio": ("bne_payment", "truthful_payment"),
+}
+
+
+def _present(df: pd.DataFrame, col: str) -> bool:
+    col = RATIOS.get(col, (col,))[0]
+    return col in df and bool(np.isfinite(df[col].to_numpy(dtype=float)).any())
+
+
+def per_replication(df: pd.DataFrame, keys: list[str], cols: list[str]) -> pd.DataFrame:
+    """Per ``keys`` x replication: the mean of each column over its rows (finite values
+    only), the ratios of ``RATIOS`` as ratios of such means."""
+    raw = sorted(
+        {c for c in cols if c not in RATIOS} | {x for c in cols if c in RATIOS for x in RATIOS[c]}
+    )
+    raw = [c for c in raw if c in df]
+    out = (
+        df[raw].replace([np.inf, -np.inf], np.nan).groupby([df[k] for k in keys + ["replication"]])
+    )
+    out = out.mean()
+    for c in cols:
+        if c in RATIOS:
+            a, b = RATIOS[c]
+            if a in out and b in out:
+                num, den = out[a].to_numpy(dtype=float), out[b].to_numpy(dtype=float)
+                ok = np.isfinite(num) & np.isfinite(den) & (den > 0)
+                out[c] = np.where(ok, num / np.where(ok, den, 1.0), np.nan)
+    return out[[c for c in cols if c in out]]
+
+
+def quantities(df: pd.DataFrame) -> dict:
+    """The plotted quantities present with data (the ex-post regret stands in for
+    the external regret when the model did not measure it)."""
+    out = {}
+    for col, spec in QUANTITIES.items():
+        if _present(df, col):
+            out[col] = spec
+        elif col == "avg_external_regret":
+            alt, label = REGRET_FALLBACK
+            if _present(df, alt):
+                out[alt] = (label, 0.0, None)
+    return out
+
+
+def _over_replications(per_rep: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Mean and 95% CI (normal approximation; NaN from one replication) over the
+    replications of ``per_rep``, with their number."""
+    g = per_rep.groupby(keys)
+    out = g.mean()
+    sd, n = g.std(ddof=1), g.count()
+    for c in per_rep.columns:
+        out[f"{c}_ci"] = 1.96 * sd[c] / np.sqrt(n[c])  # NaN from one replication
+    out["replications"] = g.size()
+    return out
+
+
+def curves(df: pd.DataFrame) -> pd.DataFrame:
+    """Per mechanism x learner x m and bin of rounds (about ``N_BINS`` bins): each
+    quantity over the bin in each replication (``per_replication``), then mean and
+    95% CI over replications.  ``round``: the bin's mean round."""
+    cols = list(quantities(df))
+    width = max(1, int(np.ceil(df["round"].max() / N_BINS)))
+    df = df.assign(bin=(df["round"] - 1) // width)
+    per_rep = per_replication(df, KEYS + ["bin"], ["round", *cols])
+    out = _over_replications(per_rep, KEYS + ["bin"]).drop(columns="round_ci")
+    return out.reset_index()
+
+
+def _window(df: pd.DataFrame, late: bool) -> pd.DataFrame:
+    last = df.groupby(KEYS)["round"].transform("max")
+    k = np.maximum(1, np.ceil(WINDOW * last))
+    return df[df["round"] > last - k] if late else df[df["round"] <= k]
+
+
+REFERENCES = [
+    "bne_report_ratio",
+    "bne_bought_report_ratio",
+    "bne_loss_ratio",
+    "bne_payment_ratio",
+    "bne_epsilon",
+]
+
+
+def references(df: pd.DataFrame) -> pd.DataFrame:
+    """Per mechanism x m: ``truth_gain`` and the BNE's report/cost, proxy loss and
+    payment relative to truthful over all rounds (NaN for IC mechanisms)."""
+    keys = ["mechanism", "m"]
+    cols = ["truth_gain"] + [c for c in REFERENCES if _present(df, c)]
+    return per_replication(df, keys, cols).groupby(keys).mean().reset_index()
+
+
+def summarise(df: pd.DataFrame) -> pd.DataFrame:
+    """Per mechanism x learner x m: each quantity over the first and the last
+    ``WINDOW`` of the rounds of each replication, then mean and 95% CI over
+    replications; with the references of the mechanism (``references``)."""
+    cols = list(quantities(df))
+    parts = []
+    for late in (False, True):
+        per_rep = per_replication(_window(df, late), KEYS, cols)
+        part = _over_replications(per_rep, KEYS)
+        parts.append(part.add_suffix("_late" if late else "_early"))
+    table = pd.concat(parts, axis=1).reset_index()
+    table = table.rename(columns={"replications_early": "replications"}).drop(
+        columns="replications_late"
+    )
+    table["rounds"] = table.set_index(KEYS).index.map(df.groupby(KEYS)["round"].max())
+    order = [f"{c}{s}" for c in cols for s in ("_early", "_ci_early", "_late", "_ci_late")]
+    table = table[KEYS + ["rounds", "replications"] + order]
+    return table.merge(references(df), on=["mechanism", "m"], how="left")
+
+
+def _fmt(v, ci=np.nan) -> str:
+    if not np.isfinite(v):
+        return "n/a"
+    return f"{v:.3g} ± {ci:.2g}" if np.isfinite(ci) else f"{v:.3g}"
+
+
+def findings(df: pd.DataFrame) -> list[str]:
+    """What the results say, one paragraph per question, every number from ``df``."""
+    t = summarise(df)
+    out = []
+    m_top = int(t.m.max())
+    t = t[t.m == m_top]
+    ic = t[t.truth_gain <= IC_TOL]
+    non_ic = t[t.truth_gain > IC_TOL]
+    share = "share_bought_misreporting"
+    lines = []
+    for mech, part in ic.groupby("mechanism"):
+        parts = []
+        for _, r in part.iterrows():
+            reached = r[f"{share}_late"] + np.nan_to_num(r[f"{share}_ci_late"]) <= TRUTH_SHARE
+            parts.append(
+                f"{r.learner} {_fmt(r[f'{share}_early'])} -> "
+                f"{_fmt(r[f'{share}_late'], r[f'{share}_ci_late'])} "
+                f"(report/cost {_fmt(r.report_ratio_late, r.report_ratio_ci_late)}; "
+                f"{'reaches truth' if reached else 'does not reach truth'})"
+            )
+        lines.append(f"under {mech}: " + "; ".join(parts))
+    if lines:
+        out.append(
+            f"IC mechanisms (no misreport gained more than {IC_TOL:g} against truthful "
+            f"others), m = {m_top}: share of bought sellers misreporting, first -> last "
+            f"{WINDOW:.0%} of the rounds (mean ± 95% CI over replications; 'reaches truth' "
+            f"when the upper end is <= {TRUTH_SHARE:g}): " + "; ".join(lines) + "."
+        )
+    lines = []
+    # the bought sellers' reports set the payments: compare those when measured
+    col = "bought_report_ratio" if "bne_bought_report_ratio" in non_ic else "report_ratio"
+    bcol = f"bne_{col}"
+    what = (
+        "bought sellers' mean report/cost" if col == "bought_report_ratio" else ("mean report/cost")
+    )
+    for mech, part in non_ic.groupby("mechanism"):
+        if bcol not in part or not np.isfinite(part[bcol]).any():
+            continue
+        bne = float(part[bcol].iloc[0])
+        parts = []
+        for _, r in part.iterrows():
+            gap = r[f"{col}_late"] - bne
+            verdict = (
+                "at the BNE"
+                if abs(gap) <= BNE_CLOSE
+                else ("above the BNE" if gap > 0 else "below the BNE")
+            )
+            parts.append(
+                f"{r.learner} {_fmt(r[f'{col}_late'], r[f'{col}_ci_late'])} ({verdict}; "
+                f"proxy loss x{_fmt(r.loss_ratio_late)}, payment x{_fmt(r.payment_ratio_late)})"
+            )
+        lines.append(
+            f"under {mech} the symmetric BNE gives {bne:.3g} (all sellers: "
+            f"{_fmt(float(part.bne_report_ratio.iloc[0]))}; solver epsilon "
+            f"{_fmt(float(part.bne_epsilon.iloc[0]))}; proxy loss "
+            f"x{_fmt(float(part.bne_loss_ratio.iloc[0]))}, payment "
+            f"x{_fmt(float(part.bne_payment_ratio.iloc[0]))} of truthful); the learners end at "
+            + "; ".join(parts)
+        )
+    if lines:
+        out.append(
+            f"Non-IC mechanisms, m = {m_top}, {what} over the last {WINDOW:.0%} of the "
+            f"rounds ('at the BNE' within {BNE_CLOSE:g}): " + "; ".join(lines) + "."
+        )
+    is_q = non_ic.learner.str.startswith("q-learning")
+    q = non_ic[is_q]
+    if len(q) and bcol in q:
+        parts = []
+        for _, r in q.iterrows():
+            others = non_ic[(non_ic.mechanism == r.mechanism) & ~is_q]
+            lo = r[f"{col}_late"] - np.nan_to_num(r[f"{col}_ci_late"])
+            above = lo > r[bcol] and r.payment_ratio_late > r.bne_payment_ratio
+            top = others[f"{col}_late"].max() if len(others) else np.nan
+            verdict = (
+                "they overbid together"
+                + (
+                    ", more than every other learner"
+                    if not np.isfinite(top) or r[f"{col}_late"] > top
+                    else ", as the other learners do"
+                )
+                if above
+                else "no joint overbidding beyond the BNE"
+            )
+            parts.append(
+                f"under {r.mechanism}, {r.learner} sellers end at {what} "
+                f"{_fmt(r[f'{col}_late'], r[f'{col}_ci_late'])} against the BNE's "
+                f"{r[bcol]:.3g} and the other learners' highest {_fmt(top)}; the buyer pays "
+                f"x{_fmt(r.payment_ratio_late)} of truthful against x{r.bne_payment_ratio:.3g} "
+                f"at the BNE: {verdict}"
+            )
+        out.append(
+            "Q-learners (overbidding together: the CI's lower end above the BNE and the "
+            "payment above the BNE's): " + "; ".join(parts) + "."
+        )
+    elif len(non_ic):
+        out.append("Q-learners: none in these results.")
+    reg = next((c for c in ("avg_external_regret", "mean_regret") if f"{c}_late" in t), None)
+    if reg is not None:
+        has = t[np.isfinite(t[f"{reg}_late"]) & np.isfinite(t[f"{reg}_early"])]
+        parts = [
+            f"{r.learner} under {r.mechanism} {_fmt(r[f'{reg}_early'])} -> "
+            f"{_fmt(r[f'{reg}_late'], r[f'{reg}_ci_late'])}"
+            for _, r in has.iterrows()
+        ]
+        name = "average external regret" if reg == "avg_external_regret" else "ex-post regret"
+        falls = int((has[f"{reg}_late"] < has[f"{reg}_early"]).sum())
+        missing = sorted(set(t.learner) - set(has.learner))
+        out.append(
+            f"Regret ({name}, first -> last {WINDOW:.0%} of the rounds, m = {m_top}): "
+            + "; ".join(parts)
+            + f". It falls for {falls} of {len(has)} mechanism x learner pairs"
+            + (f" (not measured for {', '.join(missing)})." if missing else ".")
+        )
+    return out
+
+
+def plot(df: pd.DataFrame, path=None):
+    """One row of panels per quantity, one column per mechanism; colour: learner,
+    line style: m; bands: 95% CI over replications (a share's clipped to [0, 1]);
+    dashed black: the truthful reference, red: the symmetric BNE (non-IC mechanisms;
+    line style: m)."""
+    from matplotlib.lines import Line2D
+
+    from .figures import CONTROL_COLOR, PALETTE, outside_legend, saved_figure
+
+    c = curves(df)
+    refs = references(df)
+    qs = quantities(df)
+    mechs = sorted(c.mechanism.unique())
+    learners = sorted(c.learner.unique())
+    sizes = sorted(c.m.unique())
+    colour = {lr: PALETTE[i % len(PALETTE)] for i, lr in enumerate(learners)}
+    style = dict(zip(sizes, ["-", "--", ":", "-."] * 4, strict=False))
+    reps = int(c.replications.min())
+    with saved_figure(
+        path,
+        len(mechs),
+        figsize=(3.6 * len(mechs) + 1, 2.3 * len(qs) + 1),
+        nrows=len(qs),
+        squeeze=False,
+    ) as (fig, ax):
+        for i, (col, (label, truth, bne_col)) in enumerate(qs.items()):
+            for j, mech in enumerate(mechs):
+                a = ax[i, j]
+                a.axhline(truth, color="k", ls="--", lw=1)
+                for (lr, m), part in c[c.mechanism == mech].groupby(["learner", "m"]):
+                    part = part.sort_values("round")
+                    y = part[col].to_numpy(dtype=float)
+                    a.plot(part["round"], y, color=colour[lr], ls=style[m])
+                    ci = part[f"{col}_ci"].to_numpy(dtype=float)
+                    if np.isfinite(ci).any():
+                        lo, hi = y - np.nan_to_num(ci), y + np.nan_to_num(ci)
+                        if col.startswith("share"):
+                            lo, hi = np.clip(lo, 0, 1), np.clip(hi, 0, 1)
+                        a.fill_between(
+                            part["round"],
+                            lo,
+                            hi,
+                            color=colour[lr],
+                            alpha=0.15,
+                            lw=0,
+                        )
+                if bne_col and bne_col in refs:
+                    for _, r in refs[refs.mechanism == mech].iterrows():
+                        if np.isfinite(r[bne_col]):
+                            a.axhline(r[bne_col], color=CONTROL_COLOR, ls=style.get(r.m, "-"))
+                            lo, hi = a.get_ylim()  # keep the reference inside, with a margin
+                            pad = 0.05 * (max(hi, r[bne_col]) - min(lo, r[bne_col]))
+                            a.set_ylim(min(lo, r[bne_col] - pad), max(hi, r[bne_col] + pad))
+                a.grid(color="0.92")
+                a.set(xlabel="round", ylabel=label, title=mech if i == 0 else "")
+                a.title.set_fontsize(10)
+                a.yaxis.label.set_fontsize(8)
+        handles = [Line2D([], [], color=colour[lr], label=lr) for lr in learners]
+        if len(sizes) > 1:
+            handles += [Line2D([], [], color="0.3", ls=style[m], label=f"m = {m}") for m in sizes]
+        handles.append(Line2D([], [], color="k", ls="--", label="truthful reference"))
+        if any(b and b in refs for _, _, b in qs.values()):
+            handles.append(Line2D([], [], color=CONTROL_COLOR, label="symmetric BNE (non-IC only)"))
+        outside_legend(fig, handles, [h.get_label() for h in handles], ncols=4)
+        fig.suptitle(
+            "Learning dynamics: mean over replications per bin of rounds"
+            + (f", 95% CI over {reps} replications" if reps > 1 else " (one replication: no CI)")
+            + (f", m = {sizes[0]}" if len(sizes) == 1 else "")
+        )
+    return fig
+
+
+def section(df, folder):
+    from .report import Section
+
+    plot(df, str(folder / "dynamics.png"))
+    text = (
+        "Every seller learns; each round records the mean report/cost, the share of "
+        "bought sellers misreporting, the regret, and the buyer's proxy loss and payment, "
+        "also as ratios to the truthful outcome on the same costs; for mechanisms under "
+        "which truth is not an equilibrium, the symmetric Bayes-Nash equilibrium played on "
+        "the same costs is the second reference.\n\n" + "\n\n".join(findings(df))
+    )
+    return Section(
+        "Learning dynamics",
+        text,
+        tables=[
+            (f"first and last {WINDOW:.0%} of the rounds, 95% CI over replications", summarise(df))
+        ],
+        figures=[("learning curves by mechanism, learner and m", "dynamics.png")],
+    )

@@ -1,0 +1,174 @@
+"""The dynamics study: its rows on a tiny grid, its references, and findings computed
+from the rows (the figure is checked with every study's in test_figures.py)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from market_sim.agents import MarketModel
+from market_sim.analysis import dynamics as analysis
+from market_sim.scenarios import dynamics as study
+
+
+def tiny(**kw) -> dict:
+    return {**study.grid(quick=True)[0], "m": 4, "rounds": 6, **kw}
+
+
+def rows(seed: int = 0, **kw) -> pd.DataFrame:
+    return pd.DataFrame(study.run(tiny(**kw), np.random.default_rng(seed)))
+
+
+@pytest.mark.parametrize("mechanism", ["offline", "online"])
+def test_rows_are_shares_ratios_and_rounds(mechanism):
+    df = rows(mechanism=mechanism, learner="learning")
+    assert df["round"].tolist() == list(range(1, 7))
+    for col in ("share_misreporting", "share_bought_misreporting", "participation"):
+        v = df[col].dropna()
+        assert len(v) and v.between(0, 1).all(), col
+    assert (df.n_bought <= 4).all() and (df.report_ratio > 0).all()
+    # the learner tries the truthful arm first: round 1 is the truth
+    assert df.report_ratio.iloc[0] == 1 and df.share_misreporting.iloc[0] == 0
+    assert df.share_misreporting.iloc[1:].max() > 0  # then it explores
+
+
+@pytest.mark.parametrize("mechanism", ["offline", "online"])
+def test_truthful_sellers_get_exactly_the_truthful_reference(mechanism):
+    df = rows(mechanism=mechanism, learner="truthful", rounds=4)
+    np.testing.assert_array_equal(df.proxy_loss, df.truthful_proxy_loss)
+    np.testing.assert_array_equal(df.total_payment, df.truthful_payment)
+    assert (df.report_ratio == 1).all() and (df.share_bought_misreporting.fillna(0) == 0).all()
+
+
+def test_the_truthful_reference_is_the_mechanism_on_the_costs_of_the_round():
+    params = tiny(mechanism="offline", learner="learning", rounds=3)
+    df = pd.DataFrame(study.run(params, np.random.default_rng(5)))
+    # the same market again (the model's seed is the first draw of the task's stream),
+    # its costs of each round put through the mechanism by hand
+    seed = int(np.random.default_rng(5).integers(2**63))
+    model = MarketModel(
+        4,
+        dist=params["dist"],
+        mechanism="offline",
+        strategy="learning",
+        rounds=3,
+        gamma=params["gamma"],
+        new_costs_each_round=True,
+        measure_regret=params["measure_regret"],
+        seed=seed,
+    )
+    for k in range(3):
+        model.step()
+        out = model.mechanism.run(model.cost[model.participating])
+        assert df.truthful_payment[k] == pytest.approx(out.payments.sum(), rel=1e-12)
+        assert df.total_payment[k] == pytest.approx(model.platform.total_payment, rel=1e-12)
+
+
+def test_truth_gain_is_zero_for_ic_mechanisms_and_positive_for_pay_as_bid():
+    gains = {}
+    for mech in ("offline", "online", "pay-as-bid"):
+        model = MarketModel(6, dist="uniform:1:5", mechanism=mech, gamma=0.3, rounds=1)
+        gains[mech] = study.truth_gain(model.mechanism, model.dist, 6, seed=0)
+    assert gains["offline"] <= study.IC_TOL and gains["online"] <= study.IC_TOL
+    assert gains["pay-as-bid"] > 1e-3  # shading up pays under pay-as-bid
+
+
+def test_ic_mechanisms_have_no_bne_reference():
+    df = rows(mechanism="online", learner="learning")
+    assert (df.truth_gain <= study.IC_TOL).all()
+    assert not any(c.startswith("bne_") for c in df.columns)
+
+
+def test_same_seed_same_rows_other_seed_other_rows():
+    a, b, c = (rows(seed, mechanism="online") for seed in (1, 1, 2))
+    pd.testing.assert_frame_equal(a, b)
+    assert not np.allclose(a.truthful_payment, c.truthful_payment)
+
+
+# ---- analysis: every number and verdict from the rows -------------------------------
+
+
+def synthetic(late_share: float, q_ratio: float, reps: int = 3) -> pd.DataFrame:
+    """20 rounds; report/cost falls linearly to 1 + late_share / 10 under offline;
+    pay-as-bid has a BNE at 1.2 and a q-learner ending at ``q_ratio``."""
+    out = []
+    for mech, learner in (
+        ("offline", "hedge"),
+        ("pay-as-bid", "hedge"),
+        ("pay-as-bid", "q-learning"),
+    ):
+        for rep in range(reps):
+            for k in range(1, 21):
+                share = 1.0 - (1.0 - late_share) * k / 20
+                ratio = q_ratio if learner == "q-learning" else 1 + share / 10
+                row = dict(
+                    mechanism=mech,
+                    learner=learner,
+                    m=5,
+                    replication=rep,
+                    round=k,
+                    report_ratio=ratio + 0.001 * rep,
+                    bought_report_ratio=ratio + 0.001 * rep,
+                    share_bought_misreporting=share,
+                    avg_external_regret=1.0 / k,
+                    proxy_loss=2.0,
+                    truthful_proxy_loss=1.0,
+                    total_payment=3.0,
+                    truthful_payment=2.0,
+                    truth_gain=0.0 if mech == "offline" else 0.3,
+                )
+                if mech == "pay-as-bid":
+                    row |= dict(
+                        bne_report_ratio=1.1,
+                        bne_bought_report_ratio=1.2,
+                        bne_proxy_loss=1.5,
+                        bne_payment=2.5,
+                        bne_epsilon=0.001,
+                    )
+                out.append(row)
+    return pd.DataFrame(out)
+
+
+def test_summary_windows_and_ratios_are_computed_from_the_rows():
+    df = synthetic(late_share=0.0, q_ratio=1.5)
+    t = analysis.summarise(df).set_index(["mechanism", "learner"])
+    off = t.loc[("offline", "hedge")]
+    # the last 10% of 20 rounds are rounds 19 and 20: shares 0.05 and 0
+    assert off.share_bought_misreporting_late == pytest.approx(0.025)
+    assert off.share_bought_misreporting_early == pytest.approx((0.95 + 0.9) / 2)
+    assert off.report_ratio_late == pytest.approx(1.0025 + 0.001)  # mean over reps 0, 1, 2
+    assert off.report_ratio_ci_late == pytest.approx(1.96 * 0.001 / np.sqrt(3))
+    assert off.loss_ratio_late == 2.0 and off.payment_ratio_late == 1.5
+    assert off.avg_external_regret_late == pytest.approx((1 / 19 + 1 / 20) / 2)
+    assert np.isnan(off.bne_report_ratio)  # IC: no BNE reference
+    pab = t.loc[("pay-as-bid", "q-learning")]
+    assert pab.bne_loss_ratio == 1.5 and pab.bne_payment_ratio == 1.25
+    assert pab.bne_bought_report_ratio == 1.2
+    assert pab.bought_report_ratio_late == pytest.approx(1.501)
+
+
+def test_findings_state_what_the_numbers_say():
+    yes = " ".join(analysis.findings(synthetic(late_share=0.0, q_ratio=1.5)))
+    assert "hedge 0.925 -> 0.025 ± 0 (report/cost 1 ± 0.0011; reaches truth)" in yes
+    assert "symmetric BNE gives 1.2 (all sellers: 1.1;" in yes
+    assert "q-learning 1.5 ± 0.0011 (above the BNE" in yes
+    assert "the buyer pays x1.5 of truthful against x1.25 at the BNE" in yes
+    assert "they overbid together, more than every other learner" in yes
+    assert "It falls for 3 of 3" in yes
+    no = " ".join(analysis.findings(synthetic(late_share=0.5, q_ratio=1.19)))
+    assert "does not reach truth" in no and "reaches truth)" not in no
+    assert "q-learning 1.19 ± 0.0011 (at the BNE" in no
+    assert "no joint overbidding beyond the BNE" in no
+
+
+def test_pay_as_bid_rows_carry_the_bne_reference_computed_once():
+    study._BNE.clear()
+    kw = dict(mechanism="pay-as-bid", learner="learning", rounds=3, bne_samples=16, bne_max_iter=3)
+    a, b = rows(1, **kw), rows(2, **kw)
+    assert len(study._BNE) == 1  # one solve for both tasks (same market, same options)
+    (bne,) = study._BNE.values()
+    for df in (a, b):
+        assert (df.truth_gain > study.IC_TOL).all()
+        assert np.isfinite(df[["bne_report_ratio", "bne_proxy_loss", "bne_payment"]]).all().all()
+        assert (df.bne_report_ratio >= 1).all()  # the solver never bids below cost
+        assert (df.bne_epsilon == bne.epsilon).all()
+    assert not np.allclose(a.bne_payment, b.bne_payment)  # on each task's own costs
