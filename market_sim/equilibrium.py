@@ -296,7 +296,6 @@ class _Game:
     z_hi: float  # highest report
     k: int  # reports of the focused grid
     refine: int
-    stats: dict = field(default_factory=dict, compare=False)  # of the last best response
 
     def candidates(self, z_top):
         """The focused grid on [z_lo, z_top] and the coarse sentinels on [z_lo, z_hi]."""
@@ -317,7 +316,8 @@ class _Game:
         given the others bid ``bidfn``, or with ``temperature`` > 0 the smoothed one
         (the module doc); the current report is kept when nothing beats it by more
         than 1e-9 of the utility scale.  Costs above ``z_top`` (where no report gets
-        anything) keep theirs.  Returns (the reports, the next ``z_top``)."""
+        anything) keep theirs.  Returns (the reports, the next ``z_top``, the ex-ante
+        gain of the best candidates over the current reports / their ex-ante utility)."""
         z_top = self.z_hi if z_top is None else z_top
         out = np.clip(current, self.z_lo, self.z_hi)
         act = costs <= z_top
@@ -329,10 +329,12 @@ class _Game:
         E, T = sample.eps_pay(self.mech, bidfn, cand)
         Eb, Tb = E.mean(axis=0), T.mean(axis=0)
         new_top = self.top(cand, Eb, Tb)
-        self.stats.clear()
+        loss = 0.0
         if costs.size:
-            out[act] = self._respond(sample, bidfn, costs, cur, floor, cand, Eb, Tb, temperature)
-        return out, new_top
+            out[act], loss = self._respond(
+                sample, bidfn, costs, cur, floor, cand, Eb, Tb, temperature
+            )
+        return out, new_top, loss
 
     def _respond(self, sample, bidfn, costs, cur, floor, cand, Eb, Tb, temperature):
         U = Tb[None, :] - costs[:, None] * Eb[None, :]  # u(c, z) = T(z) - c E(z)
@@ -348,8 +350,9 @@ class _Game:
         # their ex-ante utility (costs weighted by density x spacing)
         w = np.asarray(self.dist.pdf(costs), dtype=float)
         w = w * (np.gradient(costs) if costs.size > 1 else 1.0)
-        gain = float(w @ np.maximum(best_u - u_cur, 0.0))
-        self.stats.update(gain=gain, utility=float(w @ np.maximum(best_u, 0.0)))
+        loss = float(w @ np.maximum(best_u - u_cur, 0.0)) / max(
+            float(w @ np.maximum(best_u, 0.0)), 1e-300
+        )
         if temperature > 0:
             # logit response: density exp(u / tau) over reports (trapezoid weights dz),
             # tau = temperature x the spread of u over the allowed reports, on the
@@ -364,7 +367,7 @@ class _Game:
                 w = np.where(peak, np.exp((U - best_u[:, None]) / tau[:, None]), 0.0)
             w = w * np.gradient(cand)[None, :] if cand.size > 1 else w
             best_z = (w @ cand) / w.sum(axis=1)
-            return np.where(keep, cur, best_z)
+            return np.where(keep, cur, best_z), loss
         if self.refine:
             lo = np.maximum(cand[np.maximum(k - 1, 0)], floor)
             hi = cand[np.minimum(k + 1, cand.size - 1)]
@@ -379,7 +382,7 @@ class _Game:
             best_z = np.where(better, pts[rows, j], best_z)
             best_u = np.where(better, U2[rows, j], best_u)
             keep = u_cur >= best_u - _TIE * scale
-        return np.where(keep, cur, best_z)
+        return np.where(keep, cur, best_z), loss
 
 
 def _check_int(label, v, least):
@@ -467,7 +470,7 @@ def _as_bidfn(bid, dist) -> Callable[[np.ndarray], np.ndarray]:
 def _epsilon(game, train, fresh, bidfn, eval_costs, z_top=None) -> EpsilonResult:
     """Steps 1-3 of the module doc."""
     b = bidfn(eval_costs)
-    z_star, _ = game.best_responses(train, bidfn, eval_costs, b, 0.0, z_top)
+    z_star, _, _ = game.best_responses(train, bidfn, eval_costs, b, 0.0, z_top)
     cur = np.clip(b, game.z_lo, game.z_hi)
     pts = np.concatenate((z_star, cur))
     E, T = fresh.eps_pay(game.mech, bidfn, pts)
@@ -615,13 +618,12 @@ def symmetric_bne(
         def bidfn(c, current=current, costs=costs):
             return np.interp(c, costs, current)
 
-        br, z_top = game.best_responses(train, bidfn, costs, current, tau, z_top)
+        br, z_top, gain = game.best_responses(train, bidfn, costs, current, tau, z_top)
         br = np.maximum(_isotonic(br), np.minimum(costs, z_hi))  # monotone, never below cost
         residual = float(np.max(np.abs(br - current)))
         history.append(residual)
         bar.update(1)
         bar.set_postfix(residual=f"{residual:.2g}", temperature=f"{tau:.2g}")
-        gain = game.stats.get("gain", 0.0) / max(game.stats.get("utility", 0.0), 1e-300)
         gains.append(gain)
         small = residual <= tol * (hi - lo) or gain <= gain_tol
         if residual == 0.0 or (small and tau <= min_temperature):
