@@ -50,12 +50,15 @@ bids.  ``epsilon`` (``bne_epsilon``, for any bid function):
 2. on the training sample (for ``symmetric_bne``, the solver's), the best
    deviation z*(c) of each evaluation cost: the argmax over the candidates,
    refined by ``refine`` reports between its neighbours;
-3. on FRESH i.i.d. markets (``eval_samples`` opponent draws), the gain
-   g_s(c) = u_s(c, z*(c)) - u_s(c, b(c)) per market s (mean over its deviators);
+3. on FRESH markets (``eval_samples`` opponent draws, default 4 x ``samples``: one
+   pass, cheap next to the solve; an independently scrambled Sobol sequence), the
+   gain g_s(c) = u_s(c, z*(c)) - u_s(c, b(c)) per market s (mean over its deviators);
 4. epsilon = max(0, max_c mean_s g_s(c)).  Re-measuring on fresh opponents removes
    the upward bias of maximising over the training sample's noise.
    ``epsilon_ci``: the 95% t interval of mean_s g_s(c*) over the fresh markets at
-   the maximising cost c* (conditional on c*), clipped at 0.  ``epsilon_relative``
+   the maximising cost c* (conditional on c*), clipped at 0; the scrambled Sobol
+   markets are negatively correlated, so the i.i.d. t interval is conservative
+   (wider than the true one).  ``epsilon_relative``
    divides by the ex-ante utility at b (evaluation costs weighted by the density).
 
 Limits: this is an equilibrium of the sampled game on the grids; epsilon measures
@@ -296,7 +299,6 @@ class _Game:
     z_hi: float  # highest report
     k: int  # reports of the focused grid
     refine: int
-    stats: dict = field(default_factory=dict, compare=False)  # of the last best response
 
     def candidates(self, z_top):
         """The focused grid on [z_lo, z_top] and the coarse sentinels on [z_lo, z_hi]."""
@@ -317,7 +319,8 @@ class _Game:
         given the others bid ``bidfn``, or with ``temperature`` > 0 the smoothed one
         (the module doc); the current report is kept when nothing beats it by more
         than 1e-9 of the utility scale.  Costs above ``z_top`` (where no report gets
-        anything) keep theirs.  Returns (the reports, the next ``z_top``)."""
+        anything) keep theirs.  Returns (the reports, the next ``z_top``, the ex-ante
+        gain of the best candidates over the current reports / their ex-ante utility)."""
         z_top = self.z_hi if z_top is None else z_top
         out = np.clip(current, self.z_lo, self.z_hi)
         act = costs <= z_top
@@ -329,10 +332,12 @@ class _Game:
         E, T = sample.eps_pay(self.mech, bidfn, cand)
         Eb, Tb = E.mean(axis=0), T.mean(axis=0)
         new_top = self.top(cand, Eb, Tb)
-        self.stats.clear()
+        loss = 0.0
         if costs.size:
-            out[act] = self._respond(sample, bidfn, costs, cur, floor, cand, Eb, Tb, temperature)
-        return out, new_top
+            out[act], loss = self._respond(
+                sample, bidfn, costs, cur, floor, cand, Eb, Tb, temperature
+            )
+        return out, new_top, loss
 
     def _respond(self, sample, bidfn, costs, cur, floor, cand, Eb, Tb, temperature):
         U = Tb[None, :] - costs[:, None] * Eb[None, :]  # u(c, z) = T(z) - c E(z)
@@ -348,8 +353,9 @@ class _Game:
         # their ex-ante utility (costs weighted by density x spacing)
         w = np.asarray(self.dist.pdf(costs), dtype=float)
         w = w * (np.gradient(costs) if costs.size > 1 else 1.0)
-        gain = float(w @ np.maximum(best_u - u_cur, 0.0))
-        self.stats.update(gain=gain, utility=float(w @ np.maximum(best_u, 0.0)))
+        loss = float(w @ np.maximum(best_u - u_cur, 0.0)) / max(
+            float(w @ np.maximum(best_u, 0.0)), 1e-300
+        )
         if temperature > 0:
             # logit response: density exp(u / tau) over reports (trapezoid weights dz),
             # tau = temperature x the spread of u over the allowed reports, on the
@@ -364,7 +370,7 @@ class _Game:
                 w = np.where(peak, np.exp((U - best_u[:, None]) / tau[:, None]), 0.0)
             w = w * np.gradient(cand)[None, :] if cand.size > 1 else w
             best_z = (w @ cand) / w.sum(axis=1)
-            return np.where(keep, cur, best_z)
+            return np.where(keep, cur, best_z), loss
         if self.refine:
             lo = np.maximum(cand[np.maximum(k - 1, 0)], floor)
             hi = cand[np.minimum(k + 1, cand.size - 1)]
@@ -379,7 +385,7 @@ class _Game:
             best_z = np.where(better, pts[rows, j], best_z)
             best_u = np.where(better, U2[rows, j], best_u)
             keep = u_cur >= best_u - _TIE * scale
-        return np.where(keep, cur, best_z)
+        return np.where(keep, cur, best_z), loss
 
 
 def _check_int(label, v, least):
@@ -467,7 +473,7 @@ def _as_bidfn(bid, dist) -> Callable[[np.ndarray], np.ndarray]:
 def _epsilon(game, train, fresh, bidfn, eval_costs, z_top=None) -> EpsilonResult:
     """Steps 1-3 of the module doc."""
     b = bidfn(eval_costs)
-    z_star, _ = game.best_responses(train, bidfn, eval_costs, b, 0.0, z_top)
+    z_star, _, _ = game.best_responses(train, bidfn, eval_costs, b, 0.0, z_top)
     cur = np.clip(b, game.z_lo, game.z_hi)
     pts = np.concatenate((z_star, cur))
     E, T = fresh.eps_pay(game.mech, bidfn, pts)
@@ -515,7 +521,7 @@ def bne_epsilon(
     """Epsilon of the symmetric profile where every seller bids ``bid(cost)`` (a
     vectorised function, a :class:`BNEResult` or ``"truth"``): the best deviation
     of each of ``eval_grid`` costs is found on ``samples`` opponent draws and its
-    gain re-measured on ``eval_samples`` (default ``samples``) fresh ones.  Options
+    gain re-measured on ``eval_samples`` (default 4 x ``samples``) fresh ones.  Options
     and ``context`` (mu, sigma, gamma, privacy) as :func:`symmetric_bne`'s."""
     mech, dist, n, z_hi = _setup(mechanism, dist, n_sellers, rng, context, bid_max)
     eval_grid = _check_int("eval_grid", eval_grid, 2)
@@ -523,13 +529,13 @@ def bne_epsilon(
     refine = _check_int("refine", refine, 0)
     samples = _check_int("samples", samples, 1)
     deviators = _check_int("deviators", deviators, 1)
-    ev = _check_int("eval_samples", samples if eval_samples is None else eval_samples, 2)
+    ev = _check_int("eval_samples", 4 * samples if eval_samples is None else eval_samples, 2)
     d, markets, eval_markets = _options(samples, deviators, n, ev)
     lo, hi = dist.support
     game = _Game(mech, dist, n, lo + 1e-6 * (z_hi - lo), z_hi, bid_grid, refine)
     bidfn = _as_bidfn(bid, dist)
     train = _Sample(dist, n, markets, d, rng)
-    fresh = _Sample(dist, n, eval_markets, d, rng)
+    fresh = _Sample(dist, n, eval_markets, d, rng, qmc=True)
     return _epsilon(game, train, fresh, bidfn, _midpoints(np.linspace(lo, hi, eval_grid + 1)))
 
 
@@ -570,7 +576,7 @@ def symmetric_bne(
     plain argmax, refined by ``refine`` reports); step ``max(damping, 1/(t+1))``;
     stop at sup|BR - b| <= ``tol`` x the support width or an ex-ante best-response
     gain <= ``gain_tol`` x the ex-ante utility, or after ``max_iter`` iterations; epsilon on
-    ``eval_grid`` costs and ``eval_samples`` (default ``samples``) fresh draws;
+    ``eval_grid`` costs and ``eval_samples`` (default 4 x ``samples``) fresh draws;
     reports at most ``bid_max`` (default the support's top); ``init``: the starting
     bid function ("truth", a function or a :class:`BNEResult`; for a warm start pass
     also ``temperature=min_temperature``).  ``context``: mu, sigma, gamma, privacy,
@@ -584,7 +590,7 @@ def symmetric_bne(
     deviators = _check_int("deviators", deviators, 1)
     max_iter = _check_int("max_iter", max_iter, 1)
     eval_grid = _check_int("eval_grid", eval_grid, 2)
-    ev = _check_int("eval_samples", samples if eval_samples is None else eval_samples, 2)
+    ev = _check_int("eval_samples", 4 * samples if eval_samples is None else eval_samples, 2)
     damping = _check_float("damping", damping, 0.0, 1.0)
     tol = _check_float("tol", tol, 0.0, math.inf)
     gain_tol = _check_float("gain_tol", gain_tol, 0.0, math.inf, False)
@@ -615,13 +621,12 @@ def symmetric_bne(
         def bidfn(c, current=current, costs=costs):
             return np.interp(c, costs, current)
 
-        br, z_top = game.best_responses(train, bidfn, costs, current, tau, z_top)
+        br, z_top, gain = game.best_responses(train, bidfn, costs, current, tau, z_top)
         br = np.maximum(_isotonic(br), np.minimum(costs, z_hi))  # monotone, never below cost
         residual = float(np.max(np.abs(br - current)))
         history.append(residual)
         bar.update(1)
         bar.set_postfix(residual=f"{residual:.2g}", temperature=f"{tau:.2g}")
-        gain = game.stats.get("gain", 0.0) / max(game.stats.get("utility", 0.0), 1e-300)
         gains.append(gain)
         small = residual <= tol * (hi - lo) or gain <= gain_tol
         if residual == 0.0 or (small and tau <= min_temperature):
@@ -643,7 +648,7 @@ def symmetric_bne(
     def final_fn(c):
         return np.interp(c, costs, final)
 
-    fresh = _Sample(dist, n, eval_markets, d, rng)
+    fresh = _Sample(dist, n, eval_markets, d, rng, qmc=True)
     ev_costs = _midpoints(_focused(lo, hi, c_top, eval_grid + 1))
     check = _epsilon(game, train, fresh, final_fn, ev_costs, z_top)
     options = {
@@ -802,7 +807,7 @@ def add_parser(subparsers):
         "--eval-samples",
         type=at_least("eval-samples", 2),
         default=None,
-        help="fresh opponent draws for epsilon (default: --samples)",
+        help="fresh opponent draws for epsilon (default: 4 x --samples)",
     )
     a.add_argument("--mu", type=_positive("mu"), default=None)
     a.add_argument("--sigma", type=_positive("sigma"), default=None)
