@@ -3,7 +3,7 @@
     python benchmarks/bench_audit.py [--m 10000] [--json benchmarks/audit.json]
 
 Both times are measured back to back in this run (the best of ``--reps`` each), so
-the ratio survives a noisy machine.  Target (issue 29): auditing one market of
+the ratio survives a noisy machine.  Target: auditing one market of
 m = 10^4 sellers under the offline mechanism (default search: 33-point grid, 12
 probes, 32 random reports and the local search, plus the Myerson check) costs at
 most 15x one best-response round of a ``MarketModel`` over the same market.  Also

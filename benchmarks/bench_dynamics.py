@@ -1,4 +1,4 @@
-"""The dynamics study's quick run next to its target (issue 28, item 6).
+"""The dynamics study's quick run next to its target.
 
     python benchmarks/bench_dynamics.py [--json benchmarks/dynamics.json] [--workers 1]
 

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_learners.py [--m 1000000] [--json benchmarks/learners.json]
 
-Target (issue 28, item 6): a ``hedge`` round under the ``online`` mechanism at
+Target: a ``hedge`` round under the ``online`` mechanism at
 m = 10^6 sellers (``measure_regret=False``) costs <= 3x the same round written
 in plain numpy, both timed in this run (best of a few repetitions each).
 

@@ -8,6 +8,8 @@
     market-sim run STUDY [--quick] [--workers W] [--executor local|dask] [--out DIR] [--quiet]
     market-sim report DIR [DIR ...] [--out OUT]
     market-sim audit --mechanism SPEC --dist SPEC --sellers N --markets K --seed S --out DIR
+                     [--random R] [--coalition K]        (exit 3 when not IC or not IR)
+    market-sim bne --mechanism SPEC --dist SPEC --sellers N --seed S --out DIR
     market-sim egta --mechanism SPEC --dist SPEC --sellers N --strategy SPEC --strategy SPEC
                     [--strategy SPEC ...] --samples K --seed S --out DIR
     market-sim demo  [--out demo_output] [--seed 0] [--sellers 200]

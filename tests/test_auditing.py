@@ -1,4 +1,4 @@
-"""The IC / IR / monotonicity audit and `market-sim audit` (issue 17 item 6, issue 29).
+"""The IC / IR / monotonicity audit and `market-sim audit`.
 
 Every mechanism below is written for the tests, with a known answer: IC, not IC
 through a narrow window or a tiny deviation, IC but not IR, randomized IC in

@@ -1,5 +1,4 @@
-"""Myerson's characterization checked on candidate reports, and what gets certified
-(issue 29 item 3)."""
+"""Myerson's characterization checked on candidate reports, and what gets certified."""
 
 import numpy as np
 import pytest

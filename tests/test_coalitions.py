@@ -1,4 +1,4 @@
-"""Coalition search (issue 29 item 4): joint misreports of small groups of sellers."""
+"""Coalition search: joint misreports of small groups of sellers."""
 
 import numpy as np
 import pytest

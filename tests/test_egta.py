@@ -1,4 +1,4 @@
-"""Empirical games (issue 28 item 4): the meta-game solver on games with known
+"""Empirical games: the meta-game solver on games with known
 equilibria, the deviation-preserving reduction, the market, and `market-sim egta`."""
 
 import itertools

@@ -1,4 +1,4 @@
-"""Symmetric Bayes-Nash equilibria and their epsilon (issue 28 item 3)."""
+"""Symmetric Bayes-Nash equilibria and their epsilon."""
 
 import json
 from pathlib import Path
