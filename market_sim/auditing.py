@@ -65,7 +65,7 @@ import numpy as np
 
 from .distributions import CostDistribution, parse_distribution
 from .errors import MarketSimError
-from .files import atomic_write, check_writable_folder
+from .files import atomic_write, check_writable_folder, save_png
 from .mechanisms.base import Mechanism, as_mechanism, as_outcome, mechanism_name
 
 if TYPE_CHECKING:
@@ -869,19 +869,13 @@ def plot(result: AuditResult, path) -> None:
     fig.suptitle(f"audit of {s['mechanism']} on {s['dist']}: {s['n_markets']} x {s['n_sellers']}")
     fig.tight_layout()
 
-    def write(fh):
-        fig.savefig(fh, format="png", dpi=90)
-
-    try:
-        atomic_write(path, write)
-    finally:
-        plt.close(fig)
+    save_png(fig, path, dpi=90)
 
 
 # ---- the command line -----------------------------------------------------------------
 def add_parser(subparsers):
     """Register ``market-sim audit``."""
-    from .cli import _count, _positive
+    from .cli import _count, add_market_settings
 
     a = subparsers.add_parser(
         "audit",
@@ -927,15 +921,7 @@ def add_parser(subparsers):
         metavar="K",
         help="also search joint misreports of coalitions of up to K >= 2 sellers",
     )
-    a.add_argument("--mu", type=_positive("mu"), default=None)
-    a.add_argument("--sigma", type=_positive("sigma"), default=None)
-    a.add_argument("--gamma", type=_positive("gamma"), default=None)
-    a.add_argument(
-        "--privacy",
-        type=_positive("privacy"),
-        default=None,
-        help="epsilon of the private mechanisms' price / cut-off choice",
-    )
+    add_market_settings(a)
     a.add_argument("--out", required=True, metavar="DIR", help="output folder")
     a.add_argument("--quiet", action="store_true", help="no progress bar nor estimate (stderr)")
     a.set_defaults(func=cmd_audit)
@@ -949,12 +935,10 @@ def _number_at_least(name, least):
 
 
 def cmd_audit(args) -> int:
+    from .cli import market_settings
+
     dist = parse_distribution(args.dist, iron=args.iron)
-    context = {
-        k: getattr(args, k)
-        for k in ("mu", "sigma", "gamma", "privacy")
-        if getattr(args, k) is not None
-    }
+    context = market_settings(args)
     if args.coalition is not None and not 2 <= args.coalition <= args.sellers:
         raise MarketSimError(
             f"--coalition must be between 2 and the number of sellers ({args.sellers}); "

@@ -126,6 +126,26 @@ def _count(name):
 _k_value = _number("k", float, lambda v: math.isfinite(v) and v >= 1, ">= 1")
 
 
+MARKET_SETTINGS = ("mu", "sigma", "gamma", "privacy")
+
+
+def add_market_settings(parser) -> None:
+    """``--mu --sigma --gamma --privacy`` (each > 0, default: the mechanism's own)."""
+    for name in MARKET_SETTINGS[:3]:
+        parser.add_argument(f"--{name}", type=_positive(name), default=None)
+    parser.add_argument(
+        "--privacy",
+        type=_positive("privacy"),
+        default=None,
+        help="epsilon of the private mechanisms' price / cut-off choice",
+    )
+
+
+def market_settings(args) -> dict:
+    """The market settings given on the command line (see :func:`add_market_settings`)."""
+    return {k: getattr(args, k) for k in MARKET_SETTINGS if getattr(args, k, None) is not None}
+
+
 def build_parser() -> _Parser:
     p = _Parser(
         prog="market-sim",

@@ -66,7 +66,7 @@ import numpy as np
 
 from .distributions import CostDistribution, parse_distribution
 from .errors import MarketSimError
-from .files import atomic_write, check_writable_folder
+from .files import atomic_write, check_writable_folder, save_png
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -793,19 +793,13 @@ def plot(result: EgtaResult, path) -> None:
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
 
-    def write(fh):
-        fig.savefig(fh, format="png", dpi=100)
-
-    try:
-        atomic_write(path, write)
-    finally:
-        plt.close(fig)
+    save_png(fig, path, dpi=100)
 
 
 # ---- the command line ------------------------------------------------------------------------
 def add_parser(subparsers):
     """Register ``market-sim egta``."""
-    from .cli import _count, _number, _positive
+    from .cli import _count, _number, add_market_settings
 
     a = subparsers.add_parser(
         "egta",
@@ -864,10 +858,7 @@ def add_parser(subparsers):
     a.add_argument(
         "--boot", type=_count("boot"), default=1000, help="bootstrap resamples (default 1000)"
     )
-    a.add_argument("--mu", type=_positive("mu"), default=None)
-    a.add_argument("--sigma", type=_positive("sigma"), default=None)
-    a.add_argument("--gamma", type=_positive("gamma"), default=None)
-    a.add_argument("--privacy", type=_positive("privacy"), default=None)
+    add_market_settings(a)
     a.add_argument("--out", required=True, metavar="DIR", help="output folder")
     a.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
     a.set_defaults(func=cmd_egta)
@@ -875,12 +866,10 @@ def add_parser(subparsers):
 
 
 def cmd_egta(args) -> int:
+    from .cli import market_settings
+
     dist = parse_distribution(args.dist, iron=args.iron)
-    context = {
-        k: getattr(args, k)
-        for k in ("mu", "sigma", "gamma", "privacy")
-        if getattr(args, k) is not None
-    }
+    context = market_settings(args)
     if args.new_costs:
         context["new_costs_each_round"] = True
     out = Path(args.out)

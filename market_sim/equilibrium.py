@@ -91,7 +91,7 @@ import numpy as np
 
 from .distributions import CostDistribution, parse_distribution
 from .errors import MarketSimError
-from .files import atomic_write, check_writable_folder
+from .files import atomic_write, check_writable_folder, save_png
 from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
 
 __all__ = [
@@ -729,23 +729,13 @@ def figure(result: BNEResult):
 
 def plot(result: BNEResult, path) -> None:
     """:func:`figure` written to ``path`` (PNG) atomically."""
-    import matplotlib.pyplot as plt
-
-    fig = figure(result)
-
-    def write(fh):
-        fig.savefig(fh, format="png", dpi=100)
-
-    try:
-        atomic_write(path, write)
-    finally:
-        plt.close(fig)
+    save_png(figure(result), path, dpi=100)
 
 
 # ---- the command line -----------------------------------------------------------------
 def add_parser(subparsers):
     """Register ``market-sim bne``."""
-    from .cli import _count, _number, _positive
+    from .cli import _count, _number, _positive, add_market_settings
 
     def at_least(name, least):
         return _number(name, int, lambda v: v >= least, f">= {least}")
@@ -809,15 +799,7 @@ def add_parser(subparsers):
         default=None,
         help="fresh opponent draws for epsilon (default: 4 x --samples)",
     )
-    a.add_argument("--mu", type=_positive("mu"), default=None)
-    a.add_argument("--sigma", type=_positive("sigma"), default=None)
-    a.add_argument("--gamma", type=_positive("gamma"), default=None)
-    a.add_argument(
-        "--privacy",
-        type=_positive("privacy"),
-        default=None,
-        help="epsilon of the private mechanisms' price / cut-off choice",
-    )
+    add_market_settings(a)
     a.add_argument("--out", required=True, metavar="DIR", help="output folder")
     a.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
     a.set_defaults(func=cmd_bne)
@@ -825,8 +807,10 @@ def add_parser(subparsers):
 
 
 def cmd_bne(args) -> int:
+    from .cli import market_settings
+
     dist = parse_distribution(args.dist, iron=args.iron)
-    context = {k: getattr(args, k) for k in CONTEXT_KEYS if getattr(args, k) is not None}
+    context = market_settings(args)
     out = Path(args.out)
     check_writable_folder(out)
     result = symmetric_bne(

@@ -31,6 +31,19 @@ def atomic_write(path, write) -> None:
         raise
 
 
+def save_png(fig, path, dpi: int = 100) -> None:
+    """Write a matplotlib figure to ``path`` as PNG atomically, then close it."""
+    import matplotlib.pyplot as plt
+
+    def write(fh):
+        fig.savefig(fh, format="png", dpi=dpi)
+
+    try:
+        atomic_write(path, write)
+    finally:
+        plt.close(fig)
+
+
 def _nearest_existing(path: Path) -> Path:
     p = path
     while not p.exists() and p != p.parent:
