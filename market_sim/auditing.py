@@ -63,10 +63,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .distributions import CostDistribution, parse_distribution
+from .distributions import as_distribution, parse_distribution
 from .errors import MarketSimError
 from .files import atomic_write, check_writable_folder, save_png
 from .mechanisms.base import Mechanism, as_mechanism, as_outcome, mechanism_name
+from .parameters import check_int
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -507,14 +508,6 @@ def _bootstrap_ci(G: np.ndarray, rng, n_boot: int) -> tuple[float, float]:
     return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
 
 
-def _check_count(label, v, least):
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise MarketSimError(f"{label} must be an integer >= {least} (got {v!r})")
-    if not float(v) == int(v) or int(v) < least:
-        raise MarketSimError(f"{label} must be an integer >= {least} (got {v!r})")
-    return int(v)
-
-
 def audit(
     mechanism,
     dist,
@@ -547,22 +540,19 @@ def audit(
 
     if not isinstance(rng, np.random.Generator):
         raise MarketSimError("rng must be a numpy.random.Generator")
-    if isinstance(dist, str):
-        dist = parse_distribution(dist)
-    if not isinstance(dist, CostDistribution):
-        raise MarketSimError("dist must be a CostDistribution or a spec like uniform:0:1")
-    n_sellers = _check_count("n_sellers", n_sellers, 1)
-    n_markets = _check_count("n_markets", n_markets, 1)
-    n_grid = _check_count("n_grid", n_grid, 2)
-    n_random = _check_count("n_random (random reports per seller)", n_random, 1)
-    refine_iter = _check_count("refine_iter", refine_iter, 0)
-    n_starts = _check_count("n_starts", n_starts, 1)
-    n_sections = _check_count("n_sections", n_sections, 1)
-    n_draws = _check_count("n_draws", n_draws, 2)
-    n_confirm = _check_count("n_confirm", n_confirm, 2)
-    n_boot = _check_count("n_boot", n_boot, 1)
+    dist = as_distribution(dist)
+    n_sellers = check_int("n_sellers", n_sellers, 1)
+    n_markets = check_int("n_markets", n_markets, 1)
+    n_grid = check_int("n_grid", n_grid, 2)
+    n_random = check_int("n_random (random reports per seller)", n_random, 1)
+    refine_iter = check_int("refine_iter", refine_iter, 0)
+    n_starts = check_int("n_starts", n_starts, 1)
+    n_sections = check_int("n_sections", n_sections, 1)
+    n_draws = check_int("n_draws", n_draws, 2)
+    n_confirm = check_int("n_confirm", n_confirm, 2)
+    n_boot = check_int("n_boot", n_boot, 1)
     if coalition_size is not None:
-        coalition_size = _check_count("coalition size", coalition_size, 2)
+        coalition_size = check_int("coalition size", coalition_size, 2)
         if coalition_size > n_sellers:
             raise MarketSimError(
                 f"coalition size {coalition_size} is larger than the market ({n_sellers} sellers)"

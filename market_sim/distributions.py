@@ -385,3 +385,12 @@ def parse_distribution(spec: str, *, iron: bool = False) -> CostDistribution:
         "truncexpon": truncexpon,
     }
     return builders[name](*nums, iron=iron)
+
+
+def as_distribution(dist) -> CostDistribution:
+    """A CostDistribution from itself or a spec string (see :func:`parse_distribution`)."""
+    if isinstance(dist, str):
+        dist = parse_distribution(dist)
+    if not isinstance(dist, CostDistribution):
+        raise MarketSimError("dist must be a CostDistribution or a spec like uniform:0:1")
+    return dist

@@ -64,9 +64,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .distributions import CostDistribution, parse_distribution
+from .distributions import as_distribution, parse_distribution
 from .errors import MarketSimError
 from .files import atomic_write, check_writable_folder, save_png
+from .parameters import check_int
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -474,10 +475,6 @@ def _boot_regrets(game: SymmetricGame, tables: np.ndarray, x: np.ndarray) -> np.
 
 
 # ---- simulation -------------------------------------------------------------------------------
-def _check_int(label: str, v, least: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < least:
-        raise MarketSimError(f"{label} must be an integer >= {least} (got {v!r})")
-    return int(v)
 
 
 class _Pairs(Mapping):
@@ -571,14 +568,14 @@ def egta(
         raise MarketSimError(f"egta: a strategy is listed twice in {list(strategies)}")
     # unknown names and bad parameters fail here, before any run
     built = [as_strategy(s) for s in strategies]
-    n = _check_int("n_sellers", n_sellers, 2)
-    samples = _check_int("samples", samples, 1)
-    rounds = _check_int("rounds", rounds, 1)
-    players = min(_check_int("players", players, 2), n)
-    last = rounds if last_rounds is None else _check_int("last_rounds", last_rounds, 1)
+    n = check_int("n_sellers", n_sellers, 2)
+    samples = check_int("samples", samples, 1)
+    rounds = check_int("rounds", rounds, 1)
+    players = min(check_int("players", players, 2), n)
+    last = rounds if last_rounds is None else check_int("last_rounds", last_rounds, 1)
     if last > rounds:
         raise MarketSimError(f"last_rounds ({last}) exceeds rounds ({rounds})")
-    n_boot = _check_int("n_boot", n_boot, 1)
+    n_boot = check_int("n_boot", n_boot, 1)
     if not (isinstance(regret_tol, (int, float)) and regret_tol >= 0):
         raise MarketSimError(f"regret_tol must be a number >= 0 (got {regret_tol!r})")
     bad = sorted(set(context) & set(_RESERVED))
@@ -586,10 +583,7 @@ def egta(
         raise MarketSimError(f"egta sets {', '.join(bad)} itself; do not pass it")
     if seed is not None and rng is not None:
         raise MarketSimError("give seed or rng, not both")
-    if isinstance(dist, str):
-        dist = parse_distribution(dist)
-    if not isinstance(dist, CostDistribution):
-        raise MarketSimError("dist must be a CostDistribution or a spec like uniform:0:1")
+    dist = as_distribution(dist)
     mech_context = {k: context[k] for k in ("mu", "sigma", "gamma", "privacy") if k in context}
     mech = as_mechanism(mechanism, dist=dist, n_sellers=n, **mech_context)
     name = mechanism if isinstance(mechanism, str) else mechanism_name(mech)

@@ -89,10 +89,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .distributions import CostDistribution, parse_distribution
+from .distributions import CostDistribution, as_distribution, parse_distribution
 from .errors import MarketSimError
 from .files import atomic_write, check_writable_folder, save_png
 from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
+from .parameters import check_int
 
 __all__ = [
     "BNEResult",
@@ -388,12 +389,6 @@ class _Game:
         return np.where(keep, cur, best_z), loss
 
 
-def _check_int(label, v, least):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < least:
-        raise MarketSimError(f"{label} must be an integer >= {least} (got {v!r})")
-    return int(v)
-
-
 def _check_float(label, v, lo, hi, lo_open=True):
     try:
         x = float(v)
@@ -408,11 +403,8 @@ def _check_float(label, v, lo, hi, lo_open=True):
 def _setup(mechanism, dist, n_sellers, rng, context, bid_max):
     if not isinstance(rng, np.random.Generator):
         raise MarketSimError("rng must be a numpy.random.Generator")
-    if isinstance(dist, str):
-        dist = parse_distribution(dist)
-    if not isinstance(dist, CostDistribution):
-        raise MarketSimError("dist must be a CostDistribution or a spec like uniform:0:1")
-    n = _check_int("n_sellers", n_sellers, 2)
+    dist = as_distribution(dist)
+    n = check_int("n_sellers", n_sellers, 2)
     unknown = sorted(set(context) - set(CONTEXT_KEYS))
     if unknown:
         raise MarketSimError(
@@ -524,12 +516,12 @@ def bne_epsilon(
     gain re-measured on ``eval_samples`` (default 4 x ``samples``) fresh ones.  Options
     and ``context`` (mu, sigma, gamma, privacy) as :func:`symmetric_bne`'s."""
     mech, dist, n, z_hi = _setup(mechanism, dist, n_sellers, rng, context, bid_max)
-    eval_grid = _check_int("eval_grid", eval_grid, 2)
-    bid_grid = _check_int("bid_grid", bid_grid, 3)
-    refine = _check_int("refine", refine, 0)
-    samples = _check_int("samples", samples, 1)
-    deviators = _check_int("deviators", deviators, 1)
-    ev = _check_int("eval_samples", 4 * samples if eval_samples is None else eval_samples, 2)
+    eval_grid = check_int("eval_grid", eval_grid, 2)
+    bid_grid = check_int("bid_grid", bid_grid, 3)
+    refine = check_int("refine", refine, 0)
+    samples = check_int("samples", samples, 1)
+    deviators = check_int("deviators", deviators, 1)
+    ev = check_int("eval_samples", 4 * samples if eval_samples is None else eval_samples, 2)
     d, markets, eval_markets = _options(samples, deviators, n, ev)
     lo, hi = dist.support
     game = _Game(mech, dist, n, lo + 1e-6 * (z_hi - lo), z_hi, bid_grid, refine)
@@ -583,14 +575,14 @@ def symmetric_bne(
     passed to the mechanism's construction.  Same ``rng`` state, same result."""
     t0 = time.perf_counter()
     mech, dist, n, z_hi = _setup(mechanism, dist, n_sellers, rng, context, bid_max)
-    grid = _check_int("grid", grid, 3)
-    bid_grid = _check_int("bid_grid", bid_grid, 3)
-    refine = _check_int("refine", refine, 0)
-    samples = _check_int("samples", samples, 1)
-    deviators = _check_int("deviators", deviators, 1)
-    max_iter = _check_int("max_iter", max_iter, 1)
-    eval_grid = _check_int("eval_grid", eval_grid, 2)
-    ev = _check_int("eval_samples", 4 * samples if eval_samples is None else eval_samples, 2)
+    grid = check_int("grid", grid, 3)
+    bid_grid = check_int("bid_grid", bid_grid, 3)
+    refine = check_int("refine", refine, 0)
+    samples = check_int("samples", samples, 1)
+    deviators = check_int("deviators", deviators, 1)
+    max_iter = check_int("max_iter", max_iter, 1)
+    eval_grid = check_int("eval_grid", eval_grid, 2)
+    ev = check_int("eval_samples", 4 * samples if eval_samples is None else eval_samples, 2)
     damping = _check_float("damping", damping, 0.0, 1.0)
     tol = _check_float("tol", tol, 0.0, math.inf)
     gain_tol = _check_float("gain_tol", gain_tol, 0.0, math.inf, False)

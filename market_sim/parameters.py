@@ -30,9 +30,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .errors import MarketSimError
 
 __all__ = ["Choice", "Number", "Distribution", "Registered", "as_declaration", "check_value"]
+
+
+def check_int(label: str, v, least: int) -> int:
+    """``v`` as an int, refused (one line naming ``label``) unless an integer >= ``least``
+    (a float with an integral value counts; a bool does not)."""
+    ok = not isinstance(v, bool) and isinstance(v, (int, float, np.integer, np.floating))
+    if not ok or not math.isfinite(float(v)) or float(v) != int(v) or int(v) < least:
+        raise MarketSimError(f"{label} must be an integer >= {least} (got {v!r})")
+    return int(v)
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..distributions import CostDistribution, parse_distribution
+from ..distributions import as_distribution
 from ..errors import MarketSimError
 from .base import Mechanism, Outcome, _deviation_args
 
@@ -186,10 +186,7 @@ class MyersonMechanism(Mechanism):
     ):
         if not callable(allocation):
             raise MarketSimError("allocation must be a function reports -> eps")
-        if isinstance(dist, str):
-            dist = parse_distribution(dist)
-        if not isinstance(dist, CostDistribution):
-            raise MarketSimError("dist must be a CostDistribution or a spec like uniform:0:1")
+        dist = as_distribution(dist)
         for label, v in (("tol", tol), ("jump_tol", jump_tol), ("mono_tol", mono_tol)):
             if not (np.isfinite(v) and v > 0):
                 raise MarketSimError(f"{label} must be a finite number > 0 (got {v!r})")
