@@ -802,6 +802,7 @@ def plot(result: AuditResult, path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     t, s = result.table, result.summary
     tol = max(s["tol"], 1e-300)
@@ -813,6 +814,7 @@ def plot(result: AuditResult, path) -> None:
         bins = np.geomspace(max(pos.min(), tol * 1e-3), max(pos.max(), tol * 10), 40)
         ax.hist(np.clip(pos, bins[0], None), bins=bins, color="tab:blue")
         ax.set_xscale("log")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts of sellers
         ax.axvline(s["tol"], color="k", ls="--", lw=1, label=f"tolerance {s['tol']:.2g}")
         ax.legend(loc="upper right")
     else:
