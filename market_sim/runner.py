@@ -617,6 +617,17 @@ def _local_pool(workers: int):
     )
 
     def close(finished: bool = False):  # after Ctrl-C or an error: do not wait
+        if not finished:
+            # Stop the workers now: a worker still busy (or hit by the same Ctrl-C) could
+            # keep the pool's manager thread, which the interpreter joins at exit, alive,
+            # and the command would hang after saying it was interrupted.  Finished tasks
+            # are already on disk.  (terminate_workers is public from Python 3.14.)
+            stop = getattr(pool, "terminate_workers", None)
+            if stop is not None:
+                stop()
+            else:
+                for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                    proc.terminate()
         pool.shutdown(wait=finished, cancel_futures=not finished)
 
     return pool, close
