@@ -301,3 +301,26 @@ def test_large_markets_do_not_build_an_agent_per_seller():
     assert m.report[123] == 0.5 and view.cost == m.cost[123]
     m.run()
     assert m.model_frame().total_payment.iloc[0] > 0
+
+
+def test_a_builtin_name_loads_without_scanning_entry_points(monkeypatch):
+    """Built-in and run-time names are found directly; the entry points (slow to scan)
+    are read only for other names, with the precedence of ``entries()``."""
+    from market_sim import registry
+
+    def no_scan(group):
+        raise AssertionError(f"entry points of {group} scanned")
+
+    monkeypatch.setattr(registry, "entry_points", no_scan)
+    assert registry.MECHANISMS.load("offline").__name__ == "OfflineMechanism"
+    assert registry.STRATEGIES.load("hedge").__name__ == "Hedge"
+    with pytest.raises(AssertionError, match="scanned"):
+        registry.MECHANISMS.load("no-such-mechanism")
+
+
+def test_builtin_mechanisms_take_the_cost_law_as_a_spec():
+    for name in ("offline", "pay-as-bid", "posted-price", "private-posted-price"):
+        mech = as_mechanism(name, dist="uniform:1:5", n_sellers=10)
+        assert mech.dist.spec == "uniform:1:5"
+    with pytest.raises(MarketSimError, match="dist must be a CostDistribution or a spec"):
+        as_mechanism("offline", dist=3.0)

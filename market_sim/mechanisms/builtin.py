@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from ..distributions import CostDistribution
+from ..distributions import CostDistribution, as_distribution
 from ..errors import MarketSimError
 from .base import Mechanism, Outcome, _deviation_args
 
@@ -34,10 +34,9 @@ __all__ = [
 DD_EPS_AVG_GRID = tuple(np.geomspace(0.05, 5.0, 10))
 
 
-def _need_dist(dist):
-    if not isinstance(dist, CostDistribution):
-        raise MarketSimError("dist must be a CostDistribution (see parse_distribution)")
-    return dist
+def _need_dist(dist) -> CostDistribution:
+    """The mechanism's cost law: a CostDistribution or a spec such as ``uniform:1:5``."""
+    return as_distribution(dist)
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,7 @@ class _OfflineAllocation(Mechanism):
     backend: str = "auto"
 
     def __post_init__(self):
-        _need_dist(self.dist)
+        object.__setattr__(self, "dist", _need_dist(self.dist))
         if self.backend not in ("auto", "numba", "numpy"):
             raise MarketSimError(f"unknown backend {self.backend!r} (auto, numba or numpy)")
 
@@ -151,7 +150,7 @@ class PostedPriceMechanism(Mechanism):
     eps_level: float = 1.0
 
     def __post_init__(self):
-        _need_dist(self.dist)
+        object.__setattr__(self, "dist", _need_dist(self.dist))
         if self.price is None:
             object.__setattr__(self, "price", float(self.dist.ppf(0.1)))
 
@@ -185,7 +184,7 @@ class PrivatePostedPriceMechanism(Mechanism):
     def __post_init__(self):
         from .private_pricing import PrivatePostedPrice
 
-        _need_dist(self.dist)
+        object.__setattr__(self, "dist", _need_dist(self.dist))
         if self.pricing is None:
             prices = tuple(float(v) for v in self.dist.ppf(np.linspace(0.025, 0.975, 21)))
             object.__setattr__(
@@ -256,7 +255,7 @@ class PrivateCutoffMechanism(Mechanism):
     def __post_init__(self):
         from .private_cutoff import PrivateCutoff
 
-        _need_dist(self.dist)
+        object.__setattr__(self, "dist", _need_dist(self.dist))
         if self.cutoff is None:
             object.__setattr__(
                 self,
@@ -347,7 +346,7 @@ class DataDependentMechanism(Mechanism):
     data: tuple | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
-        _need_dist(self.dist)
+        object.__setattr__(self, "dist", _need_dist(self.dist))
 
     def with_data(self, X, y) -> DataDependentMechanism:
         return replace(self, data=(np.asarray(X, dtype=float), np.asarray(y)))
