@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_offline import best_time, write_json  # noqa: E402
+from bench_offline import best_time, reporter, write_json  # noqa: E402
 
 from market_sim.agents import MarketModel  # noqa: E402
 from market_sim.distributions import parse_distribution  # noqa: E402
@@ -68,14 +68,8 @@ def main(argv=None):
     ap.add_argument("--slow", action="store_true", help="also the 10-minute targets")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
-    rows = []
-
-    def report(what, value, target, ok):
-        rows.append(dict(what=what, value=value, target=target, ok=bool(ok)))
-        print(
-            f"{what:58s} {value:>10.3g}   target {target:12s} {'ok' if ok else 'NOT MET'}",
-            flush=True,
-        )
+    rows: list = []
+    report = reporter(rows)
 
     m = args.max_m
     t = time.perf_counter()

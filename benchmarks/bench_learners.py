@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_offline import best_time, write_json  # noqa: E402
+from bench_offline import best_time, reporter, write_json  # noqa: E402
 
 from market_sim.agents import MarketModel  # noqa: E402
 from market_sim.agents.learners import DEFAULT_MULTIPLIERS  # noqa: E402
@@ -99,14 +99,8 @@ def main(argv=None):
     ap.add_argument("--m", type=int, default=10**6)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
-    rows = []
-
-    def report(what, value, target, ok):
-        rows.append(dict(what=what, value=value, target=target, ok=bool(ok)))
-        print(
-            f"{what:58s} {value:>10.3g}   target {target:12s} {'ok' if ok else 'NOT MET'}",
-            flush=True,
-        )
+    rows: list = []
+    report = reporter(rows)
 
     m = args.m
     plain = best_time(plain_hedge_round(m), reps=3)

@@ -196,6 +196,19 @@ def bench_targets(ms, psi_of):
     return rows
 
 
+def reporter(rows: list):
+    """report(what, value, target, ok): append a target row to ``rows`` and print it."""
+
+    def report(what, value, target, ok):
+        rows.append(dict(what=what, value=value, target=target, ok=bool(ok)))
+        print(
+            f"{what:58s} {value:>10.3g}   target {target:12s} {'ok' if ok else 'NOT MET'}",
+            flush=True,
+        )
+
+    return report
+
+
 def write_json(path, rows, targets=(), jit=(), cli=()) -> None:
     with open(path, "w") as fh:
         json.dump(
