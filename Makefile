@@ -62,12 +62,14 @@ $(LINT_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[test,docs,lint]"
 	touch $(LINT_STAMP)
 
-# All three run; fails if any does.
+# All four run; fails if any does.  lint-imports: the import contract in pyproject.toml
+# (one-way layers, no circles; docs/architecture.md).
 lint: $(LINT_STAMP)
 	@status=0; \
 	echo "+ ruff check ."; $(BIN)/ruff check . || status=1; \
 	echo "+ ruff format --check ."; $(BIN)/ruff format --check . || status=1; \
 	echo "+ mypy market_sim scenarios analysis --ignore-missing-imports"; $(BIN)/mypy market_sim scenarios analysis --ignore-missing-imports || status=1; \
+	echo "+ lint-imports"; $(BIN)/lint-imports || status=1; \
 	exit $$status
 
 clean:

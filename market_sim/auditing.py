@@ -63,16 +63,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .distributions import as_distribution, parse_distribution
+from .distributions import as_distribution
 from .errors import MarketSimError
-from .files import atomic_write, check_writable_folder, save_png
+from .files import atomic_write, save_png
 from .mechanisms.base import Mechanism, as_mechanism, as_outcome, mechanism_name
 from .parameters import check_int
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["audit", "AuditResult", "add_parser", "cmd_audit", "clopper_pearson_upper"]
+__all__ = ["audit", "AuditResult", "audit_estimate_seconds", "clopper_pearson_upper"]
 
 COLUMNS = [
     "market",
@@ -864,112 +864,13 @@ def plot(result: AuditResult, path) -> None:
     save_png(fig, path, dpi=90)
 
 
-# ---- the command line -----------------------------------------------------------------
-def add_parser(subparsers):
-    """Register ``market-sim audit``."""
-    from .cli import _count, add_market_settings
+def audit_estimate_seconds(
+    mechanism, dist, n_sellers: int, n_markets: int, *, n_grid: int = 33, n_random: int = 32,
+    refine: bool = True, **context,
+) -> float:  # fmt: skip
+    """The cost model's seconds of :func:`audit` (``market_sim.estimates.audit_seconds``)."""
+    from .estimates import audit_seconds
 
-    a = subparsers.add_parser(
-        "audit",
-        help="IC / IR / monotonicity audit of a mechanism on seeded markets",
-        description="Draw K markets of N truthful sellers, search each seller's best "
-        "unilateral misreport (grid, probes around the truth, random reports, local "
-        "search), count IR and monotonicity violations, and write DIR/audit.csv, "
-        "DIR/summary.json and DIR/audit.png. Exit status 0 when IC and IR (and group-IC "
-        "with --coalition), 3 when a verdict fails, 2 on bad input.",
-    )
-    a.add_argument(
-        "--mechanism",
-        required=True,
-        metavar="SPEC",
-        help="a registered name (offline, online, pay-as-bid, posted-price, "
-        "private-posted-price, private-cutoff), name:key=value, module:attr or "
-        "path/to/file.py:Class",
-    )
-    a.add_argument(
-        "--dist", required=True, metavar="SPEC", help="cost distribution, e.g. uniform:0:1"
-    )
-    a.add_argument("--iron", action="store_true", help="Myerson ironing of the cost law")
-    a.add_argument("--sellers", type=_count("sellers"), default=20, help="sellers per market")
-    a.add_argument("--markets", type=_count("markets"), default=20, help="number of markets")
-    a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    a.add_argument(
-        "--grid",
-        type=_number_at_least("grid", 2),
-        default=33,
-        help="own reports per seller on the support (default 33)",
-    )
-    a.add_argument(
-        "--random",
-        type=_number_at_least("random", 1),
-        default=32,
-        help="random reports per seller, uniform over the support (default 32)",
-    )
-    a.add_argument("--no-refine", action="store_true", help="no local search")
-    a.add_argument(
-        "--coalition",
-        type=int,
-        default=None,
-        metavar="K",
-        help="also search joint misreports of coalitions of up to K >= 2 sellers",
-    )
-    add_market_settings(a)
-    a.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    a.add_argument("--quiet", action="store_true", help="no progress bar nor estimate (stderr)")
-    a.set_defaults(func=cmd_audit)
-    return a
-
-
-def _number_at_least(name, least):
-    from .cli import _number
-
-    return _number(name, int, lambda v: v >= least, f">= {least}")
-
-
-def cmd_audit(args) -> int:
-    from .cli import market_settings
-
-    dist = parse_distribution(args.dist, iron=args.iron)
-    context = market_settings(args)
-    if args.coalition is not None and not 2 <= args.coalition <= args.sellers:
-        raise MarketSimError(
-            f"--coalition must be between 2 and the number of sellers ({args.sellers}); "
-            f"got {args.coalition}"
-        )
-    out = Path(args.out)
-    check_writable_folder(out)
-    if not args.quiet:
-        _print_estimate(args, dist, context)
-    result = audit(
-        args.mechanism,
-        dist,
-        args.sellers,
-        args.markets,
-        np.random.default_rng(args.seed),
-        n_grid=args.grid,
-        n_random=args.random,
-        refine=not args.no_refine,
-        coalition_size=args.coalition,
-        progress=not args.quiet,
-        **context,
-    )
-    result.summary["seed"] = args.seed
-    result.write(out)
-    print(result.format())
-    print(f"written to {out}: audit.csv, summary.json, audit.png", file=sys.stdout)
-    return 0 if result.passed else EXIT_NOT_IC
-
-
-def _print_estimate(args, dist, context) -> None:
-    from .estimates import audit_seconds, format_duration
-
-    mech = as_mechanism(args.mechanism, dist=dist, n_sellers=args.sellers, **context)
-    secs = audit_seconds(
-        mech,
-        args.sellers,
-        args.markets,
-        n_candidates=_Search(
-            np.zeros(args.grid), 0.0, 1.0, args.random, not args.no_refine, 2, 4, 8
-        ).n_candidates,
-    )
-    print(f"market-sim: audit estimated to take {format_duration(secs)}", file=sys.stderr)
+    mech = as_mechanism(mechanism, dist=dist, n_sellers=n_sellers, **context)
+    search = _Search(np.zeros(n_grid), 0.0, 1.0, n_random, refine, 2, 4, 8)
+    return audit_seconds(mech, n_sellers, n_markets, n_candidates=search.n_candidates)

@@ -22,7 +22,7 @@ def run_demo(out_dir: str = "demo_output", seed: int = 0, m: int = 200) -> dict:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .cli import run_market
+    from .markets import run_market
 
     out = Path(out_dir)
     try:

@@ -64,9 +64,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .distributions import as_distribution, parse_distribution
+from .distributions import as_distribution
 from .errors import MarketSimError
-from .files import atomic_write, check_writable_folder, save_png
+from .files import atomic_write, save_png
 from .parameters import check_int
 
 if TYPE_CHECKING:
@@ -81,8 +81,6 @@ __all__ = [
     "dpr_game",
     "find_equilibria",
     "replicator_dynamics",
-    "add_parser",
-    "cmd_egta",
 ]
 
 _RESERVED = ("strategy", "strategic_fraction", "n_sellers", "rounds", "seed", "rng", "agent_out")
@@ -788,101 +786,3 @@ def plot(result: EgtaResult, path) -> None:
     fig.tight_layout()
 
     save_png(fig, path, dpi=100)
-
-
-# ---- the command line ------------------------------------------------------------------------
-def add_parser(subparsers):
-    """Register ``market-sim egta``."""
-    from .cli import _count, _number, add_market_settings
-
-    a = subparsers.add_parser(
-        "egta",
-        help="empirical game of strategies: payoff table, equilibria, regret CIs",
-        description="Simulate population mixtures of the given strategies in markets of "
-        "N sellers (deviation-preserving reduction to P players, K seeded samples per "
-        "profile), find the meta-game's symmetric equilibria by replicator dynamics and "
-        "bootstrap their regret; write DIR/payoffs.csv, DIR/equilibria.json, "
-        "DIR/summary.json and DIR/egta.png.",
-    )
-    a.add_argument(
-        "--mechanism",
-        required=True,
-        metavar="SPEC",
-        help="a registered name (offline, online, pay-as-bid, posted-price, ...), "
-        "name:key=value, module:attr or path/to/file.py:Class",
-    )
-    a.add_argument(
-        "--dist", required=True, metavar="SPEC", help="cost distribution, e.g. uniform:1:5"
-    )
-    a.add_argument("--iron", action="store_true", help="Myerson ironing of the cost law")
-    a.add_argument(
-        "--sellers", type=_count("sellers"), default=20, help="sellers per market (default 20)"
-    )
-    a.add_argument(
-        "--strategy",
-        action="append",
-        required=True,
-        metavar="SPEC",
-        help="a strategy of the meta-game (repeat: at least 2), e.g. shade:factor=1.3",
-    )
-    a.add_argument(
-        "--samples", type=_count("samples"), default=10, help="seeds per profile (default 10)"
-    )
-    a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    a.add_argument(
-        "--rounds", type=_count("rounds"), default=1, help="rounds per market (default 1)"
-    )
-    a.add_argument(
-        "--last-rounds",
-        type=_count("last-rounds"),
-        default=None,
-        help="payoff: mean utility over the last R rounds (default: all)",
-    )
-    a.add_argument(
-        "--players",
-        type=_number("players", int, lambda v: v >= 2, ">= 2"),
-        default=4,
-        help="reduced players of the DPR (default 4; = sellers for the full game)",
-    )
-    a.add_argument(
-        "--new-costs",
-        action="store_true",
-        help="draw new costs every round (default: each seller keeps its cost for the run)",
-    )
-    a.add_argument(
-        "--boot", type=_count("boot"), default=1000, help="bootstrap resamples (default 1000)"
-    )
-    add_market_settings(a)
-    a.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    a.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
-    a.set_defaults(func=cmd_egta)
-    return a
-
-
-def cmd_egta(args) -> int:
-    from .cli import market_settings
-
-    dist = parse_distribution(args.dist, iron=args.iron)
-    context = market_settings(args)
-    if args.new_costs:
-        context["new_costs_each_round"] = True
-    out = Path(args.out)
-    check_writable_folder(out)
-    result = egta(
-        args.mechanism,
-        dist,
-        args.sellers,
-        args.strategy,
-        args.samples,
-        seed=args.seed,
-        players=args.players,
-        rounds=args.rounds,
-        last_rounds=args.last_rounds,
-        n_boot=args.boot,
-        progress=not args.quiet,
-        **context,
-    )
-    result.write(out)
-    print(result.format())
-    print(f"written to {out}: payoffs.csv, equilibria.json, summary.json, egta.png")
-    return 0

@@ -122,3 +122,35 @@ def audit_seconds(
     if getattr(mech, "randomized", False):
         evals = evals * n_draws + float(n_sellers) * n_markets * n_confirm
     return evals * per_call
+
+
+def simulation_seconds(model, rounds: int) -> tuple[float, str]:
+    """(seconds, the faster alternative) of ``rounds`` rounds of a ``MarketModel``, by the
+    cost model above; (0, "") for a mechanism whose rounds take no noticeable time."""
+    from .mechanisms.builtin import DataDependentMechanism, OfflineMechanism, PayAsBidMechanism
+    from .mechanisms.payments import capped_oracle_compiled
+
+    mech, m, regret = model.mechanism, model.n_sellers, model.measure_regret
+    k = getattr(mech, "k", None)
+    if isinstance(mech, (OfflineMechanism, PayAsBidMechanism)) and k is not None and k < m:
+        compiled = capped_oracle_compiled()
+        paid = math.ceil(m / k) if isinstance(mech, OfflineMechanism) else 0  # >= m/k bought
+        curves = m if regret else 0
+        seconds = rounds * capped_offline_seconds(m, paid, curves, compiled=compiled)
+        faster = "without the cap k (seconds)"
+        if regret and paid:
+            quick = rounds * capped_offline_seconds(m, paid, compiled=compiled)
+            faster += f", or --no-regret ({format_duration(quick)})"
+        return seconds, faster
+    if isinstance(mech, DataDependentMechanism):
+
+        def per_round(with_regret):
+            return data_dependent_round_seconds(
+                m, regret=with_regret, n_nodes=mech.n_nodes, n_grid=model.n_grid
+            )
+
+        faster = "fewer --sellers or --rounds"
+        if regret:
+            faster = f"--no-regret ({format_duration(rounds * per_round(False))}), or " + faster
+        return rounds * per_round(regret), faster
+    return 0.0, ""

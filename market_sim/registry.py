@@ -41,6 +41,7 @@ __all__ = [
     "Entry",
     "load_object",
     "parse_spec",
+    "check_params",
     "MECHANISMS",
     "STRATEGIES",
     "SCENARIOS",
@@ -251,26 +252,30 @@ def summary_line(doc: str | None, width: int = 100) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def _check_mechanism(obj, name):
-    from .mechanisms.base import Mechanism
+def check_params(cls, params: dict, who: str) -> None:
+    """Every explicit parameter of a spec must be one the constructor of ``cls`` takes."""
+    import inspect
 
-    if isinstance(obj, type) and issubclass(obj, Mechanism):
-        return obj
-    if isinstance(obj, Mechanism) or (callable(getattr(obj, "outcome", None))):
+    sig = inspect.signature(cls).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in sig.values()):
+        return
+    unknown = sorted(set(params) - set(sig))
+    if unknown:
+        known = ", ".join(k for k, p in sig.items() if p.kind is not p.VAR_POSITIONAL) or "none"
+        raise MarketSimError(f"{who}: no parameter {unknown[0]!r} (it takes: {known})")
+
+
+# The checks go by the protocol, not by the base classes: the registry sits below the
+# modules it names and imports none of them (a ``Mechanism`` subclass has ``outcome``, a
+# ``Strategy`` subclass ``report`` and ``report_all``).
+def _check_mechanism(obj, name):
+    if callable(getattr(obj, "outcome", None)):
         return obj
     raise MarketSimError(f"mechanism {name!r} is not a Mechanism (it has no outcome method)")
 
 
 def _check_strategy(obj, name):
-    from .agents.strategies import Strategy
-
-    if isinstance(obj, type) and issubclass(obj, Strategy):
-        return obj
-    if (
-        isinstance(obj, Strategy)
-        or callable(getattr(obj, "report", None))
-        or callable(getattr(obj, "report_all", None))
-    ):
+    if callable(getattr(obj, "report", None)) or callable(getattr(obj, "report_all", None)):
         return obj
     raise MarketSimError(f"strategy {name!r} is not a Strategy (it has no report method)")
 

@@ -332,7 +332,7 @@ def test_an_unwritable_out_is_refused_before_any_work(tmp_path, capsys, monkeypa
     monkeypatch.setattr(market_sim.runner, "execute", trap)
     monkeypatch.setattr(market_sim.auditing, "audit", trap)
     monkeypatch.setattr(market_sim.demo, "run_demo", trap)
-    monkeypatch.setattr("market_sim.cli.read_costs", trap)
+    monkeypatch.setattr("market_sim.markets.read_costs", trap)
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     argv = _commands(blocker / "out", tmp_path / "costs.csv")[command]
@@ -357,7 +357,7 @@ def test_an_unwritable_folder_is_named_with_the_systems_reason(tmp_path, capsys,
 def test_any_oserror_is_one_line_and_a_bug_stays_visible(costs_csv, tmp_path, capsys, monkeypatch):
     import errno
 
-    import market_sim.cli as cli
+    import market_sim.cli.solve as solve_command
 
     path, _ = costs_csv
     argv = [
@@ -373,14 +373,14 @@ def test_any_oserror_is_one_line_and_a_bug_stays_visible(costs_csv, tmp_path, ca
     def full(table, fh):
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "o.csv"))
 
-    monkeypatch.setattr(cli, "_write_csv", full)
+    monkeypatch.setattr(solve_command, "_write_csv", full)
     _one_line_error(capsys, main(argv), "o.csv: No space left on device")
     assert not (tmp_path / "o.csv").exists() and list(tmp_path.glob(".o.csv*")) == []
 
     def bug(table, fh):
         raise ZeroDivisionError("a real bug")
 
-    monkeypatch.setattr(cli, "_write_csv", bug)
+    monkeypatch.setattr(solve_command, "_write_csv", bug)
     with pytest.raises(ZeroDivisionError):  # not swallowed into a one-line "error"
         main(argv)
 
@@ -512,7 +512,7 @@ def test_the_cutoff_is_also_given_as_a_cost(costs_csv, capsys, extra):
 
 
 def test_cutoff_cost_when_everybody_is_bought_is_the_top_of_the_support():
-    from market_sim.cli import cutoff_cost
+    from market_sim.markets import cutoff_cost
 
     dist = parse_distribution("beta:2:2:1:5")
     assert cutoff_cost(dist, float("inf"), 1.0) == 5.0
@@ -579,14 +579,13 @@ def test_solve_with_a_cap_on_many_sellers_warns_once_and_small_ones_do_not(
 
 
 def test_simulate_warns_for_long_runs_and_not_for_short_ones(capsys):
-    from types import SimpleNamespace
 
     from market_sim.agents import MarketModel
-    from market_sim.cli import _warn_if_slow_simulation
+    from market_sim.cli.simulate import _warn_if_slow
 
     def warning(n, rounds, regret=True, **kw):
         model = MarketModel(n, rounds=rounds, measure_regret=regret, seed=0, **kw)
-        _warn_if_slow_simulation(model, SimpleNamespace(rounds=rounds))
+        _warn_if_slow(model, rounds)
         return capsys.readouterr().err
 
     dd = dict(mechanism="data-dependent", data="synthetic")
@@ -608,9 +607,9 @@ def test_simulate_warns_for_long_runs_and_not_for_short_ones(capsys):
 
 
 def test_simulate_prints_the_warning_and_still_runs(tmp_path, capsys, monkeypatch):
-    import market_sim.cli as cli
+    import market_sim.estimates as estimates
 
-    monkeypatch.setattr(cli, "SLOW_SECONDS", 0.0)  # every capped run counts as long
+    monkeypatch.setattr(estimates, "SLOW_SECONDS", 0.0)  # every capped run counts as long
     argv = ["simulate", "--dist", "uniform:0:1", "--mechanism", "offline:k=2", "--sellers", "6"]
     code, stdout, err = run(
         argv + ["--rounds", "1", "--quiet", "--out", str(tmp_path / "s")], capsys

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from market_sim.cli import _stream_rows, answer_stream_row, main
+from market_sim.cli import main
+from market_sim.cli.online_stream import answer_stream_row, stream_rows
 from market_sim.distributions import parse_distribution
 from market_sim.errors import MarketSimError
 from market_sim.mechanisms.online import OnlineMechanism
@@ -86,7 +87,7 @@ def test_online_stream_answers_every_line(chunks):
     data = b"\n".join(chunks)
     seen = set()
     n_lines = 0
-    for lineno, row in _stream_rows(io.BytesIO(data)):
+    for lineno, row in stream_rows(io.BytesIO(data)):
         _, record = answer_stream_row(mech, row, lineno, seen)
         n_lines += 1
         if record is None:

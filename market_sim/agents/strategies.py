@@ -49,6 +49,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import MarketSimError
+from ..registry import STRATEGIES, check_params, parse_spec
 
 __all__ = [
     "Strategy",
@@ -362,16 +363,13 @@ def as_strategy(obj) -> Strategy:
     """A Strategy from a registered name or spec ``name[:key=value]...``, a Strategy
     class (built with its defaults) or instance, or any object with ``report``."""
     if isinstance(obj, str):
-        from ..mechanisms.base import _check_params
-        from ..registry import STRATEGIES, parse_spec
-
         name, params = parse_spec(obj)
         found = STRATEGIES.load(name)
         if not isinstance(found, type):
             if params:
                 raise MarketSimError(f"strategy {name!r} is an instance; it takes no parameters")
             return as_strategy(copy.deepcopy(found))
-        _check_params(found, params, f"strategy {name!r}")
+        check_params(found, params, f"strategy {name!r}")
         return as_strategy(_build(found, params, name))
     if isinstance(obj, type):
         if callable(getattr(obj, "report", None)) or callable(getattr(obj, "report_all", None)):

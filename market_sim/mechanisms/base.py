@@ -52,6 +52,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import MarketSimError
+from ..registry import MECHANISMS, check_params, parse_spec
 
 __all__ = ["Mechanism", "Outcome", "as_outcome", "as_mechanism", "mechanism_name"]
 
@@ -247,30 +248,17 @@ def _takes_rng(fn) -> bool:
     return len(params) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
 
 
-def _check_params(cls, params: dict, who: str) -> None:
-    """Every explicit parameter must be one the constructor takes."""
-    sig = inspect.signature(cls).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in sig.values()):
-        return
-    unknown = sorted(set(params) - set(sig))
-    if unknown:
-        known = ", ".join(k for k, p in sig.items() if p.kind is not p.VAR_POSITIONAL) or "none"
-        raise MarketSimError(f"{who}: no parameter {unknown[0]!r} (it takes: {known})")
-
-
 def as_mechanism(obj, **context) -> Mechanism:
     """A Mechanism from a registered name, a spec ``name[:key=value]...``, a Mechanism
     class (built with ``from_context(**context)``) or instance, or any object with
     an ``outcome(reports[, rng])`` method."""
     if isinstance(obj, str):
-        from ..registry import MECHANISMS, parse_spec
-
         name, params = parse_spec(obj)
         found = MECHANISMS.load(name)
         if params:
             if not isinstance(found, type):
                 raise MarketSimError(f"mechanism {name!r} is an instance; it takes no parameters")
-            _check_params(found, params, f"mechanism {name!r}")
+            check_params(found, params, f"mechanism {name!r}")
         mech = as_mechanism(found, **{**context, **params})
         if isinstance(found, type) and not getattr(mech, "name", ""):
             try:

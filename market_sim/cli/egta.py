@@ -1,0 +1,103 @@
+"""``market-sim egta``: the empirical game of strategies, its equilibria and their regret."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..distributions import parse_distribution
+from ..files import check_writable_folder
+from .arguments import add_market_settings, count, market_settings, number
+
+
+def add_parser(subparsers):
+    a = subparsers.add_parser(
+        "egta",
+        help="empirical game of strategies: payoff table, equilibria, regret CIs",
+        description="Simulate population mixtures of the given strategies in markets of "
+        "N sellers (deviation-preserving reduction to P players, K seeded samples per "
+        "profile), find the meta-game's symmetric equilibria by replicator dynamics and "
+        "bootstrap their regret; write DIR/payoffs.csv, DIR/equilibria.json, "
+        "DIR/summary.json and DIR/egta.png.",
+    )
+    a.add_argument(
+        "--mechanism",
+        required=True,
+        metavar="SPEC",
+        help="a registered name (offline, online, pay-as-bid, posted-price, ...), "
+        "name:key=value, module:attr or path/to/file.py:Class",
+    )
+    a.add_argument(
+        "--dist", required=True, metavar="SPEC", help="cost distribution, e.g. uniform:1:5"
+    )
+    a.add_argument("--iron", action="store_true", help="Myerson ironing of the cost law")
+    a.add_argument(
+        "--sellers", type=count("sellers"), default=20, help="sellers per market (default 20)"
+    )
+    a.add_argument(
+        "--strategy",
+        action="append",
+        required=True,
+        metavar="SPEC",
+        help="a strategy of the meta-game (repeat: at least 2), e.g. shade:factor=1.3",
+    )
+    a.add_argument(
+        "--samples", type=count("samples"), default=10, help="seeds per profile (default 10)"
+    )
+    a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    a.add_argument(
+        "--rounds", type=count("rounds"), default=1, help="rounds per market (default 1)"
+    )
+    a.add_argument(
+        "--last-rounds",
+        type=count("last-rounds"),
+        default=None,
+        help="payoff: mean utility over the last R rounds (default: all)",
+    )
+    a.add_argument(
+        "--players",
+        type=number("players", int, lambda v: v >= 2, ">= 2"),
+        default=4,
+        help="reduced players of the DPR (default 4; = sellers for the full game)",
+    )
+    a.add_argument(
+        "--new-costs",
+        action="store_true",
+        help="draw new costs every round (default: each seller keeps its cost for the run)",
+    )
+    a.add_argument(
+        "--boot", type=count("boot"), default=1000, help="bootstrap resamples (default 1000)"
+    )
+    add_market_settings(a)
+    a.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    a.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
+    a.set_defaults(func=run)
+    return a
+
+
+def run(args) -> int:
+    from ..egta import egta
+
+    dist = parse_distribution(args.dist, iron=args.iron)
+    context = market_settings(args)
+    if args.new_costs:
+        context["new_costs_each_round"] = True
+    out = Path(args.out)
+    check_writable_folder(out)
+    result = egta(
+        args.mechanism,
+        dist,
+        args.sellers,
+        args.strategy,
+        args.samples,
+        seed=args.seed,
+        players=args.players,
+        rounds=args.rounds,
+        last_rounds=args.last_rounds,
+        n_boot=args.boot,
+        progress=not args.quiet,
+        **context,
+    )
+    result.write(out)
+    print(result.format())
+    print(f"written to {out}: payoffs.csv, equilibria.json, summary.json, egta.png")
+    return 0

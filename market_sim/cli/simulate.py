@@ -1,0 +1,245 @@
+"""``market-sim simulate``: the agent-based market, strategic sellers over repeated rounds."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..errors import MarketSimError
+from ..files import atomic_write, check_writable_folder
+from .arguments import count, market_parent, warn
+
+
+def add_parser(subparsers):
+    sim = subparsers.add_parser(
+        "simulate",
+        parents=[market_parent()],
+        help="the agent-based market: strategic sellers over repeated rounds",
+        description="Run the Mesa market model and write DIR/agents.csv "
+        "(one row per seller and round), DIR/model.csv (one row per round) and "
+        "DIR/simulation.png.",
+    )
+    sim.add_argument(
+        "--mechanism",
+        default="offline",
+        metavar="SPEC",
+        help="a registered mechanism (see `market-sim mechanisms`: offline, online, "
+        "data-dependent (needs --data), pay-as-bid, posted-price, "
+        "private-posted-price, private-cutoff, ...), module:Class or "
+        "path/to/file.py:Class, with parameters as :key=value (default offline)",
+    )
+    sim.add_argument(
+        "--privacy",
+        type=float,
+        default=1.0,
+        help="epsilon of the private mechanisms' price / cut-off choice (default 1)",
+    )
+    sim.add_argument(
+        "--release",
+        metavar="NOISE:EPS[:DELTA]",
+        default=None,
+        help="publish each round's total payment and number bought with noise "
+        "(laplace:1, gaussian:1:1e-5 or truncated-laplace:1:0.01; each statistic "
+        "spends EPS); needs --payment-bound",
+    )
+    sim.add_argument(
+        "--payment-bound",
+        type=float,
+        default=None,
+        help="public cap the released total payment is clipped to",
+    )
+    sim.add_argument(
+        "--strategy",
+        action="append",
+        default=None,
+        metavar="SPEC[@FRACTION]",
+        help="a registered strategy (see `market-sim strategies`), module:Class or "
+        "path/to/file.py:Class, with parameters as :key=value (shade:factor=1.3); "
+        "repeat with @FRACTION for a mixed population (shade@0.3 --strategy "
+        "best-response@0.2); default truthful",
+    )
+    sim.add_argument("--sellers", type=count("sellers"), default=20, help="number of sellers")
+    sim.add_argument("--rounds", type=count("rounds"), default=3, help="number of rounds")
+    sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    sim.add_argument(
+        "--xi",
+        type=float,
+        default=1.0,
+        help="probability that a seller arrives in a round (default 1)",
+    )
+    sim.add_argument(
+        "--strategic-fraction",
+        type=float,
+        default=1.0,
+        help="share of sellers using the strategy; the rest are truthful",
+    )
+    sim.add_argument(
+        "--data",
+        action="store_true",
+        help="give each seller a synthetic data point; the platform trains the "
+        "private model (Alg. 1) and reports its test error",
+    )
+    sim.add_argument(
+        "--animate",
+        action="store_true",
+        help="also write DIR/simulation.gif: reports vs costs and eps, round by round",
+    )
+    sim.add_argument(
+        "--no-regret",
+        action="store_true",
+        help="do not measure each seller's regret (faster at large m)",
+    )
+    sim.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
+    sim.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    sim.set_defaults(func=run)
+    return sim
+
+
+def _parse_release(text):
+    from ..privacy.release import StatisticRelease
+
+    if text is None:
+        return None
+    parts = text.split(":")
+    try:
+        nums = [float(v) for v in parts[1:]]
+    except ValueError:
+        raise MarketSimError(
+            f"--release {text!r}: expected NOISE:EPS[:DELTA] with numbers"
+        ) from None
+    if len(nums) not in (1, 2):
+        raise MarketSimError(f"--release {text!r}: expected NOISE:EPS[:DELTA]")
+    return StatisticRelease(parts[0], *nums)
+
+
+def _strategy_arg(items):
+    """--strategy values -> what MarketModel takes: one spec, or {spec: fraction}."""
+    if not items:
+        return "truthful", None
+    if len(items) == 1 and "@" not in items[0]:
+        return items[0], None
+    mix = {}
+    for item in items:
+        spec, sep, frac = item.rpartition("@")
+        if not sep or not spec:
+            raise MarketSimError(
+                f"--strategy {item!r}: a mixed population needs SPEC@FRACTION for every strategy"
+            )
+        try:
+            mix[spec] = float(frac)
+        except ValueError:
+            raise MarketSimError(f"--strategy {item!r}: {frac!r} is not a fraction") from None
+    return mix, 1.0
+
+
+def _check_simulate_out(out: Path) -> None:
+    """Before any work: a writable folder that is not a sweep of ``market-sim run``."""
+    from ..runner import folder_kind
+
+    check_writable_folder(out)
+    if folder_kind(out) == "run":
+        raise MarketSimError(
+            f"{out} holds a sweep of `market-sim run` (its manifest or results); "
+            f"choose another --out for a simulation"
+        )
+
+
+def _write_simulate_manifest(out: Path, args, model, files) -> None:
+    """OUT/manifest.json: what ran (parameters, seed, version, command, time)."""
+    import shlex
+    from datetime import UTC, datetime
+
+    from ..runner import _code_version
+
+    params = {k: v for k, v in vars(args).items() if k not in ("func", "argv", "command")}
+    manifest = {
+        "kind": "simulate",
+        "command": "market-sim " + shlex.join(getattr(args, "argv", [])),
+        "parameters": params,
+        "seed": args.seed,
+        "mechanism": model.mechanism_name,
+        "strategies": list(model.strategy_names),
+        "version": _code_version(),
+        "time": datetime.now(UTC).isoformat(timespec="seconds"),
+        "files": files,
+    }
+    atomic_write(
+        str(out / "manifest.json"),
+        lambda fh: fh.write(json.dumps(manifest, indent=1, default=str).encode()),
+    )
+
+
+def _warn_if_slow(model, rounds: int) -> None:
+    """One warning line when the cost model (``market_sim.estimates``) expects a long run."""
+    from ..estimates import SLOW_SECONDS, format_duration, simulation_seconds
+
+    seconds, faster = simulation_seconds(model, rounds)
+    if seconds > SLOW_SECONDS:
+        warn(
+            f"this simulation will take {format_duration(seconds)} by the cost model "
+            f"({model.n_sellers} sellers, {rounds} round{'s' if rounds != 1 else ''} of "
+            f"{model.mechanism_name}); faster: {faster}"
+        )
+
+
+def run(args) -> int:
+    from ..agents import MarketModel
+    from ..distributions import parse_distribution
+
+    dist = parse_distribution(args.dist, iron=args.iron)
+    strategy, fraction = _strategy_arg(args.strategy)
+    out = Path(args.out)
+    _check_simulate_out(out)
+    model = MarketModel(
+        args.sellers,
+        dist=dist,
+        mechanism=args.mechanism,
+        strategy=strategy,
+        strategic_fraction=args.strategic_fraction if fraction is None else 1.0,
+        rounds=args.rounds,
+        mu=args.mu,
+        sigma=args.sigma,
+        gamma=args.gamma,
+        xi=args.xi,
+        seed=args.seed,
+        data="synthetic" if args.data else None,
+        privacy=args.privacy,
+        release=_parse_release(args.release),
+        payment_bound=args.payment_bound,
+        measure_regret=not args.no_regret,
+    )
+    _warn_if_slow(model, args.rounds)
+    from tqdm import tqdm
+
+    with tqdm(
+        total=args.rounds, desc="rounds", unit="round", file=sys.stderr, disable=args.quiet or None
+    ) as bar:
+        while model.running:
+            model.step()
+            bar.update(1)
+    model_df, agent_df = model.model_frame(), model.agent_frame()
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(
+        str(out / "agents.csv"), lambda fh: fh.write(agent_df.to_csv(index=False).encode())
+    )
+    atomic_write(str(out / "model.csv"), lambda fh: fh.write(model_df.to_csv(index=False).encode()))
+    from market_sim.analysis.simulation import animate_simulation, plot_simulation
+
+    label = args.mechanism if len(args.mechanism) < 40 else model.mechanism_name
+    plot_simulation(
+        agent_df,
+        model_df,
+        out / "simulation.png",
+        f"{label}, {', '.join(model.strategy_names)}, {args.sellers} sellers",
+        data=args.data,
+    )
+    if args.animate:
+        animate_simulation(agent_df, out / "simulation.gif")
+    files = ["agents.csv", "model.csv", "simulation.png"] + (
+        ["simulation.gif"] if args.animate else []
+    )
+    _write_simulate_manifest(out, args, model, files)
+    print(model_df.to_string(index=False))
+    print(f"written to {out}: {', '.join(files)}, manifest.json")
+    return 0

@@ -1,0 +1,109 @@
+"""The shape of the package: one-way layers, a thin command line, the import contract."""
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+PKG = ROOT / "market_sim"
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module a file imports, at any depth (function-level imports included),
+    with relative imports resolved."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    package = parts[:-1] if parts[-1] != "__init__" else parts
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = list(package[: len(package) - node.level + 1]) if node.level else []
+            mod = ".".join(base + ([node.module] if node.module else []))
+            found.add(mod)
+            found.update(f"{mod}.{a.name}" for a in node.names)
+    return found
+
+
+def test_nothing_of_the_library_imports_the_command_line():
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in PKG.rglob("*.py")
+        if "cli" not in p.relative_to(PKG).parts[:1]
+        and any(m == "market_sim.cli" or m.startswith("market_sim.cli.") for m in _imports(p))
+    ]
+    assert offenders == []
+
+
+def test_no_module_of_the_command_line_exceeds_300_lines():
+    sizes = {p.name: len(p.read_text().splitlines()) for p in (PKG / "cli").glob("*.py")}
+    assert max(sizes.values()) <= 300, sizes
+
+
+def test_the_registry_imports_nothing_it_registers():
+    mine = {m for m in _imports(PKG / "registry.py") if m.startswith("market_sim")}
+    assert mine <= {"market_sim.errors", "market_sim.errors.MarketSimError"}
+
+
+def test_every_subcommand_is_a_module_with_add_parser_and_run():
+    from market_sim.cli import COMMANDS, build_parser
+
+    names = set()
+    for name in COMMANDS:
+        mod = importlib.import_module(f"market_sim.cli.{name}")
+        assert callable(mod.add_parser) and callable(mod.run), name
+        names.add(name.replace("_", "-"))
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert set(sub.choices) == names
+
+
+def test_a_new_subcommand_is_its_own_module_plus_one_entry(monkeypatch, capsys):
+    import types
+
+    import market_sim.cli as cli
+
+    hello = types.ModuleType("market_sim.cli.hello")
+
+    def add_parser(subparsers):
+        p = subparsers.add_parser("hello", help="say hello")
+        p.add_argument("--name", default="world")
+        p.set_defaults(func=hello.run)
+        return p
+
+    hello.add_parser = add_parser
+    hello.run = lambda args: print(f"hello {args.name}") or 0
+    monkeypatch.setitem(sys.modules, "market_sim.cli.hello", hello)
+    monkeypatch.setattr(cli, "COMMANDS", (*cli.COMMANDS, "hello"))
+    assert cli.main(["hello", "--name", "market"]) == 0
+    assert capsys.readouterr().out == "hello market\n"
+
+
+def test_the_public_api_is_where_it_was():
+    import tomllib
+
+    import market_sim
+    import market_sim.mechanisms as mechanisms
+    from market_sim import audit
+
+    assert audit is market_sim.auditing.audit
+    assert callable(mechanisms.solve)
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"market-sim": "market_sim.cli:main"}
+    out = subprocess.run(
+        [sys.executable, "-m", "market_sim.cli", "--version"], capture_output=True, text=True
+    )
+    assert out.returncode == 0 and out.stdout.startswith("market-sim ")
+
+
+def test_the_import_contract_holds():
+    """``lint-imports`` (also run by ``make lint``): layers, no circles, data flow."""
+    exe = Path(sys.executable).parent / "lint-imports"
+    if not exe.exists():  # the test extra installs it; a missing tool is a broken install
+        pytest.fail(f"{exe} not found: pip install -e '.[test]'")
+    out = subprocess.run([str(exe)], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-3000:]
+    assert "0 broken" in out.stdout
