@@ -30,20 +30,24 @@ posted price's expected purchase (see ``optimal_posted_price.default_plan``); th
 paper's constants (2/3 confidence, the even split of the error) are kept, so e is
 the paper's, not Eq. 11's optimum.
 
-**FairQuery (Sec. 5, fixed budget).**  With budget B and a common level e, buy the
-largest number k of lowest reports that can all be paid the common threshold price
-within the budget:
+**FairQuery (Sec. 5, fixed budget).**  With m - k bits unbought the estimate is
+off by up to (m - k)/2 anyway, so the paper matches the noise to it: k sellers are
+bought at e_k = 1/(m - k), and FairQuery buys as many as a budget-feasible rule
+allows.  Sorted reports r_(1) <= r_(2) <= ...,
 
-    k* = max {k : k e r_(k+1) <= B},   t_i = r_(k*+1) e for the k* lowest.
+    k* = max {k <= m - 1 : r_(k) e_k <= B / k},    e_k = s / (m - k),
+    t_i = min(B / k*, r_(k*+1) e_k*) for the k* lowest,
 
-k e r_(k+1) rises with k, so the feasible k form a prefix and a winner's report
-below r_(k*+1) changes nothing; its threshold is r_(k*+1), the mechanism is
-truthful, and the total payment k* e r_(k*+1) <= B.  In the paper the privacy
-level of the fixed-budget mechanism is tied to k (the noise is matched to the
-error of the m - k unbought bits); here e is a parameter, because with e moving
-with k a winner's eps would depend on its own report and paying it "threshold x
-eps" would no longer be the truthful (Myerson) payment.  Defaults: e = e* and
-B = the prior-optimal posted price's expected spend m F(p*) p* e*.
+(s = ``eps_scale``, 1 in the paper).  k e_k r_(k) rises with k, so the affordable k
+form a prefix.  Seller i wins iff it is affordable at its own position p, i.e.
+z <= B / (p e_p); so while it wins k* does not move (the positions above k* keep
+their reports), its level e_k* is fixed, and its threshold per unit is
+min(r_(k*+1), B / (k* e_k*)): the payment above is Myerson's for this step, the
+mechanism is truthful and individually rational, and sum t <= k* B / k* = B.
+With a level e that does not depend on k the rule is ``proportional-share`` with
+equal values.  Defaults: s = 1 and B = the prior-optimal posted price's expected
+spend m F(p*) p* e* (``optimal_posted_price.default_plan``), the same budget as
+``proportional-share``'s.
 """
 
 from __future__ import annotations
@@ -95,30 +99,29 @@ class MinCostAuction(ThresholdPurchase):
             object.__setattr__(self, "alpha", 1.0 - k / int(self.n_sellers))
         a = self.alpha
         if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 < a < 1:
-            raise MarketSimError(f"alpha (the accuracy target, a share of m) must be in (0, 1), got {a!r}")
+            raise MarketSimError(
+                f"alpha (the accuracy target, a share of m) must be in (0, 1), got {a!r}"
+            )
 
     def plan_for(self, m: int) -> tuple[int, float]:
         """(k, e) for a market of m reports."""
         assert self.alpha is not None  # set in __post_init__
         return min_cost_plan(float(self.alpha), m)
 
-    def eps_level_for(self, m: int) -> float:
-        return self.plan_for(m)[1]
-
     def thresholds(self, reports):
         k, e = self.plan_for(reports.size)
         s, who, _, rank = sorted_pool(reports, self.reserve)
         T, J = _kth_of_others(s, who, rank, k)
-        return T, J, {"price": float(s[k]), "k": k}
+        return T, J, np.full(reports.size, e), {"price": float(s[k]), "k": k, "eps_level": e}
 
 
 @dataclass(frozen=True)
 class FairQuery(ThresholdPurchase):
-    """Ghosh-Roth FairQuery (Sec. 5) at a fixed level e: the k* = max{k : k e r_(k+1) <= B}
-    lowest reports sell e, each paid r_(k*+1) e; the total never exceeds ``budget``.
+    """Ghosh-Roth FairQuery (Sec. 5): k* = max{k <= m-1 : r_(k) e_k <= B/k} lowest reports
+    sell e_k* (e_k = eps_scale / (m - k)), each paid min(B/k*, r_(k*+1) e_k*); the total
+    never exceeds ``budget``.
 
-    ``eps_level`` and ``budget`` default to the prior-optimal posted price's e* and
-    expected spend (module doc)."""
+    ``budget`` defaults to the prior-optimal posted price's expected spend (module doc)."""
 
     name: ClassVar[str] = "fair-query"
     dist: CostDistribution
@@ -127,39 +130,46 @@ class FairQuery(ThresholdPurchase):
     sigma: float = 1.0
     gamma: float = 1.0
     budget: float | None = None
-    eps_level: float | None = None
+    eps_scale: float = 1.0
 
     def __post_init__(self):
         from .optimal_posted_price import default_plan
 
         object.__setattr__(self, "dist", as_distribution(self.dist))
-        if self.budget is None or self.eps_level is None:
-            _, e, b, _ = default_plan(self.dist, self.n_sellers, self.mu, self.sigma, self.gamma)
-            if self.budget is None:
-                object.__setattr__(self, "budget", b)
-            if self.eps_level is None:
-                object.__setattr__(self, "eps_level", e)
+        if self.budget is None:
+            _, _, b, _ = default_plan(self.dist, self.n_sellers, self.mu, self.sigma, self.gamma)
+            object.__setattr__(self, "budget", b)
         object.__setattr__(self, "budget", _check_positive("budget", self.budget))
-        object.__setattr__(self, "eps_level", _check_positive("eps_level", self.eps_level))
-
-    def eps_level_for(self, m: int) -> float:
-        assert self.eps_level is not None  # set in __post_init__
-        return self.eps_level
+        object.__setattr__(self, "eps_scale", _check_positive("eps_scale", self.eps_scale))
 
     def thresholds(self, reports):
-        """Seller i's threshold is w_(k0), the k0-th lowest other report, with k0 =
-        max{k : k e w_(k) <= B} over the others' sorted reports w (and the reserve):
-        below it seller i is among the k0 lowest and k* = k0; above it no k that
-        includes i is affordable."""
-        e, B = float(self.eps_level or 0.0), float(self.budget or 0.0)
+        """Seller i's k is K_i = max{k : k e_k w_(k-1) <= B} over the others' sorted
+        reports w (w_(0) = 0): the largest position at which it is affordable.  Its
+        threshold is min(w_(K_i), B / (K_i e_K_i), reserve), its level e_K_i; K_i is
+        the outcome's k* whenever seller i is bought."""
+        m, B, sc = reports.size, float(self.budget or 0.0), float(self.eps_scale)
         s, who, n, rank = sorted_pool(reports, self.reserve)
-        k = np.arange(1, n + 2)
-        a = int(np.max(np.flatnonzero(k * e * s[: n + 1] <= B) + 1, initial=0))  # k e s_k <= B
-        b = int(np.max(np.flatnonzero(k[:n] * e * s[1 : n + 1] <= B) + 1, initial=0))  # k e s_(k+1)
-        r1 = np.where(rank < n, rank + 1, n + 2)  # 1-based position; refused asks sit past the pool
-        k0 = np.minimum(a, r1 - 1)
-        win_side = r1 <= b
-        idx = np.where(win_side, b, np.maximum(k0 - 1, 0))
-        T = np.where(win_side | (k0 > 0), s[idx], -np.inf)
-        J = np.where(win_side | (k0 > 0), who[idx], -1)
-        return T, J, {"price": float(s[b]), "k": b, "budget": B}
+        r1 = np.where(rank < n, rank + 1, n + 1)  # 1-based position; refused asks after the pool
+        kmax = np.minimum(np.where(rank < n, n, n + 1), m - 1)  # sellers that can be bought
+        k = np.arange(1, m + 1)
+        e = sc / np.maximum(m - k, 1)
+        s0 = np.r_[0.0, s]  # s0[k] = r_(k), s0[0] = 0
+        c_ok = (k * e * s0[1 : m + 1] <= B) & (k <= m - 1)  # affordable at k: the profile
+        a_ok = (k * e * s0[0:m] <= B) & (k <= m - 1)  # ... with one more seller below
+        c_max = np.max(np.flatnonzero(c_ok[:n]) + 1, initial=0)  # the outcome's k*
+        a_max = np.max(np.flatnonzero(a_ok) + 1, initial=0)
+        K = np.where(c_max >= r1 + 1, c_max, np.minimum(a_max, r1))
+        K = np.minimum(K, kmax)
+        live = K >= 1
+        Ks = np.maximum(K, 1)
+        idx = np.where(Ks <= r1 - 1, Ks - 1, Ks)  # the K-th other, 0-based in s
+        by_next = s[idx]
+        e_K = sc / np.maximum(m - Ks, 1)
+        by_budget = B / (Ks * e_K)
+        T = np.minimum(np.minimum(by_next, by_budget), self.reserve)
+        J = np.where((by_next < by_budget) & (by_next < self.reserve), who[idx], m)
+        T = np.where(live, T, -np.inf)
+        J = np.where(live, J, -1)
+        kstar = int(c_max)
+        info = {"k": kstar, "eps_level": sc / (m - kstar) if kstar else 0.0, "budget": B}
+        return T, J, np.where(live, e_K, 0.0), info

@@ -56,7 +56,7 @@ __all__ = [
     "evaluate_posted_price",
     "optimal_posted_price",
     "default_plan",
-    "OptimalPostedPriceMechanism",
+    "OptimalPostedPrice",
 ]
 
 
@@ -113,7 +113,12 @@ def evaluate_posted_price(
     else:  # J(p, e), module doc
         obj = mu * e_half[0] + sigma * e_inv[0] / eps_level + gamma * price * eps_level * e_k[0]
     return PostedPricePlan(
-        float(price), float(eps_level), float(obj), float(p_empty[0]), m * q, m * q * price * eps_level
+        float(price),
+        float(eps_level),
+        float(obj),
+        float(p_empty[0]),
+        m * q,
+        m * q * price * eps_level,
     )
 
 
@@ -191,7 +196,7 @@ def default_plan(dist, n_sellers, mu, sigma, gamma) -> tuple[int, float, float, 
 
 
 @dataclass(frozen=True)
-class OptimalPostedPriceMechanism(Mechanism):
+class OptimalPostedPrice(Mechanism):
     """Posted price p* at level e*, both chosen from the prior to minimise the expected
     Eq. 11 objective (the module doc): truthful and individually rational.
 

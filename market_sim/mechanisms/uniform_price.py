@@ -3,12 +3,12 @@
 A *threshold purchase* buys some sellers at one common privacy level ``e`` (their
 eps_i = e, the others 0) and pays each bought seller its threshold T_i(r_-i) per
 unit: the largest report at which it is still bought, the others' reports fixed.
-Since eps_i is e or 0 and T_i does not depend on seller i's own report, truthful
-reporting is a dominant strategy and a truthful seller's utility (T_i - c_i) e is
-never negative (Myerson's lemma for a step allocation; Eq. 8 of 003 with eps_i(z)
-= e 1[z <= T_i] gives t_i = T_i e).  Subclasses say who is bought by returning
-every seller's threshold; ``outcome`` and ``deviations`` then follow from
-``eps_i(z) = e 1[z <= T_i]``, so both are exact and consistent.
+Seller i's allocation is the step eps_i(z) = e_i 1[z <= T_i], where neither T_i nor
+the level e_i it is bought at depends on its own report; Myerson's payment (Eq. 8,
+003) of a step is t_i = T_i e_i, so truthful reporting is a dominant strategy and a
+truthful seller's utility (T_i - c_i) e_i is never negative.  Subclasses say who is
+bought by returning every seller's (T_i, e_i); ``outcome`` and ``deviations`` both
+follow from the step, so they are exact and consistent.
 
 Ties are broken by seller index, as a stable sort of the reports would: seller i
 reporting exactly T_i is bought iff its index is below that of the seller whose
@@ -74,50 +74,46 @@ def sorted_pool(r: np.ndarray, hi: float):
 
 
 class ThresholdPurchase(Mechanism):
-    """Buy at one common eps level, each bought seller paid its threshold (module doc).
+    """Buy sellers at a common eps level, each bought seller paid its threshold (module doc).
 
     Subclasses set ``dist`` (its support's top is the reserve) and implement
-    ``eps_level_for(m)`` and ``thresholds(reports)``."""
+    ``thresholds(reports)``."""
 
     dist: CostDistribution
 
-    def eps_level_for(self, m: int) -> float:
-        """The common privacy level of a market of ``m`` reports."""
-        raise NotImplementedError
-
-    def thresholds(self, reports: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
-        """Every seller's threshold T_i (a function of the others' reports only), the
-        index of the seller whose report sets it (m: the reserve or a budget bound,
-        met with equality), and an ``info`` dict for the outcome."""
+    def thresholds(self, reports: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Per seller, from the others' reports only: the threshold T_i, the index of
+        the seller whose report sets it (m: the reserve or a budget bound, met with
+        equality), and the level e_i it sells at when bought (the same for every
+        bought seller of one outcome); and an ``info`` dict for the outcome."""
         raise NotImplementedError
 
     @property
     def reserve(self) -> float:
         return float(self.dist.support[1])
 
-    def _buy(self, z, i, T, J):
+    @staticmethod
+    def _buy(z, i, T, J):
         return (z < T) | ((z == T) & (i < J))
 
     def outcome(self, reports, rng=None) -> Outcome:
         r = _check_reports(reports, self.name)
-        T, J, info = self.thresholds(r)
-        e = self.eps_level_for(r.size)
+        T, J, level, info = self.thresholds(r)
         bought = self._buy(r, np.arange(r.size), T, J)
-        eps = np.where(bought, e, 0.0)
-        pay = np.where(bought, T * e, 0.0)
+        eps = np.where(bought, level, 0.0)
+        pay = np.where(bought, T, 0.0) * level
         return Outcome(eps, pay, {**info, "n_bought": int(bought.sum())})
 
     def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
-        """eps_i(z) = e 1[z <= T_i] and t_i(z) = T_i eps_i(z): one threshold computation
+        """eps_i(z) = e_i 1[z <= T_i] and t_i(z) = T_i eps_i(z): one threshold computation
         for all sellers and candidates."""
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
         r = _check_reports(reports, self.name)
-        T, J, _ = self.thresholds(r)
-        e = self.eps_level_for(r.size)
-        Ti, Ji = T[sellers][:, None], J[sellers][:, None]
+        T, J, level, _ = self.thresholds(r)
+        Ti, Ji, Ei = T[sellers][:, None], J[sellers][:, None], level[sellers][:, None]
         bought = self._buy(cand, sellers[:, None], Ti, Ji)
-        eps = np.where(bought, e, 0.0)
-        return Outcome(eps, np.where(bought, Ti * e, 0.0))
+        eps = np.where(bought, Ei, 0.0)
+        return Outcome(eps, np.where(bought, Ti, 0.0) * Ei)
 
 
 def _kth_of_others(s, who, rank, k: int):
@@ -157,12 +153,9 @@ class UniformPrice(ThresholdPurchase):
         object.__setattr__(self, "n_buy", check_int("n_buy", self.n_buy, 1))
         object.__setattr__(self, "eps_level", _check_positive("eps_level", self.eps_level))
 
-    def eps_level_for(self, m: int) -> float:
-        assert self.eps_level is not None  # set in __post_init__
-        return self.eps_level
-
     def thresholds(self, reports):
         s, who, _, rank = sorted_pool(reports, self.reserve)
         k = min(int(self.n_buy or 1), reports.size)
         T, J = _kth_of_others(s, who, rank, k)
-        return T, J, {"price": float(s[k])}  # r_(k+1), or the reserve if fewer are left
+        level = np.full(reports.size, float(self.eps_level or 0.0))
+        return T, J, level, {"price": float(s[k])}  # r_(k+1), or the reserve if fewer are left
