@@ -13,9 +13,10 @@ is mu / sqrt(k) + sigma / (k e) + gamma sum t: the paper's accuracy target fixes
 
 The paper's text was not reachable from this project (only its abstract), so the
 definitions below are reconstructed from the paper's description and what is
-known of it, and say where they are a choice:
+known of it, and say where they are a choice; for the same reason the sections are
+named by their setting, not by number:
 
-**MinCostAuction (Sec. 4, fixed accuracy).**  The estimate sum_{i bought} b_i +
+**MinCostAuction (the fixed-accuracy setting).**  The estimate sum_{i bought} b_i +
 (m - k)/2 + Lap(1/e) is alpha m-accurate with probability 2/3 when the unbought
 bits contribute at most alpha m / 2 and the noise exceeds alpha m / 2 with
 probability at most 1/3 (P(|Lap(1/e)| >= t) = exp(-e t)):
@@ -30,7 +31,7 @@ posted price's expected purchase (see ``optimal_posted_price.default_plan``); th
 paper's constants (2/3 confidence, the even split of the error) are kept, so e is
 the paper's, not Eq. 11's optimum.
 
-**FairQuery (Sec. 5, fixed budget).**  With m - k bits unbought the estimate is
+**FairQuery (the fixed-budget setting).**  With m - k bits unbought the estimate is
 off by up to (m - k)/2 anyway, so the paper matches the noise to it: k sellers are
 bought at e_k = 1/(m - k), and FairQuery buys as many as a budget-feasible rule
 allows.  Sorted reports r_(1) <= r_(2) <= ...,
@@ -76,8 +77,10 @@ def min_cost_plan(alpha: float, m: int) -> tuple[int, float]:
 
 @dataclass(frozen=True)
 class MinCostAuction(ThresholdPurchase):
-    """Ghosh-Roth MinCostAuction (Sec. 4): for accuracy alpha m, the k = ceil((1-alpha) m)
-    lowest reports sell e = 2 ln 3 / (alpha m), each paid r_(k+1) e.
+    """Ghosh-Roth MinCostAuction (EC 2011, fixed accuracy): a Vickrey auction for accuracy alpha m.
+
+    The k = ceil((1 - alpha) m) lowest reports sell e = 2 ln 3 / (alpha m), each paid
+    r_(k+1) e.
 
     ``alpha`` defaults to 1 - k*/n_sellers with k* the prior-optimal posted price's
     expected purchase; k and e follow the market's actual size m."""
@@ -117,9 +120,11 @@ class MinCostAuction(ThresholdPurchase):
 
 @dataclass(frozen=True)
 class FairQuery(ThresholdPurchase):
-    """Ghosh-Roth FairQuery (Sec. 5): k* = max{k <= m-1 : r_(k) e_k <= B/k} lowest reports
-    sell e_k* (e_k = eps_scale / (m - k)), each paid min(B/k*, r_(k*+1) e_k*); the total
-    never exceeds ``budget``.
+    """Ghosh-Roth FairQuery (EC 2011, fixed budget): the most sellers a budget buys at eps 1/(m-k).
+
+    The k* = max{k <= m-1 : r_(k) e_k <= B/k} lowest reports sell e_k* (e_k =
+    eps_scale / (m - k)), each paid min(B/k*, r_(k*+1) e_k*); the total never exceeds
+    ``budget``.
 
     ``budget`` defaults to the prior-optimal posted price's expected spend (module doc)."""
 

@@ -197,8 +197,9 @@ def default_plan(dist, n_sellers, mu, sigma, gamma) -> tuple[int, float, float, 
 
 @dataclass(frozen=True)
 class OptimalPostedPrice(Mechanism):
-    """Posted price p* at level e*, both chosen from the prior to minimise the expected
-    Eq. 11 objective (the module doc): truthful and individually rational.
+    """Posted price and eps level chosen from the prior to minimise the expected Eq. 11 loss.
+
+    Truthful and individually rational (module doc).
 
     Each report <= p* sells e* and is paid p* e*.  ``n_sellers`` is the market size
     the price is optimised for, ``max_empty`` the largest accepted P(nobody sells);

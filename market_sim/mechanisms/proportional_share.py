@@ -1,14 +1,18 @@
 """Singer's budget-feasible proportional-share mechanism (``proportional-share``).
 
-Y. Singer, *Budget Feasible Mechanisms*, FOCS 2010 (arXiv:1002.2334), Sec. IV
-(additive utilities): the buyer values item i at v_i, has budget B, and sellers
-have private costs.  Sorted by cost per value, c_1/v_1 <= c_2/v_2 <= ..., the
+Y. Singer, *Budget Feasible Mechanisms*, FOCS 2010 (arXiv:1002.2334), the mechanism
+for additive utilities (knapsack; the section number could not be checked here: only
+the paper's opening was reachable): the buyer values item i at v_i, has budget B,
+and sellers have private costs.  Sorted by cost per value, c_1/v_1 <= c_2/v_2 <= ..., the
 mechanism takes the largest k with
 
     c_k <= B v_k / V_k,        V_k = sum_{j <= k} v_j,
 
 buys items 1..k and pays each winner its threshold (the largest cost it could
-report and still be bought, the others fixed).
+report and still be bought, the others fixed).  Singer's knapsack mechanism also
+compares this set with the single most valuable item (for its approximation
+ratio); that branch is left out here, as in the issue's specification, and is void
+with equal values.
 
 Mapping to our market: an item is one seller's data at a common privacy level e,
 so seller i's cost of the item is c_i e and the rule runs on the per-unit reports
@@ -49,9 +53,11 @@ __all__ = ["ProportionalShare"]
 
 @dataclass(frozen=True)
 class ProportionalShare(ThresholdPurchase):
-    """Singer's proportional-share mechanism (FOCS 2010, Sec. IV): sorted by report per
-    value, the largest k with r_(k) <= (B/e) v_(k) / V_k sell ``eps_level`` each, paid
-    their thresholds (module doc); the total never exceeds ``budget``.
+    """Singer's budget-feasible proportional share (FOCS 2010, additive) with exact thresholds.
+
+    Sorted by report per value, the largest k with r_(k) <= (B/e) v_(k) / V_k sell
+    ``eps_level`` each, paid their thresholds (module doc); the total never exceeds
+    ``budget``.
 
     ``values`` (one per seller, > 0) default to equal; ``eps_level`` and ``budget``
     to the prior-optimal posted price's e* and expected spend."""

@@ -124,8 +124,9 @@ def _kth_of_others(s, who, rank, k: int):
 
 @dataclass(frozen=True)
 class UniformPrice(ThresholdPurchase):
-    """(k+1)-price auction: the k lowest reports sell ``eps_level`` each, paid the
-    (k+1)-th lowest report per unit, t_i = r_(k+1) eps_level (Vickrey 1961).
+    """Uniform-price (k+1)-price auction: the k lowest reports sell at the (k+1)-th lowest.
+
+    Each of the k sells ``eps_level`` and is paid t_i = r_(k+1) eps_level (Vickrey 1961).
 
     ``n_buy`` = k and ``eps_level`` default to the prior-optimal posted price's
     expected purchase (module doc); ``n_sellers``, ``mu``, ``sigma``, ``gamma`` are
