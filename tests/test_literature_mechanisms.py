@@ -287,3 +287,14 @@ def test_optimal_posted_price_beats_the_fixed_quantile_and_a_brute_force_grid_ag
                 best = min(best, evaluate_posted_price(d, m, p, e).objective)
         assert plan.objective <= best + 1e-9
         assert best <= plan.objective * (1 + 5e-3)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_best_responders_stay_truthful_in_the_market(name):
+    from market_sim.agents import MarketModel
+
+    m = MarketModel(12, mechanism=name, strategy="best-response", seed=1, rounds=2, n_grid=9)
+    model_df, agent_df = m.run()
+    assert (model_df.share_misreporting == 0).all()
+    assert model_df.max_regret.max() <= 1e-9
+    assert agent_df.utility.min() >= -1e-12 and agent_df.eps.max() > 0

@@ -80,15 +80,18 @@ def _moments(m: int, q: np.ndarray):
     from scipy.stats import binom
 
     q = np.clip(np.asarray(q, dtype=float).reshape(-1), 0.0, 1.0)
-    K = np.arange(1, m + 1, dtype=float)
-    pmf = binom.pmf(K[None, :], m, q[:, None])  # (G, m)
     p_empty = (1.0 - q) ** m
     live = 1.0 - p_empty
+    e_half, e_inv = np.empty(q.size), np.empty(q.size)
+    for g, qg in enumerate(q):
+        # K within m q +- 12 sd (+ 20): the binomial mass outside is below 1e-30
+        mid, sd = m * qg, np.sqrt(m * qg * (1.0 - qg))
+        lo, hi = max(1, int(mid - 12 * sd) - 20), min(m, int(mid + 12 * sd) + 20)
+        K = np.arange(lo, hi + 1, dtype=float)
+        pmf = binom.pmf(K, m, qg)
+        e_half[g], e_inv[g] = pmf @ K**-0.5, pmf @ (1.0 / K)
     with np.errstate(divide="ignore", invalid="ignore"):
-        e_half = pmf @ K**-0.5 / live
-        e_inv = pmf @ (1.0 / K) / live
-        e_k = m * q / live
-    return e_half, e_inv, e_k, p_empty
+        return e_half / live, e_inv / live, m * q / live, p_empty
 
 
 def _check_market(dist, n_sellers, mu, sigma, gamma) -> tuple[CostDistribution, int]:
