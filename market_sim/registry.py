@@ -291,6 +291,11 @@ MECHANISMS = Registry(
         "posted-price": "market_sim.mechanisms.builtin:PostedPriceMechanism",
         "private-posted-price": "market_sim.mechanisms.builtin:PrivatePostedPriceMechanism",
         "private-cutoff": "market_sim.mechanisms.builtin:PrivateCutoffMechanism",
+        "min-cost": "market_sim.mechanisms.ghosh_roth:MinCostAuction",
+        "fair-query": "market_sim.mechanisms.ghosh_roth:FairQuery",
+        "uniform-price": "market_sim.mechanisms.uniform_price:UniformPrice",
+        "proportional-share": "market_sim.mechanisms.proportional_share:ProportionalShare",
+        "optimal-posted-price": "market_sim.mechanisms.optimal_posted_price:OptimalPostedPrice",
     },
     _check_mechanism,
 )
