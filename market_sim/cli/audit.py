@@ -27,8 +27,8 @@ def add_parser(subparsers):
         "--mechanism",
         required=True,
         metavar="SPEC",
-        help="a registered name (offline, online, pay-as-bid, posted-price, "
-        "private-posted-price, private-cutoff), name:key=value, module:attr or "
+        help="a registered name (see `market-sim mechanisms`: offline, online, "
+        "pay-as-bid, posted-price, uniform-price, ...), name:key=value, module:attr or "
         "path/to/file.py:Class",
     )
     a.add_argument(
