@@ -196,9 +196,13 @@ def _plain(v):
 
 
 def _label(spec, mech) -> str:
-    """A short name: the spec as given, unless it is a file path (then the class)."""
-    if isinstance(spec, str) and "/" not in spec and ".py" not in spec:
-        return spec
+    """A short name: the spec as given; for ``path/file.py:Class[:k=v]`` the part after
+    the file; else the mechanism's name."""
+    if isinstance(spec, str):
+        if ".py:" in spec:
+            return spec.split(".py:", 1)[1]
+        if "/" not in spec and not spec.endswith(".py"):
+            return spec
     return mechanism_name(mech)
 
 
@@ -295,8 +299,9 @@ def compare(
                 loss[k] = _proxy_loss(out.eps, psi[k], mu, sigma, gamma)
                 pay[k] = float(np.sum(out.payments))
                 bought[k] = int(np.count_nonzero(out.eps > 0))
-            verdicts = {"max_gain": math.nan, "ir_violations": -1}
-            verdicts.update(ic="not_audited", ir="not_audited")
+            verdicts: dict[str, object] = dict(
+                max_gain=math.nan, ir_violations=math.nan, ic="not_audited", ir="not_audited"
+            )
             if audit:
                 res = auditing.audit(
                     mech,
@@ -364,8 +369,15 @@ def compare(
     lb = pd.DataFrame(rows)
     paired = pd.DataFrame(paired_rows)
     lb = lb.merge(
-        paired[["n_sellers", "mechanism", "objective_diff_mean", "objective_diff_ci_low",
-                "objective_diff_ci_high"]].rename(  # fmt: skip
+        paired[
+            [
+                "n_sellers",
+                "mechanism",
+                "objective_diff_mean",
+                "objective_diff_ci_low",
+                "objective_diff_ci_high",
+            ]
+        ].rename(  # fmt: skip
             columns=lambda c: c.replace("objective_diff", "diff")
         ),
         on=["n_sellers", "mechanism"],
@@ -384,8 +396,9 @@ def compare(
         "gamma": gamma,
         "privacy": privacy,
         "audit": bool(audit),
-        "audit_search": dict(n_grid=n_grid, n_random=n_random, refine=refine,
-                             refine_iter=refine_iter),  # fmt: skip
+        "audit_search": dict(
+            n_grid=n_grid, n_random=n_random, refine=refine, refine_iter=refine_iter
+        ),  # fmt: skip
         "confidence": LEVEL,
         "ci_method": "Student t over markets; paired t for differences",
         "seed": None,  # the CLI records its --seed here
@@ -407,7 +420,7 @@ def _paired(x: dict, base: dict, key: str) -> dict:
     both = np.isinf(a) & np.isinf(b) & (np.sign(a) == np.sign(b))
     d = a[~both] - b[~both]
     mean, lo, hi = t_interval(d)
-    out = {
+    out: dict[str, object] = {
         f"{key}_diff_mean": mean,
         f"{key}_diff_ci_low": lo,
         f"{key}_diff_ci_high": hi,
@@ -422,9 +435,11 @@ def _paired(x: dict, base: dict, key: str) -> dict:
 
 
 def _rank(lb: pd.DataFrame) -> pd.DataFrame:
-    """Sorted by size then mean objective; ``rank`` within the size, ``rank_ic`` among
-    the mechanisms audited IC and IR (NaN for the others)."""
-    lb = lb.sort_values(["n_sellers", "objective_mean", "mechanism"], kind="stable")
+    """Sorted by size, then mean objective (ties at inf: fewer empty markets first, then
+    the mean over the others); ``rank`` within the size, ``rank_ic`` among the
+    mechanisms audited IC and IR (NaN for the others)."""
+    keys = ["n_sellers", "objective_mean", "n_empty", "objective_mean_bought", "mechanism"]
+    lb = lb.sort_values(keys, kind="stable")
     lb = lb.reset_index(drop=True)
     lb.insert(0, "rank", lb.groupby("n_sellers").cumcount() + 1)
     ok = (lb["ic"] == "ic") & (lb["ir"] == "ir")
@@ -480,6 +495,11 @@ def plot(result: CompareResult, path) -> None:
         title="loss-payment plane" + (" (one point per size)" if many else ""),
     )
     ax.legend(fontsize=8)
+    vals = lb[np.isfinite(lb["objective_mean"])]
+    for axis, col in (("x", "payment_mean"), ("y", "objective_mean")):
+        v = vals[col].to_numpy()
+        if v.size and v.min() > 0 and v.max() > 20 * v.min():  # spans decades: log scale
+            getattr(ax, f"set_{axis}scale")("log")
     if many:
         axes[0, 1].set(xlabel="sellers per market (m)", ylabel="mean objective", xscale="log")
         axes[0, 1].set_title("objective against m")
