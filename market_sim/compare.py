@@ -503,6 +503,8 @@ def plot(result: CompareResult, path) -> None:
     if many:
         axes[0, 1].set(xlabel="sellers per market (m)", ylabel="mean objective", xscale="log")
         axes[0, 1].set_title("objective against m")
+        axes[0, 1].set_xticks(sizes, [str(m) for m in sizes])
+        axes[0, 1].minorticks_off()
     fig.suptitle(result.title(), fontsize=10)
     fig.tight_layout()
     save_png(fig, path, dpi=90)

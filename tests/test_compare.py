@@ -189,3 +189,52 @@ def test_bad_input_is_one_clear_error(mechs, kw, msg):
     with pytest.raises(MarketSimError, match=msg) as exc:
         compare(mechs, "uniform:0:1", args.pop("n_sellers"), args.pop("n_markets"), 0, **args)
     assert "\n" not in str(exc.value)
+
+
+# ---- the command line ----------------------------------------------------------------
+def _cli(argv, capsys):
+    """(exit status, stdout, stderr); argparse's own errors exit through SystemExit."""
+    from market_sim.cli import main
+
+    try:
+        code = main(argv)
+    except SystemExit as stop:
+        code = stop.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_compares_a_users_mechanism_file(tmp_path, capsys):
+    f = tmp_path / "mine.py"
+    f.write_text(USER)
+    out = tmp_path / "cmp"
+    argv = ["compare", "--mechanism", "offline", "--mechanism", f"{f}:MyPayAsBid"]
+    argv += ["--dist", "uniform:0:1", "--sellers", "10", "--markets", "4", "--seed", "2"]
+    argv += ["--grid", "5", "--random", "4", "--no-refine", "--quiet", "--out", str(out)]
+    code, text, err = _cli(argv, capsys)
+    assert code == 0, err
+    assert "| MyPayAsBid |" in text and "**NOT IC**" in text
+    lb = pd.read_csv(out / "leaderboard.csv").set_index("mechanism")
+    assert lb.loc["offline", "ic"] == "ic" and lb.loc["MyPayAsBid", "ic"] == "not_ic"
+    # the same markets as the library with the same seed
+    lib = compare(["offline", f"{f}:MyPayAsBid"], "uniform:0:1", 10, 4, 2, audit=False)
+    want = lib.leaderboard.set_index("mechanism")["objective_mean"]
+    assert lb["objective_mean"].to_dict() == pytest.approx(want.to_dict(), rel=1e-12)
+    assert (out / "compare.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--mechanism", "offline"], "at least two mechanisms"),
+        (["--mechanism", "offline", "--mechanism", "online", "--baseline", "x"], "baseline 'x'"),
+        (["--mechanism", "offline", "--mechanism", "data-dependent"], "needs the sellers' data"),
+        (["--mechanism", "offline", "--mechanism", "online", "--markets", "1"], "markets must"),
+    ],
+)
+def test_cli_bad_input_exits_2_with_one_line(tmp_path, capsys, extra, needle):
+    argv = ["compare", *extra, "--dist", "uniform:0:1", "--out", str(tmp_path / "o")]
+    code, _, err = _cli(argv, capsys)
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and needle in err, err
+    assert not (tmp_path / "o").exists()
