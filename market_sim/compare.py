@@ -250,8 +250,10 @@ def compare(
     from . import auditing
     from .mechanisms.offline import check_params
 
+    seed = None
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
-        rng = np.random.default_rng(int(rng))
+        seed = int(rng)
+        rng = np.random.default_rng(seed)
     if not isinstance(rng, np.random.Generator):
         raise MarketSimError("rng must be a numpy.random.Generator or an integer seed")
     dist = as_distribution(dist)
@@ -401,7 +403,7 @@ def compare(
         ),  # fmt: skip
         "confidence": LEVEL,
         "ci_method": "Student t over markets; paired t for differences",
-        "seed": None,  # the CLI records its --seed here
+        "seed": seed,  # an integer rng; the CLI records its --seed here
     }
     return CompareResult(lb, paired, pd.concat(market_rows, ignore_index=True), settings)
 
