@@ -37,6 +37,30 @@ def test_t_interval_matches_the_t_quantile():
     assert t_interval([1.0, math.inf]) == (math.inf, math.inf, math.inf)
 
 
+def test_private_posted_price_expectations_are_the_price_laws():
+    """The vectorised exact expectations (which make its audit fast) against the law of
+    the price recomputed from scratch at every trial report."""
+    from market_sim.mechanisms.base import as_mechanism
+
+    mech = as_mechanism("private-posted-price", dist="uniform:0:1", privacy=0.5)
+    rng = np.random.default_rng(1)
+    r, cand = rng.random(30), rng.random((30, 7))
+    cand[:, 0] = r  # the truth among the candidates
+    dev = mech.deviations(np.arange(30), cand, r)
+    u = mech.deviation_utilities(np.arange(30), cand, r, r)
+    pricing = mech.pricing
+    p = np.asarray(pricing.prices)
+    for i in range(30):
+        for j, z in enumerate(cand[i]):
+            trial = r.copy()
+            trial[i] = z
+            prob = pricing.price_probabilities(trial)
+            sold = pricing.eps_level * (z <= p)
+            assert dev.eps[i, j] == pytest.approx(prob @ sold, abs=1e-14)
+            assert dev.payments[i, j] == pytest.approx(prob @ (p * sold), abs=1e-14)
+            assert u[i, j] == pytest.approx(prob @ ((p - r[i]) * sold), abs=1e-14)
+
+
 # ---- the theory check ----------------------------------------------------------------
 @pytest.mark.parametrize("dist", ["uniform:0:1", "beta:2:5:0:1"])
 def test_offline_minimises_the_expected_objective_among_ic_mechanisms(dist):
