@@ -262,3 +262,18 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path, capsys, extra, needle):
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and needle in err, err
     assert not (tmp_path / "o").exists()
+
+
+def test_cli_refuses_an_unwritable_out_before_any_work(tmp_path, capsys, monkeypatch):
+    import market_sim.compare
+
+    def trap(*a, **k):
+        raise AssertionError("work started before --out was checked")
+
+    monkeypatch.setattr(market_sim.compare, "compare", trap)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    argv = ["compare", "--mechanism", "offline", "--mechanism", "online"]
+    argv += ["--dist", "uniform:0:1", "--out", str(blocker / "out")]
+    code, _, err = _cli(argv, capsys)
+    assert code == 2 and "cannot write to" in err and len(err.strip().splitlines()) == 1
