@@ -173,6 +173,8 @@ def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
             f"| {_num(r['n_bought_mean'], 4)} | {int(r['n_empty'])} | {_num(r['max_gain'], 3)} "
             f"| {ic} | {ir} | {rank_ic} | {r['seconds']:.2f} |"
         )
+    rows.append("")
+    rows.append(_theory(lb))
     note = (
         f"{m} sellers, {s['n_markets']} markets, mu={_num(s['mu'])}, sigma={_num(s['sigma'])}, "
         f"gamma={_num(s['gamma'])}.  Objective: Eq. 11 with the payments (mean over markets, "
@@ -180,7 +182,33 @@ def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
         "markets; IC / IR: the audit's verdicts on the same markets (bold: flagged); "
         "IC rank: rank among the mechanisms audited IC and IR."
     )
-    return note + "\n\n" + "\n".join(rows)
+    return note + "\n\n" + "\n".join(rows).rstrip()
+
+
+def _theory(lb: pd.DataFrame) -> str:
+    """The check of the theory on this table: the offline mechanism (if compared) should
+    rank first among the mechanisms audited IC and IR."""
+    off = lb[lb["eq11_minimiser"]]
+    if off.empty:
+        return "Theory check: no offline mechanism with these weights is compared."
+    r = off.iloc[0]
+    if r["ic"] == "not_audited":
+        return "Theory check: needs the audits (the IC rank is only known with them)."
+    n_ic = int(lb["rank_ic"].notna().sum())
+    if math.isnan(r["rank_ic"]):
+        return f"Theory check: {r['mechanism']} was not audited IC and IR here."
+    if r["rank_ic"] == 1:
+        return (
+            f"Theory check: {r['mechanism']} ranks first of the {n_ic} mechanisms audited "
+            "IC and IR, as it should (least expected objective among IC and IR mechanisms)."
+        )
+    ahead = lb[(lb["rank_ic"] < r["rank_ic"])]["mechanism"].tolist()
+    return (
+        f"Theory check: {r['mechanism']} ranks {int(r['rank_ic'])} of {n_ic} among the "
+        f"mechanisms audited IC and IR, behind {', '.join(ahead)}: in expectation it cannot "
+        "be beaten, so this is sampling noise (see the paired intervals) or a mechanism "
+        "the audit could not show manipulable."
+    )
 
 
 def _plain(v):
@@ -359,6 +387,7 @@ def compare(
                     "n_bought_mean": float(bought.mean()),
                     **verdicts,
                     "seconds": seconds,
+                    "eq11_minimiser": _minimises_eq11(mech, mu, sigma, gamma),
                 }
             )
         base = per[baseline]
@@ -406,6 +435,18 @@ def compare(
         "seed": seed,  # an integer rng; the CLI records its --seed here
     }
     return CompareResult(lb, paired, pd.concat(market_rows, ignore_index=True), settings)
+
+
+def _minimises_eq11(mech, mu, sigma, gamma) -> bool:
+    """The offline mechanism with these weights and no cap: it solves Eq. 11 (003) in
+    every market and pays Myerson's payments, so it is the theory's minimiser."""
+    from .mechanisms.builtin import OfflineMechanism
+
+    return (
+        isinstance(mech, OfflineMechanism)
+        and mech.k is None
+        and (mech.mu, mech.sigma, mech.gamma) == (mu, sigma, gamma)
+    )
 
 
 def _proxy_loss(eps, psi, mu, sigma, gamma) -> float:

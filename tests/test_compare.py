@@ -120,6 +120,13 @@ def test_audited_leaderboard_ranks_offline_first_among_ic(tmp_path):
     assert {"ir_violations", "ic", "seconds", "n_empty"} <= set(csv)
     md = (out / "leaderboard.md").read_text()
     assert "**NOT IC**" in md and md.index("| pay-as-bid") < md.index("| offline")
+    assert "Theory check: offline ranks first of the 3 mechanisms audited IC and IR" in md
+    assert csv.set_index("mechanism")["eq11_minimiser"].to_dict() == {
+        "pay-as-bid": False,
+        "posted-price": False,
+        "offline": True,
+        "online": False,
+    }
 
 
 # ---- common random numbers -----------------------------------------------------------
