@@ -82,9 +82,12 @@ def t_interval(x, level: float = LEVEL) -> tuple[float, float, float]:
     x = np.asarray(x, dtype=float)
     if x.size == 0:
         return (math.nan, math.nan, math.nan)
-    mean = float(x.mean()) if np.all(np.isfinite(x)) else float(np.sum(x))  # +-inf or nan
-    if not math.isfinite(mean):
+    if not np.all(np.isfinite(x)):  # +inf, -inf, or nan when both (or a nan) occur
+        up, down = bool(np.any(x == math.inf)), bool(np.any(x == -math.inf))
+        bad = np.isnan(x).any() or (up and down)
+        mean = math.nan if bad else (math.inf if up else -math.inf)
         return (mean, mean, mean)
+    mean = float(x.mean())
     if x.size < 2:
         return (mean, math.nan, math.nan)
     half = float(stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
@@ -471,9 +474,10 @@ def _paired(x: dict, base: dict, key: str) -> dict:
     if key == "objective":
         out["n_pairs"] = int(d.size)
         out["n_both_empty"] = int(both.sum())
-        out["verdict"] = (
-            "lower" if hi < 0 else "higher" if lo > 0 else "no difference" if d.size > 1 else "n/a"
-        )
+        if math.isnan(mean):  # each bought nothing in a market where the other did
+            out["verdict"] = "undefined"
+        else:
+            out["verdict"] = "lower" if hi < 0 else "higher" if lo > 0 else "no difference"
     return out
 
 

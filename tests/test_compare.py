@@ -61,6 +61,21 @@ def test_private_posted_price_expectations_are_the_price_laws():
             assert u[i, j] == pytest.approx(prob @ ((p - r[i]) * sold), abs=1e-14)
 
 
+def test_paired_differences_leave_out_markets_where_both_bought_nothing():
+    from market_sim.compare import _paired
+
+    inf = math.inf
+    base = {"objective": np.array([1.0, 2.0, inf, 4.0])}
+    got = _paired({"objective": np.array([2.0, 3.1, inf, 5.05])}, base, "objective")
+    mean, lo, hi = t_interval([1.0, 1.1, 1.05])
+    assert (got["objective_diff_mean"], got["objective_diff_ci_low"]) == (mean, lo)
+    assert got["n_pairs"] == 3 and got["n_both_empty"] == 1 and got["verdict"] == "higher"
+    one = _paired({"objective": np.array([inf, 2.5, inf, 6.0])}, base, "objective")
+    assert one["objective_diff_mean"] == inf and one["verdict"] == "higher"
+    both = _paired({"objective": np.array([inf, 2.5, 1.0, 6.0])}, base, "objective")
+    assert math.isnan(both["objective_diff_mean"]) and both["verdict"] == "undefined"
+
+
 # ---- the theory check ----------------------------------------------------------------
 @pytest.mark.parametrize("dist", ["uniform:0:1", "beta:2:5:0:1"])
 def test_offline_minimises_the_expected_objective_among_ic_mechanisms(dist):
