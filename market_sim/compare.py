@@ -76,7 +76,8 @@ def objective(eps, payments, *, mu: float, sigma: float, gamma: float) -> float:
 
 def t_interval(x, level: float = LEVEL) -> tuple[float, float, float]:
     """(mean, low, high): the Student-t interval of the mean of ``x``; (inf, inf, inf)
-    or (-inf, ...) when an entry is infinite, NaN bounds with fewer than 2 values."""
+    or (-inf, ...) when entries are infinite (NaN when both signs are), NaN bounds
+    with fewer than 2 values."""
     from scipy import stats
 
     x = np.asarray(x, dtype=float)
