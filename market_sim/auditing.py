@@ -527,6 +527,7 @@ def audit(
     n_boot: int = 2000,
     coalition_size: int | None = None,
     progress: bool = False,
+    costs=None,
     **context,
 ) -> AuditResult:
     """IC / IR / monotonicity audit of ``mechanism`` (a name, spec, class, instance or
@@ -535,7 +536,9 @@ def audit(
     to the mechanism's construction.  See the module doc for the search, the verdicts
     and the statistics.  ``coalition_size`` k >= 2 also searches joint misreports of
     up to k sellers (``group_verdict``).  ``progress`` shows a progress bar over the
-    sellers on stderr."""
+    sellers on stderr.  ``costs``, an (n_markets, n_sellers) array, audits these
+    markets instead of drawing them (``rng`` still drives the search): how
+    ``market_sim.compare`` audits every mechanism on the same markets."""
     import pandas as pd
 
     if not isinstance(rng, np.random.Generator):
@@ -567,6 +570,7 @@ def audit(
     lo, hi = (float(v) for v in dist.support)
     if not (math.isfinite(lo) and math.isfinite(hi)):
         raise MarketSimError(f"the audit needs a bounded support (got [{lo}, {hi}])")
+    given = None if costs is None else _given_costs(costs, n_markets, n_sellers, lo, hi)
     grid = np.linspace(lo, hi, n_grid)
     grid[0] += 1e-3 * (grid[1] - grid[0])  # a report at c_low = 0 has no offline optimum
     S = _Search(grid, lo, hi, n_random, bool(refine), n_starts, n_sections, refine_iter)
@@ -592,7 +596,7 @@ def audit(
     )
     try:
         for m in range(n_markets):
-            costs = dist.sample(n_sellers, rng)
+            costs = dist.sample(n_sellers, rng) if given is None else given[m]
             markets.append(costs)
             checked = mech
             if isinstance(mech, MyersonMechanism):
@@ -745,6 +749,22 @@ def audit(
     result = AuditResult(table[COLUMNS], summary, violations)
     result.summary["statement"] = result.statement()
     return result
+
+
+def _given_costs(costs, n_markets: int, n_sellers: int, lo: float, hi: float) -> np.ndarray:
+    """The markets to audit, checked: (n_markets, n_sellers) finite costs in [lo, hi]."""
+    try:
+        c = np.array(costs, dtype=float)
+    except (TypeError, ValueError):
+        raise MarketSimError("costs must be an array of numbers") from None
+    if c.shape != (n_markets, n_sellers):
+        raise MarketSimError(
+            f"costs must have shape (n_markets, n_sellers) = ({n_markets}, {n_sellers}); "
+            f"got {c.shape}"
+        )
+    if not np.all(np.isfinite(c)) or c.min() < lo or c.max() > hi:
+        raise MarketSimError(f"costs must be finite and within the support [{lo:g}, {hi:g}]")
+    return c
 
 
 def _coalitions(mech, markets, k, rng, tol, support, progress) -> dict:

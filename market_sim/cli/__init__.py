@@ -9,6 +9,8 @@
     market-sim report DIR [DIR ...] [--out OUT]
     market-sim audit --mechanism SPEC --dist SPEC --sellers N --markets K --seed S --out DIR
                      [--random R] [--coalition K]        (exit 3 when not IC or not IR)
+    market-sim compare --mechanism SPEC --mechanism SPEC [...] --dist SPEC --sellers N [N ...]
+                       --markets K --seed S [--baseline NAME] --out DIR
     market-sim bne --mechanism SPEC --dist SPEC --sellers N --seed S --out DIR
     market-sim egta --mechanism SPEC --dist SPEC --sellers N --strategy SPEC --strategy SPEC
                     [--strategy SPEC ...] --samples K --seed S --out DIR
@@ -55,6 +57,7 @@ COMMANDS = (
     "mechanisms",
     "strategies",
     "audit",
+    "compare",
     "egta",
     "bne",
     "demo",

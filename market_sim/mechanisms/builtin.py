@@ -209,30 +209,37 @@ class PrivatePostedPriceMechanism(Mechanism):
         eps, pay, price = self._pricing.outcome(reports, rng)
         return Outcome(eps, pay, {"price": price})
 
-    def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
-        """Exact expectations over the price draw."""
+    def _expected(self, sellers, candidates, reports):
+        """Exact expectations over the price draw, vectorised over sellers and candidates:
+        seller i at report z changes the count of reports <= p only by its own term, so
+        the score of price p is (value - p) eps_level (n_{-i}(p) + 1{z <= p}).
+        Returns (cand, P(price) (k, C, P), sold (k, C, P), prices)."""
+        from ..privacy.selection import _scores as _checked
+
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
         pricing = self._pricing
         p = np.asarray(pricing.prices, dtype=float)
-        eps, pay = np.empty(cand.shape), np.empty(cand.shape)
-        for k, i in enumerate(sellers):
-            trial = reports.copy()
-            for j, z in enumerate(cand[k]):
-                trial[i] = z
-                prob = pricing.price_probabilities(trial)
-                sold = pricing.eps_level * (z <= p)
-                eps[k, j], pay[k, j] = prob @ sold, prob @ (p * sold)
-        return Outcome(eps, pay)
+        counts = np.searchsorted(np.sort(reports), p, side="right")  # n(p), all sellers
+        rest = counts[None, :] - (reports[sellers][:, None] <= p)  # (k, P): without seller i
+        sold = cand[:, :, None] <= p  # (k, C, P)
+        score = (pricing.value - p) * pricing.eps_level * (rest[:, None, :] + sold)
+        _checked(np.zeros(1), pricing.privacy, pricing.sensitivity)  # validates privacy
+        logit = pricing.privacy * score / (2 * pricing.sensitivity)
+        prob = np.exp(logit - logit.max(axis=-1, keepdims=True))
+        prob /= prob.sum(axis=-1, keepdims=True)
+        return cand, prob, sold * pricing.eps_level, p
+
+    def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
+        """Exact expectations over the price draw."""
+        _, prob, sold, p = self._expected(sellers, candidates, reports)
+        return Outcome(np.sum(prob * sold, axis=-1), np.sum(prob * sold * p, axis=-1))
 
     def deviation_utilities(self, sellers, candidates, true_costs, reports, rng=None):
-        sellers, cand, reports = _deviation_args(sellers, candidates, reports)
+        cand, prob, sold, p = self._expected(sellers, candidates, reports)
         c = np.asarray(true_costs, dtype=float).reshape(-1)
-        return np.array(
-            [
-                [self._pricing.expected_utility(i, z, c[k], reports) for z in cand[k]]
-                for k, i in enumerate(sellers)
-            ]
-        ).reshape(cand.shape)
+        return np.sum(prob * sold * (p[None, None, :] - c[:, None, None]), axis=-1).reshape(
+            cand.shape
+        )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,565 @@
+"""A leaderboard of mechanisms on the same markets (docs/compare.md).
+
+``compare(mechanisms, dist, n_sellers, n_markets, rng)`` draws ``n_markets``
+markets of ``n_sellers`` truthful costs from ``dist`` once and runs every mechanism
+on exactly those markets (common random numbers): the same cost draws, the same
+seed per market for a randomized mechanism's outcome, and the same audit
+(``market_sim.auditing.audit`` on the given costs, one audit seed for all, so every
+mechanism faces the same random misreports).
+
+The objective of a market is Eq. 11 (003) with the payments the mechanism made in
+place of the virtual costs::
+
+    objective = mu ||eps||_2 / sum eps + sigma / sum eps + gamma sum_i t_i
+
+(``proxy_loss`` is Eq. 11 itself, with gamma sum_i psi(c_i) eps_i).  For an IC and IR
+mechanism Myerson's identity gives E[sum t_i] >= E[sum psi_i eps_i], with equality
+when the highest cost is paid nothing, so E[objective] >= E[proxy loss] >= E[the
+offline mechanism's proxy loss] = E[the offline mechanism's objective]: the offline
+mechanism minimises the expected objective among IC and IR mechanisms (it minimises
+Eq. 11 in every market).
+
+A market where nothing is bought (sum eps = 0) has an infinite loss (no data: the
+estimate's variance term sigma / sum eps is unbounded).  Such markets are counted
+(``n_empty``) and kept: the mean over all markets is then inf, as is its CI; the
+finite mean over the other markets is ``objective_mean_bought``.
+
+Statistics (95%): means over markets with Student-t intervals; paired differences
+against the baseline, market by market, with the paired t interval.  A market where
+both bought nothing adds nothing to a difference (counted in ``n_both_empty``); one
+where only one of them did makes the difference +-inf.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .distributions import as_distribution
+from .errors import MarketSimError
+from .files import atomic_write, check_writable_folder, save_png
+from .mechanisms.base import as_mechanism, mechanism_name
+from .parameters import check_int
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["compare", "CompareResult", "objective", "t_interval", "LEVEL"]
+
+LEVEL = 0.95
+FILES = (
+    "leaderboard.csv",
+    "paired.csv",
+    "markets.csv",
+    "leaderboard.md",
+    "summary.json",
+    "compare.png",
+)
+
+
+def objective(eps, payments, *, mu: float, sigma: float, gamma: float) -> float:
+    """Eq. 11 (003) with the realised payments: mu ||eps|| / eta + sigma / eta +
+    gamma sum t_i, eta = sum eps; inf when nothing is bought."""
+    eps = np.asarray(eps, dtype=float)
+    eta = float(eps.sum())
+    if eta <= 0:
+        return math.inf
+    return float(mu * np.linalg.norm(eps) / eta + sigma / eta + gamma * np.sum(payments))
+
+
+def t_interval(x, level: float = LEVEL) -> tuple[float, float, float]:
+    """(mean, low, high): the Student-t interval of the mean of ``x``; (inf, inf, inf)
+    or (-inf, ...) when entries are infinite (NaN when both signs are), NaN bounds
+    with fewer than 2 values."""
+    from scipy import stats
+
+    x = np.asarray(x, dtype=float)
+    if x.size == 0:
+        return (math.nan, math.nan, math.nan)
+    if not np.all(np.isfinite(x)):  # +inf, -inf, or nan when both (or a nan) occur
+        up, down = bool(np.any(x == math.inf)), bool(np.any(x == -math.inf))
+        bad = np.isnan(x).any() or (up and down)
+        mean = math.nan if bad else (math.inf if up else -math.inf)
+        return (mean, mean, mean)
+    mean = float(x.mean())
+    if x.size < 2:
+        return (mean, math.nan, math.nan)
+    half = float(stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+    return (mean, mean - half, mean + half)
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    """``leaderboard``: one row per mechanism and market size; ``paired``: each
+    mechanism minus the baseline, market by market; ``markets``: one row per market,
+    mechanism and size; ``settings``: what was compared and how."""
+
+    leaderboard: pd.DataFrame
+    paired: pd.DataFrame
+    markets: pd.DataFrame
+    settings: dict
+
+    def write(self, folder) -> Path:
+        """DIR/leaderboard.csv, paired.csv, markets.csv, leaderboard.md, summary.json
+        and compare.png, each written atomically."""
+        out = Path(folder)
+        check_writable_folder(out)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, df in (
+            ("leaderboard.csv", self.leaderboard),
+            ("paired.csv", self.paired),
+            ("markets.csv", self.markets),
+        ):
+            data = df.to_csv(index=False).encode()
+            atomic_write(out / name, lambda fh, data=data: fh.write(data))
+        md = ("# " + self.title() + "\n\n" + self.format() + "\n").encode()
+        atomic_write(out / "leaderboard.md", lambda fh: fh.write(md))
+        doc = json.dumps(_plain(self.settings), indent=2).encode() + b"\n"
+        atomic_write(out / "summary.json", lambda fh: fh.write(doc))
+        plot(self, out / "compare.png")
+        return out
+
+    def title(self) -> str:
+        s = self.settings
+        return (
+            f"Mechanisms compared on {s['dist']}: {s['n_markets']} markets of "
+            f"{', '.join(str(m) for m in s['n_sellers'])} sellers"
+        )
+
+    def format(self) -> str:
+        """Markdown tables, one per market size, sorted by the mean objective."""
+        parts = []
+        for m, lb in self.leaderboard.groupby("n_sellers", sort=True):
+            parts.append(_table(lb, int(m), self.settings))
+        return "\n\n".join(parts)
+
+
+def _num(v, digits: int = 4) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    if isinstance(v, float) and math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return f"{v:.{digits}g}"
+
+
+def _ci(lo, hi) -> str:
+    return f"[{_num(lo)}, {_num(hi)}]"
+
+
+def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
+    head = (
+        "| rank | mechanism | objective (95% CI) | minus baseline (95% CI) | proxy loss "
+        "| payment | bought | empty | max gain | IC | IR | IC rank | seconds |"
+    )
+    rows = [head, "|" + "---|" * 13]
+    for _, r in lb.iterrows():
+        ic = "IC" if r["ic"] == "ic" else f"**{r['ic'].replace('_', ' ').upper()}**"
+        if r["ic"] == "not_audited":
+            ic = "not audited"
+        ir = "IR" if r["ir"] == "ir" else ("n/a" if r["ir"] == "not_audited" else "**NOT IR**")
+        diff = (
+            "baseline"
+            if r["mechanism"] == s["baseline"]
+            else f"{_num(r['diff_mean'])} {_ci(r['diff_ci_low'], r['diff_ci_high'])}"
+        )
+        rank_ic = "" if math.isnan(r["rank_ic"]) else str(int(r["rank_ic"]))
+        rows.append(
+            f"| {int(r['rank'])} | {r['mechanism']} | {_num(r['objective_mean'])} "
+            f"{_ci(r['objective_ci_low'], r['objective_ci_high'])} | {diff} "
+            f"| {_num(r['proxy_loss_mean'])} | {_num(r['payment_mean'])} "
+            f"| {_num(r['n_bought_mean'], 4)} | {int(r['n_empty'])} | {_num(r['max_gain'], 3)} "
+            f"| {ic} | {ir} | {rank_ic} | {r['seconds']:.2f} |"
+        )
+    rows.append("")
+    rows.append(_theory(lb))
+    note = (
+        f"{m} sellers, {s['n_markets']} markets, mu={_num(s['mu'])}, sigma={_num(s['sigma'])}, "
+        f"gamma={_num(s['gamma'])}.  Objective: Eq. 11 with the payments (mean over markets, "
+        f"Student-t 95% CI); minus baseline ({s['baseline']}): paired t 95% CI over the same "
+        "markets; IC / IR: the audit's verdicts on the same markets (bold: flagged); "
+        "IC rank: rank among the mechanisms audited IC and IR."
+    )
+    return note + "\n\n" + "\n".join(rows).rstrip()
+
+
+def _theory(lb: pd.DataFrame) -> str:
+    """The check of the theory on this table: the offline mechanism (if compared) should
+    rank first among the mechanisms audited IC and IR."""
+    off = lb[lb["eq11_minimiser"]]
+    if off.empty:
+        return "Theory check: no offline mechanism with these weights is compared."
+    r = off.iloc[0]
+    if r["ic"] == "not_audited":
+        return "Theory check: needs the audits (the IC rank is only known with them)."
+    n_ic = int(lb["rank_ic"].notna().sum())
+    if math.isnan(r["rank_ic"]):
+        return f"Theory check: {r['mechanism']} was not audited IC and IR here."
+    if r["rank_ic"] == 1:
+        return (
+            f"Theory check: {r['mechanism']} ranks first of the {n_ic} mechanisms audited "
+            "IC and IR, as it should (least expected objective among IC and IR mechanisms)."
+        )
+    ahead = lb[(lb["rank_ic"] < r["rank_ic"])]["mechanism"].tolist()
+    return (
+        f"Theory check: {r['mechanism']} ranks {int(r['rank_ic'])} of {n_ic} among the "
+        f"mechanisms audited IC and IR, behind {', '.join(ahead)}: in expectation it cannot "
+        "be beaten, so this is sampling noise (see the paired intervals) or a mechanism "
+        "the audit could not show manipulable."
+    )
+
+
+def _plain(v):
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return [_plain(x) for x in v]
+    if isinstance(v, (np.floating, float)):
+        return float(v) if math.isfinite(v) else None
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+def _label(spec, mech) -> str:
+    """A short name: the spec as given; for ``path/file.py:Class[:k=v]`` the part after
+    the file; else the mechanism's name."""
+    if isinstance(spec, str):
+        if ".py:" in spec:
+            return spec.split(".py:", 1)[1]
+        if "/" not in spec and not spec.endswith(".py"):
+            return spec
+    return mechanism_name(mech)
+
+
+def _sizes(n_sellers) -> list[int]:
+    if isinstance(n_sellers, Sequence) and not isinstance(n_sellers, str):
+        sizes = [check_int("n_sellers", v, 1) for v in n_sellers]
+        if not sizes:
+            raise MarketSimError("n_sellers: give at least one market size")
+    else:
+        sizes = [check_int("n_sellers", n_sellers, 1)]
+    if len(set(sizes)) != len(sizes):
+        raise MarketSimError(f"n_sellers: a market size is given twice ({sizes})")
+    return sorted(sizes)
+
+
+def compare(
+    mechanisms,
+    dist,
+    n_sellers,
+    n_markets: int,
+    rng: np.random.Generator | int,
+    *,
+    baseline: str | None = None,
+    mu: float = 1.0,
+    sigma: float = 1.0,
+    gamma: float = 1.0,
+    privacy: float = 1.0,
+    audit: bool = True,
+    n_grid: int = 33,
+    n_random: int = 32,
+    refine: bool = True,
+    refine_iter: int = 8,
+    progress: bool = False,
+) -> CompareResult:
+    """Run ``mechanisms`` (names, ``name:key=value`` specs, ``path/file.py:Class``,
+    classes or instances; at least two) on the same ``n_markets`` markets of each size
+    in ``n_sellers`` (an int or a list) drawn from ``dist`` with ``rng`` (a Generator
+    or a seed), and audit each on them (``audit=False`` skips it; ``n_grid``,
+    ``n_random``, ``refine``, ``refine_iter`` are the audit's search settings).
+    ``baseline`` (a mechanism's label, default the first) is what the paired
+    differences are taken against.  See the module doc for the objective and the
+    statistics."""
+    import pandas as pd
+
+    from . import auditing
+    from .mechanisms.offline import check_params
+
+    seed = None
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        seed = int(rng)
+        rng = np.random.default_rng(seed)
+    if not isinstance(rng, np.random.Generator):
+        raise MarketSimError("rng must be a numpy.random.Generator or an integer seed")
+    dist = as_distribution(dist)
+    sizes = _sizes(n_sellers)
+    n_markets = check_int("n_markets", n_markets, 2)
+    check_params(mu, sigma, gamma)
+    specs = list(mechanisms) if not isinstance(mechanisms, str) else [mechanisms]
+    if len(specs) < 2:
+        raise MarketSimError(f"compare needs at least two mechanisms (got {len(specs)})")
+    ctx = dict(dist=dist, mu=mu, sigma=sigma, gamma=gamma, privacy=privacy)
+    # the mechanisms of each size, built and checked before any work
+    built = {m: [as_mechanism(s, n_sellers=m, **ctx) for s in specs] for m in sizes}
+    labels = [_label(s, mech) for s, mech in zip(specs, built[sizes[0]], strict=True)]
+    for label, mech in zip(labels, built[sizes[0]], strict=True):
+        if getattr(mech, "needs_data", False):
+            raise MarketSimError(
+                f"{label} needs the sellers' data (needs_data); compare draws costs only"
+            )
+    seen = set()
+    for label in labels:
+        if label in seen:
+            raise MarketSimError(f"mechanism {label!r} is given twice")
+        seen.add(label)
+    if baseline is None:
+        baseline = labels[0]
+    if baseline not in labels:
+        raise MarketSimError(
+            f"baseline {baseline!r} is not among the mechanisms compared ({', '.join(labels)})"
+        )
+
+    rows, market_rows, paired_rows = [], [], []
+    for m in sizes:
+        # common random numbers: one set of markets, seeds and audit seed for all
+        costs = np.array([dist.sample(m, rng) for _ in range(n_markets)])
+        seeds = rng.integers(2**63, size=n_markets)
+        audit_seed = int(rng.integers(2**63))
+        psi = dist.virtual_cost(costs)
+        per: dict[str, dict] = {}
+        for label, mech in zip(labels, built[m], strict=True):
+            t0 = time.perf_counter()
+            obj, loss, pay, bought = (np.empty(n_markets) for _ in range(4))
+            for k in range(n_markets):
+                out = mech.run(costs[k], np.random.default_rng(int(seeds[k])))
+                obj[k] = objective(out.eps, out.payments, mu=mu, sigma=sigma, gamma=gamma)
+                loss[k] = _proxy_loss(out.eps, psi[k], mu, sigma, gamma)
+                pay[k] = float(np.sum(out.payments))
+                bought[k] = int(np.count_nonzero(out.eps > 0))
+            verdicts: dict[str, object] = dict(
+                max_gain=math.nan, ir_violations=math.nan, ic="not_audited", ir="not_audited"
+            )
+            if audit:
+                res = auditing.audit(
+                    mech,
+                    dist,
+                    m,
+                    n_markets,
+                    np.random.default_rng(audit_seed),
+                    costs=costs,
+                    n_grid=n_grid,
+                    n_random=n_random,
+                    refine=refine,
+                    refine_iter=refine_iter,
+                    progress=progress,
+                )
+                s = res.summary
+                verdicts = dict(
+                    max_gain=s["max_gain"],
+                    ir_violations=s["ir_violations"],
+                    ic=s["verdict"],
+                    ir=s["ir_verdict"],
+                )
+            seconds = time.perf_counter() - t0
+            per[label] = dict(objective=obj, proxy_loss=loss, payment=pay)
+            market_rows.append(
+                pd.DataFrame(
+                    {
+                        "n_sellers": m,
+                        "market": np.arange(n_markets),
+                        "mechanism": label,
+                        "objective": obj,
+                        "proxy_loss": loss,
+                        "payment": pay,
+                        "n_bought": bought,
+                    }
+                )
+            )
+            o, lo, hi = t_interval(obj)
+            p, plo, phi = t_interval(pay)
+            finite = obj[np.isfinite(obj)]
+            rows.append(
+                {
+                    "n_sellers": m,
+                    "mechanism": label,
+                    "objective_mean": o,
+                    "objective_ci_low": lo,
+                    "objective_ci_high": hi,
+                    "n_empty": int(n_markets - finite.size),
+                    "objective_mean_bought": float(finite.mean()) if finite.size else math.nan,
+                    "proxy_loss_mean": t_interval(loss)[0],
+                    "payment_mean": p,
+                    "payment_ci_low": plo,
+                    "payment_ci_high": phi,
+                    "n_bought_mean": float(bought.mean()),
+                    **verdicts,
+                    "seconds": seconds,
+                    "eq11_minimiser": _minimises_eq11(mech, mu, sigma, gamma),
+                }
+            )
+        base = per[baseline]
+        for label in labels:
+            paired_rows.append(
+                {"n_sellers": m, "mechanism": label, "baseline": baseline}
+                | _paired(per[label], base, "objective")
+                | _paired(per[label], base, "payment")
+            )
+    lb = pd.DataFrame(rows)
+    paired = pd.DataFrame(paired_rows)
+    lb = lb.merge(
+        paired[
+            [
+                "n_sellers",
+                "mechanism",
+                "objective_diff_mean",
+                "objective_diff_ci_low",
+                "objective_diff_ci_high",
+            ]
+        ].rename(  # fmt: skip
+            columns=lambda c: c.replace("objective_diff", "diff")
+        ),
+        on=["n_sellers", "mechanism"],
+    )
+    lb = _rank(lb)
+    paired = paired[paired["mechanism"] != baseline].reset_index(drop=True)
+    settings = {
+        "mechanisms": labels,
+        "specs": [s if isinstance(s, str) else mechanism_name(s) for s in specs],
+        "dist": dist.spec,
+        "n_sellers": sizes,
+        "n_markets": n_markets,
+        "baseline": baseline,
+        "mu": mu,
+        "sigma": sigma,
+        "gamma": gamma,
+        "privacy": privacy,
+        "audit": bool(audit),
+        "audit_search": dict(
+            n_grid=n_grid, n_random=n_random, refine=refine, refine_iter=refine_iter
+        ),  # fmt: skip
+        "confidence": LEVEL,
+        "ci_method": "Student t over markets; paired t for differences",
+        "seed": seed,  # an integer rng; the CLI records its --seed here
+    }
+    return CompareResult(lb, paired, pd.concat(market_rows, ignore_index=True), settings)
+
+
+def _minimises_eq11(mech, mu, sigma, gamma) -> bool:
+    """The offline mechanism with these weights and no cap: it solves Eq. 11 (003) in
+    every market and pays Myerson's payments, so it is the theory's minimiser."""
+    from .mechanisms.builtin import OfflineMechanism
+
+    return (
+        isinstance(mech, OfflineMechanism)
+        and mech.k is None
+        and (mech.mu, mech.sigma, mech.gamma) == (mu, sigma, gamma)
+    )
+
+
+def _proxy_loss(eps, psi, mu, sigma, gamma) -> float:
+    """Eq. 11 (003) of what was bought (inf when nothing is)."""
+    from .mechanisms.offline import proxy_loss_of_eps
+
+    return proxy_loss_of_eps(eps, psi, mu=mu, sigma=sigma, gamma=gamma)
+
+
+def _paired(x: dict, base: dict, key: str) -> dict:
+    """Paired differences x - base of ``key`` over the markets: a market where both
+    are inf (nothing bought) is left out and counted."""
+    a, b = x[key], base[key]
+    both = np.isinf(a) & np.isinf(b) & (np.sign(a) == np.sign(b))
+    d = a[~both] - b[~both]
+    mean, lo, hi = t_interval(d)
+    out: dict[str, object] = {
+        f"{key}_diff_mean": mean,
+        f"{key}_diff_ci_low": lo,
+        f"{key}_diff_ci_high": hi,
+    }
+    if key == "objective":
+        out["n_pairs"] = int(d.size)
+        out["n_both_empty"] = int(both.sum())
+        if math.isnan(mean):  # each bought nothing in a market where the other did
+            out["verdict"] = "undefined"
+        else:
+            out["verdict"] = "lower" if hi < 0 else "higher" if lo > 0 else "no difference"
+    return out
+
+
+def _rank(lb: pd.DataFrame) -> pd.DataFrame:
+    """Sorted by size, then mean objective (ties at inf: fewer empty markets first, then
+    the mean over the others); ``rank`` within the size, ``rank_ic`` among the
+    mechanisms audited IC and IR (NaN for the others)."""
+    keys = ["n_sellers", "objective_mean", "n_empty", "objective_mean_bought", "mechanism"]
+    lb = lb.sort_values(keys, kind="stable")
+    lb = lb.reset_index(drop=True)
+    lb.insert(0, "rank", lb.groupby("n_sellers").cumcount() + 1)
+    ok = (lb["ic"] == "ic") & (lb["ir"] == "ir")
+    rank_ic = lb[ok].groupby("n_sellers").cumcount() + 1
+    lb["rank_ic"] = rank_ic.reindex(lb.index).astype(float)
+    return lb
+
+
+def plot(result: CompareResult, path) -> None:
+    """The loss-payment plane (mean objective against mean payment, 95% CI bars; open
+    markers for mechanisms not audited IC and IR); with several market sizes, also
+    the mean objective against the number of sellers."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lb = result.leaderboard
+    sizes = sorted(lb["n_sellers"].unique())
+    many = len(sizes) > 1
+    fig, axes = plt.subplots(1, 2 if many else 1, figsize=(13 if many else 7, 5), squeeze=False)
+    ax = axes[0, 0]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for j, name in enumerate(result.settings["mechanisms"]):
+        d = lb[lb["mechanism"] == name].sort_values("n_sellers")
+        d = d[np.isfinite(d["objective_mean"])]
+        if d.empty:
+            continue
+        col = colors[j % len(colors)]
+        good = bool(((d["ic"] == "ic") & (d["ir"] == "ir")).all())
+        x, y = d["payment_mean"].to_numpy(), d["objective_mean"].to_numpy()
+        xerr = _err(x, d["payment_ci_low"], d["payment_ci_high"])
+        yerr = _err(y, d["objective_ci_low"], d["objective_ci_high"])
+        ax.errorbar(
+            x,
+            y,
+            xerr=xerr,
+            yerr=yerr,
+            fmt="o-" if many else "o",
+            color=col,
+            mfc=col if good else "white",
+            capsize=3,
+            label=name + ("" if good else " (not IC/IR)"),
+        )
+        if many:
+            axes[0, 1].errorbar(
+                d["n_sellers"], y, yerr=yerr, fmt="o-", color=col,
+                mfc=col if good else "white", capsize=3, label=name,
+            )  # fmt: skip
+    ax.set(
+        xlabel="mean total payment per market",
+        ylabel="mean objective (Eq. 11 with payments)",
+        title="loss-payment plane" + (" (one point per size)" if many else ""),
+    )
+    ax.legend(fontsize=8)
+    vals = lb[np.isfinite(lb["objective_mean"])]
+    for axis, col in (("x", "payment_mean"), ("y", "objective_mean")):
+        v = vals[col].to_numpy()
+        if v.size and v.min() > 0 and v.max() > 20 * v.min():  # spans decades: log scale
+            getattr(ax, f"set_{axis}scale")("log")
+    if many:
+        axes[0, 1].set(xlabel="sellers per market (m)", ylabel="mean objective", xscale="log")
+        axes[0, 1].set_title("objective against m")
+        axes[0, 1].set_xticks(sizes, [str(m) for m in sizes])
+        axes[0, 1].minorticks_off()
+    fig.suptitle(result.title(), fontsize=10)
+    fig.tight_layout()
+    save_png(fig, path, dpi=90)
+
+
+def _err(v, lo, hi) -> np.ndarray | None:
+    """Asymmetric error bars from CI bounds (none where a bound is missing)."""
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    e = np.vstack([v - lo, hi - v])
+    return np.where(np.isfinite(e), e, 0.0)
