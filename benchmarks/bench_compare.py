@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_offline import write_json  # noqa: E402
 
 from market_sim.auditing import audit  # noqa: E402
-from market_sim.compare import compare  # noqa: E402
+from market_sim.comparison import compare  # noqa: E402
 from market_sim.distributions import as_distribution  # noqa: E402
 from market_sim.mechanisms.base import as_mechanism  # noqa: E402
 from market_sim.registry import MECHANISMS  # noqa: E402

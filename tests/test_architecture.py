@@ -107,3 +107,10 @@ def test_the_import_contract_holds():
     out = subprocess.run([str(exe)], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-3000:]
     assert "0 broken" in out.stdout
+
+
+def test_compare_is_the_function_whatever_was_imported_first():
+    import market_sim
+    import market_sim.comparison
+
+    assert market_sim.compare is market_sim.comparison.compare

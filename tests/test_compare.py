@@ -16,7 +16,7 @@ import pytest
 from scipy import stats
 
 from market_sim.auditing import audit
-from market_sim.compare import compare, objective, t_interval
+from market_sim.comparison import compare, objective, t_interval
 from market_sim.errors import MarketSimError
 
 IC_IR = ["offline", "online", "posted-price"]
@@ -62,7 +62,7 @@ def test_private_posted_price_expectations_are_the_price_laws():
 
 
 def test_paired_differences_leave_out_markets_where_both_bought_nothing():
-    from market_sim.compare import _paired
+    from market_sim.comparison import _paired
 
     inf = math.inf
     base = {"objective": np.array([1.0, 2.0, inf, 4.0])}
@@ -287,12 +287,12 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path, capsys, extra, needle):
 
 
 def test_cli_refuses_an_unwritable_out_before_any_work(tmp_path, capsys, monkeypatch):
-    import market_sim.compare
+    import market_sim.comparison
 
     def trap(*a, **k):
         raise AssertionError("work started before --out was checked")
 
-    monkeypatch.setattr(market_sim.compare, "compare", trap)
+    monkeypatch.setattr(market_sim.comparison, "compare", trap)
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     argv = ["compare", "--mechanism", "offline", "--mechanism", "online"]

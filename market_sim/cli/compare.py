@@ -83,7 +83,7 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-    from ..compare import compare
+    from ..comparison import compare
 
     dist = parse_distribution(args.dist, iron=args.iron)
     out = Path(args.out)
@@ -113,6 +113,6 @@ def run(args) -> int:
 
 
 def _files():
-    from ..compare import FILES
+    from ..comparison import FILES
 
     return FILES
