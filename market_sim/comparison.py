@@ -374,6 +374,7 @@ def compare(
             )
             o, lo, hi = t_interval(obj)
             p, plo, phi = t_interval(pay)
+            dl, dlo, dhi = t_interval(obj - gamma * pay)  # the data terms of Eq. 11
             finite = obj[np.isfinite(obj)]
             rows.append(
                 {
@@ -385,6 +386,9 @@ def compare(
                     "n_empty": int(n_markets - finite.size),
                     "objective_mean_bought": float(finite.mean()) if finite.size else math.nan,
                     "proxy_loss_mean": t_interval(loss)[0],
+                    "data_loss_mean": dl,
+                    "data_loss_ci_low": dlo,
+                    "data_loss_ci_high": dhi,
                     "payment_mean": p,
                     "payment_ci_low": plo,
                     "payment_ci_high": phi,
@@ -497,57 +501,71 @@ def _rank(lb: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot(result: CompareResult, path) -> None:
-    """The loss-payment plane (mean objective against mean payment, 95% CI bars; open
-    markers for mechanisms not audited IC and IR); with several market sizes, also
-    the mean objective against the number of sellers."""
+    """The loss-payment plane: the data terms of Eq. 11 (mu ||eps|| / sum eps + sigma /
+    sum eps) against the payment, 95% CI bars, open markers for mechanisms not audited
+    IC and IR, and the line of the baseline's objective (loss + gamma payment = const:
+    below it is better); with several market sizes, also the objective against m."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     lb = result.leaderboard
+    gamma = float(result.settings["gamma"])
     sizes = sorted(lb["n_sellers"].unique())
     many = len(sizes) > 1
-    fig, axes = plt.subplots(1, 2 if many else 1, figsize=(13 if many else 7, 5), squeeze=False)
+    fig, axes = plt.subplots(1, 2 if many else 1, figsize=(13 if many else 8, 5.5), squeeze=False)
     ax = axes[0, 0]
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    tab = plt.get_cmap("tab20").colors
+    colors = tab[::2] + tab[1::2]  # 20 distinct: the strong ten, then the light ten
+    markers = "osD^vP*Xh<>p"
     for j, name in enumerate(result.settings["mechanisms"]):
         d = lb[lb["mechanism"] == name].sort_values("n_sellers")
         d = d[np.isfinite(d["objective_mean"])]
         if d.empty:
             continue
-        col = colors[j % len(colors)]
+        col, mk = colors[j % len(colors)], markers[j % len(markers)]
         good = bool(((d["ic"] == "ic") & (d["ir"] == "ir")).all())
-        x, y = d["payment_mean"].to_numpy(), d["objective_mean"].to_numpy()
-        xerr = _err(x, d["payment_ci_low"], d["payment_ci_high"])
-        yerr = _err(y, d["objective_ci_low"], d["objective_ci_high"])
+        x, y = d["payment_mean"].to_numpy(), d["data_loss_mean"].to_numpy()
+        style = dict(color=col, marker=mk, mfc=col if good else "white", capsize=3, ms=7)
         ax.errorbar(
             x,
             y,
-            xerr=xerr,
-            yerr=yerr,
-            fmt="o-" if many else "o",
-            color=col,
-            mfc=col if good else "white",
-            capsize=3,
+            xerr=_err(x, d["payment_ci_low"], d["payment_ci_high"]),
+            yerr=_err(y, d["data_loss_ci_low"], d["data_loss_ci_high"]),
+            ls="-" if many else "none",
             label=name + ("" if good else " (not IC/IR)"),
+            **style,
         )
         if many:
+            yo = d["objective_mean"].to_numpy()
             axes[0, 1].errorbar(
-                d["n_sellers"], y, yerr=yerr, fmt="o-", color=col,
-                mfc=col if good else "white", capsize=3, label=name,
+                d["n_sellers"], yo, yerr=_err(yo, d["objective_ci_low"], d["objective_ci_high"]),
+                ls="-", label=name, **style,
             )  # fmt: skip
-    ax.set(
-        xlabel="mean total payment per market",
-        ylabel="mean objective (Eq. 11 with payments)",
-        title="loss-payment plane" + (" (one point per size)" if many else ""),
-    )
-    ax.legend(fontsize=8)
     vals = lb[np.isfinite(lb["objective_mean"])]
-    for axis, col in (("x", "payment_mean"), ("y", "objective_mean")):
+    for axis, col in (("x", "payment_mean"), ("y", "data_loss_mean")):
         v = vals[col].to_numpy()
         if v.size and v.min() > 0 and v.max() > 20 * v.min():  # spans decades: log scale
             getattr(ax, f"set_{axis}scale")("log")
+    base = lb[(lb["mechanism"] == result.settings["baseline"]) & (lb["n_sellers"] == sizes[-1])]
+    if len(base) and np.isfinite(base["objective_mean"].iloc[0]):
+        level = float(base["objective_mean"].iloc[0])
+        (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+        xs = np.geomspace(max(x0, 1e-12), x1, 200) if ax.get_xscale() == "log" else None
+        xs = np.linspace(x0, x1, 200) if xs is None else xs
+        ys = level - gamma * xs
+        keep = ys > 0
+        ax.plot(xs[keep], ys[keep], ":", color="grey", lw=1,
+                label=f"objective of {result.settings['baseline']}")  # fmt: skip
+        ax.set_xlim(x0, x1)
+        ax.set_ylim(y0, y1)
+    ax.set(
+        xlabel="mean total payment per market",
+        ylabel="mean data loss (mu ||eps|| / sum eps + sigma / sum eps)",
+        title="loss-payment plane" + (f" (m = {sizes[-1]} on the line)" if many else ""),
+    )
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     if many:
         axes[0, 1].set(xlabel="sellers per market (m)", ylabel="mean objective", xscale="log")
         axes[0, 1].set_title("objective against m")
