@@ -65,7 +65,7 @@ import numpy as np
 
 from .distributions import as_distribution
 from .errors import MarketSimError
-from .files import atomic_write, save_png
+from .files import atomic_write, json_plain, save_png
 from .mechanisms.base import Mechanism, as_mechanism, as_outcome, mechanism_name
 from .parameters import check_int
 
@@ -128,7 +128,7 @@ class AuditResult:
         out.mkdir(parents=True, exist_ok=True)
         csv = self.table.to_csv(index=False).encode()
         atomic_write(out / "audit.csv", lambda fh: fh.write(csv))
-        doc = json.dumps(_plain(self.summary), indent=2) + "\n"
+        doc = json.dumps(json_plain(self.summary), indent=2) + "\n"
         atomic_write(out / "summary.json", lambda fh: fh.write(doc.encode()))
         plot(self, out / "audit.png")
         return out
@@ -229,20 +229,6 @@ def _se(v) -> str:
 
 def _fmt(v) -> str:
     return "n/a" if v is None or not math.isfinite(v) else f"{v:.3g}"
-
-
-def _plain(v):
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple, np.ndarray)):
-        return [_plain(x) for x in v]
-    if isinstance(v, (np.floating, float)):
-        return float(v) if math.isfinite(v) else None
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, np.bool_):
-        return bool(v)
-    return v
 
 
 def clopper_pearson_upper(k: int, n: int, level: float = CONFIDENCE) -> float:

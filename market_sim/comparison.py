@@ -44,7 +44,7 @@ import numpy as np
 
 from .distributions import as_distribution
 from .errors import MarketSimError
-from .files import atomic_write, check_writable_folder, save_png
+from .files import atomic_write, check_writable_folder, json_plain, save_png
 from .mechanisms.base import as_mechanism, mechanism_name
 from .parameters import check_int
 
@@ -121,7 +121,7 @@ class CompareResult:
             atomic_write(out / name, lambda fh, data=data: fh.write(data))
         md = ("# " + self.title() + "\n\n" + self.format() + "\n").encode()
         atomic_write(out / "leaderboard.md", lambda fh: fh.write(md))
-        doc = json.dumps(_plain(self.settings), indent=2).encode() + b"\n"
+        doc = json.dumps(json_plain(self.settings), indent=2).encode() + b"\n"
         atomic_write(out / "summary.json", lambda fh: fh.write(doc))
         plot(self, out / "compare.png")
         return out
@@ -213,18 +213,6 @@ def _theory(lb: pd.DataFrame) -> str:
         "be beaten, so this is sampling noise (see the paired intervals) or a mechanism "
         "the audit could not show manipulable."
     )
-
-
-def _plain(v):
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple, np.ndarray)):
-        return [_plain(x) for x in v]
-    if isinstance(v, (np.floating, float)):
-        return float(v) if math.isfinite(v) else None
-    if isinstance(v, np.integer):
-        return int(v)
-    return v
 
 
 def _label(spec, mech) -> str:
@@ -516,7 +504,7 @@ def plot(result: CompareResult, path) -> None:
     many = len(sizes) > 1
     fig, axes = plt.subplots(1, 2 if many else 1, figsize=(13 if many else 8, 5.5), squeeze=False)
     ax = axes[0, 0]
-    tab = plt.get_cmap("tab20").colors
+    tab = [plt.get_cmap("tab20")(i) for i in range(20)]
     colors = tab[::2] + tab[1::2]  # 20 distinct: the strong ten, then the light ten
     markers = "osD^vP*Xh<>p"
     for j, name in enumerate(result.settings["mechanisms"]):

@@ -90,7 +90,7 @@ import numpy as np
 
 from .distributions import CostDistribution, as_distribution
 from .errors import MarketSimError
-from .files import atomic_write, save_png
+from .files import atomic_write, json_plain, save_png
 from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
 from .parameters import check_int
 
@@ -188,7 +188,7 @@ class BNEResult:
             f"{c!r},{b!r}\n" for c, b in zip(self.costs.tolist(), self.bids.tolist(), strict=True)
         )
         atomic_write(out / "bid.csv", lambda fh: fh.write(rows.encode()))
-        doc = json.dumps({k: _plain(v) for k, v in self.summary().items()}, indent=2) + "\n"
+        doc = json.dumps({k: json_plain(v) for k, v in self.summary().items()}, indent=2) + "\n"
         atomic_write(out / "summary.json", lambda fh: fh.write(doc.encode()))
         plot(self, out / "bne.png")
         return out
@@ -210,16 +210,6 @@ class BNEResult:
         ]
         width = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
-
-
-def _plain(v):
-    if isinstance(v, (np.floating, float)):
-        return float(v) if math.isfinite(v) else None
-    if isinstance(v, (np.integer, np.bool_)):
-        return v.item()
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    return v
 
 
 def _interp(costs, grid, bids, support) -> np.ndarray:

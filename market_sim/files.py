@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from pathlib import Path
+
+import numpy as np
 
 from .errors import MarketSimError
 
@@ -89,3 +92,17 @@ def check_writable_file(path) -> None:
     if base != folder:
         raise MarketSimError(f"cannot write to {path}: folder {str(folder)!r} does not exist")
     _probe(folder, path)
+
+
+def json_plain(v):
+    """``v`` with numpy scalars and arrays as plain Python, non-finite floats as None
+    (JSON has no inf or NaN), recursively through dicts, lists and tuples."""
+    if isinstance(v, dict):
+        return {k: json_plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return [json_plain(x) for x in v]
+    if isinstance(v, (np.floating, float)):
+        return float(v) if math.isfinite(v) else None
+    if isinstance(v, (np.integer, np.bool_)):
+        return v.item()
+    return v

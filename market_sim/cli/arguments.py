@@ -14,7 +14,9 @@ __all__ = [
     "number",
     "positive",
     "count",
+    "add_cost_law",
     "add_market_settings",
+    "add_output",
     "market_settings",
     "market_parent",
     "online_parent",
@@ -116,6 +118,20 @@ def add_market_settings(parser) -> None:
 def market_settings(args) -> dict:
     """The market settings given on the command line (see :func:`add_market_settings`)."""
     return {k: getattr(args, k) for k in MARKET_SETTINGS if getattr(args, k, None) is not None}
+
+
+def add_cost_law(parser, example: str = "uniform:0:1") -> None:
+    """``--dist SPEC`` (required) and ``--iron``."""
+    parser.add_argument(
+        "--dist", required=True, metavar="SPEC", help=f"cost distribution, e.g. {example}"
+    )
+    parser.add_argument("--iron", action="store_true", help="Myerson ironing of the cost law")
+
+
+def add_output(parser, quiet: str = "no progress bar (stderr)") -> None:
+    """``--out DIR`` (required) and ``--quiet``."""
+    parser.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    parser.add_argument("--quiet", action="store_true", help=quiet)
 
 
 def market_parent() -> Parser:

@@ -10,7 +10,7 @@ import numpy as np
 from ..distributions import parse_distribution
 from ..errors import MarketSimError
 from ..files import check_writable_folder
-from .arguments import add_market_settings, count, market_settings, number
+from .arguments import add_cost_law, add_market_settings, add_output, count, market_settings, number
 
 
 def add_parser(subparsers):
@@ -31,10 +31,7 @@ def add_parser(subparsers):
         "pay-as-bid, posted-price, uniform-price, ...), name:key=value, module:attr or "
         "path/to/file.py:Class",
     )
-    a.add_argument(
-        "--dist", required=True, metavar="SPEC", help="cost distribution, e.g. uniform:0:1"
-    )
-    a.add_argument("--iron", action="store_true", help="Myerson ironing of the cost law")
+    add_cost_law(a)
     a.add_argument("--sellers", type=count("sellers"), default=20, help="sellers per market")
     a.add_argument("--markets", type=count("markets"), default=20, help="number of markets")
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -59,8 +56,7 @@ def add_parser(subparsers):
         help="also search joint misreports of coalitions of up to K >= 2 sellers",
     )
     add_market_settings(a)
-    a.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    a.add_argument("--quiet", action="store_true", help="no progress bar nor estimate (stderr)")
+    add_output(a, "no progress bar nor estimate (stderr)")
     a.set_defaults(func=run)
     return a
 

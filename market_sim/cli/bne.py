@@ -12,7 +12,15 @@ import numpy as np
 from ..distributions import parse_distribution
 from ..equilibrium import symmetric_bne
 from ..files import check_writable_folder
-from .arguments import add_market_settings, count, market_settings, number, positive
+from .arguments import (
+    add_cost_law,
+    add_market_settings,
+    add_output,
+    count,
+    market_settings,
+    number,
+    positive,
+)
 
 
 def add_parser(subparsers):
@@ -40,10 +48,7 @@ def add_parser(subparsers):
         help="a registered name (pay-as-bid, offline, posted-price, ...), "
         "name:key=value, module:attr or path/to/file.py:Class",
     )
-    a.add_argument(
-        "--dist", required=True, metavar="SPEC", help="cost distribution, e.g. uniform:0:1"
-    )
-    a.add_argument("--iron", action="store_true", help="Myerson ironing of the cost law")
+    add_cost_law(a)
     a.add_argument("--sellers", type=at_least("sellers", 2), required=True, help="sellers")
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     D = {k: p.default for k, p in inspect.signature(symmetric_bne).parameters.items()}
@@ -79,8 +84,7 @@ def add_parser(subparsers):
         help="fresh opponent draws for epsilon (default: 4 x --samples)",
     )
     add_market_settings(a)
-    a.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    a.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
+    add_output(a)
     a.set_defaults(func=run)
     return a
 

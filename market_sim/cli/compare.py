@@ -8,7 +8,7 @@ import numpy as np
 
 from ..distributions import parse_distribution
 from ..files import check_writable_folder
-from .arguments import count, number, positive
+from .arguments import add_cost_law, add_output, count, number, positive
 
 
 def add_parser(subparsers):
@@ -36,10 +36,7 @@ def add_parser(subparsers):
         default=None,
         help="the mechanism the paired differences are taken against (default the first)",
     )
-    a.add_argument(
-        "--dist", required=True, metavar="SPEC", help="cost distribution, e.g. uniform:0:1"
-    )
-    a.add_argument("--iron", action="store_true", help="Myerson ironing of the cost law")
+    add_cost_law(a)
     a.add_argument(
         "--sellers",
         type=count("sellers"),
@@ -76,8 +73,7 @@ def add_parser(subparsers):
     )
     a.add_argument("--no-refine", action="store_true", help="audit: no local search")
     a.add_argument("--no-audit", action="store_true", help="skip the audits (no IC column)")
-    a.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    a.add_argument("--quiet", action="store_true", help="no progress bars (stderr)")
+    add_output(a, "no progress bars (stderr)")
     a.set_defaults(func=run)
     return a
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..distributions import parse_distribution
 from ..files import check_writable_folder
-from .arguments import add_market_settings, count, market_settings, number
+from .arguments import add_cost_law, add_market_settings, add_output, count, market_settings, number
 
 
 def add_parser(subparsers):
@@ -26,10 +26,7 @@ def add_parser(subparsers):
         help="a registered name (offline, online, pay-as-bid, posted-price, ...), "
         "name:key=value, module:attr or path/to/file.py:Class",
     )
-    a.add_argument(
-        "--dist", required=True, metavar="SPEC", help="cost distribution, e.g. uniform:1:5"
-    )
-    a.add_argument("--iron", action="store_true", help="Myerson ironing of the cost law")
+    add_cost_law(a, "uniform:1:5")
     a.add_argument(
         "--sellers", type=count("sellers"), default=20, help="sellers per market (default 20)"
     )
@@ -68,8 +65,7 @@ def add_parser(subparsers):
         "--boot", type=count("boot"), default=1000, help="bootstrap resamples (default 1000)"
     )
     add_market_settings(a)
-    a.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    a.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
+    add_output(a)
     a.set_defaults(func=run)
     return a
 

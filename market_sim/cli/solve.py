@@ -6,10 +6,8 @@ import json
 import math
 import sys
 
-import numpy as np
-
 from ..errors import MarketSimError
-from ..files import atomic_write, check_writable_file
+from ..files import atomic_write, check_writable_file, json_plain
 from .arguments import count, market_parent, number, online_parent, warn
 
 
@@ -95,15 +93,15 @@ def run(args) -> int:
     table.insert(0, "seller_id", ids)
     if args.json:
         doc = {
-            "summary": {k: _json_value(v) for k, v in summary.items()},
+            "summary": {k: json_plain(v) for k, v in summary.items()},
             "sellers": [
-                {k: _json_value(v) for k, v in row.items()}
+                {k: json_plain(v) for k, v in row.items()}
                 for row in table.to_dict(orient="records")
             ],
         }
         sys.stdout.write(json.dumps(doc) + "\n")
         return 0
-    lines = "".join(f"{k}: {_json_value(v)}\n" for k, v in summary.items())
+    lines = "".join(f"{k}: {json_plain(v)}\n" for k, v in summary.items())
     if args.out:
         atomic_write(args.out, lambda fh: _write_csv(table, fh))
         sys.stdout.write(lines)
@@ -127,11 +125,3 @@ def _write_csv(table, fh) -> None:
         fh,
         pacsv.WriteOptions(include_header=False, quoting_style="none" if plain else "needed"),
     )
-
-
-def _json_value(v):
-    if isinstance(v, (float, np.floating)):
-        return float(v) if math.isfinite(v) else None
-    if isinstance(v, np.integer):
-        return int(v)
-    return v
