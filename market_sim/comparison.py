@@ -515,7 +515,7 @@ def plot(result: CompareResult, path) -> None:
         col, mk = colors[j % len(colors)], markers[j % len(markers)]
         good = bool(((d["ic"] == "ic") & (d["ir"] == "ir")).all())
         x, y = d["payment_mean"].to_numpy(), d["data_loss_mean"].to_numpy()
-        style = dict(color=col, marker=mk, mfc=col if good else "white", capsize=3, ms=7)
+        style: dict = dict(color=col, marker=mk, mfc=col if good else "white", capsize=3, ms=7)
         ax.errorbar(
             x,
             y,
@@ -532,8 +532,8 @@ def plot(result: CompareResult, path) -> None:
                 ls="-", label=name, **style,
             )  # fmt: skip
     vals = lb[np.isfinite(lb["objective_mean"])]
-    for axis, col in (("x", "payment_mean"), ("y", "data_loss_mean")):
-        v = vals[col].to_numpy()
+    for axis, column in (("x", "payment_mean"), ("y", "data_loss_mean")):
+        v = vals[column].to_numpy()
         if v.size and v.min() > 0 and v.max() > 20 * v.min():  # spans decades: log scale
             getattr(ax, f"set_{axis}scale")("log")
     base = lb[(lb["mechanism"] == result.settings["baseline"]) & (lb["n_sellers"] == sizes[-1])]
