@@ -444,16 +444,12 @@ class MarketModel(mesa.Model):
         }
         ledger_reporters = (
             {
-                "sellers_in_market": lambda m: int(self.n_sellers - m._exhausted.sum()),
+                "sellers_in_market": lambda m: int(m.n_sellers - m._exhausted.sum()),
                 "mean_eps_spent": lambda m: float(m.ledger.spent.mean()),
             }
             if self.ledger is not None
             else {}
         )
-        if self.ledger is not None:
-            self.agent_columns = (
-                self.agent_columns[:-1] + ("eps_spent", "budget_left") + self.agent_columns[-1:]
-            )
         self.datacollector = mesa.DataCollector(
             model_reporters={
                 "proxy_loss": lambda m: m.platform.proxy_loss,
@@ -509,9 +505,10 @@ class MarketModel(mesa.Model):
             if self._learners
             else np.zeros(0, dtype=int)
         )
-        self.agent_columns = (
+        self.agent_columns: tuple[str, ...] = (
             AGENT_COLUMNS[:-1]
             + (("external_regret",) if self._learners else ())
+            + (("eps_spent", "budget_left") if self.ledger is not None else ())
             + AGENT_COLUMNS[-1:]
         )
 

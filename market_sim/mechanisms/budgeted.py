@@ -79,19 +79,18 @@ def capped(eps, payments, capped_eps) -> tuple[np.ndarray, np.ndarray]:
 
 
 class Budgeted(Mechanism):
-    """``mechanism`` with each seller's eps capped at ``caps`` (module docstring)."""
+    """``mechanism`` with each seller's eps capped at ``caps`` (module docstring).
+    ``myerson_payments`` stays False: pro rata payments do not follow Myerson's
+    identity for the capped allocation."""
 
     def __init__(self, mechanism, caps):
         from .base import as_mechanism
 
         self.mechanism = as_mechanism(mechanism)
         self.caps = caps if isinstance(caps, Caps) else Caps(caps)
-        self.name = f"budgeted({mechanism_name(self.mechanism)})"  # type: ignore[misc]
+        self.name = f"budgeted({mechanism_name(self.mechanism)})"
         for attr in ("randomized", "own_report_inclusion", "needs_data", "n_draws"):
             setattr(self, attr, getattr(self.mechanism, attr))
-        # Myerson's identity holds for the capped rule only under Myerson-consistent
-        # payments; pro rata ones are not (module docstring)
-        self.myerson_payments = False  # type: ignore[misc]
 
     def with_data(self, X, y):
         return Budgeted(self.mechanism.with_data(X, y), self.caps)
