@@ -340,7 +340,8 @@ class PrivacyLedger:
         """The largest eps each seller ``ids`` can take now within its budget.
 
         With the sum it is ``left``.  Else it is the largest multiple k * ``grid`` with
-        ``after(ids, k grid) <= budget``: ``lower_cap`` gives a start, doubling an
+        ``after(ids, k grid) <= budget``, or ``lower_cap`` if that is larger and fits
+        (the result is rounded down: conservative): ``lower_cap`` gives a start, doubling an
         upper end, then bisection on k, vectorised over the sellers; sellers in the
         same state (same spent sum and same accountant state) are computed once."""
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
@@ -354,7 +355,9 @@ class PrivacyLedger:
         def fits(k):
             return self.after(rep, k * g) <= b
 
-        lo = np.floor(self.lower_cap(rep) / g)
+        low = self.lower_cap(rep)
+        low = np.where(self.after(rep, low) <= b, low, 0.0)  # kept if it fits
+        lo = np.floor(low / g)
         lo = np.where(fits(lo), lo, 0.0)
         hi = np.maximum(2 * lo, 1.0)
         for _ in range(64):  # double until the budget is crossed
@@ -366,7 +369,7 @@ class PrivacyLedger:
             mid = np.floor(0.5 * (lo + hi))
             good = fits(mid)
             lo, hi = np.where(good, mid, lo), np.where(good, hi, mid)
-        return (lo * g)[inv.reshape(-1)]
+        return np.maximum(lo * g, low)[inv.reshape(-1)]
 
     def exhausted(self) -> np.ndarray:
         """(n,) bool: sellers whose cap is below ``min_eps``."""
