@@ -267,6 +267,18 @@ def test_bad_budgets_are_one_clear_error(budget, accountant, msg):
         MarketModel(3, budget=budget, accountant=accountant)
 
 
+def test_without_dp_accounting_basic_and_rdp_run_and_pld_says_what_to_install(monkeypatch):
+    import sys
+
+    for mod in [m for m in sys.modules if m.startswith("dp_accounting")]:
+        monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setitem(sys.modules, "dp_accounting", None)  # import fails
+    for acc in ("basic", "rdp"):
+        MarketModel(4, rounds=2, budget=(2.0, 1e-6), accountant=acc, measure_regret=False).run()
+    with pytest.raises(MarketSimError, match=r"pip install 'market_sim\[accounting\]'"):
+        MarketModel(4, budget=(2.0, 1e-6), accountant="pld")
+
+
 def test_budget_parse_forms():
     assert Budget.parse("3") == Budget(3.0, 0.0)
     assert Budget.parse("3:1e-6") == Budget(3.0, 1e-6)

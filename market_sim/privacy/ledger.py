@@ -193,7 +193,12 @@ class PldAccountant(Accountant):
 
     def __init__(self, n: int, delta: float, interval: float = 1e-3):
         super().__init__(n, delta)
-        from dp_accounting.pld import privacy_loss_distribution as pld
+        try:
+            from dp_accounting.pld import privacy_loss_distribution as pld
+        except ImportError:
+            raise MarketSimError(
+                "the pld accountant needs dp-accounting: pip install 'market_sim[accounting]'"
+            ) from None
 
         self._pld_mod, self.interval = pld, float(interval)
         self.slack = 2 * self.interval  # pessimistic discretisation: up to one step per event
