@@ -227,6 +227,26 @@ def test_costs_follow_the_composed_loss():
     assert (inc[bought.index] < bought.eps - 1e-6).any()
 
 
+def test_ledger_frame_shows_every_accountant_per_seller():
+    model = MarketModel(
+        10,
+        mechanism="posted-price:price=0.9:eps_level=0.1",
+        rounds=40,
+        seed=0,
+        measure_regret=False,
+        new_costs_each_round=True,
+        budget=(2.0, 1e-6),
+        accountant="rdp",
+    )
+    model.run()
+    t = model.ledger_frame()
+    np.testing.assert_allclose(t.spent_rdp, t.eps_spent, rtol=1e-9)
+    np.testing.assert_allclose(t.spent_basic, t.eps_sold, rtol=1e-12)
+    sold = t[t.sales > 20]  # more than the sum allows (2 / 0.1)
+    assert len(sold) and (sold.spent_pld < sold.spent_rdp).all()
+    assert (sold.spent_rdp < sold.spent_basic).all()
+
+
 def test_basic_ledger_with_a_large_budget_changes_nothing():
     kw = dict(mechanism="offline", rounds=3, seed=4, measure_regret=False)
     _, plain = MarketModel(10, **kw).run()

@@ -894,6 +894,39 @@ class MarketModel(mesa.Model):
         df.insert(0, "round", np.arange(1, len(df) + 1))
         return df
 
+    def ledger_frame(self, accountants=("basic", "rdp", "pld")):
+        """One row per seller: its sales, the eps it sold (sum), its composed loss under
+        the model's accountant (``eps_spent``), ``budget_left``, and the loss of the same
+        history under each of ``accountants`` at the budget's delta (``spent_<name>``;
+        pld is left out when dp-accounting is not installed)."""
+        import pandas as pd
+
+        from ..privacy.ledger import spent_under
+
+        if self.ledger is None:
+            raise MarketSimError("ledger_frame: the model has no budget (pass budget=)")
+        led = self.ledger
+        agents = self.agent_frame()
+        hist = agents.pivot(index="round", columns="seller_id", values="eps")
+        hist = hist.reindex(columns=range(self.n_sellers), fill_value=0.0).to_numpy()
+        names = list(accountants)
+        if "pld" in names:
+            try:
+                import dp_accounting  # noqa: F401
+            except ImportError:
+                names.remove("pld")
+        spent = spent_under(hist, led.budget.delta, names) if len(hist) else {}
+        return pd.DataFrame(
+            {
+                "seller_id": np.arange(self.n_sellers),
+                "sales": led.rounds.copy(),
+                "eps_sold": led.basic.spent.copy(),
+                "eps_spent": led.spent.copy(),
+                "budget_left": led.left.copy(),
+                **{f"spent_{k}": v for k, v in spent.items()},
+            }
+        )
+
     def agent_frame(self):
         """One row per seller and round (``AGENT_COLUMNS``)."""
         import pandas as pd
