@@ -125,7 +125,7 @@ def test_budgeted_caps_and_pays_pro_rata_and_keeps_ir():
     inner = MarketModel(4, mechanism="offline", rounds=1, seed=0).mechanism
     base = inner.run(reports)
     cap = np.array([0.0, 0.5 * base.eps[1], 10.0, 0.0])
-    out = Budgeted(inner, cap).run(reports)
+    out = Budgeted(inner, cap, payments="pro-rata").run(reports)
     np.testing.assert_allclose(out.eps, np.minimum(base.eps, cap))
     share = np.divide(out.eps, base.eps, out=np.ones(4), where=base.eps > 0)
     np.testing.assert_allclose(out.payments, base.payments * share)
@@ -137,15 +137,55 @@ def test_budgeted_deviations_are_the_capped_rule():
     reports = np.array([0.1, 0.2, 0.3, 0.9, 0.5])
     inner = MarketModel(5, mechanism="offline", rounds=1, seed=0).mechanism
     cap = np.full(5, 0.4)
-    mech = Budgeted(inner, cap)
     cand = np.array([[0.05, 0.1, 0.6]])
-    dev = mech.deviations([0], cand, reports)
-    for j, z in enumerate(cand[0]):
-        trial = reports.copy()
-        trial[0] = z
-        out = mech.run(trial)
-        assert dev.eps[0, j] == pytest.approx(out.eps[0])
-        assert dev.payments[0, j] == pytest.approx(out.payments[0])
+    for payments in ("pro-rata", "myerson"):
+        mech = Budgeted(inner, cap, payments=payments)
+        dev = mech.deviations([0], cand, reports)
+        for j, z in enumerate(cand[0]):
+            trial = reports.copy()
+            trial[0] = z
+            out = mech.run(trial)
+            assert dev.eps[0, j] == pytest.approx(out.eps[0])
+            assert dev.payments[0, j] == pytest.approx(out.payments[0], rel=1e-9)
+
+
+def _capped_offline(payments):
+    model = MarketModel(8, mechanism="offline", rounds=1, seed=5)
+    base = model.mechanism.run(model.cost)
+    cap = np.full(8, 0.5 * base.eps.max())  # binds for every bought seller
+    return Budgeted(model.mechanism, cap, payments=payments), model.cost, base, cap
+
+
+def test_myerson_payments_of_the_capped_offline_rule_are_ic_and_ir():
+    mech, costs, base, cap = _capped_offline("myerson")
+    assert mech.myerson_payments
+    grid = np.linspace(0, 1, 201)
+    u = mech.deviation_utilities(np.arange(8), np.tile(grid, (8, 1)), costs, costs)
+    out = mech.run(costs)
+    truth = out.utilities(costs)
+    assert np.all(u.max(axis=1) <= truth + 1e-9)  # no report on the grid gains
+    assert np.all(truth >= -1e-12)
+    # Myerson's identity for the capped allocation x(z) = min(eps(z), cap): u(c) =
+    # int_c^1 x(z) dz, by the trapezoid rule on a fine grid of own reports
+    i = int(np.argmax(base.eps))
+    z = np.linspace(costs[i], 1.0, 4001)
+    x = mech.deviations([i], z[None, :], costs).eps[0]
+    assert truth[i] == pytest.approx(np.trapezoid(x, z), rel=2e-3)
+
+
+def test_pro_rata_is_ir_but_not_ic_under_myerson_payments():
+    mech, costs, base, cap = _capped_offline("pro-rata")
+    grid = np.linspace(0, 1, 201)
+    u = mech.deviation_utilities(np.arange(8), np.tile(grid, (8, 1)), costs, costs)
+    truth = mech.run(costs).utilities(costs)
+    assert np.all(truth >= -1e-12)
+    assert (u.max(axis=1) - truth).max() > 1e-3  # a capped seller gains by over-reporting
+    assert not mech.myerson_payments
+    assert Budgeted(mech.mechanism, cap).payments == "myerson"  # the default for offline
+    pp = MarketModel(4, mechanism="posted-price", rounds=1, seed=0).mechanism
+    assert Budgeted(pp, np.ones(4)).payments == "pro-rata"
+    with pytest.raises(MarketSimError, match="Myerson payments for the capped rule"):
+        Budgeted(pp, np.ones(4), payments="myerson")
 
 
 def test_posted_price_under_caps_stays_truthful():
@@ -204,6 +244,15 @@ def test_no_seller_ever_exceeds_its_budget(mechanism, accountant):
     for sid, first in gone.groupby("seller_id")["round"].min().items():
         later = agents[(agents.seller_id == sid) & (agents["round"] > first)]
         assert (later.eps == 0).all() and (later.payment == 0).all()
+
+
+def test_truth_stays_a_best_response_in_a_budgeted_offline_market():
+    model = MarketModel(
+        8, mechanism="offline", rounds=6, seed=1, budget=(2.0, 1e-6), accountant="rdp"
+    )
+    frame, agents = model.run()
+    assert frame.max_regret.max() <= 1e-7
+    assert (agents.budget_left < model.ledger.min_eps).any()  # the caps did bind
 
 
 def test_costs_follow_the_composed_loss():

@@ -1,27 +1,29 @@
-"""Any mechanism under per-seller privacy budgets: eps_i capped, payments pro rata.
+"""Any mechanism under per-seller privacy budgets: eps_i capped at a per-seller cap.
 
-``Budgeted(mechanism, caps)`` runs ``mechanism`` and gives seller i
+``Budgeted(mechanism, caps, payments=...)`` runs ``mechanism`` and gives seller i
+eps_i' = min(eps_i, cap_i), where cap_i is the largest eps seller i can still sell (its
+privacy ledger's ``cap``), fixed before the reports are seen.  Two payment rules:
 
-    eps_i' = min(eps_i, cap_i),     t_i' = t_i * eps_i' / eps_i   (t_i' = t_i if eps_i = 0),
+* ``"pro-rata"`` (any mechanism): t_i' = t_i eps_i'/eps_i (t_i' = t_i if eps_i = 0).
+  **IR is kept**: u_i' = (eps_i'/eps_i)(t_i - c_i eps_i) >= 0 when the uncapped u_i is.
+  **IC** is kept where the price per unit t_i/eps_i does not move with the seller's own
+  report while it sells (posted prices); under Myerson payments the price per unit
+  t_i(z)/eps_i(z) = z + int_z eps_i / eps_i(z) can rise with the report z, so a capped
+  seller may gain by over-reporting while its eps stays above the cap.
+* ``"myerson"`` (deterministic mechanisms that pay by Myerson's identity, Eq. 8 of
+  003): the payment of the capped allocation x_i(z) = min(eps_i(z), cap_i) by the same
+  identity, t_i'(r) = r x_i(r) + int_r^{c_high} x_i(z) dz.  Uncapped sellers keep t_i;
+  with z* = inf{z : eps_i(z) <= cap_i} a capped seller gets the constant
+      t_i' = cap_i z* + t_i(z*) - z* eps_i(z*)
+  (t_i(z*) - z* eps_i(z*) = int_{z*} eps_i, Eq. 8), z* by bisection on its own report.
+  The capped allocation is monotone (the cap does not depend on the report), so this is
+  IC and IR (u_i = int_{c_i} x_i >= 0).
 
-where cap_i is the largest eps seller i can still sell (its privacy ledger's
-``cap``), fixed before the reports are seen.
-
-Properties (docs/ledger.md):
-
-* **IR is kept**: u_i' = t_i' - c_i eps_i' = (eps_i'/eps_i)(t_i - c_i eps_i), a
-  non-negative multiple of the uncapped utility.
-* **Budgets hold**: eps_i' <= cap_i whatever the reports.
-* **IC** is kept where the price per unit t_i/eps_i does not depend on the seller's
-  own report while it is bought (posted prices, uniform-price rules): a capped seller
-  then sells cap_i units at the same price.  For Myerson-paid allocations
-  (offline, online) the price per unit t_i(z)/eps_i(z) = z + int_z eps_i / eps_i(z)
-  can rise with the report z, so a capped seller may gain by over-reporting while its
-  eps stays above the cap; ``deviations`` here are those of the capped rule, so the
-  model's regret measures that gain.
-
-``caps`` is an array (one per report) or a :class:`Caps` whose exact values are only
-computed where a seller's allocation exceeds a known lower bound.
+``payments="auto"`` (the default) is ``"myerson"`` where the mechanism sets
+``myerson_payments`` and is deterministic, else ``"pro-rata"``.  Budgets hold either way:
+eps_i' <= cap_i whatever the reports.  ``caps`` is an array (one per report) or a
+:class:`Caps` whose exact values are only computed where an allocation exceeds a known
+lower bound.
 """
 
 from __future__ import annotations
@@ -78,22 +80,41 @@ def capped(eps, payments, capped_eps) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(capped_eps, dtype=float), pay * share
 
 
+PAYMENTS = ("auto", "pro-rata", "myerson")
+
+
 class Budgeted(Mechanism):
     """``mechanism`` with each seller's eps capped at ``caps`` (module docstring).
-    ``myerson_payments`` stays False: pro rata payments do not follow Myerson's
-    identity for the capped allocation."""
+    ``myerson_payments`` is True only with ``payments="myerson"``."""
 
-    def __init__(self, mechanism, caps):
+    bisection_steps = 60
+
+    def __init__(self, mechanism, caps, payments: str = "auto"):
         from .base import as_mechanism
 
+        if payments not in PAYMENTS:
+            raise MarketSimError(
+                f"payments must be one of {', '.join(PAYMENTS)} (got {payments!r})"
+            )
         self.mechanism = as_mechanism(mechanism)
         self.caps = caps if isinstance(caps, Caps) else Caps(caps)
         self.name = f"budgeted({mechanism_name(self.mechanism)})"
         for attr in ("randomized", "own_report_inclusion", "needs_data", "n_draws"):
             setattr(self, attr, getattr(self.mechanism, attr))
+        myerson_ok = bool(self.mechanism.myerson_payments) and not self.mechanism.randomized
+        if payments == "myerson" and not myerson_ok:
+            raise MarketSimError(
+                f"{self.name}: Myerson payments for the capped rule need a deterministic "
+                "mechanism that pays by Myerson's identity (myerson_payments)"
+            )
+        self.payments = "myerson" if payments == "auto" and myerson_ok else payments
+        if self.payments == "auto":
+            self.payments = "pro-rata"
+        self.myerson_payments = self.payments == "myerson"
+        self._constants: dict[tuple, dict[int, float]] = {}
 
     def with_data(self, X, y):
-        return Budgeted(self.mechanism.with_data(X, y), self.caps)
+        return Budgeted(self.mechanism.with_data(X, y), self.caps, self.payments)
 
     def _check(self, n: int) -> None:
         if self.caps.lower.size != n:
@@ -101,11 +122,59 @@ class Budgeted(Mechanism):
                 f"{self.name}: {self.caps.lower.size} caps for {n} reports; one per seller"
             )
 
+    def _high(self) -> float:
+        dist = getattr(self.mechanism, "dist", None)
+        if dist is None:
+            raise MarketSimError(f"{self.name}: Myerson payments need the mechanism's cost law")
+        return float(dist.support[1])
+
+    def _capped_payment(self, sellers: np.ndarray, reports: np.ndarray, rng) -> np.ndarray:
+        """cap_i z* + t_i(z*) - z* eps_i(z*) per seller (module docstring), memoised per
+        report profile and seller."""
+        key = (reports.shape, reports.tobytes())
+        memo = self._constants.setdefault(key, {})
+        todo = np.array([i for i in np.unique(sellers) if int(i) not in memo], dtype=np.int64)
+        if todo.size:
+            cap = self.caps.exact(todo)
+            lo = np.zeros(todo.size)
+            hi = np.full(todo.size, self._high())
+            lo = np.minimum(lo, reports[todo])
+            for _ in range(self.bisection_steps):  # eps_i(lo) > cap >= eps_i(hi)
+                mid = 0.5 * (lo + hi)
+                e = self.mechanism.deviations(todo, mid[:, None], reports, rng).eps[:, 0]
+                above = e > cap
+                lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
+            d = self.mechanism.deviations(todo, hi[:, None], reports, rng)
+            e_hi, t_hi = d.eps[:, 0], d.payments[:, 0]
+            # at the top of the support eps may still exceed the cap: then z* = c_high
+            # and int_{c_high} = 0, so the payment is cap * c_high
+            k = cap * hi + np.where(e_hi <= cap, t_hi - hi * e_hi, 0.0)
+            memo.update(zip(todo.tolist(), k.tolist(), strict=True))
+        if len(self._constants) > 8:  # old report profiles
+            self._constants = {key: memo}
+        return np.array([memo[int(i)] for i in sellers], dtype=float)
+
+    def _pay(self, sellers, eps, pay, capped_eps, reports, rng) -> np.ndarray:
+        """Payments of the capped rule for rows ``sellers`` of (k,) or (k, j) arrays."""
+        if self.payments == "pro-rata":
+            return capped(eps, pay, capped_eps)[1]
+        over = eps > capped_eps
+        rows = np.flatnonzero(over.reshape(eps.shape[0], -1).any(axis=1))
+        out = np.array(pay, dtype=float, copy=True)
+        if rows.size:
+            k = self._capped_payment(np.asarray(sellers)[rows], reports, rng)
+            sub = out[rows]
+            k = k.reshape((-1,) + (1,) * (eps.ndim - 1))
+            out[rows] = np.where(over[rows], np.broadcast_to(k, sub.shape), sub)
+        return out
+
     def outcome(self, reports, rng=None):
         reports = np.asarray(reports, dtype=float)
         self._check(reports.size)
         out = as_outcome(self.mechanism.outcome(reports, rng), reports.size, self.name)
-        eps, pay = capped(out.eps, out.payments, self.caps.apply(np.arange(reports.size), out.eps))
+        idx = np.arange(reports.size)
+        eps = self.caps.apply(idx, out.eps)
+        pay = self._pay(idx, out.eps, out.payments, eps, reports, rng)
         return Outcome(eps, pay, {**out.info, "uncapped_eps": out.eps})
 
     def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
@@ -118,5 +187,5 @@ class Budgeted(Mechanism):
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
         self._check(reports.size)
         dev = self.mechanism.deviations(sellers, cand, reports, rng)
-        eps, pay = capped(dev.eps, dev.payments, self.caps.apply(sellers, dev.eps))
-        return Outcome(eps, pay)
+        eps = self.caps.apply(sellers, dev.eps)
+        return Outcome(eps, self._pay(sellers, dev.eps, dev.payments, eps, reports, rng))
