@@ -194,7 +194,9 @@ def section(df, folder):
     plot(df, str(folder / "repeated.png"))
     text = (
         "Each seller has a lifetime budget (EPS or EPS:DELTA); the platform caps every "
-        "allocation at what the seller's ledger still allows (pro rata payments), a "
+        "allocation at what the seller's ledger still allows (capped sellers are paid by "
+        "Myerson's identity for the capped allocation under offline, pro rata under the "
+        "posted price), a "
         "seller's cost is c_i times the increase of its composed loss, and sellers whose "
         "budget is spent leave. 'sum / composed' is the basic bound over the "
         "accountant's.\n\n" + "\n\n".join(findings(df))
