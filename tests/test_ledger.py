@@ -327,6 +327,8 @@ def test_market_closes_when_every_budget_is_spent():
         (math.inf, "basic", "eps must be a finite number > 0"),
         ((1.0, 1.5), "rdp", "delta must be in (0, 1)"),
         ((1.0, -1e-6), "rdp", "delta must be in (0, 1)"),
+        ((1.0, 0.0), "rdp", "for pure DP give eps alone"),
+        ("2:0", "basic", "for pure DP give eps alone"),
         (1.0, "moments", "unknown accountant 'moments'"),
         ("1:2:3", "basic", "is not EPS or EPS:DELTA"),
     ],
@@ -346,6 +348,30 @@ def test_without_dp_accounting_basic_and_rdp_run_and_pld_says_what_to_install(mo
         MarketModel(4, rounds=2, budget=(2.0, 1e-6), accountant=acc, measure_regret=False).run()
     with pytest.raises(MarketSimError, match=r"pip install 'market_sim\[accounting\]'"):
         MarketModel(4, budget=(2.0, 1e-6), accountant="pld")
+
+
+def test_simulate_command_line_budget_and_accountant(tmp_path, capsys):
+    from market_sim.cli import main
+
+    out = tmp_path / "sim"
+    args = ["simulate", "--dist", "uniform:0:1", "--sellers", "12", "--rounds", "40"]
+    args += ["--mechanism", "posted-price:price=0.9:eps_level=0.1", "--no-regret", "--quiet"]
+    assert main([*args, "--out", str(out), "--budget", "2:1e-6", "--accountant", "rdp"]) == 0
+    import pandas as pd
+
+    t = pd.read_csv(out / "ledger.csv")
+    np.testing.assert_allclose(t.spent_rdp, t.eps_spent, rtol=1e-9)
+    assert t.eps_spent.max() <= 2.0 + 1e-9 and (t.sales > 20).any()
+    assert "ledger (rdp, budget 2 at delta 1e-06)" in capsys.readouterr().out
+    for bad, msg in [
+        (["--budget=-1"], "--budget '-1': eps must be a finite number > 0"),
+        (["--budget", "3:1.5"], "--budget '3:1.5': delta must be in (0, 1)"),
+        (["--budget", "3", "--accountant", "moments"], "--accountant 'moments': one of"),
+    ]:
+        assert main([*args, "--out", str(tmp_path / "bad"), *bad]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and msg in err, err
+        assert not (tmp_path / "bad").exists()
 
 
 def test_budget_parse_forms():

@@ -98,7 +98,7 @@ class Budgeted(Mechanism):
             )
         self.mechanism = as_mechanism(mechanism)
         self.caps = caps if isinstance(caps, Caps) else Caps(caps)
-        self.name = f"budgeted({mechanism_name(self.mechanism)})"
+        self.name = f"budgeted({mechanism_name(self.mechanism)})"  # type: ignore[misc]
         for attr in ("randomized", "own_report_inclusion", "needs_data", "n_draws"):
             setattr(self, attr, getattr(self.mechanism, attr))
         myerson_ok = bool(self.mechanism.myerson_payments) and not self.mechanism.randomized
@@ -110,7 +110,7 @@ class Budgeted(Mechanism):
         self.payments = "myerson" if payments == "auto" and myerson_ok else payments
         if self.payments == "auto":
             self.payments = "pro-rata"
-        self.myerson_payments = self.payments == "myerson"
+        self.myerson_payments = self.payments == "myerson"  # type: ignore[misc]
         self._constants: dict[tuple, dict[int, float]] = {}
 
     def with_data(self, X, y):

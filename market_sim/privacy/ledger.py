@@ -88,12 +88,23 @@ class Budget:
                 raise MarketSimError(f"budget: {value!r} is not EPS or EPS:DELTA") from None
             if len(nums) not in (1, 2):
                 raise MarketSimError(f"budget: {value!r} is not EPS or EPS:DELTA")
-            return cls(*nums)
+            return cls._explicit(*nums)
         if isinstance(value, (tuple, list)):
             if len(value) != 2:
                 raise MarketSimError(f"budget: give eps or (eps, delta), got {value!r}")
-            return cls(*value)
+            return cls._explicit(*value)
         return cls(value)
+
+    @classmethod
+    def _explicit(cls, eps, delta=None) -> Budget:
+        """A delta that is given must be in (0, 1); pure DP is eps alone."""
+        if delta is not None and not (
+            isinstance(delta, (int, float)) and not isinstance(delta, bool) and 0 < delta < 1
+        ):
+            raise MarketSimError(
+                f"budget: delta must be in (0, 1) (got {delta!r}); for pure DP give eps alone"
+            )
+        return cls(eps) if delta is None else cls(eps, delta)
 
 
 # ---- Renyi DP of Laplace, in closed form --------------------------------------------
