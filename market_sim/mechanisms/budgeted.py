@@ -88,6 +88,7 @@ class Budgeted(Mechanism):
     ``myerson_payments`` is True only with ``payments="myerson"``."""
 
     bisection_steps = 60
+    z_tolerance = 1e-10
 
     def __init__(self, mechanism, caps, payments: str = "auto"):
         from .base import as_mechanism
@@ -139,7 +140,10 @@ class Budgeted(Mechanism):
             lo = np.zeros(todo.size)
             hi = np.full(todo.size, self._high())
             lo = np.minimum(lo, reports[todo])
+            tol = self.z_tolerance * max(float(hi[0]), 1e-12)
             for _ in range(self.bisection_steps):  # eps_i(lo) > cap >= eps_i(hi)
+                if np.all(hi - lo <= tol):  # z* to 1e-10 of c_high: t' to cap * that
+                    break
                 mid = 0.5 * (lo + hi)
                 e = self.mechanism.deviations(todo, mid[:, None], reports, rng).eps[:, 0]
                 above = e > cap
