@@ -22,7 +22,6 @@ from market_sim.parameters import Choice, Distribution, Number, Registered
 NAME = "repeated"
 REPLICATIONS = 3
 QUICK_REPLICATIONS = 1
-KEYS = ["mechanism", "accountant", "budget", "m", "rounds"]
 
 # posted price 0.9 (9 sellers in 10 sell each round) at 0.1 of privacy a sale: a budget of
 # 3 is 30 sales by the sum; offline sells eps ~ 0.5-1 a sale to fewer sellers
@@ -60,7 +59,7 @@ def grid(quick: bool = False) -> list[dict]:
             accountant=acc,
             budget=b,
             m=QUICK_M if quick else m,
-            rounds=20 if quick else 100,
+            rounds=40 if quick else 100,
             dist="uniform:0:1",
         )
         for (mech, m), (acc, b) in itertools.product(MECHANISMS.items(), points)
