@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_dynamics.py --json benchmarks/dynamics.json
 	$(BIN)/python benchmarks/bench_suite.py --json benchmarks/suite.json --plot benchmarks/scaling.png
 	$(BIN)/python benchmarks/bench_audit.py --json benchmarks/audit.json
+	$(BIN)/python benchmarks/bench_ledger.py --json benchmarks/ledger.json
 	$(BIN)/python benchmarks/bench_compare.py --json benchmarks/compare.json
 
 # The declared minimum versions (constraints/floors.txt) in a fresh venv + smoke tests.

@@ -197,6 +197,35 @@ def _dynamics(p, rng, r):
     return out
 
 
+def _repeated(p, rng, r):
+    """Sellers sell 0.1 a round; the sum exhausts a budget of 3 at 30 sales, a tight
+    accountant later; the market closes when every seller has left."""
+    m, rounds = p["m"], p["rounds"]
+    tight = {"basic": 1.0, "rdp": 1.4, "pld": 1.6}[p["accountant"]]
+    pure = ":" not in p["budget"]
+    last = 30 * (1.0 if pure else tight)
+    out = []
+    for k in range(1, rounds + 1):
+        sales = min(k, last)
+        left = m if k < last else 0
+        out.append(
+            dict(
+                round=k,
+                test_error=0.25 + 0.02 * rng.standard_normal() if left else np.nan,
+                sellers_in_market=left,
+                n_bought=left,
+                eps_bought=0.1 * left,
+                total_payment=0.09 * left,
+                mean_eps_spent=min(3.0, 0.1 * sales / (1.0 if pure else tight)),
+                mean_eps_sum=0.1 * sales,
+                max_eps_spent=3.0,
+                mean_sales=float(sales),
+                tightness=1.0 if pure else tight,
+            )
+        )
+    return out
+
+
 def _ic_scaling(p, rng, r):
     control = p["mechanism"] == "pay-as-bid"
     return [
@@ -342,6 +371,7 @@ SYNTHETIC = {
     "ir": _ir,
     "online_vs_offline": _online_vs_offline,
     "private_mechanisms": _private_mechanisms,
+    "repeated": _repeated,
     "wisconsin": _wisconsin,
 }
 

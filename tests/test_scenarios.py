@@ -2,6 +2,7 @@
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from market_sim.analysis import asymptotic as asy_analysis
 from market_sim.analysis.report import write_report
@@ -134,3 +135,18 @@ def test_ic_scaling_separates_truthful_mechanisms_from_the_control(tmp_path):
     sec = section(df, tmp_path)
     assert (tmp_path / "ic_scaling.png").stat().st_size > 10_000
     assert len(sec.tables[0][1]) == 3
+
+
+def test_repeated_tighter_accounting_sells_more_within_the_same_budget(tmp_path):
+    df = quick("repeated", tmp_path)
+    assert (df.max_eps_spent <= 3.0 + 1e-9).all()  # no seller beyond its budget
+    posted = df[df.mechanism.str.startswith("posted-price")]
+    last = posted[posted["round"] == posted["round"].max()].groupby(["accountant", "budget"])
+    sales, left, tight = (last[c].mean() for c in ("mean_sales", "sellers_in_market", "tightness"))
+    # 0.1 a sale, 40 rounds: the sum stops every seller at 30 sales (pure DP too); RDP and
+    # PLD let every seller go on, PLD's composed loss the lowest
+    for budget in ("3", "3:1e-6", "3:1e-3"):
+        assert sales["basic", budget] == pytest.approx(30) and left["basic", budget] == 0
+    for acc in ("rdp", "pld"):
+        assert sales[acc, "3:1e-3"] > 30 and left[acc, "3:1e-3"] == 30
+    assert tight["pld", "3:1e-3"] > tight["rdp", "3:1e-3"] > 1.0 == tight["basic", "3:1e-3"]

@@ -34,7 +34,9 @@ import numpy as np
 from ..distributions import CostDistribution, parse_distribution
 from ..errors import MarketSimError
 from ..mechanisms.base import Mechanism, as_mechanism, mechanism_name
+from ..mechanisms.budgeted import Budgeted, Caps
 from ..mechanisms.offline import proxy_loss_of_eps
+from ..privacy.ledger import ACCOUNTANTS, PrivacyLedger
 from ..privacy.release import StatisticRelease
 from .strategies import (
     SellerGroup,
@@ -108,6 +110,17 @@ class SellerAgent(mesa.Agent):
     index = _view("position", int)  # position among this round's participants
 
     @property
+    def eps_spent(self) -> float:
+        """Composed privacy loss so far (NaN without a budget)."""
+        led = self.model.ledger
+        return np.nan if led is None else float(led.spent[self.seller_id])
+
+    @property
+    def budget_left(self) -> float:
+        led = self.model.ledger
+        return np.nan if led is None else float(led.left[self.seller_id])
+
+    @property
     def strategy(self) -> Strategy:
         return self.model.strategy_of(self.seller_id)
 
@@ -144,7 +157,14 @@ class PlatformAgent(mesa.Agent):
     def settle(self, active: np.ndarray, outcome) -> None:
         m = self.model
         m.eps[active], m.payment[active] = outcome.eps, outcome.payments
-        m.utility[active] = outcome.payments - m.cost[active] * outcome.eps
+        if m.ledger is None:
+            m.utility[active] = outcome.payments - m.cost[active] * outcome.eps
+        else:  # cost = c_i x the increase of the composed loss (docs/ledger.md)
+            ids = np.arange(m.n_sellers)[active]
+            m.loss_increase[:] = 0.0
+            m.loss_increase[ids] = m.ledger.charge(ids, outcome.eps)
+            m.utility[active] = outcome.payments - m.cost[active] * m.loss_increase[active]
+            m._exhausted = m.ledger.exhausted()
         self.total_payment = float(outcome.payments.sum())
         self.n_bought = int(np.count_nonzero(outcome.eps))
         psi = m.dist.virtual_cost(m.cost[active])
@@ -252,6 +272,12 @@ class MarketModel(mesa.Model):
     for mixed populations.  The others are truthful.
     ``privacy`` is the epsilon of the private mechanisms' random choice;
     ``release`` (with ``payment_bound``) publishes noisy round statistics.
+    ``budget`` (eps or ``(eps, delta)``): each seller's lifetime privacy budget, kept
+    in a :class:`~market_sim.privacy.ledger.PrivacyLedger` composed by ``accountant``
+    (``basic``, ``rdp`` or ``pld``); the mechanism runs under
+    :class:`~market_sim.mechanisms.budgeted.Budgeted` caps, a seller's privacy cost
+    is c_i times the increase of its composed loss, and a seller whose budget is
+    spent leaves the market (docs/ledger.md).
     With ``measure_regret`` every seller's regret (best utility on a report
     grid minus actual utility) is computed each round (on a uniform sample of
     ``regret_sample`` participants when given; the others' regret is NaN).  ``agent_out``: a
@@ -284,6 +310,8 @@ class MarketModel(mesa.Model):
         agent_views: bool | None = None,
         vectorized: bool = True,
         regret_sample: int | None = None,
+        budget=None,
+        accountant: str = "basic",
         seed: int | None = None,
         rng=None,
     ):
@@ -306,6 +334,10 @@ class MarketModel(mesa.Model):
             )
         if seed is not None and rng is not None:
             raise MarketSimError("give seed or rng, not both")
+        if not (isinstance(accountant, str) and accountant in ACCOUNTANTS):
+            raise MarketSimError(
+                f"unknown accountant {accountant!r} (one of: {', '.join(sorted(ACCOUNTANTS))})"
+            )
         mix = _strategy_mix(strategy, strategic_fraction, int(n_sellers))
         if rng is None:
             rng = np.random.default_rng(seed)
@@ -342,6 +374,11 @@ class MarketModel(mesa.Model):
         ):
             raise MarketSimError(f"regret_sample must be an integer >= 1 (got {regret_sample!r})")
         self.regret_sample = regret_sample
+        # ---- the privacy ledger --------------------------------------------------
+        self.ledger = None if budget is None else PrivacyLedger(n, budget, accountant)
+        self.accountant = accountant
+        self.loss_increase = np.zeros(n)  # this round's increase of the composed loss
+        self._exhausted = np.zeros(n, dtype=bool)
         # ---- the seller arrays -------------------------------------------------
         self.cost = self.dist.sample(n, self.rng).astype(float)
         self.report = self.cost.copy()
@@ -403,7 +440,16 @@ class MarketModel(mesa.Model):
                 "regret",
             )
             + (("external_regret",) if self._learners else ())
+            + (("eps_spent", "budget_left") if self.ledger is not None else ())
         }
+        ledger_reporters = (
+            {
+                "sellers_in_market": lambda m: int(m.n_sellers - m._exhausted.sum()),
+                "mean_eps_spent": lambda m: float(m.ledger.spent.mean()),
+            }
+            if self.ledger is not None
+            else {}
+        )
         self.datacollector = mesa.DataCollector(
             model_reporters={
                 "proxy_loss": lambda m: m.platform.proxy_loss,
@@ -416,6 +462,7 @@ class MarketModel(mesa.Model):
                 "participation": lambda m: float(np.mean(m.participating)),
                 "share_misreporting": lambda m: m._share_misreporting(),
                 "avg_external_regret": lambda m: m._avg_external_regret(),
+                **ledger_reporters,
             },
             agenttype_reporters={SellerAgent: seller_reporters} if eager else None,
         )
@@ -458,9 +505,10 @@ class MarketModel(mesa.Model):
             if self._learners
             else np.zeros(0, dtype=int)
         )
-        self.agent_columns = (
+        self.agent_columns: tuple[str, ...] = (
             AGENT_COLUMNS[:-1]
             + (("external_regret",) if self._learners else ())
+            + (("eps_spent", "budget_left") if self.ledger is not None else ())
             + AGENT_COLUMNS[-1:]
         )
 
@@ -525,6 +573,8 @@ class MarketModel(mesa.Model):
         if self.new_costs and self.round > 1:
             self.cost[:] = self.dist.sample(self.n_sellers, self.rng)
         self.participating[:] = self.utility >= -self.tol
+        if self.ledger is not None:  # a seller whose budget is spent has left
+            self.participating &= ~self._exhausted
         if self.xi < 1:
             self.participating &= ~(self.rng.random(self.n_sellers) >= self.xi)
         active: slice | np.ndarray
@@ -546,6 +596,13 @@ class MarketModel(mesa.Model):
         if self.base_mechanism.needs_data:  # this round's sellers' data
             assert self.X is not None and self.y is not None  # __init__ requires them
             self.mechanism = self.base_mechanism.with_data(self.X[active], self.y[active])
+        else:
+            self.mechanism = self.base_mechanism
+        if self.ledger is not None:  # this round's caps, fixed before the reports
+            led, ids = self.ledger, np.arange(self.n_sellers)[active]
+            self.mechanism = Budgeted(
+                self.mechanism, Caps(led.lower_cap(ids), lambda pos: led.cap(ids[pos]))
+            )
         return active
 
     def collect_reports(self, active) -> None:
@@ -732,6 +789,8 @@ class MarketModel(mesa.Model):
         self.datacollector.collect(self)
         if self.round >= self.rounds:
             self.running = False
+        elif self.ledger is not None and self._exhausted.all():
+            self.running = False  # every budget is spent: the market closes
 
     def run(self):
         """All remaining rounds; returns (model frame, agent frame)."""
@@ -774,6 +833,9 @@ class MarketModel(mesa.Model):
             # not measured: all NaN every round, so every round shares one read-only column
             "regret": self.regret.copy() if self._regret_written else self._nan_column(),
         }
+        if self.ledger is not None:
+            cols["eps_spent"] = self.ledger.spent.copy()
+            cols["budget_left"] = self.ledger.left.copy()
         if self._learners:
             cols["external_regret"] = (
                 self.external_regret.copy() if self._scored else self._nan_column()
@@ -831,6 +893,39 @@ class MarketModel(mesa.Model):
         df = self.datacollector.get_model_vars_dataframe().iloc[1:].reset_index(drop=True)
         df.insert(0, "round", np.arange(1, len(df) + 1))
         return df
+
+    def ledger_frame(self, accountants=("basic", "rdp", "pld")):
+        """One row per seller: its sales, the eps it sold (sum), its composed loss under
+        the model's accountant (``eps_spent``), ``budget_left``, and the loss of the same
+        history under each of ``accountants`` at the budget's delta (``spent_<name>``;
+        pld is left out when dp-accounting is not installed)."""
+        import pandas as pd
+
+        from ..privacy.ledger import spent_under
+
+        if self.ledger is None:
+            raise MarketSimError("ledger_frame: the model has no budget (pass budget=)")
+        led = self.ledger
+        agents = self.agent_frame()
+        hist = agents.pivot(index="round", columns="seller_id", values="eps")
+        hist = hist.reindex(columns=range(self.n_sellers), fill_value=0.0).to_numpy()
+        names = list(accountants)
+        if "pld" in names:
+            try:
+                import dp_accounting  # noqa: F401
+            except ImportError:
+                names.remove("pld")
+        spent = spent_under(hist, led.budget.delta, names) if len(hist) else {}
+        return pd.DataFrame(
+            {
+                "seller_id": np.arange(self.n_sellers),
+                "sales": led.rounds.copy(),
+                "eps_sold": led.basic.spent.copy(),
+                "eps_spent": led.spent.copy(),
+                "budget_left": led.left.copy(),
+                **{f"spent_{k}": v for k, v in spent.items()},
+            }
+        )
 
     def agent_frame(self):
         """One row per seller and round (``AGENT_COLUMNS``)."""

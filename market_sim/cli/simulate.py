@@ -59,6 +59,22 @@ def add_parser(subparsers):
         "repeat with @FRACTION for a mixed population (shade@0.3 --strategy "
         "best-response@0.2); default truthful",
     )
+    sim.add_argument(
+        "--budget",
+        metavar="EPS[:DELTA]",
+        default=None,
+        help="each seller's lifetime privacy budget: its composed loss stays <= EPS "
+        "(at DELTA in (0, 1); EPS alone: pure DP); allocations are capped, sellers "
+        "whose budget is spent leave, and DIR/ledger.csv shows per seller what was "
+        "spent under every accountant (docs/ledger.md)",
+    )
+    sim.add_argument(
+        "--accountant",
+        default="basic",
+        metavar="NAME",
+        help="how a seller's sales compose: basic (the sum), rdp or pld "
+        "(pld needs the accounting extra); default basic",
+    )
     sim.add_argument("--sellers", type=count("sellers"), default=20, help="number of sellers")
     sim.add_argument("--rounds", type=count("rounds"), default=3, help="number of rounds")
     sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -183,10 +199,28 @@ def _warn_if_slow(model, rounds: int) -> None:
         )
 
 
+def _budget_arg(args):
+    """--budget and --accountant, checked before any work."""
+    from ..privacy.ledger import ACCOUNTANTS, Budget
+
+    if args.accountant not in ACCOUNTANTS:
+        raise MarketSimError(
+            f"--accountant {args.accountant!r}: one of {', '.join(sorted(ACCOUNTANTS))}"
+        )
+    if args.budget is None:
+        return None
+    try:
+        return Budget.parse(args.budget)
+    except MarketSimError as exc:
+        reason = str(exc).removeprefix("budget: ")
+        raise MarketSimError(f"--budget {args.budget!r}: {reason}") from None
+
+
 def run(args) -> int:
     from ..agents import MarketModel
     from ..distributions import parse_distribution
 
+    budget = _budget_arg(args)
     dist = parse_distribution(args.dist, iron=args.iron)
     strategy, fraction = _strategy_arg(args.strategy)
     out = Path(args.out)
@@ -208,6 +242,8 @@ def run(args) -> int:
         release=_parse_release(args.release),
         payment_bound=args.payment_bound,
         measure_regret=not args.no_regret,
+        budget=budget,
+        accountant=args.accountant,
     )
     _warn_if_slow(model, args.rounds)
     from tqdm import tqdm
@@ -239,7 +275,24 @@ def run(args) -> int:
     files = ["agents.csv", "model.csv", "simulation.png"] + (
         ["simulation.gif"] if args.animate else []
     )
+    ledger = None
+    if budget is not None:
+        ledger = model.ledger_frame()
+        atomic_write(
+            str(out / "ledger.csv"), lambda fh: fh.write(ledger.to_csv(index=False).encode())
+        )
+        files.append("ledger.csv")
     _write_simulate_manifest(out, args, model, files)
     print(model_df.to_string(index=False))
+    if ledger is not None:
+        spent = ", ".join(
+            f"{c[len('spent_') :]} {ledger[c].mean():.4g}" for c in ledger if c.startswith("spent_")
+        )
+        print(
+            f"ledger ({args.accountant}, budget {budget.eps:g}"
+            + (f" at delta {budget.delta:g}" if budget.delta else ", pure DP")
+            + f"): {int((ledger.sales > 0).sum())} of {len(ledger)} sellers sold, "
+            f"{ledger.sales.mean():.3g} sales a seller; mean loss per seller: {spent}"
+        )
     print(f"written to {out}: {', '.join(files)}, manifest.json")
     return 0
