@@ -644,3 +644,19 @@ def test_simulate_writes_a_manifest_and_refuses_a_run_folder(tmp_path, capsys):
         capsys, main(["run", "ir", "--quick", "--out", str(out)]), "market-sim simulate"
     )
     assert sorted(p.name for p in out.iterdir()) == before
+
+
+@pytest.mark.parametrize(
+    "release, needle",
+    [
+        ("laplace:x", "expected NOISE:EPS[:DELTA] with numbers"),
+        ("laplace", "expected NOISE:EPS[:DELTA]"),
+        ("gaussian:1", "needs delta"),
+        ("cauchy:1", "unknown 'cauchy'"),
+    ],
+)
+def test_simulate_rejects_a_bad_release_in_one_line(release, needle, tmp_path, capsys):
+    argv = ["simulate", "--dist", "uniform:0:1", "--release", release, "--payment-bound", "5"]
+    code = exit_code(argv + ["--quiet", "--out", str(tmp_path / "s")])
+    _one_line_error(capsys, code, needle)
+    assert not (tmp_path / "s").exists()

@@ -29,7 +29,7 @@ def site(tmp_path_factory):
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ext-market\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(
-        "[market_sim.mechanisms]\nuniform-price = ext_mech:UniformPrice\n\n"
+        "[market_sim.mechanisms]\next-uniform-price = ext_mech:UniformPrice\n\n"
         "[market_sim.strategies]\nthreshold-shading = ext_strat:ThresholdShading\n\n"
         "[market_sim.scenarios]\ntwo-arm = ext_study\n"
     )
@@ -50,7 +50,7 @@ def cli(site, *args, cwd):
 
 def test_third_party_entries_are_listed(site, tmp_path):
     for kind, name in [
-        ("mechanisms", "uniform-price"),
+        ("mechanisms", "ext-uniform-price"),
         ("strategies", "threshold-shading"),
         ("scenarios", "two-arm"),
     ]:
@@ -67,7 +67,7 @@ def test_simulate_and_audit_a_third_party_mechanism_and_strategy(site, tmp_path)
         "--dist",
         "uniform:1:5",
         "--mechanism",
-        "uniform-price:n_buy=3",
+        "ext-uniform-price:n_buy=3",
         "--strategy",
         "threshold-shading:quantile=0.5@0.5",
         "--sellers",
@@ -110,7 +110,7 @@ def test_simulate_and_audit_a_third_party_mechanism_and_strategy(site, tmp_path)
         site,
         "audit",
         "--mechanism",
-        "uniform-price:n_buy=3",
+        "ext-uniform-price:n_buy=3",
         "--dist",
         "uniform:1:5",
         "--sellers",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import MarketSimError
 from ..files import atomic_write, check_writable_folder
-from .arguments import count, market_parent, warn
+from .arguments import add_output, count, market_parent, warn
 
 
 def add_parser(subparsers):
@@ -106,27 +106,9 @@ def add_parser(subparsers):
         action="store_true",
         help="do not measure each seller's regret (faster at large m)",
     )
-    sim.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
-    sim.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    add_output(sim)
     sim.set_defaults(func=run)
     return sim
-
-
-def _parse_release(text):
-    from ..privacy.release import StatisticRelease
-
-    if text is None:
-        return None
-    parts = text.split(":")
-    try:
-        nums = [float(v) for v in parts[1:]]
-    except ValueError:
-        raise MarketSimError(
-            f"--release {text!r}: expected NOISE:EPS[:DELTA] with numbers"
-        ) from None
-    if len(nums) not in (1, 2):
-        raise MarketSimError(f"--release {text!r}: expected NOISE:EPS[:DELTA]")
-    return StatisticRelease(parts[0], *nums)
 
 
 def _strategy_arg(items):
@@ -219,6 +201,7 @@ def _budget_arg(args):
 def run(args) -> int:
     from ..agents import MarketModel
     from ..distributions import parse_distribution
+    from ..privacy.release import StatisticRelease
 
     budget = _budget_arg(args)
     dist = parse_distribution(args.dist, iron=args.iron)
@@ -239,7 +222,7 @@ def run(args) -> int:
         seed=args.seed,
         data="synthetic" if args.data else None,
         privacy=args.privacy,
-        release=_parse_release(args.release),
+        release=None if args.release is None else StatisticRelease.parse(args.release),
         payment_bound=args.payment_bound,
         measure_regret=not args.no_regret,
         budget=budget,

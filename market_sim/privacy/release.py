@@ -47,6 +47,20 @@ class StatisticRelease:
         if self.noise != "laplace" and self.delta is None:
             raise MarketSimError(f"{self.noise} noise needs delta in (0, 1)")
 
+    @classmethod
+    def parse(cls, text: str) -> StatisticRelease:
+        """From ``"NOISE:EPS[:DELTA]"`` (``laplace:1``, ``gaussian:1:1e-5``)."""
+        parts = text.split(":")
+        try:
+            nums = [float(v) for v in parts[1:]]
+        except ValueError:
+            raise MarketSimError(
+                f"release {text!r}: expected NOISE:EPS[:DELTA] with numbers"
+            ) from None
+        if len(nums) not in (1, 2):
+            raise MarketSimError(f"release {text!r}: expected NOISE:EPS[:DELTA]")
+        return cls(parts[0], *nums)
+
     def mechanism(self, sensitivity: float):
         if self.noise == "laplace":
             return Laplace(sensitivity, self.epsilon)
