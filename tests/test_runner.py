@@ -335,6 +335,7 @@ STUDIES = [
     "ir",
     "online_vs_offline",
     "private_mechanisms",
+    "repeated",
     "wisconsin",
 ]
 
