@@ -455,3 +455,17 @@ def test_budget_parse_forms():
     assert Budget.parse("3") == Budget(3.0, 0.0)
     assert Budget.parse("3:1e-6") == Budget(3.0, 1e-6)
     assert Budget.parse((2, 1e-5)) == Budget(2.0, 1e-5)
+
+
+def test_a_sale_too_large_for_an_rr_pld_falls_back_to_the_sum():
+    import warnings
+
+    led = PrivacyLedger(2, (2e3, 1e-6), "pld")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow on the way
+        assert led.cap([0])[0] == pytest.approx(2e3, rel=1e-3)  # bisection tries eps > 700
+        led.charge([0, 1], [800.0, 0.2])
+        led.charge([0, 1], [0.1, 0.1])
+    assert led.tight.spent[0] == math.inf  # no PLD past 700: its bound is the sum
+    np.testing.assert_allclose(led.spent, [800.1, 0.3])
+    assert np.isfinite(rr_rdp([800.0, 1e4])).all()

@@ -125,7 +125,9 @@ class Budget:
 def rr_noise_parameter(eps) -> np.ndarray:
     """``dp_accounting``'s noise parameter of binary RR at loss e: p = 2/(1 + e^e)
     (a uniform bucket with probability p, so Pr[keep] = 1 - p/2 = e^e/(1 + e^e))."""
-    return 2.0 / (1.0 + np.exp(np.asarray(eps, dtype=float)))
+    e = np.asarray(eps, dtype=float)
+    # 2/(1 + e^e) as written (the float the PLD's +-e is computed from), 2 e^-e past overflow
+    return np.where(e <= 700, 2.0 / (1.0 + np.exp(np.minimum(e, 700))), 2.0 * np.exp(-e))
 
 
 def rr_rdp(eps, orders=RDP_ORDERS) -> np.ndarray:
@@ -228,6 +230,9 @@ class PldAccountant(Accountant):
     point at their history (``hid``), so equal histories are composed once."""
 
     name = "pld"
+    # RR at e > MAX_EVENT flips with probability 1/(1 + e^e), below float range: no PLD is
+    # built, and that seller's bound is the sum from then on (a valid one)
+    MAX_EVENT: ClassVar[float] = 700.0
 
     def __init__(self, n: int, delta: float, interval: float = 1e-3):
         super().__init__(n, delta)
@@ -287,19 +292,29 @@ class PldAccountant(Accountant):
         return p
 
     def _children(self, ids, eps) -> np.ndarray:
-        pairs = np.column_stack([self.hid[ids].astype(float), eps])
-        uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
-        kids = np.array([self._child(int(h), float(e)) for h, e in uniq], dtype=np.int64)
-        return kids[inv.reshape(-1)]
+        """Each seller's history plus its event; -1 = no PLD (see ``MAX_EVENT``)."""
+        kids = np.full(ids.size, -1, dtype=np.int64)
+        ok = (eps <= self.MAX_EVENT) & (self.hid[ids] >= 0)
+        if ok.any():
+            pairs = np.column_stack([self.hid[ids[ok]].astype(float), eps[ok]])
+            uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
+            new = np.array([self._child(int(h), float(e)) for h, e in uniq], dtype=np.int64)
+            kids[ok] = new[inv.reshape(-1)]
+        return kids
+
+    def _eps(self, kids: np.ndarray) -> np.ndarray:
+        out = np.full(kids.size, np.inf)  # no PLD bound: the ledger's min is the sum
+        ok = kids >= 0
+        out[ok] = np.asarray(self.eps_of, dtype=float)[kids[ok]]
+        return out
 
     def after(self, ids, eps):
-        kids = self._children(ids, eps)
-        return np.asarray(self.eps_of, dtype=float)[kids]
+        return self._eps(self._children(ids, eps))
 
     def record(self, ids, eps):
         kids = self._children(ids, eps)
         self.hid[ids] = kids
-        self.spent[ids] = np.asarray(self.eps_of, dtype=float)[kids]
+        self.spent[ids] = self._eps(kids)
         live = set(np.unique(self.hid).tolist())
         for h in [h for h in self.plds if h not in live and h != 0]:
             del self.plds[h]  # only the live histories' PLDs are kept
