@@ -11,7 +11,9 @@ composition of any eps_i-DP mechanisms (Algorithm 1 and released statistics alik
 and is attained by RR itself: the bound is tight for the class.  In ``dp_accounting``
 one sale is ``RandomizedResponseDpEvent(noise_parameter=2/(1 + e^eps_i), num_buckets=2)``
 (with probability p a uniform bucket, so Pr[keep] = 1 - p/2 = q) under REPLACE_ONE.
-Prop. II.2's slack Delta_i = 2 log(1 + a_i/Lambda) is not charged.
+Prop. II.2's slack Delta_i = 2 log(1 + a_i/Lambda) (objective perturbation's
+regularisation Lambda; the paper's uniform 2 log(1 + k/(m Lambda))) is not charged:
+the ledger counts the eps_i sold (Remark II.3: eps_i + Delta ~ eps_i).
 
 Accountants (``ACCOUNTANTS``):
 
