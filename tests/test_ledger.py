@@ -15,8 +15,9 @@ from market_sim.privacy.ledger import (
     RDP_ORDERS,
     Budget,
     PrivacyLedger,
-    laplace_rdp,
+    pure_dp_rdp,
     rdp_to_eps,
+    rr_rdp,
     spent_under,
 )
 
@@ -24,61 +25,137 @@ dp_accounting = pytest.importorskip("dp_accounting")  # the `test` extra install
 
 
 # ---- accountants against the library --------------------------------------------------
-def test_laplace_rdp_closed_form_matches_mironov_prop6_and_the_library():
-    from dp_accounting import dp_event, rdp
+def _rr(e):
+    """One sale at e as dp_accounting's event: binary RR, privacy loss exactly +-e."""
+    from dp_accounting import dp_event
 
-    eps = np.array([0.05, 0.3, 1.0, 2.5])
-    ours = laplace_rdp(eps)
-    a = RDP_ORDERS[RDP_ORDERS < 100]  # the printed form overflows at a = 1024
-    # Prop. 6 as printed: 1/(a-1) log(a/(2a-1) e^{(a-1)e} + (a-1)/(2a-1) e^{-a e})
-    e = eps[:, None]
-    direct = np.log(a / (2 * a - 1) * np.exp((a - 1) * e) + (a - 1) / (2 * a - 1) * np.exp(-a * e))
-    direct /= a - 1
-    np.testing.assert_allclose(ours[:, : a.size], direct, rtol=1e-10)
+    return dp_event.RandomizedResponseDpEvent(noise_parameter=2 / (1 + math.exp(e)), num_buckets=2)
+
+
+def _lib(accountant):
+    from dp_accounting import pld, rdp
+    from dp_accounting.privacy_accountant import NeighboringRelation as NeighborRel
+
+    rel = NeighborRel.REPLACE_ONE  # RR's pair; the default ADD_OR_REMOVE refuses RR events
+    if accountant == "rdp":
+        return rdp.RdpAccountant(orders=list(RDP_ORDERS), neighboring_relation=rel)
+    return pld.PLDAccountant(neighboring_relation=rel, value_discretization_interval=1e-3)
+
+
+def test_rr_rdp_closed_form_matches_the_definition_and_the_library():
+    eps = np.array([0.05, 0.3, 1.0, 2.5, 40.0])
+    ours = rr_rdp(eps)
+    assert np.all(np.isfinite(ours)) and pure_dp_rdp is rr_rdp
+    # the definition: q^a (1-q)^(1-a) + (1-q)^a q^(1-a), q = e^e/(1+e^e), where it fits a float
+    a = RDP_ORDERS[RDP_ORDERS < 60]
+    e = eps[:4, None]
+    q = np.exp(e) / (1 + np.exp(e))
+    direct = np.log(q**a * (1 - q) ** (1 - a) + (1 - q) ** a * q ** (1 - a)) / (a - 1)
+    np.testing.assert_allclose(ours[:4, : a.size], direct, rtol=1e-9)
     for k, x in enumerate(eps):
-        acc = rdp.RdpAccountant(orders=list(RDP_ORDERS))
-        acc.compose(dp_event.LaplaceDpEvent(noise_multiplier=1 / x))
-        np.testing.assert_allclose(ours[k], acc._rdp, rtol=1e-12)
-    assert np.all(ours <= eps[:, None] + 1e-15)  # the pure-DP limit bounds the curve
+        acc = _lib("rdp")
+        acc.compose(_rr(x))
+        np.testing.assert_allclose(ours[k], acc._rdp, rtol=1e-9)
+    assert np.all(ours <= eps[:, None] * (1 + 1e-12))  # the pure-DP limit bounds the curve
+    # R_a -> e as a -> inf (the max-divergence of RR is e): e - R_a <= log(2)/(a - 1)
+    gap = eps - ours[:, -1]
+    assert np.all(gap >= 0) and np.all(gap <= math.log(2) / (RDP_ORDERS[-1] - 1))
+
+
+def test_one_rr_event_of_dp_accounting_has_loss_exactly_eps():
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    for e in (0.3, 1.0, 2.0):
+        p = pld.from_randomized_response(
+            2 / (1 + math.exp(e)), 2, value_discretization_interval=1e-3
+        )
+        assert p.get_epsilon_for_delta(1e-12) == pytest.approx(e, abs=1e-3)  # delta -> 0: e
+        assert p.get_delta_for_epsilon(e - 2e-3) > 0  # and not less
+        led = PrivacyLedger(1, (1e3, 1e-9), "pld")
+        led.charge([0], [e])
+        assert led.spent[0] == pytest.approx(e, abs=1e-3)
+
+
+def _kov_eps(eps, rounds, delta):
+    """The exact eps of T binary RR events at e (Kairouz, Oh, Viswanath 2015, Thm 3.3):
+    delta(x) = sum_k C(T, k) q^(T-k) (1-q)^k [1 - e^(x - (T - 2k) e)]_+, bisection on x."""
+    k = np.arange(rounds + 1)
+    q = math.exp(eps) / (1 + math.exp(eps))
+    w = np.array([math.comb(rounds, int(j)) * q ** (rounds - j) * (1 - q) ** j for j in k])
+    loss = (rounds - 2 * k) * eps
+
+    def hockey(x):
+        return float(np.sum(w * np.maximum(0.0, -np.expm1(x - loss))))
+
+    lo, hi = 0.0, rounds * eps
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if hockey(mid) > delta else (lo, mid)
+    return hi
 
 
 @pytest.mark.parametrize("accountant", ["rdp", "pld"])
-@pytest.mark.parametrize("eps,rounds", [(0.1, 40), (0.5, 12)])
-def test_ledger_equals_dp_accounting_for_T_rounds_of_laplace(accountant, eps, rounds):
-    from dp_accounting import dp_event, pld, rdp
-
+@pytest.mark.parametrize("eps,rounds", [(0.1, 40), (0.2, 50)])
+def test_ledger_equals_dp_accounting_for_T_rounds_of_rr(accountant, eps, rounds):
     delta = 1e-6
     led = PrivacyLedger(2, (1e3, delta), accountant)
     for _ in range(rounds):
         led.charge([0, 1], [eps, 0.0])
-    if accountant == "rdp":
-        lib = rdp.RdpAccountant()
-    else:
-        lib = pld.PLDAccountant(value_discretization_interval=1e-3)
-    lib.compose(dp_event.LaplaceDpEvent(noise_multiplier=1 / eps), rounds)
+    lib = _lib(accountant)
+    for _ in range(rounds):  # dp_accounting 0.6's PLDAccountant ignores compose's count for RR
+        lib.compose(_rr(eps))
     want = min(lib.get_epsilon(delta), eps * rounds)
     assert led.spent[0] == pytest.approx(want, rel=1e-6)
     assert led.spent[1] == 0.0
     assert want < eps * rounds  # the tight accountant beats the sum here
+    exact = _kov_eps(eps, rounds, delta)  # the optimal composition: no valid bound is below it
+    assert exact <= led.spent[0]
+    if accountant == "pld":  # pessimistic rounding: at most one 1e-3 step per event
+        assert led.spent[0] <= exact + rounds * 1e-3
 
 
-def test_heterogeneous_pld_history_equals_the_library_composition():
-    from dp_accounting import dp_event, pld
-
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+def test_mixed_history_equals_the_library_composition(accountant):
     seq = [0.2, 0.05, 0.2, 0.4, 0.05, 0.1] * 4
-    led = PrivacyLedger(1, (1e3, 1e-5), "pld")
+    led = PrivacyLedger(1, (1e3, 1e-5), accountant)
     for e in seq:
         led.charge([0], [e])
-    lib = pld.PLDAccountant(value_discretization_interval=1e-3)
+    lib = _lib(accountant)
     for e in seq:
-        lib.compose(dp_event.LaplaceDpEvent(noise_multiplier=1 / e))
-    assert led.spent[0] == pytest.approx(lib.get_epsilon(1e-5), rel=1e-6)
+        lib.compose(_rr(e))
+    assert led.spent[0] == pytest.approx(min(lib.get_epsilon(1e-5), sum(seq)), rel=1e-6)
+
+
+def test_pure_dp_composition_of_rr_is_the_sum_and_rr_dominates_laplace():
+    from dp_accounting import dp_event, pld, rdp
+
+    # delta = 0: T events compose to T e (all T losses at +e with probability q^T > 0)
+    p = _lib("pld")
+    for _ in range(10):
+        p.compose(_rr(0.2))
+    assert p.get_epsilon(0.0) == pytest.approx(2.0, abs=1e-2)
+    assert spent_under(np.full((10, 1), 0.2), 0.0)["pld"][0] == pytest.approx(2.0, rel=1e-12)
+    # delta > 0: the RR bound is >= the Laplace model's (which was unsound-optimistic)
+    for eps, rounds in [(0.1, 40), (0.3, 10), (0.5, 12), (1.0, 3)]:
+        for name in ("rdp", "pld"):
+            got = spent_under(np.full((rounds, 1), eps), 1e-6, (name,))[name][0]
+            if name == "rdp":
+                lap = rdp.RdpAccountant(orders=list(RDP_ORDERS))
+            else:
+                lap = pld.PLDAccountant(value_discretization_interval=1e-3)
+            lap.compose(dp_event.LaplaceDpEvent(noise_multiplier=1 / eps), rounds)
+            assert got >= min(lap.get_epsilon(1e-6), eps * rounds) - 1e-9
+    # strictly: 40 sales of 0.1 at 1e-6, Laplace's PLD gives 2.732, below the exact eps
+    # of 40 RR events (2.775, KOV Thm 3.3): no valid bound for every 0.1-DP mechanism
+    lap = pld.PLDAccountant(value_discretization_interval=1e-3)
+    lap.compose(dp_event.LaplaceDpEvent(noise_multiplier=10.0), 40)
+    assert lap.get_epsilon(1e-6) < _kov_eps(0.1, 40, 1e-6) - 0.04
 
 
 def test_rdp_to_eps_is_the_librarys_conversion():
     from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
 
-    curve = 17 * laplace_rdp([0.2])[0]
+    curve = 17 * rr_rdp([0.2])[0]
     for delta in (1e-3, 1e-6, 1e-9):
         assert rdp_to_eps(curve, delta)[0] == pytest.approx(
             compute_epsilon(RDP_ORDERS, curve, delta)[0], rel=1e-12
@@ -378,3 +455,17 @@ def test_budget_parse_forms():
     assert Budget.parse("3") == Budget(3.0, 0.0)
     assert Budget.parse("3:1e-6") == Budget(3.0, 1e-6)
     assert Budget.parse((2, 1e-5)) == Budget(2.0, 1e-5)
+
+
+def test_a_sale_too_large_for_an_rr_pld_falls_back_to_the_sum():
+    import warnings
+
+    led = PrivacyLedger(2, (2e3, 1e-6), "pld")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow on the way
+        assert led.cap([0])[0] == pytest.approx(2e3, rel=1e-3)  # bisection tries eps > 700
+        led.charge([0, 1], [800.0, 0.2])
+        led.charge([0, 1], [0.1, 0.1])
+    assert led.tight.spent[0] == math.inf  # no PLD past 700: its bound is the sum
+    np.testing.assert_allclose(led.spent, [800.1, 0.3])
+    assert np.isfinite(rr_rdp([800.0, 1e4])).all()

@@ -274,7 +274,8 @@ class MarketModel(mesa.Model):
     ``release`` (with ``payment_bound``) publishes noisy round statistics.
     ``budget`` (eps or ``(eps, delta)``): each seller's lifetime privacy budget, kept
     in a :class:`~market_sim.privacy.ledger.PrivacyLedger` composed by ``accountant``
-    (``basic``, ``rdp`` or ``pld``); the mechanism runs under
+    (``basic``, ``rdp`` or ``pld``; a sale at eps_i is an eps_i-DP mechanism of unknown
+    form, composed as its worst case, binary randomized response at eps_i); the mechanism runs under
     :class:`~market_sim.mechanisms.budgeted.Budgeted` caps, a seller's privacy cost
     is c_i times the increase of its composed loss, and a seller whose budget is
     spent leaves the market (docs/ledger.md).

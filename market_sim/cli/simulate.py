@@ -72,7 +72,8 @@ def add_parser(subparsers):
         "--accountant",
         default="basic",
         metavar="NAME",
-        help="how a seller's sales compose: basic (the sum), rdp or pld "
+        help="how a seller's sales compose (each as randomized response at its eps, the "
+        "worst eps-DP mechanism): basic (the sum), rdp or pld "
         "(pld needs the accounting extra); default basic",
     )
     sim.add_argument("--sellers", type=count("sellers"), default=20, help="number of sellers")

@@ -1,27 +1,41 @@
 """A privacy ledger per seller: what repeated sales of its data have cost it.
 
 Each round in which the platform buys eps_i from seller i it trains Algorithm 1
-(003) on the seller's row; the ledger models that sale as one Laplace event at
-loss eps_i (``LaplaceDpEvent(noise_multiplier=1/eps_i)`` in ``dp_accounting``)
-and composes a seller's events with an accountant (``ACCOUNTANTS``):
+(003) on the seller's row, which is eps_i-DP for that seller (Prop. II.2) and is
+known to be nothing more.  The ledger therefore treats a sale at eps_i as an
+eps_i-DP mechanism of unknown form and composes its worst case: binary randomized
+response at eps_i (RR_e: P = (q, 1 - q), Q = (1 - q, q), q = e^e/(1 + e^e)).
+Every e-DP pair of output distributions is a post-processing of RR_e's pair
+(Kairouz, Oh & Viswanath 2015), so the composition of RR events bounds the
+composition of any eps_i-DP mechanisms (Algorithm 1 and released statistics alike),
+and is attained by RR itself: the bound is tight for the class.  In ``dp_accounting``
+one sale is ``RandomizedResponseDpEvent(noise_parameter=2/(1 + e^eps_i), num_buckets=2)``
+(with probability p a uniform bucket, so Pr[keep] = 1 - p/2 = q) under REPLACE_ONE.
+Prop. II.2's slack Delta_i = 2 log(1 + a_i/Lambda) (objective perturbation's
+regularisation Lambda; the paper's uniform 2 log(1 + k/(m Lambda))) is not charged:
+the ledger counts the eps_i sold (Remark II.3: eps_i + Delta ~ eps_i).
+
+Accountants (``ACCOUNTANTS``):
 
 * ``basic``: eps_spent = sum_t eps_t (pure-DP composition, no delta needed);
-* ``rdp``: Renyi DP. Laplace at loss e has, at order a > 1 (Mironov 2017, Prop. 6),
-  R_a(e) = e + log1p((a - 1)/(2a - 1) expm1(-(2a - 1) e)) / (a - 1);
+* ``rdp``: Renyi DP of RR_e at order a > 1 (``rr_rdp``):
+  R_a(e) = log(q^a (1-q)^(1-a) + (1-q)^a q^(1-a)) / (a - 1)
+         = (logaddexp(a e, (1 - a) e) - logaddexp(0, e)) / (a - 1);
   RDP adds over rounds; at delta > 0 it converts to
   eps = min_a R_a + log1p(-1/a) - log(a delta)/(a - 1)   (Canonne et al. 2020, Prop. 12);
-* ``pld``: privacy-loss distributions (``dp_accounting.pld``), pessimistic
-  discretisation ``pld_interval``; eps = the smallest with hockey-stick(eps) <= delta.
+* ``pld``: privacy-loss distributions (``dp_accounting.pld``, RR's two-point loss
+  +-e), pessimistic discretisation ``pld_interval``; eps = the smallest with
+  hockey-stick(eps) <= delta.
 
 Every accountant's eps is a valid bound and so is the sum; the ledger reports
 ``min(sum, accountant)``.  At the budget's delta = 0 all three are the sum: pure-DP
-composition of Laplace events is tight (all T losses sit at their maximum with
-probability 2^-T > 0), so only a budget with delta > 0 lets a tighter accountant help.
+composition is tight (RR's T losses all sit at their maximum with probability
+q^T > 0), so only a budget with delta > 0 lets a tighter accountant help.
 
 Work per round: ``basic`` and ``rdp`` are array operations on (m,) and (m, K)
 arrays (K RDP orders).  ``pld`` keeps one PLD per distinct history (a multiset of
 per-round eps): sellers with the same history share it, and each round composes one
-Laplace PLD per distinct (history, eps) pair.
+RR PLD per distinct (history, eps) pair.
 """
 
 from __future__ import annotations
@@ -40,8 +54,10 @@ __all__ = [
     "Accountant",
     "Budget",
     "PrivacyLedger",
-    "laplace_rdp",
+    "pure_dp_rdp",
     "rdp_to_eps",
+    "rr_noise_parameter",
+    "rr_rdp",
     "spent_under",
 ]
 
@@ -107,15 +123,29 @@ class Budget:
         return cls(eps) if delta is None else cls(eps, delta)
 
 
-# ---- Renyi DP of Laplace, in closed form --------------------------------------------
-def laplace_rdp(eps, orders=RDP_ORDERS) -> np.ndarray:
-    """R_a(e) of Laplace at loss e (Mironov 2017, Prop. 6), shape (len(eps), len(orders)):
-    R_a(e) = e + log1p((a - 1)/(2a - 1) expm1(-(2a - 1) e)) / (a - 1), a > 1."""
+# ---- Renyi DP of randomized response, in closed form ---------------------------------
+def rr_noise_parameter(eps) -> np.ndarray:
+    """``dp_accounting``'s noise parameter of binary RR at loss e: p = 2/(1 + e^e)
+    (a uniform bucket with probability p, so Pr[keep] = 1 - p/2 = e^e/(1 + e^e))."""
+    e = np.asarray(eps, dtype=float)
+    # 2/(1 + e^e) as written (the float the PLD's +-e is computed from), 2 e^-e past overflow
+    return np.where(e <= 700, 2.0 / (1.0 + np.exp(np.minimum(e, 700))), 2.0 * np.exp(-e))
+
+
+def rr_rdp(eps, orders=RDP_ORDERS) -> np.ndarray:
+    """R_a(e) of binary randomized response at loss e, the worst e-DP mechanism,
+    shape (len(eps), len(orders)): with q = e^e/(1 + e^e), a > 1,
+    R_a(e) = log(q^a (1-q)^(1-a) + (1-q)^a q^(1-a)) / (a - 1)
+           = (logaddexp(a e, (1 - a) e) - logaddexp(0, e)) / (a - 1)   (log-sum-exp)."""
     e = np.asarray(eps, dtype=float).reshape(-1, 1)
     a = np.asarray(orders, dtype=float).reshape(1, -1)
     if np.any(a <= 1):
-        raise MarketSimError("laplace_rdp: orders must be > 1")
-    return e + np.log1p((a - 1) / (2 * a - 1) * np.expm1(-(2 * a - 1) * e)) / (a - 1)
+        raise MarketSimError("rr_rdp: orders must be > 1")
+    return (np.logaddexp(a * e, (1 - a) * e) - np.logaddexp(0.0, e)) / (a - 1)
+
+
+# The RDP bound of any e-DP mechanism (RR dominates them all).
+pure_dp_rdp = rr_rdp
 
 
 def rdp_to_eps(rdp, delta: float, orders=RDP_ORDERS) -> np.ndarray:
@@ -132,10 +162,11 @@ def rdp_to_eps(rdp, delta: float, orders=RDP_ORDERS) -> np.ndarray:
 
 # ---- accountants -----------------------------------------------------------------------
 class Accountant:
-    """Composes per-seller Laplace events; subclasses keep their state in arrays.
+    """Composes per-seller eps-DP events (as binary RR, their worst case); subclasses
+    keep their state in arrays.
 
     ``after(ids, eps)``: the composed eps at ``delta`` of each seller ``ids[k]`` if it
-    also took a Laplace event at ``eps[k]`` now (nothing recorded);
+    also took an event at ``eps[k]`` now (nothing recorded);
     ``record(ids, eps)``: add those events; ``spent``: the composed eps so far."""
 
     name: ClassVar[str] = ""
@@ -181,9 +212,9 @@ class RdpAccountant(Accountant):
         self.rdp = np.zeros((self.n, self.orders.size))
 
     def _curves(self, eps: np.ndarray) -> np.ndarray:
-        """Laplace RDP of each eps, one closed-form row per distinct value."""
+        """RR's RDP of each eps, one closed-form row per distinct value."""
         levels, inv = np.unique(eps, return_inverse=True)
-        return laplace_rdp(levels, self.orders)[inv.reshape(-1)]
+        return rr_rdp(levels, self.orders)[inv.reshape(-1)]
 
     def after(self, ids, eps):
         return rdp_to_eps(self.rdp[ids] + self._curves(eps), self.delta, self.orders)
@@ -201,6 +232,9 @@ class PldAccountant(Accountant):
     point at their history (``hid``), so equal histories are composed once."""
 
     name = "pld"
+    # RR at e > MAX_EVENT flips with probability 1/(1 + e^e), below float range: no PLD is
+    # built, and that seller's bound is the sum from then on (a valid one)
+    MAX_EVENT: ClassVar[float] = 700.0
 
     def __init__(self, n: int, delta: float, interval: float = 1e-3):
         super().__init__(n, delta)
@@ -218,19 +252,21 @@ class PldAccountant(Accountant):
         self.eps_of: list[float] = [0.0]
         self.plds: dict[int, Any] = {0: pld.identity(self.interval)}
         self.hid = np.zeros(self.n, dtype=np.int64)
-        self._laplace: dict[float, Any] = {}
+        self._rr: dict[float, Any] = {}
 
     def labels(self, ids):
         return self.hid[ids]
 
-    def laplace(self, e: float):
-        """The PLD of one Laplace event at loss e (noise parameter 1/e, sensitivity 1)."""
-        p = self._laplace.get(e)
+    def event(self, e: float):
+        """The PLD of one e-DP event: binary RR at loss e (privacy loss +-e), REPLACE_ONE."""
+        p = self._rr.get(e)
         if p is None:
-            if len(self._laplace) >= 4096:  # bounded: bisection tries many levels
-                self._laplace.clear()
-            p = self._laplace[e] = self._pld_mod.from_laplace_mechanism(
-                1.0 / e, value_discretization_interval=self.interval
+            if len(self._rr) >= 4096:  # bounded: bisection tries many levels
+                self._rr.clear()
+            p = self._rr[e] = self._pld_mod.from_randomized_response(
+                noise_parameter=float(rr_noise_parameter(e)),
+                num_buckets=2,
+                value_discretization_interval=self.interval,
             )
         return p
 
@@ -243,7 +279,7 @@ class PldAccountant(Accountant):
         if c is None:
             c = self.index[key] = len(self.keys)
             self.keys.append(key)
-            pld = self._pld(h).compose(self.laplace(e))
+            pld = self._pld(h).compose(self.event(e))
             self.plds[c] = pld
             self.eps_of.append(float(pld.get_epsilon_for_delta(self.delta)))
         return c
@@ -253,24 +289,34 @@ class PldAccountant(Accountant):
         if p is None:  # dropped: rebuild from the history
             p = self.plds[0]
             for e, k in self.keys[h]:
-                p = p.compose(self.laplace(e).self_compose(k))
+                p = p.compose(self.event(e).self_compose(k))
             self.plds[h] = p
         return p
 
     def _children(self, ids, eps) -> np.ndarray:
-        pairs = np.column_stack([self.hid[ids].astype(float), eps])
-        uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
-        kids = np.array([self._child(int(h), float(e)) for h, e in uniq], dtype=np.int64)
-        return kids[inv.reshape(-1)]
+        """Each seller's history plus its event; -1 = no PLD (see ``MAX_EVENT``)."""
+        kids = np.full(ids.size, -1, dtype=np.int64)
+        ok = (eps <= self.MAX_EVENT) & (self.hid[ids] >= 0)
+        if ok.any():
+            pairs = np.column_stack([self.hid[ids[ok]].astype(float), eps[ok]])
+            uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
+            new = np.array([self._child(int(h), float(e)) for h, e in uniq], dtype=np.int64)
+            kids[ok] = new[inv.reshape(-1)]
+        return kids
+
+    def _eps(self, kids: np.ndarray) -> np.ndarray:
+        out = np.full(kids.size, np.inf)  # no PLD bound: the ledger's min is the sum
+        ok = kids >= 0
+        out[ok] = np.asarray(self.eps_of, dtype=float)[kids[ok]]
+        return out
 
     def after(self, ids, eps):
-        kids = self._children(ids, eps)
-        return np.asarray(self.eps_of, dtype=float)[kids]
+        return self._eps(self._children(ids, eps))
 
     def record(self, ids, eps):
         kids = self._children(ids, eps)
         self.hid[ids] = kids
-        self.spent[ids] = np.asarray(self.eps_of, dtype=float)[kids]
+        self.spent[ids] = self._eps(kids)
         live = set(np.unique(self.hid).tolist())
         for h in [h for h in self.plds if h not in live and h != 0]:
             del self.plds[h]  # only the live histories' PLDs are kept
