@@ -512,7 +512,7 @@ def audit(
     n_confirm: int = 256,
     n_boot: int = 2000,
     coalition_size: int | None = None,
-    progress: bool = False,
+    progress: bool | str = False,
     costs=None,
     **context,
 ) -> AuditResult:
@@ -522,8 +522,9 @@ def audit(
     to the mechanism's construction.  See the module doc for the search, the verdicts
     and the statistics.  ``coalition_size`` k >= 2 also searches joint misreports of
     up to k sellers (``group_verdict``).  ``progress`` shows a progress bar over the
-    sellers on stderr.  ``costs``, an (n_markets, n_sellers) array, audits these
-    markets instead of drawing them (``rng`` still drives the search): how
+    sellers on stderr (labelled with ``progress`` if it is a string, else "audit").
+    ``costs``, an (n_markets, n_sellers) array, audits these markets instead of
+    drawing them (``rng`` still drives the search): how
     ``market_sim.compare`` audits every mechanism on the same markets."""
     import pandas as pd
 
@@ -575,7 +576,7 @@ def audit(
     markets = []
     bar = tqdm(
         total=n_markets * n_sellers,
-        desc="audit",
+        desc=progress if isinstance(progress, str) else "audit",
         unit="seller",
         file=sys.stderr,
         disable=not progress,

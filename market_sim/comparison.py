@@ -336,7 +336,7 @@ def compare(
                     n_random=n_random,
                     refine=refine,
                     refine_iter=refine_iter,
-                    progress=progress,
+                    progress=f"audit {label}" if progress else False,
                 )
                 s = res.summary
                 verdicts = dict(

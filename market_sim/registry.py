@@ -205,6 +205,12 @@ class Registry:
     def names(self) -> list[str]:
         return [e.name for e in self.entries()]
 
+    def shadowed(self) -> list[Entry]:
+        """Entry points that a built-in or run-time name of the same name hides (they are
+        never loaded by that name: the precedence of :meth:`entries`)."""
+        taken = set(self._builtins) | set(self._registered)
+        return [e for n, e in self._entry_points().items() if n in taken]
+
     def _unknown(self, name: str) -> MarketSimError:
         names = self.names()
         close = difflib.get_close_matches(name, names, n=1)

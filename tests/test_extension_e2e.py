@@ -29,7 +29,8 @@ def site(tmp_path_factory):
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ext-market\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(
-        "[market_sim.mechanisms]\next-uniform-price = ext_mech:UniformPrice\n\n"
+        "[market_sim.mechanisms]\next-uniform-price = ext_mech:UniformPrice\n"
+        "uniform-price = ext_mech:UniformPrice\n\n"  # hidden by the built-in of that name
         "[market_sim.strategies]\nthreshold-shading = ext_strat:ThresholdShading\n\n"
         "[market_sim.scenarios]\ntwo-arm = ext_study\n"
     )
@@ -58,6 +59,16 @@ def test_third_party_entries_are_listed(site, tmp_path):
         assert out.returncode == 0, out.stderr
         line = next(ln for ln in out.stdout.splitlines() if ln.startswith(name))
         assert "ext-market" in line  # the entry point's distribution
+        hidden = [ln for ln in out.stderr.splitlines() if "warning" in ln]
+        if kind == "mechanisms":  # the built-in uniform-price wins, and the listing says so
+            listed = [ln for ln in out.stdout.splitlines() if ln.startswith("uniform-price ")]
+            assert len(listed) == 1 and "[" not in listed[0]
+            assert (
+                len(hidden) == 1
+                and "'uniform-price' (ext_mech:UniformPrice) is hidden" in hidden[0]
+            )
+        else:
+            assert hidden == []
 
 
 def test_simulate_and_audit_a_third_party_mechanism_and_strategy(site, tmp_path):

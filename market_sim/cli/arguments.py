@@ -179,10 +179,16 @@ def online_parent() -> Parser:
     return online
 
 
-def print_listing(rows, width: int = 22) -> None:
-    """``name  first sentence  [origin]`` per registered name (origin only when not built in)."""
+def print_listing(rows, width: int = 22, registry=None) -> None:
+    """``name  first sentence  [origin]`` per registered name (origin only when not built
+    in); with ``registry``, one warning line per entry point a built-in name hides."""
     for name, doc, origin in rows:
         print(f"{name:{width}s} {doc}" + ("" if origin == "built-in" else f"  [{origin}]"))
+    for e in registry.shadowed() if registry is not None else ():
+        warn(
+            f"the {e.origin} {e.name!r} ({e.target}) is hidden by the {registry.kind} of "
+            f"the same name; rename it, or use {e.target!r} as the {registry.kind}"
+        )
 
 
 def warn(text: str) -> None:

@@ -16,5 +16,5 @@ def add_parser(subparsers):
 def run(args) -> int:
     from ..registry import MECHANISMS
 
-    print_listing(MECHANISMS.describe())
+    print_listing(MECHANISMS.describe(), registry=MECHANISMS)
     return 0

@@ -12,7 +12,8 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
+    from ..registry import SCENARIOS
     from ..runner import list_scenarios
 
-    print_listing(list_scenarios(), width=24)
+    print_listing(list_scenarios(), width=24, registry=SCENARIOS)
     return 0

@@ -16,5 +16,5 @@ def add_parser(subparsers):
 def run(args) -> int:
     from ..registry import STRATEGIES
 
-    print_listing(STRATEGIES.describe())
+    print_listing(STRATEGIES.describe(), registry=STRATEGIES)
     return 0
