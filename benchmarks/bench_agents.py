@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_offline import best_time, reporter, write_json  # noqa: E402
+from bench_offline import best_time, reporter, warm_step_time, write_json  # noqa: E402
 
 from market_sim.agents import MarketModel  # noqa: E402
 from market_sim.distributions import parse_distribution  # noqa: E402
@@ -37,13 +37,7 @@ DIST = parse_distribution("uniform:0:1")
 def _round_time(model_kw, reps=3):
     """Best time of one round (after a first round, so memory is warm)."""
     model = MarketModel(rounds=reps + 1, **model_kw)
-    model.step()
-    best = np.inf
-    for _ in range(reps):
-        t = time.perf_counter()
-        model.step()
-        best = min(best, time.perf_counter() - t)
-    return best
+    return warm_step_time(model, reps)
 
 
 def _plain_online_round(m, seed=0):

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_offline import write_json  # noqa: E402
+from bench_offline import warm_step_time, write_json  # noqa: E402
 
 from market_sim.agents import MarketModel  # noqa: E402
 from market_sim.auditing import audit  # noqa: E402
@@ -52,13 +52,7 @@ def br_round(m, mechanism, reps):
         measure_regret=False,
         rounds=reps + 1,
     )
-    model.step()
-    best = np.inf
-    for _ in range(reps):
-        t = time.perf_counter()
-        model.step()
-        best = min(best, time.perf_counter() - t)
-    return best
+    return warm_step_time(model, reps)
 
 
 def audit_time(m, mechanism, reps, markets=1):

@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import argparse
 import copy
-import time
+import sys
 from functools import partial
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_offline import best_time  # noqa: E402
 
 from market_sim.agents import MarketModel, as_strategy
 from market_sim.distributions import parse_distribution
@@ -56,15 +60,6 @@ def _bare(mech, strategies, n, players, samples, rounds, seed):
                 model.step()
 
 
-def _best(fn, reps=3):
-    best = np.inf
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=20)
@@ -80,8 +75,8 @@ def main(argv=None) -> int:
 
         mech = as_mechanism("posted-price", dist=DIST, n_sellers=args.sellers)
         kw = dict(n=args.sellers, players=4, samples=args.samples, rounds=args.rounds, seed=0)
-        t_bare = _best(partial(_bare, mech, strategies, **kw))
-        t_egta = _best(
+        t_bare = best_time(partial(_bare, mech, strategies, **kw))
+        t_egta = best_time(
             partial(
                 egta,
                 mech,

@@ -24,13 +24,12 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_offline import best_time, reporter, write_json  # noqa: E402
+from bench_offline import best_time, reporter, warm_step_time, write_json  # noqa: E402
 
 from market_sim.agents import MarketModel  # noqa: E402
 from market_sim.agents.learners import DEFAULT_MULTIPLIERS  # noqa: E402
@@ -45,13 +44,7 @@ def _model_round(m, strategy, reps=3):
         m, dist=DIST, mechanism="online", strategy=strategy, rounds=reps + 1, seed=0,
         measure_regret=False,
     )  # fmt: skip
-    model.step()
-    best = np.inf
-    for _ in range(reps):
-        t = time.perf_counter()
-        model.step()
-        best = min(best, time.perf_counter() - t)
-    return best
+    return warm_step_time(model, reps)
 
 
 def plain_hedge_round(m, rounds=4, seed=0):

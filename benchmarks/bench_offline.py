@@ -42,6 +42,12 @@ def best_time(fn, reps=3):
     return best
 
 
+def warm_step_time(model, reps=3):
+    """Best time of one ``model.step()``, after a first step (so memory is warm)."""
+    model.step()
+    return best_time(model.step, reps)
+
+
 def ratio_to_sort(fn, psi, reps):
     """(best time of fn, best time of np.sort(psi)), the two interleaved rep by rep."""
     t_fn = t_sort = np.inf
