@@ -36,7 +36,7 @@ from ..errors import MarketSimError
 from ..mechanisms.base import Mechanism, as_mechanism, mechanism_name
 from ..mechanisms.budgeted import Budgeted, Caps
 from ..mechanisms.offline import proxy_loss_of_eps
-from ..privacy.ledger import ACCOUNTANTS, PrivacyLedger
+from ..privacy.ledger import PrivacyLedger, accountant_class
 from ..privacy.release import StatisticRelease
 from .strategies import (
     SellerGroup,
@@ -335,10 +335,7 @@ class MarketModel(mesa.Model):
             )
         if seed is not None and rng is not None:
             raise MarketSimError("give seed or rng, not both")
-        if not (isinstance(accountant, str) and accountant in ACCOUNTANTS):
-            raise MarketSimError(
-                f"unknown accountant {accountant!r} (one of: {', '.join(sorted(ACCOUNTANTS))})"
-            )
+        accountant_class(accountant)  # a one-line error for an unknown name
         mix = _strategy_mix(strategy, strategic_fraction, int(n_sellers))
         if rng is None:
             rng = np.random.default_rng(seed)

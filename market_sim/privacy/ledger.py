@@ -52,6 +52,7 @@ __all__ = [
     "ACCOUNTANTS",
     "RDP_ORDERS",
     "Accountant",
+    "accountant_class",
     "Budget",
     "PrivacyLedger",
     "pure_dp_rdp",
@@ -327,7 +328,8 @@ ACCOUNTANTS: dict[str, type[Accountant]] = {
 }
 
 
-def _accountant_class(name) -> type[Accountant]:
+def accountant_class(name) -> type[Accountant]:
+    """The accountant registered as ``name``; a one-line error for any other name."""
     cls = ACCOUNTANTS.get(name) if isinstance(name, str) else None
     if cls is None:
         raise MarketSimError(
@@ -357,7 +359,7 @@ class PrivacyLedger:
         grid: float | None = None,
     ):
         self.budget = Budget.parse(budget)
-        cls = _accountant_class(accountant)
+        cls = accountant_class(accountant)
         self.accountant_name = cls.name
         self.n = int(n)
         self.basic = BasicAccountant(self.n, self.budget.delta)
