@@ -46,6 +46,7 @@ from .distributions import as_distribution
 from .errors import MarketSimError
 from .files import atomic_write, check_writable_folder, json_plain, save_png
 from .mechanisms.base import as_mechanism, mechanism_name
+from .mechanisms.offline import proxy_loss_of_eps
 from .parameters import check_int
 
 if TYPE_CHECKING:
@@ -66,12 +67,11 @@ FILES = (
 
 def objective(eps, payments, *, mu: float, sigma: float, gamma: float) -> float:
     """Eq. 11 (003) with the realised payments: mu ||eps|| / eta + sigma / eta +
-    gamma sum t_i, eta = sum eps; inf when nothing is bought."""
+    gamma sum t_i, eta = sum eps; inf when nothing is bought: the proxy loss with zero
+    virtual costs (its data terms) plus gamma times the payments."""
     eps = np.asarray(eps, dtype=float)
-    eta = float(eps.sum())
-    if eta <= 0:
-        return math.inf
-    return float(mu * np.linalg.norm(eps) / eta + sigma / eta + gamma * np.sum(payments))
+    data = proxy_loss_of_eps(eps, np.zeros_like(eps), mu=mu, sigma=sigma, gamma=gamma)
+    return float(data + gamma * np.sum(payments))
 
 
 def t_interval(x, level: float = LEVEL) -> tuple[float, float, float]:
@@ -318,7 +318,7 @@ def compare(
             for k in range(n_markets):
                 out = mech.run(costs[k], np.random.default_rng(int(seeds[k])))
                 obj[k] = objective(out.eps, out.payments, mu=mu, sigma=sigma, gamma=gamma)
-                loss[k] = _proxy_loss(out.eps, psi[k], mu, sigma, gamma)
+                loss[k] = proxy_loss_of_eps(out.eps, psi[k], mu=mu, sigma=sigma, gamma=gamma)
                 pay[k] = float(np.sum(out.payments))
                 bought[k] = int(np.count_nonzero(out.eps > 0))
             verdicts: dict[str, object] = dict(
@@ -443,13 +443,6 @@ def _minimises_eq11(mech, mu, sigma, gamma) -> bool:
         and mech.k is None
         and (mech.mu, mech.sigma, mech.gamma) == (mu, sigma, gamma)
     )
-
-
-def _proxy_loss(eps, psi, mu, sigma, gamma) -> float:
-    """Eq. 11 (003) of what was bought (inf when nothing is)."""
-    from .mechanisms.offline import proxy_loss_of_eps
-
-    return proxy_loss_of_eps(eps, psi, mu=mu, sigma=sigma, gamma=gamma)
 
 
 def _paired(x: dict, base: dict, key: str) -> dict:
