@@ -1,0 +1,502 @@
+"""The sampled game behind ``market_sim.equilibrium``: seller classes, opponent samples,
+a deviator's expected eps and payment at candidate reports, best responses, and the
+verification (epsilon and bnelearn's metrics).  docs/equilibrium.md has the method.
+
+A seller's utility is linear in its true cost, u(c, z) = T(z) - c E(z), with E(z), T(z)
+its expected eps and payment when it reports z and the others play their classes' bid
+functions: one evaluation of E and T at a vector of reports serves every cost.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .distributions import CostDistribution, as_distribution
+from .errors import MarketSimError
+from .mechanisms.base import Mechanism, as_outcome, mechanism_name
+from .parameters import check_int
+
+BidFn = Callable[[np.ndarray], np.ndarray]
+SENTINELS = 17  # coarse reports over the whole range, always tried
+WIN_SHARE = 0.01  # a cost "wins" when it gets something at least this often
+_TIE = 1e-9  # a candidate must beat the current bid by this share of the utility scale
+_CHUNK = 250_000  # rows per call of a batched outcome
+
+
+# ---- the sellers ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Classes:
+    """Seller classes as the solver sees them: a cost law and a count per class, and the
+    class of each seller (class 0's sellers first, in order)."""
+
+    laws: tuple[CostDistribution, ...]
+    counts: tuple[int, ...]
+
+    @property
+    def n(self) -> int:
+        return int(sum(self.counts))
+
+    @property
+    def group(self) -> np.ndarray:
+        return np.repeat(np.arange(len(self.counts)), self.counts)
+
+    @property
+    def spec(self) -> str:
+        if len(self.laws) == 1:
+            return self.laws[0].spec
+        return "+".join(f"{k}*{d.spec}" for d, k in zip(self.laws, self.counts, strict=True))
+
+
+def as_classes(population, n_sellers=None) -> Classes:
+    """Classes from a Population (anything with ``laws`` and ``counts``), a list of
+    ``(cost law, count)`` pairs, or one cost law with ``n_sellers``."""
+    if hasattr(population, "laws") and hasattr(population, "counts"):
+        if getattr(population, "has_data", False):
+            raise MarketSimError(
+                "a population with data: the BNE solver draws costs only (classes by data "
+                "are not supported)"
+            )
+        pairs = list(zip(population.laws, population.counts, strict=True))
+    elif isinstance(population, (list, tuple)) and population and not isinstance(population, str):
+        pairs = []
+        for item in population:
+            if not (isinstance(item, (list, tuple)) and len(item) == 2):
+                raise MarketSimError(f"a class must be a (cost law, count) pair (got {item!r})")
+            pairs.append((item[0], item[1]))
+    else:
+        if n_sellers is None:
+            raise MarketSimError(
+                "population must be a Population, a list of (cost law, count) classes, or a "
+                "cost law with n_sellers"
+            )
+        pairs = [(population, n_sellers)]
+    laws = tuple(as_distribution(law) for law, _ in pairs)
+    counts = tuple(check_int("class count", k, 1) for _, k in pairs)
+    if sum(counts) < 2:
+        raise MarketSimError(f"n_sellers must be an integer >= 2 (got {sum(counts)})")
+    return Classes(laws, counts)
+
+
+# ---- the opponents --------------------------------------------------------------------
+class Sample:
+    """``markets`` markets of n costs, each seller's from its class law: a scrambled
+    Sobol sequence in n dimensions mapped through the quantile functions (``markets``
+    rounded up to a power of two), so the opponents' costs are far more even than
+    i.i.d. draws.  In market s the deviators of class g are ``deviators[g][s]`` (up
+    to ``per_market`` of its sellers, rotating through them); one seed per market
+    (common random numbers for randomized mechanisms)."""
+
+    def __init__(self, classes: Classes, markets: int, per_market: int, rng, tilt: float = 0.0):
+        n = classes.n
+        k = max(0, math.ceil(math.log2(max(markets, 1))))
+        if n <= 21201:
+            from scipy.stats import qmc
+
+            u = qmc.Sobol(d=n, scramble=True, seed=rng).random_base2(k)
+        else:  # beyond scipy's Sobol directions
+            u = rng.random((2**k, n))
+        self.weights = np.ones(u.shape[0])
+        if tilt > 1 and u.shape[0] >= 2:
+            u, self.weights = _tilted(u, tilt)
+        group = classes.group
+        self.costs = np.empty_like(u)
+        for g, law in enumerate(classes.laws):
+            cols = group == g
+            lo, hi = law.support
+            self.costs[:, cols] = np.clip(np.asarray(law.ppf(u[:, cols]), dtype=float), lo, hi)
+        M = self.costs.shape[0]
+        self.seeds = rng.integers(2**63, size=M)
+        self.deviators = []
+        for g in range(len(classes.laws)):
+            idx = np.flatnonzero(group == g)
+            d = min(per_market, idx.size)
+            pos = (np.arange(M)[:, None] + np.arange(d)[None, :]) % idx.size
+            self.deviators.append(idx[pos])  # (M, d)
+
+    @property
+    def markets(self) -> int:
+        return int(self.costs.shape[0])
+
+    def mean(self, X: np.ndarray) -> np.ndarray:
+        """The (importance-weighted) mean over the markets of a (markets, ...) array."""
+        return np.tensordot(self.weights, X, axes=1) / self.weights.sum()
+
+
+def _tilted(u: np.ndarray, a: float) -> tuple[np.ndarray, np.ndarray]:
+    """Importance sampling towards high costs: every second market's quantiles are
+    raised to the power 1/a (Beta(a, 1): all costs high), the defensive mixture
+    q(u) = 1/2 + 1/2 prod_j a u_j^(a-1) of the two; weights 1/q(u).  Where a seller
+    rarely wins (every rival's cost must be higher), the plain sample has few
+    informative markets; the tilted half has many (every second market: the second half)."""
+    u = u.copy()
+    half = u.shape[0] // 2  # the second half of a Sobol sequence is a net too (odd rows are not)
+    u[half:] = u[half:] ** (1.0 / a)
+    with np.errstate(over="ignore", divide="ignore"):
+        log_tilt = np.sum(math.log(a) + (a - 1) * np.log(np.maximum(u, 1e-300)), axis=1)
+        w = 1.0 / (0.5 + 0.5 * np.exp(np.minimum(log_tilt, 700.0)))
+    return u, w
+
+
+def reports_of(sample: Sample, classes: Classes, bidfns: Sequence[BidFn]) -> np.ndarray:
+    """Every seller's report b_g(c) in every sampled market: (markets, n)."""
+    R = np.empty_like(sample.costs)
+    group = classes.group
+    for g, fn in enumerate(bidfns):
+        cols = group == g
+        R[:, cols] = fn(sample.costs[:, cols])
+    return R
+
+
+# ---- the mechanism, three ways ------------------------------------------------------
+def is_batched(mech) -> bool:
+    """A user's ``outcome`` takes a (B, n) batch of report vectors (``batched = True``)."""
+    return bool(
+        getattr(mech, "batched", False) or getattr(getattr(mech, "obj", None), "batched", False)
+    )
+
+
+def has_vector_deviations(mech) -> bool:
+    """The mechanism overrides ``deviations`` (vectorised over candidates)."""
+    return type(mech).deviations is not Mechanism.deviations
+
+
+@dataclass
+class Oracle:
+    """E and T of a deviator at candidate reports, per sampled market: through the
+    mechanism's own ``deviations`` when it overrides it, one batched ``outcome`` call
+    when the mechanism says ``batched = True``, else a tight loop over ``outcome``."""
+
+    mech: Mechanism
+    calls: int = 0  # report vectors evaluated (outcome rows or deviations entries)
+    path: str = field(init=False)
+
+    def __post_init__(self):
+        if has_vector_deviations(self.mech):
+            self.path = "deviations"
+        elif is_batched(self.mech):
+            self.path = "batched"
+        else:
+            self.path = "outcome"
+
+    def eps_pay(self, sample: Sample, R: np.ndarray, g: int, Z: np.ndarray):
+        """(markets, len(Z)) arrays: class g's deviators' mean eps and payment when one
+        of them reports z and everyone else reports R[s]."""
+        Z = np.asarray(Z, dtype=float)
+        dev = sample.deviators[g]
+        self.calls += sample.markets * dev.shape[1] * Z.size
+        if self.path == "deviations":
+            return self._deviations(sample, R, dev, Z)
+        if self.path == "batched":
+            return self._batched(sample, R, dev[:, 0], Z)
+        return self._loop(sample, R, dev[:, 0], Z)
+
+    def _deviations(self, sample, R, dev, Z):
+        M = R.shape[0]
+        E, T = np.empty((M, Z.size)), np.empty((M, Z.size))
+        cand = np.broadcast_to(Z, (dev.shape[1], Z.size))
+        for s in range(M):
+            out = self.mech.deviations(dev[s], cand, R[s], np.random.default_rng(sample.seeds[s]))
+            E[s] = np.mean(out.eps, axis=0)
+            T[s] = np.mean(out.payments, axis=0)
+        return E, T
+
+    def _batched(self, sample, R, dev, Z):
+        M, K = R.shape[0], Z.size
+        name = mechanism_name(self.mech)
+        if getattr(self.mech, "randomized", False):  # one seed per market: common numbers
+            E, T = np.empty((M, K)), np.empty((M, K))
+            for s in range(M):
+                X = np.repeat(R[s : s + 1], K, axis=0)
+                X[:, dev[s]] = Z
+                e, p = _batch_result(
+                    self.mech.outcome(X, np.random.default_rng(sample.seeds[s])), X.shape, name
+                )
+                E[s], T[s] = e[:, dev[s]], p[:, dev[s]]
+            return E, T
+        rows = max(1, _CHUNK // max(K, 1))
+        E, T = np.empty((M, K)), np.empty((M, K))
+        for a in range(0, M, rows):
+            b = min(M, a + rows)
+            X = np.repeat(R[a:b], K, axis=0)
+            who = np.repeat(dev[a:b], K)
+            X[np.arange(X.shape[0]), who] = np.tile(Z, b - a)
+            e, p = _batch_result(
+                self.mech.outcome(X, np.random.default_rng(sample.seeds[a])), X.shape, name
+            )
+            E[a:b] = e[np.arange(X.shape[0]), who].reshape(b - a, K)
+            T[a:b] = p[np.arange(X.shape[0]), who].reshape(b - a, K)
+        return E, T
+
+    def _loop(self, sample, R, dev, Z):
+        M, K = R.shape[0], Z.size
+        E, T = np.empty((M, K)), np.empty((M, K))
+        fn = self.mech.outcome
+        randomized = bool(getattr(self.mech, "randomized", False))
+        shared = np.random.default_rng(0)
+        zs = Z.tolist()
+        first = True
+        for s in range(M):
+            r = R[s].copy()
+            i = int(dev[s])
+            seed = int(sample.seeds[s])
+            Es, Ts = E[s], T[s]
+            for k, z in enumerate(zs):
+                r[i] = z
+                res = fn(r, np.random.default_rng(seed) if randomized else shared)
+                if first:  # checked once: shape, finite, eps >= 0
+                    res = as_outcome(res, r.size, mechanism_name(self.mech))
+                    first = False
+                if isinstance(res, tuple):
+                    Es[k], Ts[k] = res[0][i], res[1][i]
+                else:
+                    Es[k], Ts[k] = res.eps[i], res.payments[i]
+        return E, T
+
+
+def _batch_result(res, shape, name):
+    if isinstance(res, tuple):
+        e, p = res[0], res[1]
+    else:
+        e, p = res.eps, res.payments
+    e, p = np.asarray(e, dtype=float), np.asarray(p, dtype=float)
+    if e.shape != shape or p.shape != shape:
+        raise MarketSimError(
+            f"{name}: batched = True, but outcome of a {shape} batch returned eps of shape "
+            f"{e.shape}"
+        )
+    if not (np.all(np.isfinite(e)) and np.all(np.isfinite(p))) or np.any(e < 0):
+        raise MarketSimError(f"{name}: outcome returned NaN, inf or negative eps")
+    return e, p
+
+
+# ---- best responses ---------------------------------------------------------------------
+def parabolic_peak(Z: np.ndarray, U: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Per row, the vertex of the parabola through the best candidate k and its two
+    neighbours (a sub-grid argmax), kept within the neighbours; k itself at an end."""
+    rows = np.arange(U.shape[0])
+    inner = (k > 0) & (k < Z.size - 1)
+    k0, k2 = np.clip(k - 1, 0, Z.size - 1), np.clip(k + 1, 0, Z.size - 1)
+    x0, x1, x2 = Z[k0], Z[k], Z[k2]
+    y0, y1, y2 = U[rows, k0], U[rows, k], U[rows, k2]
+    num = (x1 - x0) ** 2 * (y1 - y2) - (x1 - x2) ** 2 * (y1 - y0)
+    den = (x1 - x0) * (y1 - y2) - (x1 - x2) * (y1 - y0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = x1 - 0.5 * num / den
+    ok = inner & (den > 0) & np.isfinite(v)
+    return np.where(ok, np.clip(v, x0, x2), x1)
+
+
+@dataclass(frozen=True)
+class Response:
+    bids: np.ndarray  # the best responses at the grid costs
+    z_top: float  # the lowest sentinel above every report that got anything
+    gain: float  # ex-ante gain of the best responses over the current bids / utility
+
+
+def best_response(
+    oracle: Oracle,
+    sample: Sample,
+    R: np.ndarray,
+    g: int,
+    costs: np.ndarray,
+    current: np.ndarray,
+    z_range: tuple[float, float],
+    z_top: float,
+    k: int,
+    weights: np.ndarray,
+) -> Response:
+    """Class g's best responses at ``costs`` among ``k`` reports on [z_lo, z_top], the
+    coarse sentinels over the whole range and the current bids (any report, below the
+    cost too), refined by a parabola through the best and its neighbours; the current
+    bid is kept when nothing beats it by more than 1e-9 of the utility scale."""
+    z_lo, z_hi = z_range
+    sent = np.linspace(z_lo, z_hi, SENTINELS)
+    Z = np.unique(np.concatenate((np.linspace(z_lo, z_top, k), sent, current)))
+    E, T = oracle.eps_pay(sample, R, g, Z)
+    Eb, Tb = sample.mean(E), sample.mean(T)
+    U = Tb[None, :] - costs[:, None] * Eb[None, :]
+    best = np.argmax(U, axis=1)
+    rows = np.arange(costs.size)
+    u_best = U[rows, best]
+    u_cur = U[rows, np.searchsorted(Z, current)]
+    scale = np.maximum(U.max(axis=1) - U.min(axis=1), 1e-300)
+    keep = u_cur >= u_best - _TIE * scale
+    br = np.where(keep, current, parabolic_peak(Z, U, best))
+    live = (Eb > 0) | (Tb != 0)
+    top = z_hi
+    if live.any():
+        above = sent[sent > Z[np.flatnonzero(live)[-1]]]
+        top = float(above[0]) if above.size else z_hi
+    util = float(weights @ np.maximum(u_cur, 0.0))
+    gain = float(weights @ (u_best - u_cur))
+    rel = gain / util if util > 0 else (0.0 if gain <= 0 else math.inf)
+    return Response(br, top, rel)
+
+
+def isotonic(y: np.ndarray) -> np.ndarray:
+    """The non-decreasing sequence closest to ``y`` in least squares (pool adjacent
+    violators)."""
+    vals: list[float] = []
+    sizes: list[int] = []
+    for v in y.tolist():
+        vals.append(v)
+        sizes.append(1)
+        while len(vals) > 1 and vals[-2] > vals[-1]:
+            s = sizes[-2] + sizes[-1]
+            vals[-2] = (vals[-2] * sizes[-2] + vals[-1] * sizes[-1]) / s
+            sizes[-2] = s
+            vals.pop()
+            sizes.pop()
+    return np.repeat(vals, sizes)
+
+
+def prior_weights(law: CostDistribution, costs: np.ndarray) -> np.ndarray:
+    """Weights of sorted ``costs`` for expectations under the law: density x the width
+    of each cost's cell (midpoints to its neighbours, the support's ends outside),
+    normalised."""
+    lo, hi = law.support
+    edges = np.concatenate(([lo], 0.5 * (costs[1:] + costs[:-1]), [hi]))
+    w = np.asarray(law.pdf(costs), dtype=float) * np.diff(edges)
+    s = w.sum()
+    return w / s if s > 0 else np.full(costs.size, 1.0 / costs.size)
+
+
+# ---- verification -------------------------------------------------------------------
+@dataclass(frozen=True)
+class EpsilonResult:
+    """How far one class's bid function is from a best response (docs/equilibrium.md):
+    ``epsilon`` (ε̂, the largest mean gain of a deviation over the evaluation costs, on
+    fresh opponents) and its 95% ``epsilon_ci``; ``epsilon_relative`` (ε̂ over the
+    ex-ante utility ``utility``); ``loss`` (ℓ̂, the prior-weighted mean of the gains)
+    and ``relative_loss`` (L̂ = 1 - u / (u + ℓ̂)); per cost of ``eval_costs``: ``gains``,
+    the deviations ``best_reports``, ``utilities`` at the bid, ``win_rates`` (share
+    of fresh markets where the bid gets anything); ``distances`` to a reference bid
+    function when one was given (L2 and L∞, over all costs and over the costs that
+    win at least 1% of the time)."""
+
+    epsilon: float
+    epsilon_ci: tuple[float, float]
+    epsilon_relative: float
+    eval_costs: np.ndarray = field(repr=False)
+    gains: np.ndarray = field(repr=False)
+    best_reports: np.ndarray = field(repr=False)
+    utilities: np.ndarray = field(repr=False)
+    eval_markets: int = 0
+    loss: float = 0.0
+    relative_loss: float = 0.0
+    utility: float = 0.0
+    win_rates: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    distances: dict = field(default_factory=dict)
+
+    def metrics(self) -> dict:
+        """The scalar metrics (for summaries and tables)."""
+        return {
+            "epsilon": self.epsilon,
+            "epsilon_ci": list(self.epsilon_ci),
+            "epsilon_relative": self.epsilon_relative,
+            "loss": self.loss,
+            "relative_loss": self.relative_loss,
+            "utility": self.utility,
+            **self.distances,
+        }
+
+
+def eval_costs_for(law: CostDistribution, c_top: float, cells: int) -> np.ndarray:
+    """The evaluation costs: the centres of ``cells`` cells of the whole support and of
+    ``cells`` cells of [low, c_top] (where reports get anything), off the ends."""
+    lo, hi = law.support
+    whole = np.linspace(lo, hi, cells + 1)
+    focus = np.linspace(lo, min(c_top, hi), cells + 1)
+    mids = np.concatenate((0.5 * (whole[1:] + whole[:-1]), 0.5 * (focus[1:] + focus[:-1])))
+    return np.unique(mids)
+
+
+def search_reports(oracle, sample, R, g, costs, bids, z_range, z_top, dense, refine) -> np.ndarray:
+    """Each cost's best report on the search sample: the argmax over ``dense`` reports on
+    the whole range [z_lo, z_hi] (below the cost too), ``dense`` more on [z_lo, z_top]
+    and the bids, then ``refine`` rounds of local refinement (the parabola's vertex and
+    the midpoints to both neighbours of the best so far, all costs at once)."""
+    z_lo, z_hi = z_range
+    Z = np.unique(
+        np.concatenate((np.linspace(z_lo, z_hi, dense), np.linspace(z_lo, z_top, dense), bids))
+    )
+    E, T = oracle.eps_pay(sample, R, g, Z)
+    Eb, Tb = sample.mean(E), sample.mean(T)
+    U = Tb[None, :] - costs[:, None] * Eb[None, :]
+    k = np.argmax(U, axis=1)
+    rows = np.arange(costs.size)
+    best_z, best_u = Z[k], U[rows, k]
+    h = np.maximum(best_z - Z[np.maximum(k - 1, 0)], Z[np.minimum(k + 1, Z.size - 1)] - best_z)
+    extra = parabolic_peak(Z, U, k)
+    for _ in range(refine):  # halve the bracket around the best so far
+        h = h / 2
+        pts = np.clip(np.stack((best_z - h, best_z + h, extra), axis=1), z_lo, z_hi)
+        P = np.unique(pts)
+        E2, T2 = oracle.eps_pay(sample, R, g, P)
+        U2 = sample.mean(T2)[None, :] - costs[:, None] * sample.mean(E2)[None, :]
+        u3 = np.take_along_axis(U2, np.searchsorted(P, pts), axis=1)
+        j = np.argmax(u3, axis=1)
+        better = u3[rows, j] > best_u
+        best_z = np.where(better, pts[rows, j], best_z)
+        best_u = np.where(better, u3[rows, j], best_u)
+        extra = best_z
+    return best_z
+
+
+def measure(
+    oracle, fresh, R, g, law, costs, bids, z_star, reference: BidFn | None
+) -> EpsilonResult:
+    """The gains of the deviations ``z_star`` over the bids, re-measured on the fresh
+    sample, and the metrics (docs/equilibrium.md)."""
+    from scipy import stats
+
+    n_c = costs.size
+    E, T = oracle.eps_pay(fresh, R, g, np.concatenate((z_star, bids)))
+    U = T - np.tile(costs, 2)[None, :] * E
+    gains = U[:, :n_c] - U[:, n_c:]  # per fresh market and cost
+    mean_gain = fresh.mean(gains)
+    i = int(np.argmax(mean_gain))
+    eps = max(0.0, float(mean_gain[i]))
+    M = gains.shape[0]
+    # the standard error of the (self-normalised, weighted) mean at the maximising cost
+    w = fresh.weights / fresh.weights.sum()
+    se = float(np.sqrt(np.sum(w**2 * (gains[:, i] - mean_gain[i]) ** 2) * M / max(M - 1, 1)))
+    half = float(stats.t.ppf(0.975, max(M - 1, 1)) * se)
+    ci = (max(0.0, float(mean_gain[i]) - half), max(0.0, float(mean_gain[i]) + half))
+    util = fresh.mean(U[:, n_c:])
+    wins = fresh.mean((E[:, n_c:] > 0).astype(float))
+    w = prior_weights(law, costs)
+    u = float(w @ util)
+    loss = float(w @ np.maximum(mean_gain, 0.0))  # ℓ̂: prior-weighted interim loss
+    rel_loss = 1.0 - u / (u + loss) if u + loss > 0 else 0.0  # L̂
+    rel = eps / u if u > 0 else (0.0 if eps == 0 else math.inf)
+    dist = distances(law, costs, bids, wins, reference) if reference is not None else {}
+    return EpsilonResult(
+        eps, ci, rel, costs, mean_gain, z_star, util, M, loss, rel_loss, u, wins, dist
+    )
+
+
+def distances(law, costs, bids, wins, reference: BidFn) -> dict:
+    """L2 (prior-weighted) and L∞ distances of the bids to ``reference`` at the
+    evaluation costs, over all of them and over those winning >= 1% of the time."""
+    diff = np.abs(bids - np.asarray(reference(costs), dtype=float))
+    w = prior_weights(law, costs)
+    active = wins >= WIN_SHARE
+    out = {
+        "l2": float(np.sqrt(w @ diff**2)),
+        "linf": float(diff.max()),
+        "l2_active": math.nan,
+        "linf_active": math.nan,
+        "active_top": float(costs[active].max()) if active.any() else math.nan,
+    }
+    if active.any():
+        wa = w[active] / w[active].sum() if w[active].sum() > 0 else None
+        out["l2_active"] = float(
+            np.sqrt((wa if wa is not None else 1.0 / active.sum()) @ diff[active] ** 2)
+        )
+        out["linf_active"] = float(diff[active].max())
+    return out
