@@ -306,10 +306,10 @@ class _Options:
     bid_grid: int = 65
     samples: int = 1024
     deviators: int = 8
-    damping: float = 0.5
+    damping: float = 0.02
     tol: float = 2e-3
     gain_tol: float = 1e-3
-    max_iter: int = 60
+    max_iter: int = 40
     eval_grid: int = 33
     eval_samples: int | None = None
     check_grid: int = 129

@@ -87,7 +87,7 @@ class Sample:
     Sobol sequence in n dimensions mapped through the quantile functions (``markets``
     rounded up to a power of two), so the opponents' costs are far more even than
     i.i.d. draws.  In market s the deviators of class g are ``deviators[g][s]`` (up
-    to ``per_market`` of its sellers, rotating through them); one seed per market
+    to ``per_market`` of its sellers from a random one on); one seed per market
     (common random numbers for randomized mechanisms)."""
 
     def __init__(self, classes: Classes, markets: int, per_market: int, rng, tilt: float = 0.0):
@@ -114,7 +114,10 @@ class Sample:
         for g in range(len(classes.laws)):
             idx = np.flatnonzero(group == g)
             d = min(per_market, idx.size)
-            pos = (np.arange(M)[:, None] + np.arange(d)[None, :]) % idx.size
+            # a random first deviator per market (a rotation s mod n would line up with
+            # the Sobol sequence's structure and bias the opponents' costs)
+            first = rng.integers(idx.size, size=M)
+            pos = (first[:, None] + np.arange(d)[None, :]) % idx.size
             self.deviators.append(idx[pos])  # (M, d)
 
     @property
