@@ -49,10 +49,12 @@ from .equilibrium_game import (
 )
 from .errors import MarketSimError
 from .files import atomic_write, json_plain, save_png
-from .mechanisms.base import as_mechanism, mechanism_name
+from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
 from .parameters import check_int
 
 __all__ = [
+    "OPTIONS",
+    "parse_classes",
     "BNEResult",
     "ClassBid",
     "EpsilonResult",
@@ -225,7 +227,7 @@ def _check_float(label, v, lo, hi, lo_open=True):
 # ---- setup -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Setup:
-    mech: object
+    mech: Mechanism
     classes: Classes
     z_range: tuple[float, float]  # lowest and highest report
     name: str
@@ -339,6 +341,30 @@ class _Options:
         return max(1, -(-samples // d)), d
 
 
+#: the solver's options and their defaults
+OPTIONS = {f.name: f.default for f in dataclasses.fields(_Options)}
+
+
+def parse_classes(spec: str) -> list:
+    """Classes from ``COUNT*LAW+COUNT*LAW`` (e.g. ``1*uniform:1:2+1*uniform:0:2``): the
+    Population spec's classes (``market_sim.population`` when present)."""
+    try:
+        from . import population as _population
+
+        return _population.Population.parse(spec)
+    except ImportError:
+        pass
+    classes = []
+    for part in str(spec).split("+"):
+        count, star, law = part.strip().partition("*")
+        if not star or not count.strip().isdigit() or not law.strip():
+            raise MarketSimError(
+                f"unknown class spec {part.strip()!r} (want COUNT*LAW, e.g. 30*uniform:1:2)"
+            )
+        classes.append((law.strip(), int(count)))
+    return classes
+
+
 # ---- the solve -----------------------------------------------------------------------
 @dataclass
 class _State:
@@ -351,10 +377,16 @@ class _State:
     z_top: float
 
     def bidfns(self) -> list[BidFn]:
-        return [
-            (lambda c, x=x, y=y: np.interp(c, x, y))
-            for x, y in zip(self.costs, self.bids, strict=True)
-        ]
+        return [_linear(x, y) for x, y in zip(self.costs, self.bids, strict=True)]
+
+
+def _linear(x: np.ndarray, y: np.ndarray) -> BidFn:
+    """The linear interpolation of the bids y at the grid costs x."""
+
+    def fn(c):
+        return np.interp(c, x, y)
+
+    return fn
 
 
 def _smooth(costs: np.ndarray, br: np.ndarray, knots: int) -> np.ndarray:
@@ -521,7 +553,7 @@ def _options(options: dict) -> _Options:
 
 def _result(setup, opt, state, trace, checks, oracle, seconds, context) -> BNEResult:
     classes = tuple(
-        ClassBid(law.spec, k, tuple(map(float, law.support)), c, b, ch)
+        ClassBid(law.spec, k, (float(law.support[0]), float(law.support[1])), c, b, ch)
         for law, k, c, b, ch in zip(
             setup.classes.laws, setup.classes.counts, state.costs, state.bids, checks, strict=True
         )

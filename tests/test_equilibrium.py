@@ -10,15 +10,18 @@ import pytest
 
 from market_sim.analysis.figures import figure_problems
 from market_sim.cli import main
-from market_sim.equilibrium import BNEResult, bne_epsilon, figure, symmetric_bne
+from market_sim.equilibrium import BNEResult, bne, bne_epsilon, figure, symmetric_bne
+from market_sim.equilibrium_game import Oracle, Sample, as_classes, reports_of
 from market_sim.errors import MarketSimError
 from market_sim.mechanisms.base import Mechanism, as_mechanism
 
 FIRST_PRICE = f"{Path(__file__).resolve().parent.parent / 'examples' / 'first_price.py'}"
 FIRST_PRICE += ":FirstPriceProcurement"
-SMALL = dict(samples=128, grid=9, eval_grid=17)
-CHECK = dict(samples=128, eval_grid=17)  # bne_epsilon's options
+SMALL = dict(samples=128, grid=9, eval_grid=9)
+CHECK = dict(samples=128, eval_grid=9)  # bne_epsilon's options
 FAST = dict(SMALL, max_iter=10)
+TOL_K_UNIT = 0.035  # L-infinity on the costs winning >= 1% of the time, x support width
+TOL_ASYM = 0.04
 
 
 def closed_form(c, m):
@@ -50,24 +53,199 @@ def test_example_deviations_match_the_generic_default():
             np.testing.assert_allclose(fast.payments, slow.payments)
 
 
-@pytest.mark.parametrize("m, samples, tol", [(2, 2048, 0.01), (3, 2048, 0.02)])
+@pytest.mark.parametrize("m, samples, tol", [(2, 1024, 0.01), (3, 1024, 0.02)])
 def test_first_price_matches_the_closed_form(m, samples, tol):
-    r = symmetric_bne(FIRST_PRICE, "uniform:0:1", m, np.random.default_rng(0), samples=samples)
-    assert r.converged
-    assert np.max(np.abs(r.bids - closed_form(r.costs, m))) <= tol
-    c = np.linspace(0, 1, 101)
-    assert np.max(np.abs(r.bid(c) - closed_form(c, m))) <= tol
-    # epsilon: small against the utility at stake and against truth's; the closed
-    # form itself, measured the same way, shows the noise floor of the estimate
+    r = symmetric_bne(
+        FIRST_PRICE, "uniform:0:1", m, np.random.default_rng(0), samples=samples,
+        reference=lambda c: closed_form(c, m),
+    )  # fmt: skip
+    d = r.check.distances
+    assert d["linf_active"] <= tol and d["l2_active"] <= tol
+    # the distances are those of the bid function at the evaluation costs
+    c = r.check.eval_costs[r.check.win_rates >= 0.01]
+    assert np.max(np.abs(r.bid(c) - closed_form(c, m))) == pytest.approx(d["linf_active"])
+    # epsilon: small against the utility at stake and against truth's
     assert r.epsilon_relative <= 0.1
     truth = bne_epsilon(FIRST_PRICE, "uniform:0:1", m, "truth", np.random.default_rng(1))
-    assert truth.epsilon_ci[0] > 20 * r.epsilon
-    exact = bne_epsilon(
-        FIRST_PRICE, "uniform:0:1", m, lambda x: closed_form(x, m), np.random.default_rng(2),
-        samples=samples,
+    assert truth.epsilon_ci[0] > 10 * r.epsilon
+    # bnelearn's metrics: 0 <= L = 1 - u / (u + l) < 1, and l <= epsilon
+    ch = r.check
+    assert ch.loss <= ch.epsilon + 1e-12
+    assert ch.relative_loss == pytest.approx(1 - ch.utility / (ch.utility + ch.loss))
+    # ex-ante utility of a seller at the BNE: E[(b(c) - c)(1 - c)^(m-1)] = 1 / (m (m + 1))
+    assert ch.utility == pytest.approx(1 / (m * (m + 1)), rel=0.1)
+
+
+class PostedToLowest:
+    """A posted price 0.5 that only the lowest report, if at most 0.5, gets (one unit)."""
+
+    def outcome(self, reports, rng=None):
+        r = np.asarray(reports, dtype=float)
+        eps = np.zeros(r.size)
+        i = int(np.argmin(r))
+        eps[i] = 1.0 if r[i] <= 0.5 else 0.0
+        return eps, 0.5 * eps
+
+
+def posted_gain(c):
+    """Exact best gain over truth of a seller of cost c (4 sellers, U[0, 1]) under
+    PostedToLowest: truthful, it sells iff c <= 0.5 and the 3 others are above c,
+    utility (0.5 - c)(1 - c)^3; reporting ~0 it always sells, utility 0.5 - c (for
+    c < 0.5; above 0.5 selling loses).  Gain (0.5 - c)(1 - (1 - c)^3); its maximum,
+    where (1 - (1 - c)^3) = 3 (0.5 - c)(1 - c)^2, is at c = 0.2171: 0.1471."""
+    c = np.asarray(c, dtype=float)
+    return np.where(c < 0.5, (0.5 - c) * (1 - (1 - c) ** 3), 0.0)
+
+
+def test_verification_finds_the_under_reporting_gain():
+    x = np.linspace(0, 1, 100001)
+    assert posted_gain(x).max() == pytest.approx(0.1471, abs=1e-4)
+    e = bne_epsilon(PostedToLowest(), "uniform:0:1", 4, "truth", np.random.default_rng(0))
+    i = int(np.argmax(e.gains))
+    c = e.eval_costs[i]
+    assert e.best_reports[i] < c  # an under-report
+    lo, hi = e.epsilon_ci
+    assert lo <= float(posted_gain(c)) <= hi  # the exact gain at that cost, in the CI
+    assert lo > 0.12  # truth is not certified
+    # and at every cost the measured gain tracks the exact one
+    np.testing.assert_allclose(e.gains, posted_gain(e.eval_costs), atol=0.02)
+
+
+class BatchedFirstPrice:
+    """Single-unit first-price procurement written for a (B, n) batch of report
+    vectors (``batched = True``) as well as for one."""
+
+    batched = True
+
+    def outcome(self, reports, rng=None):
+        r = np.asarray(reports, dtype=float)
+        won = r == r.min(axis=-1, keepdims=True)
+        eps = won / won.sum(axis=-1, keepdims=True)
+        return eps, r * eps
+
+
+def test_the_three_evaluation_paths_agree():
+    classes = as_classes("uniform:0:1", 4)
+    sample = Sample(classes, 64, 1, np.random.default_rng(0))
+    R = reports_of(sample, classes, [lambda c: closed_form(c, 4)])
+    z = np.linspace(0.1, 0.9, 7)
+    loop = Oracle(as_mechanism(PostedToLowest()))
+    assert loop.path == "outcome"
+    fast = Oracle(as_mechanism(FIRST_PRICE))
+    batched = Oracle(as_mechanism(BatchedFirstPrice()))
+    slow = Oracle(as_mechanism(type("FP", (), {"outcome": BatchedFirstPrice.outcome})()))
+    assert (fast.path, batched.path, slow.path) == ("deviations", "batched", "outcome")
+    E1, T1 = fast.eps_pay(sample, R, 0, z)
+    for other in (batched, slow):
+        E2, T2 = other.eps_pay(sample, R, 0, z)
+        np.testing.assert_allclose(E1, E2)
+        np.testing.assert_allclose(T1, T2)
+
+
+def k_unit_closed_form(c, n, k, lo, hi):
+    """k-unit first-price procurement (the k lowest reports sell one unit each at their
+    report), n sellers, U[lo, hi]: b(c) = E[Y | Y > c], Y the k-th lowest of the n - 1
+    others' costs.  A seller bidding as cost x wins iff x < Y: utility
+    (b(x) - c) S(x), S the survival of Y; the first-order condition at x = c,
+    b'(c) S(c) = (b(c) - c) f_Y(c), integrates to b(c) S(c) = int_c^hi t f_Y(t) dt."""
+    from scipy import integrate, stats
+
+    Y = stats.beta(k, n - k)  # the k-th lowest of n - 1 uniforms on [0, 1]
+    out = []
+    for x in np.atleast_1d(c):
+        u = (x - lo) / (hi - lo)
+        s = Y.sf(u)
+        m = integrate.quad(lambda t: t * Y.pdf(t), u, 1)[0] / s if s > 1e-12 else u
+        out.append(lo + (hi - lo) * m)
+    return np.array(out)
+
+
+class KUnitFirstPrice:
+    """The k lowest reports sell one unit each at their own report (batched)."""
+
+    batched = True
+
+    def __init__(self, k):
+        self.k = k
+
+    def outcome(self, reports, rng=None):
+        R = np.atleast_2d(np.asarray(reports, dtype=float))
+        rank = np.argsort(np.argsort(R, axis=1, kind="stable"), axis=1, kind="stable")
+        eps = (rank < self.k).astype(float)
+        if np.ndim(reports) == 1:
+            return eps[0], (R * eps)[0]
+        return eps, R * eps
+
+
+@pytest.mark.parametrize("n, k, lo, hi", [(4, 2, 0.0, 1.0), (3, 2, 1.0, 3.0)])
+def test_k_unit_closed_form_is_the_first_order_condition(n, k, lo, hi):
+    from scipy import stats
+
+    x = np.linspace(lo, hi, 2001)
+    b = k_unit_closed_form(x, n, k, lo, hi)
+    S = stats.beta(k, n - k).sf((x - lo) / (hi - lo))
+    for c in np.linspace(lo, hi, 6)[:-1]:
+        assert abs(x[np.argmax((b - c) * S)] - c) <= 2 * (hi - lo) / 2000
+    if k == 1:  # the single-unit case: c + (hi - c) / n
+        np.testing.assert_allclose(b, x + (hi - x) / n, atol=1e-6)
+
+
+@pytest.mark.parametrize("n, k, lo, hi", [(4, 2, 0.0, 1.0), (3, 2, 1.0, 3.0)])
+def test_k_unit_solver_matches_the_closed_form(n, k, lo, hi):
+    r = symmetric_bne(
+        KUnitFirstPrice(k), f"uniform:{lo:g}:{hi:g}", n, np.random.default_rng(0),
+        samples=2048, reference=lambda c: k_unit_closed_form(c, n, k, lo, hi),
     )  # fmt: skip
-    assert exact.epsilon_relative <= 0.1
-    assert exact.epsilon_ci[0] <= exact.epsilon <= exact.epsilon_ci[1]
+    assert r.options["path"] == "batched"
+    assert r.check.distances["linf_active"] <= TOL_K_UNIT * (hi - lo)
+    assert r.epsilon_relative <= 0.05
+
+
+def asym_inverse(a, k):
+    """The first-price auction with values U[0, a_1] and U[0, a_2] (a_1 = 1, a_2 = 2):
+    inverse bids phi_i(b) = 2b / (1 + k_i b^2), k_1 = 1/a_1^2 - 1/a_2^2 = -k_2 = 3/4;
+    solved for the bid of value v: k v b^2 - 2b + v = 0, b = (1 - sqrt(1 - k v^2)) / (k v)."""
+    v = np.asarray(a, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b = (1 - np.sqrt(1 - k * v**2)) / (k * v)
+    return np.where(v > 0, b, 0.0)
+
+
+def asym_bid(c, g):
+    """Mirror image in procurement: costs c = 2 - v (class 0: U[1, 2] <-> v ~ U[0, 1];
+    class 1: U[0, 2] <-> v ~ U[0, 2]); a report r = 2 - b wins iff the auction bid b
+    is the highest, and r - c = v - b: so r_g(c) = 2 - beta_g(2 - c)."""
+    k = 0.75 if g == 0 else -0.75
+    return 2 - asym_inverse(2 - np.asarray(c, dtype=float), k)
+
+
+def test_asymmetric_closed_form_is_a_best_response():
+    # each class's bid maximises its utility against the other's, on fine grids
+    z = np.linspace(4 / 3, 2, 4001)
+    for g, (lo, hi) in enumerate([(1.0, 2.0), (0.0, 2.0)]):
+        olo, ohi = [(1.0, 2.0), (0.0, 2.0)][1 - g]
+        oc = np.linspace(olo, ohi, 20001)
+        ob = asym_bid(oc, 1 - g)
+        win = 1 - np.searchsorted(ob, z) / oc.size  # P(the other's report > z)
+        for c in np.linspace(lo, hi, 5)[:-1]:
+            best = z[np.argmax((z - c) * win)]
+            assert abs(best - asym_bid(c, g)) <= 0.003
+    assert asym_bid(1.0, 0) == pytest.approx(4 / 3) and asym_bid(0.0, 1) == pytest.approx(4 / 3)
+
+
+def test_two_classes_get_their_own_bid_functions():
+    r = bne(
+        BatchedFirstPrice(), [("uniform:1:2", 1), ("uniform:0:2", 1)], np.random.default_rng(0),
+        samples=4096, max_iter=100, reference=[lambda c: asym_bid(c, 0), lambda c: asym_bid(c, 1)],
+    )  # fmt: skip
+    assert len(r.classes) == 2 and len(r.epsilon_by_group) == 2
+    assert r.epsilon == max(r.epsilon_by_group)
+    for g in (0, 1):
+        assert r.classes[g].check.distances["linf_active"] <= TOL_ASYM
+    c = np.array([1.2, 1.5])
+    assert not np.allclose(r.bid(c, group=0), r.bid(c, group=1))  # unlike sellers
+    with pytest.raises(MarketSimError, match="group must be"):
+        r.bid(c, group=2)
 
 
 @pytest.mark.parametrize("mech", ["posted-price", "offline"])
@@ -137,6 +315,8 @@ def test_bad_input_is_one_line():
         (dict(bid_max=0.5), "bid_max must be in"),
         (dict(rng=1), "rng must be a numpy.random.Generator"),
         (dict(dist="uniform:1"), "uniform"),
+        (dict(eval_grid=0), "eval_grid must be an integer >= 1"),
+        (dict(dist=[("uniform:0:1", 2)]), "symmetric_bne takes one cost law"),
     ]
     for kw, msg in cases:
         args = dict(mechanism="pay-as-bid", dist="uniform:0:1", n_sellers=3, rng=rng)
@@ -146,6 +326,14 @@ def test_bad_input_is_one_line():
         assert "\n" not in str(info.value)
     with pytest.raises(MarketSimError, match="bid must be"):
         bne_epsilon("pay-as-bid", "uniform:0:1", 3, 0.5, rng)
+    for population, msg in [
+        ([("uniform:0:1", 2), ("nosuch:1", 1)], "unknown distribution"),
+        ([("uniform:0:1", 0)], "class count must be an integer >= 1"),
+        ([("uniform:0:1",)], "a class must be a"),
+    ]:
+        with pytest.raises(MarketSimError, match=msg) as info:
+            bne(FIRST_PRICE, population, rng)
+        assert "\n" not in str(info.value)
 
 
 def test_cli_writes_the_three_files(tmp_path, capsys):
@@ -154,7 +342,7 @@ def test_cli_writes_the_three_files(tmp_path, capsys):
     argv += ["--seed", "4", "--out", str(out), "--quiet", "--samples", "128", "--grid", "9"]
     assert main(argv) == 0
     table = pd.read_csv(out / "bid.csv")
-    assert list(table.columns) == ["cost", "bid"]
+    assert list(table.columns) == ["group", "cost", "bid"]
     s = json.loads((out / "summary.json").read_text())
     assert s["seed"] == 4 and s["n_sellers"] == 2
     for key in ("epsilon", "epsilon_ci", "iterations", "seconds", "converged"):
@@ -163,6 +351,14 @@ def test_cli_writes_the_three_files(tmp_path, capsys):
     # the same seed from Python gives the same bid function
     r = symmetric_bne(FIRST_PRICE, "uniform:0:1", 2, np.random.default_rng(4), samples=128, grid=9)
     np.testing.assert_allclose(table["bid"], r.bids)
+    # --population: one bid function per class, in the order given
+    out2 = tmp_path / "bne2"
+    argv = ["bne", "--mechanism", FIRST_PRICE, "--population", "1*uniform:1:2+1*uniform:0:2"]
+    argv += ["--out", str(out2), "--quiet", "--samples", "64", "--grid", "9", "--max-iter", "3"]
+    assert main(argv) == 0
+    t2 = pd.read_csv(out2 / "bid.csv")
+    assert sorted(set(t2["group"])) == [0, 1]
+    assert t2[t2["group"] == 0]["cost"].min() == 1.0 and t2[t2["group"] == 1]["cost"].min() == 0
     assert s["epsilon"] == pytest.approx(r.epsilon)
     assert "epsilon" in capsys.readouterr().out
 
@@ -174,6 +370,8 @@ def test_cli_writes_the_three_files(tmp_path, capsys):
         (["--mechanism", "pay-as-bid", "--sellers", "1"], "sellers must be >= 2"),
         (["--mechanism", "pay-as-bid", "--damping", "0"], "damping must be in"),
         (["--mechanism", "no-such-mechanism"], "unknown"),
+        (["--mechanism", "pay-as-bid", "--population", "x"], "or --population (one of them)"),
+        (["--mechanism", "pay-as-bid", "--grid", "0"], "grid must be >= 3"),
     ],
 )
 def test_cli_bad_input_exits_2(tmp_path, capsys, extra, msg):

@@ -1,26 +1,18 @@
-"""``market-sim bne``: a symmetric Bayes-Nash equilibrium bid function of a mechanism."""
+"""``market-sim bne``: Bayes-Nash equilibrium bid functions of a mechanism, one per class."""
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
 from pathlib import Path
 
 import numpy as np
 
 from ..distributions import parse_distribution
-from ..equilibrium import symmetric_bne
+from ..equilibrium import OPTIONS, bne, parse_classes
+from ..errors import MarketSimError
 from ..files import check_writable_folder
-from .arguments import (
-    add_cost_law,
-    add_market_settings,
-    add_output,
-    count,
-    market_settings,
-    number,
-    positive,
-)
+from .arguments import add_market_settings, add_output, count, market_settings, number, positive
 
 
 def add_parser(subparsers):
@@ -35,10 +27,11 @@ def add_parser(subparsers):
 
     a = subparsers.add_parser(
         "bne",
-        help="a symmetric Bayes-Nash equilibrium bid function of a mechanism",
-        description="Iterated damped best responses on a cost grid (common random "
-        "numbers), then epsilon: the largest expected gain of a deviation, re-measured "
-        "on fresh opponents, with a 95%% t interval. Writes DIR/bid.csv, "
+        help="Bayes-Nash equilibrium bid functions of a mechanism (one per class of sellers)",
+        description="Damped, spline-smoothed best responses on a cost grid per class "
+        "(common random numbers), then the verification: every report of the range "
+        "searched on one sample, the gains re-measured on fresh opponents; epsilon with "
+        "a 95%% interval, the loss l and the relative loss L. Writes DIR/bid.csv, "
         "DIR/summary.json and DIR/bne.png.",
     )
     a.add_argument(
@@ -48,32 +41,31 @@ def add_parser(subparsers):
         help="a registered name (pay-as-bid, offline, posted-price, ...), "
         "name:key=value, module:attr or path/to/file.py:Class",
     )
-    add_cost_law(a)
-    a.add_argument("--sellers", type=at_least("sellers", 2), required=True, help="sellers")
+    a.add_argument("--dist", metavar="SPEC", help="cost law of i.i.d. sellers, e.g. uniform:0:1")
+    a.add_argument("--iron", action="store_true", help="Myerson ironing of the cost law")
+    a.add_argument("--sellers", type=at_least("sellers", 2), help="sellers (with --dist)")
+    a.add_argument(
+        "--population",
+        metavar="SPEC",
+        help="classes of sellers instead of --dist/--sellers: COUNT*LAW+COUNT*LAW, "
+        "e.g. 1*uniform:1:2+1*uniform:0:2",
+    )
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    D = {k: p.default for k, p in inspect.signature(symmetric_bne).parameters.items()}
+    D = OPTIONS
     for flag, kind, text in (
-        ("grid", at_least("grid", 3), "costs on the relevant range"),
-        ("bid-grid", at_least("bid-grid", 3), "candidate reports"),
-        ("refine", at_least("refine", 0), "reports tried around each best one (epsilon search)"),
-        ("samples", count("samples"), "opponent draws"),
-        ("deviators", count("deviators"), "deviating sellers per sampled market"),
-        (
-            "temperature",
-            nonneg("temperature"),
-            "start temperature of the logit response (0: argmax)",
-        ),
-        ("min-temperature", nonneg("min-temperature"), "final temperature"),
-        ("cooling", share("cooling"), "temperature factor per iteration"),
+        ("grid", at_least("grid", 3), "costs per class on the relevant range"),
+        ("bid-grid", at_least("bid-grid", 3), "candidate reports of a best response"),
+        ("samples", count("samples"), "opponent draws (training)"),
+        ("deviators", count("deviators"), "deviating sellers per market (deviations path)"),
         ("damping", share("damping"), "least step towards the best response (1/(t+1) before)"),
         ("tol", positive("tol"), "stop at sup|BR - b| <= tol x support width"),
-        (
-            "gain-tol",
-            positive("gain-tol"),
-            "or at an ex-ante best-response gain <= gain-tol x utility",
-        ),
+        ("gain-tol", positive("gain-tol"), "or at an ex-ante gain <= gain-tol x utility"),
         ("max-iter", count("max-iter"), "most iterations"),
-        ("eval-grid", at_least("eval-grid", 2), "costs where epsilon is measured"),
+        ("knots", at_least("knots", 0), "interior knots of the spline through the responses"),
+        ("tilt", nonneg("tilt"), "importance sampling towards high costs (0: off)"),
+        ("eval-grid", count("eval-grid"), "cells of evaluation costs (whole range and focus)"),
+        ("check-grid", at_least("check-grid", 3), "reports searched in the verification"),
+        ("refine", at_least("refine", 0), "rounds of local refinement of the best deviation"),
     ):
         default = D[flag.replace("-", "_")]
         a.add_argument(f"--{flag}", type=kind, default=default, help=f"{text} (default {default})")
@@ -81,7 +73,7 @@ def add_parser(subparsers):
         "--eval-samples",
         type=at_least("eval-samples", 2),
         default=None,
-        help="fresh opponent draws for epsilon (default: 4 x --samples)",
+        help="opponent draws of each verification sample (default: --samples)",
     )
     add_market_settings(a)
     add_output(a)
@@ -90,30 +82,26 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-    dist = parse_distribution(args.dist, iron=args.iron)
+    population: object
+    if (args.population is None) == (args.dist is None):
+        raise MarketSimError("give --dist and --sellers, or --population (one of them)")
+    if args.population is not None:
+        population, n = parse_classes(args.population), None
+    else:
+        if args.sellers is None:
+            raise MarketSimError("--sellers is required with --dist")
+        population, n = parse_distribution(args.dist, iron=args.iron), args.sellers
     context = market_settings(args)
     out = Path(args.out)
     check_writable_folder(out)
-    result = symmetric_bne(
+    opts = {k: getattr(args, k) for k in OPTIONS if getattr(args, k, None) is not None}
+    result = bne(
         args.mechanism,
-        dist,
-        args.sellers,
+        population,
         np.random.default_rng(args.seed),
-        grid=args.grid,
-        bid_grid=args.bid_grid,
-        refine=args.refine,
-        samples=args.samples,
-        deviators=args.deviators,
-        temperature=args.temperature,
-        min_temperature=args.min_temperature,
-        cooling=args.cooling,
-        damping=args.damping,
-        tol=args.tol,
-        gain_tol=args.gain_tol,
-        max_iter=args.max_iter,
-        eval_grid=args.eval_grid,
-        eval_samples=args.eval_samples,
+        n_sellers=n,
         progress=not args.quiet,
+        **opts,
         **context,
     )
     result = dataclasses.replace(result, options={**result.options, "seed": args.seed})
