@@ -1,13 +1,13 @@
-"""BNE solver benchmark: ``symmetric_bne`` of pay-as-bid with default options.
+"""BNE solver benchmark: the three cases of issue #38, each timed once in this run.
 
-    python benchmarks/bench_equilibrium.py [--m 100] [--dist uniform:1:5 uniform:0:1]
-                                           [--json FILE]
+    python benchmarks/bench_equilibrium.py [--json FILE]
 
-Rows, per cost law: the whole solve (target <= 60 s at m = 100), its iterations and
-epsilon; the solver's overhead: its time over (the ``deviations`` calls it made x the
-time of one such call, measured here on a market of the same size) and the pay-as-bid
-``deviations`` of one market, payment curves built (the former path) over allocation
-oracle only (the path the solver uses), both measured back to back in this run.
+Rows: a user's black-box first-price mechanism (``outcome`` only, one report vector
+per call), 4 sellers, U[0, 1] (target <= 15 s); the same written for a (B, n) batch
+(``batched = True``); built-in pay-as-bid at 100 sellers, U[1, 5] (target <= 30 s);
+two classes, first price, costs U[1, 2] and U[0, 2] (target <= 30 s).  Each row with
+the solver's path, its evaluations (report vectors), iterations, epsilon and the
+L-infinity distance to the closed form where there is one.
 """
 
 from __future__ import annotations
@@ -19,80 +19,72 @@ import time
 
 import numpy as np
 
-from market_sim.distributions import parse_distribution
-from market_sim.equilibrium import symmetric_bne
-from market_sim.mechanisms.base import as_mechanism
+from market_sim.equilibrium import bne
 
 
-def _best(fn, reps=5):
-    out = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return min(out)
+class BlackBoxFirstPrice:
+    """Single-unit first-price procurement, ``outcome`` only."""
+
+    def outcome(self, reports, rng=None):
+        r = np.asarray(reports, dtype=float)
+        won = r == r.min()
+        eps = won / won.sum()
+        return eps, r * eps
+
+
+class BatchedFirstPrice(BlackBoxFirstPrice):
+    """The same rule for a (B, n) batch of report vectors."""
+
+    batched = True
+
+    def outcome(self, reports, rng=None):
+        r = np.asarray(reports, dtype=float)
+        won = r == r.min(axis=-1, keepdims=True)
+        eps = won / won.sum(axis=-1, keepdims=True)
+        return eps, r * eps
+
+
+def _asym(c, k):
+    v = 2 - np.asarray(c, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b = (1 - np.sqrt(1 - k * v**2)) / (k * v)
+    return 2 - np.where(v > 0, b, 0.0)
+
+
+CASES = [
+    ("black-box first price, outcome only", BlackBoxFirstPrice(), [("uniform:0:1", 4)],
+     [lambda c: c + (1 - c) / 4], {}, 15),
+    ("first price, batched = True", BatchedFirstPrice(), [("uniform:0:1", 4)],
+     [lambda c: c + (1 - c) / 4], {"samples": 4096}, 15),
+    ("pay-as-bid (built in), 100 sellers", "pay-as-bid", [("uniform:1:5", 100)], None, {}, 30),
+    ("two classes U[1,2] + U[0,2], first price", BatchedFirstPrice(),
+     [("uniform:1:2", 1), ("uniform:0:2", 1)],
+     [lambda c: _asym(c, 0.75), lambda c: _asym(c, -0.75)], {"samples": 4096, "max_iter": 100}, 30),
+]  # fmt: skip
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--m", type=int, default=100)
-    ap.add_argument("--dist", nargs="*", default=["uniform:1:5", "uniform:0:1"])
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
-    print(f"# symmetric_bne(pay-as-bid), defaults; {platform.machine()}, {time.strftime('%F')}")
-    print("| law | m | seconds | iterations | epsilon (95% CI) | eps / utility | target |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"# bne, seed 0; {platform.machine()}, {time.strftime('%F')}")
+    print("| case | path | seconds | target | evaluations | iterations | epsilon / utility "
+          "| L-inf (wins >= 1%) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     rows = []
-    for spec in args.dist:
-        dist = parse_distribution(spec)
-        r = symmetric_bne("pay-as-bid", dist, args.m, np.random.default_rng(0))
-        lo, hi = r.epsilon_ci
-        ok = "✓" if r.seconds <= 60 else "✗"
+    for label, mech, pop, ref, opts, target in CASES:
+        r = bne(mech, pop, np.random.default_rng(0), reference=ref, **opts)
+        linf = max(c.check.distances.get("linf_active", float("nan")) for c in r.classes)
+        ok = "✓" if r.seconds <= target else "✗"
         print(
-            f"| {spec} | {args.m} | {r.seconds:.1f} | {r.iterations} | {r.epsilon:.3g} "
-            f"({lo:.3g}, {hi:.3g}) | {r.epsilon_relative:.3g} | <= 60 s {ok} |"
-        )
-        # the unit of work: one market's deviations on the solver's candidate count
-        mech = as_mechanism("pay-as-bid", dist=dist, n_sellers=args.m, backend="numba")
-        rng = np.random.default_rng(1)
-        reports = np.clip(r.bid(dist.sample(args.m, rng)), *dist.support)
-        d = r.options["deviators"]
-        k = r.options["bid_grid"] + 17 + 2 * r.options["grid"]  # focus, sentinels, costs, bids
-        z = np.tile(np.linspace(dist.support[0] + 1e-6, r.options["cost_top"], k), (d, 1))
-        sellers = np.arange(d)
-        unit = _best(lambda m=mech, s=sellers, z=z, r=reports: m.deviations(s, z, r))
-        # per iteration one call per market; epsilon: two per market (grid, refinement)
-        # and one per fresh market
-        calls = (r.iterations + 2) * r.options["markets"] + r.check.eval_markets
-        curves_t = _best(lambda m=mech, s=sellers, z=z, r=reports: m.curves(r).eps_at(z, s), 3)
-        oracle_t = _best(
-            lambda m=mech, s=sellers, z=z, r=reports: m.curves(r).allocation_at(z, s), 3
-        )
-        print(
-            f"| {spec}: solver time / (calls x one call) | {args.m} | "
-            f"{r.seconds / (calls * unit):.2f} ({calls} calls of {unit * 1e3:.2f} ms) | | | | "
-            "reported |"
-        )
-        print(
-            f"| {spec}: deviations with payment curves / allocation only | {args.m} | "
-            f"{curves_t / oracle_t:.1f} | | | | reported |"
+            f"| {label} | {r.options['path']} | {r.seconds:.1f} | <= {target} s {ok} | "
+            f"{r.options['calls']} | {r.iterations} | {r.epsilon_relative:.3g} | {linf:.3g} |"
         )
         rows.append(
-            dict(
-                dist=spec,
-                m=args.m,
-                seconds=r.seconds,
-                iterations=r.iterations,
-                converged=r.converged,
-                epsilon=r.epsilon,
-                epsilon_ci=list(r.epsilon_ci),
-                epsilon_relative=r.epsilon_relative,
-                one_call_s=unit,
-                calls=calls,
-                overhead=r.seconds / (calls * unit),
-                curves_over_allocation=curves_t / oracle_t,
-            )
-        )
+            dict(case=label, path=r.options["path"], seconds=r.seconds, target=target,
+                 calls=r.options["calls"], iterations=r.iterations,
+                 epsilon=r.epsilon, epsilon_relative=r.epsilon_relative, linf_active=linf)
+        )  # fmt: skip
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=2)

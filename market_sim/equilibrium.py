@@ -305,10 +305,10 @@ def _per_class(bid, G: int, what: str) -> list:
 @dataclass(frozen=True)
 class _Options:
     grid: int = 33
-    bid_grid: int = 65
+    bid_grid: int = 49
     samples: int = 1024
     deviators: int = 8
-    damping: float = 0.02
+    damping: float = 0.1
     tol: float = 2e-3
     gain_tol: float = 1e-3
     max_iter: int = 40
@@ -326,7 +326,7 @@ class _Options:
             refine=0, knots=0,
         )  # fmt: skip
         kw = {k: check_int(k, getattr(self, k), least) for k, least in ints.items()}
-        ev = self.samples if self.eval_samples is None else self.eval_samples
+        ev = 4 * kw["samples"] if self.eval_samples is None else self.eval_samples
         kw["eval_samples"] = check_int("eval_samples", ev, 2)
         kw["damping"] = _check_float("damping", self.damping, 0.0, 1.0)
         kw["tol"] = _check_float("tol", self.tol, 0.0, math.inf)
@@ -335,9 +335,11 @@ class _Options:
         return _Options(**kw)
 
     def markets(self, oracle: Oracle, samples: int, classes: Classes) -> tuple[int, int]:
-        """(markets, deviators per market): ``deviators`` sellers per market share one
-        ``deviations`` call; on the other paths every market has one deviator."""
-        d = min(self.deviators, max(classes.counts)) if oracle.path == "deviations" else 1
+        """(markets, deviators per market): on the ``deviations`` path up to
+        ``deviators`` sellers per market share one call (one per 8 sellers of the
+        largest class: in small markets, one); on the other paths one deviator."""
+        d = min(self.deviators, max(1, max(classes.counts) // 8))  # small markets: 1
+        d = d if oracle.path == "deviations" else 1
         return max(1, -(-samples // d)), d
 
 
@@ -453,15 +455,19 @@ def _iterate(setup, opt, oracle, train, state, progress) -> _Trace:
     width = max(d.support[1] - d.support[0] for d in setup.classes.laws)
     bar = tqdm(total=opt.max_iter, desc="best responses", file=sys.stderr, disable=not progress)
     for it in range(1, opt.max_iter + 1):
-        R = reports_of(train, setup.classes, state.bidfns())
+        # the first half of the iterations on a quarter of the markets
+        sample = train if 2 * it > opt.max_iter or opt.tilt > 1 else train.prefix(4)
+        R = reports_of(sample, setup.classes, state.bidfns())
         brs, gains, tops = [], [], []
         for g, law in enumerate(setup.classes.laws):
             w = prior_weights(law, state.costs[g])
             r = best_response(
-                oracle, train, R, g, state.costs[g], state.bids[g], setup.z_range,
+                oracle, sample, R, g, state.costs[g], state.bids[g], setup.z_range,
                 state.z_top, opt.bid_grid, w,
             )  # fmt: skip
-            brs.append(isotonic(_smooth(state.costs[g], r.bids, opt.knots)))
+            brs.append(
+                np.clip(isotonic(_smooth(state.costs[g], r.bids, opt.knots)), *setup.z_range)
+            )
             gains.append(r.gain)
             tops.append(r.z_top)
         residual = max(float(np.max(np.abs(br - b))) for br, b in zip(brs, state.bids, strict=True))
@@ -469,9 +475,10 @@ def _iterate(setup, opt, oracle, train, state, progress) -> _Trace:
         trace.history.append(residual)
         bar.update(1)
         bar.set_postfix(residual=f"{residual:.2g}", gain=f"{max(gains):.2g}")
-        if residual <= opt.tol * width or max(gains) <= opt.gain_tol:
+        small = residual <= opt.tol * width or max(gains) <= opt.gain_tol
+        if residual == 0.0 or (small and 2 * it > opt.max_iter + 10):
+            # the bids are a best response up to tol (gain_tol: their own ex-ante gain)
             trace.converged = True
-            state.bids = brs  # a fixed point up to tol: take the best response itself
             break
         step = max(opt.damping, 1.0 / (it + 1))  # fictitious play, floored
         state.bids = [b + step * (br - b) for br, b in zip(brs, state.bids, strict=True)]
@@ -484,9 +491,10 @@ def _iterate(setup, opt, oracle, train, state, progress) -> _Trace:
 def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, references):
     """Per class, epsilon and the metrics on two samples the solve never saw: the best
     deviations are searched on one and their gains measured on the other."""
-    markets, d = opt.markets(oracle, opt.eval_samples, setup.classes)
-    search = Sample(setup.classes, markets, d, rng, opt.tilt)
-    fresh = Sample(setup.classes, markets, d, rng, opt.tilt)
+    search = Sample(setup.classes, *opt.markets(oracle, opt.samples, setup.classes), rng, opt.tilt)
+    fresh = Sample(
+        setup.classes, *opt.markets(oracle, opt.eval_samples, setup.classes), rng, opt.tilt
+    )
     Rs = reports_of(search, setup.classes, bidfns)
     Rf = reports_of(fresh, setup.classes, bidfns)
     out = []
@@ -654,18 +662,21 @@ def figure(result: BNEResult):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.3))
-    c = result.costs
-    ax.plot(c, result.bids, "o-", ms=3, label="BNE bid b(c)")
-    ax.plot(c, c, "k--", lw=1, label="truth b(c) = c")
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.6))
+    many = len(result.classes) > 1
+    for g, cl in enumerate(result.classes):
+        tag = f" (class {g}: {cl.dist})" if many else ""
+        ax.plot(cl.costs, cl.bids, "o-", ms=3, label=f"BNE bid b(c){tag}")
+        ax2.plot(cl.check.eval_costs, cl.check.gains, ".-", label=f"mean gain at each cost{tag}")
+    lo_c = min(cl.support[0] for cl in result.classes)
+    hi_c = max(cl.support[1] for cl in result.classes)
+    ax.plot([lo_c, hi_c], [lo_c, hi_c], "k--", lw=1, label="truth b(c) = c")
     ax.set(
         xlabel="cost c",
         ylabel="report",
         title=f"{result.mechanism}, {result.dist}, {result.n_sellers} sellers",
     )
-    ax.legend(loc="upper left")
-    ch = result.check
-    ax2.plot(ch.eval_costs, ch.gains, ".-", label="mean gain at each cost")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), fontsize=8)
     lo, hi = result.epsilon_ci
     ax2.axhline(result.epsilon, color="k", ls="--", lw=1, label=f"epsilon {result.epsilon:.2g}")
     ax2.axhspan(lo, hi, color="0.85", label=f"95% CI [{lo:.2g}, {hi:.2g}]")
@@ -674,7 +685,7 @@ def figure(result: BNEResult):
         ylabel="gain of the best deviation (fresh markets)",
         title=f"{result.iterations} iterations, converged: {result.converged}",
     )
-    ax2.legend(loc="best")
+    ax2.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), fontsize=8, ncol=2)
     fig.tight_layout()
     return fig
 

@@ -124,6 +124,15 @@ class Sample:
     def markets(self) -> int:
         return int(self.costs.shape[0])
 
+    def prefix(self, share: int) -> Sample:
+        """The first 1/``share`` of the markets (a prefix of a Sobol sequence of length
+        a power of two is a balanced net itself): cheap early iterations."""
+        m = max(1, self.markets // share)
+        sub = object.__new__(Sample)
+        sub.costs, sub.weights, sub.seeds = self.costs[:m], self.weights[:m], self.seeds[:m]
+        sub.deviators = [d[:m] for d in self.deviators]
+        return sub
+
     def mean(self, X: np.ndarray) -> np.ndarray:
         """The (importance-weighted) mean over the markets of a (markets, ...) array."""
         return np.tensordot(self.weights, X, axes=1) / self.weights.sum()

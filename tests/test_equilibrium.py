@@ -53,7 +53,7 @@ def test_example_deviations_match_the_generic_default():
             np.testing.assert_allclose(fast.payments, slow.payments)
 
 
-@pytest.mark.parametrize("m, samples, tol", [(2, 1024, 0.01), (3, 1024, 0.02)])
+@pytest.mark.parametrize("m, samples, tol", [(2, 4096, 0.01), (4, 4096, 0.01)])
 def test_first_price_matches_the_closed_form(m, samples, tol):
     r = symmetric_bne(
         FIRST_PRICE, "uniform:0:1", m, np.random.default_rng(0), samples=samples,
@@ -64,8 +64,8 @@ def test_first_price_matches_the_closed_form(m, samples, tol):
     # the distances are those of the bid function at the evaluation costs
     c = r.check.eval_costs[r.check.win_rates >= 0.01]
     assert np.max(np.abs(r.bid(c) - closed_form(c, m))) == pytest.approx(d["linf_active"])
-    # epsilon: small against the utility at stake and against truth's
-    assert r.epsilon_relative <= 0.1
+    # epsilon: at most 1% of the utility at stake (issue #38's bar), far below truth's
+    assert r.epsilon_relative <= 0.01
     truth = bne_epsilon(FIRST_PRICE, "uniform:0:1", m, "truth", np.random.default_rng(1))
     assert truth.epsilon_ci[0] > 10 * r.epsilon
     # bnelearn's metrics: 0 <= L = 1 - u / (u + l) < 1, and l <= epsilon
