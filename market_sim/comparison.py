@@ -154,11 +154,14 @@ def _ci(lo, hi) -> str:
 
 
 def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
+    eq = s.get("at", "truth") == "equilibrium"
     head = (
         "| rank | mechanism | objective (95% CI) | minus baseline (95% CI) | proxy loss "
         "| payment | bought | empty | max gain | IC | IR | IC rank | seconds |"
     )
-    rows = [head, "|" + "---|" * 13]
+    if eq:
+        head = head.replace("| seconds |", "| played | BNE epsilon | BNE L | seconds |")
+    rows = [head, "|" + "---|" * (16 if eq else 13)]
     for _, r in lb.iterrows():
         ic = "IC" if r["ic"] == "ic" else f"**{r['ic'].replace('_', ' ').upper()}**"
         if r["ic"] == "not_audited":
@@ -175,11 +178,25 @@ def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
             f"{_ci(r['objective_ci_low'], r['objective_ci_high'])} | {diff} "
             f"| {_num(r['proxy_loss_mean'])} | {_num(r['payment_mean'])} "
             f"| {_num(r['n_bought_mean'], 4)} | {int(r['n_empty'])} | {_num(r['max_gain'], 3)} "
-            f"| {ic} | {ir} | {rank_ic} | {r['seconds']:.2f} |"
+            f"| {ic} | {ir} | {rank_ic} | "
+            + (
+                f"{r['played']} | {_num(r['bne_epsilon'], 3)} "
+                f"| {_num(r['bne_relative_loss'], 3)} | "
+                if eq
+                else ""
+            )
+            + f"{r['seconds']:.2f} |"
         )
     rows.append("")
-    rows.append(_theory(lb))
-    note = (
+    rows.append(_theory(lb) if not eq else _theory_at_equilibrium(lb))
+    played = (
+        "At equilibrium: a mechanism the audit does not find IC is played at its symmetric "
+        "BNE (each seller reports b(c)), with the BNE's epsilon and relative loss L; the "
+        "IC ones at truth.  "
+        if eq
+        else "At truth: every seller reports its cost (at='truth', the default).  "
+    )
+    note = played + (
         f"{m} sellers, {s['n_markets']} markets, mu={_num(s['mu'])}, sigma={_num(s['sigma'])}, "
         f"gamma={_num(s['gamma'])}.  Objective: Eq. 11 with the payments (mean over markets, "
         f"Student-t 95% CI); minus baseline ({s['baseline']}): paired t 95% CI over the same "
@@ -212,6 +229,29 @@ def _theory(lb: pd.DataFrame) -> str:
         f"mechanisms audited IC and IR, behind {', '.join(ahead)}: in expectation it cannot "
         "be beaten, so this is sampling noise (see the paired intervals) or a mechanism "
         "the audit could not show manipulable."
+    )
+
+
+def _theory_at_equilibrium(lb: pd.DataFrame) -> str:
+    """The revelation principle on this table: the offline mechanism minimises the
+    expected objective among Bayes-IC, interim-IR mechanisms, and every mechanism's BNE
+    is one of those (play it for the sellers), so no mechanism's equilibrium objective
+    should be significantly below offline's (paired interval entirely below 0)."""
+    off = lb[lb["eq11_minimiser"]]
+    if off.empty:
+        return "Theory check: no offline mechanism with these weights is compared."
+    name = off.iloc[0]["mechanism"]
+    below = lb[lb["minus_offline_ci_high"] < 0]["mechanism"].tolist()
+    if below:
+        return (
+            f"Theory check: {', '.join(below)} significantly below {name} at equilibrium: "
+            "the revelation principle says this cannot be in expectation (an inexact "
+            "equilibrium, see its epsilon, or sampling noise)."
+        )
+    first = " and ranks first" if off.iloc[0]["rank"] == 1 else ""
+    return (
+        f"Theory check: no mechanism's equilibrium objective is significantly below {name}'s"
+        f"{first}, as the revelation principle says."
     )
 
 
@@ -255,6 +295,8 @@ def compare(
     n_random: int = 32,
     refine: bool = True,
     refine_iter: int = 8,
+    at: str = "truth",
+    bne_options: dict | None = None,
     progress: bool = False,
 ) -> CompareResult:
     """Run ``mechanisms`` (names, ``name:key=value`` specs, ``path/file.py:Class``,
@@ -262,129 +304,37 @@ def compare(
     in ``n_sellers`` (an int or a list) drawn from ``dist`` with ``rng`` (a Generator
     or a seed), and audit each on them (``audit=False`` skips it; ``n_grid``,
     ``n_random``, ``refine``, ``refine_iter`` are the audit's search settings).
-    ``baseline`` (a mechanism's label, default the first) is what the paired
-    differences are taken against.  See the module doc for the objective and the
-    statistics."""
+    ``at``: "truth" (every seller reports its cost) or "equilibrium" (a mechanism the
+    audit does not find IC is played at its symmetric BNE: each seller reports b(c);
+    ``bne_options`` go to ``symmetric_bne``).  ``baseline`` (a mechanism's label,
+    default the first) is what the paired differences are taken against.  See the
+    module doc for the objective and the statistics."""
     import pandas as pd
 
-    from . import auditing
-    from .mechanisms.offline import check_params
-
-    seed = None
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
-        seed = int(rng)
-        rng = np.random.default_rng(seed)
-    if not isinstance(rng, np.random.Generator):
-        raise MarketSimError("rng must be a numpy.random.Generator or an integer seed")
-    dist = as_distribution(dist)
-    sizes = _sizes(n_sellers)
-    n_markets = check_int("n_markets", n_markets, 2)
-    check_params(mu, sigma, gamma)
-    specs = list(mechanisms) if not isinstance(mechanisms, str) else [mechanisms]
-    if len(specs) < 2:
-        raise MarketSimError(f"compare needs at least two mechanisms (got {len(specs)})")
+    rng, seed, dist, sizes, n_markets = _check_inputs(rng, dist, n_sellers, n_markets, at, audit)
     ctx = dict(dist=dist, mu=mu, sigma=sigma, gamma=gamma, privacy=privacy)
-    # the mechanisms of each size, built and checked before any work
-    built = {m: [as_mechanism(s, n_sellers=m, **ctx) for s in specs] for m in sizes}
-    labels = [_label(s, mech) for s, mech in zip(specs, built[sizes[0]], strict=True)]
-    for label, mech in zip(labels, built[sizes[0]], strict=True):
-        if getattr(mech, "needs_data", False):
-            raise MarketSimError(
-                f"{label} needs the sellers' data (needs_data); compare draws costs only"
-            )
-    seen = set()
-    for label in labels:
-        if label in seen:
-            raise MarketSimError(f"mechanism {label!r} is given twice")
-        seen.add(label)
-    if baseline is None:
-        baseline = labels[0]
-    if baseline not in labels:
-        raise MarketSimError(
-            f"baseline {baseline!r} is not among the mechanisms compared ({', '.join(labels)})"
-        )
-
+    specs, built, labels, baseline = _build(mechanisms, sizes, ctx, baseline)
+    weights = dict(mu=mu, sigma=sigma, gamma=gamma)
+    search = dict(n_grid=n_grid, n_random=n_random, refine=refine, refine_iter=refine_iter)
     rows, market_rows, paired_rows = [], [], []
     for m in sizes:
         # common random numbers: one set of markets, seeds and audit seed for all
         costs = np.array([dist.sample(m, rng) for _ in range(n_markets)])
         seeds = rng.integers(2**63, size=n_markets)
         audit_seed = int(rng.integers(2**63))
-        psi = dist.virtual_cost(costs)
+        bne_seed = int(rng.integers(2**63)) if at == "equilibrium" else 0
         per: dict[str, dict] = {}
         for label, mech in zip(labels, built[m], strict=True):
             t0 = time.perf_counter()
-            obj, loss, pay, bought = (np.empty(n_markets) for _ in range(4))
-            for k in range(n_markets):
-                out = mech.run(costs[k], np.random.default_rng(int(seeds[k])))
-                obj[k] = objective(out.eps, out.payments, mu=mu, sigma=sigma, gamma=gamma)
-                loss[k] = proxy_loss_of_eps(out.eps, psi[k], mu=mu, sigma=sigma, gamma=gamma)
-                pay[k] = float(np.sum(out.payments))
-                bought[k] = int(np.count_nonzero(out.eps > 0))
-            verdicts: dict[str, object] = dict(
-                max_gain=math.nan, ir_violations=math.nan, ic="not_audited", ir="not_audited"
-            )
-            if audit:
-                res = auditing.audit(
-                    mech,
-                    dist,
-                    m,
-                    n_markets,
-                    np.random.default_rng(audit_seed),
-                    costs=costs,
-                    n_grid=n_grid,
-                    n_random=n_random,
-                    refine=refine,
-                    refine_iter=refine_iter,
-                    progress=f"audit {label}" if progress else False,
-                )
-                s = res.summary
-                verdicts = dict(
-                    max_gain=s["max_gain"],
-                    ir_violations=s["ir_violations"],
-                    ic=s["verdict"],
-                    ir=s["ir_verdict"],
-                )
+            verdicts = _audit(mech, label, dist, m, costs, audit_seed, search, audit, progress)
+            play = _play(mech, dist, m, verdicts["ic"], at, bne_seed, bne_options, ctx)
+            reports = costs if play["bne"] is None else play["bne"].bid(costs)
+            per[label] = _evaluate(mech, dist, costs, reports, seeds, weights)
             seconds = time.perf_counter() - t0
-            per[label] = dict(objective=obj, proxy_loss=loss, payment=pay)
-            market_rows.append(
-                pd.DataFrame(
-                    {
-                        "n_sellers": m,
-                        "market": np.arange(n_markets),
-                        "mechanism": label,
-                        "objective": obj,
-                        "proxy_loss": loss,
-                        "payment": pay,
-                        "n_bought": bought,
-                    }
-                )
-            )
-            o, lo, hi = t_interval(obj)
-            p, plo, phi = t_interval(pay)
-            dl, dlo, dhi = t_interval(obj - gamma * pay)  # the data terms of Eq. 11
-            finite = obj[np.isfinite(obj)]
+            market_rows.append(_market_frame(pd, m, label, per[label]))
             rows.append(
-                {
-                    "n_sellers": m,
-                    "mechanism": label,
-                    "objective_mean": o,
-                    "objective_ci_low": lo,
-                    "objective_ci_high": hi,
-                    "n_empty": int(n_markets - finite.size),
-                    "objective_mean_bought": float(finite.mean()) if finite.size else math.nan,
-                    "proxy_loss_mean": t_interval(loss)[0],
-                    "data_loss_mean": dl,
-                    "data_loss_ci_low": dlo,
-                    "data_loss_ci_high": dhi,
-                    "payment_mean": p,
-                    "payment_ci_low": plo,
-                    "payment_ci_high": phi,
-                    "n_bought_mean": float(bought.mean()),
-                    **verdicts,
-                    "seconds": seconds,
-                    "eq11_minimiser": _minimises_eq11(mech, mu, sigma, gamma),
-                }
+                _leaderboard_row(m, label, per[label], verdicts, play, weights, seconds)
+                | {"eq11_minimiser": _minimises_eq11(mech, mu, sigma, gamma)}
             )
         base = per[baseline]
         for label in labels:
@@ -393,24 +343,8 @@ def compare(
                 | _paired(per[label], base, "objective")
                 | _paired(per[label], base, "payment")
             )
-    lb = pd.DataFrame(rows)
-    paired = pd.DataFrame(paired_rows)
-    lb = lb.merge(
-        paired[
-            [
-                "n_sellers",
-                "mechanism",
-                "objective_diff_mean",
-                "objective_diff_ci_low",
-                "objective_diff_ci_high",
-            ]
-        ].rename(  # fmt: skip
-            columns=lambda c: c.replace("objective_diff", "diff")
-        ),
-        on=["n_sellers", "mechanism"],
-    )
-    lb = _rank(lb)
-    paired = paired[paired["mechanism"] != baseline].reset_index(drop=True)
+        _against_offline(rows, per, labels, m)
+    lb, paired = _assemble(pd, rows, paired_rows, baseline)
     settings = {
         "mechanisms": labels,
         "specs": [s if isinstance(s, str) else mechanism_name(s) for s in specs],
@@ -423,14 +357,176 @@ def compare(
         "gamma": gamma,
         "privacy": privacy,
         "audit": bool(audit),
-        "audit_search": dict(
-            n_grid=n_grid, n_random=n_random, refine=refine, refine_iter=refine_iter
-        ),  # fmt: skip
+        "audit_search": search,
+        "at": at,
+        "bne_options": dict(bne_options or {}),
         "confidence": LEVEL,
         "ci_method": "Student t over markets; paired t for differences",
         "seed": seed,  # an integer rng; the CLI records its --seed here
     }
     return CompareResult(lb, paired, pd.concat(market_rows, ignore_index=True), settings)
+
+
+# ---- the steps of compare ------------------------------------------------------------
+AT = ("truth", "equilibrium")
+
+
+def _check_inputs(rng, dist, n_sellers, n_markets, at, audit):
+    """(rng, integer seed or None, the cost law, the sizes, n_markets), checked."""
+    from .mechanisms.offline import check_params  # noqa: F401 (the weights: in _build)
+
+    seed = None
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        seed = int(rng)
+        rng = np.random.default_rng(seed)
+    if not isinstance(rng, np.random.Generator):
+        raise MarketSimError("rng must be a numpy.random.Generator or an integer seed")
+    if at not in AT:
+        raise MarketSimError(f"at must be one of {', '.join(AT)} (got {at!r})")
+    if at == "equilibrium" and not audit:
+        raise MarketSimError("at='equilibrium' needs the audit (it says who is not IC)")
+    return rng, seed, as_distribution(dist), _sizes(n_sellers), check_int("n_markets", n_markets, 2)
+
+
+def _build(mechanisms, sizes, ctx, baseline):
+    """The mechanisms of each size, built and checked before any work; their labels and
+    the baseline."""
+    from .mechanisms.offline import check_params
+
+    check_params(ctx["mu"], ctx["sigma"], ctx["gamma"])
+    specs = list(mechanisms) if not isinstance(mechanisms, str) else [mechanisms]
+    if len(specs) < 2:
+        raise MarketSimError(f"compare needs at least two mechanisms (got {len(specs)})")
+    built = {m: [as_mechanism(s, n_sellers=m, **ctx) for s in specs] for m in sizes}
+    labels = [_label(s, mech) for s, mech in zip(specs, built[sizes[0]], strict=True)]
+    for label, mech in zip(labels, built[sizes[0]], strict=True):
+        if getattr(mech, "needs_data", False):
+            raise MarketSimError(
+                f"{label} needs the sellers' data (needs_data); compare draws costs only"
+            )
+    if len(set(labels)) != len(labels):
+        twice = next(x for x in labels if labels.count(x) > 1)
+        raise MarketSimError(f"mechanism {twice!r} is given twice")
+    if baseline is None:
+        baseline = labels[0]
+    if baseline not in labels:
+        raise MarketSimError(
+            f"baseline {baseline!r} is not among the mechanisms compared ({', '.join(labels)})"
+        )
+    return specs, built, labels, baseline
+
+
+def _audit(mech, label, dist, m, costs, audit_seed, search, audit, progress) -> dict:
+    """The audit's verdicts on the compared markets (one audit seed for all)."""
+    from . import auditing
+
+    if not audit:
+        return dict(max_gain=math.nan, ir_violations=math.nan, ic="not_audited", ir="not_audited")
+    res = auditing.audit(
+        mech, dist, m, costs.shape[0], np.random.default_rng(audit_seed), costs=costs,
+        progress=f"audit {label}" if progress else False, **search,
+    )  # fmt: skip
+    s = res.summary
+    return dict(
+        max_gain=s["max_gain"], ir_violations=s["ir_violations"], ic=s["verdict"],
+        ir=s["ir_verdict"],
+    )  # fmt: skip
+
+
+def _play(mech, dist, m, ic, at, bne_seed, bne_options, ctx) -> dict:
+    """How the sellers play: the truth, or (``at="equilibrium"`` and not audited IC)
+    the symmetric BNE of the mechanism, one solve seed for all mechanisms."""
+    if at == "truth" or ic == "ic":
+        return {"played": "truth", "bne": None}
+    from .equilibrium import symmetric_bne
+
+    context = {k: ctx[k] for k in ("mu", "sigma", "gamma", "privacy")}
+    r = symmetric_bne(
+        mech, dist, m, np.random.default_rng(bne_seed), **{**context, **(bne_options or {})}
+    )
+    return {"played": "equilibrium", "bne": r}
+
+
+def _evaluate(mech, dist, costs, reports, seeds, weights) -> dict:
+    """Per market: Eq. 11 with the payments (the objective), Eq. 11 itself at the true
+    costs' virtual costs (proxy loss), the payment and the sellers bought, when the
+    sellers report ``reports``."""
+    n = costs.shape[0]
+    psi = dist.virtual_cost(costs)
+    obj, loss, pay, bought = (np.empty(n) for _ in range(4))
+    for k in range(n):
+        out = mech.run(reports[k], np.random.default_rng(int(seeds[k])))
+        obj[k] = objective(out.eps, out.payments, **weights)
+        loss[k] = proxy_loss_of_eps(out.eps, psi[k], **weights)
+        pay[k] = float(np.sum(out.payments))
+        bought[k] = int(np.count_nonzero(out.eps > 0))
+    return dict(objective=obj, proxy_loss=loss, payment=pay, n_bought=bought)
+
+
+def _market_frame(pd, m, label, x):
+    return pd.DataFrame(
+        {"n_sellers": m, "market": np.arange(x["objective"].size), "mechanism": label, **x}
+    )
+
+
+def _leaderboard_row(m, label, x, verdicts, play, weights, seconds) -> dict:
+    obj, pay = x["objective"], x["payment"]
+    o, lo, hi = t_interval(obj)
+    p, plo, phi = t_interval(pay)
+    dl, dlo, dhi = t_interval(obj - weights["gamma"] * pay)  # the data terms of Eq. 11
+    finite = obj[np.isfinite(obj)]
+    r = play["bne"]
+    return {
+        "n_sellers": m,
+        "mechanism": label,
+        "objective_mean": o,
+        "objective_ci_low": lo,
+        "objective_ci_high": hi,
+        "n_empty": int(obj.size - finite.size),
+        "objective_mean_bought": float(finite.mean()) if finite.size else math.nan,
+        "proxy_loss_mean": t_interval(x["proxy_loss"])[0],
+        "data_loss_mean": dl,
+        "data_loss_ci_low": dlo,
+        "data_loss_ci_high": dhi,
+        "payment_mean": p,
+        "payment_ci_low": plo,
+        "payment_ci_high": phi,
+        "n_bought_mean": float(x["n_bought"].mean()),
+        **verdicts,
+        "played": play["played"],
+        "bne_epsilon": math.nan if r is None else r.epsilon,
+        "bne_epsilon_ci_high": math.nan if r is None else r.epsilon_ci[1],
+        "bne_relative_loss": math.nan if r is None else r.relative_loss,
+        "seconds": seconds,
+    }
+
+
+def _against_offline(rows, per, labels, m) -> None:
+    """The revelation-principle check: each mechanism's objective minus the offline
+    mechanism's, market by market (paired t interval), on the rows of size m."""
+    mine = [r for r in rows if r["n_sellers"] == m]
+    off = [r["mechanism"] for r in mine if r["eq11_minimiser"]]
+    for r in mine:
+        if not off:
+            r["minus_offline_ci_high"] = math.nan
+            continue
+        d = _paired(per[r["mechanism"]], per[off[0]], "objective")
+        r["minus_offline_mean"] = d["objective_diff_mean"]
+        r["minus_offline_ci_high"] = d["objective_diff_ci_high"]
+
+
+def _assemble(pd, rows, paired_rows, baseline):
+    """The leaderboard (with the paired differences against the baseline, ranked) and
+    the paired table without the baseline's own row."""
+    lb = pd.DataFrame(rows)
+    paired = pd.DataFrame(paired_rows)
+    diff = paired[
+        ["n_sellers", "mechanism", "objective_diff_mean", "objective_diff_ci_low",
+         "objective_diff_ci_high"]
+    ].rename(columns=lambda c: c.replace("objective_diff", "diff"))  # fmt: skip
+    lb = _rank(lb.merge(diff, on=["n_sellers", "mechanism"]))
+    paired = paired[paired["mechanism"] != baseline].reset_index(drop=True)
+    return lb, paired
 
 
 def _minimises_eq11(mech, mu, sigma, gamma) -> bool:

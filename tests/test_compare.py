@@ -299,3 +299,30 @@ def test_cli_refuses_an_unwritable_out_before_any_work(tmp_path, capsys, monkeyp
     argv += ["--dist", "uniform:0:1", "--out", str(blocker / "out")]
     code, _, err = _cli(argv, capsys)
     assert code == 2 and "cannot write to" in err and len(err.strip().splitlines()) == 1
+
+
+def test_at_equilibrium_offline_ranks_first_and_the_truth_table_says_truth():
+    """Revelation principle: offline minimises the expected objective among Bayes-IC,
+    interim-IR mechanisms and pay-as-bid's BNE is one of those, so at equilibrium
+    pay-as-bid cannot beat it (at truth it can: its sellers do not shade)."""
+    mechs = ["pay-as-bid", "offline"]
+    kw = dict(n_grid=9, n_random=4, refine=False)
+    truth = compare(mechs, "uniform:0:1", 12, 8, 3, **kw)
+    eq = compare(
+        mechs, "uniform:0:1", 12, 8, 3, at="equilibrium", bne_options={"samples": 256}, **kw
+    )
+    lb = eq.leaderboard.set_index("mechanism")
+    assert lb.loc["offline", "rank"] == 1 and lb.loc["offline", "played"] == "truth"
+    assert lb.loc["pay-as-bid", "played"] == "equilibrium"
+    assert lb.loc["pay-as-bid", "bne_epsilon"] >= 0 and math.isnan(lb.loc["offline", "bne_epsilon"])
+    # the same markets: offline's numbers are those of the truth table
+    t = truth.leaderboard.set_index("mechanism")
+    assert lb.loc["offline", "objective_mean"] == t.loc["offline", "objective_mean"]
+    # shading: pay-as-bid pays more at its equilibrium than at truth
+    assert lb.loc["pay-as-bid", "payment_mean"] > t.loc["pay-as-bid", "payment_mean"]
+    assert "At truth" in truth.format() and "At equilibrium" in eq.format()
+    assert "as the revelation principle says" in eq.format()
+    with pytest.raises(MarketSimError, match="at must be one of"):
+        compare(mechs, "uniform:0:1", 12, 8, 3, at="nash")
+    with pytest.raises(MarketSimError, match="needs the audit"):
+        compare(mechs, "uniform:0:1", 12, 8, 3, at="equilibrium", audit=False)

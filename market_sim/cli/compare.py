@@ -73,6 +73,19 @@ def add_parser(subparsers):
     )
     a.add_argument("--no-refine", action="store_true", help="audit: no local search")
     a.add_argument("--no-audit", action="store_true", help="skip the audits (no IC column)")
+    a.add_argument(
+        "--at",
+        choices=("truth", "equilibrium"),
+        default="truth",
+        help="truth: every seller reports its cost (default); equilibrium: a mechanism "
+        "the audit does not find IC is played at its symmetric BNE",
+    )
+    a.add_argument(
+        "--bne-samples",
+        type=count("bne-samples"),
+        default=None,
+        help="with --at equilibrium: the BNE solver's opponent draws (default its own)",
+    )
     add_output(a, "no progress bars (stderr)")
     a.set_defaults(func=run)
     return a
@@ -99,6 +112,8 @@ def run(args) -> int:
         n_grid=args.grid,
         n_random=args.random,
         refine=not args.no_refine,
+        at=args.at,
+        bne_options=None if args.bne_samples is None else {"samples": args.bne_samples},
         progress=not args.quiet,
     )
     result.settings["seed"] = args.seed
