@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .distributions import as_distribution
+from .distributions import CostDistribution, as_distribution
 from .errors import MarketSimError
 from .files import atomic_write, check_writable_folder, json_plain, save_png
 from .mechanisms.base import as_mechanism, mechanism_name
@@ -311,7 +311,7 @@ def compare(
     module doc for the objective and the statistics."""
     import pandas as pd
 
-    rng, seed, dist, sizes, n_markets = _check_inputs(rng, dist, n_sellers, n_markets, at, audit)
+    gen, seed, dist, sizes, n_markets = _check_inputs(rng, dist, n_sellers, n_markets, at, audit)
     ctx = dict(dist=dist, mu=mu, sigma=sigma, gamma=gamma, privacy=privacy)
     specs, built, labels, baseline = _build(mechanisms, sizes, ctx, baseline)
     weights = dict(mu=mu, sigma=sigma, gamma=gamma)
@@ -319,10 +319,10 @@ def compare(
     rows, market_rows, paired_rows = [], [], []
     for m in sizes:
         # common random numbers: one set of markets, seeds and audit seed for all
-        costs = np.array([dist.sample(m, rng) for _ in range(n_markets)])
-        seeds = rng.integers(2**63, size=n_markets)
-        audit_seed = int(rng.integers(2**63))
-        bne_seed = int(rng.integers(2**63)) if at == "equilibrium" else 0
+        costs = np.array([dist.sample(m, gen) for _ in range(n_markets)])
+        seeds = gen.integers(2**63, size=n_markets)
+        audit_seed = int(gen.integers(2**63))
+        bne_seed = int(gen.integers(2**63)) if at == "equilibrium" else 0
         per: dict[str, dict] = {}
         for label, mech in zip(labels, built[m], strict=True):
             t0 = time.perf_counter()
@@ -371,7 +371,9 @@ def compare(
 AT = ("truth", "equilibrium")
 
 
-def _check_inputs(rng, dist, n_sellers, n_markets, at, audit):
+def _check_inputs(
+    rng, dist, n_sellers, n_markets, at, audit
+) -> tuple[np.random.Generator, int | None, CostDistribution, list[int], int]:
     """(rng, integer seed or None, the cost law, the sizes, n_markets), checked."""
     from .mechanisms.offline import check_params  # noqa: F401 (the weights: in _build)
 
