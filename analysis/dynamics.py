@@ -24,6 +24,11 @@ QUANTITIES = {
     "payment_ratio": ("payment / truthful payment", 1.0, "bne_payment_ratio"),
 }
 REGRET_FALLBACK = ("mean_regret", "ex-post regret this round")
+# distances of the learners' round from the BNE (summarised, not plotted)
+DISTANCES = {
+    "bne_linf": "largest |report - b(c)| over costs winning >= 1% at the BNE",
+    "bne_utility_gap": "mean utility minus the utility at the BNE (same costs)",
+}
 
 
 def _ci(x) -> float:
@@ -140,7 +145,7 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     """Per mechanism x learner x m: each quantity over the first and the last
     ``WINDOW`` of the rounds of each replication, then mean and 95% CI over
     replications; with the references of the mechanism (``references``)."""
-    cols = list(quantities(df))
+    cols = list(quantities(df)) + [c for c in DISTANCES if _present(df, c)]
     parts = []
     for late in (False, True):
         per_rep = per_replication(_window(df, late), KEYS, cols)
@@ -209,9 +214,17 @@ def findings(df: pd.DataFrame) -> list[str]:
                 if abs(gap) <= BNE_CLOSE
                 else ("above the BNE" if gap > 0 else "below the BNE")
             )
+            dist = ""
+            if "bne_linf_late" in r and np.isfinite(r.bne_linf_late):
+                dist = (
+                    f"; L-inf to the BNE bid {_fmt(r.bne_linf_late, r.bne_linf_ci_late)}, "
+                    f"utility minus the BNE's "
+                    f"{_fmt(r.bne_utility_gap_late, r.bne_utility_gap_ci_late)}"
+                )
             parts.append(
                 f"{r.learner} {_fmt(r[f'{col}_late'], r[f'{col}_ci_late'])} ({verdict}; "
-                f"proxy loss x{_fmt(r.loss_ratio_late)}, payment x{_fmt(r.payment_ratio_late)})"
+                f"proxy loss x{_fmt(r.loss_ratio_late)}, payment x{_fmt(r.payment_ratio_late)}"
+                f"{dist})"
             )
         lines.append(
             f"under {mech} the symmetric BNE gives {bne:.3g} (all sellers: "

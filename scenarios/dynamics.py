@@ -23,8 +23,11 @@ Per task one MarketModel runs ``rounds`` rounds in which every seller is a learn
   ``bne_proxy_loss``,
   ``bne_payment``) and the solver's verified ``bne_epsilon`` (largest expected gain
   of a deviation, on fresh opponents; ``bne_epsilon_relative`` over the ex-ante
-  utility), from ``bne_samples`` opponent draws and at most ``bne_max_iter``
-  best-response iterations.
+  utility; ``bne_relative_loss``, bnelearn's L), from ``bne_samples`` opponent draws
+  and at most ``bne_max_iter`` best-response iterations; and how far the learners are
+  from it: ``bne_linf`` (the largest |report - b(c)| over the sellers whose cost wins
+  at least 1% of the time at the BNE) and ``bne_utility_gap`` (mean utility minus the
+  utility had everyone played b, same costs and draw).
 
 By default costs are redrawn every round (``new_costs``), which is the Bayesian
 game the BNE solves: a learner's arm (a report multiplier) is then a bid function
@@ -173,10 +176,32 @@ def references(model, params: dict):
 
 def _outcome_stats(model, reports, costs, rng) -> tuple[float, float, np.ndarray]:
     """(proxy loss (Eq. 11), total payment, eps) of the mechanism on ``reports``."""
+    loss, pay, eps, _ = _outcome_and_utilities(model, reports, costs, rng)
+    return loss, pay, eps
+
+
+def _outcome_and_utilities(model, reports, costs, rng):
+    """(proxy loss (Eq. 11), total payment, eps, utilities t_i - c_i eps_i) on ``reports``."""
     out = model.mechanism.run(reports, rng)
     psi = model.dist.virtual_cost(costs)
     loss = proxy_loss_of_eps(out.eps, psi, mu=model.mu, sigma=model.sigma, gamma=model.gamma)
-    return loss, float(np.sum(out.payments)), np.asarray(out.eps)
+    return loss, float(np.sum(out.payments)), np.asarray(out.eps), out.utilities(costs)
+
+
+def bne_distance(bne, cost, report, utility, bne_utility) -> dict:
+    """How far the learners' round is from the BNE on the same costs: ``bne_linf``, the
+    largest |report - b(c)| over the sellers whose cost wins at least 1% of the time at
+    the BNE (the solver's verification says which), and ``bne_utility_gap``, the mean
+    utility of a seller minus its utility had everyone played b (same costs, same seed)."""
+    ch = bne.check
+    winning = ch.eval_costs[ch.win_rates >= 0.01]
+    top = float(winning.max()) if winning.size else -np.inf
+    sel = cost <= top
+    gap = np.abs(report - np.asarray(bne.bid(cost), dtype=float))
+    return {
+        "bne_linf": float(gap[sel].max()) if sel.any() else np.nan,
+        "bne_utility_gap": float(np.mean(utility - bne_utility)),
+    }
 
 
 def _ratio(reports, costs, mask) -> float:
@@ -231,7 +256,11 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
         }
         if bne is not None:
             bids = np.clip(np.asarray(bne.bid(cost), dtype=float), lo, hi)
-            loss, pay, eps_bne = _outcome_stats(model, bids, cost, ref_rng)
+            seed = int(ref_rng.integers(2**63))  # the same draw for both profiles
+            u_now = _outcome_and_utilities(model, report, cost, np.random.default_rng(seed))[3]
+            loss, pay, eps_bne, u_bne = _outcome_and_utilities(
+                model, bids, cost, np.random.default_rng(seed)
+            )
             row |= {
                 "bne_report_ratio": _ratio(bids, cost, everyone),
                 "bne_bought_report_ratio": _ratio(bids, cost, eps_bne > 0),
@@ -239,6 +268,8 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
                 "bne_payment": pay,
                 "bne_epsilon": float(bne.epsilon),
                 "bne_epsilon_relative": float(bne.epsilon_relative),
+                "bne_relative_loss": float(bne.relative_loss),
+                **bne_distance(bne, cost, report, u_now, u_bne),
             }
         rows.append(row)
     frame = model.model_frame()

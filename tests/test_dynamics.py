@@ -172,3 +172,21 @@ def test_pay_as_bid_rows_carry_the_bne_reference_computed_once():
         assert (df.bne_report_ratio >= 1).all()  # the solver never bids below cost
         assert (df.bne_epsilon == bne.epsilon).all()
     assert not np.allclose(a.bne_payment, b.bne_payment)  # on each task's own costs
+
+
+def test_bne_distance_is_zero_at_the_bne_and_the_largest_gap_otherwise():
+    from market_sim.equilibrium import symmetric_bne
+
+    bne = symmetric_bne(
+        "pay-as-bid", "uniform:1:5", 5, np.random.default_rng(0), samples=64, max_iter=4
+    )
+    cost = np.linspace(1.0, 5.0, 9)
+    b = bne.bid(cost)
+    u = np.arange(9.0)
+    same = study.bne_distance(bne, cost, b, u, u)
+    assert same == {"bne_linf": 0.0, "bne_utility_gap": 0.0}
+    ch = bne.check
+    top = ch.eval_costs[ch.win_rates >= 0.01].max()
+    off = study.bne_distance(bne, cost, cost + 0.1, u + 1.0, u)
+    assert off["bne_linf"] == pytest.approx(np.max(np.abs(cost + 0.1 - b)[cost <= top]))
+    assert off["bne_utility_gap"] == 1.0
