@@ -59,7 +59,7 @@ CASES = [
     ("pay-as-bid (built in), 100 sellers", "pay-as-bid", [("uniform:1:5", 100)], None, {}, 30),
     ("two classes U[1,2] + U[0,2], first price", BatchedFirstPrice(),
      [("uniform:1:2", 1), ("uniform:0:2", 1)],
-     [lambda c: _asym(c, 0.75), lambda c: _asym(c, -0.75)], {"samples": 4096, "max_iter": 100}, 30),
+     [lambda c: _asym(c, 0.75), lambda c: _asym(c, -0.75)], {"samples": 4096, "max_iter": 100, "damping": 0.05}, 30),
 ]  # fmt: skip
 
 

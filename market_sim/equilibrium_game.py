@@ -247,6 +247,9 @@ class Oracle:
         M, K = R.shape[0], Z.size
         E, T = np.empty((M, K)), np.empty((M, K))
         fn = self.mech.outcome
+        inner = getattr(self.mech, "obj", None)  # a duck-typed object: skip the adapter
+        if inner is not None and getattr(self.mech, "takes_rng", False):
+            fn = inner.outcome
         randomized = bool(getattr(self.mech, "randomized", False))
         shared = np.random.default_rng(0)
         zs = Z.tolist()
