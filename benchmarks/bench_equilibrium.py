@@ -1,13 +1,14 @@
 """BNE solver benchmark: the three cases of issue #38, each timed once in this run.
 
-    python benchmarks/bench_equilibrium.py [--json FILE]
+    python benchmarks/bench_equilibrium.py [--json FILE] [--validate]
 
 Rows: a user's black-box first-price mechanism (``outcome`` only, one report vector
 per call), 4 sellers, U[0, 1] (target <= 15 s); the same written for a (B, n) batch
 (``batched = True``); built-in pay-as-bid at 100 sellers, U[1, 5] (target <= 30 s);
 two classes, first price, costs U[1, 2] and U[0, 2] (target <= 30 s).  Each row with
 the solver's path, its evaluations (report vectors), iterations, epsilon and the
-L-infinity distance to the closed form where there is one.
+L-infinity distance to the closed form where there is one.  ``--validate`` prints
+instead the validation table of docs/equilibrium.md (closed forms, samples=4096).
 """
 
 from __future__ import annotations
@@ -59,14 +60,92 @@ CASES = [
     ("pay-as-bid (built in), 100 sellers", "pay-as-bid", [("uniform:1:5", 100)], None, {}, 30),
     ("two classes U[1,2] + U[0,2], first price", BatchedFirstPrice(),
      [("uniform:1:2", 1), ("uniform:0:2", 1)],
-     [lambda c: _asym(c, 0.75), lambda c: _asym(c, -0.75)], {"samples": 4096, "max_iter": 100, "damping": 0.05}, 30),
+     [lambda c: _asym(c, 0.75), lambda c: _asym(c, -0.75)],
+     {"samples": 4096, "max_iter": 100, "damping": 0.05}, 30),
 ]  # fmt: skip
+
+
+class KUnitFirstPrice:
+    """The k lowest reports sell one unit each at their own report (batched)."""
+
+    batched = True
+
+    def __init__(self, k):
+        self.k = k
+
+    def outcome(self, reports, rng=None):
+        R = np.atleast_2d(np.asarray(reports, dtype=float))
+        rank = np.argsort(np.argsort(R, axis=1, kind="stable"), axis=1, kind="stable")
+        eps = (rank < self.k).astype(float)
+        return (eps[0], (R * eps)[0]) if np.ndim(reports) == 1 else (eps, R * eps)
+
+
+def k_unit_bid(c, n, k, lo, hi):
+    """b(c) = E[Y | Y > c], Y the k-th lowest of the n - 1 others' U[lo, hi] costs."""
+    from scipy import integrate, stats
+
+    Y = stats.beta(k, n - k)
+    out = []
+    for x in np.atleast_1d(c):
+        u = (x - lo) / (hi - lo)
+        s = Y.sf(u)
+        m = integrate.quad(lambda t: t * Y.pdf(t), u, 1)[0] / s if s > 1e-12 else u
+        out.append(lo + (hi - lo) * m)
+    return np.array(out)
+
+
+def validate():
+    """The validation table of docs/equilibrium.md."""
+    fp = "examples/first_price.py:FirstPriceProcurement"
+    print("| case | path | seconds | iterations | eps / u (95% CI) | l | L | L2 (wins >= 1%) "
+          "| L-inf (wins >= 1%) | L-inf (all) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    cases = [
+        (
+            f"first price, m = {m}, U[0, 1]",
+            fp,
+            [("uniform:0:1", m)],
+            [lambda c, m=m: c + (1 - c) / m],
+            {},
+        )
+        for m in (2, 3, 4, 5)
+    ]
+    cases += [
+        (
+            f"{k}-unit first price, n = {n}, U[{lo}, {hi}]",
+            KUnitFirstPrice(k),
+            [(f"uniform:{lo}:{hi}", n)],
+            [lambda c, n=n, k=k, lo=lo, hi=hi: k_unit_bid(c, n, k, lo, hi)],
+            {},
+        )
+        for n, k, lo, hi in [(4, 2, 0, 1), (3, 2, 1, 3), (5, 2, 0, 1)]
+    ]
+    cases.append(("asymmetric first price", BatchedFirstPrice(),
+                  [("uniform:1:2", 1), ("uniform:0:2", 1)],
+                  [lambda c: _asym(c, 0.75), lambda c: _asym(c, -0.75)],
+                  {"max_iter": 100, "damping": 0.05}))  # fmt: skip
+    for label, mech, pop, ref, opts in cases:
+        r = bne(mech, pop, np.random.default_rng(0), reference=ref, samples=4096, **opts)
+        for g, cl in enumerate(r.classes):
+            ch, d, u = cl.check, cl.check.distances, cl.check.utility
+            tag = f" (class {g}: {cl.dist})" if len(r.classes) > 1 else ""
+            print(
+                f"| {label}{tag} | {r.options['path']} | {r.seconds:.1f} | {r.iterations} | "
+                f"{ch.epsilon_relative:.2%} [{ch.epsilon_ci[0] / u:.2%}, "
+                f"{ch.epsilon_ci[1] / u:.2%}] | {ch.loss:.2g} | {ch.relative_loss:.2%} | "
+                f"{d['l2_active']:.4f} | {d['linf_active']:.4f} | {d['linf']:.4f} |",
+                flush=True,
+            )
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--validate", action="store_true", help="the closed-form table instead")
     args = ap.parse_args(argv)
+    if args.validate:
+        validate()
+        return
     print(f"# bne, seed 0; {platform.machine()}, {time.strftime('%F')}")
     print("| case | path | seconds | target | evaluations | iterations | epsilon / utility "
           "| L-inf (wins >= 1%) |")  # fmt: skip

@@ -248,10 +248,10 @@ def _theory_at_equilibrium(lb: pd.DataFrame) -> str:
             "the revelation principle says this cannot be in expectation (an inexact "
             "equilibrium, see its epsilon, or sampling noise)."
         )
-    first = " and ranks first" if off.iloc[0]["rank"] == 1 else ""
+    first = f"{name} ranks first and n" if off.iloc[0]["rank"] == 1 else "N"
     return (
-        f"Theory check: no mechanism's equilibrium objective is significantly below {name}'s"
-        f"{first}, as the revelation principle says."
+        f"Theory check: {first}o mechanism's equilibrium objective is significantly below "
+        f"{name}'s, as the revelation principle says."
     )
 
 
