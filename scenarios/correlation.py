@@ -1,11 +1,10 @@
 """Dependence between data and costs: a Gaussian copula with correlation rho.
 
-Sellers' rows come from a latent standard normal G (x = G / (2 sqrt d), clipped
-to ||x|| <= 1); labels follow a linear rule, flipped for the sellers whose
-latent noise g exceeds Phi^-1(1 - label_noise).  The cost latent z is standard
-normal with corr(z, target) = rho, where the target is G[:, 0] ("feature") or g
-("label_noise"), and c = F^-1(Phi(z)), so costs keep the law F exactly.  With
-rho < 0 and target label_noise the mislabelled sellers are the cheap ones.
+The sellers are a :class:`market_sim.population.Population` with synthetic data
+(its module docstring gives the generator and the copula): the cost latent has
+correlation rho with feature 0's latent ("feature") or with the label noise g
+("label_noise"), and costs keep their law exactly.  With rho < 0 and target
+label_noise the mislabelled sellers are the cheap ones.
 Each row: one mechanism's private model (Alg. 1) on that market -- test error
 over noise draws, expected payment sum psi eps, and the share of the privacy
 budget spent on mislabelled sellers.
@@ -23,6 +22,7 @@ from market_sim.learning import HeteroDPLogisticRegression
 from market_sim.mechanisms import data_dependent as dd
 from market_sim.mechanisms import offline
 from market_sim.parameters import Choice, Distribution, Number
+from market_sim.population import Population
 
 NAME = "correlation"
 REPLICATIONS = 5
@@ -68,29 +68,27 @@ def grid(quick: bool = False) -> list[dict]:
     ]
 
 
+def population(params: dict) -> Population:
+    """The study's sellers: synthetic data, costs tied to ``target`` by the copula of
+    ``market_sim.population`` ("feature" is feature 0's latent)."""
+    on = 0 if params["target"] == "feature" else "label_noise"
+    return Population(
+        [(params["dist"], params["sellers"])],
+        data="synthetic",
+        rho=params["rho"],
+        on=on,
+        d=params["d"],
+        label_noise=params["label_noise"],
+        n_test=N_TEST,
+    )
+
+
 def market(params: dict, rng: np.random.Generator):
-    """(X, y, flipped, costs, X_test, y_test) with the copula of the module docstring."""
-    m, d, noise = params["sellers"], params["d"], params["label_noise"]
-    w_true = np.ones(d) / np.sqrt(d)
-
-    def rows(k):
-        G = rng.standard_normal((k, d))
-        X = G / (2 * np.sqrt(d))
-        X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
-        g = rng.standard_normal(k)
-        flipped = g > stats.norm.ppf(1 - noise)
-        y = np.where(flipped, X @ w_true <= 0, X @ w_true > 0).astype(int)
-        return X, y, flipped, G[:, 0], g
-
-    X, y, flipped, feature, g = rows(m)
-    target = feature if params["target"] == "feature" else g
-    rho = params["rho"]
-    z = rho * target + np.sqrt(max(0.0, 1 - rho**2)) * rng.standard_normal(m)
-    dist = parse_distribution(params["dist"])
-    lo, hi = dist.support
-    costs = np.clip(dist.ppf(stats.norm.cdf(z)), lo, hi)
-    X_test, y_test, *_ = rows(N_TEST)
-    return X, y, flipped, costs, X_test, y_test
+    """(X, y, flipped, costs, X_test, y_test): one market of :func:`population`."""
+    mk = population(params).sample(rng)
+    X, y = mk.data
+    X_test, y_test = mk.test
+    return X, y, mk.mislabelled, mk.costs, X_test, y_test
 
 
 def run(params: dict, rng: np.random.Generator) -> list[dict]:
