@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..distributions import parse_distribution
+from ..errors import MarketSimError
 from ..files import check_writable_folder
 from .arguments import add_cost_law, add_market_settings, add_output, count, market_settings, number
+from .settings import warn_if_not_private
 
 
 def add_parser(subparsers):
@@ -59,7 +61,8 @@ def add_parser(subparsers):
     a.add_argument(
         "--new-costs",
         action="store_true",
-        help="draw new costs every round (default: each seller keeps its cost for the run)",
+        help="draw new costs every round (default: each seller keeps its cost for the run; "
+        "needs --rounds R > 1)",
     )
     a.add_argument(
         "--boot", type=count("boot"), default=1000, help="bootstrap resamples (default 1000)"
@@ -75,6 +78,13 @@ def run(args) -> int:
 
     dist = parse_distribution(args.dist, iron=args.iron)
     context = market_settings(args)
+    if args.new_costs and args.rounds == 1:
+        raise MarketSimError("--new-costs has no effect without --rounds R > 1 (one round)")
+    if args.privacy is not None:
+        from ..mechanisms.base import as_mechanism
+
+        mech = as_mechanism(args.mechanism, dist=dist, n_sellers=args.sellers, **context)
+        warn_if_not_private(args.privacy, mech, args.mechanism)
     if args.new_costs:
         context["new_costs_each_round"] = True
     out = Path(args.out)
