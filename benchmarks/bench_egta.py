@@ -25,7 +25,8 @@ from bench_offline import best_time  # noqa: E402
 
 from market_sim.agents import MarketModel, as_strategy
 from market_sim.distributions import parse_distribution
-from market_sim.egta import _dpr_plan, _Pairs, _runs, _seeds, egta, seat_layout
+from market_sim.egta import _dpr_plan, _Pairs, _runs, _sample_markets, _seeds, egta, seat_layout
+from market_sim.population import as_population
 
 DIST = parse_distribution("uniform:1:5")
 
@@ -33,10 +34,11 @@ DIST = parse_distribution("uniform:1:5")
 def _bare(mech, strategies, n, players, samples, rounds, seed):
     built = [as_strategy(s) for s in strategies]
     _, dev, full, _ = _dpr_plan(len(strategies), n, players)
-    seeds, _, seats = _seeds(seed, None, samples, n)
+    seeds, _, seats, cost_seeds = _seeds(seed, None, samples, n)
+    markets = _sample_markets(as_population(DIST, n), seats, cost_seeds)
     for d, counts in zip(dev, full, strict=True):
-        for child, seating in zip(seeds, seats, strict=True):
-            runs = _runs(seat_layout(int(d), counts, seating))
+        for child, market in zip(seeds, markets, strict=True):
+            runs = _runs(seat_layout(int(d), counts, market.seats))
             mix = _Pairs([(copy.deepcopy(built[d if s < 0 else s]), c / n) for s, c in runs])
             model = MarketModel(
                 n,
@@ -48,6 +50,7 @@ def _bare(mech, strategies, n, players, samples, rounds, seed):
                 measure_regret=False,
                 agent_views=False,
             )
+            model.cost[:] = model.report[:] = model.reports[:] = market.costs
             while model.running:
                 model.step()
 

@@ -70,7 +70,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .distributions import as_distribution
 from .errors import MarketSimError
 from .files import atomic_write, save_png
 from .parameters import check_int
@@ -459,6 +458,9 @@ class EgtaResult:
     seconds: float
     seed: int | None = None
     context: dict = field(default_factory=dict)
+    population: str = ""
+    class_laws: tuple[str, ...] = ()
+    deviator_class: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def reduction(self) -> str:
@@ -469,6 +471,14 @@ class EgtaResult:
 
     def _reduced(self, per_profile: np.ndarray) -> np.ndarray:
         return _reduce(self.weights, self.game.profiles, per_profile)
+
+    def class_payoffs(self) -> np.ndarray:
+        """Payoff tables per class of sellers (C x P x S): the mean over the samples whose
+        deviator sat in a seat of that class (class g's seats are its share of the N)."""
+        per_seed = self._reduced(self.sample_payoffs.T)  # (K, P, S)
+        return np.array(
+            [per_seed[self.deviator_class == g].mean(axis=0) for g in range(len(self.class_laws))]
+        )
 
     # -- bootstrap --------------------------------------------------------------------
     def _boot_games(self, n_boot: int, seed: int) -> np.ndarray:
@@ -509,6 +519,7 @@ class EgtaResult:
 
         per_seed = self._reduced(self.sample_payoffs.T)  # (K, P, S)
         sellers = np.einsum("psf,fs->ps", self.weights, self.full_profiles)
+        by_class = self.class_payoffs() if len(self.class_laws) > 1 else None
         rows = []
         for i, p in enumerate(self.game.profiles):
             for s in np.flatnonzero(p):
@@ -527,6 +538,9 @@ class EgtaResult:
                         "samples": int(y.size),
                     }
                 )
+                if by_class is not None:
+                    for g, law in enumerate(self.class_laws):
+                        row[f"payoff[class {g}: {law}]"] = float(by_class[g, i, s])
                 rows.append(row)
         return pd.DataFrame(rows)
 
@@ -534,6 +548,7 @@ class EgtaResult:
         return {
             "mechanism": self.mechanism,
             "dist": self.dist,
+            "population": self.population,
             "n_sellers": self.n_sellers,
             "players": self.players,
             "reduction": self.reduction,
@@ -572,7 +587,7 @@ class EgtaResult:
         ratio = f"(N-1)/(n-1) = {self.n_sellers - 1}/{self.players - 1}"
         lines = [
             f"mechanism     {self.mechanism}",
-            f"distribution  {self.dist}",
+            f"sellers       {self.population or self.dist} (the mechanism's law: {self.dist})",
             f"market        {self.n_sellers} sellers, {self.rounds} round(s); payoff: mean "
             f"utility per round over the last {self.last_rounds} (seats drawn per seed)",
             f"meta-game     {len(self.strategies)} strategies, DPR to {self.players} players "
@@ -635,12 +650,13 @@ def _runs(layout: np.ndarray) -> list[tuple[int, int]]:
     ]
 
 
-def _simulate(dev, full, strategies: list, n, mechanism, dist, rounds, last, seed, seats, context):
+def _simulate(dev, full, strategies: list, n, mechanism, dist, rounds, last, seed, market, context):
     """The deviator's mean utility per round over the last ``last`` rounds in the market
-    of ``full`` seated by :func:`seat_layout` (``seats``: this seed's seating)."""
+    of ``full`` seated by :func:`seat_layout` (``market``: this seed's seating, costs and
+    data)."""
     from .agents import MarketModel
 
-    layout = seat_layout(dev, full, seats)
+    layout = seat_layout(dev, full, market.seats)
     runs = _runs(layout)
     # every run of seats (the deviator a run of its own) gets a fresh copy of its
     # strategy, built once from its spec (a registry look-up per market is slow)
@@ -652,11 +668,15 @@ def _simulate(dev, full, strategies: list, n, mechanism, dist, rounds, last, see
         strategy=mix,
         rounds=rounds,
         rng=np.random.default_rng(seed),
+        **({} if market.data is None else {"data": market.data}),
         **context,
     )
     if [g.ids.size for g in model.groups] != [size for _, size in runs]:  # pragma: no cover
         raise MarketSimError(f"egta: the market did not build the profile {list(full)}")
-    seat, total = int(seats[0]), 0.0
+    # the population's costs replace the model's own draw (MarketModel takes one law)
+    model.cost[:] = market.costs
+    model.report[:] = model.reports[:] = market.costs
+    seat, total = int(market.seats[0]), 0.0
     first = rounds - last
     while model.running:
         model.step()
@@ -690,7 +710,7 @@ def _check_numbers(n_sellers, samples, rounds, players, last_rounds, n_boot, reg
     return n, samples, rounds, players, last, n_boot
 
 
-def _build_mechanism(mechanism, dist, n, context):
+def _build_mechanism(mechanism, dist, n, context, has_data: bool = False):
     from .mechanisms.base import as_mechanism, mechanism_name
 
     bad = sorted(set(context) & set(_RESERVED))
@@ -699,10 +719,10 @@ def _build_mechanism(mechanism, dist, n, context):
     mech_context = {k: context[k] for k in ("mu", "sigma", "gamma", "privacy") if k in context}
     mech = as_mechanism(mechanism, dist=dist, n_sellers=n, **mech_context)
     name = mechanism if isinstance(mechanism, str) else mechanism_name(mech)
-    if getattr(mech, "needs_data", False) and "data" not in context:
+    if getattr(mech, "needs_data", False) and "data" not in context and not has_data:
         raise MarketSimError(
-            f"mechanism {name} needs the sellers' data; egta simulates costs only "
-            "(pass data= from Python)"
+            f"mechanism {name} needs the sellers' data: give a population with data "
+            "(e.g. 20*uniform:1:5;data=synthetic) or data= from Python"
         )
     return mech, name
 
@@ -721,16 +741,54 @@ def _seeds(seed, rng, samples: int, n: int):
     else:
         root = np.random.SeedSequence(seed)
     *seeds, boot, seating = root.spawn(samples + 2)
+    cost_seeds = root.spawn(samples)
     seat_rng = np.random.default_rng(seating)
     seats = np.array([seat_rng.permutation(n) for _ in range(samples)]).reshape(samples, n)
     dev_seat = (int(seat_rng.integers(n)) + np.arange(samples)) % n
     for k in range(samples):  # swap the deviator onto its seat
         r = int(np.flatnonzero(seats[k] == dev_seat[k])[0])
         seats[k, [0, r]] = seats[k, [r, 0]]
-    return seeds, int(boot.generate_state(1, np.uint64)[0]), seats
+    return seeds, int(boot.generate_state(1, np.uint64)[0]), seats, cost_seeds
 
 
-def _run_markets(dev, full, built, n, mech, dist, rounds, last, seeds, seats, ctx, progress):
+@dataclass(frozen=True)
+class _SampleMarket:
+    """What sample k shares across its markets: the seating (role r at seat seats[r]),
+    every seat's cost and, with data, (X, y, X_test, y_test)."""
+
+    seats: np.ndarray
+    costs: np.ndarray
+    data: tuple | None = None
+
+
+def _sample_markets(population, seats, cost_seeds) -> list[_SampleMarket]:
+    """Per sample, one draw of the population (``pop.sample``) with its own seed."""
+    out = []
+    for seating, cs in zip(seats, cost_seeds, strict=True):
+        mk = population.sample(np.random.default_rng(cs))
+        data = None if mk.data is None else (*mk.data, *mk.test)
+        out.append(_SampleMarket(seating, mk.costs, data))
+    return out
+
+
+def _population_of(dist, n_sellers, context):
+    """The Population (``as_population``: a cost law needs ``n_sellers``; a population's
+    own count wins, a conflicting ``n_sellers`` is an error) and the law the mechanism
+    and the model believe in (the pooled law)."""
+    from .population import as_population
+
+    pop = as_population(dist, n_sellers)
+    if not pop.is_plain and context.get("new_costs_each_round"):
+        raise MarketSimError(
+            "new_costs_each_round redraws every cost from one law: with a population of "
+            "several classes or with data, each market keeps its draw (leave it out)"
+        )
+    if pop.has_data and "data" in context:
+        raise MarketSimError("give the data through the population or data=, not both")
+    return pop, pop.pooled
+
+
+def _run_markets(dev, full, built, n, mech, dist, rounds, last, seeds, markets, ctx, progress):
     """sample_payoffs (F x samples): every market under every seed (common random
     numbers: seed k gives every market the same costs and the same seating, so two
     markets with the same others differ in the deviator's strategy alone)."""
@@ -740,7 +798,7 @@ def _run_markets(dev, full, built, n, mech, dist, rounds, last, seeds, seats, ct
     jobs = [(f, k) for f in range(full.shape[0]) for k in range(len(seeds))]
     for f, k in tqdm(jobs, desc="simulations", file=sys.stderr, disable=not progress):
         Y[f, k] = _simulate(
-            int(dev[f]), full[f], built, n, mech, dist, rounds, last, seeds[k], seats[k], ctx
+            int(dev[f]), full[f], built, n, mech, dist, rounds, last, seeds[k], markets[k], ctx
         )
     return Y
 
@@ -772,10 +830,10 @@ def _with_intervals(result: EgtaResult, found) -> EgtaResult:
 
 def egta(
     mechanism,
-    dist,
-    n_sellers: int,
-    strategies: Sequence[str],
-    samples: int,
+    population,
+    n_sellers: int | None = None,
+    strategies: Sequence[str] = (),
+    samples: int = 10,
     *,
     seed: int | None = None,
     rng: np.random.Generator | None = None,
@@ -787,29 +845,32 @@ def egta(
     progress: bool = False,
     **context,
 ) -> EgtaResult:
-    """Empirical game of ``strategies`` (specs, at least 2) in markets of ``n_sellers``.
+    """Empirical game of ``strategies`` (specs, at least 2) among a population's sellers.
 
-    ``mechanism``: a spec, class or instance; ``dist``: a spec or CostDistribution;
-    ``players``: reduced players of the DPR (capped at ``n_sellers``); each needed
-    profile is simulated ``samples`` times for ``rounds`` rounds, with ``seed`` (or
-    ``rng``).  ``context`` goes to :class:`~market_sim.agents.MarketModel` (mu,
-    sigma, gamma, privacy, new_costs_each_round, xi, ...).  See the module doc."""
+    ``mechanism``: a spec, class or instance; ``population``: a
+    :class:`~market_sim.population.Population` or its spec (``n_sellers`` from it), or a
+    cost law (spec or CostDistribution) with ``n_sellers``; ``players``: reduced players
+    of the DPR (capped at N); each needed profile is simulated ``samples`` times for
+    ``rounds`` rounds, with ``seed`` (or ``rng``).  ``context`` goes to
+    :class:`~market_sim.agents.MarketModel` (mu, sigma, gamma, privacy,
+    new_costs_each_round, xi, ...).  See the module doc."""
     from .agents import as_strategy
 
     t0 = time.perf_counter()
     strategies = _check_strategies(strategies)
     built = [as_strategy(s) for s in strategies]  # unknown names fail before any run
+    pop, dist = _population_of(population, n_sellers, context)
     n, samples, rounds, players, last, n_boot = _check_numbers(
-        n_sellers, samples, rounds, players, last_rounds, n_boot, regret_tol
+        pop.n_sellers, samples, rounds, players, last_rounds, n_boot, regret_tol
     )
-    dist = as_distribution(dist)
-    mech, name = _build_mechanism(mechanism, dist, n, context)
-    seeds, boot_seed, seats = _seeds(seed, rng, samples, n)
+    mech, name = _build_mechanism(mechanism, dist, n, context, pop.has_data)
+    seeds, boot_seed, seats, cost_seeds = _seeds(seed, rng, samples, n)
+    markets = _sample_markets(pop, seats, cost_seeds)
     model_context = {"measure_regret": False, "agent_views": False, **context}
 
     reduced, dev, full, weights = _dpr_plan(len(strategies), n, players)
     Y = _run_markets(
-        dev, full, built, n, mech, dist, rounds, last, seeds, seats, model_context, progress
+        dev, full, built, n, mech, dist, rounds, last, seeds, markets, model_context, progress
     )
     game = SymmetricGame(strategies, players, reduced, _reduce(weights, reduced, Y.mean(axis=1)))
     result = EgtaResult(
@@ -833,6 +894,9 @@ def egta(
         seconds=0.0,
         seed=seed,
         context={k: v for k, v in context.items() if isinstance(v, (int, float, str, bool))},
+        population=pop.spec,
+        class_laws=tuple(law.spec for law in pop.laws),
+        deviator_class=pop.group[seats[:, 0]],
     )
     result = _with_intervals(result, find_equilibria(game, regret_tol=regret_tol))
     return replace(result, seconds=time.perf_counter() - t0)

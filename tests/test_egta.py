@@ -196,7 +196,7 @@ def test_dpr_keeps_the_equilibrium_of_a_linear_game():
 # ---- the market ---------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "mechanism, samples, kw",
-    [("posted-price", 4, FAST), ("offline", 6, {"n_boot": 200})],  # offline: one round
+    [("posted-price", 4, FAST), ("offline", 10, {"n_boot": 200})],  # offline: one round
 )
 def test_ic_mechanism_truth_is_the_equilibrium(mechanism, samples, kw):
     """Under a posted price and the offline mechanism truth is dominant: all-truthful has
@@ -307,12 +307,10 @@ def test_no_seat_is_favoured(tmp_path):
     mech, K = "uniform-price:n_buy=3:eps_level=1", 80
     r = egta(mech, "uniform:1:2.25", 8, [fixed, "truthful"], K, seed=0, n_boot=10)
     row = r.full_profiles[:, 0] == 8  # everybody fixed, the deviator too
-    from market_sim.agents import MarketModel
+    from market_sim.population import as_population
 
-    costs = [  # the same markets' costs (common random numbers)
-        MarketModel(8, dist="uniform:1:2.25", rounds=1, rng=np.random.default_rng(sd)).cost
-        for sd in _seeds(0, None, K, 8)[0]
-    ]
+    pop = as_population("uniform:1:2.25", 8)
+    costs = [pop.sample(np.random.default_rng(cs)).costs for cs in _seeds(0, None, K, 8)[3]]
     utilities = np.where(np.arange(8) < 3, 2.25 - np.array(costs), 0.0)  # (K, 8) by hand
     deviator = utilities[np.arange(K), r.seats[:, 0]]
     np.testing.assert_allclose(r.sample_payoffs[row][0], deviator, atol=1e-12)
@@ -450,3 +448,61 @@ def test_cli_bad_input(tmp_path, capsys, extra, message):
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
     assert not (tmp_path / "x" / "equilibria.json").exists()
+
+
+# ---- populations --------------------------------------------------------------------------------
+TWO_CLASSES = "3*uniform:1:3+3*uniform:2.5:4"
+
+
+def test_a_population_of_two_classes_and_its_payoffs_per_class():
+    """Posted price 2.5: the class on [2.5, 4] never sells (a cost of exactly 2.5 has
+    probability 0), so its sellers' payoffs are exactly 0 in every profile, and the class
+    on [1, 3] earns
+    something truthfully.  The deviator sits in each class's seats half of the time (3 of
+    6 seats each, the seats run through in turn), and the meta-game's payoff is the mean
+    of the two classes'."""
+    from market_sim.population import Population
+
+    pop = Population.parse(TWO_CLASSES)
+    mech = "posted-price:price=2.5"
+    r = egta(mech, pop, strategies=TS, samples=12, seed=0, players=3, n_boot=20)
+    assert r.n_sellers == 6 and r.population == TWO_CLASSES
+    assert r.class_laws == ("uniform:1:3", "uniform:2.5:4")
+    np.testing.assert_array_equal(np.bincount(r.deviator_class), [6, 6])
+    np.testing.assert_array_equal(r.deviator_class, pop.group[r.seats[:, 0]])
+    by_class = r.class_payoffs()
+    played = r.game.profiles > 0
+    assert np.all(by_class[1][played] == 0)
+    assert by_class[0][played].max() > 0
+    np.testing.assert_allclose(by_class.mean(axis=0)[played], r.game.payoffs[played])
+    t = r.table()
+    assert {"payoff[class 0: uniform:1:3]", "payoff[class 1: uniform:2.5:4]"} <= set(t.columns)
+    # the same population as a spec; a conflicting n_sellers is an error
+    s = egta(mech, TWO_CLASSES, strategies=TS, samples=12, seed=0, players=3, n_boot=20)
+    np.testing.assert_array_equal(s.sample_payoffs, r.sample_payoffs)
+    with pytest.raises(MarketSimError, match="conflicts with the population's 6 sellers"):
+        egta("posted-price", pop, 8, TS, 2)
+    with pytest.raises(MarketSimError, match="new_costs_each_round redraws"):
+        egta("posted-price", pop, None, TS, 2, rounds=2, new_costs_each_round=True)
+
+
+def test_cli_population(tmp_path, capsys):
+    argv = ["egta", "--mechanism", "posted-price", "--population", TWO_CLASSES]
+    argv += ["--strategy", "truthful", "--strategy", "shade:factor=1.3", "--samples", "4"]
+    argv += ["--players", "2", "--boot", "20", "--quiet", "--out"]
+    assert main([*argv, str(tmp_path / "p")]) == 0
+    assert TWO_CLASSES in capsys.readouterr().out
+    summary = json.loads((tmp_path / "p" / "summary.json").read_text())
+    assert summary["population"] == TWO_CLASSES and summary["n_sellers"] == 6
+    assert "payoff[class 1: uniform:2.5:4]" in pd.read_csv(tmp_path / "p" / "payoffs.csv")
+    code = main([*argv, str(tmp_path / "q"), "--sellers", "5"])
+    assert code == 2 and "conflicts" in capsys.readouterr().err
+
+
+def test_a_population_with_data_runs_the_data_dependent_mechanism():
+    """The population's rows reach the market (without them the mechanism is refused)."""
+    pop = "6*uniform:1:5;data=synthetic"
+    r = egta("data-dependent", pop, strategies=TS, samples=1, seed=0, players=2, n_boot=5)
+    assert r.population == pop and np.all(np.isfinite(r.sample_payoffs))
+    with pytest.raises(MarketSimError, match="needs the sellers' data: give a population"):
+        egta("data-dependent", "6*uniform:1:5", strategies=TS, samples=1)
