@@ -259,8 +259,8 @@ def _dpr_plan(S: int, n_sellers: int, players: int):
                 f_row = index.setdefault((int(j), *(int(v) for v in f)), len(index))
                 entries.append((i, int(j), f_row, float(wk)))
     weights = np.zeros((reduced.shape[0], S, len(index)))
-    for i, j, f_row, wk in entries:
-        weights[i, j, f_row] += wk
+    for row, strat, f_row, wk in entries:
+        weights[row, strat, f_row] += wk
     keys = np.array(list(index), dtype=np.int64).reshape(-1, S + 1)
     return reduced, keys[:, 0], keys[:, 1:], weights
 
