@@ -327,7 +327,7 @@ def test_equilibrium_regret_interval_covers_at_its_level():
     [0, q], covers its true regret (exact, from the true table) at about its level (94.6%
     in 1,000 repetitions; the binomial sd of 300 is 1.3%), and contains the point
     estimate 0.  The percentile interval of the same mixture's regret under the
-    replicates, used before, excludes the point estimate every time."""
+    replicates excludes the point estimate every time, and covers less."""
     V, C, K, B, reps, level = 2.0, 3.0, 20, 100, 300, 0.95
     true = two_player([[(V - C) / 2, V], [0.0, V / 2]])
     played = true.profiles > 0
@@ -346,12 +346,14 @@ def test_equilibrium_regret_interval_covers_at_its_level():
     truth = np.array([true.regret(x) for x in xs])
     coverage = np.mean(truth <= upper)
     assert 0.91 <= coverage <= 0.985, coverage
-    old = [
+    percentile = [
         np.quantile(_boot_regrets(true, t, x), [0.025, 0.975])
         for t, x in zip(tables, xs, strict=True)
     ]  # (the game object only lends its profile structure)
-    assert all(lo > 0 for lo, _ in old)
-    assert np.mean([lo <= r <= hi for (lo, hi), r in zip(old, truth, strict=True)]) < coverage
+    assert all(lo > 0 for lo, _ in percentile)
+    assert (
+        np.mean([lo <= r <= hi for (lo, hi), r in zip(percentile, truth, strict=True)]) < coverage
+    )
 
 
 def test_last_rounds_payoff_window():

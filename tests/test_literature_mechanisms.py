@@ -375,9 +375,10 @@ def _check_every_profile(mech, grid, n, reserve, budget=None):
 
 @pytest.mark.parametrize("spec", ["proportional-share:budget=1:eps_level=1", "fair-query:budget=1"])
 def test_budget_feasible_on_every_tie_profile(spec):
-    """All 7^5 = 16,807 profiles of 5 sellers over TIE_GRID.  Before the tie fix,
-    proportional-share overspent on 1,734 of them (all five reporting 1 bought all five
-    and paid 5) and fair-query on 293 ((0.25, 1.5, 1.5, 1.5, 1.5) paid 2.5)."""
+    """All 7^5 = 16,807 profiles of 5 sellers over TIE_GRID.  Were a report equal to both
+    the next report and the budget bound always bought, proportional-share would overspend
+    on 1,734 of them (all five reporting 1: all bought, paid 5) and fair-query on 293
+    ((0.25, 1.5, 1.5, 1.5, 1.5) would pay 2.5)."""
     mech = as_mechanism(spec, dist="uniform:0:2", n_sellers=5)
     spend = _check_every_profile(mech, TIE_GRID, 5, reserve=2.0, budget=1.0)
     assert spend.max() > 0.99  # the budget is reached, so the bound is tight

@@ -39,9 +39,8 @@ also capped at the reserve (the support's top; higher asks are refused).
 Ties: the ratios are sorted by (ratio, index).  When rho'_{j*+1} v_i attains T_i
 (also when it equals the budget bound), a report of exactly T_i wins iff i is below
 the index of that seller: behind it, i stands at position j* + 2, where the budget
-bound is smaller than T_i.  Before this rule was stated, a tie of the two bounds was
-always won, so with all five of five reports equal to B' all five were bought and
-paid B' each (five times the budget).
+bound is smaller than T_i.  Were a tie of the two bounds always won, five reports
+equal to B' would all be bought and paid B' each (five times the budget).
 """
 
 from __future__ import annotations
