@@ -501,10 +501,21 @@ def test_cli_population(tmp_path, capsys):
     assert code == 2 and "conflicts" in capsys.readouterr().err
 
 
-def test_a_population_with_data_runs_the_data_dependent_mechanism():
-    """The population's rows reach the market (without them the mechanism is refused)."""
-    pop = "6*uniform:1:5;data=synthetic"
-    r = egta("data-dependent", pop, strategies=TS, samples=1, seed=0, players=2, n_boot=5)
-    assert r.population == pop and np.all(np.isfinite(r.sample_payoffs))
+def test_a_population_with_data_gives_each_market_its_rows():
+    """Each sample's rows come from one pop.sample draw, shared by its markets, and reach
+    the market (the platform trains on them); a mechanism that needs data is refused
+    without them."""
+    from market_sim.egta import _sample_markets
+    from market_sim.population import Population
+
+    pop = Population.parse("6*uniform:1:5;data=synthetic")
+    r = egta("posted-price", pop, strategies=TS, samples=2, seed=0, players=2, n_boot=5)
+    assert r.population == pop.spec and np.all(np.isfinite(r.sample_payoffs))
+    _, _, seats, cost_seeds = _seeds(0, None, 2, 6)
+    markets = _sample_markets(pop, seats, cost_seeds)
+    again = pop.sample(np.random.default_rng(cost_seeds[1]))
+    np.testing.assert_array_equal(markets[1].costs, again.costs)
+    for have, want in zip(markets[1].data, (*again.data, *again.test), strict=True):
+        np.testing.assert_array_equal(have, want)
     with pytest.raises(MarketSimError, match="needs the sellers' data: give a population"):
         egta("data-dependent", "6*uniform:1:5", strategies=TS, samples=1)
