@@ -54,7 +54,6 @@ from .parameters import check_int
 
 __all__ = [
     "OPTIONS",
-    "parse_classes",
     "BNEResult",
     "ClassBid",
     "EpsilonResult",
@@ -236,16 +235,15 @@ class _Setup:
 def _setup(mechanism, population, n_sellers, rng, context, bid_max) -> _Setup:
     if not isinstance(rng, np.random.Generator):
         raise MarketSimError("rng must be a numpy.random.Generator")
-    classes = as_classes(population, n_sellers)
+    classes, pop = as_classes(population, n_sellers)
     unknown = sorted(set(context) - set(CONTEXT_KEYS))
     if unknown:
         raise MarketSimError(
             f"unknown option {unknown[0]!r} (market settings: {', '.join(CONTEXT_KEYS)})"
         )
-    pooled = getattr(population, "pooled", None)
-    dist = classes.laws[0] if len(classes.laws) == 1 else pooled
-    kw = {"dist": dist} if dist is not None else {}
-    mech = as_mechanism(mechanism, n_sellers=classes.n, **kw, **context)
+    # the market's cost law for the mechanism's construction: the pooled law of the classes
+    dist = classes.laws[0] if len(classes.laws) == 1 else pop.pooled
+    mech = as_mechanism(mechanism, n_sellers=classes.n, dist=dist, **context)
     if getattr(mech, "needs_data", False):
         raise MarketSimError(
             f"{mechanism_name(mech)} needs the sellers' data; the BNE solver draws costs only"
@@ -345,26 +343,6 @@ class _Options:
 
 #: the solver's options and their defaults
 OPTIONS = {f.name: f.default for f in dataclasses.fields(_Options)}
-
-
-def parse_classes(spec: str) -> list:
-    """Classes from ``COUNT*LAW+COUNT*LAW`` (e.g. ``1*uniform:1:2+1*uniform:0:2``): the
-    Population spec's classes (``market_sim.population`` when present)."""
-    try:
-        from . import population as _population
-
-        return _population.Population.parse(spec)
-    except ImportError:
-        pass
-    classes = []
-    for part in str(spec).split("+"):
-        count, star, law = part.strip().partition("*")
-        if not star or not count.strip().isdigit() or not law.strip():
-            raise MarketSimError(
-                f"unknown class spec {part.strip()!r} (want COUNT*LAW, e.g. 30*uniform:1:2)"
-            )
-        classes.append((law.strip(), int(count)))
-    return classes
 
 
 # ---- the solve -----------------------------------------------------------------------
@@ -523,8 +501,9 @@ def bne(
     **options,
 ) -> BNEResult:
     """A Bayes-Nash equilibrium of ``mechanism`` (a name, spec, class, instance or object
-    with ``outcome``) for sellers in classes: ``population`` a Population, a list of
-    ``(cost law, count)`` pairs, or one cost law with ``n_sellers``.  One bid function
+    with ``outcome``) for sellers in classes: ``population`` a Population (or its spec,
+    ``70*uniform:0:1+30*uniform:1:2``), a list of ``(cost law, count)`` pairs, or one cost
+    law with ``n_sellers`` (``market_sim.population.as_population``).  One bid function
     per class, numbered as the classes are given.  ``options``: grid, bid_grid,
     samples, deviators, damping, tol, gain_tol, max_iter (the solve); eval_grid,
     eval_samples, check_grid, refine (the verification); and the market settings mu,
@@ -604,7 +583,7 @@ def symmetric_bne(
     """The one-class case of :func:`bne`: ``n_sellers`` sellers with i.i.d. costs from
     ``dist`` (a spec or :class:`CostDistribution`); one bid function."""
     n = check_int("n_sellers", n_sellers, 2)
-    if isinstance(dist, (list, tuple)):
+    if isinstance(dist, (list, tuple)) or (isinstance(dist, str) and "*" in dist):
         raise MarketSimError("symmetric_bne takes one cost law; use bne for classes")
     return bne(mechanism, [(dist, n)], rng, **options)
 

@@ -18,7 +18,7 @@ import numpy as np
 from .distributions import CostDistribution, as_distribution
 from .errors import MarketSimError
 from .mechanisms.base import Mechanism, as_outcome, mechanism_name
-from .parameters import check_int
+from .population import Population, as_population
 
 BidFn = Callable[[np.ndarray], np.ndarray]
 SENTINELS = 17  # coarse reports over the whole range, always tried
@@ -51,34 +51,20 @@ class Classes:
         return "+".join(f"{k}*{d.spec}" for d, k in zip(self.laws, self.counts, strict=True))
 
 
-def as_classes(population, n_sellers=None) -> Classes:
-    """Classes from a Population (anything with ``laws`` and ``counts``), a list of
-    ``(cost law, count)`` pairs, or one cost law with ``n_sellers``."""
-    if hasattr(population, "laws") and hasattr(population, "counts"):
-        if getattr(population, "has_data", False):
-            raise MarketSimError(
-                "a population with data: the BNE solver draws costs only (classes by data "
-                "are not supported)"
-            )
-        pairs = list(zip(population.laws, population.counts, strict=True))
-    elif isinstance(population, (list, tuple)) and population and not isinstance(population, str):
-        pairs = []
-        for item in population:
-            if not (isinstance(item, (list, tuple)) and len(item) == 2):
-                raise MarketSimError(f"a class must be a (cost law, count) pair (got {item!r})")
-            pairs.append((item[0], item[1]))
-    else:
-        if n_sellers is None:
-            raise MarketSimError(
-                "population must be a Population, a list of (cost law, count) classes, or a "
-                "cost law with n_sellers"
-            )
-        pairs = [(population, n_sellers)]
-    laws = tuple(as_distribution(law) for law, _ in pairs)
-    counts = tuple(check_int("class count", k, 1) for _, k in pairs)
-    if sum(counts) < 2:
-        raise MarketSimError(f"n_sellers must be an integer >= 2 (got {sum(counts)})")
-    return Classes(laws, counts)
+def as_classes(population, n_sellers=None) -> tuple[Classes, Population]:
+    """The classes of a Population, a population spec, a list of ``(cost law, count)``
+    pairs, or one cost law with ``n_sellers`` (``market_sim.population.as_population``),
+    and the Population itself.  A population with data is refused: the solver draws
+    costs only."""
+    pop = as_population(population, n_sellers)
+    if pop.has_data:
+        raise MarketSimError(
+            "a population with data: the BNE solver draws costs only (classes defined by "
+            "the sellers' data are not supported)"
+        )
+    if pop.n_sellers < 2:
+        raise MarketSimError(f"n_sellers must be an integer >= 2 (got {pop.n_sellers})")
+    return Classes(tuple(pop.laws), tuple(pop.counts)), pop
 
 
 # ---- the opponents --------------------------------------------------------------------

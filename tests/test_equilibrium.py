@@ -125,7 +125,7 @@ class BatchedFirstPrice:
 
 
 def test_the_three_evaluation_paths_agree():
-    classes = as_classes("uniform:0:1", 4)
+    classes, _ = as_classes("uniform:0:1", 4)
     sample = Sample(classes, 64, 1, np.random.default_rng(0))
     R = reports_of(sample, classes, [lambda c: closed_form(c, 4)])
     z = np.linspace(0.1, 0.9, 7)
@@ -329,8 +329,10 @@ def test_bad_input_is_one_line():
         bne_epsilon("pay-as-bid", "uniform:0:1", 3, 0.5, rng)
     for population, msg in [
         ([("uniform:0:1", 2), ("nosuch:1", 1)], "unknown distribution"),
-        ([("uniform:0:1", 0)], "class count must be an integer >= 1"),
-        ([("uniform:0:1",)], "a class must be a"),
+        ([("uniform:0:1", 0)], "count must be a positive integer"),
+        ([("uniform:0:1",)], "a seller class is a"),
+        ([("uniform:0:1", 1)], "n_sellers must be an integer >= 2"),
+        ("1*uniform:0:1+1*uniform:1:2;data=synthetic", "a population with data"),
     ]:
         with pytest.raises(MarketSimError, match=msg) as info:
             bne(FIRST_PRICE, population, rng)
@@ -371,7 +373,7 @@ def test_cli_writes_the_three_files(tmp_path, capsys):
         (["--mechanism", "pay-as-bid", "--sellers", "1"], "sellers must be >= 2"),
         (["--mechanism", "pay-as-bid", "--damping", "0"], "damping must be in"),
         (["--mechanism", "no-such-mechanism"], "unknown"),
-        (["--mechanism", "pay-as-bid", "--population", "x"], "or --population (one of them)"),
+        (["--mechanism", "pay-as-bid", "--population", "x"], "not allowed with argument --dist"),
         (["--mechanism", "pay-as-bid", "--grid", "0"], "grid must be >= 3"),
     ],
 )

@@ -9,10 +9,19 @@ from pathlib import Path
 import numpy as np
 
 from ..distributions import parse_distribution
-from ..equilibrium import OPTIONS, bne, parse_classes
+from ..equilibrium import OPTIONS, bne
 from ..errors import MarketSimError
 from ..files import check_writable_folder
-from .arguments import add_market_settings, add_output, count, market_settings, number, positive
+from .arguments import (
+    add_cost_law,
+    add_market_settings,
+    add_output,
+    count,
+    market_settings,
+    number,
+    population_of,
+    positive,
+)
 
 
 def add_parser(subparsers):
@@ -41,15 +50,8 @@ def add_parser(subparsers):
         help="a registered name (pay-as-bid, offline, posted-price, ...), "
         "name:key=value, module:attr or path/to/file.py:Class",
     )
-    a.add_argument("--dist", metavar="SPEC", help="cost law of i.i.d. sellers, e.g. uniform:0:1")
-    a.add_argument("--iron", action="store_true", help="Myerson ironing of the cost law")
+    add_cost_law(a, population=True)
     a.add_argument("--sellers", type=at_least("sellers", 2), help="sellers (with --dist)")
-    a.add_argument(
-        "--population",
-        metavar="SPEC",
-        help="classes of sellers instead of --dist/--sellers: COUNT*LAW+COUNT*LAW, "
-        "e.g. 1*uniform:1:2+1*uniform:0:2",
-    )
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     D = OPTIONS
     for flag, kind, text in (
@@ -82,12 +84,9 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-    population: object
-    if (args.population is None) == (args.dist is None):
-        raise MarketSimError("give --dist and --sellers, or --population (one of them)")
-    if args.population is not None:
-        population, n = parse_classes(args.population), None
-    else:
+    population: object = population_of(args)  # one bid function per class
+    n = args.sellers  # with --population: checked against it
+    if population is None:
         if args.sellers is None:
             raise MarketSimError("--sellers is required with --dist")
         population, n = parse_distribution(args.dist, iron=args.iron), args.sellers
