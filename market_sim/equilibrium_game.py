@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .distributions import CostDistribution, as_distribution
+from .distributions import CostDistribution
 from .errors import MarketSimError
 from .mechanisms.base import Mechanism, as_outcome, mechanism_name
 from .population import Population, as_population
