@@ -61,7 +61,7 @@ CASES = [
     ("two classes U[1,2] + U[0,2], first price", BatchedFirstPrice(),
      [("uniform:1:2", 1), ("uniform:0:2", 1)],
      [lambda c: _asym(c, 0.75), lambda c: _asym(c, -0.75)],
-     {"samples": 4096, "max_iter": 100, "damping": 0.05}, 30),
+     {"samples": 8192, "max_iter": 100, "damping": 0.05, "grid": 49}, 30),
 ]  # fmt: skip
 
 
@@ -123,9 +123,9 @@ def validate():
     cases.append(("asymmetric first price", BatchedFirstPrice(),
                   [("uniform:1:2", 1), ("uniform:0:2", 1)],
                   [lambda c: _asym(c, 0.75), lambda c: _asym(c, -0.75)],
-                  {"max_iter": 100, "damping": 0.05}))  # fmt: skip
+                  {"samples": 8192, "max_iter": 100, "damping": 0.05, "grid": 49}))  # fmt: skip
     for label, mech, pop, ref, opts in cases:
-        r = bne(mech, pop, np.random.default_rng(0), reference=ref, samples=4096, **opts)
+        r = bne(mech, pop, np.random.default_rng(0), reference=ref, **{"samples": 4096, **opts})
         for g, cl in enumerate(r.classes):
             ch, d, u = cl.check, cl.check.distances, cl.check.utility
             tag = f" (class {g}: {cl.dist})" if len(r.classes) > 1 else ""

@@ -345,16 +345,30 @@ def compare(
             )
         _against_offline(rows, per, labels, m)
     lb, paired = _assemble(pd, rows, paired_rows, baseline)
-    settings = {
+    settings = _settings(
+        labels, specs, dist, sizes, n_markets, baseline, weights, privacy, audit, search, at,
+        bne_options, seed,
+    )  # fmt: skip
+    return CompareResult(lb, paired, pd.concat(market_rows, ignore_index=True), settings)
+
+
+# ---- the steps of compare ------------------------------------------------------------
+AT = ("truth", "equilibrium")
+
+
+def _settings(
+    labels, specs, dist, sizes, n_markets, baseline, weights, privacy, audit, search, at,
+    bne_options, seed,
+) -> dict:  # fmt: skip
+    """What was compared and how (summary.json)."""
+    return {
         "mechanisms": labels,
         "specs": [s if isinstance(s, str) else mechanism_name(s) for s in specs],
         "dist": dist.spec,
         "n_sellers": sizes,
         "n_markets": n_markets,
         "baseline": baseline,
-        "mu": mu,
-        "sigma": sigma,
-        "gamma": gamma,
+        **weights,
         "privacy": privacy,
         "audit": bool(audit),
         "audit_search": search,
@@ -364,11 +378,6 @@ def compare(
         "ci_method": "Student t over markets; paired t for differences",
         "seed": seed,  # an integer rng; the CLI records its --seed here
     }
-    return CompareResult(lb, paired, pd.concat(market_rows, ignore_index=True), settings)
-
-
-# ---- the steps of compare ------------------------------------------------------------
-AT = ("truth", "equilibrium")
 
 
 def _check_inputs(
