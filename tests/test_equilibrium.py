@@ -387,3 +387,19 @@ def test_cli_bad_input_exits_2(tmp_path, capsys, extra, msg):
     err = capsys.readouterr().err
     assert msg in err and err.count("\n") == 1 and "Traceback" not in err
     assert not (tmp_path / "o" / "summary.json").exists()
+
+
+@pytest.mark.parametrize("tilt", [0.0, 3.0])
+def test_the_opponent_sample_is_unbiased(tilt):
+    """P(the 3 other sellers' costs all exceed x) = (1 - x)^3 for U[0, 1], as the
+    (importance-weighted) mean over the sample's markets.  Two ways to get it wrong that
+    this catches: deviators rotating s mod n line up with the Sobol sequence (0.548
+    instead of 0.461 at x = 0.227), and tilting every second market (the odd rows of a
+    Sobol sequence share a half of the first coordinate)."""
+    classes, _ = as_classes("uniform:0:1", 4)
+    s = Sample(classes, 4096, 1, np.random.default_rng(0), tilt)
+    others = np.ones_like(s.costs, dtype=bool)
+    others[np.arange(s.markets), s.deviators[0][:, 0]] = False
+    for x in (0.05, 0.227, 0.5, 0.8):
+        above = np.array([np.all(c[o] > x) for c, o in zip(s.costs, others, strict=True)])
+        assert s.mean(above.astype(float)) == pytest.approx((1 - x) ** 3, abs=0.015)
