@@ -60,6 +60,7 @@ __all__ = [
     "bne",
     "symmetric_bne",
     "bne_epsilon",
+    "bne_epsilon_by_group",
     "figure",
     "plot",
 ]
