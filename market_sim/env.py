@@ -252,6 +252,17 @@ def _stack_actions(actions, agents: list[str]) -> np.ndarray:
     return a[:, 0]
 
 
+def _as_dicts(agents: list[str], obs: np.ndarray, u: np.ndarray, gone: np.ndarray, truncated):
+    """PettingZoo's five dicts from the round's arrays (rows in the order of ``agents``)."""
+    return (
+        dict(zip(agents, obs, strict=True)),
+        dict(zip(agents, u.tolist(), strict=True)),
+        dict(zip(agents, gone.tolist(), strict=True)),
+        dict.fromkeys(agents, bool(truncated)),
+        {a: {} for a in agents},
+    )
+
+
 # ---- the multi-agent environment -----------------------------------------------------------
 class MarketEnv(ParallelEnv):
     """The sellers of one market as PettingZoo parallel agents (module docstring).
@@ -304,16 +315,12 @@ class MarketEnv(ParallelEnv):
         u, gone = self.core.play(_stack_actions(actions, agents))
         truncated = self.core.round >= self.core.rounds
         # every seller that acted gets its observation (a leaver its last one)
-        obs = dict(zip(agents, self.core.observations(ids), strict=True))
-        rewards = dict(zip(agents, u.tolist(), strict=True))
-        terminations = dict(zip(agents, gone.tolist(), strict=True))
-        truncations = dict.fromkeys(agents, truncated)
-        infos: dict[str, dict] = {a: {} for a in agents}
+        out = _as_dicts(agents, self.core.observations(ids), u, gone, truncated)
         if truncated:
             self.agents = []
         elif gone.any():
             self.agents = [a for a, g in zip(agents, gone.tolist(), strict=True) if not g]
-        return obs, rewards, terminations, truncations, infos
+        return out
 
     def close(self) -> None:
         pass
