@@ -5,7 +5,9 @@
 :class:`~market_sim.agents.MarketModel` (every live seller reports, the mechanism
 allocates eps and pays).  ``SellerEnv`` is a Gymnasium ``Env`` for one learning seller
 (seller 0) against others who play a fixed strategy.  Both share :class:`MarketCore`,
-which keeps every per-seller quantity in numpy arrays.
+which keeps every per-seller quantity in numpy arrays.  The module imports without the
+``rl`` extra (``as_opponents`` and ``MarketCore`` need only numpy); building an
+environment without it is a one-line ``MarketSimError``.
 
 **Observation** (a float32 Box; ``OBSERVATION`` names the entries):
 
@@ -49,13 +51,21 @@ from .population import as_population
 from .privacy.ledger import PrivacyLedger, accountant_class
 
 try:
-    import gymnasium
+    from gymnasium import Env as _GymEnv
     from gymnasium import spaces
-    from pettingzoo import ParallelEnv
-except ImportError as exc:  # pragma: no cover - the rl extra is installed in CI
-    raise MarketSimError(
-        f"market_sim.env needs the rl extra (pip install 'market_sim[rl]'): {exc}"
-    ) from None
+    from pettingzoo import ParallelEnv as _ParallelEnv
+except ImportError as _missing:  # pragma: no cover - the rl extra is installed in CI
+    _REASON = str(_missing)
+
+    class _ParallelEnv:  # type: ignore[no-redef]
+        """Stands in for the missing base class: the environments need the rl extra."""
+
+        def __init__(self, *args, **kwargs):
+            raise MarketSimError(
+                f"the environments need the rl extra (pip install 'market_sim[rl]'): {_REASON}"
+            )
+
+    _GymEnv = _ParallelEnv  # type: ignore[misc]
 
 __all__ = ["MarketEnv", "SellerEnv", "MarketCore", "as_opponents", "OBSERVATION"]
 
@@ -264,7 +274,7 @@ def _as_dicts(agents: list[str], obs: np.ndarray, u: np.ndarray, gone: np.ndarra
 
 
 # ---- the multi-agent environment -----------------------------------------------------------
-class MarketEnv(ParallelEnv):
+class MarketEnv(_ParallelEnv):
     """The sellers of one market as PettingZoo parallel agents (module docstring).
 
     ``n_sellers`` with a cost law ``dist`` (default 20), or ``dist`` a population;
@@ -277,6 +287,7 @@ class MarketEnv(ParallelEnv):
     metadata = {"name": "market_sim_market_v0", "render_modes": [], "is_parallelizable": True}
 
     def __init__(self, n_sellers: int | None = None, *, seed: int | None = None, **options):
+        super().__init__()
         self.core = MarketCore(n_sellers, **options)
         self.possible_agents = [f"seller_{i}" for i in range(self.core.n)]
         self.agents: list[str] = []
@@ -380,7 +391,7 @@ def _bid_function(fn, lo, hi):
 
 
 # ---- one learning seller --------------------------------------------------------------------
-class SellerEnv(gymnasium.Env):
+class SellerEnv(_GymEnv):
     """Seller 0 of a market learns; the others play ``opponents`` (:func:`as_opponents`).
 
     Options as :class:`MarketEnv`'s; ``rounds`` per episode (default 1: every episode is
@@ -397,6 +408,7 @@ class SellerEnv(gymnasium.Env):
         seed: int | None = None,
         **options,
     ):
+        super().__init__()
         self.core = MarketCore(n_sellers, rounds=rounds, **options)
         if self.core.n < 2:
             raise MarketSimError("SellerEnv needs at least 2 sellers (one learns)")
