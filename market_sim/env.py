@@ -47,7 +47,7 @@ import numpy as np
 from .errors import MarketSimError
 from .mechanisms.base import Mechanism, as_mechanism
 from .mechanisms.budgeted import Budgeted, Caps
-from .population import as_population
+from .population import Population, as_population
 from .privacy.ledger import PrivacyLedger, accountant_class
 
 try:
@@ -85,6 +85,7 @@ class MarketCore:
         n_sellers: int | None = None,
         *,
         dist="uniform:0:1",
+        population=None,
         mechanism="offline",
         rounds: int = 10,
         mu: float = 1.0,
@@ -100,13 +101,17 @@ class MarketCore:
             raise MarketSimError(f"rounds must be an integer >= 1 (got {rounds!r})")
         if rounds < 1:
             raise MarketSimError(f"rounds must be an integer >= 1 (got {rounds!r})")
-        if isinstance(dist, str) and "*" not in dist and n_sellers is None:
-            n_sellers = 20
+        source = dist if population is None else population
+        classes = isinstance(source, Population | list | tuple) or (
+            isinstance(source, str) and "*" in source
+        )
+        if not classes and n_sellers is None:
+            n_sellers = 20  # MarketModel's default
         if n_sellers is not None and not (
             isinstance(n_sellers, int | np.integer) and n_sellers >= 1
         ):
             raise MarketSimError(f"n_sellers must be an integer >= 1 (got {n_sellers!r})")
-        self.population = as_population(dist, n_sellers)
+        self.population = as_population(source, n_sellers)
         self.n = self.population.n_sellers
         self.law = self.population.pooled  # the cost law the platform believes in
         self.low, self.high = (float(v) for v in self.law.support)
@@ -277,7 +282,8 @@ def _as_dicts(agents: list[str], obs: np.ndarray, u: np.ndarray, gone: np.ndarra
 class MarketEnv(_ParallelEnv):
     """The sellers of one market as PettingZoo parallel agents (module docstring).
 
-    ``n_sellers`` with a cost law ``dist`` (default 20), or ``dist`` a population;
+    ``n_sellers`` with a cost law ``dist`` (default 20), or a population (``population=``,
+    or ``dist`` a population spec; anything ``as_population`` takes);
     ``mechanism`` (a registered name or spec, class or instance); ``mu``, ``sigma``,
     ``gamma``, ``privacy`` as in :class:`~market_sim.agents.MarketModel`; ``rounds`` per
     episode; ``new_costs_each_round``; ``public`` adds last round's public statistics

@@ -13,6 +13,7 @@ from market_sim.distributions import parse_distribution
 from market_sim.env import OBSERVATION, MarketEnv, SellerEnv
 from market_sim.errors import MarketSimError
 from market_sim.mechanisms.payments import offline_payments
+from market_sim.population import Population
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -118,6 +119,10 @@ def test_population_sets_the_sellers_and_their_costs():
     costs = np.array([obs[a][0] for a in env.possible_agents])
     assert np.all(costs[:3] <= 1) and np.all(costs[3:] >= 1)
     assert env.action_space("seller_0").high[0] == 5.0  # the pooled law's support
+    same = MarketEnv(population=Population([("uniform:0:1", 3), ("uniform:1:5", 2)]), rounds=1)
+    same.reset(seed=0)
+    np.testing.assert_array_equal(same.core.cost, env.core.cost)
+    assert len(MarketEnv(dist=parse_distribution("uniform:0:1")).possible_agents) == 20
     with pytest.raises(MarketSimError, match="conflicts"):
         MarketEnv(4, dist="3*uniform:0:1+2*uniform:1:5")
 
