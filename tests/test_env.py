@@ -168,6 +168,8 @@ def test_bad_actions_get_one_line_errors():
         MarketEnv(3, rounds=0)
     with pytest.raises(MarketSimError):
         MarketEnv(3, mechanism="no-such-mechanism")
+    with pytest.raises(MarketSimError, match="needs the sellers' data"):
+        MarketEnv(3, mechanism="data-dependent")
 
 
 # ---- one learning seller ----------------------------------------------------------------------
