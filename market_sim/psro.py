@@ -319,8 +319,11 @@ class PsroResult:
 
     @property
     def regret_relative(self) -> tuple[float, ...]:
+        """Regret / the mixture's utility; inf where that utility is below 10^-6 of the
+        largest regret or utility seen (e.g. truthful sellers in first-price earn ~0)."""
+        scale = 1e-6 * max(max(self.regret), max(abs(u) for u in self.utility), 1e-300)
         return tuple(
-            r / u if u > 0 else (0.0 if r == 0 else math.inf)
+            r / u if u > scale else (0.0 if r == 0 else math.inf)
             for r, u in zip(self.regret, self.utility, strict=True)
         )
 
@@ -404,7 +407,8 @@ class PsroResult:
             ("iterations", f"{len(self.regret)} (converged: {self.converged})"),
         ]
         for i, (r, rel) in enumerate(zip(self.regret, self.regret_relative, strict=True), 1):
-            rows.append((f"regret {i}", f"{r:.4g} ({rel:.2%} of the mixture's utility)"))
+            share = f"{rel:.2%} of" if math.isfinite(rel) else "far above"
+            rows.append((f"regret {i}", f"{r:.4g} ({share} the mixture's utility)"))
         mix = ", ".join(f"{k} {v:.3f}" for k, v in self.mixture.items() if v)
         rows += [("mixture", mix), ("seconds", f"{self.seconds:.1f}")]
         width = max(len(k) for k, _ in rows)
