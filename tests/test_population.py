@@ -189,25 +189,3 @@ def test_conditional_virtual_cost_is_the_marginal_one_without_dependence():
     with pytest.raises(MarketSimError, match="no density"):
         tied = Population([("uniform:0:1", 5)], data="synthetic", rho=1.0, on="label")
         tied.conditional_virtual_cost(tied.sample(rng(1)))
-
-
-@pytest.mark.parametrize(
-    "spec, hint",
-    [
-        ("unifrom:0:1", "did you mean uniform:LOW:HIGH"),
-        ("normal:3:1", "did you mean truncnorm:MEAN:SD:LOW:HIGH"),
-        ("uniform(1,5)", "did you mean uniform:LOW:HIGH"),
-        ("uniform:1", "as in uniform:LOW:HIGH"),
-    ],
-)
-def test_a_misspelt_cost_law_gets_a_suggestion_and_the_syntax(spec, hint):
-    with pytest.raises(MarketSimError, match=hint.replace("(", r"\(")):
-        parse_distribution(spec)
-
-
-@pytest.mark.parametrize("spec", ["shade:factor=-1.3", "shade:factor=0", "random:spread=-1"])
-def test_strategy_parameters_out_of_range_are_refused(spec):
-    from market_sim.agents.strategies import as_strategy
-
-    with pytest.raises(MarketSimError, match="must be a finite number"):
-        as_strategy(spec)

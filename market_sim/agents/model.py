@@ -373,6 +373,11 @@ class MarketModel(mesa.Model):
             raise MarketSimError(f"regret_sample must be an integer >= 1 (got {regret_sample!r})")
         self.regret_sample = regret_sample
         # ---- the privacy ledger --------------------------------------------------
+        if budget is not None and self.mechanism.needs_data:  # adaptive composition: docs/ledger.md
+            raise MarketSimError(
+                f"budget with mechanism {self.mechanism_name}: its eps_i are computed from the "
+                "sellers' data rows, and the ledger composes only eps_i that are not"
+            )
         self.ledger = None if budget is None else PrivacyLedger(n, budget, accountant)
         self.accountant = accountant
         self.loss_increase = np.zeros(n)  # this round's increase of the composed loss

@@ -9,6 +9,7 @@ from pathlib import Path
 from ..errors import MarketSimError
 from ..files import atomic_write, check_writable_folder
 from .arguments import add_output, count, market_parent, warn
+from .settings import check_needs, warn_if_not_private
 
 
 def add_parser(subparsers):
@@ -32,8 +33,8 @@ def add_parser(subparsers):
     sim.add_argument(
         "--privacy",
         type=float,
-        default=1.0,
-        help="epsilon of the private mechanisms' price / cut-off choice (default 1)",
+        default=None,
+        help="epsilon of a private mechanism's price / cut-off choice (default 1)",
     )
     sim.add_argument(
         "--release",
@@ -47,7 +48,7 @@ def add_parser(subparsers):
         "--payment-bound",
         type=float,
         default=None,
-        help="public cap the released total payment is clipped to",
+        help="public cap the released total payment is clipped to (needs --release)",
     )
     sim.add_argument(
         "--strategy",
@@ -70,11 +71,11 @@ def add_parser(subparsers):
     )
     sim.add_argument(
         "--accountant",
-        default="basic",
+        default=None,
         metavar="NAME",
         help="how a seller's sales compose (each as randomized response at its eps, the "
         "worst eps-DP mechanism): basic (the sum), rdp or pld "
-        "(pld needs the accounting extra); default basic",
+        "(pld needs the accounting extra); default basic; needs --budget",
     )
     sim.add_argument("--sellers", type=count("sellers"), default=20, help="number of sellers")
     sim.add_argument("--rounds", type=count("rounds"), default=3, help="number of rounds")
@@ -88,8 +89,9 @@ def add_parser(subparsers):
     sim.add_argument(
         "--strategic-fraction",
         type=float,
-        default=1.0,
-        help="share of sellers using the strategy; the rest are truthful",
+        default=None,
+        help="share of sellers using the strategy; the rest are truthful (default 1; "
+        "needs one --strategy without @FRACTION)",
     )
     sim.add_argument(
         "--data",
@@ -182,10 +184,24 @@ def _warn_if_slow(model, rounds: int) -> None:
         )
 
 
-def _budget_arg(args):
-    """--budget and --accountant, checked before any work."""
+# a setting that has no effect without another: (its flag, the flag it needs, why)
+_NEEDS = (
+    ("accountant", "budget", "the ledger composes nothing without a budget"),
+    ("payment_bound", "release", "it only clips the released total payment"),
+    ("strategic_fraction", "strategy", "the rest of the sellers are truthful anyway"),
+)
+
+
+def _checked_settings(args):
+    """The settings that need another, --budget and --accountant, checked before any work
+    (the defaults of the dependent ones set here); the budget."""
     from ..privacy.ledger import ACCOUNTANTS, Budget
 
+    check_needs(args, _NEEDS)
+    if args.strategic_fraction is not None and any("@" in s for s in args.strategy or ()):
+        raise MarketSimError("--strategic-fraction has no effect with --strategy SPEC@FRACTION")
+    args.accountant = args.accountant or "basic"
+    args.strategic_fraction = 1.0 if args.strategic_fraction is None else args.strategic_fraction
     if args.accountant not in ACCOUNTANTS:
         raise MarketSimError(
             f"--accountant {args.accountant!r}: one of {', '.join(sorted(ACCOUNTANTS))}"
@@ -204,7 +220,7 @@ def run(args) -> int:
     from ..distributions import parse_distribution
     from ..privacy.release import StatisticRelease
 
-    budget = _budget_arg(args)
+    budget = _checked_settings(args)
     dist = parse_distribution(args.dist, iron=args.iron)
     strategy, fraction = _strategy_arg(args.strategy)
     out = Path(args.out)
@@ -222,13 +238,14 @@ def run(args) -> int:
         xi=args.xi,
         seed=args.seed,
         data="synthetic" if args.data else None,
-        privacy=args.privacy,
+        privacy=1.0 if args.privacy is None else args.privacy,
         release=None if args.release is None else StatisticRelease.parse(args.release),
         payment_bound=args.payment_bound,
         measure_regret=not args.no_regret,
         budget=budget,
         accountant=args.accountant,
     )
+    warn_if_not_private(args.privacy, model.base_mechanism, model.mechanism_name)
     _warn_if_slow(model, args.rounds)
     from tqdm import tqdm
 
