@@ -10,7 +10,7 @@ bid functions (a seller of cost c reports b(c)) and, each iteration:
    (common random numbers: every profile sees the same costs and mechanism seeds);
    seller 0 is the one whose payoff is wanted, the others follow in strategy order.
    The game is reduced to ``players`` players by EGTA's deviation-preserving reduction
-   (``egta.dpr_profile``) and solved by EGTA's replicator dynamics
+   (``egta.dpr_game``) and solved by EGTA's replicator dynamics
    (``egta.find_equilibria``; the least-regret equilibrium is taken).
 2. *best response* to the meta-equilibrium mixture x, on a cost grid as the BNE
    solver's step: the others each draw a strategy from x (fixed uniforms per market
@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .egta import SymmetricGame, dpr_profile, find_equilibria
+from .egta import SymmetricGame, dpr_game, find_equilibria
 from .env import as_opponents
 from .errors import MarketSimError
 from .files import atomic_write, json_plain, save_png
@@ -193,17 +193,18 @@ class _MetaGame:
         return np.mean(T - smp.costs[:, :1] * E, axis=0)  # u = t - c eps, seller 0
 
     def game(self, n: int, players: int) -> SymmetricGame:
+        """The meta-game reduced to ``players`` players by EGTA's DPR (``egta.dpr_game``)."""
         S = len(self.strategies)
 
-        def reduced(p):
+        def full(counts):  # the payoff of each strategy played in the full profile
             out = np.full(S, np.nan)
-            for s in np.flatnonzero(p):
-                full = dpr_profile(p, int(s), n, players)
-                full[s] -= 1  # the others of the seller of s
-                out[s] = self.payoff(int(s), full)
+            for s in np.flatnonzero(counts):
+                others = np.array(counts, dtype=np.int64)
+                others[s] -= 1  # the others of a seller of s
+                out[s] = self.payoff(int(s), others)
             return out
 
-        return SymmetricGame.from_function([s.name for s in self.strategies], players, reduced)
+        return dpr_game([s.name for s in self.strategies], n, players, full)
 
 
 def _solve(meta: _MetaGame, n: int, players: int) -> np.ndarray:
@@ -254,7 +255,7 @@ class _Oracle:
                 w = np.exp((U - best[:, None]) / tau[:, None]) * np.gradient(cand)[None, :]
             br = (w @ cand) / w.sum(axis=1)
         br = np.where(truth >= best - _TIE * scale, truth_z, br)
-        br = np.maximum(np.maximum.accumulate(br), truth_z)  # monotone, never below cost
+        br = np.maximum(_isotonic(br), truth_z)  # monotone, never below cost
         # step 3 on fresh markets: u at BR(c) and at the mixture's bids b_s(c)
         pts = np.concatenate([br, own.ravel()])
         E, T = fresh.eps_pay(self.mech, _mixed_reports(fresh, strategies, x), pts)
@@ -263,6 +264,21 @@ class _Oracle:
         u_mix = (u[c.size :].reshape(c.size, support.size) * x[support][None, :]).sum(axis=1)
         utility = float(self.weights @ u_mix)
         return br, max(0.0, float(self.weights @ (u_br - u_mix))), utility
+
+
+def _isotonic(y: np.ndarray) -> np.ndarray:
+    """The non-decreasing least-squares fit to ``y`` (pool adjacent violators)."""
+    values: list[float] = []
+    sizes: list[int] = []
+    for v in y.tolist():
+        values.append(v)
+        sizes.append(1)
+        while len(values) > 1 and values[-2] > values[-1]:
+            n = sizes[-2] + sizes[-1]
+            values[-2] = (values[-2] * sizes[-2] + values[-1] * sizes[-1]) / n
+            sizes[-2] = n
+            del values[-1], sizes[-1]
+    return np.repeat(values, sizes)
 
 
 def _mixed_reports(sample: _Sample, strategies, x: np.ndarray) -> np.ndarray:
