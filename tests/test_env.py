@@ -220,6 +220,23 @@ def test_seller_env_opponents():
         env.step(np.array([0.1], np.float32))
 
 
+def test_seller_env_against_a_bne_result():
+    """A BNEResult from the solver is a bid function: the others report result.bid(c)."""
+    from market_sim.equilibrium import symmetric_bne
+
+    fp = f"{EXAMPLES / 'first_price.py'}:FirstPriceProcurement"
+    bne = symmetric_bne(
+        fp, "uniform:0:1", 3, np.random.default_rng(0), samples=128, grid=17, bid_grid=65,
+        eval_samples=64, max_iter=20,
+    )  # fmt: skip
+    env = SellerEnv(3, mechanism=fp, opponents=bne)
+    env.reset(seed=1)
+    env.step(np.array([0.9], np.float32))
+    c = env.core
+    np.testing.assert_allclose(c.report[1:], bne.bid(c.cost[1:]))
+    assert np.all(c.report[1:] > c.cost[1:])  # the equilibrium shades up
+
+
 def _example():
     spec = importlib.util.spec_from_file_location("train_seller", EXAMPLES / "train_seller.py")
     mod = importlib.util.module_from_spec(spec)
