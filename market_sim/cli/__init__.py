@@ -59,6 +59,7 @@ COMMANDS = (
     "audit",
     "compare",
     "egta",
+    "psro",
     "bne",
     "demo",
     "viz",

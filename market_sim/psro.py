@@ -1,0 +1,688 @@
+"""PSRO over bid functions, and the collusion index.
+
+**PSRO** (policy-space response oracles; Lanctot et al. 2017).  ``psro(mechanism,
+dist, n_sellers, strategies, iterations=..., rng=...)`` starts from a population of
+bid functions (a seller of cost c reports b(c)) and, each iteration:
+
+1. *meta-game*: the symmetric game whose pure strategies are the population, each of
+   the ``n_sellers`` sellers playing one of them, with payoff a seller's mean utility
+   t - c eps.  Its payoffs are estimated on one fixed sample of ``markets`` markets
+   (common random numbers: every profile sees the same costs and mechanism seeds);
+   seller 0 is the one whose payoff is wanted, the others follow in strategy order.
+   The game is reduced to ``players`` players by EGTA's deviation-preserving reduction
+   (``egta.dpr_game``) and solved by EGTA's replicator dynamics
+   (``egta.find_equilibria``; the least-regret equilibrium is taken).
+2. *best response* to the meta-equilibrium mixture x, on a cost grid as the BNE
+   solver's step: the others each draw a strategy from x (fixed uniforms per market
+   and seller, mapped through x's cumulative shares: common random numbers again); one
+   ``mechanism.deviations`` call per market gives seller 0's expected eps E(z) and
+   payment T(z) at every candidate report z, and u(c, z) = T(z) - c E(z).  BR(c) is the
+   best candidate at or above c (the truth when nothing beats it by more than 1e-9 of
+   the utility scale, so an IC mechanism's best response is the truth).
+3. *regret* (NashConv per player): the ex-ante gain of BR over the mixture,
+   sum_c w(c) [u(c, BR(c)) - sum_s x_s u(c, b_s(c))], w the cost density times the
+   trapezoid spacing of the grid, normalised.  ``regret_relative`` divides by the
+   mixture's own ex-ante utility.  It is measured on the sample BR was fitted to,
+   so it is biased upwards (conservative) by the sampling noise BR exploits.
+4. stop when ``regret <= tol x utility``; else add BR (``br1``, ``br2``, ...).
+
+**Collusion index** (Calvano et al., AER 2020): Delta = (pi - pi_N) / (pi_M - pi_N), 0
+at the competitive benchmark, 1 at the collusive one.  In this market (a procurement
+auction) pi is a seller's mean utility per round, and the references are
+
+* pi_N: a seller's ex-ante utility at the symmetric Bayes-Nash equilibrium (``nash``:
+  the truth for an IC mechanism, a :class:`~market_sim.equilibrium.BNEResult` or any bid
+  function otherwise);
+* pi_M: the best *common markup multiplier* for the sellers jointly: every seller
+  reports min(k c, high), k on ``multipliers`` (default geometric from 1 to 1000, where
+  nearly everyone reports the top); pi_M is the largest mean utility per seller over
+  k (Calvano's monopoly profit: the sellers maximise their joint profit within a
+  one-parameter family of symmetric strategies; a markup is what a cartel of sellers
+  facing a buyer can agree on without side payments).
+
+Both on the same ``markets`` sampled markets.  :class:`CollusionScale` maps utilities
+(one per seed) to Delta with a t interval over the seeds; :func:`collusion_frame` adds
+Delta per round to a :class:`~market_sim.agents.MarketModel` seller frame.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .egta import SymmetricGame, dpr_game, find_equilibria
+from .env import as_opponents
+from .errors import MarketSimError
+from .files import atomic_write, json_plain, save_png
+from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
+from .parameters import check_int
+from .population import Population, as_population
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "BidStrategy",
+    "PsroResult",
+    "psro",
+    "CollusionScale",
+    "collusion_scale",
+    "collusion_frame",
+    "plot",
+]
+
+CONTEXT_KEYS = ("mu", "sigma", "gamma", "privacy")
+_TIE = 1e-9  # a report must beat the truth by this share of the utility scale
+
+
+# ---- strategies: bid functions --------------------------------------------------------------
+@dataclass(frozen=True)
+class BidStrategy:
+    """A named bid function ``play(costs, rng) -> reports``; a best response found by
+    PSRO also keeps its cost grid and bids."""
+
+    name: str
+    play: Callable[[np.ndarray, np.random.Generator], np.ndarray] = field(repr=False)
+    costs: np.ndarray | None = field(default=None, repr=False)
+    bids: np.ndarray | None = field(default=None, repr=False)
+
+
+def _strategy(spec, law) -> BidStrategy:
+    if isinstance(spec, BidStrategy):
+        return spec
+    if isinstance(spec, str):
+        name = spec
+    else:
+        name = getattr(spec, "name", "") or getattr(spec, "__name__", "") or type(spec).__name__
+        if not isinstance(name, str) or name == "<lambda>":
+            name = "bid function"
+    return BidStrategy(name, as_opponents(spec, law))
+
+
+def _unique_names(strats: list[BidStrategy]) -> list[BidStrategy]:
+    seen: dict[str, int] = {}
+    out = []
+    for s in strats:
+        k = seen.get(s.name, 0)
+        seen[s.name] = k + 1
+        out.append(s if k == 0 else BidStrategy(f"{s.name}#{k + 1}", s.play, s.costs, s.bids))
+    return out
+
+
+# ---- the sample of markets ----------------------------------------------------------------------
+class _Sample:
+    """``markets`` markets of n costs (rounded up to a power of two), one mechanism seed
+    per market, fixed uniforms for the sellers' draws from a mixture, and each
+    strategy's reports (cached).  Costs and uniforms are a scrambled Sobol sequence in
+    2n dimensions (costs through the quantile function, as the BNE solver's): far more
+    even than i.i.d. draws, so a best response fitted on it is far less noisy."""
+
+    def __init__(self, law, n: int, markets: int, rng: np.random.Generator):
+        from scipy.stats import qmc
+
+        k = max(0, math.ceil(math.log2(markets)))  # a scrambled Sobol sequence in 2n dims
+        u = qmc.Sobol(d=2 * n, scramble=True, seed=rng).random_base2(k)
+        lo, hi = law.support
+        self.costs = np.clip(np.asarray(law.ppf(u[:, :n]), dtype=float), lo, hi)
+        self.uniforms = u[:, n:]
+        self.seeds = rng.integers(2**63, size=self.costs.shape[0])
+        self._reports: dict[int, np.ndarray] = {}
+
+    @property
+    def markets(self) -> int:
+        return int(self.costs.shape[0])
+
+    def reports(self, i: int, strat: BidStrategy) -> np.ndarray:
+        """Strategy ``i``'s reports for every seller of every market, (markets, n)."""
+        r = self._reports.get(i)
+        if r is None:
+            rng = np.random.default_rng([int(self.seeds[0]) % 2**32, i])
+            r = np.asarray(strat.play(self.costs.ravel(), rng), dtype=float)
+            r = self._reports[i] = r.reshape(self.costs.shape)
+        return r
+
+    def eps_pay(self, mech: Mechanism, others: np.ndarray, cand: np.ndarray):
+        """Seller 0's eps and payment at candidate reports ``cand`` ((markets, K) or
+        (K,)) when the others report ``others`` (markets, n): two (markets, K) arrays."""
+        M = self.markets
+        cand = np.broadcast_to(cand, (M, cand.shape[-1]))
+        E, T = np.empty(cand.shape), np.empty(cand.shape)
+        zero = np.zeros(1, dtype=int)
+        for k in range(M):
+            reports = others[k].copy()
+            reports[0] = cand[k, 0]
+            out = mech.deviations(
+                zero, cand[k][None, :], reports, np.random.default_rng(self.seeds[k])
+            )
+            E[k], T[k] = out.eps[0], out.payments[0]
+        return E, T
+
+
+class _MetaGame:
+    """The payoff of a seller of strategy s against the others' split ``others`` (counts
+    over the strategies, n - 1 in all), cached: one deviations call per market gives it
+    for every strategy at once."""
+
+    def __init__(self, mech, sample: _Sample, strategies: list[BidStrategy]):
+        self.mech, self.sample, self.strategies = mech, sample, strategies
+        self._cache: dict[tuple, dict[int, float]] = {}
+
+    def payoff(self, s: int, others: np.ndarray) -> float:
+        key = tuple((int(i), int(k)) for i, k in enumerate(others) if k)
+        row = self._cache.setdefault(key, {})
+        if s not in row:
+            missing = [t for t in range(len(self.strategies)) if t not in row]
+            row.update(zip(missing, self._payoffs(others, missing), strict=True))
+        return row[s]
+
+    def _payoffs(self, others: np.ndarray, strats: list[int]) -> np.ndarray:
+        smp = self.sample
+        labels = np.repeat(np.arange(others.size), others)  # sellers 1..n-1 in strategy order
+        R = np.empty_like(smp.costs)
+        for j, lab in enumerate(labels, start=1):
+            R[:, j] = smp.reports(int(lab), self.strategies[lab])[:, j]
+        cand = np.column_stack([smp.reports(t, self.strategies[t])[:, 0] for t in strats])
+        E, T = smp.eps_pay(self.mech, R, cand)
+        return np.mean(T - smp.costs[:, :1] * E, axis=0)  # u = t - c eps, seller 0
+
+    def game(self, n: int, players: int) -> SymmetricGame:
+        """The meta-game reduced to ``players`` players by EGTA's DPR (``egta.dpr_game``)."""
+        S = len(self.strategies)
+
+        def full(counts):  # the payoff of each strategy played in the full profile
+            out = np.full(S, np.nan)
+            for s in np.flatnonzero(counts):
+                others = np.array(counts, dtype=np.int64)
+                others[s] -= 1  # the others of a seller of s
+                out[s] = self.payoff(int(s), others)
+            return out
+
+        return dpr_game([s.name for s in self.strategies], n, players, full)
+
+
+def _solve(meta: _MetaGame, n: int, players: int) -> np.ndarray:
+    """The least-regret symmetric equilibrium of the (reduced) meta-game."""
+    if len(meta.strategies) == 1:
+        return np.ones(1)
+    found = find_equilibria(meta.game(n, players))
+    xs = [np.asarray(x, dtype=float) for x, _ in found]
+    entropy = [-float(np.sum(x[x > 0] * np.log(x[x > 0]))) for x in xs]
+    return xs[int(np.argmax(entropy))]
+
+
+# ---- the best response and the regret ---------------------------------------------------------
+@dataclass(frozen=True)
+class _Oracle:
+    mech: Mechanism
+    law: object
+    grid: np.ndarray  # costs
+    weights: np.ndarray  # density x trapezoid spacing, normalised
+    z: np.ndarray  # candidate reports
+    floor: float
+    temperature: float
+
+    def respond(self, train: _Sample, fresh: _Sample, strategies, x: np.ndarray):
+        """(BR bids on the grid, fitted on ``train``; its regret and the mixture's
+        ex-ante utility, measured on ``fresh``)."""
+        support = np.flatnonzero(x > 0)
+        rng = np.random.default_rng(0)
+        own = np.column_stack(
+            [np.clip(strategies[s].play(self.grid, rng), self.floor, None) for s in support]
+        )  # (grid, |support|): the mixture's bids at the grid costs
+        c, truth_z = self.grid, np.maximum(self.grid, self.floor)
+        cand = np.unique(np.concatenate([self.z, truth_z, own.ravel()]))
+        E, T = train.eps_pay(self.mech, _mixed_reports(train, strategies, x), cand)
+        Eb, Tb = E.mean(axis=0), T.mean(axis=0)
+        U = Tb[None, :] - c[:, None] * Eb[None, :]  # u(c, z) = T(z) - c E(z)
+        U = np.where(cand[None, :] >= c[:, None] - 1e-12, U, -np.inf)  # never below cost
+        rows = np.arange(c.size)
+        k = np.argmax(U, axis=1)
+        truth = U[rows, np.searchsorted(cand, truth_z)]
+        scale = max(float(np.max(np.abs(Tb))), float(np.max(np.abs(Eb) * cand)), 1e-300)
+        best = U[rows, k]
+        br = cand[k]
+        if self.temperature > 0:  # the logit response (the BNE solver's smoothing)
+            floor_u = np.min(np.where(np.isfinite(U), U, np.inf), axis=1)
+            tau = self.temperature * np.maximum(best - floor_u, 1e-300)
+            with np.errstate(under="ignore"):
+                w = np.exp((U - best[:, None]) / tau[:, None]) * np.gradient(cand)[None, :]
+            br = (w @ cand) / w.sum(axis=1)
+        br = np.where(truth >= best - _TIE * scale, truth_z, br)
+        br = np.maximum(_isotonic(br), truth_z)  # monotone, never below cost
+        # step 3 on fresh markets: u at BR(c) and at the mixture's bids b_s(c)
+        pts = np.concatenate([br, own.ravel()])
+        E, T = fresh.eps_pay(self.mech, _mixed_reports(fresh, strategies, x), pts)
+        u = T.mean(axis=0) - np.concatenate([c, np.repeat(c, support.size)]) * E.mean(axis=0)
+        u_br = u[: c.size]
+        u_mix = (u[c.size :].reshape(c.size, support.size) * x[support][None, :]).sum(axis=1)
+        utility = float(self.weights @ u_mix)
+        return br, max(0.0, float(self.weights @ (u_br - u_mix))), utility
+
+
+def _isotonic(y: np.ndarray) -> np.ndarray:
+    """The non-decreasing least-squares fit to ``y`` (pool adjacent violators)."""
+    values: list[float] = []
+    sizes: list[int] = []
+    for v in y.tolist():
+        values.append(v)
+        sizes.append(1)
+        while len(values) > 1 and values[-2] > values[-1]:
+            n = sizes[-2] + sizes[-1]
+            values[-2] = (values[-2] * sizes[-2] + values[-1] * sizes[-1]) / n
+            sizes[-2] = n
+            del values[-1], sizes[-1]
+    return np.repeat(values, sizes)
+
+
+def _mixed_reports(sample: _Sample, strategies, x: np.ndarray) -> np.ndarray:
+    """Every seller's report when each draws a strategy from ``x`` (the sample's fixed
+    uniforms through x's cumulative shares), (markets, n)."""
+    cum = np.cumsum(x) / np.sum(x)
+    labels = np.minimum(np.searchsorted(cum, sample.uniforms, side="right"), x.size - 1)
+    R = np.empty_like(sample.costs)
+    for s in np.flatnonzero(x > 0):
+        rows = labels == s
+        R[rows] = sample.reports(int(s), strategies[s])[rows]
+    return R
+
+
+def _oracle(mech, law, grid: int, bid_grid: int, temperature: float) -> _Oracle:
+    lo, hi = (float(v) for v in law.support)
+    floor = lo + 1e-6 * (hi - lo)
+    c = np.linspace(lo, hi, grid)
+    w = np.asarray(law.pdf(c), dtype=float) * np.gradient(c)
+    w = w / w.sum() if w.sum() > 0 else np.full(c.size, 1.0 / c.size)
+    return _Oracle(mech, law, c, w, np.linspace(floor, hi, bid_grid), floor, temperature)
+
+
+def _interp_strategy(name: str, costs: np.ndarray, bids: np.ndarray) -> BidStrategy:
+    c, b = costs.copy(), bids.copy()
+
+    def play(x, rng=None):
+        return np.interp(x, c, b)
+
+    return BidStrategy(name, play, c, b)
+
+
+# ---- the result --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PsroResult:
+    """The population (``strategies``), the last meta-equilibrium (``mixture``), and per
+    iteration the meta-equilibrium (``mixtures``), its ``regret`` against the best
+    response and its ex-ante ``utility``."""
+
+    mechanism: str
+    dist: str
+    n_sellers: int
+    strategies: tuple[BidStrategy, ...]
+    mixtures: tuple[dict[str, float], ...]
+    regret: tuple[float, ...]
+    utility: tuple[float, ...]
+    converged: bool
+    seconds: float
+    options: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def mixture(self) -> dict[str, float]:
+        return self.mixtures[-1]
+
+    @property
+    def regret_relative(self) -> tuple[float, ...]:
+        """Regret / the mixture's utility; inf where that utility is below 10^-6 of the
+        largest regret or utility seen (e.g. truthful sellers in first-price earn ~0)."""
+        scale = 1e-6 * max(max(self.regret), max(abs(u) for u in self.utility), 1e-300)
+        return tuple(
+            r / u if u > scale else (0.0 if r == 0 else math.inf)
+            for r, u in zip(self.regret, self.utility, strict=True)
+        )
+
+    @property
+    def best_iteration(self) -> int:
+        """The iteration (1-based) whose mixture had the least regret (PSRO's regret is
+        not monotone: a new best response can move the meta-equilibrium away)."""
+        return int(np.argmin(self.regret)) + 1
+
+    def bid(self, costs, rng: np.random.Generator | None = None) -> np.ndarray:
+        """The mixture's mean bid at ``costs`` (for pure mixtures: the strategy's bid)."""
+        costs = np.asarray(costs, dtype=float)
+        rng = np.random.default_rng(0) if rng is None else rng
+        by = {s.name: s for s in self.strategies}
+        out = np.zeros_like(costs)
+        for k, x in self.mixture.items():
+            if x:
+                out += x * np.asarray(by[k].play(costs, rng), dtype=float)
+        return out
+
+    def table(self) -> pd.DataFrame:
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "iteration": np.arange(1, len(self.regret) + 1),
+                "strategies": [len(m) for m in self.mixtures],
+                "regret": self.regret,
+                "utility": self.utility,
+                "regret_relative": self.regret_relative,
+                "mixture": [
+                    json.dumps({k: round(v, 6) for k, v in m.items() if v}) for m in self.mixtures
+                ],
+            }
+        )
+
+    def summary(self) -> dict:
+        return {
+            "mechanism": self.mechanism,
+            "dist": self.dist,
+            "n_sellers": self.n_sellers,
+            "iterations": len(self.regret),
+            "converged": self.converged,
+            "regret": self.regret[-1],
+            "regret_relative": self.regret_relative[-1],
+            "utility": self.utility[-1],
+            "best_iteration": self.best_iteration,
+            "mixture": {k: v for k, v in self.mixture.items() if v},
+            "strategies": [s.name for s in self.strategies],
+            "seconds": self.seconds,
+            **self.options,
+        }
+
+    def write(self, folder) -> Path:
+        """DIR/iterations.csv, DIR/strategies.csv (every strategy's bid on a cost grid),
+        DIR/summary.json and DIR/psro.png (regret against iterations), atomically."""
+        out = Path(folder)
+        if out.exists() and not out.is_dir():
+            raise MarketSimError(f"{folder}: exists and is not a folder")
+        out.mkdir(parents=True, exist_ok=True)
+        text = self.table().to_csv(index=False)
+        atomic_write(out / "iterations.csv", lambda fh: fh.write(text.encode()))
+        lo, hi = self.options["support"]
+        c = np.linspace(lo, hi, 101)
+        rng = np.random.default_rng(0)
+        cols = {"cost": c, **{s.name: s.play(c, rng) for s in self.strategies}}
+        import pandas as pd
+
+        bids = pd.DataFrame(cols).to_csv(index=False)
+        atomic_write(out / "strategies.csv", lambda fh: fh.write(bids.encode()))
+        doc = json.dumps({k: json_plain(v) for k, v in self.summary().items()}, indent=2) + "\n"
+        atomic_write(out / "summary.json", lambda fh: fh.write(doc.encode()))
+        plot(self, out / "psro.png")
+        return out
+
+    def format(self) -> str:
+        rows = [
+            ("mechanism", self.mechanism),
+            ("distribution", self.dist),
+            ("sellers", str(self.n_sellers)),
+            ("iterations", f"{len(self.regret)} (converged: {self.converged})"),
+        ]
+        for i, (r, rel) in enumerate(zip(self.regret, self.regret_relative, strict=True), 1):
+            share = f"{rel:.2%} of" if math.isfinite(rel) else "far above"
+            rows.append((f"regret {i}", f"{r:.4g} ({share} the mixture's utility)"))
+        mix = ", ".join(f"{k} {v:.3f}" for k, v in self.mixture.items() if v)
+        rows += [("mixture", mix), ("seconds", f"{self.seconds:.1f}")]
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+# ---- PSRO -----------------------------------------------------------------------------------
+def _market(mechanism, dist, n_sellers, context):
+    unknown = sorted(set(context) - set(CONTEXT_KEYS))
+    if unknown:
+        raise MarketSimError(
+            f"unknown option {unknown[0]!r} (market settings: {', '.join(CONTEXT_KEYS)})"
+        )
+    classes = isinstance(dist, Population | list | tuple) or (isinstance(dist, str) and "*" in dist)
+    pop = as_population(dist, None if classes else n_sellers)
+    if not pop.is_plain:
+        raise MarketSimError("psro needs i.i.d. costs: one cost law, no classes and no data")
+    n = check_int("n_sellers", pop.n_sellers, 2)
+    if n_sellers is not None and int(n_sellers) != n:
+        raise MarketSimError(f"n_sellers={n_sellers} conflicts with the population's {n}")
+    law = pop.laws[0]
+    mech = as_mechanism(mechanism, dist=law, n_sellers=n, **context)
+    if mech.needs_data:
+        raise MarketSimError(
+            f"{mechanism_name(mech)} needs the sellers' data; psro draws costs only"
+        )
+    return mech, law, n
+
+
+def psro(
+    mechanism,
+    dist,
+    n_sellers: int,
+    strategies: Sequence,
+    *,
+    iterations: int,
+    rng: np.random.Generator,
+    markets: int = 512,
+    eval_markets: int | None = None,
+    players: int | None = None,
+    grid: int = 65,
+    bid_grid: int = 257,
+    tol: float = 0.02,
+    temperature: float = 0.02,
+    **context,
+) -> PsroResult:
+    """PSRO from ``strategies`` (specs as :func:`~market_sim.env.as_opponents` takes:
+    ``"truthful"``, ``"shade:factor=1.2"``, ``"random"``, bid functions, BNEResults) for
+    ``n_sellers`` sellers with i.i.d. costs from ``dist`` (a cost law, or a one-class
+    population); at most ``iterations`` iterations, stopping when the regret is at most
+    ``tol`` x the mixture's utility (the module doc).  ``markets`` sampled markets;
+    ``players`` of the DPR (default: all sellers, the full game); ``grid`` costs and
+    ``bid_grid`` candidate reports for the best response; ``context``: mu, sigma, gamma,
+    privacy.  Same ``rng`` state, same result."""
+    t0 = time.perf_counter()
+    if not isinstance(rng, np.random.Generator):
+        raise MarketSimError("rng must be a numpy.random.Generator")
+    iterations = check_int("iterations", iterations, 1)
+    markets = check_int("markets", markets, 1)
+    mech, law, n = _market(mechanism, dist, n_sellers, context)
+    players = n if players is None else check_int("players", players, 2)
+    if players > n:
+        raise MarketSimError(f"players must be at most the {n} sellers (got {players})")
+    if isinstance(strategies, str | bytes) or not len(strategies):
+        raise MarketSimError("strategies: give a list of at least one strategy")
+    pop = _unique_names([_strategy(s, law) for s in strategies])
+    sample = _Sample(law, n, markets, rng)
+    fresh = _Sample(law, n, check_int("eval_markets", eval_markets or 4 * markets, 1), rng)
+    if not (isinstance(temperature, int | float) and 0 <= temperature < math.inf):
+        raise MarketSimError(f"temperature must be a number >= 0 (got {temperature!r})")
+    oracle = _oracle(
+        mech, law, check_int("grid", grid, 3), check_int("bid_grid", bid_grid, 3), temperature
+    )
+    mixtures, regrets, utilities = [], [], []
+    converged = False
+    meta = _MetaGame(mech, fresh, pop)  # held out: BR cannot exploit its noise
+    for it in range(1, iterations + 1):
+        x = _solve(meta, n, players)  # step 1: the meta-equilibrium
+        br, regret, utility = oracle.respond(sample, fresh, pop, x)  # steps 2-3
+        mixtures.append({s.name: float(v) for s, v in zip(pop, x, strict=True)})
+        regrets.append(regret)
+        utilities.append(utility)
+        if regret <= tol * abs(utility):
+            converged = True
+            break
+        if it < iterations:  # step 4
+            pop.append(_interp_strategy(f"br{it}", oracle.grid, br))
+    lo, hi = law.support
+    return PsroResult(
+        mechanism=mechanism if isinstance(mechanism, str) else mechanism_name(mech),
+        dist=law.spec,
+        n_sellers=n,
+        strategies=tuple(pop),
+        mixtures=tuple(mixtures),
+        regret=tuple(regrets),
+        utility=tuple(utilities),
+        converged=converged,
+        seconds=time.perf_counter() - t0,
+        options={
+            "markets": markets,
+            "players": players,
+            "grid": grid,
+            "bid_grid": bid_grid,
+            "tol": tol,
+            "support": [float(lo), float(hi)],
+            **context,
+        },
+    )
+
+
+def figure(result: PsroResult):
+    """Regret (NashConv per player) against iterations, log scale, with 5% of the last
+    mixture's utility for reference: a matplotlib Figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    it = np.arange(1, len(result.regret) + 1)
+    floor = 1e-6 * max(max(result.regret), abs(result.utility[-1]), 1e-300)
+    ax.semilogy(it, np.maximum(result.regret, floor), "o-", label="regret of the mixture")
+    if result.utility[-1] > 0:
+        ax.axhline(
+            0.05 * result.utility[-1], color="k", ls="--", lw=1, label="5% of its utility (last)"
+        )
+    name = Path(result.mechanism).name if "/" in result.mechanism else result.mechanism
+    ax.set(
+        xlabel="PSRO iteration",
+        ylabel="NashConv per player",
+        title=f"{name}, {result.dist}, {result.n_sellers} sellers",
+    )
+    ax.set_xticks(it)
+    ax.legend(loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def plot(result: PsroResult, path) -> None:
+    """:func:`figure` written to ``path`` (PNG) atomically."""
+    save_png(figure(result), path, dpi=100)
+
+
+# ---- the collusion index -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class CollusionScale:
+    """Calvano et al.'s profit-gain scale for one market (the module doc): ``u_nash`` a
+    seller's ex-ante utility at the BNE, ``u_collusive`` at the best common markup
+    ``multiplier``; ``utilities`` at every one of ``multipliers``."""
+
+    mechanism: str
+    dist: str
+    n_sellers: int
+    u_nash: float
+    u_collusive: float
+    multiplier: float
+    multipliers: np.ndarray = field(repr=False)
+    utilities: np.ndarray = field(repr=False)
+
+    def index(self, utility) -> np.ndarray:
+        """Delta = (u - u_nash) / (u_collusive - u_nash), elementwise."""
+        gap = self.u_collusive - self.u_nash
+        if not gap > 0:
+            raise MarketSimError(
+                f"no collusive gain in this market (best common markup {self.multiplier:g} "
+                f"gives {self.u_collusive:.4g} <= the equilibrium's {self.u_nash:.4g}): "
+                "the collusion index is undefined"
+            )
+        return (np.asarray(utility, dtype=float) - self.u_nash) / gap
+
+    def over_seeds(self, utilities) -> dict[str, float]:
+        """Delta of each seed's mean utility: their mean and 95% t interval."""
+        from scipy import stats
+
+        d = np.atleast_1d(self.index(utilities))
+        mean = float(d.mean())
+        if d.size < 2:
+            return {"delta": mean, "ci_low": math.nan, "ci_high": math.nan, "seeds": d.size}
+        half = float(stats.t.ppf(0.975, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size))
+        return {"delta": mean, "ci_low": mean - half, "ci_high": mean + half, "seeds": d.size}
+
+    def summary(self) -> dict:
+        return {
+            "mechanism": self.mechanism,
+            "dist": self.dist,
+            "n_sellers": self.n_sellers,
+            "u_nash": self.u_nash,
+            "u_collusive": self.u_collusive,
+            "multiplier": self.multiplier,
+        }
+
+
+def _mean_utility(mech, sample: _Sample, reports: np.ndarray) -> float:
+    """A seller's mean utility t - c eps over the sample's markets and sellers."""
+    total = 0.0
+    for k in range(sample.markets):
+        out = mech.run(reports[k], np.random.default_rng(sample.seeds[k]))
+        total += float(np.mean(out.payments - sample.costs[k] * out.eps))
+    return total / sample.markets
+
+
+def collusion_scale(
+    mechanism,
+    dist,
+    n_sellers: int,
+    rng: np.random.Generator,
+    *,
+    nash="truthful",
+    multipliers=None,
+    markets: int = 256,
+    **context,
+) -> CollusionScale:
+    """The references of the collusion index (the module doc) on ``markets`` sampled
+    markets: ``nash`` the equilibrium bid function (``"truthful"`` for an IC mechanism,
+    a :class:`~market_sim.equilibrium.BNEResult` or a function of costs);
+    ``multipliers`` the common markups tried (default 81 from 1 to 1000, geometric:
+    at 1000 nearly every seller reports the top of the support)."""
+    if not isinstance(rng, np.random.Generator):
+        raise MarketSimError("rng must be a numpy.random.Generator")
+    mech, law, n = _market(mechanism, dist, n_sellers, context)
+    ks = np.geomspace(1.0, 1000.0, 81) if multipliers is None else multipliers
+    ks = np.asarray(ks, dtype=float).reshape(-1)
+    if ks.size == 0 or not np.all(np.isfinite(ks)) or np.any(ks < 1):
+        raise MarketSimError("multipliers must be finite numbers >= 1")
+    sample = _Sample(law, n, check_int("markets", markets, 2), rng)
+    lo, hi = law.support
+    floor = lo + 1e-6 * (hi - lo)
+    c = sample.costs
+    nash_reports = np.clip(
+        as_opponents(nash, law)(c.ravel(), np.random.default_rng(0)).reshape(c.shape), floor, hi
+    )
+    u_nash = _mean_utility(mech, sample, nash_reports)
+    utilities = np.array([_mean_utility(mech, sample, np.clip(k * c, floor, hi)) for k in ks])
+    j = int(np.argmax(utilities))
+    return CollusionScale(
+        mechanism=mechanism if isinstance(mechanism, str) else mechanism_name(mech),
+        dist=law.spec,
+        n_sellers=n,
+        u_nash=u_nash,
+        u_collusive=float(utilities[j]),
+        multiplier=float(ks[j]),
+        multipliers=ks,
+        utilities=utilities,
+    )
+
+
+def collusion_frame(agents: pd.DataFrame, scale: CollusionScale, strategy: str | None = None):
+    """Delta per round of a seller frame (``MarketModel.agent_frame()``: columns
+    ``round``, ``utility``, ``strategy``): the mean utility of the sellers playing
+    ``strategy`` (default: all) in each round, and its Delta."""
+    import pandas as pd
+
+    need = {"round", "utility"} | ({"strategy"} if strategy is not None else set())
+    missing = sorted(need - set(agents.columns))
+    if missing:
+        raise MarketSimError(f"the seller frame has no column {missing[0]!r}")
+    rows = agents if strategy is None else agents[agents["strategy"] == strategy]
+    if rows.empty:
+        raise MarketSimError(f"no seller plays {strategy!r} in the frame")
+    u = rows.groupby("round")["utility"].mean()
+    return pd.DataFrame({"round": u.index, "utility": u.to_numpy(), "delta": scale.index(u)})

@@ -1,0 +1,176 @@
+"""market_sim.psro: PSRO over bid functions and the collusion index (issue 41 items 3-4).
+
+Closed forms used (first-price procurement of one unit, examples/first_price.py, m
+sellers with i.i.d. U[0, 1] costs; docs/equilibrium.md):
+
+* the BNE is b(c) = c + (1 - c)/m, and a seller's ex-ante utility there is
+  E[(1 - c)/m (1 - c)^(m-1)] = 1 / (m (m + 1));
+* the best response to truthful opponents maximises (z - c)(1 - z)^(m-1): z = c + (1 -
+  c)/m, the BNE itself, so PSRO started from the truth reaches the BNE in 2 iterations;
+  the gain at iteration 1 is E[(1 - c)^m (m - 1)^(m-1) / m^m] = (m - 1)^(m-1) / (m^m (m + 1))
+  (the truthful mixture itself earns 0: a winner is paid its cost);
+* every seller reporting the top (a huge common markup) ties all m: each sells 1/m at
+  price 1, utility E[(1 - c)/m] = 1/(2m), the best of the markup family.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from market_sim.agents import MarketModel
+from market_sim.cli import main
+from market_sim.errors import MarketSimError
+from market_sim.psro import collusion_frame, collusion_scale, psro
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+FP = f"{EXAMPLES / 'first_price.py'}:FirstPriceProcurement"
+
+
+def _bne(m):
+    return lambda c: c + (1.0 - c) / m
+
+
+def test_psro_finds_truth_under_offline_in_one_iteration():
+    r = psro(
+        "offline",
+        "uniform:0:1",
+        3,
+        ["truthful", "shade:factor=1.3"],
+        iterations=3,
+        rng=np.random.default_rng(0),
+        markets=8,
+        gamma=0.5,
+    )
+    assert r.converged and len(r.regret) == 1 and r.regret[0] == 0.0
+    assert r.mixture == {"truthful": 1.0, "shade:factor=1.3": 0.0}
+    assert r.utility[0] > 0 and [s.name for s in r.strategies] == list(r.mixture)
+
+
+def test_psro_regret_is_positive_where_truth_is_not_an_equilibrium():
+    """The control: under pay-as-bid the truthful mixture has a profitable deviation."""
+    r = psro(
+        "pay-as-bid", "uniform:0:1", 3, ["truthful"], iterations=1,
+        rng=np.random.default_rng(0), markets=16, gamma=0.5,
+    )  # fmt: skip
+    assert not r.converged and r.regret[0] > 0.01 * max(r.utility[0], 1e-3)
+
+
+@pytest.mark.parametrize("m", [2, 3])
+def test_psro_reaches_the_first_price_bne(m):
+    r = psro(FP, "uniform:0:1", m, ["truthful"], iterations=8, rng=np.random.default_rng(1))
+    rel = np.array(r.regret_relative)
+    assert rel.min() < 0.05 and len(r.regret) <= 8  # the issue's bar
+    assert r.converged and len(r.regret) == 2  # BR(truth) is the BNE: 2 iterations
+    gain = (m - 1) ** (m - 1) / (m**m * (m + 1))  # iteration 1: BR to the truth, closed form
+    assert r.regret[0] == pytest.approx(gain, rel=0.05)
+    assert r.utility[-1] == pytest.approx(1 / (m * (m + 1)), rel=0.05)
+    c = np.linspace(0.0, 0.8, 33)  # above, a seller almost never wins: its bid barely matters
+    np.testing.assert_allclose(r.bid(c), _bne(m)(c), atol=0.02)
+
+
+def test_psro_with_an_interpolated_reduction():
+    """4 sellers reduced to 3 players ((N - 1)/(n - 1) = 3/2: EGTA's interpolated DPR)."""
+    r = psro(
+        FP, "uniform:0:1", 4, ["truthful"], iterations=4, players=3, rng=np.random.default_rng(1)
+    )
+    assert r.options["players"] == 3 and r.converged and len(r.regret) == 2
+    assert r.regret_relative[-1] < 0.05
+    assert r.utility[-1] == pytest.approx(1 / 20, rel=0.06)  # 1/(m(m+1)) at the BNE
+    c = np.linspace(0.0, 0.5, 21)
+    np.testing.assert_allclose(r.bid(c), _bne(4)(c), atol=0.03)
+
+
+def test_psro_is_reproducible_and_writes_its_files(tmp_path):
+    args = (FP, "uniform:0:1", 2, ["truthful", "shade:factor=1.5"])
+    a = psro(*args, iterations=3, rng=np.random.default_rng(5), markets=64, tol=0.0)
+    b = psro(*args, iterations=3, rng=np.random.default_rng(5), markets=64, tol=0.0)
+    assert a.regret == b.regret and a.mixtures == b.mixtures and len(a.regret) == 3
+    assert [s.name for s in a.strategies] == ["truthful", "shade:factor=1.5", "br1", "br2"]
+    a.write(tmp_path)
+    table = a.table()
+    assert list(table["regret"]) == list(a.regret) and (tmp_path / "psro.png").stat().st_size
+    assert {p.name for p in tmp_path.iterdir()} == {
+        "iterations.csv", "strategies.csv", "summary.json", "psro.png",
+    }  # fmt: skip
+
+
+def test_psro_bad_input():
+    rng = np.random.default_rng(0)
+    for kwargs, match in (
+        ({"iterations": 0}, "iterations"),
+        ({"iterations": 1, "players": 9}, "players"),
+        ({"iterations": 1, "temperature": -1}, "temperature"),
+        ({"iterations": 1, "nope": 1}, "unknown option"),
+    ):
+        with pytest.raises(MarketSimError, match=match):
+            psro(FP, "uniform:0:1", 3, ["truthful"], rng=rng, **kwargs)
+    with pytest.raises(MarketSimError, match="no-such"):
+        psro(FP, "uniform:0:1", 3, ["no-such"], iterations=1, rng=rng)
+    with pytest.raises(MarketSimError, match="i.i.d."):
+        psro(FP, "2*uniform:0:1+2*uniform:0.5:1", None, ["truthful"], iterations=1, rng=rng)
+    with pytest.raises(MarketSimError, match="Generator"):
+        psro(FP, "uniform:0:1", 3, ["truthful"], iterations=1, rng=0)
+
+
+def test_psro_cli(tmp_path, capsys):
+    out = tmp_path / "p"
+    argv = ["psro", "--mechanism", FP, "--dist", "uniform:0:1", "--sellers", "2"]
+    assert main([*argv, "--markets", "64", "--seed", "0", "--out", str(out)]) == 0
+    assert "written to" in capsys.readouterr().out and (out / "summary.json").exists()
+    with pytest.raises(SystemExit) as exc:  # argparse's one line
+        main([*argv, "--iterations", "0", "--out", str(out)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "iterations" in err[0]
+    assert main([*argv, "--strategy", "no-such", "--out", str(out)]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+# ---- the collusion index ----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def fp_scale():
+    return collusion_scale(
+        FP, "uniform:0:1", 3, np.random.default_rng(0), nash=_bne(3), markets=1024
+    )
+
+
+def test_collusion_scale_references_match_the_closed_forms(fp_scale):
+    assert fp_scale.u_nash == pytest.approx(1 / 12, rel=0.01)  # 1/(m(m+1))
+    assert fp_scale.u_collusive == pytest.approx(1 / 6, rel=0.01)  # everyone at the top
+    assert fp_scale.multiplier > 100
+    assert np.all(fp_scale.utilities <= fp_scale.u_collusive)
+    assert fp_scale.utilities[0] == pytest.approx(0.0, abs=1e-6)  # k = 1: the truth earns 0
+    np.testing.assert_allclose(fp_scale.index([1 / 12, 1 / 6]), [0.0, 1.0], atol=0.02)
+
+
+def test_collusion_index_over_seeds_and_per_round(fp_scale):
+    s = fp_scale.over_seeds([0.10, 0.11, 0.12])
+    want = (np.array([0.10, 0.11, 0.12]) - fp_scale.u_nash) / (
+        fp_scale.u_collusive - fp_scale.u_nash
+    )
+    assert s["delta"] == pytest.approx(want.mean()) and s["ci_low"] < s["delta"] < s["ci_high"]
+    assert s["seeds"] == 3
+    # truthful sellers in first-price earn exactly 0: Delta = -u_N / (u_M - u_N), every round
+    model = MarketModel(3, dist="uniform:0:1", mechanism=FP, rounds=3, seed=0)
+    _, agents = model.run()
+    frame = collusion_frame(agents, fp_scale)
+    gap = fp_scale.u_collusive - fp_scale.u_nash
+    np.testing.assert_allclose(frame["delta"], -fp_scale.u_nash / gap)
+    assert list(frame["round"]) == [1, 2, 3]
+    with pytest.raises(MarketSimError, match="no seller plays"):
+        collusion_frame(agents, fp_scale, strategy="hedge")
+
+
+def test_collusion_index_is_undefined_without_a_collusive_gain():
+    """Posted price: a seller sells at the price iff its report is below it, so a markup
+    only loses sales: the best multiplier is 1, the truth, and Delta is undefined."""
+    sc = collusion_scale(
+        "posted-price", "uniform:0:1", 4, np.random.default_rng(0), markets=64,
+        multipliers=[1.0, 1.5, 2.0],
+    )  # fmt: skip
+    assert sc.multiplier == 1.0 and sc.u_collusive == pytest.approx(sc.u_nash)
+    with pytest.raises(MarketSimError, match="undefined"):
+        sc.index(0.1)
+    with pytest.raises(MarketSimError, match="multipliers"):
+        collusion_scale("offline", "uniform:0:1", 3, np.random.default_rng(0), multipliers=[0.5])
