@@ -31,6 +31,12 @@ Class attributes a mechanism may set:
 ``needs_data``
     the allocation depends on the sellers' data: the platform calls
     ``with_data(X, y)`` before each round.
+``per_seller_laws``
+    the mechanism is defined per seller: its ``dist`` may be a
+    :class:`~market_sim.distributions.SellerLaws` (each seller's own cost law).
+    ``as_mechanism(spec, population=pop)`` then passes ``pop.seller_laws``; a
+    mechanism without it gets ``pop.pooled``, the law of a seller picked at random.
+    Set on offline, pay-as-bid and online.
 ``myerson_payments``
     the payments are computed from the allocation by Myerson's identity (Eq. 8,
     003), t_i = r_i eps_i + int_{r_i}^{c_high} eps_i(z, r_-i) dz.  Set on the
@@ -40,7 +46,9 @@ Class attributes a mechanism may set:
 
 Construction from a name: ``Mechanism.from_context(dist=..., n_sellers=...,
 mu=..., sigma=..., gamma=..., privacy=..., **params)`` passes each market
-setting the constructor accepts (by parameter name) and every explicit param.
+setting the constructor accepts (by parameter name) and every explicit param;
+``as_mechanism(spec, population=pop, ...)`` takes ``dist`` and ``n_sellers`` from a
+:class:`~market_sim.population.Population` (see ``per_seller_laws``).
 """
 
 from __future__ import annotations
@@ -131,6 +139,7 @@ class Mechanism:
     randomized: ClassVar[bool] = False
     own_report_inclusion: ClassVar[bool] = False
     needs_data: ClassVar[bool] = False
+    per_seller_laws: ClassVar[bool] = False
     myerson_payments: ClassVar[bool] = False
     n_draws: ClassVar[int] = 64
 
@@ -248,10 +257,17 @@ def _takes_rng(fn) -> bool:
     return len(params) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
 
 
-def as_mechanism(obj, **context) -> Mechanism:
+def as_mechanism(obj, *, population=None, **context) -> Mechanism:
     """A Mechanism from a registered name, a spec ``name[:key=value]...``, a Mechanism
     class (built with ``from_context(**context)``) or instance, or any object with
-    an ``outcome(reports[, rng])`` method."""
+    an ``outcome(reports[, rng])`` method.
+
+    ``population`` (a Population or its spec) gives ``dist`` and ``n_sellers``: each
+    seller's own law to a mechanism that sets ``per_seller_laws``, the pooled law to
+    one that takes one ``dist``; a conflicting ``n_sellers``, a ``dist`` beside it, or
+    a data-needing mechanism on a population without data is a MarketSimError."""
+    if population is not None:
+        return _for_population(obj, population, context)
     if isinstance(obj, str):
         name, params = parse_spec(obj)
         found = MECHANISMS.load(name)
@@ -280,3 +296,35 @@ def as_mechanism(obj, **context) -> Mechanism:
     if callable(fn):
         return _Adapted(obj, _takes_rng(fn))
     raise MarketSimError(f"{type(obj).__name__} is not a Mechanism: it has no outcome method")
+
+
+def _mechanism_class(obj):
+    """The class ``as_mechanism`` would build ``obj`` from (its type for an instance)."""
+    if isinstance(obj, str):
+        found = MECHANISMS.load(parse_spec(obj)[0])
+        return found if isinstance(found, type) else type(found)
+    return obj if isinstance(obj, type) else type(obj)
+
+
+def _for_population(obj, population, context: dict) -> Mechanism:
+    """``as_mechanism`` with ``dist`` and ``n_sellers`` from a population."""
+    from ..population import as_population
+
+    if context.get("dist") is not None:
+        raise MarketSimError("give a population or dist, not both")
+    pop = as_population(population, context.pop("n_sellers", None))
+    cls = _mechanism_class(obj)
+    label = obj if isinstance(obj, str) else mechanism_name(cls)
+    if getattr(cls, "needs_data", False) and not pop.has_data:
+        raise MarketSimError(
+            f"mechanism {label} needs the sellers' data: the population {pop.spec} has none "
+            "(add ;data=synthetic, wisconsin or a CSV path)"
+        )
+    if getattr(cls, "per_seller_laws", False):
+        dist = pop.seller_laws
+    else:
+        try:
+            dist = pop.pooled
+        except MarketSimError as exc:
+            raise MarketSimError(f"mechanism {label} takes one cost law: {exc}") from None
+    return as_mechanism(obj, **{**context, "dist": dist, "n_sellers": pop.n_sellers})
