@@ -320,6 +320,7 @@ def _for_population(obj, population, context: dict) -> Mechanism:
             f"mechanism {label} needs the sellers' data: the population {pop.spec} has none "
             "(add ;data=synthetic, wisconsin or a CSV path)"
         )
+    dist: object
     if getattr(cls, "per_seller_laws", False):
         dist = pop.seller_laws
     else:

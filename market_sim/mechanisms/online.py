@@ -75,6 +75,11 @@ class OnlineMechanism(Mechanism):
     own_report_inclusion = True
     myerson_payments = True  # Alg. 3 pays by Eq. 8 (003): see ``payments``
     per_seller_laws = True  # takes SellerLaws: each seller's own psi_i (module docstring)
+    cutoff: float
+    scale: float
+    threshold_cost: float | np.ndarray  # per seller with per-seller laws
+    _classes: list[tuple[OnlineMechanism, float]] | None
+    _class_ids: list[int]
 
     @classmethod
     def from_context(cls, **context: Any) -> OnlineMechanism:
@@ -175,6 +180,7 @@ class OnlineMechanism(Mechanism):
 
     def _moments(self, lam: float, top: float) -> tuple[float, float]:
         """The moments when gamma psi(c) < lam exactly for c < top."""
+        assert isinstance(self.dist, CostDistribution)
         lo = self.dist.support[0]
         if top <= lo:
             return 0.0, 0.0

@@ -545,7 +545,7 @@ class _ResolveOracle:
 
 def offline_payments(
     costs,
-    dist: CostDistribution,
+    dist: CostDistribution | SellerLaws,
     *,
     mu: float,
     sigma: float,
@@ -580,7 +580,7 @@ def seller_utility(
     report: float,
     true_cost: float,
     costs,
-    dist: CostDistribution,
+    dist: CostDistribution | SellerLaws,
     *,
     mu: float,
     sigma: float,

@@ -1,0 +1,179 @@
+"""Populations in the tools: per-seller laws in the mechanisms defined per seller,
+``as_mechanism(population=)``, ``MarketModel(population=)`` and ``compare`` on a
+population (docs/population.md)."""
+
+import numpy as np
+import pytest
+from scipy import integrate
+
+from market_sim.distributions import SellerLaws, parse_distribution
+from market_sim.errors import MarketSimError
+from market_sim.mechanisms import as_mechanism
+from market_sim.mechanisms.offline import solve
+from market_sim.mechanisms.online import OnlineMechanism
+from market_sim.mechanisms.payments import OfflineCurves, offline_payments
+from market_sim.population import Population
+
+TWO = Population([("uniform:0:1", 8), ("uniform:1:2", 4)])
+PARAMS = dict(mu=1.0, sigma=1.0, gamma=0.3)
+
+
+def _costs(pop=TWO, seed=1):
+    return pop.sample(np.random.default_rng(seed)).costs
+
+
+# ---- 1. per-seller laws in the offline and online mechanisms ----------------------------
+@pytest.mark.parametrize("k", [None, 3])
+def test_offline_payments_integrate_each_sellers_eps_to_its_own_top(k):
+    """Eq. 8 (003) per seller, by brute force: t_i = c_i eps_i + int_{c_i}^{h_i} eps_i(z) dz
+    with eps_i(z) from a full re-solve of the market where seller i alone reports z
+    (psi_i of its own law), integrated by adaptive quadrature up to the top h_i of
+    seller i's OWN support (1 for class 0, 2 for class 1).  Both classes have bought
+    sellers in this market (checked), so a wrong top or a wrong psi_i in either class
+    shows up."""
+    laws, c = TWO.seller_laws, _costs()
+    kw = dict(PARAMS, k=k)
+    eps, pay = offline_payments(c, laws, **kw)
+    assert np.array_equal(eps, solve(laws.virtual_cost(c), **kw).eps)
+    assert (eps[TWO.group == 0] > 0).any() and (eps[TWO.group == 1] > 0).any()
+
+    def eps_at(i, z):
+        r = c.copy()
+        r[i] = z
+        return solve(laws.virtual_cost(r), **kw).eps[i]
+
+    for i in np.flatnonzero(eps > 0):
+        tail = integrate.quad(lambda z, i=i: eps_at(i, z), c[i], laws.high[i], limit=200)[0]
+        assert pay[i] == pytest.approx(c[i] * eps[i] + tail, abs=1e-8)
+
+
+@pytest.mark.parametrize("spec", ["offline", "online", "online:rule=alg3"])
+def test_per_seller_mechanisms_are_ic_and_ir_on_a_grid_for_both_classes(spec):
+    """Every seller of either class: utility >= 0 at the truth (IR), and no report on a
+    grid over the hull [0, 2] of the supports beats the truth (IC); reports outside a
+    seller's own support are read as its nearest end, so they are covered too."""
+    mech = as_mechanism(spec, population=TWO, **dict(PARAMS, gamma=0.05))
+    c = _costs(seed=2)
+    n = c.size
+    grid = np.column_stack([c, np.broadcast_to(np.linspace(0.0, 2.0, 41), (n, 41))])
+    u = mech.deviation_utilities(np.arange(n), grid, c, c)
+    assert np.all(u[:, 0] >= -1e-12)
+    assert np.all(u[:, 1:].max(axis=1) <= u[:, 0] + 1e-9)
+    assert (mech.run(c).eps[TWO.group == 1] > 0).any()  # class 1 is bought (a real test)
+
+
+def test_pay_as_bid_per_seller_is_not_ic():
+    """The control stays a control: with per-seller laws someone gains by shading up."""
+    mech = as_mechanism("pay-as-bid", population=TWO, **dict(PARAMS, gamma=0.05))
+    c = _costs(seed=2)
+    grid = np.column_stack([c, np.clip(c * 1.1, TWO.seller_laws.low, TWO.seller_laws.high)])
+    u = mech.deviation_utilities(np.arange(c.size), grid, c, c)
+    assert np.max(u[:, 1] - u[:, 0]) > 1e-4
+
+
+def test_one_class_is_the_one_law_path_bit_for_bit():
+    """A one-class population's seller laws take the very same calls as the law itself."""
+    pop = Population([("uniform:0:1", 12)])
+    law, c = pop.laws[0], _costs(pop, seed=4)
+    Z = np.column_stack([c, np.clip(1.3 * c, 0, 1), np.full(c.size, 0.05)])
+    for k in (None, 3):
+        kw = dict(PARAMS, k=k)
+        for a, b in zip(
+            offline_payments(c, law, **kw), offline_payments(c, pop.seller_laws, **kw), strict=True
+        ):
+            assert np.array_equal(a, b)
+        ca = OfflineCurves(c, law, **kw).outcome_at(Z)
+        cb = OfflineCurves(c, pop.seller_laws, **kw).outcome_at(Z)
+        assert all(np.array_equal(a, b) for a, b in zip(ca, cb, strict=True))
+    for rule in ("fluid", "alg3"):
+        a = OnlineMechanism(law, 12, **PARAMS, rule=rule).run(c)
+        b = OnlineMechanism(pop.seller_laws, 12, **PARAMS, rule=rule).run(c)
+        assert np.array_equal(a.eps, b.eps) and np.array_equal(a.payments, b.payments)
+
+
+def test_two_classes_of_one_law_pay_as_that_law():
+    """Splitting sellers into two classes with the same law changes nothing (to rounding:
+    the integrals are batched by class); curves for candidates agree too."""
+    d = parse_distribution("uniform:0:1")
+    c = d.sample(15, np.random.default_rng(3))
+    laws = SellerLaws((d, d), np.arange(15) % 2)
+    for k in (None, 4):
+        a = offline_payments(c, d, **PARAMS, k=k)
+        b = offline_payments(c, laws, **PARAMS, k=k)
+        assert np.array_equal(a[0], b[0])
+        np.testing.assert_allclose(a[1], b[1], rtol=1e-14, atol=1e-16)
+
+
+def test_online_per_seller_payments_integrate_to_each_own_top():
+    """Online: t_i = c_i eps_i + int_{c_i}^{h_i} eps_i, the integral by quad of the
+    mechanism's own eps_i(z) up to seller i's own top; the cut-off is a root of the
+    class-weighted Eq. 14 in expectation (phi(lam) = 0, 003)."""
+    laws, c = TWO.seller_laws, _costs(seed=0)
+    mech = OnlineMechanism(laws, 12, **PARAMS)
+    assert (mech.run(c).eps[TWO.group == 1] > 0).sum() == 0  # at gamma 0.3; now 0.05:
+    mech = OnlineMechanism(laws, 12, **dict(PARAMS, gamma=0.05))
+    assert (mech.run(c).eps[TWO.group == 1] > 0).any()
+    out = mech.run(c)
+    for i in range(c.size):
+        kink = [t for t in [mech.threshold_cost[i]] if c[i] < t < laws.high[i]]  # eps hits 0
+        tail = integrate.quad(
+            lambda z, i=i: mech.eps(np.array([z]), sellers=[i])[0],
+            c[i],
+            laws.high[i],
+            points=kink or None,
+        )[0]
+        assert out.payments[i] == pytest.approx(c[i] * out.eps[i] + tail, abs=1e-10)
+    g, w = mech.moments(mech.cutoff)
+    assert mech.cutoff - mech.sigma * mech.m * g / mech.mu**2 - g / w == pytest.approx(0, abs=1e-10)
+    # class 1's eps uses psi_1(c) = 2c - 1, class 0's psi_0(c) = 2c
+    i0, i1 = 0, 8
+    z = np.array([0.1])
+    assert mech.eps(z, sellers=[i0])[0] == pytest.approx(
+        mech.scale * max(mech.cutoff - 0.05 * 0.2, 0)
+    )
+    assert mech.eps(np.array([1.01]), sellers=[i1])[0] == pytest.approx(
+        mech.scale * max(mech.cutoff - 0.05 * 1.02, 0)
+    )
+    assert mech.eps(np.array([1.01]), sellers=[i1])[0] > 0
+
+
+def test_a_report_outside_the_own_support_reads_as_its_nearest_end():
+    mech = as_mechanism("offline", population=TWO, **PARAMS)
+    c = _costs()
+    high, low = c.copy(), c.copy()
+    high[0], low[-1] = 1.7, 0.2  # class 0 above its top 1, class 1 below its bottom 1
+    at_top, at_bottom = c.copy(), c.copy()
+    at_top[0], at_bottom[-1] = 1.0, 1.0
+    for r, ref in ((high, at_top), (low, at_bottom)):
+        a, b = mech.run(r), mech.run(ref)
+        assert np.array_equal(a.eps, b.eps) and np.array_equal(a.payments, b.payments)
+    with pytest.raises(MarketSimError, match="outside every seller's support"):
+        mech.run(np.r_[c[:-1], 2.5])
+
+
+# ---- 2. as_mechanism(population=) -------------------------------------------------------
+def test_as_mechanism_gives_per_seller_laws_or_the_pooled_law():
+    for spec in ("offline", "pay-as-bid", "online"):
+        assert isinstance(as_mechanism(spec, population=TWO).dist, SellerLaws)
+    posted = as_mechanism("posted-price", population=TWO)
+    assert posted.dist is TWO.pooled
+    # the pooled law is the count-weighted mixture: F(1) = 8/12
+    assert float(posted.dist.cdf(1.0)) == pytest.approx(8 / 12)
+    assert as_mechanism("private-cutoff", population=TWO).n_sellers == 12
+    assert as_mechanism("online", population=TWO).m == 12
+
+
+def test_as_mechanism_bad_population_input_is_one_line():
+    gap = Population([("uniform:0:1", 5), ("uniform:2:3", 5)])
+    cases = [
+        (dict(population=TWO, n_sellers=5), "offline", "conflicts"),
+        (dict(population=TWO), "data-dependent", "needs the sellers' data"),
+        (dict(population=gap), "posted-price", "takes one cost law"),
+        (dict(population=TWO, dist="uniform:0:1"), "offline", "not both"),
+    ]
+    for kw, spec, msg in cases:
+        with pytest.raises(MarketSimError, match=msg) as err:
+            as_mechanism(spec, **kw)
+        assert "\n" not in str(err.value)
+    # a spec string is a population too; per-seller mechanisms serve gapped classes
+    assert as_mechanism("offline", population="5*uniform:0:1+5*uniform:2:3").dist.n_sellers == 10
