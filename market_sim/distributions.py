@@ -349,6 +349,17 @@ def _read_cost_column(path: str) -> np.ndarray:
     return values
 
 
+_SYNTAX = {
+    "uniform": "uniform:LOW:HIGH",
+    "truncnorm": "truncnorm:MEAN:SD:LOW:HIGH",
+    "beta": "beta:A:B:LOW:HIGH",
+    "truncexpon": "truncexpon:SCALE:LOW:HIGH",
+    "empirical": "empirical:PATH",
+}
+_ALIASES = {"normal": "truncnorm", "gaussian": "truncnorm", "norm": "truncnorm"}
+_ALIASES |= {"exponential": "truncexpon", "expon": "truncexpon", "exp": "truncexpon"}
+
+
 def parse_distribution(spec: str, *, iron: bool = False) -> CostDistribution:
     """Parse a spec string such as ``uniform:0:1`` (see the module docstring).
 
@@ -365,15 +376,24 @@ def parse_distribution(spec: str, *, iron: bool = False) -> CostDistribution:
         if not rest:
             raise MarketSimError("empirical needs a file: 'empirical:PATH'")
         return empirical(_read_cost_column(rest), iron=iron, name=rest)
-    arity = {"uniform": 2, "truncnorm": 4, "beta": 4, "truncexpon": 3}
-    if name not in arity:
+    if name not in _SYNTAX:
+        import difflib
+
+        stem = name.split("(")[0].strip()
+        close = [_ALIASES[stem]] if stem in _ALIASES else []
+        close = close or difflib.get_close_matches(stem, list(_SYNTAX), n=1, cutoff=0.6)
+        hint = f"did you mean {_SYNTAX[close[0]]}? " if close else ""
         raise MarketSimError(
-            f"unknown distribution {name!r}; "
-            "use one of uniform, truncnorm, beta, truncexpon, empirical"
+            f"unknown distribution {name!r}; {hint}use NAME:PARAMS with ':' between the "
+            "numbers: " + ", ".join(_SYNTAX.values())
         )
+    arity = {k: v.count(":") for k, v in _SYNTAX.items()}
     parts = rest.split(":") if rest else []
     if len(parts) != arity[name]:
-        raise MarketSimError(f"{name} takes {arity[name]} numbers separated by ':' (got {spec!r})")
+        raise MarketSimError(
+            f"{name} takes {arity[name]} numbers separated by ':', as in {_SYNTAX[name]} "
+            f"(got {spec!r})"
+        )
     try:
         nums = [float(p) for p in parts]
     except ValueError:

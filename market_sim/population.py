@@ -75,6 +75,9 @@ class Market:
     data: tuple[np.ndarray, np.ndarray] | None = None
     test: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     mislabelled: np.ndarray | None = field(default=None, repr=False)
+    band: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    """What each seller's data reveals of its copula uniform: U_i ~ U[a_i, b_i] given the
+    data (a point for a continuous feature); None without dependence."""
 
     @property
     def n_sellers(self) -> int:
@@ -91,16 +94,22 @@ class _Rows:
     test: tuple[np.ndarray, np.ndarray]
     mislabelled: np.ndarray | None
     uniform_of: dict  # target name -> U_i in (0, 1) for the sellers
+    band_of: dict  # target name -> (a_i, b_i): what the data reveals of U_i (U_i ~ U[a_i, b_i])
 
 
-def _randomised_pit(values: np.ndarray, reference: np.ndarray, rng) -> np.ndarray:
-    """U = P(R < v) + V P(R = v), R uniform over ``reference``: exactly U[0, 1] when v is
-    itself drawn uniformly from ``reference`` (the probability integral transform,
-    randomised on ties)."""
+def _tie_band(values: np.ndarray, reference: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[P(R < v), P(R <= v)] for R uniform over ``reference``."""
     ref = np.sort(reference)
     below = np.searchsorted(ref, values, side="left") / ref.size
-    at = np.searchsorted(ref, values, side="right") / ref.size - below
-    return below + rng.uniform(size=values.size) * at
+    return below, np.searchsorted(ref, values, side="right") / ref.size
+
+
+def _randomised_pit(band: tuple[np.ndarray, np.ndarray], rng) -> np.ndarray:
+    """U = a + V (b - a), V ~ U[0, 1], on the tie band [a, b] of each value: exactly
+    U[0, 1] when the value is drawn uniformly from the reference (the probability
+    integral transform, randomised on ties)."""
+    a, b = band
+    return a + rng.uniform(size=a.size) * (b - a)
 
 
 def _synthetic(n: int, rng, d: int, label_noise: float, n_test: int) -> _Rows:
@@ -120,9 +129,18 @@ def _synthetic(n: int, rng, d: int, label_noise: float, n_test: int) -> _Rows:
     X, y, flipped, G, g = rows(n)
     Xt, yt, *_ = rows(n_test)
     cdf = stats.norm.cdf
-    uniform_of: dict = {"label_noise": cdf(g), "label": 0.5 * y + 0.5 * rng.uniform(size=n)}
-    uniform_of.update({j: cdf(G[:, j]) for j in range(d)})  # P(y = 1) = 1/2 by symmetry
-    return _Rows(X, y, (Xt, yt), flipped, uniform_of)
+    label_band = (0.5 * y, 0.5 * y + 0.5)  # P(y = 1) = 1/2 by symmetry
+    cut = 1 - label_noise
+    band_of: dict = {
+        "label": label_band,
+        # the flip is what a platform that knows the labelling rule sees of g
+        "label_noise": (np.where(flipped, cut, 0.0), np.where(flipped, 1.0, cut)),
+    }
+    # a feature's latent: x_j reveals G_j (x is G / (2 sqrt d) unless ||x|| > 1 is clipped)
+    band_of.update({j: (cdf(G[:, j]), cdf(G[:, j])) for j in range(d)})
+    uniform_of: dict = {"label_noise": cdf(g), "label": _randomised_pit(label_band, rng)}
+    uniform_of.update({j: band_of[j][0] for j in range(d)})
+    return _Rows(X, y, (Xt, yt), flipped, uniform_of, band_of)
 
 
 @functools.cache
@@ -180,11 +198,13 @@ def _from_table(n: int, rng, source: str, label: str | None) -> _Rows:
         )
     idx = rng.permutation(y.size)
     sold, held = idx[:n], idx[n:]
-    uniform_of: dict = {"label": _randomised_pit(y[sold], y, rng)}
+    band_of: dict = {"label": _tie_band(y[sold], y)}
     for j, name in enumerate(names):
-        u = _randomised_pit(X[sold, j], X[:, j], rng)
-        uniform_of[j] = uniform_of[name] = u
-    return _Rows(X[sold], y[sold], (X[held], y[held]), None, uniform_of)
+        band_of[j] = band_of[name] = _tie_band(X[sold, j], X[:, j])
+    uniform_of: dict = {"label": _randomised_pit(band_of["label"], rng)}
+    for j, name in enumerate(names):
+        uniform_of[j] = uniform_of[name] = _randomised_pit(band_of[j], rng)
+    return _Rows(X[sold], y[sold], (X[held], y[held]), None, uniform_of, band_of)
 
 
 # ---- the population -----------------------------------------------------------------------
@@ -349,7 +369,8 @@ class Population:
             return Market(self.seller_laws.sample(rng), self.group)
         rows = self._rows(rng)
         costs = self._dependent_costs(rows, rng)
-        return Market(costs, self.group, (rows.X, rows.y), rows.test, rows.mislabelled)
+        band = None if self.on is None or self.rho == 0 else rows.band_of[self.on]
+        return Market(costs, self.group, (rows.X, rows.y), rows.test, rows.mislabelled, band)
 
     def _rows(self, rng) -> _Rows:
         n = self.n_sellers
@@ -374,6 +395,43 @@ class Population:
             lo, hi = law.support
             costs[sel] = np.clip(law.ppf(q[sel]), lo, hi)
         return costs
+
+    # ---- the platform that knows the dependence ------------------------------------------------
+    def conditional_virtual_cost(self, market: Market, costs=None) -> np.ndarray:
+        """psi_i(c) = c + G_i(c) / g_i(c) under seller i's cost law given its data (default:
+        at its drawn cost): the virtual cost of an oracle platform that knows the copula.
+
+        With U_i ~ U[a_i, b_i] given the data (``market.band``), z(c) = Phi^-1(F_g(c)) and
+        s = sqrt(1 - rho^2): G_i(c) = E Phi((z - rho Phi^-1(U)) / s) and g_i(c) =
+        f_g(c) / phi(z) E phi((z - rho Phi^-1(U)) / s) / s, the expectations by 48-point
+        Gauss-Legendre quadrature over the band.  Without dependence it is psi_g(c).
+        """
+        from scipy import stats
+
+        c = market.costs if costs is None else np.asarray(costs, dtype=float)
+        laws = SellerLaws(self.laws, market.group)
+        if market.band is None or self.rho == 0:
+            return laws.virtual_cost(c)
+        if abs(self.rho) >= 1:
+            raise MarketSimError(
+                "at |rho| = 1 a cost given its data has no density (it is a function of "
+                "the data, or a truncation of its law): no conditional virtual cost"
+            )
+        a, b = (np.asarray(v, dtype=float) for v in market.band)
+        x, w = np.polynomial.legendre.leggauss(48)
+        u = a[:, None] + (b - a)[:, None] * (x[None, :] + 1) / 2
+        wt = np.clip(stats.norm.ppf(np.clip(u, 1e-15, 1 - 1e-15)), -8.5, 8.5)
+        s = np.sqrt(1 - self.rho**2)
+        F = laws.cdf(c)
+        f = np.empty(c.shape)
+        for j, law in enumerate(self.laws):
+            f[market.group == j] = law.pdf(c[market.group == j])
+        z = stats.norm.ppf(np.clip(F, 1e-300, 1 - 1e-16))
+        arg = (z[:, None] - self.rho * wt) / s
+        G = stats.norm.cdf(arg) @ w / 2
+        g = f / stats.norm.pdf(z) * (stats.norm.pdf(arg) @ w / 2) / s
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(F <= 0, c, c + G / g)
 
     # ---- text ----------------------------------------------------------------------------
     @property

@@ -157,3 +157,35 @@ def test_bad_input_is_one_line(make, message):
     with pytest.raises(MarketSimError, match=message) as err:
         make()
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("on, rho", [("label_noise", -0.7), (2, 0.6), ("label", 0.8)])
+def test_conditional_virtual_cost_satisfies_myersons_revenue_identity(on, rho):
+    """For a seller whose cost given its data has cdf G: E[psi(c) 1{c <= p}] = p G(p)
+    (Myerson's identity for a posted price p).  Both sides by Monte Carlo over the
+    copula given the data (U in the seller's band, fresh xi): an independent check of G, g."""
+    pop = Population([("beta:2:3:0:2", 30)], data="synthetic", rho=rho, on=on)
+    mk = pop.sample(rng(11))
+    r, n = rng(12), 40_000
+    for i in (0, 1, 2):
+        a, b = mk.band[0][i], mk.band[1][i]
+        u = a + (b - a) * r.uniform(size=n)
+        z = rho * stats.norm.ppf(u) + np.sqrt(1 - rho**2) * r.standard_normal(n)
+        c = pop.laws[0].ppf(stats.norm.cdf(z))
+        one = type(mk)(c, np.zeros(n, int), band=(np.full(n, a), np.full(n, b)))
+        psi = pop.conditional_virtual_cost(one, c)
+        for p in (0.4, 0.9):
+            lhs, rhs = psi * (c <= p), p * (c <= p)
+            se = np.std(lhs - rhs) / np.sqrt(n)
+            assert abs(lhs.mean() - rhs.mean()) < 4 * se + 1e-3
+
+
+def test_conditional_virtual_cost_is_the_marginal_one_without_dependence():
+    pop = Population([("uniform:0:1", 20), ("uniform:1:3", 10)], data="synthetic")
+    mk = pop.sample(rng(13))
+    np.testing.assert_array_equal(
+        pop.conditional_virtual_cost(mk), pop.seller_laws.virtual_cost(mk.costs)
+    )
+    with pytest.raises(MarketSimError, match="no density"):
+        tied = Population([("uniform:0:1", 5)], data="synthetic", rho=1.0, on="label")
+        tied.conditional_virtual_cost(tied.sample(rng(1)))
