@@ -177,3 +177,77 @@ def test_as_mechanism_bad_population_input_is_one_line():
         assert "\n" not in str(err.value)
     # a spec string is a population too; per-seller mechanisms serve gapped classes
     assert as_mechanism("offline", population="5*uniform:0:1+5*uniform:2:3").dist.n_sellers == 10
+
+
+# ---- 3. MarketModel(population=) ---------------------------------------------------------
+def _after_mesa(seed):
+    """default_rng(seed) after mesa.Model's set-up has drawn from it (as the model's)."""
+    import mesa
+
+    rng = np.random.default_rng(seed)
+    mesa.Model(rng=rng)
+    return rng
+
+
+def test_market_model_draws_its_market_from_the_population():
+    """Round 1's costs are pop.sample(rng) exactly, rng in the state the model leaves it
+    after mesa.Model's own set-up (its first draw);
+    the frames carry each seller's class; the proxy loss is Eq. 11 (003) with each
+    seller's own psi_i; the shorthand dist + n_sellers draws the same costs as a
+    one-class population."""
+    from market_sim.agents import MarketModel
+    from market_sim.mechanisms.offline import proxy_loss_of_eps
+
+    model = MarketModel(population=TWO, mechanism="offline", rounds=1, seed=5, **PARAMS)
+    rounds, sellers = model.run()
+    market = TWO.sample(_after_mesa(5))
+    assert np.array_equal(sellers["cost"].to_numpy(), market.costs)
+    assert np.array_equal(sellers["group"].to_numpy(), TWO.group)
+    assert isinstance(model.mechanism.dist, SellerLaws)
+    psi = TWO.seller_laws.virtual_cost(market.costs)
+    eps = sellers["eps"].to_numpy()
+    assert rounds["proxy_loss"].iloc[0] == pytest.approx(
+        proxy_loss_of_eps(eps, psi, mu=1.0, sigma=1.0, gamma=0.3), rel=1e-12
+    )
+    short = MarketModel(12, dist="uniform:1:5", rounds=1, seed=2)
+    one = MarketModel(population="12*uniform:1:5", rounds=1, seed=2)
+    assert np.array_equal(short.cost, one.cost)
+    assert "group" not in short.run()[1].columns  # the shorthand's frames are unchanged
+
+
+def test_market_model_runs_data_dependent_on_the_population_alone():
+    """The data-dependent mechanism needs nothing but a population with data: the rows
+    and the test rows are the population's market (its first draw)."""
+    from market_sim.agents import MarketModel
+
+    pop = Population([("uniform:0:1", 8)], data="synthetic", rho=-0.5, on="label_noise", n_test=50)
+    model = MarketModel(
+        population=pop,
+        mechanism="data-dependent",
+        rounds=1,
+        measure_regret=False,
+        gamma=0.05,
+        seed=3,
+    )
+    market = pop.sample(_after_mesa(3))
+    assert np.array_equal(model.X, market.data[0]) and np.array_equal(model.y, market.data[1])
+    assert np.array_equal(model.platform.test_data[0], market.test[0])
+    rounds, sellers = model.run()
+    bought = sellers["eps"].to_numpy() > 0
+    assert np.unique(market.data[1][bought]).size == 2  # so the private model is trained
+    assert 0 <= rounds["test_error"].iloc[0] <= 1
+
+
+def test_market_model_bad_population_input_is_one_line():
+    from market_sim.agents import MarketModel
+
+    cases = [
+        (dict(n_sellers=5, population=TWO), "conflicts"),
+        (dict(population=TWO, dist="uniform:0:1"), "not both"),
+        (dict(population=TWO, data="synthetic"), "come from the population"),
+        (dict(population=TWO, mechanism="data-dependent"), "needs the sellers' data"),
+    ]
+    for kw, msg in cases:
+        with pytest.raises(MarketSimError, match=msg) as err:
+            MarketModel(**kw)
+        assert "\n" not in str(err.value)
