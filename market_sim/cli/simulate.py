@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import MarketSimError
 from ..files import atomic_write, check_writable_folder
-from .arguments import add_output, count, market_parent, warn
+from .arguments import add_output, count, market_parent, population_of, warn
 
 
 def add_parser(subparsers):
@@ -20,12 +20,14 @@ def add_parser(subparsers):
         "(one row per seller and round), DIR/model.csv (one row per round) and "
         "DIR/simulation.png.",
     )
+    sim._option_string_actions["--dist"].required = False  # or --population
+    sim.add_argument("--population", metavar="SPEC", help="the sellers (docs/population.md)")
     sim.add_argument(
         "--mechanism",
         default="offline",
         metavar="SPEC",
         help="a registered mechanism (see `market-sim mechanisms`: offline, online, "
-        "data-dependent (needs --data), pay-as-bid, posted-price, "
+        "data-dependent (needs data), pay-as-bid, posted-price, "
         "private-posted-price, private-cutoff, ...), module:Class or "
         "path/to/file.py:Class, with parameters as :key=value (default offline)",
     )
@@ -76,7 +78,7 @@ def add_parser(subparsers):
         "worst eps-DP mechanism): basic (the sum), rdp or pld "
         "(pld needs the accounting extra); default basic",
     )
-    sim.add_argument("--sellers", type=count("sellers"), default=20, help="number of sellers")
+    sim.add_argument("--sellers", type=count("sellers"), help="number of sellers (default 20)")
     sim.add_argument("--rounds", type=count("rounds"), default=3, help="number of rounds")
     sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     sim.add_argument(
@@ -110,6 +112,21 @@ def add_parser(subparsers):
     add_output(sim)
     sim.set_defaults(func=run)
     return sim
+
+
+def _market_arg(args):
+    """MarketModel's sellers: --population, or --dist and --sellers."""
+    from ..distributions import parse_distribution
+
+    if (args.population is None) == (args.dist is None):
+        raise MarketSimError("give exactly one of --dist and --population")
+    if args.population is None:
+        return dict(
+            n_sellers=args.sellers or 20, dist=parse_distribution(args.dist, iron=args.iron)
+        )
+    if args.data:
+        raise MarketSimError("--data with --population: give data in its spec (;data=synthetic)")
+    return dict(n_sellers=args.sellers, population=population_of(args))
 
 
 def _strategy_arg(items):
@@ -201,17 +218,15 @@ def _budget_arg(args):
 
 def run(args) -> int:
     from ..agents import MarketModel
-    from ..distributions import parse_distribution
     from ..privacy.release import StatisticRelease
 
     budget = _budget_arg(args)
-    dist = parse_distribution(args.dist, iron=args.iron)
+    market = _market_arg(args)
     strategy, fraction = _strategy_arg(args.strategy)
     out = Path(args.out)
     _check_simulate_out(out)
     model = MarketModel(
-        args.sellers,
-        dist=dist,
+        **market,
         mechanism=args.mechanism,
         strategy=strategy,
         strategic_fraction=args.strategic_fraction if fraction is None else 1.0,
@@ -251,8 +266,8 @@ def run(args) -> int:
         agent_df,
         model_df,
         out / "simulation.png",
-        f"{label}, {', '.join(model.strategy_names)}, {args.sellers} sellers",
-        data=args.data,
+        f"{label}, {', '.join(model.strategy_names)}, {model.n_sellers} sellers",
+        data=model.platform.test_data is not None,
     )
     if args.animate:
         animate_simulation(agent_df, out / "simulation.gif")
