@@ -48,6 +48,7 @@ from .files import atomic_write, check_writable_folder, json_plain, save_png
 from .mechanisms.base import as_mechanism, mechanism_name
 from .mechanisms.offline import proxy_loss_of_eps
 from .parameters import check_int
+from .population import Population, as_population
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -241,9 +242,9 @@ def _sizes(n_sellers) -> list[int]:
 def compare(
     mechanisms,
     dist,
-    n_sellers,
-    n_markets: int,
-    rng: np.random.Generator | int,
+    n_sellers=None,
+    n_markets: int | None = None,
+    rng: np.random.Generator | int | None = None,
     *,
     baseline: str | None = None,
     mu: float = 1.0,
@@ -258,141 +259,304 @@ def compare(
     progress: bool = False,
 ) -> CompareResult:
     """Run ``mechanisms`` (names, ``name:key=value`` specs, ``path/file.py:Class``,
-    classes or instances; at least two) on the same ``n_markets`` markets of each size
-    in ``n_sellers`` (an int or a list) drawn from ``dist`` with ``rng`` (a Generator
-    or a seed), and audit each on them (``audit=False`` skips it; ``n_grid``,
-    ``n_random``, ``refine``, ``refine_iter`` are the audit's search settings).
-    ``baseline`` (a mechanism's label, default the first) is what the paired
-    differences are taken against.  See the module doc for the objective and the
-    statistics."""
-    import pandas as pd
-
-    from . import auditing
+    classes or instances; at least two) on the same ``n_markets`` markets and audit each
+    on them (``audit=False`` skips it; ``n_grid``, ``n_random``, ``refine``,
+    ``refine_iter`` are the audit's search settings).  The markets are drawn with
+    ``rng`` (a Generator or a seed) from ``dist``: a
+    :class:`~market_sim.population.Population` (or its spec; ``n_sellers`` then omitted
+    or equal to its size), or a cost law with ``n_sellers`` sellers (an int or a list
+    of sizes).  With a population every mechanism sees the same costs and data, and
+    the results are also given per class.  ``baseline`` (a mechanism's label, default
+    the first) is what the paired differences are taken against.  See the module doc
+    for the objective and the statistics."""
     from .mechanisms.offline import check_params
 
-    seed = None
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
-        seed = int(rng)
-        rng = np.random.default_rng(seed)
-    if not isinstance(rng, np.random.Generator):
-        raise MarketSimError("rng must be a numpy.random.Generator or an integer seed")
-    dist = as_distribution(dist)
-    sizes = _sizes(n_sellers)
+    seed, rng = _generator(rng)
     n_markets = check_int("n_markets", n_markets, 2)
     check_params(mu, sigma, gamma)
+    populations = _populations(dist, n_sellers)
+    ctx = dict(mu=mu, sigma=sigma, gamma=gamma, privacy=privacy)
+    specs, built, labels = _build_mechanisms(mechanisms, populations, ctx)
+    baseline = _check_baseline(baseline, labels)
+    search = dict(n_grid=n_grid, n_random=n_random, refine=refine, refine_iter=refine_iter)
+    rows, market_rows, paired_rows = [], [], []
+    for m, pop in populations.items():
+        markets = _draw_markets(pop, n_markets, rng)
+        per: dict[str, dict] = {}
+        for label, mech in zip(labels, built[m], strict=True):
+            t0 = time.perf_counter()
+            per[label] = scores = _score_markets(mech, markets, pop, mu, sigma, gamma)
+            verdicts = (
+                _audit_on_markets(mech, markets, pop, label, search, progress)
+                if audit
+                else dict(_NOT_AUDITED)
+            )
+            seconds = time.perf_counter() - t0
+            market_rows.append(_market_frame(m, label, scores))
+            row = _leaderboard_row(m, label, scores, gamma, n_markets)
+            row.update(verdicts, seconds=seconds)
+            row["eq11_minimiser"] = _minimises_eq11(mech, mu, sigma, gamma)
+            row.update(_class_summary(scores))
+            rows.append(row)
+        paired_rows += _paired_rows(m, per, labels, baseline)
+    settings = _settings(labels, specs, populations, n_markets, baseline, ctx, audit, search, seed)
+    return _result(rows, paired_rows, market_rows, baseline, settings)
+
+
+# ---- the steps of compare ---------------------------------------------------------------
+_NOT_AUDITED: dict[str, object] = dict(
+    max_gain=math.nan, ir_violations=math.nan, ic="not_audited", ir="not_audited"
+)
+
+
+def _generator(rng) -> tuple[int | None, np.random.Generator]:
+    """(the seed if ``rng`` is one, the Generator)."""
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        return int(rng), np.random.default_rng(int(rng))
+    if not isinstance(rng, np.random.Generator):
+        raise MarketSimError("rng must be a numpy.random.Generator or an integer seed")
+    return None, rng
+
+
+def _populations(dist, n_sellers) -> dict[int, Population]:
+    """{market size: its population}: the population itself, or the cost law ``dist``
+    with each size of ``n_sellers`` (one class, no data)."""
+    if isinstance(dist, Population) or (isinstance(dist, str) and "*" in dist):
+        size = None
+        if n_sellers is not None:
+            sizes = _sizes(n_sellers)
+            if len(sizes) > 1:
+                raise MarketSimError("a population has one size: give one n_sellers or none")
+            size = sizes[0]
+        pop = as_population(dist, size)
+        return {pop.n_sellers: pop}
+    if n_sellers is None:
+        raise MarketSimError("a cost law needs n_sellers (or give a population)")
+    law = as_distribution(dist)
+    return {m: as_population(law, m) for m in _sizes(n_sellers)}
+
+
+def _build_mechanisms(mechanisms, populations, ctx):
+    """(specs, {size: mechanisms}, labels): every mechanism of each size built from its
+    population and checked before any work."""
     specs = list(mechanisms) if not isinstance(mechanisms, str) else [mechanisms]
     if len(specs) < 2:
         raise MarketSimError(f"compare needs at least two mechanisms (got {len(specs)})")
-    ctx = dict(dist=dist, mu=mu, sigma=sigma, gamma=gamma, privacy=privacy)
-    # the mechanisms of each size, built and checked before any work
-    built = {m: [as_mechanism(s, n_sellers=m, **ctx) for s in specs] for m in sizes}
-    labels = [_label(s, mech) for s, mech in zip(specs, built[sizes[0]], strict=True)]
-    for label, mech in zip(labels, built[sizes[0]], strict=True):
-        if getattr(mech, "needs_data", False):
-            raise MarketSimError(
-                f"{label} needs the sellers' data (needs_data); compare draws costs only"
-            )
+    built = {
+        m: [as_mechanism(s, population=pop, **ctx) for s in specs] for m, pop in populations.items()
+    }
+    first = next(iter(built.values()))
+    labels = [_label(s, mech) for s, mech in zip(specs, first, strict=True)]
     seen = set()
     for label in labels:
         if label in seen:
             raise MarketSimError(f"mechanism {label!r} is given twice")
         seen.add(label)
+    return specs, built, labels
+
+
+def _check_baseline(baseline, labels) -> str:
     if baseline is None:
-        baseline = labels[0]
+        return labels[0]
     if baseline not in labels:
         raise MarketSimError(
             f"baseline {baseline!r} is not among the mechanisms compared ({', '.join(labels)})"
         )
+    return baseline
 
-    rows, market_rows, paired_rows = [], [], []
-    for m in sizes:
-        # common random numbers: one set of markets, seeds and audit seed for all
-        costs = np.array([dist.sample(m, rng) for _ in range(n_markets)])
-        seeds = rng.integers(2**63, size=n_markets)
-        audit_seed = int(rng.integers(2**63))
-        psi = dist.virtual_cost(costs)
-        per: dict[str, dict] = {}
-        for label, mech in zip(labels, built[m], strict=True):
-            t0 = time.perf_counter()
-            obj, loss, pay, bought = (np.empty(n_markets) for _ in range(4))
-            for k in range(n_markets):
-                out = mech.run(costs[k], np.random.default_rng(int(seeds[k])))
-                obj[k] = objective(out.eps, out.payments, mu=mu, sigma=sigma, gamma=gamma)
-                loss[k] = proxy_loss_of_eps(out.eps, psi[k], mu=mu, sigma=sigma, gamma=gamma)
-                pay[k] = float(np.sum(out.payments))
-                bought[k] = int(np.count_nonzero(out.eps > 0))
-            verdicts: dict[str, object] = dict(
-                max_gain=math.nan, ir_violations=math.nan, ic="not_audited", ir="not_audited"
-            )
-            if audit:
-                res = auditing.audit(
-                    mech,
-                    dist,
-                    m,
-                    n_markets,
-                    np.random.default_rng(audit_seed),
-                    costs=costs,
-                    n_grid=n_grid,
-                    n_random=n_random,
-                    refine=refine,
-                    refine_iter=refine_iter,
-                    progress=f"audit {label}" if progress else False,
-                )
-                s = res.summary
-                verdicts = dict(
-                    max_gain=s["max_gain"],
-                    ir_violations=s["ir_violations"],
-                    ic=s["verdict"],
-                    ir=s["ir_verdict"],
-                )
-            seconds = time.perf_counter() - t0
-            per[label] = dict(objective=obj, proxy_loss=loss, payment=pay)
-            market_rows.append(
-                pd.DataFrame(
-                    {
-                        "n_sellers": m,
-                        "market": np.arange(n_markets),
-                        "mechanism": label,
-                        "objective": obj,
-                        "proxy_loss": loss,
-                        "payment": pay,
-                        "n_bought": bought,
-                    }
-                )
-            )
-            o, lo, hi = t_interval(obj)
-            p, plo, phi = t_interval(pay)
-            dl, dlo, dhi = t_interval(obj - gamma * pay)  # the data terms of Eq. 11
-            finite = obj[np.isfinite(obj)]
-            rows.append(
-                {
-                    "n_sellers": m,
-                    "mechanism": label,
-                    "objective_mean": o,
-                    "objective_ci_low": lo,
-                    "objective_ci_high": hi,
-                    "n_empty": int(n_markets - finite.size),
-                    "objective_mean_bought": float(finite.mean()) if finite.size else math.nan,
-                    "proxy_loss_mean": t_interval(loss)[0],
-                    "data_loss_mean": dl,
-                    "data_loss_ci_low": dlo,
-                    "data_loss_ci_high": dhi,
-                    "payment_mean": p,
-                    "payment_ci_low": plo,
-                    "payment_ci_high": phi,
-                    "n_bought_mean": float(bought.mean()),
-                    **verdicts,
-                    "seconds": seconds,
-                    "eq11_minimiser": _minimises_eq11(mech, mu, sigma, gamma),
-                }
-            )
-        base = per[baseline]
-        for label in labels:
-            paired_rows.append(
-                {"n_sellers": m, "mechanism": label, "baseline": baseline}
-                | _paired(per[label], base, "objective")
-                | _paired(per[label], base, "payment")
-            )
+
+@dataclass(frozen=True)
+class _Markets:
+    """The markets every mechanism faces (common random numbers): costs (K, m), each
+    market's data, virtual costs under each seller's own law, outcome seeds, audit seed."""
+
+    costs: np.ndarray
+    data: list
+    psi: np.ndarray
+    seeds: np.ndarray
+    audit_seed: int
+
+
+def _draw_markets(pop: Population, n_markets: int, rng) -> _Markets:
+    """``n_markets`` markets of ``pop`` (for one class without data: the very draws of
+    ``law.sample(m, rng)``), then the outcome seeds and the audit seed."""
+    drawn = [pop.sample(rng) for _ in range(n_markets)]
+    costs = np.array([mk.costs for mk in drawn])
+    seeds = rng.integers(2**63, size=n_markets)
+    audit_seed = int(rng.integers(2**63))
+    if pop.n_classes == 1:
+        psi = pop.laws[0].virtual_cost(costs)
+    else:
+        psi = np.array([pop.seller_laws.virtual_cost(c) for c in costs])
+    return _Markets(costs, [mk.data for mk in drawn], psi, seeds, audit_seed)
+
+
+def _score_markets(mech, markets: _Markets, pop: Population, mu, sigma, gamma) -> dict:
+    """Each market's objective, proxy loss (Eq. 11 with each seller's own psi_i),
+    payment, number bought, and with several classes each class's part of them."""
+    K = markets.costs.shape[0]
+    obj, loss, pay, bought = (np.empty(K) for _ in range(4))
+    classes = pop.n_classes if pop.n_classes > 1 else 0
+    by_class = {k: np.empty((K, classes)) for k in ("objective", "payment", "n_bought")}
+    for k in range(K):
+        run = mech if markets.data[k] is None else mech.with_data(*markets.data[k])
+        out = run.run(markets.costs[k], np.random.default_rng(int(markets.seeds[k])))
+        obj[k] = objective(out.eps, out.payments, mu=mu, sigma=sigma, gamma=gamma)
+        loss[k] = proxy_loss_of_eps(out.eps, markets.psi[k], mu=mu, sigma=sigma, gamma=gamma)
+        pay[k] = float(np.sum(out.payments))
+        bought[k] = int(np.count_nonzero(out.eps > 0))
+        if classes:
+            parts = _class_parts(out, pop.group, classes, obj[k] - gamma * pay[k], gamma)
+            for key, v in parts.items():
+                by_class[key][k] = v
+    scores = dict(objective=obj, proxy_loss=loss, payment=pay, n_bought=bought)
+    return scores | ({"class": by_class} if classes else {})
+
+
+def _class_parts(out, group, classes: int, data_loss: float, gamma: float) -> dict:
+    """Class j's part of a market's objective: its share of the eps bought times the data
+    terms of Eq. 11, plus gamma times its payments (the parts add up to the objective;
+    all inf when nothing is bought); its payments and number bought."""
+    eps_j = np.bincount(group, weights=out.eps, minlength=classes)
+    pay_j = np.bincount(group, weights=out.payments, minlength=classes)
+    total = eps_j.sum()
+    share = eps_j / total if total > 0 else np.full(classes, math.inf)
+    with np.errstate(invalid="ignore"):
+        part = np.where(np.isfinite(data_loss), share * data_loss, math.inf) + gamma * pay_j
+    n_j = np.bincount(group, weights=out.eps > 0, minlength=classes)
+    return dict(objective=part, payment=pay_j, n_bought=n_j)
+
+
+def _audit_on_markets(mech, markets: _Markets, pop: Population, label, search, progress):
+    """The audit's verdicts on these very markets (the costs given, one audit seed for
+    every mechanism).  A data-needing mechanism is not audited here: the audit draws
+    costs only."""
+    from . import auditing
+
+    if getattr(mech, "needs_data", False):
+        return dict(_NOT_AUDITED)
+    K, m = markets.costs.shape
+    res = auditing.audit(
+        mech,
+        _report_range(pop),
+        m,
+        K,
+        np.random.default_rng(markets.audit_seed),
+        costs=markets.costs,
+        progress=f"audit {label}" if progress else False,
+        **search,
+    )
+    s = res.summary
+    return dict(
+        max_gain=s["max_gain"], ir_violations=s["ir_violations"], ic=s["verdict"],
+        ir=s["ir_verdict"],
+    )  # fmt: skip
+
+
+def _report_range(pop: Population):
+    """The law whose support the audit searches: the one law, else the pooled law (the
+    hull of the classes), else a uniform law on the hull (classes with a gap)."""
+    if pop.n_classes == 1:
+        return pop.laws[0]
+    try:
+        return pop.pooled
+    except MarketSimError:
+        lo, hi = pop.seller_laws.support
+        return as_distribution(f"uniform:{lo!r}:{hi!r}")
+
+
+def _market_frame(m: int, label: str, scores: dict) -> pd.DataFrame:
+    import pandas as pd
+
+    K = scores["objective"].size
+    cols = {"n_sellers": m, "market": np.arange(K), "mechanism": label}
+    cols |= {k: scores[k] for k in ("objective", "proxy_loss", "payment", "n_bought")}
+    for key, v in scores.get("class", {}).items():
+        cols |= {f"class{j}_{key}": v[:, j] for j in range(v.shape[1])}
+    return pd.DataFrame(cols)
+
+
+def _leaderboard_row(m: int, label: str, scores: dict, gamma: float, n_markets: int) -> dict:
+    obj, pay, loss = scores["objective"], scores["payment"], scores["proxy_loss"]
+    o, lo, hi = t_interval(obj)
+    p, plo, phi = t_interval(pay)
+    dl, dlo, dhi = t_interval(obj - gamma * pay)  # the data terms of Eq. 11
+    finite = obj[np.isfinite(obj)]
+    return {
+        "n_sellers": m,
+        "mechanism": label,
+        "objective_mean": o,
+        "objective_ci_low": lo,
+        "objective_ci_high": hi,
+        "n_empty": int(n_markets - finite.size),
+        "objective_mean_bought": float(finite.mean()) if finite.size else math.nan,
+        "proxy_loss_mean": t_interval(loss)[0],
+        "data_loss_mean": dl,
+        "data_loss_ci_low": dlo,
+        "data_loss_ci_high": dhi,
+        "payment_mean": p,
+        "payment_ci_low": plo,
+        "payment_ci_high": phi,
+        "n_bought_mean": float(scores["n_bought"].mean()),
+    }
+
+
+def _class_summary(scores: dict) -> dict:
+    """Per class j: class{j}_objective_mean (with its CI), class{j}_payment_mean,
+    class{j}_n_bought_mean (nothing with one class)."""
+    out: dict[str, float] = {}
+    by = scores.get("class")
+    if not by:
+        return out
+    for j in range(by["objective"].shape[1]):
+        o, lo, hi = t_interval(by["objective"][:, j])
+        out |= {
+            f"class{j}_objective_mean": o,
+            f"class{j}_objective_ci_low": lo,
+            f"class{j}_objective_ci_high": hi,
+            f"class{j}_payment_mean": t_interval(by["payment"][:, j])[0],
+            f"class{j}_n_bought_mean": float(by["n_bought"][:, j].mean()),
+        }
+    return out
+
+
+def _paired_rows(m: int, per: dict, labels, baseline) -> list[dict]:
+    base = per[baseline]
+    return [
+        {"n_sellers": m, "mechanism": label, "baseline": baseline}
+        | _paired(per[label], base, "objective")
+        | _paired(per[label], base, "payment")
+        for label in labels
+    ]
+
+
+def _settings(labels, specs, populations, n_markets, baseline, ctx, audit, search, seed):
+    pops = list(populations.values())
+    one = pops[0]
+    plain = all(p.is_plain for p in pops)
+    settings = {
+        "mechanisms": labels,
+        "specs": [s if isinstance(s, str) else mechanism_name(s) for s in specs],
+        "dist": one.laws[0].spec if plain else one.spec,
+        "n_sellers": list(populations),
+        "n_markets": n_markets,
+        "baseline": baseline,
+        **ctx,
+        "audit": bool(audit),
+        "audit_search": dict(search),
+        "confidence": LEVEL,
+        "ci_method": "Student t over markets; paired t for differences",
+        "seed": seed,  # an integer rng; the CLI records its --seed here
+    }
+    if not plain:
+        settings["population"] = one.spec
+        settings["classes"] = [f"{c.count}*{c.law.spec}" for c in one.classes]
+    return settings
+
+
+def _result(rows, paired_rows, market_rows, baseline, settings) -> CompareResult:
+    import pandas as pd
+
     lb = pd.DataFrame(rows)
     paired = pd.DataFrame(paired_rows)
     lb = lb.merge(
@@ -411,25 +575,6 @@ def compare(
     )
     lb = _rank(lb)
     paired = paired[paired["mechanism"] != baseline].reset_index(drop=True)
-    settings = {
-        "mechanisms": labels,
-        "specs": [s if isinstance(s, str) else mechanism_name(s) for s in specs],
-        "dist": dist.spec,
-        "n_sellers": sizes,
-        "n_markets": n_markets,
-        "baseline": baseline,
-        "mu": mu,
-        "sigma": sigma,
-        "gamma": gamma,
-        "privacy": privacy,
-        "audit": bool(audit),
-        "audit_search": dict(
-            n_grid=n_grid, n_random=n_random, refine=refine, refine_iter=refine_iter
-        ),  # fmt: skip
-        "confidence": LEVEL,
-        "ci_method": "Student t over markets; paired t for differences",
-        "seed": seed,  # an integer rng; the CLI records its --seed here
-    }
     return CompareResult(lb, paired, pd.concat(market_rows, ignore_index=True), settings)
 
 
