@@ -139,6 +139,8 @@ class CompareResult:
         parts = []
         for m, lb in self.leaderboard.groupby("n_sellers", sort=True):
             parts.append(_table(lb, int(m), self.settings))
+            if "classes" in self.settings:
+                parts.append(_class_table(lb, self.settings))
         return "\n\n".join(parts)
 
 
@@ -188,6 +190,25 @@ def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
         "IC rank: rank among the mechanisms audited IC and IR."
     )
     return note + "\n\n" + "\n".join(rows).rstrip()
+
+
+def _class_table(lb: pd.DataFrame, s: dict) -> str:
+    """Per class (a population's): each mechanism's part of the objective (its share of
+    the eps bought times the data terms, plus gamma times its payments; the parts add
+    up to the objective), its payments and the number bought, means over the markets."""
+    rows = [
+        "| mechanism | class | objective part (95% CI) | payment | bought |",
+        "|---|---|---|---|---|",
+    ]
+    for _, r in lb.iterrows():
+        for j, cls in enumerate(s["classes"]):
+            rows.append(
+                f"| {r['mechanism']} | {j}: {cls} | {_num(r[f'class{j}_objective_mean'])} "
+                f"{_ci(r[f'class{j}_objective_ci_low'], r[f'class{j}_objective_ci_high'])} "
+                f"| {_num(r[f'class{j}_payment_mean'])} | {_num(r[f'class{j}_n_bought_mean'])} |"
+            )
+    note = f"By class of {s['population']}: means over the same markets."
+    return note + "\n\n" + "\n".join(rows)
 
 
 def _theory(lb: pd.DataFrame) -> str:
