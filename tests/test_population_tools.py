@@ -102,6 +102,13 @@ def test_two_classes_of_one_law_pay_as_that_law():
         b = offline_payments(c, laws, **PARAMS, k=k)
         assert np.array_equal(a[0], b[0])
         np.testing.assert_allclose(a[1], b[1], rtol=1e-14, atol=1e-16)
+    # online: the class-weighted fluid rule (another code path) finds the law's cut-off
+    for gamma in (1.0, 0.05):
+        one = OnlineMechanism(d, 15, mu=1.0, sigma=1.0, gamma=gamma)
+        two = OnlineMechanism(laws, 15, mu=1.0, sigma=1.0, gamma=gamma)
+        assert two.cutoff == pytest.approx(one.cutoff, rel=1e-10)
+        assert two.scale == pytest.approx(one.scale, rel=1e-9)
+        np.testing.assert_allclose(two.run(c).payments, one.run(c).payments, rtol=1e-9)
 
 
 def test_online_per_seller_payments_integrate_to_each_own_top():
@@ -223,7 +230,7 @@ def test_market_model_runs_data_dependent_on_the_population_alone():
     pop = Population([("uniform:0:1", 8)], data="synthetic", rho=-0.5, on="label_noise", n_test=50)
     model = MarketModel(
         population=pop,
-        mechanism="data-dependent",
+        mechanism="data-dependent:n_nodes=3",
         rounds=1,
         measure_regret=False,
         gamma=0.05,
@@ -250,4 +257,64 @@ def test_market_model_bad_population_input_is_one_line():
     for kw, msg in cases:
         with pytest.raises(MarketSimError, match=msg) as err:
             MarketModel(**kw)
+        assert "\n" not in str(err.value)
+
+
+# ---- 4. compare on a population -------------------------------------------------------
+def test_compare_runs_every_mechanism_on_the_populations_markets():
+    """The markets are pop.sample(rng) one after another (re-drawn here and re-run
+    independently: the same objectives); each class's parts add up to the market's
+    objective and payments; the per-class table is printed."""
+    from market_sim.comparison import compare, objective
+
+    res = compare(["offline", "online", "posted-price"], TWO, None, 3, 7, audit=False, **PARAMS)
+    rng = np.random.default_rng(7)
+    markets = [TWO.sample(rng) for _ in range(3)]
+    rows = res.markets
+    for spec in ("offline", "online"):
+        mech = as_mechanism(spec, population=TWO, **PARAMS)
+        mine = rows[rows["mechanism"] == spec].sort_values("market")
+        for k, mk in enumerate(markets):
+            out = mech.run(mk.costs)
+            assert mine["objective"].iloc[k] == objective(out.eps, out.payments, **PARAMS)
+            assert mine["class1_payment"].iloc[k] == pytest.approx(out.payments[8:].sum())
+    finite = np.isfinite(rows["objective"])
+    parts = rows["class0_objective"] + rows["class1_objective"]
+    np.testing.assert_allclose(parts[finite], rows["objective"][finite], rtol=1e-12)
+    np.testing.assert_allclose(
+        rows["class0_payment"] + rows["class1_payment"], rows["payment"], rtol=1e-12, atol=1e-15
+    )
+    assert {"class0_objective_mean", "class1_payment_mean"} <= set(res.leaderboard.columns)
+    assert "By class of 8*uniform:0:1+4*uniform:1:2" in res.format()
+
+
+def test_compare_ranks_data_dependent_beside_offline_on_the_same_data():
+    """With data in the population, data-dependent is run with each market's own rows
+    (re-run here with with_data on the re-drawn markets: the same objective)."""
+    from market_sim.comparison import compare, objective
+
+    pop = Population([("uniform:0:1", 5)], data="synthetic", rho=-0.8, on="label_noise", n_test=20)
+    spec = "data-dependent:n_nodes=3"  # a coarse payment rule: fast, the same on both sides
+    res = compare(["offline", spec], pop, 5, 2, 3, audit=False, **PARAMS)
+    rng = np.random.default_rng(3)
+    markets = [pop.sample(rng) for _ in range(2)]
+    dd = as_mechanism(spec, population=pop, **PARAMS)
+    rows = res.markets[res.markets["mechanism"] == spec].sort_values("market")
+    for k, mk in enumerate(markets):
+        out = dd.with_data(*mk.data).run(mk.costs)
+        assert rows["objective"].iloc[k] == objective(out.eps, out.payments, **PARAMS)
+    assert set(res.leaderboard["mechanism"]) == {"offline", spec}
+
+
+def test_compare_bad_population_input_is_one_line():
+    from market_sim.comparison import compare
+
+    cases = [
+        ((["offline", "online"], TWO, 5, 2, 0), "conflicts"),
+        ((["offline", "data-dependent"], TWO, None, 2, 0), "needs the sellers' data"),
+        ((["offline", "online"], "uniform:0:1", None, 2, 0), "needs n_sellers"),
+    ]
+    for args, msg in cases:
+        with pytest.raises(MarketSimError, match=msg) as err:
+            compare(*args, audit=False)
         assert "\n" not in str(err.value)

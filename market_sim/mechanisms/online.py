@@ -171,9 +171,8 @@ class OnlineMechanism(Mechanism):
         """g(lam) = E[((lam - gamma Psi)^+)^2], w(lam) = E[(lam - gamma Psi)^+]
         (per-seller laws: the class-weighted sums)."""
         if self._classes is not None:
-            gw = [(w * np.array(one.moments(lam))) for one, w in self._classes]
-            g, w = np.sum(gw, axis=0)
-            return float(g), float(w)
+            g, w = self._class_moments(np.array([float(lam)]))
+            return float(g[0]), float(w[0])
         assert isinstance(self.dist, CostDistribution)
         top = float(self.dist.inverse_virtual_cost(np.array(lam / self.gamma)))
         return self._moments(lam, top)
@@ -250,6 +249,24 @@ class OnlineMechanism(Mechanism):
             raise MarketSimError("fluid rule: Eq. 14 in expectation has no positive root")
         return float(min(roots, key=self.expected_proxy_loss))
 
+    def _class_moments(self, lams: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """g and w at each of ``lams`` for per-seller laws: sum_j w_j E_j[...] (vectorised;
+        class j's top is the largest cost with gamma psi_j(c) <= lam)."""
+        assert self._classes is not None
+        g, w = np.zeros(lams.size), np.zeros(lams.size)
+        for one, share in self._classes:
+            d = one.dist
+            assert isinstance(d, CostDistribution)
+            lo = d.support[0]
+            top = np.asarray(d.inverse_virtual_cost(lams / self.gamma), dtype=float)
+            span = np.maximum(top - lo, 0.0)[:, None]
+            c = lo + span * _SHAPE
+            gap = np.maximum(lams[:, None] - self.gamma * d.virtual_cost(c), 0.0)
+            dens = d.pdf(c) * span * _JAC
+            g += share * np.sum(gap * gap * dens, axis=1)
+            w += share * np.sum(gap * dens, axis=1)
+        return g, w
+
     def _fluid_cutoff_classes(self) -> float:
         """The fluid cut-off for per-seller laws: the roots of the class-weighted Eq. 14
         in expectation (lam scanned at every class's values gamma psi_j(t) on a grid
@@ -257,9 +274,14 @@ class OnlineMechanism(Mechanism):
         assert self._classes is not None
         gam = self.gamma
 
+        def phis(lams):
+            g, w = self._class_moments(np.atleast_1d(np.asarray(lams, dtype=float)))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                v = lams - self.sigma * self.m * g / self.mu**2 - g / w
+            return np.where(w > 0, v, lams)
+
         def phi(lam):
-            g, w = self.moments(lam)
-            return lam if w <= 0 else lam - self.sigma * self.m * g / self.mu**2 - g / w
+            return float(phis(np.array([lam]))[0])
 
         laws = [one.dist for one, _ in self._classes]
         grid = [
@@ -275,7 +297,7 @@ class OnlineMechanism(Mechanism):
                 if top > 1e300:
                     raise MarketSimError("fluid rule: no cut-off found (phi stays positive)")
             lams = np.unique(np.r_[lams[np.isfinite(lams)], np.linspace(x_hi, top, 200)])
-        vals = np.array([phi(v) for v in lams])
+        vals = phis(lams)
         roots = []
         for a, b, fa, fb in zip(lams[:-1], lams[1:], vals[:-1], vals[1:], strict=True):
             if fa * fb < 0:
