@@ -571,6 +571,7 @@ def _settings(labels, specs, populations, n_markets, baseline, ctx, audit, searc
     }
     if not plain:
         settings["population"] = one.spec
+    if one.n_classes > 1:
         settings["classes"] = [f"{c.count}*{c.law.spec}" for c in one.classes]
     return settings
 

@@ -304,6 +304,7 @@ def test_compare_ranks_data_dependent_beside_offline_on_the_same_data():
         out = dd.with_data(*mk.data).run(mk.costs)
         assert rows["objective"].iloc[k] == objective(out.eps, out.payments, **PARAMS)
     assert set(res.leaderboard["mechanism"]) == {"offline", spec}
+    assert "By class" not in res.format() and spec in res.format()  # one class: no class table
 
 
 def test_compare_bad_population_input_is_one_line():
