@@ -325,6 +325,10 @@ def _spec_name(spec, strat) -> str:
 class MarketModel(mesa.Model):
     """Repeated rounds of one market.
 
+    Who sells: ``population`` (a :class:`~market_sim.population.Population` or its spec:
+    costs, and with data the rows and test rows, from ``pop.sample(model.rng)``; a
+    ``group`` column in the seller rows), or the shorthand ``n_sellers`` sellers with
+    costs from ``dist`` (default 20 on ``uniform:0:1``) and optional ``data=``.
     ``mechanism``: a registered name or spec (``"offline"``, ``"online:rule=alg3"``,
     ``"mypkg.mech:UniformPrice"``, ``"path/to/file.py:UniformPrice"``), a
     :class:`~market_sim.mechanisms.Mechanism` class or instance.
