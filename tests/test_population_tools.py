@@ -319,3 +319,32 @@ def test_compare_bad_population_input_is_one_line():
         with pytest.raises(MarketSimError, match=msg) as err:
             compare(*args, audit=False)
         assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("spec", ["offline", "online"])
+def test_market_model_with_absent_sellers_keeps_each_sellers_own_law(spec):
+    """With xi < 1 only some sellers take part; the mechanism then serves those sellers
+    with their own laws (not the first ones' laws): every participant is paid what the
+    per-seller mechanism on the participants alone pays (the online schedule is the
+    one planned for the whole population)."""
+    from market_sim.agents import MarketModel
+
+    model = MarketModel(
+        population=TWO, mechanism=spec, rounds=2, xi=0.6, seed=4, measure_regret=False, **PARAMS
+    )
+    full = as_mechanism(spec, population=TWO, **PARAMS)
+    seen_partial = False
+    while model.running:
+        model.step()
+        ids = np.flatnonzero(model.participating)
+        seen_partial |= ids.size < TWO.n_sellers and (TWO.group[ids] == 1).any()
+        alone = full.for_sellers(ids).run(model.report[ids])
+        assert np.array_equal(model.payment[ids], alone.payments)
+        laws = SellerLaws(TWO.laws, TWO.group[ids])
+        if spec == "offline":
+            assert np.array_equal(
+                alone.payments, offline_payments(model.report[ids], laws, **PARAMS)[1]
+            )
+        else:
+            assert np.array_equal(alone.eps, full.eps(model.report[ids], sellers=ids))
+    assert seen_partial

@@ -673,6 +673,8 @@ class MarketModel(mesa.Model):
             self.mechanism = self.base_mechanism.with_data(self.X[active], self.y[active])
         else:
             self.mechanism = self.base_mechanism
+        if not isinstance(active, slice):  # per-seller laws: this round's sellers'
+            self.mechanism = self.mechanism.for_sellers(active)
         if self.ledger is not None:  # this round's caps, fixed before the reports
             led, ids = self.ledger, np.arange(self.n_sellers)[active]
             self.mechanism = Budgeted(

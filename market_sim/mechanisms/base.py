@@ -154,6 +154,12 @@ class Mechanism:
         """This mechanism for sellers with data rows ``X`` and labels ``y``."""
         return self
 
+    def for_sellers(self, ids) -> Mechanism:
+        """This mechanism for the market of sellers ``ids`` alone (those taking part in a
+        round): a mechanism with per-seller laws keeps those sellers' laws, in that order;
+        any other is itself."""
+        return self
+
     # ---- the mechanism --------------------------------------------------------------
     def outcome(self, reports: np.ndarray, rng: np.random.Generator | None = None):
         """eps and payments for every report (an :class:`Outcome` or a pair)."""

@@ -73,6 +73,11 @@ class _OfflineAllocation(Mechanism):
     def params(self) -> dict:
         return dict(mu=self.mu, sigma=self.sigma, gamma=self.gamma, k=self.k)
 
+    def for_sellers(self, ids) -> _OfflineAllocation:
+        if not isinstance(self.dist, SellerLaws):
+            return self
+        return replace(self, dist=SellerLaws(self.dist.laws, self.dist.group[np.asarray(ids)]))
+
     def curves(self, reports):
         """Every seller's eps and Myerson payment as functions of its own report, the
         others at ``reports`` (built lazily per seller; see ``OfflineCurves``).  The

@@ -34,6 +34,7 @@ A report outside a seller's own support is read as its nearest end (as offline).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -350,6 +351,18 @@ class OnlineMechanism(Mechanism):
         np.maximum(x, 0.0, out=x)
         x *= self.scale
         return x
+
+    def for_sellers(self, ids) -> OnlineMechanism:
+        """Per-seller laws: the same schedule (cut-off and scale, planned in advance),
+        answering sellers ``ids``."""
+        if self._classes is None:
+            return self
+        assert isinstance(self.dist, SellerLaws) and isinstance(self.threshold_cost, np.ndarray)
+        ids = np.asarray(ids, dtype=int)
+        sub = copy.copy(self)
+        sub.dist = SellerLaws(self.dist.laws, self.dist.group[ids])
+        sub.threshold_cost = self.threshold_cost[ids]
+        return sub
 
     def outcome(self, reports, rng=None) -> Outcome:
         eps, pay = self._eps_and_payments(reports)
