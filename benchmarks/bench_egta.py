@@ -25,27 +25,21 @@ from bench_offline import best_time  # noqa: E402
 
 from market_sim.agents import MarketModel, as_strategy
 from market_sim.distributions import parse_distribution
-from market_sim.egta import _compositions, _Pairs, dpr_profile, egta
+from market_sim.egta import _dpr_plan, _Pairs, _runs, _sample_markets, _seeds, egta, seat_layout
+from market_sim.population import as_population
 
 DIST = parse_distribution("uniform:1:5")
 
 
 def _bare(mech, strategies, n, players, samples, rounds, seed):
     built = [as_strategy(s) for s in strategies]
-    S = len(strategies)
-    jobs = set()
-    for p in _compositions(players, S):
-        for s in np.flatnonzero(p):
-            others = dpr_profile(p, int(s), n, players)
-            others[s] -= 1
-            jobs.add((int(s), *(int(v) for v in others)))
-    children = np.random.SeedSequence(seed).spawn(samples + 1)[:samples]
-    for dev, *others in sorted(jobs):
-        for child in children:
-            mix = _Pairs(
-                [(copy.deepcopy(built[dev]), 1 / n)]
-                + [(copy.deepcopy(b), c / n) for b, c in zip(built, others, strict=True) if c]
-            )
+    _, dev, full, _ = _dpr_plan(len(strategies), n, players)
+    seeds, _, seats, cost_seeds = _seeds(seed, None, samples, n)
+    markets = _sample_markets(as_population(DIST, n), seats, cost_seeds)
+    for d, counts in zip(dev, full, strict=True):
+        for child, market in zip(seeds, markets, strict=True):
+            runs = _runs(seat_layout(int(d), counts, market.seats))
+            mix = _Pairs([(copy.deepcopy(built[d if s < 0 else s]), c / n) for s, c in runs])
             model = MarketModel(
                 n,
                 dist=DIST,
@@ -56,6 +50,7 @@ def _bare(mech, strategies, n, players, samples, rounds, seed):
                 measure_regret=False,
                 agent_views=False,
             )
+            model.cost[:] = model.report[:] = model.reports[:] = market.costs
             while model.running:
                 model.step()
 

@@ -11,27 +11,29 @@ table is estimated from seeded simulations and the meta-game's equilibria
 deviation-preserving reduction (DPR; Wiedenbeck & Wellman 2012) keeps
 ``players`` = n reduced players: the payoff of strategy s in reduced profile
 ``p`` (counts summing to n) is its payoff in the full N-seller profile where one
-seller plays s and the other N - 1 are split as ``p - e_s`` scaled by
-(N - 1)/(n - 1) (rounded by largest remainders when that is not an integer).
-A single seller's deviation in the reduced game is therefore one seller's
-deviation in the full market, and payoffs linear in the others' counts are
-reproduced exactly.  ``players = n_sellers`` is the full game.
+seller plays s and the other N - 1 are split as o* = (p - e_s) (N - 1)/(n - 1).
+When o* is not integer (e.g. N = 20, n = 4: 19/3 sellers per reduced player) the
+payoff is interpolated: o* is a convex combination of integer splits of N - 1
+(:func:`dpr_support`), each simulated, and their payoffs are averaged with its
+weights.  A payoff linear in the others' counts is then reproduced exactly, as with
+an integer ratio (``reduction`` says which: ``exact`` or ``interpolated``).
+``players = n_sellers`` is the full game.
 
-**Payoffs (a paired design).**  The reduced player whose payoff is wanted is
-seller 0, a group of its own; the other N - 1 sellers follow in a fixed
-strategy order.  Each needed (strategy of seller 0, split of the others) is
-simulated ``samples`` times, and sample k uses the same seed in every profile
-(common random numbers: the same cost draws, the same seller 0).  Two profiles
-that share the others therefore differ in seller 0's strategy alone, and every
-payoff difference that regret and replicator dynamics use (u_s - u_t against the
-same others) is a paired comparison: on U[1,5] costs with 20 sellers under the
-offline mechanism, the sd of a single seller's utility is 0.039 and that of the
-paired truthful-minus-shade difference 0.012, so ~10x fewer samples resolve the
-same gain.  The payoff of s in a sample is seller 0's mean utility per round over
-the last ``last_rounds`` rounds (default: all ``rounds``; 0 in a round it sat
-out); the table entry is its mean over the samples.  Strategies are per-seller
-policies: a group strategy (``collusion``) coordinates only the sellers of one
-group.
+**Payoffs (a paired design, every seat).**  The reduced player whose payoff is
+wanted is the *deviator*, a group of its own; the other N - 1 sellers are roles in a
+fixed strategy order.  Sample k draws a seating (a random permutation of the seller
+indices, the deviator's seat running through a random start + k mod N) and a seed,
+and uses both in every market (common random numbers: the same seats, the same cost
+draws, the same deviator's seat).  Two markets that share the others therefore
+differ in the deviator's strategy alone, and every payoff difference that regret and
+replicator dynamics use (u_s - u_t against the same others) is a paired comparison.
+No seat is favoured by mechanisms that break ties by index: over the samples the
+deviator sits in every seat equally often (exactly, when ``samples`` is a multiple
+of N) and the others in a uniformly random order.  The payoff of s in a sample is
+the deviator's mean utility per round over the last ``last_rounds`` rounds (default:
+all ``rounds``; 0 in a round it sat out); the table entry is its mean over the
+samples.  Strategies are per-seller policies: a group strategy (``collusion``)
+coordinates only the sellers of one run of adjacent seats.
 
 **Equilibria.**  Discrete replicator dynamics
 x_s <- x_s f_s(x) / sum_t x_t f_t(x), with f = 1 + (u - u_min)/(u_max - u_min)
@@ -42,10 +44,14 @@ pure profiles are checked too.  u_s(x) is the expected reduced-game payoff of s
 when the other n - 1 players draw from x (multinomial).  A mixture's regret is
 max_s u_s(x) - sum_s x_s u_s(x) (>= 0; 0 exactly at a Nash equilibrium).
 Candidates with regret <= ``regret_tol`` x (payoff range) are kept and
-deduplicated; when none qualifies the least-regret one is reported.  The regret's
-confidence interval is a percentile bootstrap: resample the seeds (with
-replacement, jointly across profiles), recompute the payoff table and the regret
-of the same mixture.
+deduplicated; when none qualifies the least-regret one is reported.
+
+**Regret intervals.**  The bootstrap resamples the seeds (with replacement, jointly
+across profiles).  An estimated equilibrium's interval is one-sided, [0, q]
+(:func:`equilibrium_regret_bounds`): q is the 95% quantile of the regret, in the
+estimated game, of each replicate's own equilibrium.  ``regret_ci(mixture)`` of a
+mixture fixed in advance (a pure profile) is the percentile interval of that
+mixture's regret under the replicates.
 """
 
 from __future__ import annotations
@@ -57,14 +63,13 @@ import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import factorial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .distributions import as_distribution
 from .errors import MarketSimError
 from .files import atomic_write, save_png
 from .parameters import check_int
@@ -77,8 +82,11 @@ __all__ = [
     "Equilibrium",
     "EgtaResult",
     "egta",
-    "dpr_profile",
+    "dpr_support",
+    "dpr_exact",
     "dpr_game",
+    "equilibrium_regret_bounds",
+    "seat_layout",
     "find_equilibria",
     "replicator_dynamics",
 ]
@@ -187,24 +195,33 @@ class SymmetricGame:
 
 
 # ---- the deviation-preserving reduction ----------------------------------------------
-def dpr_profile(reduced, s: int, n_sellers: int, players: int) -> np.ndarray:
-    """The full profile (counts of ``n_sellers``) that gives strategy ``s`` its payoff in
-    the reduced profile ``reduced`` (counts of ``players``): one seller plays s, the
-    others are ``reduced - e_s`` scaled by (N - 1)/(n - 1), rounded by largest
-    remainders (ties to the earlier strategy) when not an integer."""
+def dpr_support(reduced, s: int, n_sellers: int, players: int) -> tuple[np.ndarray, np.ndarray]:
+    """(weights (J,), full profiles (J x S)) whose weighted mean is the DPR's full profile
+    for strategy ``s`` in the reduced profile ``reduced``: one seller plays s, the others
+    are o* = (reduced - e_s) (N - 1)/(n - 1).  When o* is not integer it is written as a
+    convex combination of integer splits of N - 1 (systematic rounding of its fractional
+    parts: unit u + j of j = 0..r-1 goes to the strategy whose cumulative fraction covers
+    it, u uniform on [0, 1); the weights are the lengths of the u-cells), so a payoff
+    linear in the others' counts is reproduced exactly."""
     p = np.asarray(reduced, dtype=np.int64)
     if p[s] < 1:
         raise MarketSimError(f"strategy {s} is not played in the reduced profile {p.tolist()}")
     others = p.copy()
     others[s] -= 1
-    exact = others * (n_sellers - 1) / (players - 1)
-    full = np.floor(exact + 1e-9).astype(np.int64)
-    short = (n_sellers - 1) - int(full.sum())
-    if short > 0:
-        order = np.argsort(-(exact - full), kind="stable")
-        full[order[:short]] += 1
-    full[s] += 1
-    return full
+    D = players - 1
+    whole, rem = np.divmod(others * (n_sellers - 1), D)  # o* = whole + rem / D
+    cum = np.concatenate([[0], np.cumsum(rem)])  # cumulative fractions, in units of 1/D
+    u = np.arange(D)[:, None] + 0.5  # one u per cell [t, t + 1) of length 1/D
+    units = np.ceil((cum[None, 1:] - u) / D) - np.ceil((cum[None, :-1] - u) / D)
+    rows, counts = np.unique(units.astype(np.int64), axis=0, return_counts=True)
+    full = rows + whole
+    full[:, s] += 1
+    return counts / D, full
+
+
+def dpr_exact(n_sellers: int, players: int) -> bool:
+    """Whether (N - 1)/(n - 1) is an integer (every DPR profile is one integer split)."""
+    return players >= 2 and (n_sellers - 1) % (players - 1) == 0
 
 
 def dpr_game(
@@ -214,15 +231,38 @@ def dpr_game(
     payoff: Callable[[np.ndarray], Sequence],
 ) -> SymmetricGame:
     """The DPR of the full ``n_sellers``-player game with payoffs ``payoff(full counts)``
-    to a ``players``-player game."""
+    to a ``players``-player game (interpolated by :func:`dpr_support`)."""
     S = len(strategies)
     profiles = _compositions(int(players), S)
     pay = np.full(profiles.shape, np.nan)
     for i, p in enumerate(profiles):
         for j in np.flatnonzero(p):
             s = int(j)
-            pay[i, s] = float(np.asarray(payoff(dpr_profile(p, s, n_sellers, players)))[s])
+            w, full = dpr_support(p, s, n_sellers, players)
+            pay[i, s] = sum(
+                wk * float(np.asarray(payoff(f))[s]) for wk, f in zip(w, full, strict=True)
+            )
     return SymmetricGame(tuple(strategies), int(players), profiles, pay)
+
+
+def _dpr_plan(S: int, n_sellers: int, players: int):
+    """The reduced profiles (P x S); the markets to simulate, as the deviator's strategy
+    (F,) and the full profiles (F x S, the deviator included); and the weights
+    (P x S x F) that make each reduced payoff from the deviators' payoffs there."""
+    reduced = _compositions(players, S)
+    index: dict[tuple, int] = {}  # (deviator's strategy, full counts) -> row
+    entries = []
+    for i, p in enumerate(reduced):
+        for j in np.flatnonzero(p):
+            w, full = dpr_support(p, int(j), n_sellers, players)
+            for wk, f in zip(w, full, strict=True):
+                f_row = index.setdefault((int(j), *(int(v) for v in f)), len(index))
+                entries.append((i, int(j), f_row, float(wk)))
+    weights = np.zeros((reduced.shape[0], S, len(index)))
+    for row, strat, f_row, wk in entries:
+        weights[row, strat, f_row] += wk
+    keys = np.array(list(index), dtype=np.int64).reshape(-1, S + 1)
+    return reduced, keys[:, 0], keys[:, 1:], weights
 
 
 # ---- equilibria ---------------------------------------------------------------------------
@@ -289,11 +329,91 @@ def find_equilibria(
     return out
 
 
+# ---- regret intervals -----------------------------------------------------------------------
+def _dev_rows(game: SymmetricGame) -> np.ndarray:
+    """(S x K): the profile row where a player of s meets the others' profile k."""
+    index = {tuple(int(v) for v in row): i for i, row in enumerate(game.profiles)}
+    S = len(game.strategies)
+    return np.array(
+        [
+            [index[tuple(int(v) for v in o + np.eye(S, dtype=np.int64)[s])] for o in game._others]
+            for s in range(S)
+        ]
+    )
+
+
+def _table_regrets(game: SymmetricGame, tables: np.ndarray, xs: np.ndarray) -> np.ndarray:
+    """Regret of mixture xs[b] under payoff table tables[b] (B x P x S), for every b."""
+    S = len(game.strategies)
+    dev = tables[:, _dev_rows(game), np.arange(S)[:, None]]  # (B, S, K)
+    u = np.einsum("bsk,bk->bs", dev, game._others_prob(xs))
+    return np.maximum(u.max(axis=1) - np.sum(xs * u, axis=1), 0.0)
+
+
+def _boot_regrets(game: SymmetricGame, tables: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Regret of the fixed mixture x under each bootstrap payoff table (B x P x S)."""
+    return _table_regrets(
+        game, tables, np.broadcast_to(game._mix(x), (tables.shape[0], len(game.strategies)))
+    )
+
+
+def _replicate_equilibria(
+    game: SymmetricGame, tables: np.ndarray, starts, *, max_iter: int = 5000, tol: float = 1e-9
+) -> np.ndarray:
+    """Each table's own equilibrium near its start (B x S): replicator dynamics on
+    tables[b] (payoffs rescaled to [1, 2] per table) from starts[b] nudged 1e-6 into the
+    interior, shares below 1e-4 then set to 0, as in :func:`find_equilibria`."""
+    S = len(game.strategies)
+    dev = tables[:, _dev_rows(game), np.arange(S)[:, None]]  # (B, S, K)
+    lo = np.nanmin(dev, axis=(1, 2), keepdims=True)
+    span = np.nanmax(dev, axis=(1, 2), keepdims=True) - lo
+    fit = 1.0 + (dev - lo) / np.where(span > 0, span, 1.0)
+    y = np.broadcast_to((1 - 1e-6) * game._mix(starts) + 1e-6 / S, (tables.shape[0], S)).copy()
+    for _ in range(max_iter):
+        new = y * np.einsum("bsk,bk->bs", fit, game._others_prob(y))
+        new /= new.sum(axis=1, keepdims=True)
+        done = np.max(np.abs(new - y)) < tol
+        y = new
+        if done:
+            break
+    y = np.where(y < 1e-4, 0.0, y)
+    return y / y.sum(axis=1, keepdims=True)
+
+
+def equilibrium_regret_bounds(
+    game: SymmetricGame,
+    estimates: np.ndarray,
+    tables: np.ndarray,
+    equilibria: np.ndarray,
+    level: float = 0.95,
+) -> np.ndarray:
+    """Upper ends q_r of one-sided intervals [0, q_r] for the true regret of equilibria[r],
+    an equilibrium of the payoff table estimates[r] (R x P x S, a mean over seeds), from
+    its bootstrap replicates tables[r] (R x B x P x S: seeds resampled).
+
+    An estimated equilibrium has regret 0 in its own table by construction, so the regret
+    of the same mixture under the replicates is biased up and its percentile interval
+    excludes the point estimate.  The bootstrap principle instead: estimates[r] plays the
+    truth and each replicate the estimate; the replicate's own equilibrium x*_b (near
+    equilibria[r]) has true regret R_b = regret of x*_b in estimates[r], and q_r is the
+    ``level`` quantile of the R_b.  The replicates are convex combinations of the seeds'
+    payoffs, so a strategy that does at least as well as another in every seed does so
+    in every replicate (a dominant strategy keeps the interval [0, 0])."""
+    R, B = tables.shape[:2]
+    centre = estimates[:, None]
+    boot = tables.reshape(R * B, *tables.shape[2:])
+    own = _replicate_equilibria(game, boot, np.repeat(equilibria, B, axis=0))
+    truth = np.broadcast_to(centre, tables.shape).reshape(boot.shape)
+    regrets = _table_regrets(game, truth, own).reshape(R, B)
+    return np.quantile(regrets, level, axis=1)
+
+
 # ---- results --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Equilibrium:
     """A symmetric mixed equilibrium of the meta-game: population shares, the regret
-    of that mixture and its bootstrap interval."""
+    of that mixture and a one-sided bootstrap interval [0, q] of its true regret
+    (:func:`equilibrium_regret_bounds`)."""
 
     mixture: dict[str, float]
     regret: float
@@ -312,10 +432,11 @@ class EgtaResult:
     """The estimated meta-game and its equilibria.
 
     ``game``: the reduced game with mean payoffs; ``full_profiles`` (F x S): the
-    simulated N-seller profiles (counts, the deviator included); ``deviator`` (F,):
-    the strategy of seller 0, the deviator, in each; ``sample_payoffs`` (F x samples):
-    per seed, the deviator's mean utility per round; ``reduced_to_full`` (P x S): the
-    row behind each reduced payoff (-1 where the strategy is not played)."""
+    simulated N-seller profiles (counts, the deviator included); ``deviator`` (F,): the
+    deviator's strategy in each; ``sample_payoffs`` (F x samples): per seed, the
+    deviator's mean utility per round; ``weights`` (P x S x F): the DPR's weights of the
+    markets behind each reduced payoff; ``seats`` (samples x N): seed k's seating, role
+    r (0: the deviator, then the others in strategy order) at seat seats[k, r]."""
 
     mechanism: str
     dist: str
@@ -329,13 +450,35 @@ class EgtaResult:
     full_profiles: np.ndarray
     deviator: np.ndarray
     sample_payoffs: np.ndarray
-    reduced_to_full: np.ndarray
+    weights: np.ndarray
+    seats: np.ndarray
     equilibria: tuple[Equilibrium, ...]
     n_boot: int
     boot_seed: int
     seconds: float
     seed: int | None = None
     context: dict = field(default_factory=dict)
+    population: str = ""
+    class_laws: tuple[str, ...] = ()
+    deviator_class: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    @property
+    def reduction(self) -> str:
+        """How the DPR's full profiles are made: ``exact`` ((N - 1)/(n - 1) an integer)
+        or ``interpolated`` (between the integer splits around it; exact on games
+        linear in the counts)."""
+        return "exact" if dpr_exact(self.n_sellers, self.players) else "interpolated"
+
+    def _reduced(self, per_profile: np.ndarray) -> np.ndarray:
+        return _reduce(self.weights, self.game.profiles, per_profile)
+
+    def class_payoffs(self) -> np.ndarray:
+        """Payoff tables per class of sellers (C x P x S): the mean over the samples whose
+        deviator sat in a seat of that class (class g's seats are its share of the N)."""
+        per_seed = self._reduced(self.sample_payoffs.T)  # (K, P, S)
+        return np.array(
+            [per_seed[self.deviator_class == g].mean(axis=0) for g in range(len(self.class_laws))]
+        )
 
     # -- bootstrap --------------------------------------------------------------------
     def _boot_games(self, n_boot: int, seed: int) -> np.ndarray:
@@ -344,11 +487,7 @@ class EgtaResult:
         rng = np.random.default_rng(seed)
         w = rng.multinomial(K, np.full(K, 1.0 / K), size=n_boot) / K  # (B, K)
         means = w @ self.sample_payoffs.T  # (B, F)
-        P, S = self.reduced_to_full.shape
-        out = np.full((n_boot, P, S), np.nan)
-        played = self.reduced_to_full >= 0
-        out[:, played] = means[:, self.reduced_to_full[played]]
-        return out
+        return self._reduced(means)
 
     def _as_vector(self, mixture) -> np.ndarray:
         if isinstance(mixture, Mapping):
@@ -365,7 +504,8 @@ class EgtaResult:
     def regret_ci(
         self, mixture, *, level: float = 0.95, n_boot: int | None = None
     ) -> tuple[float, float]:
-        """Percentile bootstrap interval of the mixture's regret (seeds resampled)."""
+        """Percentile bootstrap interval of the regret of a mixture fixed in advance (seeds
+        resampled); an estimated equilibrium's interval is its ``Equilibrium.regret_ci``."""
         x = self.game._mix(self._as_vector(mixture))
         tables = self._boot_games(n_boot or self.n_boot, self.boot_seed)
         r = _boot_regrets(self.game, tables, x)
@@ -377,11 +517,13 @@ class EgtaResult:
         """One row per reduced profile and played strategy (payoffs.csv)."""
         import pandas as pd
 
+        per_seed = self._reduced(self.sample_payoffs.T)  # (K, P, S)
+        sellers = np.einsum("psf,fs->ps", self.weights, self.full_profiles)
+        by_class = self.class_payoffs() if len(self.class_laws) > 1 else None
         rows = []
         for i, p in enumerate(self.game.profiles):
             for s in np.flatnonzero(p):
-                f = self.reduced_to_full[i, s]
-                y = self.sample_payoffs[f]
+                y = per_seed[:, i, s]
                 row: dict = {"profile": i}
                 row.update(
                     {f"players[{t}]": int(c) for t, c in zip(self.strategies, p, strict=True)}
@@ -390,12 +532,15 @@ class EgtaResult:
                     {
                         "strategy": self.strategies[s],
                         "share": p[s] / self.players,
-                        "sellers": int(self.full_profiles[f, s]),
+                        "sellers": round(float(sellers[i, s]), 6),
                         "payoff": float(y.mean()),
                         "sd": float(y.std(ddof=1)) if y.size > 1 else math.nan,
                         "samples": int(y.size),
                     }
                 )
+                if by_class is not None:
+                    for g, law in enumerate(self.class_laws):
+                        row[f"payoff[class {g}: {law}]"] = float(by_class[g, i, s])
                 rows.append(row)
         return pd.DataFrame(rows)
 
@@ -403,8 +548,14 @@ class EgtaResult:
         return {
             "mechanism": self.mechanism,
             "dist": self.dist,
+            "population": self.population,
             "n_sellers": self.n_sellers,
             "players": self.players,
+            "reduction": self.reduction,
+            "others_per_reduced_player": f"{self.n_sellers - 1}/{self.players - 1}",
+            "payoff": "the deviator's mean utility per round; seats drawn per seed",
+            "equilibrium_regret_ci": "one-sided [0, q]: bootstrap at each replicate's own "
+            "equilibrium",
             "strategies": list(self.strategies),
             "samples": self.samples,
             "rounds": self.rounds,
@@ -433,43 +584,28 @@ class EgtaResult:
         return out
 
     def format(self) -> str:
+        ratio = f"(N-1)/(n-1) = {self.n_sellers - 1}/{self.players - 1}"
         lines = [
             f"mechanism     {self.mechanism}",
-            f"distribution  {self.dist}",
+            f"sellers       {self.population or self.dist} (the mechanism's law: {self.dist})",
             f"market        {self.n_sellers} sellers, {self.rounds} round(s); payoff: mean "
-            f"utility per round over the last {self.last_rounds}",
-            f"meta-game     {len(self.strategies)} strategies, DPR to {self.players} players: "
-            f"{self.full_profiles.shape[0]} profiles x {self.samples} samples "
-            f"({self.seconds:.1f} s)",
+            f"utility per round over the last {self.last_rounds} (seats drawn per seed)",
+            f"meta-game     {len(self.strategies)} strategies, DPR to {self.players} players "
+            f"({self.reduction}: {ratio}): {self.full_profiles.shape[0]} profiles x "
+            f"{self.samples} samples ({self.seconds:.1f} s)",
             "pure profiles (regret, 95% CI):",
         ]
         w = max(len(s) for s in self.strategies)
         for name, vertex in zip(self.strategies, np.eye(len(self.strategies)), strict=True):
             lo, hi = self.regret_ci(vertex)
             lines.append(f"  all {name:<{w}}  {self.regret(vertex):.4g}  [{lo:.4g}, {hi:.4g}]")
-        lines.append("equilibria (population shares; regret, 95% CI):")
+        lines.append("equilibria (population shares; regret, one-sided 95% CI):")
         for e in self.equilibria:
             mix = ", ".join(f"{k} {v:.3f}" for k, v in e.mixture.items() if v > 0)
             lines.append(
                 f"  {mix}  regret {e.regret:.3g} [{e.regret_ci[0]:.3g}, {e.regret_ci[1]:.3g}]"
             )
         return "\n".join(lines)
-
-
-def _boot_regrets(game: SymmetricGame, tables: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Regret of mixture x under each bootstrap payoff table (B x P x S)."""
-    S = len(game.strategies)
-    index = {tuple(int(v) for v in row): i for i, row in enumerate(game.profiles)}
-    prob = game._others_prob(x)  # (K,)
-    u = np.empty((tables.shape[0], S))
-    for s in range(S):
-        rows = []
-        for o in game._others:
-            r = o.copy()
-            r[s] += 1
-            rows.append(index[tuple(int(v) for v in r)])
-        u[:, s] = tables[:, rows, s] @ prob
-    return np.maximum(u.max(axis=1) - u @ x, 0.0)
 
 
 # ---- simulation -------------------------------------------------------------------------------
@@ -494,45 +630,210 @@ class _Pairs(Mapping):
         return len(self._pairs)
 
 
-def _simulate(dev, others, strategies: list, n, mechanism, dist, rounds, last, seed_seq, context):
-    """Mean utility per round of seller 0 (playing ``strategies[dev]``) over the last
-    ``last`` rounds, the others (``others``: counts of n - 1) in strategy order."""
+def seat_layout(deviator: int, full, seats: np.ndarray) -> np.ndarray:
+    """The strategy of every seat (seller index), the deviator's seat marked -1: role 0
+    is the deviator (playing ``deviator``), roles 1..N-1 the others in strategy order
+    (``full`` minus the deviator), and role r sits at seat ``seats[r]``."""
+    others = np.asarray(full, dtype=np.int64) - np.eye(len(full), dtype=np.int64)[deviator]
+    roles = np.r_[-1, np.repeat(np.arange(len(full)), others)]
+    layout = np.empty(roles.size, dtype=np.int64)
+    layout[np.asarray(seats)] = roles
+    return layout
+
+
+def _runs(layout: np.ndarray) -> list[tuple[int, int]]:
+    """(strategy, length) of the runs of equal entries along the seats."""
+    cuts = np.flatnonzero(np.diff(layout)) + 1
+    starts = np.r_[0, cuts]
+    return [
+        (int(layout[a]), int(b - a)) for a, b in zip(starts, np.r_[cuts, layout.size], strict=True)
+    ]
+
+
+def _simulate(dev, full, strategies: list, n, mechanism, dist, rounds, last, seed, market, context):
+    """The deviator's mean utility per round over the last ``last`` rounds in the market
+    of ``full`` seated by :func:`seat_layout` (``market``: this seed's seating, costs and
+    data)."""
     from .agents import MarketModel
 
-    # seller 0 is a group of its own, the others follow in a fixed order: two profiles
-    # with the same others differ in seller 0 alone.  Every group gets a fresh copy of
-    # the strategy built once from its spec (a registry look-up per market is slow).
-    mix = _Pairs(
-        [(copy.deepcopy(strategies[dev]), 1 / n)]
-        + [(copy.deepcopy(s), c / n) for s, c in zip(strategies, others, strict=True) if c > 0]
-    )
+    layout = seat_layout(dev, full, market.seats)
+    runs = _runs(layout)
+    # every run of seats (the deviator a run of its own) gets a fresh copy of its
+    # strategy, built once from its spec (a registry look-up per market is slow)
+    mix = _Pairs([(copy.deepcopy(strategies[dev if s < 0 else s]), size / n) for s, size in runs])
     model = MarketModel(
         n,
         dist=dist,
         mechanism=mechanism,
         strategy=mix,
         rounds=rounds,
-        rng=np.random.default_rng(seed_seq),
+        rng=np.random.default_rng(seed),
+        **({} if market.data is None else {"data": market.data}),
         **context,
     )
-    sizes = [g.ids.size for g in model.groups]
-    if sizes != [1, *(int(c) for c in others if c > 0)]:  # pragma: no cover - exact rounding
-        raise MarketSimError(f"egta: the market did not build the profile {list(others)}")
-    total = 0.0
+    if [g.ids.size for g in model.groups] != [size for _, size in runs]:  # pragma: no cover
+        raise MarketSimError(f"egta: the market did not build the profile {list(full)}")
+    # the population's costs replace the model's own draw (MarketModel takes one law)
+    model.cost[:] = market.costs
+    model.report[:] = model.reports[:] = market.costs
+    seat, total = int(market.seats[0]), 0.0
     first = rounds - last
     while model.running:
         model.step()
         if model.round > first:
-            total += float(model.utility[0])  # 0 when the seller sat the round out
+            total += float(model.utility[seat])  # 0 when the seller sat the round out
     return total / last
+
+
+def _check_strategies(strategies) -> tuple[str, ...]:
+    if isinstance(strategies, str) or not all(isinstance(s, str) for s in strategies):
+        raise MarketSimError("strategies must be a list of strategy specs (strings)")
+    strategies = tuple(strategies)
+    if len(strategies) < 2:
+        raise MarketSimError(f"egta needs at least 2 strategies to compare (got {len(strategies)})")
+    if len(set(strategies)) != len(strategies):
+        raise MarketSimError(f"egta: a strategy is listed twice in {list(strategies)}")
+    return strategies
+
+
+def _check_numbers(n_sellers, samples, rounds, players, last_rounds, n_boot, regret_tol):
+    n = check_int("n_sellers", n_sellers, 2)
+    samples = check_int("samples", samples, 1)
+    rounds = check_int("rounds", rounds, 1)
+    players = min(check_int("players", players, 2), n)
+    last = rounds if last_rounds is None else check_int("last_rounds", last_rounds, 1)
+    if last > rounds:
+        raise MarketSimError(f"last_rounds ({last}) exceeds rounds ({rounds})")
+    n_boot = check_int("n_boot", n_boot, 1)
+    if not (isinstance(regret_tol, (int, float)) and regret_tol >= 0):
+        raise MarketSimError(f"regret_tol must be a number >= 0 (got {regret_tol!r})")
+    return n, samples, rounds, players, last, n_boot
+
+
+def _build_mechanism(mechanism, dist, n, context, has_data: bool = False):
+    from .mechanisms.base import as_mechanism, mechanism_name
+
+    bad = sorted(set(context) & set(_RESERVED))
+    if bad:
+        raise MarketSimError(f"egta sets {', '.join(bad)} itself; do not pass it")
+    mech_context = {k: context[k] for k in ("mu", "sigma", "gamma", "privacy") if k in context}
+    mech = as_mechanism(mechanism, dist=dist, n_sellers=n, **mech_context)
+    name = mechanism if isinstance(mechanism, str) else mechanism_name(mech)
+    if getattr(mech, "needs_data", False) and "data" not in context and not has_data:
+        raise MarketSimError(
+            f"mechanism {name} needs the sellers' data: give a population with data "
+            "(e.g. 20*uniform:1:5;data=synthetic) or data= from Python"
+        )
+    return mech, name
+
+
+def _seeds(seed, rng, samples: int, n: int):
+    """Per-sample seeds of the markets, the bootstrap's seed and the seatings (samples x
+    N): a uniform random permutation of the seats per sample, its deviator's seat then
+    replaced so that the deviator's seats run through a random start + 0, 1, 2, ... mod
+    N (every seat equally often when ``samples`` is a multiple of N)."""
+    if seed is not None and rng is not None:
+        raise MarketSimError("give seed or rng, not both")
+    if rng is not None:
+        if not isinstance(rng, np.random.Generator):
+            raise MarketSimError("rng must be a numpy.random.Generator")
+        root = np.random.SeedSequence(int(rng.integers(2**63)))
+    else:
+        root = np.random.SeedSequence(seed)
+    *seeds, boot, seating = root.spawn(samples + 2)
+    cost_seeds = root.spawn(samples)
+    seat_rng = np.random.default_rng(seating)
+    seats = np.array([seat_rng.permutation(n) for _ in range(samples)]).reshape(samples, n)
+    dev_seat = (int(seat_rng.integers(n)) + np.arange(samples)) % n
+    for k in range(samples):  # swap the deviator onto its seat
+        r = int(np.flatnonzero(seats[k] == dev_seat[k])[0])
+        seats[k, [0, r]] = seats[k, [r, 0]]
+    return seeds, int(boot.generate_state(1, np.uint64)[0]), seats, cost_seeds
+
+
+@dataclass(frozen=True)
+class _SampleMarket:
+    """What sample k shares across its markets: the seating (role r at seat seats[r]),
+    every seat's cost and, with data, (X, y, X_test, y_test)."""
+
+    seats: np.ndarray
+    costs: np.ndarray
+    data: tuple | None = None
+
+
+def _sample_markets(population, seats, cost_seeds) -> list[_SampleMarket]:
+    """Per sample, one draw of the population (``pop.sample``) with its own seed."""
+    out = []
+    for seating, cs in zip(seats, cost_seeds, strict=True):
+        mk = population.sample(np.random.default_rng(cs))
+        data = None if mk.data is None else (*mk.data, *mk.test)
+        out.append(_SampleMarket(seating, mk.costs, data))
+    return out
+
+
+def _population_of(dist, n_sellers, context):
+    """The Population (``as_population``: a cost law needs ``n_sellers``; a population's
+    own count wins, a conflicting ``n_sellers`` is an error) and the law the mechanism
+    and the model believe in (the pooled law)."""
+    from .population import as_population
+
+    pop = as_population(dist, n_sellers)
+    if not pop.is_plain and context.get("new_costs_each_round"):
+        raise MarketSimError(
+            "new_costs_each_round redraws every cost from one law: with a population of "
+            "several classes or with data, each market keeps its draw (leave it out)"
+        )
+    if pop.has_data and "data" in context:
+        raise MarketSimError("give the data through the population or data=, not both")
+    return pop, pop.pooled
+
+
+def _run_markets(dev, full, built, n, mech, dist, rounds, last, seeds, markets, ctx, progress):
+    """sample_payoffs (F x samples): every market under every seed (common random
+    numbers: seed k gives every market the same costs and the same seating, so two
+    markets with the same others differ in the deviator's strategy alone)."""
+    from tqdm import tqdm
+
+    Y = np.empty((full.shape[0], len(seeds)))
+    jobs = [(f, k) for f in range(full.shape[0]) for k in range(len(seeds))]
+    for f, k in tqdm(jobs, desc="simulations", file=sys.stderr, disable=not progress):
+        Y[f, k] = _simulate(
+            int(dev[f]), full[f], built, n, mech, dist, rounds, last, seeds[k], markets[k], ctx
+        )
+    return Y
+
+
+def _reduce(weights: np.ndarray, profiles: np.ndarray, per_profile: np.ndarray) -> np.ndarray:
+    """Reduced tables (... x P x S) from the deviators' payoffs (... x F): the DPR's
+    weighted means (NaN where the strategy is not played)."""
+    out = np.einsum("psf,...f->...ps", weights, per_profile)
+    return np.where(profiles > 0, out, np.nan)
+
+
+def _with_intervals(result: EgtaResult, found) -> EgtaResult:
+    """The result with its equilibria and their one-sided regret intervals."""
+    game = result.game
+    eqs = []
+    if found:
+        tables = result._boot_games(result.n_boot, result.boot_seed)
+        xs = np.array([x for x, _ in found])
+        upper = equilibrium_regret_bounds(
+            game,
+            np.broadcast_to(game.payoffs, (len(found), *game.payoffs.shape)),
+            np.broadcast_to(tables, (len(found), *tables.shape)),
+            xs,
+        )
+        for (x, r), q in zip(found, upper, strict=True):
+            eqs.append(Equilibrium(game.mixture(x), r, (0.0, max(float(q), r))))
+    return replace(result, equilibria=tuple(eqs))
 
 
 def egta(
     mechanism,
-    dist,
-    n_sellers: int,
-    strategies: Sequence[str],
-    samples: int,
+    population,
+    n_sellers: int | None = None,
+    strategies: Sequence[str] = (),
+    samples: int = 10,
     *,
     seed: int | None = None,
     rng: np.random.Generator | None = None,
@@ -544,97 +845,35 @@ def egta(
     progress: bool = False,
     **context,
 ) -> EgtaResult:
-    """Empirical game of ``strategies`` (specs, at least 2) in markets of ``n_sellers``.
+    """Empirical game of ``strategies`` (specs, at least 2) among a population's sellers.
 
-    ``mechanism``: a spec, class or instance; ``dist``: a spec or CostDistribution;
-    ``players``: reduced players of the DPR (capped at ``n_sellers``); each needed
-    profile is simulated ``samples`` times for ``rounds`` rounds, with ``seed`` (or
-    ``rng``).  ``context`` goes to :class:`~market_sim.agents.MarketModel` (mu,
-    sigma, gamma, privacy, new_costs_each_round, xi, ...).  See the module doc."""
-    from tqdm import tqdm
-
+    ``mechanism``: a spec, class or instance; ``population``: a
+    :class:`~market_sim.population.Population` or its spec (``n_sellers`` from it), or a
+    cost law (spec or CostDistribution) with ``n_sellers``; ``players``: reduced players
+    of the DPR (capped at N); each needed profile is simulated ``samples`` times for
+    ``rounds`` rounds, with ``seed`` (or ``rng``).  ``context`` goes to
+    :class:`~market_sim.agents.MarketModel` (mu, sigma, gamma, privacy,
+    new_costs_each_round, xi, ...).  See the module doc."""
     from .agents import as_strategy
-    from .mechanisms.base import as_mechanism, mechanism_name
 
     t0 = time.perf_counter()
-    if isinstance(strategies, str) or not all(isinstance(s, str) for s in strategies):
-        raise MarketSimError("strategies must be a list of strategy specs (strings)")
-    strategies = tuple(strategies)
-    if len(strategies) < 2:
-        raise MarketSimError(f"egta needs at least 2 strategies to compare (got {len(strategies)})")
-    if len(set(strategies)) != len(strategies):
-        raise MarketSimError(f"egta: a strategy is listed twice in {list(strategies)}")
-    # unknown names and bad parameters fail here, before any run
-    built = [as_strategy(s) for s in strategies]
-    n = check_int("n_sellers", n_sellers, 2)
-    samples = check_int("samples", samples, 1)
-    rounds = check_int("rounds", rounds, 1)
-    players = min(check_int("players", players, 2), n)
-    last = rounds if last_rounds is None else check_int("last_rounds", last_rounds, 1)
-    if last > rounds:
-        raise MarketSimError(f"last_rounds ({last}) exceeds rounds ({rounds})")
-    n_boot = check_int("n_boot", n_boot, 1)
-    if not (isinstance(regret_tol, (int, float)) and regret_tol >= 0):
-        raise MarketSimError(f"regret_tol must be a number >= 0 (got {regret_tol!r})")
-    bad = sorted(set(context) & set(_RESERVED))
-    if bad:
-        raise MarketSimError(f"egta sets {', '.join(bad)} itself; do not pass it")
-    if seed is not None and rng is not None:
-        raise MarketSimError("give seed or rng, not both")
-    dist = as_distribution(dist)
-    mech_context = {k: context[k] for k in ("mu", "sigma", "gamma", "privacy") if k in context}
-    mech = as_mechanism(mechanism, dist=dist, n_sellers=n, **mech_context)
-    name = mechanism if isinstance(mechanism, str) else mechanism_name(mech)
-    if getattr(mech, "needs_data", False) and "data" not in context:
-        raise MarketSimError(
-            f"mechanism {name} needs the sellers' data; egta simulates costs only "
-            "(pass data= from Python)"
-        )
-    if rng is not None:
-        if not isinstance(rng, np.random.Generator):
-            raise MarketSimError("rng must be a numpy.random.Generator")
-        root = np.random.SeedSequence(int(rng.integers(2**63)))
-    else:
-        root = np.random.SeedSequence(seed)
-    *seeds, boot = root.spawn(samples + 1)
-    boot_seed = int(boot.generate_state(1, np.uint64)[0])
+    strategies = _check_strategies(strategies)
+    built = [as_strategy(s) for s in strategies]  # unknown names fail before any run
+    pop, dist = _population_of(population, n_sellers, context)
+    n, samples, rounds, players, last, n_boot = _check_numbers(
+        pop.n_sellers, samples, rounds, players, last_rounds, n_boot, regret_tol
+    )
+    mech, name = _build_mechanism(mechanism, dist, n, context, pop.has_data)
+    seeds, boot_seed, seats, cost_seeds = _seeds(seed, rng, samples, n)
+    markets = _sample_markets(pop, seats, cost_seeds)
     model_context = {"measure_regret": False, "agent_views": False, **context}
 
-    # the reduced profiles and the full profiles behind their payoffs (DPR)
-    S = len(strategies)
-    reduced = _compositions(players, S)
-    full_index: dict[tuple, int] = {}  # (deviator's strategy, the others' counts) -> row
-    to_full = np.full(reduced.shape, -1, dtype=np.int64)
-    for i, p in enumerate(reduced):
-        for j in np.flatnonzero(p):
-            others = dpr_profile(p, int(j), n, players)
-            others[j] -= 1
-            key = (int(j), *(int(v) for v in others))
-            to_full[i, j] = full_index.setdefault(key, len(full_index))
-    keys = np.array(list(full_index), dtype=np.int64)
-    dev, others_all = keys[:, 0], keys[:, 1:]
-    full = others_all + np.eye(S, dtype=np.int64)[dev]
-
-    Y = np.empty((keys.shape[0], samples))
-    jobs = [(f, k) for f in range(keys.shape[0]) for k in range(samples)]
-    for f, k in tqdm(jobs, desc="simulations", file=sys.stderr, disable=not progress):
-        Y[f, k] = _simulate(
-            int(dev[f]),
-            others_all[f],
-            built,
-            n,
-            mech,
-            dist,
-            rounds,
-            last,
-            seeds[k],
-            model_context,
-        )
-    means = np.where(to_full >= 0, Y.mean(axis=1)[to_full], np.nan)
-    game = SymmetricGame(strategies, players, reduced, means)
-
-    found = find_equilibria(game, regret_tol=regret_tol)
-    partial = EgtaResult(
+    reduced, dev, full, weights = _dpr_plan(len(strategies), n, players)
+    Y = _run_markets(
+        dev, full, built, n, mech, dist, rounds, last, seeds, markets, model_context, progress
+    )
+    game = SymmetricGame(strategies, players, reduced, _reduce(weights, reduced, Y.mean(axis=1)))
+    result = EgtaResult(
         mechanism=name,
         dist=dist.spec,
         n_sellers=n,
@@ -647,23 +886,20 @@ def egta(
         full_profiles=full,
         deviator=dev,
         sample_payoffs=Y,
-        reduced_to_full=to_full,
+        weights=weights,
+        seats=seats,
         equilibria=(),
         n_boot=n_boot,
         boot_seed=boot_seed,
         seconds=0.0,
         seed=seed,
         context={k: v for k, v in context.items() if isinstance(v, (int, float, str, bool))},
+        population=pop.spec,
+        class_laws=tuple(law.spec for law in pop.laws),
+        deviator_class=pop.group[seats[:, 0]],
     )
-    tables = partial._boot_games(n_boot, boot_seed)
-    eqs = []
-    for x, r in found:
-        b = _boot_regrets(game, tables, x)
-        ci = (float(np.quantile(b, 0.025)), float(np.quantile(b, 0.975)))
-        eqs.append(Equilibrium(game.mixture(x), r, ci))
-    from dataclasses import replace
-
-    return replace(partial, equilibria=tuple(eqs), seconds=time.perf_counter() - t0)
+    result = _with_intervals(result, find_equilibria(game, regret_tol=regret_tol))
+    return replace(result, seconds=time.perf_counter() - t0)
 
 
 # ---- the figure ------------------------------------------------------------------------------

@@ -660,3 +660,49 @@ def test_simulate_rejects_a_bad_release_in_one_line(release, needle, tmp_path, c
     code = exit_code(argv + ["--quiet", "--out", str(tmp_path / "s")])
     _one_line_error(capsys, code, needle)
     assert not (tmp_path / "s").exists()
+
+
+# ---- a setting that has no effect without another is an error or a warning -----------------
+@pytest.mark.parametrize(
+    "extra, needles",
+    [
+        (["--accountant", "pld"], ("--accountant has no effect without --budget",)),
+        (["--accountant", "basic"], ("--accountant has no effect without --budget",)),
+        (["--payment-bound", "5"], ("--payment-bound has no effect without --release",)),
+        (["--strategic-fraction", "0.5"], ("--strategic-fraction", "without --strategy")),
+        (
+            ["--strategy", "shade@0.5", "--strategic-fraction", "0.5"],
+            ("--strategic-fraction has no effect with --strategy SPEC@FRACTION",),
+        ),
+    ],
+)
+def test_simulate_refuses_a_setting_without_the_one_it_needs(extra, needles, tmp_path, capsys):
+    argv = ["simulate", "--dist", "uniform:0:1", "--sellers", "4", "--rounds", "1", "--quiet"]
+    code = exit_code([*argv, *extra, "--out", str(tmp_path / "s")])
+    _one_line_error(capsys, code, *needles)
+    assert not (tmp_path / "s").exists()
+
+
+def test_simulate_settings_that_take_effect_still_run(tmp_path, capsys):
+    """The same settings with what they need run; --privacy with a mechanism that draws
+    nothing privately is one warning line naming both, and the run goes on."""
+    base = ["simulate", "--dist", "uniform:0:1", "--sellers", "4", "--rounds", "1", "--quiet"]
+    argv = [*base, "--budget", "2", "--accountant", "rdp", "--strategic-fraction", "0.5"]
+    assert main([*argv, "--strategy", "shade", "--out", str(tmp_path / "a")]) == 0
+    assert "ledger (rdp, budget 2" in capsys.readouterr().out
+    assert main([*base, "--privacy", "2", "--out", str(tmp_path / "b")]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "market-sim: warning: --privacy has no effect with --mechanism offline "
+        "(it draws nothing privately)"
+    ]
+    argv = [*base, "--mechanism", "private-posted-price", "--privacy", "2"]
+    assert main([*argv, "--out", str(tmp_path / "c")]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_egta_refuses_new_costs_with_one_round(tmp_path, capsys):
+    argv = ["egta", "--mechanism", "posted-price", "--dist", "uniform:1:5", "--sellers", "4"]
+    argv += ["--strategy", "truthful", "--strategy", "shade", "--new-costs", "--quiet"]
+    code = exit_code([*argv, "--out", str(tmp_path / "e")])
+    _one_line_error(capsys, code, "--new-costs has no effect without --rounds")

@@ -12,9 +12,14 @@ import pytest
 from market_sim.cli import main
 from market_sim.egta import (
     SymmetricGame,
+    _boot_regrets,
+    _compositions,
+    _seeds,
+    dpr_exact,
     dpr_game,
-    dpr_profile,
+    dpr_support,
     egta,
+    equilibrium_regret_bounds,
     find_equilibria,
 )
 from market_sim.errors import MarketSimError
@@ -118,23 +123,52 @@ def test_game_input_checks():
 
 
 # ---- the deviation-preserving reduction ----------------------------------------------------
-def test_dpr_profile_counts():
+def test_dpr_support_counts():
     # N - 1 = 12 = 4 (n - 1): exact; one seller plays s, the others scale by 4
-    np.testing.assert_array_equal(dpr_profile([2, 2], 0, 13, 4), [5, 8])
-    np.testing.assert_array_equal(dpr_profile([2, 2], 1, 13, 4), [8, 5])
-    np.testing.assert_array_equal(dpr_profile([4, 0], 0, 13, 4), [13, 0])
-    np.testing.assert_array_equal(dpr_profile([1, 3], 0, 13, 4), [1, 12])
-    # N - 1 = 19 over 3: (1, 2) x 19/3 = (6.33, 12.67) -> largest remainder (6, 13)
-    np.testing.assert_array_equal(dpr_profile([2, 2], 0, 20, 4), [7, 13])
-    for N, n in ((20, 4), (50, 5), (7, 3)):
-        for p in SymmetricGame.from_function(list("abc"), n, lambda p: np.zeros(3)).profiles:
+    for reduced, s, full in (([2, 2], 0, [5, 8]), ([2, 2], 1, [8, 5]), ([4, 0], 0, [13, 0])):
+        w, rows = dpr_support(reduced, s, 13, 4)
+        np.testing.assert_array_equal(w, [1.0])
+        np.testing.assert_array_equal(rows, [full])
+    assert dpr_exact(13, 4) and not dpr_exact(20, 4) and not dpr_exact(12, 4)
+    # N - 1 = 19 over 3: the others (1, 2) x 19/3 = (6.33, 12.67) = 2/3 (6, 13) + 1/3 (7, 12)
+    w, rows = dpr_support([2, 2], 0, 20, 4)
+    order = np.argsort(rows[:, 0])
+    np.testing.assert_allclose(w[order], [2 / 3, 1 / 3])
+    np.testing.assert_array_equal(rows[order], [[7, 13], [8, 12]])
+    # in general: integer splits of N, s played, weights summing to 1, mean = the DPR target
+    for N, n in ((20, 4), (50, 5), (7, 3), (12, 4), (12, 5)):
+        for p in _compositions(n, 3):
             for s in np.flatnonzero(p):
-                full = dpr_profile(p, s, N, n)
-                assert full.sum() == N and full[s] >= 1 and full.min() >= 0
+                w, rows = dpr_support(p, s, N, n)
+                assert np.all(rows.sum(axis=1) == N) and np.all(rows[:, s] >= 1)
+                assert rows.min() >= 0 and w.min() > 0 and w.sum() == pytest.approx(1)
+                target = (p - np.eye(3)[s]) * (N - 1) / (n - 1) + np.eye(3)[s]
+                np.testing.assert_allclose(w @ rows, target, atol=1e-12)
+                assert len(w) == 1 or not dpr_exact(N, n)
     # players = N: the full game itself
-    np.testing.assert_array_equal(dpr_profile([3, 2, 1], 2, 6, 6), [3, 2, 1])
+    np.testing.assert_array_equal(dpr_support([3, 2, 1], 2, 6, 6)[1], [[3, 2, 1]])
     with pytest.raises(MarketSimError, match="not played"):
-        dpr_profile([2, 0], 1, 13, 4)
+        dpr_support([2, 0], 1, 13, 4)
+
+
+@pytest.mark.parametrize("N, n", [(20, 4), (12, 4), (12, 3), (13, 4)])
+def test_dpr_payoffs_equal_the_full_games_on_a_game_linear_in_counts(N, n):
+    """u_s(full counts c) = a_s + b_s . (c - e_s), the others' counts, three strategies: the
+    DPR's expected payoffs u_s(x) equal the full N-player game's at every mixture x (both
+    are a_s + (N - 1) b_s . x), also when (N - 1)/(n - 1) is not an integer (N = 20 and 12
+    with n = 4: rounding the scaled counts was off by up to 0.014 there)."""
+    a = np.array([1.0, 1.2, 0.9])
+    b = np.array([[-0.05, 0.02, 0.01], [0.03, -0.06, 0.0], [0.01, 0.04, -0.02]])
+
+    def payoff(c):
+        c = np.asarray(c, dtype=float)
+        return a + (b @ c) - np.diag(b)  # the others: c - e_s
+
+    full = SymmetricGame.from_function(list("abc"), N, payoff)
+    reduced = dpr_game(list("abc"), N, n, payoff)
+    x = np.random.default_rng(0).dirichlet(np.ones(3), 25)
+    np.testing.assert_allclose(reduced.deviation_payoffs(x), full.deviation_payoffs(x), atol=1e-12)
+    np.testing.assert_allclose(full.deviation_payoffs(x), a + (N - 1) * x @ b.T, atol=1e-12)
 
 
 def test_dpr_keeps_the_equilibrium_of_a_linear_game():
@@ -162,7 +196,7 @@ def test_dpr_keeps_the_equilibrium_of_a_linear_game():
 # ---- the market ---------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "mechanism, samples, kw",
-    [("posted-price", 4, FAST), ("offline", 6, {"n_boot": 200})],  # offline: one round
+    [("posted-price", 4, FAST), ("offline", 10, {"n_boot": 200})],  # offline: one round
 )
 def test_ic_mechanism_truth_is_the_equilibrium(mechanism, samples, kw):
     """Under a posted price and the offline mechanism truth is dominant: all-truthful has
@@ -206,40 +240,43 @@ def test_seeded_reproducibility():
 
 
 def test_common_random_numbers():
-    """Seed k gives every profile the same costs, and seller 0 is the deviator.  Under a
-    posted price a seller's utility depends on its own report and cost only: seller 0's
-    truthful utility is the same in every profile of a seed, and shading never beats it."""
+    """Seed k gives every market the same costs and the same seating.  Under a posted price
+    a seller's utility depends on its own report and cost only: the truthful deviator's
+    utility is the same in every market of a seed, and shading never beats it."""
     r = egta("posted-price", DIST, 8, TS, 12, seed=2, n_boot=10)
     Y, dev = r.sample_payoffs, r.deviator
     truthful, shade = Y[dev == 0], Y[dev == 1]
-    assert truthful.shape == shade.shape == (4, 12)  # the others: 4 splits of 7 sellers
+    # N - 1 = 7 over n - 1 = 3 is not an integer: the others (2, 1), (1, 2) x 7/3 need two
+    # integer splits each, (3, 0) and (0, 3) one: 6 markets per deviating strategy
+    assert truthful.shape == shade.shape == (6, 12)
     np.testing.assert_array_equal(truthful, np.broadcast_to(truthful[0], truthful.shape))
     assert np.all(shade <= truthful[0] + 1e-12)
     assert np.any(shade < truthful[0] - 1e-6) and np.any(truthful[0] > 0)
-    # the rows behind the reduced payoffs are the DPR profiles, seller 0 playing s
+    # the reduced payoffs are the DPR's weighted means of the deviators' payoffs
     np.testing.assert_array_equal(r.full_profiles.sum(axis=1), 8)
     for i, p in enumerate(r.game.profiles):
         for s in range(2):
-            f = r.reduced_to_full[i, s]
-            assert (f >= 0) == (p[s] > 0)
+            w = r.weights[i, s]
+            assert (w.sum() > 0) == (p[s] > 0)
             if p[s]:
-                assert dev[f] == s
-                np.testing.assert_array_equal(r.full_profiles[f], dpr_profile(p, s, 8, 4))
-                assert r.game.payoffs[i, s] == pytest.approx(Y[f].mean())
-    # the equilibria's intervals are regret_ci of their mixtures (the same resamples)
-    e = r.equilibria[0]
-    assert r.regret_ci(e.mixture) == e.regret_ci
+                assert w.sum() == pytest.approx(1) and np.all(dev[w > 0] == s)
+                target = (p - np.eye(2)[s]) * 7 / 3 + np.eye(2)[s]
+                np.testing.assert_allclose(w @ r.full_profiles, target)
+                assert r.game.payoffs[i, s] == pytest.approx(w @ Y.mean(axis=1))
+    # the seatings: permutations, the deviator's seat running through every seat
+    assert all(sorted(row) == list(range(8)) for row in r.seats)
+    assert np.array_equal(np.diff(r.seats[:, 0]) % 8, np.ones(11))
 
 
 def test_user_files_and_exact_pairing():
     """A user's mechanism file (uniform price: truthful in dominant strategies) and a user's
-    strategy file.  With the same others and the same seed, seller 0 earns at least as
+    strategy file.  With the same others and the same seed, the deviator earns at least as
     much truthfully as shading, in every sample: the pairing is exact."""
     root = Path(__file__).parent.parent / "examples"
     mech = f"{root}/uniform_price.py:UniformPrice:n_buy=3"
     shade = f"{root}/threshold_shading.py:ThresholdShading:quantile=0.5:factor=1.3"
-    r = egta(mech, DIST, 6, ["truthful", shade], 10, seed=4, n_boot=100)
-    assert r.mechanism == mech
+    r = egta(mech, DIST, 7, ["truthful", shade], 10, seed=4, n_boot=100)  # 6/3: exact DPR
+    assert r.mechanism == mech and r.reduction == "exact"
     others = {}
     for f, d in enumerate(r.deviator):
         key = tuple(r.full_profiles[f] - np.eye(2, dtype=int)[d])
@@ -250,6 +287,73 @@ def test_user_files_and_exact_pairing():
     assert any(np.any(p[0] > p[1] + 1e-9) for p in others.values())  # shading loses somewhere
     assert r.equilibria[0].mixture == {"truthful": 1.0, shade: 0.0}
     assert r.equilibria[0].regret_ci == (0.0, 0.0)
+
+
+def test_no_seat_is_favoured(tmp_path):
+    """Uniform price, k = 3, 8 sellers all reporting 2.25: the three lowest indices are
+    bought (ties by index) at the 4th report, 2.25; seller 0 earns 2.25 - c every time,
+    seats 3..7 nothing.  The strategy's payoff is the average over the seats (every seat
+    deviates equally often: 16 samples = twice each), not seller 0's."""
+    (tmp_path / "fixed.py").write_text(
+        "import numpy as np\n"
+        "from market_sim.agents.strategies import Strategy\n"
+        "class Fixed(Strategy):\n"
+        "    def report(self, agent, model):\n"
+        "        return 2.25\n"
+        "    def report_all(self, sellers, model):\n"
+        "        return np.full(len(sellers.cost), 2.25)\n"
+    )
+    fixed = f"{tmp_path}/fixed.py:Fixed"
+    mech, K = "uniform-price:n_buy=3:eps_level=1", 80
+    r = egta(mech, "uniform:1:2.25", 8, [fixed, "truthful"], K, seed=0, n_boot=10)
+    row = r.full_profiles[:, 0] == 8  # everybody fixed, the deviator too
+    from market_sim.population import as_population
+
+    pop = as_population("uniform:1:2.25", 8)
+    costs = [pop.sample(np.random.default_rng(cs)).costs for cs in _seeds(0, None, K, 8)[3]]
+    utilities = np.where(np.arange(8) < 3, 2.25 - np.array(costs), 0.0)  # (K, 8) by hand
+    deviator = utilities[np.arange(K), r.seats[:, 0]]
+    np.testing.assert_allclose(r.sample_payoffs[row][0], deviator, atol=1e-12)
+    payoff = r.game.payoffs[0, 0]  # the reduced all-fixed profile
+    se = deviator.std(ddof=1) / np.sqrt(K)
+    seat_average, seller_0 = utilities.mean(), utilities[:, 0].mean()
+    assert abs(payoff - seat_average) < 3 * se
+    assert seller_0 - payoff > 10 * se  # seller 0 alone: 8/3 times as much
+
+
+def test_equilibrium_regret_interval_covers_at_its_level():
+    """Hawk-dove (V = 2, C = 3: hawk with probability 2/3), payoffs observed with N(0, 0.3^2)
+    noise in K = 20 seeds; 300 repetitions.  The interval of the estimated equilibrium,
+    [0, q], covers its true regret (exact, from the true table) at about its level (94.6%
+    in 1,000 repetitions; the binomial sd of 300 is 1.3%), and contains the point
+    estimate 0.  The percentile interval of the same mixture's regret under the
+    replicates excludes the point estimate every time, and covers less."""
+    V, C, K, B, reps, level = 2.0, 3.0, 20, 100, 300, 0.95
+    true = two_player([[(V - C) / 2, V], [0.0, V / 2]])
+    played = true.profiles > 0
+    rng = np.random.default_rng(11)
+    Y = true.payoffs[None, None] + 0.3 * rng.standard_normal((reps, K, *true.payoffs.shape))
+    estimates = np.where(played, Y.mean(axis=1), np.nan)
+    w = rng.multinomial(K, np.full(K, 1 / K), size=(reps, B)) / K
+    tables = np.where(played, np.einsum("rbk,rkps->rbps", w, np.nan_to_num(Y)), np.nan)
+    xs = np.array(
+        [
+            find_equilibria(SymmetricGame(true.strategies, 2, true.profiles, e))[0][0]
+            for e in estimates
+        ]
+    )
+    upper = equilibrium_regret_bounds(true, estimates, tables, xs, level)
+    truth = np.array([true.regret(x) for x in xs])
+    coverage = np.mean(truth <= upper)
+    assert 0.91 <= coverage <= 0.985, coverage
+    percentile = [
+        np.quantile(_boot_regrets(true, t, x), [0.025, 0.975])
+        for t, x in zip(tables, xs, strict=True)
+    ]  # (the game object only lends its profile structure)
+    assert all(lo > 0 for lo, _ in percentile)
+    assert (
+        np.mean([lo <= r <= hi for (lo, hi), r in zip(percentile, truth, strict=True)]) < coverage
+    )
 
 
 def test_last_rounds_payoff_window():
@@ -346,3 +450,72 @@ def test_cli_bad_input(tmp_path, capsys, extra, message):
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
     assert not (tmp_path / "x" / "equilibria.json").exists()
+
+
+# ---- populations --------------------------------------------------------------------------------
+TWO_CLASSES = "3*uniform:1:3+3*uniform:2.5:4"
+
+
+def test_a_population_of_two_classes_and_its_payoffs_per_class():
+    """Posted price 2.5: the class on [2.5, 4] never sells (a cost of exactly 2.5 has
+    probability 0), so its sellers' payoffs are exactly 0 in every profile, and the class
+    on [1, 3] earns
+    something truthfully.  The deviator sits in each class's seats half of the time (3 of
+    6 seats each, the seats run through in turn), and the meta-game's payoff is the mean
+    of the two classes'."""
+    from market_sim.population import Population
+
+    pop = Population.parse(TWO_CLASSES)
+    mech = "posted-price:price=2.5"
+    r = egta(mech, pop, strategies=TS, samples=12, seed=0, players=3, n_boot=20)
+    assert r.n_sellers == 6 and r.population == TWO_CLASSES
+    assert r.class_laws == ("uniform:1:3", "uniform:2.5:4")
+    np.testing.assert_array_equal(np.bincount(r.deviator_class), [6, 6])
+    np.testing.assert_array_equal(r.deviator_class, pop.group[r.seats[:, 0]])
+    by_class = r.class_payoffs()
+    played = r.game.profiles > 0
+    assert np.all(by_class[1][played] == 0)
+    assert by_class[0][played].max() > 0
+    np.testing.assert_allclose(by_class.mean(axis=0)[played], r.game.payoffs[played])
+    t = r.table()
+    assert {"payoff[class 0: uniform:1:3]", "payoff[class 1: uniform:2.5:4]"} <= set(t.columns)
+    # the same population as a spec; a conflicting n_sellers is an error
+    s = egta(mech, TWO_CLASSES, strategies=TS, samples=12, seed=0, players=3, n_boot=20)
+    np.testing.assert_array_equal(s.sample_payoffs, r.sample_payoffs)
+    with pytest.raises(MarketSimError, match="conflicts with the population's 6 sellers"):
+        egta("posted-price", pop, 8, TS, 2)
+    with pytest.raises(MarketSimError, match="new_costs_each_round redraws"):
+        egta("posted-price", pop, None, TS, 2, rounds=2, new_costs_each_round=True)
+
+
+def test_cli_population(tmp_path, capsys):
+    argv = ["egta", "--mechanism", "posted-price", "--population", TWO_CLASSES]
+    argv += ["--strategy", "truthful", "--strategy", "shade:factor=1.3", "--samples", "4"]
+    argv += ["--players", "2", "--boot", "20", "--quiet", "--out"]
+    assert main([*argv, str(tmp_path / "p")]) == 0
+    assert TWO_CLASSES in capsys.readouterr().out
+    summary = json.loads((tmp_path / "p" / "summary.json").read_text())
+    assert summary["population"] == TWO_CLASSES and summary["n_sellers"] == 6
+    assert "payoff[class 1: uniform:2.5:4]" in pd.read_csv(tmp_path / "p" / "payoffs.csv")
+    code = main([*argv, str(tmp_path / "q"), "--sellers", "5"])
+    assert code == 2 and "conflicts" in capsys.readouterr().err
+
+
+def test_a_population_with_data_gives_each_market_its_rows():
+    """Each sample's rows come from one pop.sample draw, shared by its markets, and reach
+    the market (the platform trains on them); a mechanism that needs data is refused
+    without them."""
+    from market_sim.egta import _sample_markets
+    from market_sim.population import Population
+
+    pop = Population.parse("6*uniform:1:5;data=synthetic")
+    r = egta("posted-price", pop, strategies=TS, samples=2, seed=0, players=2, n_boot=5)
+    assert r.population == pop.spec and np.all(np.isfinite(r.sample_payoffs))
+    _, _, seats, cost_seeds = _seeds(0, None, 2, 6)
+    markets = _sample_markets(pop, seats, cost_seeds)
+    again = pop.sample(np.random.default_rng(cost_seeds[1]))
+    np.testing.assert_array_equal(markets[1].costs, again.costs)
+    for have, want in zip(markets[1].data, (*again.data, *again.test), strict=True):
+        np.testing.assert_array_equal(have, want)
+    with pytest.raises(MarketSimError, match="needs the sellers' data: give a population"):
+        egta("data-dependent", "6*uniform:1:5", strategies=TS, samples=1)

@@ -469,3 +469,22 @@ def test_a_sale_too_large_for_an_rr_pld_falls_back_to_the_sum():
     assert led.tight.spent[0] == math.inf  # no PLD past 700: its bound is the sum
     np.testing.assert_allclose(led.spent, [800.1, 0.3])
     assert np.isfinite(rr_rdp([800.0, 1e4])).all()
+
+
+def test_a_budget_with_a_data_dependent_mechanism_is_refused(tmp_path, capsys):
+    """The data-dependent mechanism computes eps_i from the sellers' rows, the secret the
+    ledger protects: its composition (and a privacy filter's) assumes the levels are not
+    functions of that secret, so the combination is one error line (docs/ledger.md).
+    Without a budget the mechanism runs; a budget with a mechanism on the costs runs."""
+    kw = {"mechanism": "data-dependent", "data": "synthetic", "measure_regret": False}
+    with pytest.raises(MarketSimError, match="computed from the sellers' data rows"):
+        MarketModel(6, budget=2.0, **kw)
+    assert MarketModel(6, rounds=1, **kw).ledger is None
+    assert MarketModel(6, rounds=1, budget=2.0, measure_regret=False).ledger is not None
+    from market_sim.cli import main
+
+    argv = ["simulate", "--dist", "uniform:0:1", "--sellers", "6", "--rounds", "1", "--quiet"]
+    argv += ["--mechanism", "data-dependent", "--data", "--budget", "2"]
+    assert main([*argv, "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "budget with mechanism data-dependent" in err[0]

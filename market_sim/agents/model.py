@@ -440,6 +440,11 @@ class MarketModel(mesa.Model):
     def _set_ledger(self, budget, accountant) -> None:
         """The privacy ledger (docs/ledger.md)."""
         n = self.n_sellers
+        if budget is not None and self.mechanism.needs_data:  # adaptive composition: docs/ledger.md
+            raise MarketSimError(
+                f"budget with mechanism {self.mechanism_name}: its eps_i are computed from the "
+                "sellers' data rows, and the ledger composes only eps_i that are not"
+            )
         self.ledger = None if budget is None else PrivacyLedger(n, budget, accountant)
         self.accountant = accountant
         self.loss_increase = np.zeros(n)  # this round's increase of the composed loss

@@ -5,8 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..distributions import parse_distribution
+from ..errors import MarketSimError
 from ..files import check_writable_folder
-from .arguments import add_cost_law, add_market_settings, add_output, count, market_settings, number
+from .arguments import (
+    add_cost_law,
+    add_market_settings,
+    add_output,
+    count,
+    market_settings,
+    number,
+    population_of,
+)
+from .settings import warn_if_not_private
 
 
 def add_parser(subparsers):
@@ -26,9 +36,12 @@ def add_parser(subparsers):
         help="a registered name (offline, online, pay-as-bid, posted-price, ...), "
         "name:key=value, module:attr or path/to/file.py:Class",
     )
-    add_cost_law(a, "uniform:1:5")
+    add_cost_law(a, "uniform:1:5", population=True)
     a.add_argument(
-        "--sellers", type=count("sellers"), default=20, help="sellers per market (default 20)"
+        "--sellers",
+        type=count("sellers"),
+        default=None,
+        help="sellers per market (default 20; with --population: its count)",
     )
     a.add_argument(
         "--strategy",
@@ -59,7 +72,8 @@ def add_parser(subparsers):
     a.add_argument(
         "--new-costs",
         action="store_true",
-        help="draw new costs every round (default: each seller keeps its cost for the run)",
+        help="draw new costs every round (default: each seller keeps its cost for the run; "
+        "needs --rounds R > 1)",
     )
     a.add_argument(
         "--boot", type=count("boot"), default=1000, help="bootstrap resamples (default 1000)"
@@ -73,15 +87,27 @@ def add_parser(subparsers):
 def run(args) -> int:
     from ..egta import egta
 
-    dist = parse_distribution(args.dist, iron=args.iron)
+    population = population_of(args)
+    if population is None:
+        population = parse_distribution(args.dist, iron=args.iron)
+        args.sellers = args.sellers or 20
     context = market_settings(args)
+    if args.new_costs and args.rounds == 1:
+        raise MarketSimError("--new-costs has no effect without --rounds R > 1 (one round)")
+    if args.privacy is not None:
+        from ..mechanisms.base import as_mechanism
+        from ..population import as_population
+
+        pop = as_population(population, args.sellers)
+        mech = as_mechanism(args.mechanism, dist=pop.pooled, n_sellers=pop.n_sellers, **context)
+        warn_if_not_private(args.privacy, mech, args.mechanism)
     if args.new_costs:
         context["new_costs_each_round"] = True
     out = Path(args.out)
     check_writable_folder(out)
     result = egta(
         args.mechanism,
-        dist,
+        population,
         args.sellers,
         args.strategy,
         args.samples,

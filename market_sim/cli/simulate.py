@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from ..errors import MarketSimError
-from ..files import atomic_write, check_writable_folder
+from ..files import atomic_write
 from .arguments import add_output, count, market_parent, population_of, warn
+from .settings import check_needs, warn_if_not_private
+from .simulate_files import check_simulate_out, write_simulate_manifest
 
 
 def add_parser(subparsers):
@@ -34,8 +35,8 @@ def add_parser(subparsers):
     sim.add_argument(
         "--privacy",
         type=float,
-        default=1.0,
-        help="epsilon of the private mechanisms' price / cut-off choice (default 1)",
+        default=None,
+        help="epsilon of a private mechanism's price / cut-off choice (default 1)",
     )
     sim.add_argument(
         "--release",
@@ -49,7 +50,7 @@ def add_parser(subparsers):
         "--payment-bound",
         type=float,
         default=None,
-        help="public cap the released total payment is clipped to",
+        help="public cap the released total payment is clipped to (needs --release)",
     )
     sim.add_argument(
         "--strategy",
@@ -72,11 +73,11 @@ def add_parser(subparsers):
     )
     sim.add_argument(
         "--accountant",
-        default="basic",
+        default=None,
         metavar="NAME",
         help="how a seller's sales compose (each as randomized response at its eps, the "
         "worst eps-DP mechanism): basic (the sum), rdp or pld "
-        "(pld needs the accounting extra); default basic",
+        "(pld needs the accounting extra); default basic; needs --budget",
     )
     sim.add_argument("--sellers", type=count("sellers"), help="number of sellers (default 20)")
     sim.add_argument("--rounds", type=count("rounds"), default=3, help="number of rounds")
@@ -90,8 +91,9 @@ def add_parser(subparsers):
     sim.add_argument(
         "--strategic-fraction",
         type=float,
-        default=1.0,
-        help="share of sellers using the strategy; the rest are truthful",
+        default=None,
+        help="share of sellers using the strategy; the rest are truthful (default 1; "
+        "needs one --strategy without @FRACTION)",
     )
     sim.add_argument(
         "--data",
@@ -114,19 +116,17 @@ def add_parser(subparsers):
     return sim
 
 
-def _market_arg(args):
+def _market_arg(args) -> dict:
     """MarketModel's sellers: --population, or --dist and --sellers."""
     from ..distributions import parse_distribution
 
     if (args.population is None) == (args.dist is None):
         raise MarketSimError("give exactly one of --dist and --population")
-    if args.population is None:
-        return dict(
-            n_sellers=args.sellers or 20, dist=parse_distribution(args.dist, iron=args.iron)
-        )
-    if args.data:
+    if args.data and args.population is not None:
         raise MarketSimError("--data with --population: give data in its spec (;data=synthetic)")
-    return dict(n_sellers=args.sellers, population=population_of(args))
+    if args.population is not None:
+        return dict(n_sellers=args.sellers, population=population_of(args))
+    return dict(n_sellers=args.sellers or 20, dist=parse_distribution(args.dist, iron=args.iron))
 
 
 def _strategy_arg(items):
@@ -149,43 +149,6 @@ def _strategy_arg(items):
     return mix, 1.0
 
 
-def _check_simulate_out(out: Path) -> None:
-    """Before any work: a writable folder that is not a sweep of ``market-sim run``."""
-    from ..runner import folder_kind
-
-    check_writable_folder(out)
-    if folder_kind(out) == "run":
-        raise MarketSimError(
-            f"{out} holds a sweep of `market-sim run` (its manifest or results); "
-            f"choose another --out for a simulation"
-        )
-
-
-def _write_simulate_manifest(out: Path, args, model, files) -> None:
-    """OUT/manifest.json: what ran (parameters, seed, version, command, time)."""
-    import shlex
-    from datetime import UTC, datetime
-
-    from ..runner import _code_version
-
-    params = {k: v for k, v in vars(args).items() if k not in ("func", "argv", "command")}
-    manifest = {
-        "kind": "simulate",
-        "command": "market-sim " + shlex.join(getattr(args, "argv", [])),
-        "parameters": params,
-        "seed": args.seed,
-        "mechanism": model.mechanism_name,
-        "strategies": list(model.strategy_names),
-        "version": _code_version(),
-        "time": datetime.now(UTC).isoformat(timespec="seconds"),
-        "files": files,
-    }
-    atomic_write(
-        str(out / "manifest.json"),
-        lambda fh: fh.write(json.dumps(manifest, indent=1, default=str).encode()),
-    )
-
-
 def _warn_if_slow(model, rounds: int) -> None:
     """One warning line when the cost model (``market_sim.estimates``) expects a long run."""
     from ..estimates import SLOW_SECONDS, format_duration, simulation_seconds
@@ -199,10 +162,24 @@ def _warn_if_slow(model, rounds: int) -> None:
         )
 
 
-def _budget_arg(args):
-    """--budget and --accountant, checked before any work."""
+# a setting that has no effect without another: (its flag, the flag it needs, why)
+_NEEDS = (
+    ("accountant", "budget", "the ledger composes nothing without a budget"),
+    ("payment_bound", "release", "it only clips the released total payment"),
+    ("strategic_fraction", "strategy", "the rest of the sellers are truthful anyway"),
+)
+
+
+def _checked_settings(args):
+    """The settings that need another, --budget and --accountant, checked before any work
+    (the defaults of the dependent ones set here); the budget."""
     from ..privacy.ledger import ACCOUNTANTS, Budget
 
+    check_needs(args, _NEEDS)
+    if args.strategic_fraction is not None and any("@" in s for s in args.strategy or ()):
+        raise MarketSimError("--strategic-fraction has no effect with --strategy SPEC@FRACTION")
+    args.accountant = args.accountant or "basic"
+    args.strategic_fraction = 1.0 if args.strategic_fraction is None else args.strategic_fraction
     if args.accountant not in ACCOUNTANTS:
         raise MarketSimError(
             f"--accountant {args.accountant!r}: one of {', '.join(sorted(ACCOUNTANTS))}"
@@ -220,11 +197,11 @@ def run(args) -> int:
     from ..agents import MarketModel
     from ..privacy.release import StatisticRelease
 
-    budget = _budget_arg(args)
+    budget = _checked_settings(args)
     market = _market_arg(args)
     strategy, fraction = _strategy_arg(args.strategy)
     out = Path(args.out)
-    _check_simulate_out(out)
+    check_simulate_out(out)
     model = MarketModel(
         **market,
         mechanism=args.mechanism,
@@ -237,13 +214,14 @@ def run(args) -> int:
         xi=args.xi,
         seed=args.seed,
         data="synthetic" if args.data else None,
-        privacy=args.privacy,
+        privacy=1.0 if args.privacy is None else args.privacy,
         release=None if args.release is None else StatisticRelease.parse(args.release),
         payment_bound=args.payment_bound,
         measure_regret=not args.no_regret,
         budget=budget,
         accountant=args.accountant,
     )
+    warn_if_not_private(args.privacy, model.base_mechanism, model.mechanism_name)
     _warn_if_slow(model, args.rounds)
     from tqdm import tqdm
 
@@ -281,7 +259,7 @@ def run(args) -> int:
             str(out / "ledger.csv"), lambda fh: fh.write(ledger.to_csv(index=False).encode())
         )
         files.append("ledger.csv")
-    _write_simulate_manifest(out, args, model, files)
+    write_simulate_manifest(out, args, model, files)
     print(model_df.to_string(index=False))
     if ledger is not None:
         spent = ", ".join(

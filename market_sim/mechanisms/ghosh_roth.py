@@ -45,6 +45,9 @@ z <= B / (p e_p); so while it wins k* does not move (the positions above k* keep
 their reports), its level e_k* is fixed, and its threshold per unit is
 min(r_(k*+1), B / (k* e_k*)): the payment above is Myerson's for this step, the
 mechanism is truthful and individually rational, and sum t <= k* B / k* = B.
+Ties are sorted by index: a report of exactly r_(k*+1) wins iff it is from a lower
+index than that seller's, also when r_(k*+1) equals B / (k* e_k*) (behind it, the
+seller would be at position k* + 1, which is not affordable).
 With a level e that does not depend on k the rule is ``proportional-share`` with
 equal values.  Defaults: s = 1 and B = the prior-optimal posted price's expected
 spend m F(p*) p* e* (``optimal_posted_price.default_plan``), the same budget as
@@ -61,7 +64,13 @@ import numpy as np
 
 from ..distributions import CostDistribution, as_distribution
 from ..errors import MarketSimError
-from .uniform_price import ThresholdPurchase, _check_positive, _kth_of_others, sorted_pool
+from .uniform_price import (
+    ThresholdPurchase,
+    _check_positive,
+    _kth_of_others,
+    bounded_threshold,
+    sorted_pool,
+)
 
 __all__ = ["MinCostAuction", "FairQuery", "min_cost_plan"]
 
@@ -171,8 +180,7 @@ class FairQuery(ThresholdPurchase):
         by_next = s[idx]
         e_K = sc / np.maximum(m - Ks, 1)
         by_budget = B / (Ks * e_K)
-        T = np.minimum(np.minimum(by_next, by_budget), self.reserve)
-        J = np.where((by_next < by_budget) & (by_next < self.reserve), who[idx], m)
+        T, J = bounded_threshold(by_next, who[idx], by_budget, self.reserve, m)
         T = np.where(live, T, -np.inf)
         J = np.where(live, J, -1)
         kstar = int(c_max)

@@ -35,6 +35,12 @@ and a winner's j* = k - 1, giving t_i = e v_i min(rho_(k+1), B' / V_k) <= B v_i 
 so sum_i t_i <= B (budget feasibility, Singer's Lemma).  With equal values this is
 the largest k with r_(k) <= B' / k, each winner paid e min(B' / k, r_(k+1)).  T_i is
 also capped at the reserve (the support's top; higher asks are refused).
+
+Ties: the ratios are sorted by (ratio, index).  When rho'_{j*+1} v_i attains T_i
+(also when it equals the budget bound), a report of exactly T_i wins iff i is below
+the index of that seller: behind it, i stands at position j* + 2, where the budget
+bound is smaller than T_i.  Were a tie of the two bounds always won, five reports
+equal to B' would all be bought and paid B' each (five times the budget).
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ import numpy as np
 
 from ..distributions import CostDistribution, as_distribution
 from ..errors import MarketSimError
-from .uniform_price import ThresholdPurchase, _check_positive
+from .uniform_price import ThresholdPurchase, _check_positive, bounded_threshold
 
 __all__ = ["ProportionalShare"]
 
@@ -141,8 +147,7 @@ class ProportionalShare(ThresholdPurchase):
         who_next = np.where(nxt <= q, who[np.maximum(nxt - 1, 0)], who[np.minimum(nxt, m + 1)])
         by_next = v * rho_next
         by_budget = v * Bp / (V_star + v)
-        T = np.minimum(np.minimum(by_next, by_budget), hi)
-        J = np.where((by_next < by_budget) & (by_next < hi), who_next, m)
-        bought = (reports < T) | ((reports == T) & (np.arange(m) < J))
+        T, J = bounded_threshold(by_next, who_next, by_budget, hi, m)
+        bought = self._buy(reports, np.arange(m), T, J)
         level = np.full(m, float(self.eps_level or 0.0))
         return T, J, level, {"k": int(bought.sum()), "budget": float(self.budget or 0.0)}

@@ -10,11 +10,18 @@ truthful seller's utility (T_i - c_i) e_i is never negative.  Subclasses say who
 bought by returning every seller's (T_i, e_i); ``outcome`` and ``deviations`` both
 follow from the step, so they are exact and consistent.
 
-Ties are broken by seller index, as a stable sort of the reports would: seller i
-reporting exactly T_i is bought iff its index is below that of the seller whose
-report sets T_i.  Reports above the top of the support ``hi`` are refused, and a
-phantom report ``hi`` stands after the real ones, so a seller bought with fewer
-than k others left is paid the reserve ``hi`` (the most any seller can ask).
+Ties are broken by seller index: every rule sorts the reports by (report, index),
+as a stable sort does, and T_i is the supremum of the reports at which seller i is
+still bought in that order.  Whether a report of exactly T_i wins is then fixed by
+the rule, not by a convention of the payment: if T_i is another seller j's report
+(alone or equal to a budget bound or the reserve), seller i stands before j iff
+i < j and only then is bought; if only a budget bound or the reserve attains T_i,
+the bound is met with equality and i is bought (:func:`bounded_threshold`).  Either
+way t_i = T_i e_i is Myerson's payment and the budget-feasible rules keep
+sum t <= B on every profile, ties included.  Reports above the top of the support
+``hi`` are refused, and a phantom report ``hi`` (index m) stands after the real
+ones, so a seller bought with fewer than k others left is paid the reserve ``hi``
+(the most any seller can ask).
 
 ``uniform-price``: the (k+1)-price auction for k identical units (Vickrey, 1961):
 the k lowest reports are bought at level e and each is paid the (k+1)-th lowest
@@ -38,7 +45,7 @@ from ..errors import MarketSimError
 from ..parameters import check_int
 from .base import Mechanism, Outcome, _deviation_args
 
-__all__ = ["ThresholdPurchase", "UniformPrice", "sorted_pool"]
+__all__ = ["ThresholdPurchase", "UniformPrice", "bounded_threshold", "sorted_pool"]
 
 
 def _check_reports(reports, who: str) -> np.ndarray:
@@ -114,6 +121,21 @@ class ThresholdPurchase(Mechanism):
         bought = self._buy(cand, sellers[:, None], Ti, Ji)
         eps = np.where(bought, Ei, 0.0)
         return Outcome(eps, np.where(bought, Ti, 0.0) * Ei)
+
+
+def bounded_threshold(by_next, who_next, by_budget, reserve: float, m: int):
+    """T_i = min(next other's report, budget bound, reserve) and J_i, the index that
+    decides a report of exactly T_i (``ThresholdPurchase._buy``).
+
+    At z = T_i = the next other's report, seller i stands before that seller iff its
+    index is lower (the stable sort), and only then is it bought, *also when a budget
+    bound or the reserve equals it*: behind it, i would be one position further on,
+    where z exceeds the (smaller) budget bound.  So J_i = who_next whenever the next
+    report attains the minimum; J_i = m (bought at T_i) when only a budget bound or the
+    reserve attains it, since those are met with equality (z <= bound)."""
+    T = np.minimum(np.minimum(by_next, by_budget), reserve)
+    J = np.where(by_next <= np.minimum(by_budget, reserve), who_next, m)
+    return T, J
 
 
 def _kth_of_others(s, who, rank, k: int):
