@@ -348,3 +348,44 @@ def test_market_model_with_absent_sellers_keeps_each_sellers_own_law(spec):
         else:
             assert np.array_equal(alone.eps, full.eps(model.report[ids], sellers=ids))
     assert seen_partial
+
+
+# ---- the command line ---------------------------------------------------------------------
+def _status(argv):
+    from market_sim.cli import main
+
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+def test_simulate_and_compare_take_a_population(tmp_path, capsys):
+    import pandas as pd
+
+    spec = "6*uniform:0:1+4*uniform:1:2"
+    argv = ["simulate", "--population", spec, "--rounds", "1", "--gamma", "0.05", "--quiet"]
+    assert _status(argv + ["--out", str(tmp_path / "sim")]) == 0
+    agents = pd.read_csv(tmp_path / "sim" / "agents.csv")
+    assert list(agents["group"]) == [0] * 6 + [1] * 4
+    assert agents["cost"][agents["group"] == 1].min() >= 1.0
+    argv = ["compare", "--population", spec, "--mechanism", "offline", "--mechanism", "online"]
+    argv += ["--markets", "2", "--no-audit", "--quiet", "--out", str(tmp_path / "cmp")]
+    assert _status(argv) == 0
+    lb = pd.read_csv(tmp_path / "cmp" / "leaderboard.csv")
+    assert {"class0_objective_mean", "class1_payment_mean"} <= set(lb.columns)
+    capsys.readouterr()
+    bad = [
+        (["simulate", "--population", spec, "--sellers", "5"], "conflicts"),
+        (["simulate", "--population", spec, "--dist", "uniform:0:1"], "exactly one"),
+        (["simulate", "--population", spec, "--data"], "--data with --population"),
+        (["simulate", "--population", spec, "--mechanism", "data-dependent"], "needs the"),
+        (["compare", "--population", "5*uniform:0:1+5*uniform:2:3", "--mechanism", "offline",
+          "--mechanism", "posted-price"], "takes one cost law"),
+    ]  # fmt: skip
+    for argv, needle in bad:
+        out = tmp_path / "bad"
+        assert _status(argv + ["--out", str(out), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and needle in err, err
+        assert not out.exists()
