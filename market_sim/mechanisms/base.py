@@ -62,7 +62,15 @@ import numpy as np
 from ..errors import MarketSimError
 from ..registry import MECHANISMS, check_params, parse_spec
 
-__all__ = ["Mechanism", "Outcome", "as_outcome", "as_mechanism", "mechanism_name"]
+__all__ = [
+    "Mechanism",
+    "Outcome",
+    "as_outcome",
+    "as_mechanism",
+    "mechanism_name",
+    "in_own_support",
+    "seller_ends",
+]
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,43 @@ class Outcome:
     def utilities(self, costs) -> np.ndarray:
         """t_i - c_i eps_i."""
         return self.payments - np.asarray(costs, dtype=float) * self.eps
+
+
+def in_own_support(dist, c, what: str = "report", sellers=None) -> np.ndarray:
+    """Reports ``c`` checked against the cost law ``dist``.  One law (a CostDistribution):
+    a report outside its support is a MarketSimError.  Per-seller laws (SellerLaws): a
+    report outside the hull of the supports is one; any other is put in its seller's own
+    support, a report past either end read as that end (seller i's message space is its
+    type space; such a report earns exactly what the end earns, so IC and IR are
+    unchanged).  ``c`` holds one report per seller, or rows of ``sellers``."""
+    from ..distributions import SellerLaws
+
+    if not isinstance(dist, SellerLaws):
+        return dist.check_in_support(c, what)
+    c = np.asarray(c, dtype=float)
+    lo, hi = dist.support
+    bad = ~np.isfinite(c) | (c < lo) | (c > hi)
+    if np.any(bad):
+        raise MarketSimError(
+            f"{what} {float(c[bad].flat[0])!r} is outside every seller's support "
+            f"(the hull [{lo:g}, {hi:g}])"
+        )
+    low, high = seller_ends(dist)
+    if sellers is None:
+        if c.shape[:1] != low.shape:
+            raise MarketSimError(f"{c.shape[0] if c.ndim else 1} reports for {low.size} sellers")
+    else:
+        sellers = np.asarray(sellers, dtype=np.int64)
+        low, high = low[sellers], high[sellers]
+    extra = (1,) * (c.ndim - low.ndim)
+    return np.clip(c, low.reshape(low.shape + extra), high.reshape(high.shape + extra))
+
+
+def seller_ends(laws) -> tuple[np.ndarray, np.ndarray]:
+    """(low_i, high_i): the ends of every seller's own support (SellerLaws)."""
+    lo = np.array([d.support[0] for d in laws.laws])
+    hi = np.array([d.support[1] for d in laws.laws])
+    return lo[laws.group], hi[laws.group]
 
 
 def mechanism_name(mech) -> str:

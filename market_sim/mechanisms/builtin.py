@@ -136,8 +136,8 @@ class PayAsBidMechanism(_OfflineAllocation):
     name: ClassVar[str] = "pay-as-bid"
 
     def outcome(self, reports, rng=None) -> Outcome:
+        from .base import in_own_support as _in_support
         from .baselines import pay_as_bid
-        from .payments import _in_support
 
         reports = _in_support(self.dist, np.asarray(reports, dtype=float), "report")
         eps, pay = pay_as_bid(reports, self.dist, **self.params, backend=self.backend)
@@ -146,7 +146,7 @@ class PayAsBidMechanism(_OfflineAllocation):
     def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
         """Seller i's eps at z is the offline allocation's eps_i(z); it is paid z eps_i(z)
         (the allocation oracle alone: no payment curve is built)."""
-        from .payments import _in_support
+        from .base import in_own_support as _in_support
 
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
         _in_support(self.dist, reports, "report")

@@ -381,7 +381,7 @@ class OnlineMechanism(Mechanism):
     def _per_law(self, what: str, costs, sellers):
         """Per-seller laws: ``what`` (eps or _eps_and_payments) of each row by its
         seller's class, reports put in each seller's own support."""
-        from .payments import _in_support
+        from .base import in_own_support as _in_support
 
         assert isinstance(self.dist, SellerLaws)
         c = _in_support(self.dist, np.asarray(costs, dtype=float), "report", sellers)

@@ -62,6 +62,8 @@ import numpy as np
 from ..distributions import CostDistribution, SellerLaws
 from ..errors import MarketSimError
 from . import offline
+from .base import in_own_support as _in_support
+from .base import seller_ends as _ends
 from .offline import _Groups, _positive_roots, check_params, solve
 from .quadrature import gauss_legendre_cos
 
@@ -617,37 +619,6 @@ def _check(dist, mu, sigma, gamma, k, n_quad, method, backend):
 
 
 # ---- one law for every seller, or each seller its own (SellerLaws) -------------------
-def _in_support(dist, c, what: str, sellers=None) -> np.ndarray:
-    """``c`` checked against the support; for SellerLaws, checked against the hull of the
-    supports and each row put in its seller's own support (module docstring)."""
-    if isinstance(dist, CostDistribution):
-        return dist.check_in_support(c, what)
-    c = np.asarray(c, dtype=float)
-    lo, hi = dist.support
-    bad = ~np.isfinite(c) | (c < lo) | (c > hi)
-    if np.any(bad):
-        raise MarketSimError(
-            f"{what} {float(c[bad].flat[0])!r} is outside every seller's support "
-            f"(the hull [{lo:g}, {hi:g}])"
-        )
-    low, high = _ends(dist)
-    if sellers is None:
-        if c.shape[:1] != low.shape:
-            raise MarketSimError(f"{c.shape[0] if c.ndim else 1} reports for {low.size} sellers")
-    else:
-        sellers = np.asarray(sellers, dtype=np.int64)
-        low, high = low[sellers], high[sellers]
-    extra = (1,) * (c.ndim - low.ndim)
-    return np.clip(c, low.reshape(low.shape + extra), high.reshape(high.shape + extra))
-
-
-def _ends(laws: SellerLaws) -> tuple[np.ndarray, np.ndarray]:
-    """(low_i, high_i) of every seller's own support."""
-    lo = np.array([d.support[0] for d in laws.laws])
-    hi = np.array([d.support[1] for d in laws.laws])
-    return lo[laws.group], hi[laws.group]
-
-
 def _virtual(dist, z, sellers=None) -> np.ndarray:
     """psi(z); for SellerLaws psi_i of seller ``sellers[r]`` for row r (all, in order, if None)."""
     if isinstance(dist, CostDistribution):
