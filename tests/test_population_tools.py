@@ -423,3 +423,24 @@ def test_a_users_per_seller_mechanism_gets_seller_laws_and_is_audited_ic():
         mech, TWO.pooled, 12, 2, np.random.default_rng(0), costs=costs, n_grid=9, n_random=4
     )
     assert (res.summary["verdict"], res.summary["ir_verdict"]) == ("ic", "ir")
+
+
+def test_market_model_new_markets_each_round_keep_the_copula():
+    """new_costs_each_round draws the whole market again from the population: round 2
+    has new costs and new rows from one new pop.sample draw (so costs stay tied to their
+    data), not fresh costs beside the first rows."""
+    from market_sim.agents import MarketModel
+
+    pop = Population([("uniform:0:1", 6)], data="synthetic", rho=-0.9, on="label_noise", n_test=9)
+    model = MarketModel(
+        population=pop, rounds=2, new_costs_each_round=True, measure_regret=False, seed=1
+    )
+    rng = _after_mesa(1)
+    first = pop.sample(rng)
+    _, sellers = model.run()
+    assert np.array_equal(sellers[sellers["round"] == 1]["cost"].to_numpy(), first.costs)
+    cost2 = sellers[sellers["round"] == 2]["cost"].to_numpy()
+    assert not np.array_equal(cost2, first.costs)
+    assert np.array_equal(model.cost, cost2)
+    assert not np.array_equal(model.X, first.data[0])  # the rows were drawn again too
+    assert model.platform.test_data[0].shape == (9, 5)
