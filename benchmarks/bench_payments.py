@@ -11,7 +11,9 @@ integrals are interpolated in the cost); the former methods as reference ratios
 --ref-m sellers only); with --smooth-check, the capped payments with every seller
 integrated, their time and largest relative difference; and a best-response round
 (OfflineCurves over all sellers, utilities on an 11-point candidate grid, targets 30 s
-at 10^4 and 600 s at 10^5).
+at 10^4 and 600 s at 10^5).  Per-seller laws: the payments of a one-class population's
+SellerLaws / those of its law (the same calls: target ~1x), and of a 70/30 population on
+U[0,1] and U[1,2] / one solve of it (and / the one-law payments above).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from bench_offline import best_time  # benchmarks/ is on sys.path when run as a 
 from market_sim.distributions import parse_distribution
 from market_sim.mechanisms.offline import solve
 from market_sim.mechanisms.payments import OfflineCurves, offline_payments
+from market_sim.population import Population
 
 
 def main(argv=None):
@@ -76,6 +79,7 @@ def main(argv=None):
             f"| all payments, k = 5, every seller integrated | {args.m} | {t_all:.3f} | "
             f"{t_all / t_solve_k:.1f}x | reference (largest relative difference {diff:.1e}) |"
         )
+    per_seller_rows(args.m, rng, kw)
     cs = dist.sample(args.ref_m, rng)
     psis = dist.virtual_cost(cs)
     t_solve_r = best_time(lambda: solve(psis, **kw, k=5.0))
@@ -101,6 +105,28 @@ def main(argv=None):
             f"| best-response round: curves + utilities, 11 candidates | {m} | {t_br:.2f} | "
             f"{t_br / t_solve:.0f}x | {target} |"
         )
+
+
+def per_seller_rows(m: int, rng, kw) -> None:
+    """Payments with per-seller laws (SellerLaws) against one law, in this run."""
+    one = Population([("uniform:0:1", m)])
+    c = one.sample(rng).costs
+    law, laws = one.laws[0], one.seller_laws
+    t_law = best_time(lambda: offline_payments(c, law, **kw), 2)
+    t_laws = best_time(lambda: offline_payments(c, laws, **kw), 2)
+    print(
+        f"| all payments, one-class SellerLaws / its law | {m} | {t_laws:.3f} | "
+        f"{t_laws / t_law:.2f}x of the law's | ~1x |"
+    )
+    two = Population([("uniform:0:1", m * 7 // 10), ("uniform:1:2", m - m * 7 // 10)])
+    c2 = two.sample(rng).costs
+    psi2 = two.seller_laws.virtual_cost(c2)
+    t_solve2 = best_time(lambda: solve(psi2, **kw))
+    t_pay2 = best_time(lambda: offline_payments(c2, two.seller_laws, **kw), 2)
+    print(
+        f"| all payments, 70/30 on U[0,1] and U[1,2], per-seller laws | {m} | {t_pay2:.3f} | "
+        f"{t_pay2 / t_solve2:.1f}x ({t_pay2 / t_law:.2f}x the one-law payments) | reference |"
+    )
 
 
 if __name__ == "__main__":

@@ -42,12 +42,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .distributions import CostDistribution, as_distribution
+from .distributions import as_distribution
 from .errors import MarketSimError
 from .files import atomic_write, check_writable_folder, json_plain, save_png
 from .mechanisms.base import as_mechanism, mechanism_name
 from .mechanisms.offline import proxy_loss_of_eps
 from .parameters import check_int
+from .population import Population, as_population
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -138,6 +139,8 @@ class CompareResult:
         parts = []
         for m, lb in self.leaderboard.groupby("n_sellers", sort=True):
             parts.append(_table(lb, int(m), self.settings))
+            if "classes" in self.settings:
+                parts.append(_class_table(lb, self.settings))
         return "\n\n".join(parts)
 
 
@@ -204,6 +207,25 @@ def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
         "IC rank: rank among the mechanisms audited IC and IR."
     )
     return note + "\n\n" + "\n".join(rows).rstrip()
+
+
+def _class_table(lb: pd.DataFrame, s: dict) -> str:
+    """Per class (a population's): each mechanism's part of the objective (its share of
+    the eps bought times the data terms, plus gamma times its payments; the parts add
+    up to the objective), its payments and the number bought, means over the markets."""
+    rows = [
+        "| mechanism | class | objective part (95% CI) | payment | bought |",
+        "|---|---|---|---|---|",
+    ]
+    for _, r in lb.iterrows():
+        for j, cls in enumerate(s["classes"]):
+            rows.append(
+                f"| {r['mechanism']} | {j}: {cls} | {_num(r[f'class{j}_objective_mean'])} "
+                f"{_ci(r[f'class{j}_objective_ci_low'], r[f'class{j}_objective_ci_high'])} "
+                f"| {_num(r[f'class{j}_payment_mean'])} | {_num(r[f'class{j}_n_bought_mean'])} |"
+            )
+    note = f"By class of {s['population']}: means over the same markets."
+    return note + "\n\n" + "\n".join(rows)
 
 
 def _theory(lb: pd.DataFrame) -> str:
@@ -281,9 +303,9 @@ def _sizes(n_sellers) -> list[int]:
 def compare(
     mechanisms,
     dist,
-    n_sellers,
-    n_markets: int,
-    rng: np.random.Generator | int,
+    n_sellers=None,
+    n_markets: int | None = None,
+    rng: np.random.Generator | int | None = None,
     *,
     baseline: str | None = None,
     mu: float = 1.0,
@@ -300,143 +322,257 @@ def compare(
     progress: bool = False,
 ) -> CompareResult:
     """Run ``mechanisms`` (names, ``name:key=value`` specs, ``path/file.py:Class``,
-    classes or instances; at least two) on the same ``n_markets`` markets of each size
-    in ``n_sellers`` (an int or a list) drawn from ``dist`` with ``rng`` (a Generator
-    or a seed), and audit each on them (``audit=False`` skips it; ``n_grid``,
-    ``n_random``, ``refine``, ``refine_iter`` are the audit's search settings).
-    ``at``: "truth" (every seller reports its cost) or "equilibrium" (a mechanism the
-    audit does not find IC is played at its symmetric BNE: each seller reports b(c);
-    ``bne_options`` go to ``symmetric_bne``).  ``baseline`` (a mechanism's label,
-    default the first) is what the paired differences are taken against.  See the
-    module doc for the objective and the statistics."""
-    import pandas as pd
+    classes or instances; at least two) on the same ``n_markets`` markets and audit each
+    on them (``audit=False`` skips it; ``n_grid``, ``n_random``, ``refine``,
+    ``refine_iter`` are the audit's search settings).  The markets are drawn with
+    ``rng`` (a Generator or a seed) from ``dist``: a
+    :class:`~market_sim.population.Population` (or its spec; ``n_sellers`` then omitted
+    or equal to its size), or a cost law with ``n_sellers`` sellers (an int or a list
+    of sizes).  With a population every mechanism sees the same costs and data, and
+    the results are also given per class.  ``baseline`` (a mechanism's label, default
+    the first) is what the paired differences are taken against.  See the module doc
+    for the objective and the statistics."""
+    from .mechanisms.offline import check_params
 
-    gen, seed, dist, sizes, n_markets = _check_inputs(rng, dist, n_sellers, n_markets, at, audit)
-    ctx = dict(dist=dist, mu=mu, sigma=sigma, gamma=gamma, privacy=privacy)
-    specs, built, labels, baseline = _build(mechanisms, sizes, ctx, baseline)
-    weights = dict(mu=mu, sigma=sigma, gamma=gamma)
+    seed, rng = _generator(rng)
+    n_markets = check_int("n_markets", n_markets, 2)
+    check_params(mu, sigma, gamma)
+    _check_at(at, audit)
+    populations = _populations(dist, n_sellers)
+    ctx = dict(mu=mu, sigma=sigma, gamma=gamma, privacy=privacy)
+    specs, built, labels = _build_mechanisms(mechanisms, populations, ctx)
+    baseline = _check_baseline(baseline, labels)
     search = dict(n_grid=n_grid, n_random=n_random, refine=refine, refine_iter=refine_iter)
     rows, market_rows, paired_rows = [], [], []
-    for m in sizes:
-        # common random numbers: one set of markets, seeds and audit seed for all
-        costs = np.array([dist.sample(m, gen) for _ in range(n_markets)])
-        seeds = gen.integers(2**63, size=n_markets)
-        audit_seed = int(gen.integers(2**63))
-        bne_seed = int(gen.integers(2**63)) if at == "equilibrium" else 0
+    for m, pop in populations.items():
+        markets = _draw_markets(pop, n_markets, rng)
+        bne_seed = int(rng.integers(2**63)) if at == "equilibrium" else 0
         per: dict[str, dict] = {}
         for label, mech in zip(labels, built[m], strict=True):
             t0 = time.perf_counter()
-            verdicts = _audit(mech, label, dist, m, costs, audit_seed, search, audit, progress)
-            play = _play(mech, dist, m, verdicts["ic"], at, bne_seed, bne_options, ctx)
-            reports = costs if play["bne"] is None else play["bne"].bid(costs)
-            per[label] = _evaluate(mech, dist, costs, reports, seeds, weights)
+            verdicts = (
+                _audit_on_markets(mech, markets, pop, label, search, progress)
+                if audit
+                else dict(_NOT_AUDITED)
+            )
+            play = _play(mech, pop, verdicts["ic"], at, bne_seed, bne_options, ctx)
+            scores = _score_markets(mech, markets, pop, mu, sigma, gamma, play["bne"])
+            per[label] = scores
             seconds = time.perf_counter() - t0
-            market_rows.append(_market_frame(pd, m, label, per[label]))
-            rows.append(
-                _leaderboard_row(m, label, per[label], verdicts, play, weights, seconds)
-                | {"eq11_minimiser": _minimises_eq11(mech, mu, sigma, gamma)}
-            )
-        base = per[baseline]
-        for label in labels:
-            paired_rows.append(
-                {"n_sellers": m, "mechanism": label, "baseline": baseline}
-                | _paired(per[label], base, "objective")
-                | _paired(per[label], base, "payment")
-            )
-        _against_offline(rows, per, labels, m)
-    lb, paired = _assemble(pd, rows, paired_rows, baseline)
-    settings = _settings(
-        labels, specs, dist, sizes, n_markets, baseline, weights, privacy, audit, search, at,
-        bne_options, seed,
-    )  # fmt: skip
-    return CompareResult(lb, paired, pd.concat(market_rows, ignore_index=True), settings)
+            market_rows.append(_market_frame(m, label, scores))
+            row = _leaderboard_row(m, label, scores, gamma, n_markets)
+            row.update(verdicts, seconds=seconds)
+            row.update(_play_columns(play))
+            row["eq11_minimiser"] = _minimises_eq11(mech, mu, sigma, gamma)
+            row.update(_class_summary(scores))
+            rows.append(row)
+        paired_rows += _paired_rows(m, per, labels, baseline)
+        _against_offline(rows, per, m)
+    settings = _settings(labels, specs, populations, n_markets, baseline, ctx, audit, search, seed)
+    settings |= {"at": at, "bne_options": dict(bne_options or {})}
+    return _result(rows, paired_rows, market_rows, baseline, settings)
 
 
-# ---- the steps of compare ------------------------------------------------------------
+# ---- the steps of compare ---------------------------------------------------------------
 AT = ("truth", "equilibrium")
 
 
-def _settings(
-    labels, specs, dist, sizes, n_markets, baseline, weights, privacy, audit, search, at,
-    bne_options, seed,
-) -> dict:  # fmt: skip
-    """What was compared and how (summary.json)."""
-    return {
-        "mechanisms": labels,
-        "specs": [s if isinstance(s, str) else mechanism_name(s) for s in specs],
-        "dist": dist.spec,
-        "n_sellers": sizes,
-        "n_markets": n_markets,
-        "baseline": baseline,
-        **weights,
-        "privacy": privacy,
-        "audit": bool(audit),
-        "audit_search": search,
-        "at": at,
-        "bne_options": dict(bne_options or {}),
-        "confidence": LEVEL,
-        "ci_method": "Student t over markets; paired t for differences",
-        "seed": seed,  # an integer rng; the CLI records its --seed here
-    }
-
-
-def _check_inputs(
-    rng, dist, n_sellers, n_markets, at, audit
-) -> tuple[np.random.Generator, int | None, CostDistribution, list[int], int]:
-    """(rng, integer seed or None, the cost law, the sizes, n_markets), checked."""
-    from .mechanisms.offline import check_params  # noqa: F401 (the weights: in _build)
-
-    seed = None
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
-        seed = int(rng)
-        rng = np.random.default_rng(seed)
-    if not isinstance(rng, np.random.Generator):
-        raise MarketSimError("rng must be a numpy.random.Generator or an integer seed")
+def _check_at(at, audit) -> None:
     if at not in AT:
         raise MarketSimError(f"at must be one of {', '.join(AT)} (got {at!r})")
     if at == "equilibrium" and not audit:
         raise MarketSimError("at='equilibrium' needs the audit (it says who is not IC)")
-    return rng, seed, as_distribution(dist), _sizes(n_sellers), check_int("n_markets", n_markets, 2)
 
 
-def _build(mechanisms, sizes, ctx, baseline):
-    """The mechanisms of each size, built and checked before any work; their labels and
-    the baseline."""
-    from .mechanisms.offline import check_params
+def _play(mech, pop: Population, ic, at, bne_seed, bne_options, ctx) -> dict:
+    """How the sellers play: the truth, or (``at="equilibrium"`` and not audited IC)
+    the Bayes-Nash equilibrium of the mechanism for the population's classes, one solve
+    seed for all mechanisms."""
+    if at == "truth" or ic == "ic":
+        return {"played": "truth", "bne": None}
+    from .equilibrium import bne
 
-    check_params(ctx["mu"], ctx["sigma"], ctx["gamma"])
+    context = {k: ctx[k] for k in ("mu", "sigma", "gamma", "privacy")}
+    r = bne(mech, pop, np.random.default_rng(bne_seed), **{**context, **(bne_options or {})})
+    return {"played": "equilibrium", "bne": r}
+
+
+def _play_columns(play) -> dict:
+    r = play["bne"]
+    return {
+        "played": play["played"],
+        "bne_epsilon": math.nan if r is None else r.epsilon,
+        "bne_epsilon_ci_high": math.nan if r is None else r.epsilon_ci[1],
+        "bne_relative_loss": math.nan if r is None else r.relative_loss,
+    }
+
+
+def _bids(bne, costs: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Every seller's report b_g(c) at its cost under its class's bid function."""
+    reports = np.empty_like(costs)
+    for g in np.unique(group):
+        reports[group == g] = bne.bid(costs[group == g], group=int(g))
+    return reports
+
+
+def _against_offline(rows, per, m) -> None:
+    """The revelation-principle check: each mechanism's objective minus the offline
+    mechanism's, market by market (paired t interval), on the rows of size m."""
+    mine = [r for r in rows if r["n_sellers"] == m]
+    off = [r["mechanism"] for r in mine if r["eq11_minimiser"]]
+    for r in mine:
+        if not off:
+            r["minus_offline_mean"] = r["minus_offline_ci_high"] = math.nan
+            continue
+        d = _paired(per[r["mechanism"]], per[off[0]], "objective")
+        r["minus_offline_mean"] = d["objective_diff_mean"]
+        r["minus_offline_ci_high"] = d["objective_diff_ci_high"]
+
+
+_NOT_AUDITED: dict[str, object] = dict(
+    max_gain=math.nan, ir_violations=math.nan, ic="not_audited", ir="not_audited"
+)
+
+
+def _generator(rng) -> tuple[int | None, np.random.Generator]:
+    """(the seed if ``rng`` is one, the Generator)."""
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        return int(rng), np.random.default_rng(int(rng))
+    if not isinstance(rng, np.random.Generator):
+        raise MarketSimError("rng must be a numpy.random.Generator or an integer seed")
+    return None, rng
+
+
+def _populations(dist, n_sellers) -> dict[int, Population]:
+    """{market size: its population}: the population itself, or the cost law ``dist``
+    with each size of ``n_sellers`` (one class, no data)."""
+    if isinstance(dist, Population) or (isinstance(dist, str) and "*" in dist):
+        size = None
+        if n_sellers is not None:
+            sizes = _sizes(n_sellers)
+            if len(sizes) > 1:
+                raise MarketSimError("a population has one size: give one n_sellers or none")
+            size = sizes[0]
+        pop = as_population(dist, size)
+        return {pop.n_sellers: pop}
+    if n_sellers is None:
+        raise MarketSimError("a cost law needs n_sellers (or give a population)")
+    law = as_distribution(dist)
+    return {m: as_population(law, m) for m in _sizes(n_sellers)}
+
+
+def _build_mechanisms(mechanisms, populations, ctx):
+    """(specs, {size: mechanisms}, labels): every mechanism of each size built from its
+    population and checked before any work."""
     specs = list(mechanisms) if not isinstance(mechanisms, str) else [mechanisms]
     if len(specs) < 2:
         raise MarketSimError(f"compare needs at least two mechanisms (got {len(specs)})")
-    built = {m: [as_mechanism(s, n_sellers=m, **ctx) for s in specs] for m in sizes}
-    labels = [_label(s, mech) for s, mech in zip(specs, built[sizes[0]], strict=True)]
-    for label, mech in zip(labels, built[sizes[0]], strict=True):
-        if getattr(mech, "needs_data", False):
-            raise MarketSimError(
-                f"{label} needs the sellers' data (needs_data); compare draws costs only"
-            )
-    if len(set(labels)) != len(labels):
-        twice = next(x for x in labels if labels.count(x) > 1)
-        raise MarketSimError(f"mechanism {twice!r} is given twice")
+    built = {
+        m: [as_mechanism(s, population=pop, **ctx) for s in specs] for m, pop in populations.items()
+    }
+    first = next(iter(built.values()))
+    labels = [_label(s, mech) for s, mech in zip(specs, first, strict=True)]
+    seen = set()
+    for label in labels:
+        if label in seen:
+            raise MarketSimError(f"mechanism {label!r} is given twice")
+        seen.add(label)
+    return specs, built, labels
+
+
+def _check_baseline(baseline, labels) -> str:
     if baseline is None:
-        baseline = labels[0]
+        return labels[0]
     if baseline not in labels:
         raise MarketSimError(
             f"baseline {baseline!r} is not among the mechanisms compared ({', '.join(labels)})"
         )
-    return specs, built, labels, baseline
+    return baseline
 
 
-def _audit(mech, label, dist, m, costs, audit_seed, search, audit, progress) -> dict:
-    """The audit's verdicts on the compared markets (one audit seed for all)."""
+@dataclass(frozen=True)
+class _Markets:
+    """The markets every mechanism faces (common random numbers): costs (K, m), each
+    market's data, virtual costs under each seller's own law, outcome seeds, audit seed."""
+
+    costs: np.ndarray
+    data: list
+    psi: np.ndarray
+    seeds: np.ndarray
+    audit_seed: int
+
+
+def _draw_markets(pop: Population, n_markets: int, rng) -> _Markets:
+    """``n_markets`` markets of ``pop`` (for one class without data: the very draws of
+    ``law.sample(m, rng)``), then the outcome seeds and the audit seed."""
+    drawn = [pop.sample(rng) for _ in range(n_markets)]
+    costs = np.array([mk.costs for mk in drawn])
+    seeds = rng.integers(2**63, size=n_markets)
+    audit_seed = int(rng.integers(2**63))
+    if pop.n_classes == 1:
+        psi = pop.laws[0].virtual_cost(costs)
+    else:
+        psi = np.array([pop.seller_laws.virtual_cost(c) for c in costs])
+    return _Markets(costs, [mk.data for mk in drawn], psi, seeds, audit_seed)
+
+
+def _score_markets(mech, markets: _Markets, pop: Population, mu, sigma, gamma, bne=None) -> dict:
+    """Each market's objective, proxy loss (Eq. 11 with each seller's own psi_i at the
+    true costs), payment, number bought, and with several classes each class's part of
+    them, when every seller reports its cost (or, given ``bne``, its equilibrium bid)."""
+    K = markets.costs.shape[0]
+    obj, loss, pay, bought = (np.empty(K) for _ in range(4))
+    classes = pop.n_classes if pop.n_classes > 1 else 0
+    by_class = {k: np.empty((K, classes)) for k in ("objective", "payment", "n_bought")}
+    for k in range(K):
+        run = mech if markets.data[k] is None else mech.with_data(*markets.data[k])
+        reports = markets.costs[k] if bne is None else _bids(bne, markets.costs[k], pop.group)
+        out = run.run(reports, np.random.default_rng(int(markets.seeds[k])))
+        obj[k] = objective(out.eps, out.payments, mu=mu, sigma=sigma, gamma=gamma)
+        loss[k] = proxy_loss_of_eps(out.eps, markets.psi[k], mu=mu, sigma=sigma, gamma=gamma)
+        pay[k] = float(np.sum(out.payments))
+        bought[k] = int(np.count_nonzero(out.eps > 0))
+        if classes:
+            parts = _class_parts(out, pop.group, classes, obj[k] - gamma * pay[k], gamma)
+            for key, v in parts.items():
+                by_class[key][k] = v
+    scores = dict(objective=obj, proxy_loss=loss, payment=pay, n_bought=bought)
+    return scores | ({"class": by_class} if classes else {})
+
+
+def _class_parts(out, group, classes: int, data_loss: float, gamma: float) -> dict:
+    """Class j's part of a market's objective: its share of the eps bought times the data
+    terms of Eq. 11, plus gamma times its payments (the parts add up to the objective;
+    all inf when nothing is bought); its payments and number bought."""
+    eps_j = np.bincount(group, weights=out.eps, minlength=classes)
+    pay_j = np.bincount(group, weights=out.payments, minlength=classes)
+    total = eps_j.sum()
+    share = eps_j / total if total > 0 else np.full(classes, math.inf)
+    with np.errstate(invalid="ignore"):
+        part = np.where(np.isfinite(data_loss), share * data_loss, math.inf) + gamma * pay_j
+    n_j = np.bincount(group, weights=out.eps > 0, minlength=classes)
+    return dict(objective=part, payment=pay_j, n_bought=n_j)
+
+
+def _audit_on_markets(mech, markets: _Markets, pop: Population, label, search, progress):
+    """The audit's verdicts on these very markets (the costs given, one audit seed for
+    every mechanism).  A data-needing mechanism is not audited here: the audit draws
+    costs only."""
     from . import auditing
 
-    if not audit:
-        return dict(max_gain=math.nan, ir_violations=math.nan, ic="not_audited", ir="not_audited")
+    if getattr(mech, "needs_data", False):
+        return dict(_NOT_AUDITED)
+    K, m = markets.costs.shape
     res = auditing.audit(
-        mech, dist, m, costs.shape[0], np.random.default_rng(audit_seed), costs=costs,
-        progress=f"audit {label}" if progress else False, **search,
-    )  # fmt: skip
+        mech,
+        _report_range(pop),
+        m,
+        K,
+        np.random.default_rng(markets.audit_seed),
+        costs=markets.costs,
+        progress=f"audit {label}" if progress else False,
+        **search,
+    )
     s = res.summary
     return dict(
         max_gain=s["max_gain"], ir_violations=s["ir_violations"], ic=s["verdict"],
@@ -444,100 +580,130 @@ def _audit(mech, label, dist, m, costs, audit_seed, search, audit, progress) -> 
     )  # fmt: skip
 
 
-def _play(mech, dist, m, ic, at, bne_seed, bne_options, ctx) -> dict:
-    """How the sellers play: the truth, or (``at="equilibrium"`` and not audited IC)
-    the symmetric BNE of the mechanism, one solve seed for all mechanisms."""
-    if at == "truth" or ic == "ic":
-        return {"played": "truth", "bne": None}
-    from .equilibrium import symmetric_bne
-
-    context = {k: ctx[k] for k in ("mu", "sigma", "gamma", "privacy")}
-    r = symmetric_bne(
-        mech, dist, m, np.random.default_rng(bne_seed), **{**context, **(bne_options or {})}
-    )
-    return {"played": "equilibrium", "bne": r}
+def _report_range(pop: Population):
+    """The law whose support the audit searches: the one law, else the pooled law (the
+    hull of the classes), else a uniform law on the hull (classes with a gap)."""
+    if pop.n_classes == 1:
+        return pop.laws[0]
+    try:
+        return pop.pooled
+    except MarketSimError:
+        lo, hi = pop.seller_laws.support
+        return as_distribution(f"uniform:{lo!r}:{hi!r}")
 
 
-def _evaluate(mech, dist, costs, reports, seeds, weights) -> dict:
-    """Per market: Eq. 11 with the payments (the objective), Eq. 11 itself at the true
-    costs' virtual costs (proxy loss), the payment and the sellers bought, when the
-    sellers report ``reports``."""
-    n = costs.shape[0]
-    psi = dist.virtual_cost(costs)
-    obj, loss, pay, bought = (np.empty(n) for _ in range(4))
-    for k in range(n):
-        out = mech.run(reports[k], np.random.default_rng(int(seeds[k])))
-        obj[k] = objective(out.eps, out.payments, **weights)
-        loss[k] = proxy_loss_of_eps(out.eps, psi[k], **weights)
-        pay[k] = float(np.sum(out.payments))
-        bought[k] = int(np.count_nonzero(out.eps > 0))
-    return dict(objective=obj, proxy_loss=loss, payment=pay, n_bought=bought)
+def _market_frame(m: int, label: str, scores: dict) -> pd.DataFrame:
+    import pandas as pd
+
+    K = scores["objective"].size
+    cols = {"n_sellers": m, "market": np.arange(K), "mechanism": label}
+    cols |= {k: scores[k] for k in ("objective", "proxy_loss", "payment", "n_bought")}
+    for key, v in scores.get("class", {}).items():
+        cols |= {f"class{j}_{key}": v[:, j] for j in range(v.shape[1])}
+    return pd.DataFrame(cols)
 
 
-def _market_frame(pd, m, label, x):
-    return pd.DataFrame(
-        {"n_sellers": m, "market": np.arange(x["objective"].size), "mechanism": label, **x}
-    )
-
-
-def _leaderboard_row(m, label, x, verdicts, play, weights, seconds) -> dict:
-    obj, pay = x["objective"], x["payment"]
+def _leaderboard_row(m: int, label: str, scores: dict, gamma: float, n_markets: int) -> dict:
+    obj, pay, loss = scores["objective"], scores["payment"], scores["proxy_loss"]
     o, lo, hi = t_interval(obj)
     p, plo, phi = t_interval(pay)
-    dl, dlo, dhi = t_interval(obj - weights["gamma"] * pay)  # the data terms of Eq. 11
+    dl, dlo, dhi = t_interval(obj - gamma * pay)  # the data terms of Eq. 11
     finite = obj[np.isfinite(obj)]
-    r = play["bne"]
     return {
         "n_sellers": m,
         "mechanism": label,
         "objective_mean": o,
         "objective_ci_low": lo,
         "objective_ci_high": hi,
-        "n_empty": int(obj.size - finite.size),
+        "n_empty": int(n_markets - finite.size),
         "objective_mean_bought": float(finite.mean()) if finite.size else math.nan,
-        "proxy_loss_mean": t_interval(x["proxy_loss"])[0],
+        "proxy_loss_mean": t_interval(loss)[0],
         "data_loss_mean": dl,
         "data_loss_ci_low": dlo,
         "data_loss_ci_high": dhi,
         "payment_mean": p,
         "payment_ci_low": plo,
         "payment_ci_high": phi,
-        "n_bought_mean": float(x["n_bought"].mean()),
-        **verdicts,
-        "played": play["played"],
-        "bne_epsilon": math.nan if r is None else r.epsilon,
-        "bne_epsilon_ci_high": math.nan if r is None else r.epsilon_ci[1],
-        "bne_relative_loss": math.nan if r is None else r.relative_loss,
-        "seconds": seconds,
+        "n_bought_mean": float(scores["n_bought"].mean()),
     }
 
 
-def _against_offline(rows, per, labels, m) -> None:
-    """The revelation-principle check: each mechanism's objective minus the offline
-    mechanism's, market by market (paired t interval), on the rows of size m."""
-    mine = [r for r in rows if r["n_sellers"] == m]
-    off = [r["mechanism"] for r in mine if r["eq11_minimiser"]]
-    for r in mine:
-        if not off:
-            r["minus_offline_ci_high"] = math.nan
-            continue
-        d = _paired(per[r["mechanism"]], per[off[0]], "objective")
-        r["minus_offline_mean"] = d["objective_diff_mean"]
-        r["minus_offline_ci_high"] = d["objective_diff_ci_high"]
+def _class_summary(scores: dict) -> dict:
+    """Per class j: class{j}_objective_mean (with its CI), class{j}_payment_mean,
+    class{j}_n_bought_mean (nothing with one class)."""
+    out: dict[str, float] = {}
+    by = scores.get("class")
+    if not by:
+        return out
+    for j in range(by["objective"].shape[1]):
+        o, lo, hi = t_interval(by["objective"][:, j])
+        out |= {
+            f"class{j}_objective_mean": o,
+            f"class{j}_objective_ci_low": lo,
+            f"class{j}_objective_ci_high": hi,
+            f"class{j}_payment_mean": t_interval(by["payment"][:, j])[0],
+            f"class{j}_n_bought_mean": float(by["n_bought"][:, j].mean()),
+        }
+    return out
 
 
-def _assemble(pd, rows, paired_rows, baseline):
-    """The leaderboard (with the paired differences against the baseline, ranked) and
-    the paired table without the baseline's own row."""
+def _paired_rows(m: int, per: dict, labels, baseline) -> list[dict]:
+    base = per[baseline]
+    return [
+        {"n_sellers": m, "mechanism": label, "baseline": baseline}
+        | _paired(per[label], base, "objective")
+        | _paired(per[label], base, "payment")
+        for label in labels
+    ]
+
+
+def _settings(labels, specs, populations, n_markets, baseline, ctx, audit, search, seed):
+    pops = list(populations.values())
+    one = pops[0]
+    plain = all(p.is_plain for p in pops)
+    settings = {
+        "mechanisms": labels,
+        "specs": [s if isinstance(s, str) else mechanism_name(s) for s in specs],
+        "dist": one.laws[0].spec if plain else one.spec,
+        "n_sellers": list(populations),
+        "n_markets": n_markets,
+        "baseline": baseline,
+        **ctx,
+        "audit": bool(audit),
+        "audit_search": dict(search),
+        "confidence": LEVEL,
+        "ci_method": "Student t over markets; paired t for differences",
+        "seed": seed,  # an integer rng; the CLI records its --seed here
+    }
+    if not plain:
+        settings["population"] = one.spec
+    if one.n_classes > 1:
+        settings["classes"] = [f"{c.count}*{c.law.spec}" for c in one.classes]
+    return settings
+
+
+def _result(rows, paired_rows, market_rows, baseline, settings) -> CompareResult:
+    import pandas as pd
+
     lb = pd.DataFrame(rows)
     paired = pd.DataFrame(paired_rows)
-    diff = paired[
-        ["n_sellers", "mechanism", "objective_diff_mean", "objective_diff_ci_low",
-         "objective_diff_ci_high"]
-    ].rename(columns=lambda c: c.replace("objective_diff", "diff"))  # fmt: skip
-    lb = _rank(lb.merge(diff, on=["n_sellers", "mechanism"]))
+    lb = lb.merge(
+        paired[
+            [
+                "n_sellers",
+                "mechanism",
+                "objective_diff_mean",
+                "objective_diff_ci_low",
+                "objective_diff_ci_high",
+            ]
+        ].rename(  # fmt: skip
+            columns=lambda c: c.replace("objective_diff", "diff")
+        ),
+        on=["n_sellers", "mechanism"],
+    )
+    lb = _rank(lb)
     paired = paired[paired["mechanism"] != baseline].reset_index(drop=True)
-    return lb, paired
+    return CompareResult(lb, paired, pd.concat(market_rows, ignore_index=True), settings)
 
 
 def _minimises_eq11(mech, mu, sigma, gamma) -> bool:

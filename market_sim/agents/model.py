@@ -31,11 +31,12 @@ from typing import TYPE_CHECKING
 import mesa
 import numpy as np
 
-from ..distributions import CostDistribution, parse_distribution
+from ..distributions import CostDistribution, SellerLaws, parse_distribution
 from ..errors import MarketSimError
 from ..mechanisms.base import Mechanism, as_mechanism, mechanism_name
 from ..mechanisms.budgeted import Budgeted, Caps
 from ..mechanisms.offline import proxy_loss_of_eps
+from ..population import Population, as_population
 from ..privacy.ledger import PrivacyLedger, accountant_class
 from ..privacy.release import StatisticRelease
 from .strategies import (
@@ -82,6 +83,66 @@ def synthetic_data(
     return X, y, X_test, y_test
 
 
+def _check_settings(rounds, xi, n_grid, release, payment_bound, regret_sample, seed, rng):
+    """One-line errors for MarketModel's settings."""
+    if not (isinstance(rounds, (int, np.integer)) and rounds >= 1):
+        raise MarketSimError(f"rounds must be an integer >= 1 (got {rounds!r})")
+    if not (0 < xi <= 1):
+        raise MarketSimError(f"xi must be in (0, 1] (got {xi!r})")
+    if not (isinstance(n_grid, (int, np.integer)) and n_grid >= 1):
+        raise MarketSimError(f"n_grid must be an integer >= 1 (got {n_grid!r})")
+    if release is not None and not (
+        isinstance(payment_bound, (int, float)) and np.isfinite(payment_bound) and payment_bound > 0
+    ):
+        raise MarketSimError(
+            "release needs payment_bound > 0: the public cap that the "
+            "released total payment is clipped to"
+        )
+    if seed is not None and rng is not None:
+        raise MarketSimError("give seed or rng, not both")
+    if regret_sample is not None and not (
+        isinstance(regret_sample, (int, np.integer)) and regret_sample >= 1
+    ):
+        raise MarketSimError(f"regret_sample must be an integer >= 1 (got {regret_sample!r})")
+
+
+def _generator(seed, rng) -> np.random.Generator:
+    if rng is None:
+        return np.random.default_rng(seed)
+    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
+
+def _population_of(population, dist, n_sellers, data) -> Population:
+    """Who sells: ``population`` (a Population or its spec), or the shorthand ``dist`` and
+    ``n_sellers`` (one class, no data; 20 sellers on U[0, 1] by default)."""
+    if n_sellers is not None and not (isinstance(n_sellers, (int, np.integer)) and n_sellers >= 1):
+        raise MarketSimError(f"n_sellers must be an integer >= 1 (got {n_sellers!r})")
+    if population is None:
+        law = "uniform:0:1" if dist is None else dist
+        law = law if isinstance(law, CostDistribution) else parse_distribution(law)
+        return Population([(law, 20 if n_sellers is None else int(n_sellers))])
+    if dist is not None:
+        raise MarketSimError(
+            "give population= or dist=, not both (a cost law is a one-class population)"
+        )
+    if data is not None:
+        raise MarketSimError(
+            "data= and a population: the data come from the population (e.g. ;data=synthetic)"
+        )
+    return as_population(population, None if n_sellers is None else int(n_sellers))
+
+
+def _market_law(pop: Population) -> CostDistribution | SellerLaws:
+    """The one law of a one-class population, else the pooled law (support: the hull of
+    the classes'), else (classes with a gap between them) the per-seller laws."""
+    if pop.n_classes == 1:
+        return pop.laws[0]
+    try:
+        return pop.pooled
+    except MarketSimError:
+        return pop.seller_laws
+
+
 def _view(column: str, kind=float):
     def get(self):
         return kind(getattr(self.model, column)[self.seller_id])
@@ -100,6 +161,7 @@ class SellerAgent(mesa.Agent):
         self.seller_id = int(seller_id)
 
     cost = _view("cost")
+    group = _view("group", int)  # the seller's class in the population
     report = _view("report")
     eps = _view("eps")
     payment = _view("payment")
@@ -167,7 +229,7 @@ class PlatformAgent(mesa.Agent):
             m._exhausted = m.ledger.exhausted()
         self.total_payment = float(outcome.payments.sum())
         self.n_bought = int(np.count_nonzero(outcome.eps))
-        psi = m.dist.virtual_cost(m.cost[active])
+        psi = m.virtual_costs(active)
         self.proxy_loss = proxy_loss_of_eps(outcome.eps, psi, mu=m.mu, sigma=m.sigma, gamma=m.gamma)
         self.publish(outcome.eps, outcome.payments)
 
@@ -263,6 +325,10 @@ def _spec_name(spec, strat) -> str:
 class MarketModel(mesa.Model):
     """Repeated rounds of one market.
 
+    Who sells: ``population`` (a :class:`~market_sim.population.Population` or its spec:
+    costs, and with data the rows and test rows, from ``pop.sample(model.rng)``; a
+    ``group`` column in the seller rows), or the shorthand ``n_sellers`` sellers with
+    costs from ``dist`` (default 20 on ``uniform:0:1``) and optional ``data=``.
     ``mechanism``: a registered name or spec (``"offline"``, ``"online:rule=alg3"``,
     ``"mypkg.mech:UniformPrice"``, ``"path/to/file.py:UniformPrice"``), a
     :class:`~market_sim.mechanisms.Mechanism` class or instance.
@@ -288,9 +354,10 @@ class MarketModel(mesa.Model):
 
     def __init__(
         self,
-        n_sellers: int = 20,
+        n_sellers: int | None = None,
         *,
-        dist="uniform:0:1",
+        dist=None,
+        population=None,
         mechanism="offline",
         strategy="truthful",
         strategic_fraction: float = 1.0,
@@ -316,50 +383,14 @@ class MarketModel(mesa.Model):
         seed: int | None = None,
         rng=None,
     ):
-        if not (isinstance(n_sellers, (int, np.integer)) and n_sellers >= 1):
-            raise MarketSimError(f"n_sellers must be an integer >= 1 (got {n_sellers!r})")
-        if not (isinstance(rounds, (int, np.integer)) and rounds >= 1):
-            raise MarketSimError(f"rounds must be an integer >= 1 (got {rounds!r})")
-        if not (0 < xi <= 1):
-            raise MarketSimError(f"xi must be in (0, 1] (got {xi!r})")
-        if not (isinstance(n_grid, (int, np.integer)) and n_grid >= 1):
-            raise MarketSimError(f"n_grid must be an integer >= 1 (got {n_grid!r})")
-        if release is not None and not (
-            isinstance(payment_bound, (int, float))
-            and np.isfinite(payment_bound)
-            and payment_bound > 0
-        ):
-            raise MarketSimError(
-                "release needs payment_bound > 0: the public cap that the "
-                "released total payment is clipped to"
-            )
-        if seed is not None and rng is not None:
-            raise MarketSimError("give seed or rng, not both")
+        _check_settings(rounds, xi, n_grid, release, payment_bound, regret_sample, seed, rng)
         accountant_class(accountant)  # a one-line error for an unknown name
-        mix = _strategy_mix(strategy, strategic_fraction, int(n_sellers))
-        if rng is None:
-            rng = np.random.default_rng(seed)
-        elif not isinstance(rng, np.random.Generator):
-            rng = np.random.default_rng(rng)
-        super().__init__(rng=rng)
-        n = int(n_sellers)
-        self.n_sellers = n
+        pop = _population_of(population, dist, n_sellers, data)
+        mix = _strategy_mix(strategy, strategic_fraction, pop.n_sellers)
+        super().__init__(rng=_generator(seed, rng))
+        self._set_market(pop, population is not None, mu, sigma, gamma)
         self.release, self.payment_bound = release, payment_bound
-        self.dist = dist if isinstance(dist, CostDistribution) else parse_distribution(dist)
-        self.mu, self.sigma, self.gamma = float(mu), float(sigma), float(gamma)
-        self.mechanism: Mechanism = as_mechanism(
-            mechanism,
-            dist=self.dist,
-            n_sellers=n,
-            mu=self.mu,
-            sigma=self.sigma,
-            gamma=self.gamma,
-            privacy=privacy,
-        )
-        self.base_mechanism = self.mechanism
-        self.mechanism_name = (
-            mechanism if isinstance(mechanism, str) else mechanism_name(self.mechanism)
-        )
+        self._set_mechanism(mechanism, privacy)
         self.rounds, self.xi, self.tol = int(rounds), float(xi), 1e-9
         self.new_costs, self.measure_regret, self.n_grid = (
             new_costs_each_round,
@@ -367,12 +398,48 @@ class MarketModel(mesa.Model):
             int(n_grid),
         )
         self.vectorized = bool(vectorized)
-        if regret_sample is not None and not (
-            isinstance(regret_sample, (int, np.integer)) and regret_sample >= 1
-        ):
-            raise MarketSimError(f"regret_sample must be an integer >= 1 (got {regret_sample!r})")
         self.regret_sample = regret_sample
-        # ---- the privacy ledger --------------------------------------------------
+        self._set_ledger(budget, accountant)
+        market = self.population.sample(self.rng)
+        self._set_sellers(market.costs)
+        self._build_groups(mix, collusion_size)
+        test_data = self._set_data(market, data)
+        eager = self._set_agents(agent_views, test_data, agent_out)
+        self._set_collector(eager)
+        self.datacollector.collect(self)  # step 0: the initial state
+
+    # ---- the steps of __init__ ------------------------------------------------------
+    def _set_market(self, pop, explicit: bool, mu, sigma, gamma) -> None:
+        """Who sells: the population, its size, the cost law(s) and the objective's weights.
+        ``dist`` is the one law of a one-class population, else the pooled law (its
+        support is the hull of the classes'), else the per-seller laws."""
+        self.population = pop
+        self.n_sellers = pop.n_sellers
+        self.group = np.asarray(pop.group)  # each seller's class
+        self._population_given = explicit
+        self.seller_laws = pop.seller_laws
+        self.dist = _market_law(pop)
+        self.mu, self.sigma, self.gamma = float(mu), float(sigma), float(gamma)
+
+    def _set_mechanism(self, mechanism, privacy) -> None:
+        """The mechanism; given a population, per-seller laws to those that take them."""
+        settings = dict(mu=self.mu, sigma=self.sigma, gamma=self.gamma, privacy=privacy)
+        if self._population_given:
+            self.mechanism: Mechanism = as_mechanism(
+                mechanism, population=self.population, **settings
+            )
+        else:
+            self.mechanism = as_mechanism(
+                mechanism, dist=self.dist, n_sellers=self.n_sellers, **settings
+            )
+        self.base_mechanism = self.mechanism
+        self.mechanism_name = (
+            mechanism if isinstance(mechanism, str) else mechanism_name(self.mechanism)
+        )
+
+    def _set_ledger(self, budget, accountant) -> None:
+        """The privacy ledger (docs/ledger.md)."""
+        n = self.n_sellers
         if budget is not None and self.mechanism.needs_data:  # adaptive composition: docs/ledger.md
             raise MarketSimError(
                 f"budget with mechanism {self.mechanism_name}: its eps_i are computed from the "
@@ -382,8 +449,11 @@ class MarketModel(mesa.Model):
         self.accountant = accountant
         self.loss_increase = np.zeros(n)  # this round's increase of the composed loss
         self._exhausted = np.zeros(n, dtype=bool)
-        # ---- the seller arrays -------------------------------------------------
-        self.cost = self.dist.sample(n, self.rng).astype(float)
+
+    def _set_sellers(self, costs) -> None:
+        """The seller arrays (one entry per seller)."""
+        n = self.n_sellers
+        self.cost = np.asarray(costs, dtype=float)
         self.report = self.cost.copy()
         self.eps, self.payment, self.utility = np.zeros(n), np.zeros(n), np.zeros(n)
         self.regret = np.full(n, np.nan)
@@ -396,11 +466,16 @@ class MarketModel(mesa.Model):
         self._identity_positions = True
         self._n_misreporting = 0
         self.reports = self.report.copy()
-        self._build_groups(mix, collusion_size)
-        # ---- data --------------------------------------------------------------
+
+    def _set_data(self, market, data):
+        """The sellers' rows and the held-out test rows: from the population's market, or
+        from ``data=`` ('synthetic' or (X, y, X_test, y_test)).  Returns the test rows."""
+        n = self.n_sellers
         self.X = self.y = None
         test_data = None
-        if data is not None:
+        if market.data is not None:
+            (self.X, self.y), test_data = market.data, market.test
+        elif data is not None:
             if isinstance(data, str) and data == "synthetic":
                 data = synthetic_data(n, 5, self.rng)
             try:
@@ -416,9 +491,13 @@ class MarketModel(mesa.Model):
         if self.mechanism.needs_data and test_data is None:
             raise MarketSimError(
                 f"mechanism {self.mechanism_name} needs the sellers' data: pass "
-                "data= (or --data on the command line)"
+                "data= (or --data on the command line), or a population with data"
             )
-        # ---- agents --------------------------------------------------------------
+        return test_data
+
+    def _set_agents(self, agent_views, test_data, agent_out) -> bool:
+        """Seller views (eagerly up to AGENT_VIEW_LIMIT) and the platform; True if eager."""
+        n = self.n_sellers
         self._views: dict[int, SellerAgent] = {}
         eager = n <= AGENT_VIEW_LIMIT if agent_views is None else bool(agent_views)
         if eager:
@@ -430,18 +509,15 @@ class MarketModel(mesa.Model):
         self.agent_out = agent_out
         self.round = 0
         self.running = True
+        return eager
+
+    def _set_collector(self, eager: bool) -> None:
+        """The DataCollector: one row per round, and per seller when views are eager."""
         seller_reporters = {
             k: k
-            for k in (
-                "seller_id",
-                "strategy_name",
-                "cost",
-                "report",
-                "eps",
-                "payment",
-                "utility",
-                "regret",
-            )
+            for k in ("seller_id",)
+            + (("group",) if self._population_given else ())
+            + ("strategy_name", "cost", "report", "eps", "payment", "utility", "regret")
             + (("external_regret",) if self._learners else ())
             + (("eps_spent", "budget_left") if self.ledger is not None else ())
         }
@@ -469,7 +545,6 @@ class MarketModel(mesa.Model):
             },
             agenttype_reporters={SellerAgent: seller_reporters} if eager else None,
         )
-        self.datacollector.collect(self)  # step 0: the initial state
 
     # ---- groups of sellers by strategy ------------------------------------------
     def _build_groups(self, mix, collusion_size):
@@ -509,7 +584,9 @@ class MarketModel(mesa.Model):
             else np.zeros(0, dtype=int)
         )
         self.agent_columns: tuple[str, ...] = (
-            AGENT_COLUMNS[:-1]
+            AGENT_COLUMNS[:2]
+            + (("group",) if self._population_given else ())
+            + AGENT_COLUMNS[2:-1]
             + (("external_regret",) if self._learners else ())
             + (("eps_spent", "budget_left") if self.ledger is not None else ())
             + AGENT_COLUMNS[-1:]
@@ -574,7 +651,7 @@ class MarketModel(mesa.Model):
         """Who takes part: stay out after a round with negative utility; with xi < 1
         each seller is also absent with probability 1 - xi."""
         if self.new_costs and self.round > 1:
-            self.cost[:] = self.dist.sample(self.n_sellers, self.rng)
+            self._redraw()
         self.participating[:] = self.utility >= -self.tol
         if self.ledger is not None:  # a seller whose budget is spent has left
             self.participating &= ~self._exhausted
@@ -601,12 +678,29 @@ class MarketModel(mesa.Model):
             self.mechanism = self.base_mechanism.with_data(self.X[active], self.y[active])
         else:
             self.mechanism = self.base_mechanism
+        if not isinstance(active, slice):  # per-seller laws: this round's sellers'
+            self.mechanism = self.mechanism.for_sellers(active)
         if self.ledger is not None:  # this round's caps, fixed before the reports
             led, ids = self.ledger, np.arange(self.n_sellers)[active]
             self.mechanism = Budgeted(
                 self.mechanism, Caps(led.lower_cap(ids), lambda pos: led.cap(ids[pos]))
             )
         return active
+
+    def _redraw(self) -> None:
+        """A new market from the population: costs, and with its data, rows and test rows."""
+        market = self.population.sample(self.rng)
+        self.cost[:] = market.costs
+        if market.data is not None:
+            self.X, self.y = market.data
+            self.platform.test_data = market.test
+
+    def virtual_costs(self, active) -> np.ndarray:
+        """psi_i(c_i) of this round's participants, each under its own law (Eq. 11, 003)."""
+        if self.population.n_classes == 1:
+            return self.dist.virtual_cost(self.cost[active])
+        ids = np.arange(self.n_sellers)[active]
+        return self.seller_laws.virtual_cost(self.cost[ids], sellers=ids)
 
     def collect_reports(self, active) -> None:
         """Every strategic group decides against the reports at the stage's start
@@ -881,8 +975,11 @@ class MarketModel(mesa.Model):
             "round": np.repeat(np.arange(first_round, first_round + len(rows)), n),
             "seller_id": np.tile(np.arange(n), len(rows)),
         }
+        if self._population_given:
+            cols["group"] = np.tile(self.group, len(rows))
         for k in self.agent_columns[2:-1]:
-            cols[k] = np.concatenate([r[k] for r in rows])
+            if k != "group":
+                cols[k] = np.concatenate([r[k] for r in rows])
         return pa.table({**cols, "strategy": names.cast(pa.string())})
 
     def close(self) -> None:

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..distributions import parse_distribution
 from ..files import check_writable_folder
-from .arguments import add_cost_law, add_output, count, number, positive
+from .arguments import add_cost_law, add_output, count, number, population_of, positive
 
 
 def add_parser(subparsers):
@@ -16,7 +16,8 @@ def add_parser(subparsers):
         "compare",
         help="leaderboard of mechanisms on the same markets (objective, payment, audit)",
         description="Run every --mechanism on the same K seeded markets of N truthful "
-        "sellers (the same cost draws and seeds), score each market by Eq. 11 with the "
+        "sellers (the same cost draws and seeds; with --population, the same data too, and "
+        "results per class), score each market by Eq. 11 with the "
         "payments made, audit each mechanism on those markets, and write "
         "DIR/leaderboard.csv, DIR/paired.csv (differences against the baseline, paired t "
         "95% CIs), DIR/markets.csv, DIR/leaderboard.md, DIR/summary.json and "
@@ -36,14 +37,15 @@ def add_parser(subparsers):
         default=None,
         help="the mechanism the paired differences are taken against (default the first)",
     )
-    add_cost_law(a)
+    add_cost_law(a, population=True)
     a.add_argument(
         "--sellers",
         type=count("sellers"),
         nargs="+",
-        default=[100],
+        default=None,
         metavar="N",
-        help="sellers per market; several sizes give curves against m (default 100)",
+        help="sellers per market; several sizes give curves against m (default 100; "
+        "with --population, its own)",
     )
     a.add_argument(
         "--markets",
@@ -94,13 +96,14 @@ def add_parser(subparsers):
 def run(args) -> int:
     from ..comparison import compare
 
-    dist = parse_distribution(args.dist, iron=args.iron)
+    pop = population_of(args)
+    dist = pop if pop is not None else parse_distribution(args.dist, iron=args.iron)
     out = Path(args.out)
     check_writable_folder(out)
     result = compare(
         args.mechanism,
         dist,
-        args.sellers,
+        args.sellers if pop is not None else args.sellers or [100],
         args.markets,
         np.random.default_rng(args.seed),
         baseline=args.baseline,

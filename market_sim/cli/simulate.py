@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from ..errors import MarketSimError
-from ..files import atomic_write, check_writable_folder
-from .arguments import add_output, count, market_parent, warn
+from ..files import atomic_write
+from .arguments import add_output, count, market_parent, population_of, warn
 from .settings import check_needs, warn_if_not_private
+from .simulate_files import check_simulate_out, write_simulate_manifest
 
 
 def add_parser(subparsers):
@@ -21,12 +21,14 @@ def add_parser(subparsers):
         "(one row per seller and round), DIR/model.csv (one row per round) and "
         "DIR/simulation.png.",
     )
+    sim._option_string_actions["--dist"].required = False  # or --population
+    sim.add_argument("--population", metavar="SPEC", help="the sellers (docs/population.md)")
     sim.add_argument(
         "--mechanism",
         default="offline",
         metavar="SPEC",
         help="a registered mechanism (see `market-sim mechanisms`: offline, online, "
-        "data-dependent (needs --data), pay-as-bid, posted-price, "
+        "data-dependent (needs data), pay-as-bid, posted-price, "
         "private-posted-price, private-cutoff, ...), module:Class or "
         "path/to/file.py:Class, with parameters as :key=value (default offline)",
     )
@@ -77,7 +79,7 @@ def add_parser(subparsers):
         "worst eps-DP mechanism): basic (the sum), rdp or pld "
         "(pld needs the accounting extra); default basic; needs --budget",
     )
-    sim.add_argument("--sellers", type=count("sellers"), default=20, help="number of sellers")
+    sim.add_argument("--sellers", type=count("sellers"), help="number of sellers (default 20)")
     sim.add_argument("--rounds", type=count("rounds"), default=3, help="number of rounds")
     sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     sim.add_argument(
@@ -114,6 +116,19 @@ def add_parser(subparsers):
     return sim
 
 
+def _market_arg(args) -> dict:
+    """MarketModel's sellers: --population, or --dist and --sellers."""
+    from ..distributions import parse_distribution
+
+    if (args.population is None) == (args.dist is None):
+        raise MarketSimError("give exactly one of --dist and --population")
+    if args.data and args.population is not None:
+        raise MarketSimError("--data with --population: give data in its spec (;data=synthetic)")
+    if args.population is not None:
+        return dict(n_sellers=args.sellers, population=population_of(args))
+    return dict(n_sellers=args.sellers or 20, dist=parse_distribution(args.dist, iron=args.iron))
+
+
 def _strategy_arg(items):
     """--strategy values -> what MarketModel takes: one spec, or {spec: fraction}."""
     if not items:
@@ -132,43 +147,6 @@ def _strategy_arg(items):
         except ValueError:
             raise MarketSimError(f"--strategy {item!r}: {frac!r} is not a fraction") from None
     return mix, 1.0
-
-
-def _check_simulate_out(out: Path) -> None:
-    """Before any work: a writable folder that is not a sweep of ``market-sim run``."""
-    from ..runner import folder_kind
-
-    check_writable_folder(out)
-    if folder_kind(out) == "run":
-        raise MarketSimError(
-            f"{out} holds a sweep of `market-sim run` (its manifest or results); "
-            f"choose another --out for a simulation"
-        )
-
-
-def _write_simulate_manifest(out: Path, args, model, files) -> None:
-    """OUT/manifest.json: what ran (parameters, seed, version, command, time)."""
-    import shlex
-    from datetime import UTC, datetime
-
-    from ..runner import _code_version
-
-    params = {k: v for k, v in vars(args).items() if k not in ("func", "argv", "command")}
-    manifest = {
-        "kind": "simulate",
-        "command": "market-sim " + shlex.join(getattr(args, "argv", [])),
-        "parameters": params,
-        "seed": args.seed,
-        "mechanism": model.mechanism_name,
-        "strategies": list(model.strategy_names),
-        "version": _code_version(),
-        "time": datetime.now(UTC).isoformat(timespec="seconds"),
-        "files": files,
-    }
-    atomic_write(
-        str(out / "manifest.json"),
-        lambda fh: fh.write(json.dumps(manifest, indent=1, default=str).encode()),
-    )
 
 
 def _warn_if_slow(model, rounds: int) -> None:
@@ -217,17 +195,15 @@ def _checked_settings(args):
 
 def run(args) -> int:
     from ..agents import MarketModel
-    from ..distributions import parse_distribution
     from ..privacy.release import StatisticRelease
 
     budget = _checked_settings(args)
-    dist = parse_distribution(args.dist, iron=args.iron)
+    market = _market_arg(args)
     strategy, fraction = _strategy_arg(args.strategy)
     out = Path(args.out)
-    _check_simulate_out(out)
+    check_simulate_out(out)
     model = MarketModel(
-        args.sellers,
-        dist=dist,
+        **market,
         mechanism=args.mechanism,
         strategy=strategy,
         strategic_fraction=args.strategic_fraction if fraction is None else 1.0,
@@ -268,8 +244,8 @@ def run(args) -> int:
         agent_df,
         model_df,
         out / "simulation.png",
-        f"{label}, {', '.join(model.strategy_names)}, {args.sellers} sellers",
-        data=args.data,
+        f"{label}, {', '.join(model.strategy_names)}, {model.n_sellers} sellers",
+        data=model.platform.test_data is not None,
     )
     if args.animate:
         animate_simulation(agent_df, out / "simulation.gif")
@@ -283,7 +259,7 @@ def run(args) -> int:
             str(out / "ledger.csv"), lambda fh: fh.write(ledger.to_csv(index=False).encode())
         )
         files.append("ledger.csv")
-    _write_simulate_manifest(out, args, model, files)
+    write_simulate_manifest(out, args, model, files)
     print(model_df.to_string(index=False))
     if ledger is not None:
         spent = ", ".join(

@@ -31,6 +31,12 @@ Class attributes a mechanism may set:
 ``needs_data``
     the allocation depends on the sellers' data: the platform calls
     ``with_data(X, y)`` before each round.
+``per_seller_laws``
+    the mechanism is defined per seller: its ``dist`` may be a
+    :class:`~market_sim.distributions.SellerLaws` (each seller's own cost law).
+    ``as_mechanism(spec, population=pop)`` then passes ``pop.seller_laws``; a
+    mechanism without it gets ``pop.pooled``, the law of a seller picked at random.
+    Set on offline, pay-as-bid and online.
 ``myerson_payments``
     the payments are computed from the allocation by Myerson's identity (Eq. 8,
     003), t_i = r_i eps_i + int_{r_i}^{c_high} eps_i(z, r_-i) dz.  Set on the
@@ -40,7 +46,9 @@ Class attributes a mechanism may set:
 
 Construction from a name: ``Mechanism.from_context(dist=..., n_sellers=...,
 mu=..., sigma=..., gamma=..., privacy=..., **params)`` passes each market
-setting the constructor accepts (by parameter name) and every explicit param.
+setting the constructor accepts (by parameter name) and every explicit param;
+``as_mechanism(spec, population=pop, ...)`` takes ``dist`` and ``n_sellers`` from a
+:class:`~market_sim.population.Population` (see ``per_seller_laws``).
 """
 
 from __future__ import annotations
@@ -54,7 +62,15 @@ import numpy as np
 from ..errors import MarketSimError
 from ..registry import MECHANISMS, check_params, parse_spec
 
-__all__ = ["Mechanism", "Outcome", "as_outcome", "as_mechanism", "mechanism_name"]
+__all__ = [
+    "Mechanism",
+    "Outcome",
+    "as_outcome",
+    "as_mechanism",
+    "mechanism_name",
+    "in_own_support",
+    "seller_ends",
+]
 
 
 @dataclass(frozen=True)
@@ -69,6 +85,43 @@ class Outcome:
     def utilities(self, costs) -> np.ndarray:
         """t_i - c_i eps_i."""
         return self.payments - np.asarray(costs, dtype=float) * self.eps
+
+
+def in_own_support(dist, c, what: str = "report", sellers=None) -> np.ndarray:
+    """Reports ``c`` checked against the cost law ``dist``.  One law (a CostDistribution):
+    a report outside its support is a MarketSimError.  Per-seller laws (SellerLaws): a
+    report outside the hull of the supports is one; any other is put in its seller's own
+    support, a report past either end read as that end (seller i's message space is its
+    type space; such a report earns exactly what the end earns, so IC and IR are
+    unchanged).  ``c`` holds one report per seller, or rows of ``sellers``."""
+    from ..distributions import SellerLaws
+
+    if not isinstance(dist, SellerLaws):
+        return dist.check_in_support(c, what)
+    c = np.asarray(c, dtype=float)
+    lo, hi = dist.support
+    bad = ~np.isfinite(c) | (c < lo) | (c > hi)
+    if np.any(bad):
+        raise MarketSimError(
+            f"{what} {float(c[bad].flat[0])!r} is outside every seller's support "
+            f"(the hull [{lo:g}, {hi:g}])"
+        )
+    low, high = seller_ends(dist)
+    if sellers is None:
+        if c.shape[:1] != low.shape:
+            raise MarketSimError(f"{c.shape[0] if c.ndim else 1} reports for {low.size} sellers")
+    else:
+        sellers = np.asarray(sellers, dtype=np.int64)
+        low, high = low[sellers], high[sellers]
+    extra = (1,) * (c.ndim - low.ndim)
+    return np.clip(c, low.reshape(low.shape + extra), high.reshape(high.shape + extra))
+
+
+def seller_ends(laws) -> tuple[np.ndarray, np.ndarray]:
+    """(low_i, high_i): the ends of every seller's own support (SellerLaws)."""
+    lo = np.array([d.support[0] for d in laws.laws])
+    hi = np.array([d.support[1] for d in laws.laws])
+    return lo[laws.group], hi[laws.group]
 
 
 def mechanism_name(mech) -> str:
@@ -131,6 +184,7 @@ class Mechanism:
     randomized: ClassVar[bool] = False
     own_report_inclusion: ClassVar[bool] = False
     needs_data: ClassVar[bool] = False
+    per_seller_laws: ClassVar[bool] = False
     myerson_payments: ClassVar[bool] = False
     n_draws: ClassVar[int] = 64
 
@@ -143,6 +197,12 @@ class Mechanism:
 
     def with_data(self, X, y) -> Mechanism:
         """This mechanism for sellers with data rows ``X`` and labels ``y``."""
+        return self
+
+    def for_sellers(self, ids) -> Mechanism:
+        """This mechanism for the market of sellers ``ids`` alone (those taking part in a
+        round): a mechanism with per-seller laws keeps those sellers' laws, in that order;
+        any other is itself."""
         return self
 
     # ---- the mechanism --------------------------------------------------------------
@@ -248,10 +308,17 @@ def _takes_rng(fn) -> bool:
     return len(params) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
 
 
-def as_mechanism(obj, **context) -> Mechanism:
+def as_mechanism(obj, *, population=None, **context) -> Mechanism:
     """A Mechanism from a registered name, a spec ``name[:key=value]...``, a Mechanism
     class (built with ``from_context(**context)``) or instance, or any object with
-    an ``outcome(reports[, rng])`` method."""
+    an ``outcome(reports[, rng])`` method.
+
+    ``population`` (a Population or its spec) gives ``dist`` and ``n_sellers``: each
+    seller's own law to a mechanism that sets ``per_seller_laws``, the pooled law to
+    one that takes one ``dist``; a conflicting ``n_sellers``, a ``dist`` beside it, or
+    a data-needing mechanism on a population without data is a MarketSimError."""
+    if population is not None:
+        return _for_population(obj, population, context)
     if isinstance(obj, str):
         name, params = parse_spec(obj)
         found = MECHANISMS.load(name)
@@ -280,3 +347,36 @@ def as_mechanism(obj, **context) -> Mechanism:
     if callable(fn):
         return _Adapted(obj, _takes_rng(fn))
     raise MarketSimError(f"{type(obj).__name__} is not a Mechanism: it has no outcome method")
+
+
+def _mechanism_class(obj):
+    """The class ``as_mechanism`` would build ``obj`` from (its type for an instance)."""
+    if isinstance(obj, str):
+        found = MECHANISMS.load(parse_spec(obj)[0])
+        return found if isinstance(found, type) else type(found)
+    return obj if isinstance(obj, type) else type(obj)
+
+
+def _for_population(obj, population, context: dict) -> Mechanism:
+    """``as_mechanism`` with ``dist`` and ``n_sellers`` from a population."""
+    from ..population import as_population
+
+    if context.get("dist") is not None:
+        raise MarketSimError("give a population or dist, not both")
+    pop = as_population(population, context.pop("n_sellers", None))
+    cls = _mechanism_class(obj)
+    label = obj if isinstance(obj, str) else mechanism_name(cls)
+    if getattr(cls, "needs_data", False) and not pop.has_data:
+        raise MarketSimError(
+            f"mechanism {label} needs the sellers' data: the population {pop.spec} has none "
+            "(add ;data=synthetic, wisconsin or a CSV path)"
+        )
+    dist: object
+    if getattr(cls, "per_seller_laws", False):
+        dist = pop.seller_laws
+    else:
+        try:
+            dist = pop.pooled
+        except MarketSimError as exc:
+            raise MarketSimError(f"mechanism {label} takes one cost law: {exc}") from None
+    return as_mechanism(obj, **{**context, "dist": dist, "n_sellers": pop.n_sellers})

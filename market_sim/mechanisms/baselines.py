@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..distributions import CostDistribution
+from ..distributions import CostDistribution, SellerLaws
 from ..errors import MarketSimError
 from .offline import solve
 
@@ -17,7 +17,7 @@ __all__ = ["pay_as_bid", "posted_price"]
 
 def pay_as_bid(
     reports,
-    dist: CostDistribution,
+    dist: CostDistribution | SellerLaws,
     *,
     mu: float,
     sigma: float,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from ..distributions import CostDistribution, as_distribution
+from ..distributions import CostDistribution, SellerLaws, as_distribution
 from ..errors import MarketSimError
 from .base import Mechanism, Outcome, _deviation_args
 
@@ -39,15 +39,25 @@ def _need_dist(dist) -> CostDistribution:
     return as_distribution(dist)
 
 
+def _laws_or_dist(dist) -> CostDistribution | SellerLaws:
+    """A mechanism defined per seller takes each seller's own law (SellerLaws) or one law."""
+    return dist if isinstance(dist, SellerLaws) else as_distribution(dist)
+
+
 @dataclass(frozen=True)
 class _OfflineAllocation(Mechanism):
     """The offline allocation of Eq. 11 (003); subclasses say how sellers are paid.
 
+    ``dist`` is one cost law for every seller or a
+    :class:`~market_sim.distributions.SellerLaws` (``per_seller_laws``): seller i's
+    virtual cost is then psi_i of its own law, as Eq. 11 is written, and a report
+    outside its own support is read as the nearest end of it (``payments``).
     ``backend`` is :func:`~market_sim.mechanisms.offline.solve`'s (``"auto"``,
     ``"numba"`` or ``"numpy"``): ``"numba"`` pays for many small markets (a BNE
     solve, a learner's counterfactuals), as ``KERNEL_MIN_M`` explains."""
 
-    dist: CostDistribution
+    per_seller_laws: ClassVar[bool] = True
+    dist: CostDistribution | SellerLaws
     mu: float = 1.0
     sigma: float = 1.0
     gamma: float = 1.0
@@ -55,13 +65,18 @@ class _OfflineAllocation(Mechanism):
     backend: str = "auto"
 
     def __post_init__(self):
-        object.__setattr__(self, "dist", _need_dist(self.dist))
+        object.__setattr__(self, "dist", _laws_or_dist(self.dist))
         if self.backend not in ("auto", "numba", "numpy"):
             raise MarketSimError(f"unknown backend {self.backend!r} (auto, numba or numpy)")
 
     @property
     def params(self) -> dict:
         return dict(mu=self.mu, sigma=self.sigma, gamma=self.gamma, k=self.k)
+
+    def for_sellers(self, ids) -> _OfflineAllocation:
+        if not isinstance(self.dist, SellerLaws):
+            return self
+        return replace(self, dist=SellerLaws(self.dist.laws, self.dist.group[np.asarray(ids)]))
 
     def curves(self, reports):
         """Every seller's eps and Myerson payment as functions of its own report, the
@@ -121,16 +136,21 @@ class PayAsBidMechanism(_OfflineAllocation):
     name: ClassVar[str] = "pay-as-bid"
 
     def outcome(self, reports, rng=None) -> Outcome:
+        from .base import in_own_support as _in_support
         from .baselines import pay_as_bid
 
+        reports = _in_support(self.dist, np.asarray(reports, dtype=float), "report")
         eps, pay = pay_as_bid(reports, self.dist, **self.params, backend=self.backend)
         return Outcome(eps, pay)
 
     def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
         """Seller i's eps at z is the offline allocation's eps_i(z); it is paid z eps_i(z)
         (the allocation oracle alone: no payment curve is built)."""
+        from .base import in_own_support as _in_support
+
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
-        self.dist.check_in_support(reports, "report")
+        _in_support(self.dist, reports, "report")
+        cand = _in_support(self.dist, cand, "candidate report", sellers)
         eps = self.curves(reports).allocation_at(cand, sellers=sellers)
         return Outcome(eps, cand * eps)
 

@@ -22,17 +22,26 @@ Rules (x = gamma psi):
 
 Expectations are integrals over the cost distribution by Gauss-Legendre
 quadrature (after a cosine change of variables), never by sampling.
+
+**Per-seller laws.**  Given a :class:`~market_sim.distributions.SellerLaws`, seller i
+is answered with its own virtual cost, eps_i = scale (lam - gamma psi_i(c_i))^+, and
+paid by Eq. 8 (003) up to the top of its own support; the cut-off is the fluid rule
+with every expectation the class-weighted sum (g = sum_j w_j g_j, w = sum_j w_j w_j,
+w_j the share of class j), and alg3's f_Psi(0) the mixture's, sum_j w_j f_Psi_j(0).
+Each class is answered by a one-law mechanism that shares lam and the scale.
+A report outside a seller's own support is read as its nearest end (as offline).
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy import optimize
 
-from ..distributions import CostDistribution, empirical
+from ..distributions import CostDistribution, SellerLaws, empirical
 from ..errors import MarketSimError
 from .base import Mechanism, Outcome, _deviation_args
 from .offline import check_params, proxy_loss_of_eps, solve
@@ -66,6 +75,12 @@ class OnlineMechanism(Mechanism):
     name = "online"
     own_report_inclusion = True
     myerson_payments = True  # Alg. 3 pays by Eq. 8 (003): see ``payments``
+    per_seller_laws = True  # takes SellerLaws: each seller's own psi_i (module docstring)
+    cutoff: float
+    scale: float
+    threshold_cost: float | np.ndarray  # per seller with per-seller laws
+    _classes: list[tuple[OnlineMechanism, float]] | None
+    _class_ids: list[int]
 
     @classmethod
     def from_context(cls, **context: Any) -> OnlineMechanism:
@@ -79,7 +94,7 @@ class OnlineMechanism(Mechanism):
 
     def __init__(
         self,
-        dist: CostDistribution,
+        dist: CostDistribution | SellerLaws,
         m: int,
         *,
         mu: float,
@@ -88,8 +103,10 @@ class OnlineMechanism(Mechanism):
         rule: str = "fluid",
     ):
         check_params(mu, sigma, gamma)
-        if not isinstance(dist, CostDistribution):
-            raise MarketSimError("dist must be a CostDistribution (see parse_distribution)")
+        if not isinstance(dist, CostDistribution | SellerLaws):
+            raise MarketSimError(
+                "dist must be a CostDistribution (see parse_distribution) or SellerLaws"
+            )
         if rule not in _RULES:
             raise MarketSimError(f"unknown online rule {rule!r}; use 'fluid' or 'alg3'")
         if not (float(m) == int(m) and int(m) >= 1):
@@ -98,15 +115,39 @@ class OnlineMechanism(Mechanism):
             )
         self.dist, self.m, self.rule = dist, int(m), rule
         self.mu, self.sigma, self.gamma = float(mu), float(sigma), float(gamma)
-        if rule == "alg3":
+        self._classes = _class_schedules(self) if isinstance(dist, SellerLaws) else None
+        if self._classes is not None and len(self._classes) == 1:
+            one = self._classes[0][0]  # one class: that law's own mechanism, exactly
+            self.cutoff, self.scale = one.cutoff, one.scale
+        elif rule == "alg3":
             self.cutoff, self.scale = self._alg3()
         else:
             self.cutoff = self._fluid_cutoff()
             g, w = self.moments(self.cutoff)
             self.scale = self.mu / (np.sqrt(self.m * g) * self.m * w)
+        if self._classes is not None:
+            self._share_schedule()
+            return
+        self._answer_setup()
+
+    def _answer_setup(self) -> None:
         # the largest report that is still bought (the top of the support if all are)
-        self.threshold_cost = float(dist.inverse_virtual_cost(np.array(self.cutoff / gamma)))
+        assert isinstance(self.dist, CostDistribution)
+        self.threshold_cost = float(
+            self.dist.inverse_virtual_cost(np.array(self.cutoff / self.gamma))
+        )
         self._affine_top = self._affine_eps_at_top()
+
+    def _share_schedule(self) -> None:
+        """Per-seller laws: every class answers with the common cut-off and scale."""
+        assert self._classes is not None and isinstance(self.dist, SellerLaws)
+        for one, _ in self._classes:
+            one.cutoff, one.scale = self.cutoff, self.scale
+            one._answer_setup()
+        by_law = {j: one for (one, _), j in zip(self._classes, self._class_ids, strict=True)}
+        self._by_law = by_law
+        # each seller's largest report still bought
+        self.threshold_cost = np.array([by_law[j].threshold_cost for j in self.dist.group])
 
     def _affine_eps_at_top(self) -> float | None:
         """eps at the payment integral's top when psi (so eps) is affine below it (every
@@ -128,12 +169,18 @@ class OnlineMechanism(Mechanism):
 
     # ---- expectations over the cost distribution ------------------------------
     def moments(self, lam: float) -> tuple[float, float]:
-        """g(lam) = E[((lam - gamma Psi)^+)^2], w(lam) = E[(lam - gamma Psi)^+]."""
+        """g(lam) = E[((lam - gamma Psi)^+)^2], w(lam) = E[(lam - gamma Psi)^+]
+        (per-seller laws: the class-weighted sums)."""
+        if self._classes is not None:
+            g, w = self._class_moments(np.array([float(lam)]))
+            return float(g[0]), float(w[0])
+        assert isinstance(self.dist, CostDistribution)
         top = float(self.dist.inverse_virtual_cost(np.array(lam / self.gamma)))
         return self._moments(lam, top)
 
     def _moments(self, lam: float, top: float) -> tuple[float, float]:
         """The moments when gamma psi(c) < lam exactly for c < top."""
+        assert isinstance(self.dist, CostDistribution)
         lo = self.dist.support[0]
         if top <= lo:
             return 0.0, 0.0
@@ -166,6 +213,9 @@ class OnlineMechanism(Mechanism):
         Below gamma psi(high) the cut-off is parametrised by the cost t where
         gamma psi(t) = lam (no inversion of psi needed); above it everybody is
         bought and lam is scanned directly."""
+        if self._classes is not None:
+            return self._fluid_cutoff_classes()
+        assert isinstance(self.dist, CostDistribution)
         lo, hi = self.dist.support
         gam = self.gamma
         roots = []
@@ -200,13 +250,83 @@ class OnlineMechanism(Mechanism):
             raise MarketSimError("fluid rule: Eq. 14 in expectation has no positive root")
         return float(min(roots, key=self.expected_proxy_loss))
 
+    def _class_moments(self, lams: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """g and w at each of ``lams`` for per-seller laws: sum_j w_j E_j[...] (vectorised;
+        class j's top is the largest cost with gamma psi_j(c) <= lam)."""
+        assert self._classes is not None
+        g, w = np.zeros(lams.size), np.zeros(lams.size)
+        for one, share in self._classes:
+            d = one.dist
+            assert isinstance(d, CostDistribution)
+            lo = d.support[0]
+            top = np.asarray(d.inverse_virtual_cost(lams / self.gamma), dtype=float)
+            span = np.maximum(top - lo, 0.0)[:, None]
+            c = lo + span * _SHAPE
+            gap = np.maximum(lams[:, None] - self.gamma * d.virtual_cost(c), 0.0)
+            dens = d.pdf(c) * span * _JAC
+            g += share * np.sum(gap * gap * dens, axis=1)
+            w += share * np.sum(gap * dens, axis=1)
+        return g, w
+
+    def _fluid_cutoff_classes(self) -> float:
+        """The fluid cut-off for per-seller laws: the roots of the class-weighted Eq. 14
+        in expectation (lam scanned at every class's values gamma psi_j(t) on a grid
+        of costs, then above all of them), the best by expected proxy loss."""
+        assert self._classes is not None
+        gam = self.gamma
+
+        def phis(lams):
+            g, w = self._class_moments(np.atleast_1d(np.asarray(lams, dtype=float)))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                v = lams - self.sigma * self.m * g / self.mu**2 - g / w
+            return np.where(w > 0, v, lams)
+
+        def phi(lam):
+            return float(phis(np.array([lam]))[0])
+
+        laws = [one.dist for one, _ in self._classes]
+        grid = [
+            gam * d.virtual_cost(d.support[0] + np.ptp(d.support) * np.geomspace(1e-9, 1.0, 300))
+            for d in laws
+        ]
+        x_hi = max(float(v[-1]) for v in grid)
+        lams = np.unique(np.concatenate(grid))
+        if np.isfinite(x_hi):
+            top = 2 * x_hi + 1e-300
+            while phi(top) > 0:
+                top *= 2
+                if top > 1e300:
+                    raise MarketSimError("fluid rule: no cut-off found (phi stays positive)")
+            lams = np.unique(np.r_[lams[np.isfinite(lams)], np.linspace(x_hi, top, 200)])
+        vals = phis(lams)
+        roots = []
+        for a, b, fa, fb in zip(lams[:-1], lams[1:], vals[:-1], vals[1:], strict=True):
+            if fa * fb < 0:
+                roots.append(optimize.brentq(phi, a, b, xtol=1e-14 * max(abs(b), 1e-300)))
+            elif fb == 0:
+                roots.append(float(b))
+        floor = min(gam * float(d.virtual_cost(d.support[0])) for d in laws)
+        roots = [r for r in roots if r > floor]
+        if not roots:
+            raise MarketSimError("fluid rule: Eq. 14 in expectation has no positive root")
+        return float(min(roots, key=self.expected_proxy_loss))
+
+    def _psi_density_at_zero(self) -> float:
+        """f_Psi(0); per-seller laws: the mixture's, sum_j w_j f_Psi_j(0)."""
+        if self._classes is not None:
+            return float(sum(w * one._psi_density_at_zero() for one, w in self._classes))
+        assert isinstance(self.dist, CostDistribution)
+        return float(self.dist.virtual_cost_pdf(np.array(0.0)))
+
     def _alg3(self):
-        f0 = float(self.dist.virtual_cost_pdf(np.array(0.0)))
+        f0 = self._psi_density_at_zero()
         if not f0 > 0:
-            psi_lo = float(self.dist.virtual_cost(self.dist.support[0]))
+            laws = [self.dist] if self._classes is None else [o.dist for o, _ in self._classes]
+            psi_lo = min(float(d.virtual_cost(d.support[0])) for d in laws)
+            spec = ", ".join(d.spec for d in laws)
             raise MarketSimError(
                 f"alg3 divides by f_Psi(0), the density of the virtual cost at 0, which is 0 for "
-                f"{self.dist.spec} (virtual costs start at {psi_lo:g}); "
+                f"{spec} (virtual costs start at {psi_lo:g}); "
                 "use rule='fluid'"
             )
         m, mu, sigma, gamma = self.m, self.mu, self.sigma, self.gamma
@@ -215,8 +335,11 @@ class OnlineMechanism(Mechanism):
         return float(lam), float(scale)
 
     # ---- answers ----------------------------------------------------------------
-    def eps(self, costs) -> np.ndarray:
-        """eps for each reported cost, each as if it arrived alone."""
+    def eps(self, costs, sellers=None) -> np.ndarray:
+        """eps for each reported cost, each as if it arrived alone (per-seller laws:
+        ``costs`` one per seller, or rows of ``sellers``)."""
+        if self._classes is not None:
+            return self._per_law("eps", costs, sellers)
         c = np.asarray(costs, dtype=float)
         x = np.asarray(self.dist.virtual_cost(c), dtype=float)
         if x.ndim == 0:
@@ -229,21 +352,60 @@ class OnlineMechanism(Mechanism):
         x *= self.scale
         return x
 
+    def for_sellers(self, ids) -> OnlineMechanism:
+        """Per-seller laws: the same schedule (cut-off and scale, planned in advance),
+        answering sellers ``ids``."""
+        if self._classes is None:
+            return self
+        assert isinstance(self.dist, SellerLaws) and isinstance(self.threshold_cost, np.ndarray)
+        ids = np.asarray(ids, dtype=int)
+        sub = copy.copy(self)
+        sub.dist = SellerLaws(self.dist.laws, self.dist.group[ids])
+        sub.threshold_cost = self.threshold_cost[ids]
+        return sub
+
     def outcome(self, reports, rng=None) -> Outcome:
         eps, pay = self._eps_and_payments(reports)
         return Outcome(eps, pay, {"cutoff": self.cutoff})
 
     def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
-        _, cand, _ = _deviation_args(sellers, candidates, reports)
+        sellers, cand, _ = _deviation_args(sellers, candidates, reports)
+        if self._classes is not None:
+            return Outcome(*self._eps_and_payments(cand, sellers))
         return self.outcome(cand)  # each seller alone: the others do not matter
 
-    def payments(self, costs) -> np.ndarray:
+    def payments(self, costs, sellers=None) -> np.ndarray:
         """Myerson payments (Eq. 8): t = c eps(c) + int_c^{c*} eps(z) dz."""
-        return self._eps_and_payments(costs)[1]
+        return self._eps_and_payments(costs, sellers)[1]
 
-    def _eps_and_payments(self, costs) -> tuple[np.ndarray, np.ndarray]:
+    def _per_law(self, what: str, costs, sellers):
+        """Per-seller laws: ``what`` (eps or _eps_and_payments) of each row by its
+        seller's class, reports put in each seller's own support."""
+        from .base import in_own_support as _in_support
+
+        assert isinstance(self.dist, SellerLaws)
+        c = _in_support(self.dist, np.asarray(costs, dtype=float), "report", sellers)
+        g = self.dist.group if sellers is None else self.dist.group[np.asarray(sellers, int)]
+        outs = None
+        for j, one in self._by_law.items():
+            rows = np.flatnonzero(g == j)
+            if not rows.size:
+                continue
+            got = getattr(one, what)(c[rows])
+            got = got if isinstance(got, tuple) else (got,)
+            if outs is None:
+                outs = tuple(np.zeros(c.shape) for _ in got)
+            for out, part in zip(outs, got, strict=True):
+                out[rows] = part
+        if outs is None:
+            outs = (np.zeros(c.shape), np.zeros(c.shape))
+        return outs if what != "eps" else outs[0]
+
+    def _eps_and_payments(self, costs, sellers=None) -> tuple[np.ndarray, np.ndarray]:
         """eps and the Myerson payment of each reported cost.  The integral is exact
         (trapezoid) when psi is affine below the top, else Gauss-Legendre on 64 nodes."""
+        if self._classes is not None:
+            return self._per_law("_eps_and_payments", costs, sellers)
         c = np.asarray(costs, dtype=float)
         flat = c.reshape(-1)  # a copy when c is not C-contiguous: work on it, reshape at the end
         eps = self.eps(flat)
@@ -263,6 +425,31 @@ class OnlineMechanism(Mechanism):
         z = cb[:, None] + width[:, None] * _PAY_SHAPE
         pay[bought] += width * (self.eps(z) @ _PAY_JAC)
         return eps.reshape(c.shape), pay.reshape(c.shape)
+
+
+def _class_schedules(mech: OnlineMechanism) -> list[tuple[OnlineMechanism, float]]:
+    """[(a one-law OnlineMechanism of class j, its share w_j)] for the classes present; the
+    class mechanisms compute their own cut-off only when there is one class."""
+    laws = mech.dist
+    assert isinstance(laws, SellerLaws)
+    if laws.n_sellers == 0:
+        raise MarketSimError("per-seller laws with no sellers")
+    counts = np.bincount(laws.group, minlength=len(laws.laws))
+    present = np.flatnonzero(counts)
+    out = []
+    for j in present:
+        law = laws.laws[int(j)]
+        if present.size == 1:
+            one = OnlineMechanism(
+                law, mech.m, mu=mech.mu, sigma=mech.sigma, gamma=mech.gamma, rule=mech.rule
+            )
+        else:  # answers only: cut-off and scale set by the caller (``_share_schedule``)
+            one = OnlineMechanism.__new__(OnlineMechanism)
+            one.dist, one.m, one.rule, one._classes = law, mech.m, mech.rule, None
+            one.mu, one.sigma, one.gamma = mech.mu, mech.sigma, mech.gamma
+        out.append((one, float(counts[j]) / laws.n_sellers))
+    mech._class_ids = [int(j) for j in present]
+    return out
 
 
 @dataclass(frozen=True)
@@ -290,6 +477,8 @@ def simulate_arrivals(
     PriorFreeOnline.  The proxy loss uses the virtual costs of ``true_dist``
     (default: the mechanism's own distribution; required for PriorFreeOnline)."""
     costs = np.asarray(costs, dtype=float).ravel()
+    if isinstance(getattr(mech, "dist", None), SellerLaws):
+        raise MarketSimError("simulate_arrivals takes one cost law, not per-seller laws")
     if true_dist is None:
         if isinstance(mech, PriorFreeOnline):
             raise MarketSimError("PriorFreeOnline needs true_dist to score the proxy loss")

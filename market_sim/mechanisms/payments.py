@@ -41,6 +41,15 @@ optimum are kept, and each evaluation solves their cubics (compiled).  Most
 bought sellers are then at the cap; their integrals are one smooth function of
 their own cost, interpolated through exact ones (``_smooth_integrals``).  The
 re-solving oracle (``method="resolve"``) is kept as the reference.
+
+**Per-seller laws.**  ``dist`` may be a :class:`~market_sim.distributions.SellerLaws`
+(sellers of unlike classes): seller i's value is then gamma psi_i of its own law and
+its integral runs to the top h_i of its own support (Lemma III.2 / Eq. 8, 003).  The
+oracle sees values only, so it is shared; the integrals are taken class by class with
+the class's law (one law: the very same calls as before).  A report outside seller i's
+own support but inside the hull of the supports is read as the nearest end of its own
+support (its message space is its type space; such a report earns exactly what that
+end earns, so IC and IR are unchanged).
 """
 
 from __future__ import annotations
@@ -50,9 +59,11 @@ import warnings
 
 import numpy as np
 
-from ..distributions import CostDistribution
+from ..distributions import CostDistribution, SellerLaws
 from ..errors import MarketSimError
 from . import offline
+from .base import in_own_support as _in_support
+from .base import seller_ends as _ends
 from .offline import _Groups, _positive_roots, check_params, solve
 from .quadrature import gauss_legendre_cos
 
@@ -536,7 +547,7 @@ class _ResolveOracle:
 
 def offline_payments(
     costs,
-    dist: CostDistribution,
+    dist: CostDistribution | SellerLaws,
     *,
     mu: float,
     sigma: float,
@@ -571,7 +582,7 @@ def seller_utility(
     report: float,
     true_cost: float,
     costs,
-    dist: CostDistribution,
+    dist: CostDistribution | SellerLaws,
     *,
     mu: float,
     sigma: float,
@@ -597,12 +608,43 @@ def _check(dist, mu, sigma, gamma, k, n_quad, method, backend):
     check_params(mu, sigma, gamma, k)
     if backend not in ("auto", "numpy", "numba"):
         raise MarketSimError(f"unknown backend {backend!r} (auto, numpy or numba)")
-    if not isinstance(dist, CostDistribution):
-        raise MarketSimError("dist must be a CostDistribution (see parse_distribution)")
+    if not isinstance(dist, CostDistribution | SellerLaws):
+        raise MarketSimError(
+            "dist must be a CostDistribution (see parse_distribution) or SellerLaws"
+        )
     if method not in _METHODS:
         raise MarketSimError(f"unknown payment method {method!r}")
     if int(n_quad) < 2:
         raise MarketSimError("n_quad must be >= 2")
+
+
+# ---- one law for every seller, or each seller its own (SellerLaws) -------------------
+def _virtual(dist, z, sellers=None) -> np.ndarray:
+    """psi(z); for SellerLaws psi_i of seller ``sellers[r]`` for row r (all, in order, if None)."""
+    if isinstance(dist, CostDistribution):
+        return dist.virtual_cost(z)
+    return dist.virtual_cost(z, sellers=sellers)
+
+
+def _class_of(dist, sellers) -> np.ndarray:
+    """The law index of each seller (0 for everybody under one law)."""
+    if isinstance(dist, CostDistribution):
+        return np.zeros(len(sellers), dtype=np.int64)
+    return dist.group[np.asarray(sellers, dtype=np.int64)]
+
+
+def _by_law(dist, sellers) -> list[tuple[CostDistribution, np.ndarray]]:
+    """[(law, positions in ``sellers`` of its sellers)]: one entry under one law."""
+    if isinstance(dist, CostDistribution):
+        return [(dist, np.arange(len(sellers)))]
+    g = _class_of(dist, sellers)
+    return [(law, np.flatnonzero(g == j)) for j, law in enumerate(dist.laws) if np.any(g == j)]
+
+
+def _lowest_value(dist, gamma) -> float:
+    """gamma psi at the lowest report any seller may make (the oracle's ``floor``)."""
+    laws = (dist,) if isinstance(dist, CostDistribution) else dist.laws
+    return min(gamma * float(d.virtual_cost(d.support[0])) for d in laws)
 
 
 def _oracle(psi, mu, sigma, gamma, k, method, floor=np.inf, backend="auto"):
@@ -663,10 +705,10 @@ def _warn_capped_kernel(exc: Exception) -> None:
 
 def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only, backend):
     _check(dist, mu, sigma, gamma, k, n_quad, method, backend)
-    costs = dist.check_in_support(np.asarray(costs, dtype=float).ravel())
+    costs = _in_support(dist, np.asarray(costs, dtype=float).ravel(), "cost")
     if costs.size == 0:
         raise MarketSimError("no sellers")
-    psi = dist.virtual_cost(costs)
+    psi = _virtual(dist, costs)
     eps = solve(psi, mu=mu, sigma=sigma, gamma=gamma, k=k, backend=backend).eps
     pay = np.zeros_like(eps)
     bought = np.flatnonzero(eps > 0)
@@ -675,35 +717,37 @@ def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only, backend):
     if bought.size == 0:
         return eps, pay
     oracle, refine = _oracle(psi, mu, sigma, gamma, k, method, backend=backend)
+    integral = np.empty(bought.size)
+    for law, where in _by_law(dist, bought):  # each class up to the top of its own support
+        sellers = bought[where]
+        integral[where] = _law_integrals(
+            oracle, refine, method, sellers, gamma * psi[sellers], costs[sellers],
+            eps[sellers], law, gamma, n_quad,
+        )  # fmt: skip
+    pay[bought] = costs[bought] * eps[bought] + integral
+    return eps, pay
+
+
+def _law_integrals(oracle, refine, method, sellers, x, costs, eps, law, gamma, n_quad):
+    """int_{c_i}^{h} eps_i for ``sellers`` (truthful values x, costs, eps) of one law."""
 
     def integrals(rows):
         return _integrate(
-            oracle,
-            refine,
-            bought[rows],
-            gamma * psi[bought[rows]],
-            costs[bought[rows]],
-            dist,
-            gamma,
-            n_quad,
-            record=False,
+            oracle, refine, sellers[rows], x[rows], costs[rows], law, gamma, n_quad, record=False
         )[0]
 
-    integral = np.empty(bought.size)
+    integral = np.empty(sellers.size)
     # sellers deep at the cap: integrals interpolated in the cost (see _smooth_integrals)
-    deep = gamma * psi[bought] < getattr(oracle, "smooth_below", -np.inf)
+    deep = x < getattr(oracle, "smooth_below", -np.inf)
     if method in ("auto", "pruned") and np.count_nonzero(deep) > _SMOOTH_MIN:
         rows = np.flatnonzero(deep)
-        integral[rows] = _smooth_integrals(
-            lambda r: integrals(rows[r]), costs[bought[rows]], eps[bought[rows]]
-        )
+        integral[rows] = _smooth_integrals(lambda r: integrals(rows[r]), costs[rows], eps[rows])
         rest = np.flatnonzero(~deep)
     else:
-        rest = np.arange(bought.size)
+        rest = np.arange(sellers.size)
     if rest.size:
         integral[rest] = integrals(rest)
-    pay[bought] = costs[bought] * eps[bought] + integral
-    return eps, pay
+    return integral
 
 
 _SMOOTH_MIN = 64  # fewer sellers deep at the cap are integrated one by one
@@ -968,13 +1012,14 @@ class OfflineCurves:
     each; it covers [min(report, candidates asked for), c_high] and grows
     downwards when a lower candidate is asked for.  A candidate z costs one
     oracle call for eps_i(z) and ``n_quad`` for the rest of its piece.
-    ``method`` and ``backend`` are :func:`offline_payments`'s.
+    ``method`` and ``backend`` are :func:`offline_payments`'s; ``dist`` a CostDistribution
+    or SellerLaws (each seller's curve then on its own support, module docstring).
     """
 
     def __init__(
         self,
         reports,
-        dist: CostDistribution,
+        dist: CostDistribution | SellerLaws,
         *,
         mu: float,
         sigma: float,
@@ -985,14 +1030,16 @@ class OfflineCurves:
         backend: str = "auto",
     ):
         _check(dist, mu, sigma, gamma, k, n_quad, method, backend)
-        self.reports = dist.check_in_support(np.asarray(reports, dtype=float).ravel())
+        self.reports = _in_support(dist, np.asarray(reports, dtype=float).ravel(), "report")
         if self.reports.size == 0:
             raise MarketSimError("no sellers")
         self.dist, self.gamma, self.n_quad = dist, gamma, int(n_quad)
-        self.psi = dist.virtual_cost(self.reports)
+        self.psi = _virtual(dist, self.reports)
         # the market must have an optimum
         solve(self.psi, mu=mu, sigma=sigma, gamma=gamma, k=k, backend=backend)
-        floor = gamma * float(dist.virtual_cost(dist.support[0]))  # the lowest report
+        floor = _lowest_value(dist, gamma)  # the lowest report
+        # the top of each seller's support (one number under one law)
+        self._top = dist.support[1] if isinstance(dist, CostDistribution) else _ends(dist)[1]
         self._oracle, self._refine = _oracle(self.psi, mu, sigma, gamma, k, method, floor, backend)
         self._lo = np.full(self.reports.size, np.inf)  # each curve covers [_lo, c_high]
         # seller -> (starts, ends, kinds, tails: int from each start to c_high)
@@ -1000,39 +1047,50 @@ class OfflineCurves:
         # each seller's curve as an index into _store (-1: none), for grouping rows fast
         self._cid = np.full(self.reports.size, -1, dtype=np.int64)
         self._store: list[tuple[np.ndarray, ...]] = []
-        # the curve shared by sellers above the oracle's ``independent_above``: (lo, curve)
-        self._shared: tuple[float, tuple[np.ndarray, ...] | None, int] | None = None
+        # per law, the curve shared by its sellers above the oracle's ``independent_above``:
+        # (lo, curve, id)
+        self._shared: dict[int, tuple[float, tuple[np.ndarray, ...] | None, int]] = {}
 
     # ---- building --------------------------------------------------------------
     def _alloc(self, sellers, z):
         return self._oracle.eps(
-            sellers, self.gamma * self.psi[sellers], self.gamma * self.dist.virtual_cost(z)
+            sellers, self.gamma * self.psi[sellers], self.gamma * _virtual(self.dist, z, sellers)
         )
 
     def _build(self, sellers, zlo):
         """(Re)build the curves of ``sellers`` from zlo (one per seller) up.  Sellers
         whose eps_i(z) does not depend on their own true value (the oracle's
-        ``independent_above``: unbought sellers far above the cut-off) share one curve,
-        built once from the lowest zlo among them."""
+        ``independent_above``: unbought sellers far above the cut-off) share one curve
+        per law, built once from the lowest zlo among them."""
         above = getattr(self._oracle, "independent_above", np.inf)
         shared = self.gamma * self.psi[sellers] > above
-        if shared.sum() > 1:
-            rows, lo = sellers[shared], float(zlo[shared].min())
-            have = self._shared
-            if have is None or lo < have[0]:
-                self._build_own(rows[:1], np.array([lo]))
-                have = self._shared = (lo, self._curve.get(int(rows[0])), int(self._cid[rows[0]]))
-            self._lo[rows] = have[0]
-            if have[1] is None:
-                for i in rows:
-                    self._curve.pop(int(i), None)
-                self._cid[rows] = -1
+        law = _class_of(self.dist, sellers)
+        alone = ~shared
+        for j in np.unique(law[shared]):
+            mine = shared & (law == j)
+            if mine.sum() > 1:
+                self._share(int(j), sellers[mine], float(zlo[mine].min()))
             else:
-                self._curve.update(dict.fromkeys(rows.tolist(), have[1]))
-                self._cid[rows] = have[2]
-            sellers, zlo = sellers[~shared], zlo[~shared]
+                alone |= mine
+        sellers, zlo = sellers[alone], zlo[alone]
         if sellers.size:
             self._build_own(sellers, zlo)
+
+    def _share(self, law: int, rows, lo: float) -> None:
+        """Give ``rows`` (sellers of law ``law``) the law's shared curve from lo up."""
+        have = self._shared.get(law)
+        if have is None or lo < have[0]:
+            self._build_own(rows[:1], np.array([lo]))
+            have = (lo, self._curve.get(int(rows[0])), int(self._cid[rows[0]]))
+            self._shared[law] = have
+        self._lo[rows] = have[0]
+        if have[1] is None:
+            for i in rows:
+                self._curve.pop(int(i), None)
+            self._cid[rows] = -1
+        else:
+            self._curve.update(dict.fromkeys(rows.tolist(), have[1]))
+            self._cid[rows] = have[2]
 
     def _build_own(self, sellers, zlo):
         """(Re)build the curves of ``sellers`` from zlo (one per seller) up, each its own."""
@@ -1045,17 +1103,7 @@ class OfflineCurves:
         if not on.any():
             return
         rows = sellers[on]
-        _, (pos, start, end, part, kind) = _integrate(
-            self._oracle,
-            self._refine,
-            rows,
-            self.gamma * self.psi[rows],
-            zlo[on],
-            self.dist,
-            self.gamma,
-            self.n_quad,
-            record=True,
-        )
+        pos, start, end, part, kind = self._record_pieces(rows, zlo[on])
         order = np.lexsort((start, pos))
         pos, start, end, part, kind = (x[order] for x in (pos, start, end, part, kind))
         cut = np.flatnonzero(np.diff(pos)) + 1
@@ -1068,13 +1116,39 @@ class OfflineCurves:
             self._cid[i] = len(self._store)
             self._store.append(self._curve[i])
 
-    def _prepare(self, Z, sellers):
+    def _record_pieces(self, rows, zlo):
+        """``_integrate``'s pieces (position in rows, start, end, integral, kind) of the
+        curves of ``rows`` from zlo up, each on its own law's support."""
+        recs = []
+        for law, where in _by_law(self.dist, rows):
+            _, rec = _integrate(
+                self._oracle,
+                self._refine,
+                rows[where],
+                self.gamma * self.psi[rows[where]],
+                zlo[where],
+                law,
+                self.gamma,
+                self.n_quad,
+                record=True,
+            )
+            recs.append((where[rec[0]], *rec[1:]))
+        if len(recs) == 1:
+            return recs[0]
+        return tuple(np.concatenate(col) for col in zip(*recs, strict=True))
+
+    def _candidates(self, Z, sellers):
+        """(Z, sellers) checked: Z of shape (len(sellers), n) in the support(s)."""
         if sellers is None:
             sellers = np.arange(self.reports.size)
         sellers = np.asarray(sellers, dtype=np.int64).ravel()
-        Z = self.dist.check_in_support(np.asarray(Z, dtype=float), "candidate report")
+        Z = np.asarray(Z, dtype=float)
         if Z.ndim != 2 or Z.shape[0] != sellers.size:
             raise MarketSimError(f"Z must have shape ({sellers.size}, n), got {Z.shape}")
+        return _in_support(self.dist, Z, "candidate report", sellers), sellers
+
+    def _prepare(self, Z, sellers):
+        Z, sellers = self._candidates(Z, sellers)
         if Z.shape[1]:
             zlo = np.minimum(Z.min(axis=1), self.reports[sellers])
             need = zlo < self._lo[sellers]
@@ -1113,12 +1187,7 @@ class OfflineCurves:
     def allocation_at(self, Z, sellers=None) -> np.ndarray:
         """eps_i(Z[r, j]) like :meth:`eps_at`, straight from the oracle: no payment
         curve is built (what pay-as-bid needs; one oracle call per entry)."""
-        if sellers is None:
-            sellers = np.arange(self.reports.size)
-        sellers = np.asarray(sellers, dtype=np.int64).ravel()
-        Z = self.dist.check_in_support(np.asarray(Z, dtype=float), "candidate report")
-        if Z.ndim != 2 or Z.shape[0] != sellers.size:
-            raise MarketSimError(f"Z must have shape ({sellers.size}, n), got {Z.shape}")
+        Z, sellers = self._candidates(Z, sellers)
         if Z.size == 0:
             return np.zeros(Z.shape)
         return self._alloc(np.repeat(sellers, Z.shape[1]), Z.ravel())[0].reshape(Z.shape)
@@ -1132,7 +1201,8 @@ class OfflineCurves:
         for cur, rows in self._groups(sellers):
             sub = Z[rows]
             end = cur[1][-1]  # bought up to here (a piece may run to the top itself)
-            rr, cc = np.nonzero((sub < end) | (end >= self.dist.support[1]))
+            top = self._top if np.ndim(self._top) == 0 else self._top[sellers[rows[0]]]
+            rr, cc = np.nonzero((sub < end) | (end >= top))
             if not rr.size:
                 continue
             if rows.size > 1:  # a shared curve: eps depends on z only
