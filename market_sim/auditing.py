@@ -1373,12 +1373,15 @@ def _result(mechanism, mech, mechs, src, markets, groups, rng, settings) -> Audi
         summary["by_class"] = _by_class(table, src, d)
     violations = [(m, int(r[0]), *r[1:]) for m, mk in enumerate(markets)
                   for r in mk.found.violations]  # fmt: skip
+    n_own = 0
     for m, mk in enumerate(markets):
         own = getattr(mechs[m], "violations", None)
         if callable(own):  # myerson_mechanism's own list
-            violations += [(m, x.seller, x.low, x.high, x.eps_low, x.eps_high)
-                           for x in own(mk.costs)]  # fmt: skip
+            listed = [(m, x.seller, x.low, x.high, x.eps_low, x.eps_high) for x in own(mk.costs)]
+            violations += listed
+            n_own += len(listed)
     summary["monotonicity_violations"] = len(violations)
+    summary["myerson_monotonicity_violations"] = n_own
     return AuditResult(table, summary, violations)
 
 
