@@ -210,7 +210,8 @@ class AuditResult:
             ),
             ("share profitable", f"{s['share_profitable']:.3g}"),
             ("profitable share, 95% upper", f"{s['profitable_share_upper']:.3g}"),
-            ("type gain max (adjacent reports)", _fmt(s.get("type_gain_max"))),
+            ("type gain max (adjacent reports)",
+             f"{_fmt(s.get('type_gain_max'))} (its tol {_fmt(s.get('type_gain_tol'))})"),  # fmt: skip
             ("IR violations", str(s["ir_violations"])),
             ("IR share, 95% upper", f"{s['ir_share_upper']:.3g}"),
             ("least truthful utility", f"{s['min_truthful_utility']:.3g}"),
@@ -248,6 +249,8 @@ def _ic_sentence(s) -> str:
     if s["verdict"] == "inconclusive":
         return f"INCONCLUSIVE: {s['verdict_reason']}"
     w = s["witness"]
+    if w.get("kind") == "monotone":
+        return f"NOT IC: {s['verdict_reason']}"
     if w.get("kind") == "type":
         return (
             f"NOT IC: {s['verdict_reason']}: in market {w['market']} (seller {w['seller']}'s "
@@ -965,7 +968,7 @@ def _critical(stats: np.ndarray, z: float, side: int) -> np.ndarray:
     return z + np.maximum(0.0, -side * skew) * (2 * z * z + 1) / (6 * np.sqrt(D))
 
 
-def _decide(markets: list[_Market], tol: float, mc: bool, n_pairs: int) -> dict:
+def _decide(markets: list[_Market], tol: float, mc: bool, n_pairs: int, margin: float) -> dict:
     """Per (market, seller): profitable / undecided gains and IR violations, and the
     detectable sizes (Monte Carlo; module doc)."""
     cat = {k: np.concatenate([getattr(m, k) for m in markets])
@@ -980,6 +983,8 @@ def _decide(markets: list[_Market], tol: float, mc: bool, n_pairs: int) -> dict:
             "ir_low": ir_low,
             "detectable_gain": tol,
             "detectable_ir": tol,
+            "wide_gain": np.zeros(n_pairs, dtype=bool),
+            "wide_ir": np.zeros(n_pairs, dtype=bool),
             "z": 0.0,
         }
     st = {q: np.concatenate([m.stats[q] for m in markets]) for q in markets[0].stats}
@@ -991,12 +996,15 @@ def _decide(markets: list[_Market], tol: float, mc: bool, n_pairs: int) -> dict:
     z_ir = _bonferroni_z(3 * n_pairs * _N_STAGES)
     ir_bad, ir_und, ir_det, ir_low = (np.zeros(n_pairs, dtype=bool), np.zeros(n_pairs, dtype=bool),
                                       [], np.full(n_pairs, np.inf))  # fmt: skip
+    wide_ir = np.zeros(n_pairs, dtype=bool)
     for q in ("truth", "top", "bottom"):
         k_ir = _critical(st[q], z_ir, -1)
         upper = st[q][:, 0] + k_ir * st[q][:, 1]
         ok = st[q][:, 3] > 0
         ir_bad |= ok & (upper < -tol)
         ir_und |= ~ok & (upper < -tol)
+        # the data allow a violation beyond the resolution: the lower bound is below it
+        wide_ir |= st[q][:, 0] - _critical(st[q], z_ir, +1) * st[q][:, 1] < -tol - margin
         ir_det.append((k_ir + _Z_POWER) * st[q][:, 1])
         ir_low = np.minimum(ir_low, st[q][:, 0])
     return {
@@ -1010,22 +1018,26 @@ def _decide(markets: list[_Market], tol: float, mc: bool, n_pairs: int) -> dict:
         "truth": st["truth"][:, 0],
         "top": st["top"][:, 0],
         "bottom": st["bottom"][:, 0],
+        "wide_gain": g[:, 0] + _critical(g, z_gain, -1) * g[:, 1] > tol + margin,
+        "wide_ir": wide_ir,
         "detectable_gain": tol + float(np.median((k_gain + _Z_POWER) * g[:, 1])),
+        "detectable_gain_max": tol + float(np.max((k_gain + _Z_POWER) * g[:, 1])),
         "detectable_ir": tol + float(np.median(np.concatenate(ir_det))),
         "z": z_gain,
         "draws_max": int(max(st[q][:, 4].max() for q in st)),
     }
 
 
-def _verdicts(d: dict, markets, checks, tol, scale, settings, mc, deterministic) -> dict:
-    """IC and IR verdicts with their reasons and witnesses."""
+def _verdicts(d: dict, markets, violations, tol, margin, settings, mc, deterministic) -> dict:
+    """IC and IR verdicts with their reasons and witnesses (module doc)."""
     n_per = markets[0].costs.size
     gain = d.get("gain", np.concatenate([m.gain for m in markets]))
     type_excess = np.concatenate([m.type_gain - m.type_tol for m in markets])
     type_gain = np.concatenate([m.type_gain for m in markets])
     residual, res_tol = _residual_excess(markets, settings["tol_terms"], settings["width"])
-    decisive = settings["resolution"] * (scale if scale > 0 else settings["width"])
     out: dict = {"verdict_reason": None, "ir_reason": None}
+    i_best = int(np.argmax(gain))
+    out["verdict"], out["witness"] = "ic", _witness(markets, i_best, gain[i_best], n_per, "seller")
     if d["profitable"].any():
         i = int(np.argmax(np.where(d["profitable"], gain, -np.inf)))
         out["verdict"], out["witness"] = "not_ic", _witness(markets, i, gain[i], n_per, "seller")
@@ -1034,6 +1046,18 @@ def _verdicts(d: dict, markets, checks, tol, scale, settings, mc, deterministic)
         i = int(np.argmax(type_excess))
         out["verdict"], out["witness"] = "not_ic", _witness(markets, i, type_gain[i], n_per, "type")
         out["verdict_reason"] = "a type gain between adjacent reports"
+    elif deterministic and violations:
+        m, i, low, high, e_low, e_high = max(violations, key=lambda v: (v[3] - v[2]) * (v[5] - v[4]))
+        out["verdict"] = "not_ic"
+        out["witness"] = {"market": m, "seller": i, "cost": low, "report": high,
+                          "gain": (high - low) * (e_high - e_low), "se": 0.0,
+                          "profile": "market", "kind": "monotone"}  # fmt: skip
+        out["verdict_reason"] = (
+            f"eps rises with the own report (seller {i} of market {m}: {e_low:.6g} at "
+            f"{low:.6g}, {e_high:.6g} at {high:.6g}); no payment makes a rising allocation "
+            "truthful (Myerson's lemma): a seller of cost one of the two gains by reporting the "
+            f"other, the two gains summing to {(high - low) * (e_high - e_low):.3g}"
+        )
     elif deterministic and residual > res_tol:
         i = int(np.argmax(type_gain))
         out["verdict"], out["witness"] = "not_ic", _witness(markets, i, type_gain[i], n_per, "type")
@@ -1043,23 +1067,20 @@ def _verdicts(d: dict, markets, checks, tol, scale, settings, mc, deterministic)
             "(no monotone allocation explains the payments: a proof of non-IC; the best "
             "adjacent type gain is shown)"
         )
-    else:
-        i = int(np.argmax(gain))
-        out["verdict"], out["witness"] = "ic", _witness(markets, i, gain[i], n_per, "seller")
-        if mc and d["undecided"].any():
-            out["verdict"] = "inconclusive"
-            out["verdict_reason"] = (
-                f"{int(d['undecided'].sum())} sellers' best reports would be confirmed "
-                f"profitable but their payments' variance did not settle in "
-                f"{settings['n_confirm_max']} draws (a heavy tail)"
-            )
-        elif mc and d["detectable_gain"] > decisive:
-            out["verdict"] = "inconclusive"
-            out["verdict_reason"] = (
-                f"no gain confirmed, but only gains above {d['detectable_gain']:.3g} would "
-                f"have been (detectable_gain > resolution {settings['resolution']:g} x w x "
-                f"eps_scale = {decisive:.3g}): more draws (n_confirm) are needed"
-            )
+    elif mc and d["undecided"].any():
+        out["verdict"] = "inconclusive"
+        out["verdict_reason"] = (
+            f"{int(d['undecided'].sum())} sellers' best reports would be confirmed "
+            f"profitable but their payments' variance did not settle in "
+            f"{settings['n_confirm_max']} draws (a heavy tail)"
+        )
+    elif mc and d["wide_gain"].any():
+        out["verdict"] = "inconclusive"
+        out["verdict_reason"] = (
+            f"no gain confirmed, but at {int(d['wide_gain'].sum())} sellers' best reports the "
+            f"draws allow a gain above tol + resolution {settings['resolution']:g} x w x "
+            f"eps_scale = {tol + margin:.3g}; more draws (n_confirm) are needed"
+        )
     if d["ir_bad"].any():
         out["ir_verdict"] = "not_ir"
     elif mc and d["ir_undecided"].any():
@@ -1068,14 +1089,19 @@ def _verdicts(d: dict, markets, checks, tol, scale, settings, mc, deterministic)
             f"{int(d['ir_undecided'].sum())} sellers' utility would be confirmed below -tol but "
             "its variance did not settle (a heavy tail)"
         )
-    elif mc and d["detectable_ir"] > decisive:
+    elif mc and d["wide_ir"].any():
         out["ir_verdict"] = "inconclusive"
         out["ir_reason"] = (
-            f"no IR violation confirmed, but only violations beyond {d['detectable_ir']:.3g} "
-            f"would have been (> {decisive:.3g}): more draws (n_confirm) are needed"
+            f"no IR violation confirmed, but for {int(d['wide_ir'].sum())} sellers the draws "
+            f"allow a truthful utility below -{tol + margin:.3g} (at the drawn cost, the top or "
+            "the bottom); more draws (n_confirm) are needed"
         )
     else:
         out["ir_verdict"] = "ir"
+    out["identity_residual_tol"] = res_tol if math.isfinite(res_tol) else None
+    t = int(np.argmax(type_excess))
+    out["type_gain_max"] = None if mc else float(type_gain[t])
+    out["type_gain_tol"] = None if mc else float(type_gain[t] - type_excess[t])
     return out
 
 
@@ -1359,18 +1385,11 @@ def _result(mechanism, mech, mechs, src, markets, groups, rng, settings) -> Audi
     randomized = bool(getattr(mech, "randomized", False))
     n_pairs = len(markets) * src.n_sellers
     tol, eps_scale = _tolerance(markets, P, settings)
-    d = _decide(markets, tol, mc, n_pairs)
+    scale = P.width * eps_scale if eps_scale > 0 else P.width
+    margin = settings["resolution"] * scale
+    d = _decide(markets, tol, mc, n_pairs, margin)
     checks = [ch for mk in markets for ch in (mk.found.check or []) if ch is not None]
     settings["width"] = P.width
-    v = _verdicts(d, markets, checks, tol, P.width * eps_scale, settings, mc, not randomized)
-    if mc:
-        v["witness"]["se"] = float(d["gain_se"][v["witness"]["market"] * src.n_sellers
-                                               + v["witness"]["seller"]])  # fmt: skip
-    table = _table(markets, d, groups)
-    summary = _summary(mechanism, mech, src, markets, table, d, v, tol, eps_scale, settings, rng)
-    summary.update(_certificate(mechs[0], checks, summary["n_candidates"]))
-    if groups is not None:
-        summary["by_class"] = _by_class(table, src, d)
     violations = [(m, int(r[0]), *r[1:]) for m, mk in enumerate(markets)
                   for r in mk.found.violations]  # fmt: skip
     n_own = 0
@@ -1380,6 +1399,15 @@ def _result(mechanism, mech, mechs, src, markets, groups, rng, settings) -> Audi
             listed = [(m, x.seller, x.low, x.high, x.eps_low, x.eps_high) for x in own(mk.costs)]
             violations += listed
             n_own += len(listed)
+    v = _verdicts(d, markets, violations, tol, margin, settings, mc, not randomized)
+    if mc:
+        v["witness"]["se"] = float(d["gain_se"][v["witness"]["market"] * src.n_sellers
+                                               + v["witness"]["seller"]])  # fmt: skip
+    table = _table(markets, d, groups)
+    summary = _summary(mechanism, mech, src, markets, table, d, v, tol, eps_scale, settings, rng)
+    summary.update(_certificate(mechs[0], checks, summary["n_candidates"]))
+    if groups is not None:
+        summary["by_class"] = _by_class(table, src, d)
     summary["monotonicity_violations"] = len(violations)
     summary["myerson_monotonicity_violations"] = n_own
     return AuditResult(table, summary, violations)
@@ -1459,8 +1487,8 @@ def _summary(mechanism, mech, src, markets, table, d, v, tol, eps_scale, setting
         "n_random_reports": int(RG.size),
         "n_profitable_random": n_prof_random,
         "profitable_share_upper": clopper_pearson_upper(n_prof_random, RG.size),
-        "type_gain_max": None if mc else float(max(mk.type_gain.max() for mk in markets)),
         "detectable_gain": d["detectable_gain"] if randomized else None,
+        "detectable_gain_max": d.get("detectable_gain_max") if randomized else None,
         "detectable_ir_violation": d["detectable_ir"] if randomized else None,
         "ir_violations": int(d["ir_bad"].sum()),
         "ir_share_upper": clopper_pearson_upper(int(d["ir_bad"].sum()), n_pairs),

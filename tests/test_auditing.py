@@ -277,10 +277,10 @@ def test_lottery_ic_in_expectation_is_ic():
 
 
 def test_noisy_lottery_ir_is_inconclusive():
-    """b = 0.5: at the top (r - 3 = 2) the bonus has SD 1, SE 1/16 on 256 draws; the
-    smallest IR violation the confirmation could see (about 4.7 SE) exceeds 5% of the
-    incentive scale (w x eps_scale = 4): IR inconclusive, and the CLI's status says so."""
-    res = audit(Lottery(), DIST, 8, 2, np.random.default_rng(0))
+    """b = 1: at the top (r - 3 = 2) the bonus has SD 2, SE 1/8 on 256 draws, and the
+    truthful utility there is 0: its lower confidence bound (about -3 SE) lies below
+    -(tol + 5% of the incentive scale w x eps_scale = 4): IR inconclusive, exit status 4."""
+    res = audit(Lottery(b=1.0), DIST, 8, 2, np.random.default_rng(0))
     s = res.summary
     assert s["ir_verdict"] == "inconclusive" and res.exit_status == 4
     assert s["detectable_ir_violation"] > 0.05 * s["incentive_scale"]
