@@ -47,7 +47,8 @@ Monte Carlo (a ``randomized`` mechanism on the generic default): the search uses
 ``n_draws`` common draws; each seller's best candidate and its IR quantities are
 then confirmed on fresh draws, ``n_confirm`` at first and 4x more (up to
 ``n_confirm_max``) where the variance is unstable (one draw carries more than 10%
-of the sum of squares).  A gain is confirmed when the sample is stable and mean -
+of the sum of squares) or the confidence bound still allows a gain (IR violation)
+beyond tol + ``resolution`` x w x eps_scale.  A gain is confirmed when the sample is stable and mean -
 k SE > tol, k = z + max(0, -skew)(2 z^2 + 1) / (6 sqrt D) (the Edgeworth term of
 the studentized mean, so that a left-skewed sample, the signature of a rare large
 loss, needs more), z the one-sided Bonferroni quantile for 5% over every candidate
@@ -55,8 +56,9 @@ confirmed and every escalation stage; a would-be confirmation on an unstable sam
 is ``undecided``.  ``detectable_gain`` = tol + (k + 1.645) x the median SE: the
 smallest gain the audit would have confirmed with 95% probability at a typical
 seller's best candidate.  ``inconclusive`` iff nothing is confirmed and something
-is undecided or ``detectable_gain`` > ``resolution`` x w x eps_scale.  IR in
-expectation: the same, with the sign and the skew turned.
+is undecided or some seller's upper bound (mean + k SE) still exceeds tol +
+``resolution`` x w x eps_scale after ``n_confirm_max`` draws.  IR in expectation:
+the same, with the sign and the skew turned.
 
 Statistics (95%): ``max_gain_ci_low/high`` a percentile bootstrap CI (``n_boot``
 resamples of the markets) of the mean per-market largest gain;
@@ -921,12 +923,32 @@ def _confirm(mech, mk: _Market, P: _Plan, rng, settings) -> dict:
             for k, i in enumerate(active):
                 samples[q][i] = np.concatenate([samples[q][i], new[q][:, k]])
         stats = {q: [_moments(x) for x in samples[q]] for q in names}
-        unstable = [i for i in active if not all(stats[q][i][3] for q in names)]
+        unsettled = _unsettled(stats, mk, P, settings)
+        unstable = [i for i in active if unsettled[i]]
         size = samples["gain"][0].size if not unstable else samples["gain"][unstable[0]].size
         if not unstable or stage == _N_STAGES - 1 or size >= settings["n_confirm_max"]:
             break
         active, D = np.array(unstable), min(3 * size, settings["n_confirm_max"] - size)
     return {q: np.array(stats[q], dtype=float) for q in names}
+
+
+def _unsettled(stats, mk: _Market, P: _Plan, settings) -> np.ndarray:
+    """Sellers that need more draws: a quantity whose variance is unstable, or whose
+    confidence bound still allows a gain (IR violation) beyond tol + the resolution
+    (with this market's tol and scale, at most the audit's)."""
+    st = {q: np.array(v, dtype=float) for q, v in stats.items()}
+    eps_scale = float(mk.truth_eps.max(initial=0.0))
+    tol = settings["tol_terms"][0] * P.width * eps_scale + settings["tol_terms"][1]
+    margin = settings["resolution"] * (P.width * eps_scale if eps_scale > 0 else P.width)
+    n_pairs = settings["n_pairs"]
+    g = st["gain"]
+    out = g[:, 3] == 0
+    out |= g[:, 0] + _critical(g, _bonferroni_z(n_pairs * _N_STAGES), -1) * g[:, 1] > tol + margin
+    z_ir = _bonferroni_z(3 * n_pairs * _N_STAGES)
+    for q in ("truth", "top", "bottom"):
+        x = st[q]
+        out |= (x[:, 3] == 0) | (x[:, 0] - _critical(x, z_ir, +1) * x[:, 1] < -tol - margin)
+    return out
 
 
 def _confirm_draws(mech, mk: _Market, P: _Plan, sellers, seeds) -> dict:
@@ -1280,7 +1302,7 @@ def audit(
     n_draws: int = 16,
     n_confirm: int = 256,
     n_confirm_max: int = 4096,
-    resolution: float = 0.05,
+    resolution: float = 0.01,
     n_boot: int = 2000,
     coalition_size: int | None = None,
     progress: bool | str = False,
@@ -1342,7 +1364,7 @@ def _run_markets(mech, src: _Source, n_markets, rng, settings, progress):
     from tqdm import tqdm
 
     mc = _is_monte_carlo(mech)
-    settings["rng"] = rng
+    settings["rng"], settings["n_pairs"] = rng, n_markets * src.n_sellers
     plan, floor_note = None, None
     markets, groups, mechs = [], [], []
     bar = tqdm(total=n_markets * src.n_sellers, unit="seller", file=sys.stderr,
