@@ -10,6 +10,10 @@ from ._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-_EXPORTS = {"audit": ".auditing:audit", "compare": ".comparison:compare"}
+_EXPORTS = {
+    "audit": ".auditing:audit",
+    "compare": ".comparison:compare",
+    "Population": ".population:Population",
+}
 __all__ = ["__version__", *_EXPORTS]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -53,6 +53,8 @@ __all__ = [
     "scaled_beta",
     "truncexpon",
     "empirical",
+    "mixture",
+    "SellerLaws",
 ]
 
 _GRID = 8193  # points used for the regularity check and for ironing
@@ -347,6 +349,17 @@ def _read_cost_column(path: str) -> np.ndarray:
     return values
 
 
+_SYNTAX = {
+    "uniform": "uniform:LOW:HIGH",
+    "truncnorm": "truncnorm:MEAN:SD:LOW:HIGH",
+    "beta": "beta:A:B:LOW:HIGH",
+    "truncexpon": "truncexpon:SCALE:LOW:HIGH",
+    "empirical": "empirical:PATH",
+}
+_ALIASES = {"normal": "truncnorm", "gaussian": "truncnorm", "norm": "truncnorm"}
+_ALIASES |= {"exponential": "truncexpon", "expon": "truncexpon", "exp": "truncexpon"}
+
+
 def parse_distribution(spec: str, *, iron: bool = False) -> CostDistribution:
     """Parse a spec string such as ``uniform:0:1`` (see the module docstring).
 
@@ -363,15 +376,24 @@ def parse_distribution(spec: str, *, iron: bool = False) -> CostDistribution:
         if not rest:
             raise MarketSimError("empirical needs a file: 'empirical:PATH'")
         return empirical(_read_cost_column(rest), iron=iron, name=rest)
-    arity = {"uniform": 2, "truncnorm": 4, "beta": 4, "truncexpon": 3}
-    if name not in arity:
+    if name not in _SYNTAX:
+        import difflib
+
+        stem = name.split("(")[0].strip()
+        close = [_ALIASES[stem]] if stem in _ALIASES else []
+        close = close or difflib.get_close_matches(stem, list(_SYNTAX), n=1, cutoff=0.6)
+        hint = f"did you mean {_SYNTAX[close[0]]}? " if close else ""
         raise MarketSimError(
-            f"unknown distribution {name!r}; "
-            "use one of uniform, truncnorm, beta, truncexpon, empirical"
+            f"unknown distribution {name!r}; {hint}use NAME:PARAMS with ':' between the "
+            "numbers: " + ", ".join(_SYNTAX.values())
         )
+    arity = {k: v.count(":") for k, v in _SYNTAX.items()}
     parts = rest.split(":") if rest else []
     if len(parts) != arity[name]:
-        raise MarketSimError(f"{name} takes {arity[name]} numbers separated by ':' (got {spec!r})")
+        raise MarketSimError(
+            f"{name} takes {arity[name]} numbers separated by ':', as in {_SYNTAX[name]} "
+            f"(got {spec!r})"
+        )
     try:
         nums = [float(p) for p in parts]
     except ValueError:
@@ -394,3 +416,171 @@ def as_distribution(dist) -> CostDistribution:
     if not isinstance(dist, CostDistribution):
         raise MarketSimError("dist must be a CostDistribution or a spec like uniform:0:1")
     return dist
+
+
+# ---- mixtures and per-seller laws ------------------------------------------------------
+class _FrozenMixture:
+    """A finite mixture of frozen scipy laws, with the frozen-law methods the library uses."""
+
+    def __init__(self, parts, weights):
+        self.parts, self.weights = tuple(parts), np.asarray(weights, dtype=float)
+        self.low = min(float(p.support()[0]) for p in self.parts)
+        self.high = max(float(p.support()[1]) for p in self.parts)
+
+    def support(self):
+        return self.low, self.high
+
+    def pdf(self, c):
+        """Right-continuous: a part's density stops just below its top (unless that is the
+        mixture's top), so psi has no spurious dip where one part ends and another goes on."""
+        c = np.asarray(c, dtype=float)
+        total = np.zeros(c.shape)
+        for w, p in zip(self.weights, self.parts, strict=True):
+            hi = float(p.support()[1])
+            total = total + np.where((c < hi) | (hi >= self.high), w * p.pdf(c), 0.0)
+        return total
+
+    def cdf(self, c):
+        return sum(w * p.cdf(c) for w, p in zip(self.weights, self.parts, strict=True))
+
+    def logpdf(self, c):
+        with np.errstate(divide="ignore"):
+            return np.log(self.pdf(c))
+
+    def logcdf(self, c):
+        with np.errstate(divide="ignore"):
+            return np.log(self.cdf(c))
+
+    def mean(self):
+        return float(sum(w * p.mean() for w, p in zip(self.weights, self.parts, strict=True)))
+
+    def ppf(self, q):
+        """F^{-1}(q) by bisection on the (continuous, non-decreasing) mixture cdf."""
+        q = np.asarray(q, dtype=float)
+        a, b = np.full(q.shape, self.low), np.full(q.shape, self.high)
+        for _ in range(60):
+            mid = 0.5 * (a + b)
+            below = self.cdf(mid) < q
+            a, b = np.where(below, mid, a), np.where(below, b, mid)
+        return b
+
+    def rvs(self, size, random_state):
+        rng = random_state
+        which = rng.choice(len(self.parts), size=size, p=self.weights)
+        out = np.empty(size)
+        for j, p in enumerate(self.parts):
+            k = int(np.count_nonzero(which == j))
+            out[which == j] = p.rvs(size=k, random_state=rng) if k else []
+        return out
+
+
+def mixture(laws, weights) -> CostDistribution:
+    """The law of a seller drawn from class j with probability ``weights[j]`` and then
+    from ``laws[j]``: F = sum_j w_j F_j.  Ironed where its virtual cost falls (a
+    mixture of regular laws need not be regular)."""
+    laws = tuple(as_distribution(d) for d in laws)
+    w = np.asarray(weights, dtype=float)
+    if len(laws) == 0 or w.shape != (len(laws),) or np.any(w <= 0) or not np.isfinite(w).all():
+        raise MarketSimError("mixture needs one positive weight per law")
+    if len(laws) == 1:
+        return laws[0]
+    spans = sorted(d.support for d in laws)
+    reach = spans[0][1]
+    for lo, hi in spans[1:]:
+        if lo > reach:
+            raise MarketSimError(
+                f"the supports leave a gap ({reach:g}, {lo:g}) where the pooled law has no "
+                "density: a mechanism that takes one cost law cannot serve these classes"
+            )
+        reach = max(reach, hi)
+    w = w / w.sum()
+    frozen = _FrozenMixture([d.dist for d in laws], w)
+    spec = "mixture(" + ", ".join(f"{wj:.6g}*{d.spec}" for wj, d in zip(w, laws, strict=True)) + ")"
+    d = _make(spec, frozen, frozen.low, frozen.high, iron=True)
+    return d
+
+
+@dataclass(frozen=True)
+class SellerLaws:
+    """Every seller's own cost law: seller ``i`` has law ``laws[group[i]]``.
+
+    The per-seller counterpart of a :class:`CostDistribution` that the mechanisms defined
+    per seller (offline, online: psi_i, Lemma III.2, 003) use.  Methods take costs of
+    shape ``(n,)`` (one per seller) or, with ``sellers=``, ``(k, ...)`` arrays whose row
+    ``r`` belongs to seller ``sellers[r]``."""
+
+    laws: tuple[CostDistribution, ...]
+    group: np.ndarray = field(repr=False)
+
+    def __post_init__(self):
+        laws = tuple(as_distribution(d) for d in self.laws)
+        g = np.asarray(self.group, dtype=int).reshape(-1)
+        if not laws:
+            raise MarketSimError("SellerLaws needs at least one law")
+        if g.size and (g.min() < 0 or g.max() >= len(laws)):
+            raise MarketSimError(f"group indices must lie in 0..{len(laws) - 1}")
+        g.setflags(write=False)
+        object.__setattr__(self, "laws", laws)
+        object.__setattr__(self, "group", g)
+
+    @property
+    def n_sellers(self) -> int:
+        return int(self.group.size)
+
+    @property
+    def low(self) -> np.ndarray:
+        return np.array([self.laws[j].support[0] for j in self.group])
+
+    @property
+    def high(self) -> np.ndarray:
+        return np.array([self.laws[j].support[1] for j in self.group])
+
+    @property
+    def support(self) -> tuple[float, float]:
+        """The hull of every seller's support."""
+        return (
+            min(d.support[0] for d in self.laws),
+            max(d.support[1] for d in self.laws),
+        )
+
+    def law(self, i: int) -> CostDistribution:
+        return self.laws[int(self.group[i])]
+
+    def _rows(self, c, sellers):
+        c = np.asarray(c, dtype=float)
+        g = self.group if sellers is None else self.group[np.asarray(sellers, dtype=int)]
+        if c.shape[: g.ndim] != g.shape:
+            raise MarketSimError(f"costs of shape {c.shape} do not match {g.size} sellers")
+        return c, g.reshape(g.shape + (1,) * (c.ndim - g.ndim))
+
+    def _apply(self, method: str, c, sellers=None) -> np.ndarray:
+        c, g = self._rows(c, sellers)
+        out = np.empty(c.shape)
+        gb = np.broadcast_to(g, c.shape)
+        for j, d in enumerate(self.laws):
+            sel = gb == j
+            if sel.any():
+                out[sel] = getattr(d, method)(c[sel])
+        return out
+
+    def virtual_cost(self, c, sellers=None) -> np.ndarray:
+        """psi_i(c) for each seller's own law."""
+        return self._apply("virtual_cost", c, sellers)
+
+    def cdf(self, c, sellers=None) -> np.ndarray:
+        return self._apply("cdf", c, sellers)
+
+    def check_in_support(self, c, what: str = "cost", sellers=None) -> np.ndarray:
+        c, g = self._rows(c, sellers)
+        gb = np.broadcast_to(g, c.shape)
+        for j, d in enumerate(self.laws):
+            d.check_in_support(c[gb == j], f"{what} (class {j})")
+        return c
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        """One cost per seller, each from its own law (class by class, in class order)."""
+        out = np.empty(self.n_sellers)
+        for j, d in enumerate(self.laws):
+            sel = self.group == j
+            out[sel] = d.sample(int(sel.sum()), rng)
+        return out

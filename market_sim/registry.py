@@ -250,9 +250,16 @@ class Registry:
         return rows
 
 
+# the seed papers' file numbers, as the code cites them, and their keys in docs/bibliography.md
+CITATION_KEYS = {"000": "[SB]", "001": "[MT]", "002": "[SLW]", "003": "[AES]", "004": "[SZH]"}
+
+
 def summary_line(doc: str | None, width: int = 100) -> str:
-    """The docstring's first paragraph on one line, cut after its first sentence."""
+    """The docstring's first paragraph on one line, cut after its first sentence; the
+    papers cited by file number (``003``) by their bibliography keys (``[AES]``)."""
     para = " ".join((doc or "").strip().split("\n\n")[0].split())
+    para = re.sub(r"\b00[0-4]\b", lambda m: CITATION_KEYS[m.group(0)], para)
+    para = para.replace("``", "`")
     end = re.search(r"\w{4,}\)?\.\s+[A-Z(]", para)  # not after "Alg." or "Eq."
     line = para if end is None else para[: end.end() - 1].rstrip()
     return line if len(line) <= width else line[: width - 1] + "…"

@@ -1,14 +1,20 @@
 """Dependence between data and costs: a Gaussian copula with correlation rho.
 
-Sellers' rows come from a latent standard normal G (x = G / (2 sqrt d), clipped
-to ||x|| <= 1); labels follow a linear rule, flipped for the sellers whose
-latent noise g exceeds Phi^-1(1 - label_noise).  The cost latent z is standard
-normal with corr(z, target) = rho, where the target is G[:, 0] ("feature") or g
-("label_noise"), and c = F^-1(Phi(z)), so costs keep the law F exactly.  With
-rho < 0 and target label_noise the mislabelled sellers are the cheap ones.
-Each row: one mechanism's private model (Alg. 1) on that market -- test error
-over noise draws, expected payment sum psi eps, and the share of the privacy
-budget spent on mislabelled sellers.
+The sellers are a :class:`market_sim.population.Population` with synthetic or
+Wisconsin data (its module docstring gives the generators and the copula): the cost
+latent has correlation rho with a feature, the label or the label noise, and costs
+keep their law exactly.  With rho < 0 and target label_noise the mislabelled sellers
+are the cheap ones.
+
+Each task draws one market and returns a row per mechanism: ``offline`` (a platform
+that believes costs independent of the data: the marginal psi), ``oracle`` (the
+offline mechanism with each seller's psi given its data: the optimal data-independent
+rule for a platform that knows the dependence; undefined at |rho| = 1, where a cost
+given its data has no density) and ``data_dependent`` (Eq. 17 of 003).  Columns: the
+private model's test error (Alg. 1, over noise draws), the payment the platform expects
+(sum psi eps), the payment expected given the data (sum psi_i|data eps: Myerson's
+identity under the true conditional law), Eq. 11 with that payment, and the share of
+the privacy budget bought from mislabelled sellers.
 """
 
 from __future__ import annotations
@@ -18,21 +24,25 @@ import itertools
 import numpy as np
 from scipy import stats
 
-from market_sim.distributions import parse_distribution
+from market_sim.errors import MarketSimError
 from market_sim.learning import HeteroDPLogisticRegression
 from market_sim.mechanisms import data_dependent as dd
 from market_sim.mechanisms import offline
 from market_sim.parameters import Choice, Distribution, Number
+from market_sim.population import Population
 
 NAME = "correlation"
 REPLICATIONS = 5
 QUICK_REPLICATIONS = 1
 N_TEST = 2000
+MECHANISMS = ("offline", "oracle", "data_dependent")
+TARGETS = {"synthetic": ("feature", "label_noise"), "wisconsin": ("feature", "label")}
+WISCONSIN_FEATURE = "mean radius"  # larger for malignant tumours (000, Sec. 5)
 
 PARAMS = {  # what `--set` accepts (market_sim.parameters)
     "rho": Number(float, low=-1, high=1),
-    "target": Choice("feature", "label_noise"),
-    "mechanism": Choice("offline", "data_dependent"),
+    "data": Choice("synthetic", "wisconsin"),
+    "target": Choice("feature", "label_noise", "label"),
     "sellers": Number(int, low=1),
     "d": Number(int, low=1),
     "label_noise": Number(float, low=0, high=1, high_open=True),
@@ -50,8 +60,8 @@ def grid(quick: bool = False) -> list[dict]:
     return [
         dict(
             rho=r,
+            data=data,
             target=t,
-            mechanism=mech,
             sellers=80 if quick else 300,
             d=5,
             label_noise=0.15,
@@ -62,67 +72,94 @@ def grid(quick: bool = False) -> list[dict]:
             reg_lambda=0.1,
             n_noise=2 if quick else 5,
         )
-        for r, t, mech in itertools.product(
-            rhos, ["feature", "label_noise"], ["offline", "data_dependent"]
-        )
+        for data, targets in TARGETS.items()
+        for r, t in itertools.product(rhos, targets)
     ]
 
 
-def market(params: dict, rng: np.random.Generator):
-    """(X, y, flipped, costs, X_test, y_test) with the copula of the module docstring."""
-    m, d, noise = params["sellers"], params["d"], params["label_noise"]
-    w_true = np.ones(d) / np.sqrt(d)
+def population(params: dict) -> Population:
+    """The study's sellers: costs tied to ``target`` by the copula of
+    ``market_sim.population`` (synthetic "feature" is feature 0's latent, Wisconsin's is
+    the mean radius)."""
+    data = params.get("data", "synthetic")
+    if params["target"] not in TARGETS[data]:
+        raise MarketSimError(f"target {params['target']!r} is not one of {data}'s: {TARGETS[data]}")
+    on = {"feature": 0 if data == "synthetic" else WISCONSIN_FEATURE}.get(
+        params["target"], params["target"]
+    )
+    extra = dict(d=params["d"], label_noise=params["label_noise"], n_test=N_TEST)
+    return Population(
+        [(params["dist"], params["sellers"])],
+        data=data,
+        rho=params["rho"],
+        on=on,
+        **(extra if data == "synthetic" else {}),
+    )
 
-    def rows(k):
-        G = rng.standard_normal((k, d))
-        X = G / (2 * np.sqrt(d))
-        X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
-        g = rng.standard_normal(k)
-        flipped = g > stats.norm.ppf(1 - noise)
-        y = np.where(flipped, X @ w_true <= 0, X @ w_true > 0).astype(int)
-        return X, y, flipped, G[:, 0], g
 
-    X, y, flipped, feature, g = rows(m)
-    target = feature if params["target"] == "feature" else g
-    rho = params["rho"]
-    z = rho * target + np.sqrt(max(0.0, 1 - rho**2)) * rng.standard_normal(m)
-    dist = parse_distribution(params["dist"])
-    lo, hi = dist.support
-    costs = np.clip(dist.ppf(stats.norm.cdf(z)), lo, hi)
-    X_test, y_test, *_ = rows(N_TEST)
-    return X, y, flipped, costs, X_test, y_test
+def allocations(params: dict, pop: Population, mk) -> dict:
+    """Each mechanism's solution on the market: offline with the marginal psi (a platform
+    that believes costs independent of the data), the oracle's offline with psi_i given
+    the data (undefined at |rho| = 1), and the data-dependent mechanism (Eq. 17, 003)."""
+    X, y = mk.data
+    psi = pop.seller_laws.virtual_cost(mk.costs)
+    kw = dict(mu=params["mu"], sigma=params["sigma"], gamma=params["gamma"])
+    out: dict = {"offline": offline.solve(psi, **kw)}
+    if abs(params["rho"]) < 1:
+        out["oracle"] = offline.solve(pop.conditional_virtual_cost(mk), **kw)
+    dd_kw = dict(kw, mu=params["mu"] * params["sellers"])  # mu ||a||^2 is O(mu / m) at a = 1/m
+    out["data_dependent"] = dd.solve(X, y, psi, reg_lambda=params["reg_lambda"], **dd_kw)
+    return out
 
 
 def run(params: dict, rng: np.random.Generator) -> list[dict]:
-    X, y, flipped, costs, X_test, y_test = market(params, rng)
-    dist = parse_distribution(params["dist"])
-    psi = dist.virtual_cost(costs)
+    pop = population(params)
+    mk = pop.sample(rng)
+    X, y = mk.data
+    psi = pop.seller_laws.virtual_cost(mk.costs)
+    psi_true = pop.conditional_virtual_cost(mk) if abs(params["rho"]) < 1 else None
     kw = dict(mu=params["mu"], sigma=params["sigma"], gamma=params["gamma"])
-    res: offline.OfflineResult | dd.DataDependentResult
-    if params["mechanism"] == "offline":
-        res = offline.solve(psi, **kw)
-    else:
-        kw["mu"] = params["mu"] * params["sellers"]  # mu ||a||^2 is O(mu / m) at a = 1/m
-        res = dd.solve(X, y, psi, reg_lambda=params["reg_lambda"], **kw)
-    errors = [
-        1
-        - HeteroDPLogisticRegression(
-            a=res.a, eta=res.eta, reg_lambda=params["reg_lambda"], random_state=rng
+    noise_seeds = rng.integers(2**63, size=params["n_noise"])  # the same noise for every mechanism
+    rows = []
+    for mech, res in allocations(params, pop, mk).items():
+        errors = [
+            1
+            - HeteroDPLogisticRegression(
+                a=res.a, eta=res.eta, reg_lambda=params["reg_lambda"], random_state=int(seed)
+            )
+            .fit(X, y)
+            .score(*mk.test)
+            for seed in noise_seeds
+        ]
+        true = np.nan if psi_true is None else float(psi_true @ res.eps)
+        eq11 = np.nan if psi_true is None else offline.proxy_loss_of_eps(res.eps, psi_true, **kw)
+        rows.append(
+            dict(
+                mechanism=mech,
+                test_error=float(np.mean(errors)),
+                payment=float(psi @ res.eps),  # what a platform believing independence expects
+                payment_true=true,  # E[Myerson payments | data]: psi_i given the data
+                objective=float(eq11),  # Eq. 11 with the payments expected given the data
+                eps_avg=float(res.eta / y.size),
+                n_bought=int(np.count_nonzero(res.a)),
+                budget_on_mislabelled=_on_mislabelled(res.a, mk),
+                share_mislabelled=_share_mislabelled(mk),
+                cost_target_corr=_cost_target_corr(params, mk),
+            )
         )
-        .fit(X, y)
-        .score(X_test, y_test)
-        for _ in range(params["n_noise"])
-    ]
-    return [
-        dict(
-            test_error=float(np.mean(errors)),
-            payment=float(psi @ res.eps),
-            eps_avg=float(res.eta / y.size),
-            n_bought=int(np.count_nonzero(res.a)),
-            budget_on_mislabelled=float(res.a[flipped].sum()),
-            share_mislabelled=float(flipped.mean()),
-            cost_target_corr=float(
-                stats.spearmanr(costs, flipped if params["target"] == "label_noise" else X[:, 0])[0]
-            ),
-        )
-    ]
+    return rows
+
+
+def _on_mislabelled(a, mk) -> float:
+    return np.nan if mk.mislabelled is None else float(a[mk.mislabelled].sum())
+
+
+def _share_mislabelled(mk) -> float:
+    return np.nan if mk.mislabelled is None else float(mk.mislabelled.mean())
+
+
+def _cost_target_corr(params: dict, mk) -> float:
+    """Spearman's correlation between the costs and what they are tied to."""
+    X, y = mk.data
+    target = {"label_noise": mk.mislabelled, "label": y}.get(params["target"], X[:, 0])
+    return float(stats.spearmanr(mk.costs, target)[0])

@@ -131,3 +131,17 @@ def test_virtual_cost_outside_support_is_an_error():
     d = parse_distribution("uniform:0:1")
     with pytest.raises(MarketSimError, match="outside the support"):
         d.virtual_cost([0.5, 1.5])
+
+
+@pytest.mark.parametrize(
+    "spec, hint",
+    [
+        ("unifrom:0:1", "did you mean uniform:LOW:HIGH"),
+        ("normal:3:1", "did you mean truncnorm:MEAN:SD:LOW:HIGH"),
+        ("uniform(1,5)", "did you mean uniform:LOW:HIGH"),
+        ("uniform:1", "as in uniform:LOW:HIGH"),
+    ],
+)
+def test_a_misspelt_cost_law_gets_a_suggestion_and_the_syntax(spec, hint):
+    with pytest.raises(MarketSimError, match=hint.replace("(", r"\(")):
+        parse_distribution(spec)

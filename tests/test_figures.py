@@ -148,20 +148,32 @@ def _collaborative_tradeoff(p, rng, r):
 
 
 def _correlation(p, rng, r):
-    off = p["mechanism"] == "offline"
     noise = p["target"] == "label_noise"
     bias = max(0.0, -p["rho"]) if noise else 0.0
-    return [
-        dict(
-            test_error=0.3 + (0.3 if off else 0.15) * bias + 0.02 * rng.standard_normal(),
-            payment=12.0 if off else 80.0,
-            eps_avg=0.1,
-            n_bought=30,
-            budget_on_mislabelled=0.15 + (0.8 if off else 0.4) * bias,
-            share_mislabelled=0.15,
-            cost_target_corr=0.9 * p["rho"],
+    synthetic = p["data"] == "synthetic"
+    rows = []
+    for mech, err, pay, weight in (
+        ("offline", 0.3, 12.0, 0.8),
+        ("oracle", 0.29, 11.5, 0.7),
+        ("data_dependent", 0.15, 80.0, 0.4),
+    ):
+        if mech == "oracle" and abs(p["rho"]) == 1:
+            continue
+        rows.append(
+            dict(
+                mechanism=mech,
+                test_error=0.3 + err * bias + 0.02 * rng.standard_normal(),
+                payment=pay,
+                payment_true=pay * (1 + 0.1 * p["rho"]),
+                objective=40 + pay / 4 + 0.5 * abs(p["rho"]) * (mech == "offline"),
+                eps_avg=0.1,
+                n_bought=30,
+                budget_on_mislabelled=0.15 + weight * bias if synthetic else np.nan,
+                share_mislabelled=0.15 if synthetic else np.nan,
+                cost_target_corr=0.9 * p["rho"],
+            )
         )
-    ]
+    return rows
 
 
 def _dynamics(p, rng, r):

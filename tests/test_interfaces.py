@@ -324,3 +324,21 @@ def test_builtin_mechanisms_take_the_cost_law_as_a_spec():
         assert mech.dist.spec == "uniform:1:5"
     with pytest.raises(MarketSimError, match="dist must be a CostDistribution or a spec"):
         as_mechanism("offline", dist=3.0)
+
+
+@pytest.mark.parametrize("spec", ["shade:factor=-1.3", "shade:factor=0", "random:spread=-1"])
+def test_strategy_parameters_out_of_range_are_refused(spec):
+    from market_sim.agents.strategies import as_strategy
+
+    with pytest.raises(MarketSimError, match="must be a finite number"):
+        as_strategy(spec)
+
+
+def test_listings_cite_the_papers_by_their_bibliography_keys():
+    from market_sim.registry import summary_line
+
+    line = summary_line("Offline mechanism (Alg. 2 / Eq. 11, 003) and ``k``.\n\nMore.")
+    assert line == "Offline mechanism (Alg. 2 / Eq. 11, [AES]) and `k`."
+    assert summary_line("Price by the exponential mechanism (001); 1003 stays.") == (
+        "Price by the exponential mechanism ([MT]); 1003 stays."
+    )

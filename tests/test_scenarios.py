@@ -62,11 +62,24 @@ def test_fit_slope_recovers_a_known_rate():
 
 def test_correlation_cheap_mislabelled_sellers_fool_the_data_independent_mechanism(tmp_path):
     df = quick("correlation", tmp_path)
-    off = df[(df.mechanism == "offline") & (df.target == "label_noise")].set_index("rho")
+    syn = df[(df.data == "synthetic") & (df.target == "label_noise")]
+    off = syn[syn.mechanism == "offline"].set_index("rho")
     assert off.budget_on_mislabelled[-0.9] > 0.5 > off.budget_on_mislabelled[0.9]
     assert off.cost_target_corr[-0.9] < 0 < off.cost_target_corr[0.9]
-    dd = df[(df.mechanism == "data_dependent") & (df.target == "label_noise")].set_index("rho")
+    dd = syn[syn.mechanism == "data_dependent"].set_index("rho")
     assert dd.budget_on_mislabelled[-0.9] < off.budget_on_mislabelled[-0.9]
+    # the oracle minimises Eq. 11 given the data: offline never does better, and without
+    # dependence both solve the same problem (the same allocation, the same noise draws)
+    wide = df.pivot_table(
+        index=["data", "target", "rho", "replication"], columns="mechanism", values="objective"
+    )
+    assert (wide.offline - wide.oracle >= -1e-9).all()
+    at0 = df[df.rho == 0].pivot_table(
+        index=["data", "target"], columns="mechanism", values=["objective", "test_error"]
+    )
+    assert np.allclose(at0.objective.offline, at0.objective.oracle)
+    assert np.allclose(at0.test_error.offline, at0.test_error.oracle)
+    assert set(df.data) == {"synthetic", "wisconsin"} and df.test_error.between(0, 1).all()
 
 
 def test_wisconsin_reproduces_the_shape_of_fig_2(tmp_path):

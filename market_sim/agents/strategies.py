@@ -170,6 +170,10 @@ class Shade(Strategy):
     name: ClassVar[str] = "shade"
     factor: float = 1.2
 
+    def __post_init__(self):
+        if not (np.isfinite(self.factor) and self.factor > 0):
+            raise MarketSimError(f"shade: factor must be a finite number > 0, got {self.factor!r}")
+
     def report(self, agent, model):
         return float(_clip(model, agent.cost * self.factor))
 
@@ -183,6 +187,12 @@ class RandomMisreport(Strategy):
 
     name: ClassVar[str] = "random"
     spread: float = 0.2
+
+    def __post_init__(self):
+        if not (np.isfinite(self.spread) and self.spread >= 0):
+            raise MarketSimError(
+                f"random: spread must be a finite number >= 0, got {self.spread!r}"
+            )
 
     def report(self, agent, model):
         return float(_clip(model, agent.cost * np.exp(self.spread * model.rng.standard_normal())))

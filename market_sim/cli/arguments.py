@@ -15,6 +15,7 @@ __all__ = [
     "positive",
     "count",
     "add_cost_law",
+    "population_of",
     "add_market_settings",
     "add_output",
     "market_settings",
@@ -120,12 +121,36 @@ def market_settings(args) -> dict:
     return {k: getattr(args, k) for k in MARKET_SETTINGS if getattr(args, k, None) is not None}
 
 
-def add_cost_law(parser, example: str = "uniform:0:1") -> None:
-    """``--dist SPEC`` (required) and ``--iron``."""
-    parser.add_argument(
-        "--dist", required=True, metavar="SPEC", help=f"cost distribution, e.g. {example}"
+def add_cost_law(parser, example: str = "uniform:0:1", population: bool = False) -> None:
+    """``--dist SPEC`` (required) and ``--iron``; with ``population=True``, exactly one of
+    ``--dist`` and ``--population`` (read it with :func:`population_of`)."""
+    where = parser
+    if population:
+        where = parser.add_mutually_exclusive_group(required=True)
+        where.add_argument(
+            "--population",
+            metavar="SPEC",
+            help="the sellers: COUNT*LAW[+COUNT*LAW...][;data=...;rho=...;on=...] "
+            "(docs/population.md), e.g. 70*uniform:0:1+30*uniform:1:2",
+        )
+    where.add_argument(
+        "--dist",
+        required=not population,
+        metavar="SPEC",
+        help=f"cost distribution, e.g. {example}",
     )
     parser.add_argument("--iron", action="store_true", help="Myerson ironing of the cost law")
+
+
+def population_of(args):
+    """The ``--population`` of the command line as a Population (``--iron`` applied to
+    every class), or None when the market was given by ``--dist``."""
+    spec = getattr(args, "population", None)
+    if spec is None:
+        return None
+    from ..population import Population
+
+    return Population.parse(spec, iron=getattr(args, "iron", False))
 
 
 def add_output(parser, quiet: str = "no progress bar (stderr)") -> None:
