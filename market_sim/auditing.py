@@ -1231,7 +1231,7 @@ def _source(dist, n_sellers, n_markets, costs) -> _Source:
         n_sellers, law = pop.n_sellers, pop.pooled
         lo = min(float(v.support[0]) for v in pop.laws)
         hi = max(float(v.support[1]) for v in pop.laws)
-        spec = getattr(pop, "spec", None) or str(pop)
+        spec = pop.spec
     else:
         law = as_distribution(dist)
         if n_sellers is None:
@@ -1246,10 +1246,13 @@ def _source(dist, n_sellers, n_markets, costs) -> _Source:
 
 
 def _is_plain_law(dist) -> bool:
-    """A cost law (spec or CostDistribution), not a population (object or spec)."""
+    """A cost law (spec or CostDistribution), not a population (a Population, a spec
+    with counts ``70*uniform:0:1+...`` or a list of (law, count) classes)."""
+    from .population import Population
+
     if isinstance(dist, str):
-        return not any(ch in dist for ch in "*;+")
-    return hasattr(dist, "sample") and hasattr(dist, "support") and not hasattr(dist, "laws")
+        return "*" not in dist
+    return not isinstance(dist, Population | list | tuple)
 
 
 def _mechanism(mechanism, src: _Source, context):
