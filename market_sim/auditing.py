@@ -48,7 +48,8 @@ Monte Carlo (a ``randomized`` mechanism on the generic default): the search uses
 then confirmed on fresh draws, ``n_confirm`` at first and 4x more (up to
 ``n_confirm_max``) where the variance is unstable (one draw carries more than 10%
 of the sum of squares) or the confidence bound still allows a gain (IR violation)
-beyond tol + ``resolution`` x w x eps_scale.  A gain is confirmed when the sample is stable and mean -
+beyond tol + ``resolution`` x w x eps_scale.  A gain is confirmed when the
+sample is stable and mean -
 k SE > tol, k = z + max(0, -skew)(2 z^2 + 1) / (6 sqrt D) (the Edgeworth term of
 the studentized mean, so that a left-skewed sample, the signature of a rare large
 loss, needs more), z the one-sided Bonferroni quantile for 5% over every candidate
@@ -76,7 +77,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -212,13 +213,17 @@ class AuditResult:
             ),
             ("share profitable", f"{s['share_profitable']:.3g}"),
             ("profitable share, 95% upper", f"{s['profitable_share_upper']:.3g}"),
-            ("type gain max (adjacent reports)",
-             f"{_fmt(s.get('type_gain_max'))} (its tol {_fmt(s.get('type_gain_tol'))})"),  # fmt: skip
+            (
+                "type gain max (adjacent reports)",
+                f"{_fmt(s.get('type_gain_max'))} (its tol {_fmt(s.get('type_gain_tol'))})",
+            ),  # fmt: skip
             ("IR violations", str(s["ir_violations"])),
             ("IR share, 95% upper", f"{s['ir_share_upper']:.3g}"),
             ("least truthful utility", f"{s['min_truthful_utility']:.3g}"),
-            ("least utility at the top / bottom",
-             f"{s['min_utility_top']:.3g} / {s['min_utility_bottom']:.3g}"),  # fmt: skip
+            (
+                "least utility at the top / bottom",
+                f"{s['min_utility_top']:.3g} / {s['min_utility_bottom']:.3g}",
+            ),  # fmt: skip
             ("monotonicity violations", str(s["monotonicity_violations"])),
             ("identity residual max", _fmt(s.get("identity_residual_max"))),
             ("certified", s.get("certified") or s.get("certificate_note") or "no"),
@@ -226,8 +231,8 @@ class AuditResult:
         if s.get("randomized"):
             rows.append(("detectable gain (95%)", _fmt(s.get("detectable_gain"))))
         for g in s.get("by_class") or []:
-            rows.append((f"class {g['group']} ({g['law']})",
-                         f"max gain {g['max_gain']:.3g}, IR violations {g['ir_violations']}"))  # fmt: skip
+            line = f"max gain {g['max_gain']:.3g}, IR violations {g['ir_violations']}"
+            rows.append((f"class {g['group']} ({g['law']})", line))
         if s.get("coalition_size"):
             rows += [
                 ("coalition size", str(s["coalition_size"])),
@@ -314,7 +319,8 @@ def _class_sentence(s) -> str:
     if len(rows) < 2:
         return ""
     return "By class: " + "; ".join(
-        f"{g['law']}: max gain {g['max_gain']:.3g}, {g['ir_violations']} IR violations"
+        f"{g['law']}: max gain {g['max_gain']:.3g}, {g['ir_violations']} IR violations "
+        f"({g['ir_violations_at_cost']} at the drawn cost)"
         for g in rows
     )
 
@@ -393,7 +399,10 @@ class _Exact:
                                          np.random.default_rng(self.seed))  # fmt: skip
             u = np.asarray(u, dtype=float).reshape(cand.shape)
         else:
-            u = np.asarray(dev.payments, dtype=float).reshape(cand.shape) - c[sellers][:, None] * eps
+            u = (
+                np.asarray(dev.payments, dtype=float).reshape(cand.shape)
+                - c[sellers][:, None] * eps
+            )
         return u[None], eps[None]
 
 
@@ -498,7 +507,7 @@ class _Found:
     violations: list = field(default_factory=list)
     check: object = None
     counts: dict = field(default_factory=dict)
-    mono: np.ndarray | None = None
+    mono: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=bool))
 
 
 def _others(reports, sellers, cap):
@@ -549,7 +558,6 @@ def _jumps(ev, sellers, Z, E, P: _Plan):
     """Bisection of the own allocation's jumps (eps means E at the reports Z, (k, C)):
     up to ``n_jumps`` per seller, to w 1e-9, then w 1e-6 either side.  Returns the
     reports tried with their utilities and eps per draw (empty when no jump)."""
-    k = Z.shape[0]
     order = np.argsort(Z, axis=1, kind="stable")
     z = np.take_along_axis(Z, order, axis=1)
     e = np.take_along_axis(E, order, axis=1)
@@ -693,7 +701,7 @@ def _search(ev, sellers, c, others, P: _Plan, rand, tol_terms, certify, targeted
     order = np.argsort(Zc, axis=1, kind="stable")
     e_s, z_s = np.take_along_axis(Ec, order, axis=1), np.take_along_axis(Zc, order, axis=1)
     rise = np.diff(e_s, axis=1) > _MONO_TOL * max(float(np.max(Ec)), 1e-300)
-    found.mono = ~rise.any(axis=1)
+    found.mono = np.asarray(~rise.any(axis=1))
     found.violations = [
         (int(r), float(z_s[r, j]), float(z_s[r, j + 1]), float(e_s[r, j]), float(e_s[r, j + 1]))
         for r, j in zip(*np.nonzero(rise), strict=True)
@@ -751,7 +759,9 @@ class _Market:
     profile_counts: dict
     profile_candidates: float
     skipped: list
-    stats: dict = field(default_factory=dict)  # Monte Carlo: quantity -> (mean, se, skew, stable, D)
+    stats: dict = field(
+        default_factory=dict
+    )  # Monte Carlo: quantity -> (mean, se, skew, stable, D)
 
 
 def _floor(mech, costs, P0: _Plan, rng, mc) -> tuple[float, str | None]:
@@ -845,7 +855,7 @@ def _join(parts: list[_Found]) -> _Found:
     cat = {k: np.concatenate([getattr(p, k) for p in parts], axis=-1 if k == "truth" else 0)
            for k in ("sellers", "truth", "truth_eps", "best_report", "best_gain", "best_se",
                      "top", "bottom", "type_gain", "type_pair", "mono", "cand_eps")}  # fmt: skip
-    out = _Found(**cat)
+    out = _Found(**cat)  # type: ignore[arg-type]
     out.rand_gain = np.concatenate([p.rand_gain for p in parts])
     out.rand_se = np.concatenate([p.rand_se for p in parts])
     out.violations = [v for p in parts for v in p.violations]
@@ -1069,7 +1079,9 @@ def _verdicts(d: dict, markets, violations, tol, margin, settings, mc, determini
         out["verdict"], out["witness"] = "not_ic", _witness(markets, i, type_gain[i], n_per, "type")
         out["verdict_reason"] = "a type gain between adjacent reports"
     elif deterministic and violations:
-        m, i, low, high, e_low, e_high = max(violations, key=lambda v: (v[3] - v[2]) * (v[5] - v[4]))
+        m, i, low, high, e_low, e_high = max(
+            violations, key=lambda v: (v[3] - v[2]) * (v[5] - v[4])
+        )
         out["verdict"] = "not_ic"
         out["witness"] = {"market": m, "seller": i, "cost": low, "report": high,
                           "gain": (high - low) * (e_high - e_low), "se": 0.0,
@@ -1204,11 +1216,11 @@ class _Source:
     """Where the markets come from: a cost law (one class), a Population, or given costs."""
 
     spec: str
-    dist: object  # the law the mechanism is built with (a population's pooled law)
+    dist: Any  # the CostDistribution the mechanism is built with (a population's pooled law)
     lo: float
     hi: float
     n_sellers: int
-    population: object = None
+    population: Any = None
     given: np.ndarray | None = None
 
     def draw(self, m: int, rng):
@@ -1262,7 +1274,7 @@ def _mechanism(mechanism, src: _Source, context):
         if src.population is None or not getattr(src.population, "has_data", False):
             raise MarketSimError(
                 f"{mechanism_name(mech)} needs the sellers' data: audit it on a population "
-                "with data (e.g. --population \"100*uniform:0:1;data=synthetic\")"
+                'with data (e.g. --population "100*uniform:0:1;data=synthetic")'
             )
     return mech
 
@@ -1349,9 +1361,7 @@ def _coalition_size(k, n_sellers):
         return None
     k = check_int("coalition size", k, 2)
     if k > n_sellers:
-        raise MarketSimError(
-            f"coalition size {k} is larger than the market ({n_sellers} sellers)"
-        )
+        raise MarketSimError(f"coalition size {k} is larger than the market ({n_sellers} sellers)")
     return k
 
 
@@ -1370,8 +1380,9 @@ def _run_markets(mech, src: _Source, n_markets, rng, settings, progress):
     settings["rng"], settings["n_pairs"] = rng, n_markets * src.n_sellers
     plan, floor_note = None, None
     markets, groups, mechs = [], [], []
-    bar = tqdm(total=n_markets * src.n_sellers, unit="seller", file=sys.stderr,
-               desc=progress if isinstance(progress, str) else "audit", disable=not progress)  # fmt: skip
+    label = progress if isinstance(progress, str) else "audit"
+    bar = tqdm(total=n_markets * src.n_sellers, unit="seller", file=sys.stderr, desc=label,
+               disable=not progress)  # fmt: skip
     try:
         for m in range(n_markets):
             costs, group, data = src.draw(m, rng)
@@ -1413,6 +1424,7 @@ def _result(mechanism, mech, mechs, src, markets, groups, rng, settings) -> Audi
     scale = P.width * eps_scale if eps_scale > 0 else P.width
     margin = settings["resolution"] * scale
     d = _decide(markets, tol, mc, n_pairs, margin)
+    d["tol"] = tol
     checks = [ch for mk in markets for ch in (mk.found.check or []) if ch is not None]
     settings["width"] = P.width
     violations = [(m, int(r[0]), *r[1:]) for m, mk in enumerate(markets)
@@ -1520,8 +1532,9 @@ def _summary(mechanism, mech, src, markets, table, d, v, tol, eps_scale, setting
         "min_truthful_utility": float(table["truthful_utility"].min()),
         "min_utility_top": float(table["utility_at_top"].min()),
         "min_utility_bottom": float(table["utility_at_bottom"].min()),
-        "min_utility_profiles": None if mc else
-        float(min(mk.profile_truth.min() for mk in markets)),
+        "min_utility_profiles": None
+        if mc
+        else float(min(mk.profile_truth.min() for mk in markets)),
         "min_ir_utility": float(ir_low.min()),
         "ir_where": ir_where,
         "monotonicity_violations": 0,
@@ -1581,6 +1594,7 @@ def _by_class(table, src: _Source, d) -> list[dict]:
             "max_gain": float(part["max_gain"].max()),
             "n_profitable": int(d["profitable"][idx].sum()),
             "ir_violations": int(d["ir_bad"][idx].sum()),
+            "ir_violations_at_cost": int((part["truthful_utility"] < -d["tol"]).sum()),
             "min_truthful_utility": float(part["truthful_utility"].min()),
         })  # fmt: skip
     return rows
@@ -1703,8 +1717,6 @@ def plot(result: AuditResult, path) -> None:
     fig.tight_layout()
 
     save_png(fig, path, dpi=90)
-
-
 
 
 def audit_estimate_seconds(

@@ -14,6 +14,7 @@ import pytest
 from market_sim.auditing import COLUMNS, audit, clopper_pearson_upper
 from market_sim.cli import main
 from market_sim.distributions import parse_distribution
+from market_sim.errors import MarketSimError
 from market_sim.mechanisms.base import Mechanism
 from market_sim.mechanisms.myerson import myerson_mechanism
 
@@ -501,3 +502,51 @@ def test_audit_time_estimate_follows_the_cost_model():
     assert generic == pytest.approx(400 * 142 * call)
     mc = E.audit_seconds(Lottery(), 20, 20, n_candidates=141, n_draws=16, n_confirm=256)
     assert mc == pytest.approx((400 * 142 * 16 + 400 * 256) * call)
+
+
+# ---- populations -----------------------------------------------------------------------
+def test_population_classes_get_their_own_lines():
+    """Two classes, U[1, 3] and U[3, 5], under LinearMyerson(fee=0.3): IC; the truthful
+    utility (5 - c)^2 / 8 - 0.3 is below 0 exactly for c > 5 - sqrt(2.4) = 3.45, so only
+    the second class has violations at the drawn costs (both fail at the top)."""
+    from market_sim.population import Population
+
+    pop = Population([("uniform:1:3", 3), ("uniform:3:5", 3)])
+    res = audit(LinearMyerson(fee=0.3), pop, None, 3, np.random.default_rng(0), n_grid=9)
+    s, t = res.summary, res.table
+    assert s["n_sellers"] == 6 and s["dist"] == pop.spec and list(t.group[:6]) == [0] * 3 + [1] * 3
+    assert s["verdict"] == "ic" and s["ir_verdict"] == "not_ir"
+    low, high = s["by_class"]
+    assert low["ir_violations_at_cost"] == 0
+    expect = int(((HI - t.cost[t.group == 1]) ** 2 / (2 * W) - 0.3 < -s["tol"]).sum())
+    assert high["ir_violations_at_cost"] == expect > 0
+    assert low["ir_violations"] == high["ir_violations"] == 9  # the top: -0.3 for everyone
+    assert "By class: uniform:1:3" in s["statement"]
+    with pytest.raises(MarketSimError, match="conflicts"):
+        audit(LinearMyerson(), pop, 7, 1, np.random.default_rng(0))
+
+
+def test_data_needing_mechanism_refused_without_data(tmp_path, capsys):
+    out = str(tmp_path / "a")
+    code = main(["audit", "--mechanism", "data-dependent", "--dist", "uniform:0:1",
+                 "--sellers", "5", "--markets", "1", "--quiet", "--out", out])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "needs the sellers' data" in err[0]
+
+
+def test_cli_population_and_exit_4_when_inconclusive(tmp_path, capsys, monkeypatch):
+    """The noisy lottery of test_noisy_lottery_ir_is_inconclusive through the CLI, on a
+    population of two classes: exit status 4 and the reason on stderr."""
+    import sys
+    import types
+
+    mod = types.ModuleType("noisy_lottery_mod")
+    mod.Noisy = type("Noisy", (Lottery,), {"__init__": lambda self: Lottery.__init__(self, b=1.0)})
+    monkeypatch.setitem(sys.modules, "noisy_lottery_mod", mod)
+    code = main(["audit", "--mechanism", "noisy_lottery_mod:Noisy", "--population",
+                 "3*uniform:1:3+3*uniform:3:5", "--markets", "1", "--grid", "5", "--random", "4",
+                 "--no-refine", "--quiet", "--out", str(tmp_path / "a")])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 4 and "audit inconclusive (exit status 4)" in err
+    s = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert s["n_sellers"] == 6 and s["ir_verdict"] == "inconclusive" and len(s["by_class"]) == 2
