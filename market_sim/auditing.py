@@ -403,6 +403,8 @@ class _Exact:
                 np.asarray(dev.payments, dtype=float).reshape(cand.shape)
                 - c[sellers][:, None] * eps
             )
+        if not (np.all(np.isfinite(u)) and np.all(np.isfinite(eps))):
+            raise MarketSimError(f"{mechanism_name(mech)}: eps or payments contain NaN or inf")
         return u[None], eps[None]
 
 
