@@ -127,6 +127,8 @@ def test_truthful_mechanisms_pass_and_are_certified(name):
     assert s["min_truthful_utility"] >= -1e-12
     assert list(res.table.columns) == COLUMNS and len(res.table) == 3 * 6
     assert s["certified"] == "monotone allocation + Myerson payments"
+    assert "IR at the top of the support is IR for every cost" in s["statement"]
+    assert s["min_utility_top"] >= -s["tol"] and (res.table.utility_at_top >= -s["tol"]).all()
     assert s["identity_residual_max"] <= 1e-9 * s["mean_payment"] * 6
     assert (res.table.gain_se == 0).all()  # exact: no Monte Carlo
 
