@@ -44,7 +44,7 @@ the bottom of the support (each seller, the others' reports given) and, for exac
 evaluations, in every opponent profile.
 
 Monte Carlo (a ``randomized`` mechanism on the generic default): the search uses
-``n_draws`` common draws; each seller's best candidate and its IR quantities are
+``n_draws`` common draws (a quarter of them in the profiles: it only selects); each seller's best candidate and its IR quantities are
 then confirmed on fresh draws, ``n_confirm`` at first and 4x more (up to
 ``n_confirm_max``) where the variance is unstable (one draw carries more than 10%
 of the sum of squares) or the confidence bound still allows a gain (IR violation)
@@ -817,8 +817,10 @@ def _audit_market(mech, costs, P: _Plan, rng, mc, settings, progress_bar):
     n, w = costs.size, P.width
     seeds = rng.integers(2**63, size=settings["n_draws"]) if mc else None
 
-    def evaluator(reports):
-        return _MonteCarlo(mech, reports, costs, seeds) if mc else _Exact(mech, reports, costs, rng)
+    def evaluator(reports, draws=None):
+        if mc:
+            return _MonteCarlo(mech, reports, costs, seeds[:draws])
+        return _Exact(mech, reports, costs, rng)
 
     rand = np.clip(P.lo + w * (1.0 - rng.random((n, P.n_random))), P.floor, P.hi)  # (lo, hi]
     ev = evaluator(costs)
@@ -843,7 +845,8 @@ def _audit_market(mech, costs, P: _Plan, rng, mc, settings, progress_bar):
         truth_eps=found.truth_eps, payments=found.truth.mean(axis=0) + costs * found.truth_eps,
         groups=[costs], found=found, profile_counts={}, profile_candidates=0.0, skipped=[],
     )  # fmt: skip
-    _search_profiles(mk, evaluator, P, settings)
+    # the profiles' search only selects (the confirmation draws afresh): a quarter of the draws
+    _search_profiles(mk, lambda v: evaluator(v, max(2, settings["n_draws"] // 4)), P, settings)
     if mc:
         mk.stats = _confirm(mech, mk, P, rng, settings)
     return mk
