@@ -1631,6 +1631,7 @@ def _coalitions(mechs, markets, k, rng, tol, settings, progress) -> dict:
 
     P: _Plan = settings["plan"]
     best, best_m, max_gain, group_ic, tried, reports = None, None, -np.inf, True, 0, 0
+    profiles = 0
     for m, mk in enumerate(
         tqdm(markets, desc="coalitions", unit="market", file=sys.stderr, disable=not progress)
     ):
@@ -1638,6 +1639,7 @@ def _coalitions(mechs, markets, k, rng, tol, settings, progress) -> dict:
                                support=(P.lo, P.hi), floor=P.floor, profiles=True)  # fmt: skip
         tried += res.n_coalitions
         reports += res.n_joint_reports
+        profiles += res.n_profiles
         group_ic &= res.group_ic
         max_gain = max(max_gain, res.max_gain)
         w = res.witness
@@ -1651,6 +1653,7 @@ def _coalitions(mechs, markets, k, rng, tol, settings, progress) -> dict:
         "coalition_witness": witness,
         "coalitions_tried": tried,
         "coalition_reports_tried": reports,
+        "coalition_profiles_tried": profiles,
     }
 
 
