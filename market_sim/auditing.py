@@ -44,8 +44,8 @@ the bottom of the support (each seller, the others' reports given) and, for exac
 evaluations, in every opponent profile.
 
 Monte Carlo (a ``randomized`` mechanism on the generic default): the search uses
-``n_draws`` common draws (a quarter of them in the profiles: it only selects); each seller's best candidate and its IR quantities are
-then confirmed on fresh draws, ``n_confirm`` at first and 4x more (up to
+``n_draws`` common draws (a quarter of them in the profiles: it only selects);
+each seller's best candidate and its IR quantities are then confirmed on fresh draws, ``n_confirm`` at first and 4x more (up to
 ``n_confirm_max``) where the variance is unstable (one draw carries more than 10%
 of the sum of squares) or the confidence bound still allows a gain (IR violation)
 beyond tol + ``resolution`` x w x eps_scale.  A gain is confirmed when the
