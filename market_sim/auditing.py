@@ -45,11 +45,11 @@ evaluations, in every opponent profile.
 
 Monte Carlo (a ``randomized`` mechanism on the generic default): the search uses
 ``n_draws`` common draws (a quarter of them in the profiles: it only selects);
-each seller's best candidate and its IR quantities are then confirmed on fresh draws, ``n_confirm`` at first and 4x more (up to
-``n_confirm_max``) where the variance is unstable (one draw carries more than 10%
-of the sum of squares) or the confidence bound still allows a gain (IR violation)
-beyond tol + ``resolution`` x w x eps_scale.  A gain is confirmed when the
-sample is stable and mean -
+each seller's best candidate and its IR quantities are then confirmed on fresh
+draws, ``n_confirm`` at first and 4x more (up to ``n_confirm_max``) where the
+variance is unstable (one draw carries more than 10% of the sum of squares) or the
+confidence bound still allows a gain (IR violation) beyond tol + ``resolution`` x
+w x eps_scale.  A gain is confirmed when the sample is stable and mean -
 k SE > tol, k = z + max(0, -skew)(2 z^2 + 1) / (6 sqrt D) (the Edgeworth term of
 the studentized mean, so that a left-skewed sample, the signature of a rare large
 loss, needs more), z the one-sided Bonferroni quantile for 5% over every candidate
