@@ -35,6 +35,11 @@ random numbers); a gain counts only when its mean minus z x its standard error
 exceeds ``tol``, z the one-sided normal quantile at ``alpha`` / (number of joint
 reports compared) (Bonferroni).  Deterministic mechanisms run once per report.
 
+Opponent profiles (``profiles=True``, as the audit does): every coalition's joint
+reports are tried again with the non-members at each of :func:`opponent_profiles`
+(all at the floor, all at the top, all tied with the members' mean report, one at
+each end), the same profiles the unilateral audit uses.
+
 ``group_ic`` is True when no joint report TRIED gains: it is a search result, not a
 proof (the gains of a coalition may sit in a region no candidate reached).
 
@@ -57,6 +62,7 @@ from .errors import MarketSimError
 from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
 
 __all__ = [
+    "opponent_profiles",
     "CoalitionResult",
     "CoalitionWitness",
     "coalition_search",
@@ -128,6 +134,7 @@ class CoalitionResult:
     n_draws: int
     z: float
     coalitions_by_kind: dict = field(default_factory=dict)
+    n_profiles: int = 0
 
     @property
     def witness(self) -> CoalitionWitness | None:
@@ -267,6 +274,7 @@ class _Evaluator:
 
     def __init__(self, mech, costs, seeds, path):
         self.mech, self.costs, self.seeds, self.path = mech, costs, seeds, path
+        self.reports = costs  # the others' reports (an opponent profile, or the truth)
         self.runs = 0
 
     def outcomes(self, movers, joint, watch) -> tuple[np.ndarray, np.ndarray]:
@@ -274,7 +282,7 @@ class _Evaluator:
         shape = (joint.shape[0], watch.size, len(self.seeds))
         eps_out, util = np.empty(shape), np.empty(shape)
         for d, s in enumerate(self.seeds):
-            eps, pay = self.path.fn(self.mech, self.costs, movers, joint, watch, s)
+            eps, pay = self.path.fn(self.mech, self.reports, movers, joint, watch, s)
             eps_out[:, :, d], util[:, :, d] = eps, pay - self.costs[watch] * eps
         self.runs += joint.shape[0] * len(self.seeds)
         return eps_out, util
@@ -320,6 +328,51 @@ def _check_args(mech, costs, k, rng, tol, support, multipliers, counts):
     return c, int(k), (lo, hi), m
 
 
+def _joint_reports(cm, mem, mult, rng, n_random_reports, lo, floor, hi):
+    """The joint reports of one coalition (row 0 the truth) and their labels."""
+    rows, labels = [cm.copy()], ["truth"]  # row 0: the baseline, same path and draws
+    for m in mult:
+        rows.append(m * cm)
+        labels.append(f"common multiplier {m:g}")
+    for a, i in enumerate(mem):
+        for m in mult:
+            r = cm.copy()
+            r[a] = m * cm[a]
+            rows.append(r)
+            labels.append(f"seller {i} x {m:g}")
+    rand = rng.uniform(lo, hi, size=(int(n_random_reports), mem.size))
+    rows += list(rand)
+    labels += ["random joint report"] * rand.shape[0]
+    joint = np.clip(np.array(rows), floor, hi)
+    joint[0] = cm  # the truth exactly, even at a cost below the floor
+    return joint, labels[1:]
+
+
+def opponent_profiles(reports, support, members) -> dict[str, np.ndarray]:
+    """The others' reports in the targeted profiles of a group ``members`` (one seller
+    for the unilateral audit, a coalition here): ``floor`` / ``top``: every other at
+    the support's bottom / top (``support`` = (lowest report, c_max)); ``tied``: every
+    other at the members' mean report; ``one_at_floor`` / ``one_at_top``: the others
+    truthful but one non-member, the farthest from that end, moved to it.  The members'
+    own entries are overwritten by the reports tried.  These are profiles no draw from
+    the prior reliably produces (ex-post IC is a statement for every one)."""
+    r = np.asarray(reports, dtype=float).reshape(-1)
+    lo, hi = (float(v) for v in support)
+    mem = np.asarray(members, dtype=int).reshape(-1)
+    out = {
+        "floor": np.full(r.size, lo),
+        "top": np.full(r.size, hi),
+        "tied": np.full(r.size, float(r[mem].mean())),
+    }
+    rest = np.setdiff1d(np.arange(r.size), mem)
+    if rest.size:
+        for label, end, far in (("one_at_floor", lo, np.argmax), ("one_at_top", hi, np.argmin)):
+            v = r.copy()
+            v[rest[far(r[rest])]] = end
+            out[label] = v
+    return out
+
+
 def coalition_search(
     mech,
     costs,
@@ -334,6 +387,8 @@ def coalition_search(
     probe_step: float = 0.02,
     alpha: float = 0.05,
     support=None,
+    floor: float | None = None,
+    profiles: bool = False,
 ) -> CoalitionResult:
     """Search one market (truthful reports ``costs``) for coalitions of 2..``k``
     sellers whose joint misreport raises their summed utility by more than ``tol``.
@@ -364,7 +419,7 @@ def coalition_search(
     if not 0 < alpha < 1:
         raise MarketSimError(f"alpha must be in (0, 1) (got {alpha!r})")
     n = c.size
-    floor = lo + _FLOOR * (hi - lo)
+    floor = lo + _FLOOR * (hi - lo) if floor is None else float(floor)
     randomized = bool(getattr(mech, "randomized", False))
     path = _member_outcomes(mech)
     sampled = randomized and not path.exact  # Monte Carlo over the draws
@@ -422,38 +477,30 @@ def coalition_search(
         s = int(rng.integers(2, k + 1))
         add(rng.choice(n, size=s, replace=False), "random")
 
-    # joint misreports of every coalition
+    # joint misreports of every coalition, the others truthful and (profiles) targeted
     gains, ses, where = [], [], []
-    tried: list[tuple[np.ndarray, np.ndarray, list[str], np.ndarray]] = []
-    for ci, members in enumerate(coalitions):
+    tried: list[tuple[np.ndarray, np.ndarray, list[str], np.ndarray, str]] = []
+    n_profiles = 0
+    for members, kind in coalitions.items():
         mem = np.array(members)
-        cm = c[mem]
-        rows, labels = [cm.copy()], ["truth"]  # row 0: the baseline, same path and draws
-        for m in mult:
-            rows.append(m * cm)
-            labels.append(f"common multiplier {m:g}")
-        for a, i in enumerate(mem):
-            for m in mult:
-                r = cm.copy()
-                r[a] = m * cm[a]
-                rows.append(r)
-                labels.append(f"seller {i} x {m:g}")
-        rand = rng.uniform(lo, hi, size=(int(n_random_reports), mem.size))
-        rows += list(rand)
-        labels += ["random joint report"] * rand.shape[0]
-        joint = np.clip(np.array(rows), floor, hi)
-        joint[0] = cm  # the truth exactly, even at a cost below the floor
-        U = ev.utilities(mem, joint, mem)  # (B, s, D)
-        per_member = (U - U[:1])[1:]  # each joint report against the truth, draw by draw
-        joint, labels = joint[1:], labels[1:]
-        total = per_member.sum(axis=1)  # (B, D)
-        g = total.mean(axis=1)
-        se = total.std(axis=1, ddof=1) / np.sqrt(D) if D > 1 else np.zeros_like(g)
-        gains.append(g)
-        ses.append(se)
-        where.append(np.c_[np.full(g.size, ci), np.arange(g.size)])
-        tried.append((mem, joint, labels, per_member.mean(axis=2)))
-
+        joint, labels = _joint_reports(c[mem], mem, mult, rng, n_random_reports, lo, floor, hi)
+        chosen = [("truthful", c)]
+        if profiles:
+            chosen += list(opponent_profiles(c, (floor, hi), mem).items())
+        for label, others in chosen:
+            ev.reports = others
+            U = ev.utilities(mem, joint, mem)  # (B, s, D)
+            per_member = (U - U[:1])[1:]  # each joint report against the truth, draw by draw
+            total = per_member.sum(axis=1)  # (B, D)
+            g = total.mean(axis=1)
+            se = total.std(axis=1, ddof=1) / np.sqrt(D) if D > 1 else np.zeros_like(g)
+            gains.append(g)
+            ses.append(se)
+            where.append(np.c_[np.full(g.size, len(tried)), np.arange(g.size)])
+            moves = labels if label == "truthful" else [f"{x} (others: {label})" for x in labels]
+            tried.append((mem, joint[1:], moves, per_member.mean(axis=2), kind))
+        ev.reports = c
+        n_profiles += len(chosen) - 1
     G, S = np.concatenate(gains), np.concatenate(ses)
     W = np.concatenate(where)
     if sampled:
@@ -465,7 +512,7 @@ def coalition_search(
     lower = G - z * S
     best_i = int(np.argmax(lower))
     ci, bi = W[best_i]
-    mem, joint, labels, member_gain = tried[ci]
+    mem, joint, labels, member_gain, chosen_as = tried[ci]
     kinds = list(coalitions.values())
     best = CoalitionWitness(
         members=tuple(int(i) for i in mem),
@@ -475,7 +522,7 @@ def coalition_search(
         gain_se=float(S[best_i]),
         member_gains=tuple(float(v) for v in member_gain[bi]),
         move=labels[bi],
-        chosen_as=kinds[ci],
+        chosen_as=chosen_as,
     )
     return CoalitionResult(
         k=k,
@@ -492,4 +539,5 @@ def coalition_search(
         n_draws=D,
         z=z,
         coalitions_by_kind={kd: kinds.count(kd) for kd in ("cut-off", "price-setter", "random")},
+        n_profiles=n_profiles,
     )

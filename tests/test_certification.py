@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from market_sim.certification import CERTIFIED, certification, myerson_check
+from market_sim.certification import CERTIFIED, certificate_note, certification, myerson_check
 from market_sim.distributions import parse_distribution
 from market_sim.errors import MarketSimError
 from market_sim.mechanisms.base import Mechanism, as_mechanism
@@ -121,7 +121,9 @@ def test_builtin_myerson_mechanisms_are_certified(name, spec, kw):
     assert certification(mech, res) == CERTIFIED
 
 
-def test_myerson_mechanism_certified_and_non_monotone_one_not():
+def test_myerson_mechanism_passes_the_check_but_is_not_certified():
+    """myerson_mechanism computes (P), but over a user's allocation checked only where it
+    is evaluated: a passing check earns the note, not the certificate."""
     dist = parse_distribution("uniform:1:5")
 
     def threshold(r):  # monotone with jumps: 1 below the 3rd lowest other report
@@ -132,7 +134,8 @@ def test_myerson_mechanism_certified_and_non_monotone_one_not():
 
     mech = myerson_mechanism(threshold, dist)
     res, _, _ = _check(mech, dist, n=6)
-    assert res.passed and certification(mech, res) == CERTIFIED
+    assert res.passed and certification(mech, res) is None
+    assert certificate_note(mech, 66) == "Myerson payments; monotonicity checked at 66 reports"
 
     rising = myerson_mechanism(lambda r: r / 5.0, dist, check_monotone=False)
     res, dev, cand = _check(rising, dist, n=4)
@@ -177,7 +180,15 @@ def test_user_classes_claiming_myerson_are_not_certified():
         def outcome(self, reports):
             return 1 - reports, reports * (1 - reports) + (1 - reports) ** 2 / 2
 
-    for mech in (Linear(), MyOffline(dist), as_mechanism(Duck())):
+    class Faked(Mechanism):  # claims a library module: the name is not the class
+        myerson_payments = True
+
+        def outcome(self, reports, rng=None):
+            return 1 - reports, reports * (1 - reports) + (1 - reports) ** 2 / 2
+
+    Faked.__module__ = "market_sim.mechanisms.builtin"
+    Faked.__qualname__ = Faked.__name__ = "OfflineMechanism"
+    for mech in (Linear(), MyOffline(dist), as_mechanism(Duck()), Faked()):
         res, _, _ = _check(mech, dist, n=5)
         assert res.passed  # the check alone cannot tell them apart ...
         assert certification(mech, res) is None  # ... the library vouches for its own code only

@@ -10,7 +10,15 @@ import numpy as np
 from ..distributions import parse_distribution
 from ..errors import MarketSimError
 from ..files import check_writable_folder
-from .arguments import add_cost_law, add_market_settings, add_output, count, market_settings, number
+from .arguments import (
+    add_cost_law,
+    add_market_settings,
+    add_output,
+    count,
+    market_settings,
+    number,
+    population_of,
+)
 
 
 def add_parser(subparsers):
@@ -19,9 +27,11 @@ def add_parser(subparsers):
         help="IC / IR / monotonicity audit of a mechanism on seeded markets",
         description="Draw K markets of N truthful sellers, search each seller's best "
         "unilateral misreport (grid, probes around the truth, random reports, local "
-        "search), count IR and monotonicity violations, and write DIR/audit.csv, "
-        "DIR/summary.json and DIR/audit.png. Exit status 0 when IC and IR (and group-IC "
-        "with --coalition), 3 when a verdict fails, 2 on bad input.",
+        "search, the support's ends, other sellers' reports, jumps and opponent profiles), "
+        "check IR at the drawn costs and at both ends of the support, and write "
+        "DIR/audit.csv, DIR/summary.json and DIR/audit.png. Exit status 0 when IC and IR "
+        "(and group-IC with --coalition), 3 when a verdict fails, 4 when one is "
+        "inconclusive (a randomized mechanism the draws cannot decide), 2 on bad input.",
     )
     a.add_argument(
         "--mechanism",
@@ -31,8 +41,13 @@ def add_parser(subparsers):
         "pay-as-bid, posted-price, uniform-price, ...), name:key=value, module:attr or "
         "path/to/file.py:Class",
     )
-    add_cost_law(a)
-    a.add_argument("--sellers", type=count("sellers"), default=20, help="sellers per market")
+    add_cost_law(a, population=True)
+    a.add_argument(
+        "--sellers",
+        type=count("sellers"),
+        default=None,
+        help="sellers per market (default 20; with --population, its size)",
+    )
     a.add_argument("--markets", type=count("markets"), default=20, help="number of markets")
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     a.add_argument(
@@ -66,9 +81,20 @@ def _number_at_least(name, least):
 
 
 def run(args) -> int:
-    from ..auditing import EXIT_NOT_IC, audit
+    from ..auditing import audit
 
-    dist = parse_distribution(args.dist, iron=args.iron)
+    pop = population_of(args)
+    if pop is None:
+        dist = parse_distribution(args.dist, iron=args.iron)
+        args.sellers = 20 if args.sellers is None else args.sellers
+    else:
+        dist = pop
+        if args.sellers is not None and args.sellers != pop.n_sellers:
+            raise MarketSimError(
+                f"--sellers {args.sellers} conflicts with the population's "
+                f"{pop.n_sellers} sellers (omit --sellers)"
+            )
+        args.sellers = pop.n_sellers
     context = market_settings(args)
     if args.coalition is not None and not 2 <= args.coalition <= args.sellers:
         raise MarketSimError(
@@ -96,7 +122,12 @@ def run(args) -> int:
     result.write(out)
     print(result.format())
     print(f"written to {out}: audit.csv, summary.json, audit.png", file=sys.stdout)
-    return 0 if result.passed else EXIT_NOT_IC
+    status = result.exit_status
+    if status == 4:
+        s = result.summary
+        why = s.get("verdict_reason") if s["verdict"] == "inconclusive" else s.get("ir_reason")
+        print(f"market-sim: audit inconclusive (exit status 4): {why}", file=sys.stderr)
+    return status
 
 
 def _print_estimate(args, dist, context) -> None:
