@@ -36,7 +36,7 @@ density steps up), so empirical costs normally need ``iron=True``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -74,6 +74,9 @@ class CostDistribution:
     ironed: bool = False
     # ironing intervals in cost space and the constant virtual cost on each
     iron_intervals: tuple[tuple[float, float, float], ...] = field(default=(), repr=False)
+    # costs inside the support where psi may jump (a mixture's parts begin or end there):
+    # integrals of functions of psi are split at them
+    breaks: tuple[float, ...] = field(default=(), repr=False)
 
     # ---- density, cdf, sampling ---------------------------------------------
     def pdf(self, c):
@@ -497,7 +500,8 @@ def mixture(laws, weights) -> CostDistribution:
     frozen = _FrozenMixture([d.dist for d in laws], w)
     spec = "mixture(" + ", ".join(f"{wj:.6g}*{d.spec}" for wj, d in zip(w, laws, strict=True)) + ")"
     d = _make(spec, frozen, frozen.low, frozen.high, iron=True)
-    return d
+    ends = {float(e) for law in laws for e in law.support} | {b for law in laws for b in law.breaks}
+    return replace(d, breaks=tuple(sorted(e for e in ends if d.support[0] < e < d.support[1])))
 
 
 @dataclass(frozen=True)

@@ -444,3 +444,35 @@ def test_market_model_new_markets_each_round_keep_the_copula():
     assert np.array_equal(model.cost, cost2)
     assert not np.array_equal(model.X, first.data[0])  # the rows were drawn again too
     assert model.platform.test_data[0].shape == (9, 5)
+
+
+def test_payments_on_a_pooled_law_whose_virtual_cost_jumps_are_myersons():
+    """The pooled law of 7 sellers on U[0, 1] and 3 on U[1, 2] has psi jumping from 2 to
+    1 + 0.7/0.3 at c = 1, so eps_i(z) jumps there inside one of the oracle's cells.  The
+    payment must still be Eq. 8 (003): r eps(r) + int_r^2 eps, here by scipy's quad with
+    the jump given as a break point; and truth must beat the report just below it (a
+    Gauss-Legendre rule straddling the jump once paid 1.8e-3 too much there)."""
+    pop = Population([("uniform:0:1", 7), ("uniform:1:2", 3)])
+    assert pop.pooled.breaks == (1.0,)
+    mech = as_mechanism("offline", dist=pop.pooled, n_sellers=10)
+    reports = np.full(10, 2.0)
+    cost = 0.497165
+
+    def at(z):
+        r = reports.copy()
+        r[6] = z
+        out = mech.run(r)
+        return out.eps[6], out.payments[6]
+
+    def eps_at(z):  # the allocation alone (Eq. 11): no payments computed
+        r = reports.copy()
+        r[6] = z
+        return solve(pop.pooled.virtual_cost(r), mu=1.0, sigma=1.0, gamma=1.0).eps[6]
+
+    for z in (cost, cost - 0.02, 0.9):
+        e, pay = at(z)
+        tail = integrate.quad(eps_at, z, 2.0, points=[1.0], limit=200)[0]
+        assert pay == pytest.approx(z * e + tail, abs=2e-6)
+    e0, p0 = at(cost)
+    e1, p1 = at(cost - 0.02)
+    assert p0 - cost * e0 >= p1 - cost * e1

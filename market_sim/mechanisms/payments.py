@@ -819,13 +819,37 @@ def _smooth_integrals(exact, c, eps):
 
 
 def _integrate(oracle, refine, sellers, xi, lo, dist, gamma, n_quad, record):
-    """int_{lo}^{c_high} eps_i(z) dz for each seller (Eq. 8, 003), piece by piece.
+    """int_{lo}^{c_high} eps_i(z) dz for each seller (Eq. 8, 003), piece by piece, and
+    segment by segment between the law's ``breaks`` (where psi may jump, so eps_i(z) may
+    jump inside one of the oracle's cells: no quadrature rule may straddle them).
 
     Returns (integral, pieces); with ``record``, pieces = (position, start,
     end, integral, kind) arrays, kind 0 a Gauss-Legendre piece and kind 1 a
     midpoint sliver past a change of piece.
     """
-    top = dist.support[1]
+    low, top = dist.support
+    edges = [low, *(b for b in getattr(dist, "breaks", ()) if b > lo.min()), top]
+    if len(edges) == 2:
+        return _integrate_segment(oracle, refine, sellers, xi, lo, dist, gamma, n_quad, record)
+    integral, recs = np.zeros(lo.shape), []
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
+        start = np.clip(lo, a, b)
+        part, rec = _integrate_segment(
+            oracle, refine, sellers, xi, start, dist, gamma, n_quad, record, span=(a, b)
+        )
+        integral += part
+        if record and rec:
+            recs.append(rec)
+    if not record:
+        return integral, None
+    return integral, tuple(np.concatenate(col) for col in zip(*recs, strict=True))
+
+
+def _integrate_segment(
+    oracle, refine, sellers, xi, lo, dist, gamma, n_quad, record, span=None
+):  # fmt: skip
+    """``_integrate`` on ``span`` (default: the support), where psi is continuous."""
+    bottom, top = dist.support if span is None else span
 
     def values(z):
         return gamma * dist.virtual_cost(z)
@@ -837,7 +861,7 @@ def _integrate(oracle, refine, sellers, xi, lo, dist, gamma, n_quad, record):
     every = np.arange(lo.size)
     _, cell_top = alloc(every, np.full(lo.shape, top))
     # searches start from top, or from where the oracle knows nobody is bought
-    z_hi = _least_z(values, dist.support[0], top, getattr(oracle, "p_max", np.inf))
+    z_hi = _least_z(values, bottom, top, getattr(oracle, "p_max", np.inf))
     cur, cur_cell = lo.copy(), alloc(every, lo)[1]
     integral = np.zeros(lo.shape)
     shape, jac = gauss_legendre_cos(n_quad)
@@ -869,7 +893,7 @@ def _integrate(oracle, refine, sellers, xi, lo, dist, gamma, n_quad, record):
             )
         bisect(a, b, todo)
 
-    skip = _SKIP * (top - dist.support[0])
+    skip = _SKIP * (dist.support[1] - dist.support[0])
     pending = cur_cell >= 0  # sellers still integrating
     for _ in range(_MAX_PIECES):
         if not pending.any():
