@@ -1221,7 +1221,7 @@ class _Source:
     """Where the markets come from: a cost law (one class), a Population, or given costs."""
 
     spec: str
-    dist: Any  # the CostDistribution the mechanism is built with (a population's pooled law)
+    dist: Any  # the cost law of a plain source (None for a population)
     lo: float
     hi: float
     n_sellers: int
@@ -1245,7 +1245,7 @@ def _source(dist, n_sellers, n_markets, costs) -> _Source:
         from .population import as_population
 
         pop = as_population(dist, n_sellers=n_sellers)
-        n_sellers, law = pop.n_sellers, pop.pooled
+        n_sellers, law = pop.n_sellers, None
         lo = min(float(v.support[0]) for v in pop.laws)
         hi = max(float(v.support[1]) for v in pop.laws)
         spec = pop.spec
@@ -1272,9 +1272,17 @@ def _is_plain_law(dist) -> bool:
     return not isinstance(dist, Population | list | tuple)
 
 
+def _build(mechanism, src: _Source, context):
+    """Built from the cost law, or from the population: per-seller laws to the mechanisms
+    that take them (offline, online, pay-as-bid), the pooled law to the others."""
+    if src.population is not None:
+        return as_mechanism(mechanism, population=src.population, **context)
+    return as_mechanism(mechanism, dist=src.dist, n_sellers=src.n_sellers, **context)
+
+
 def _mechanism(mechanism, src: _Source, context):
     """The mechanism, refusing one that needs data on a source without data."""
-    mech = as_mechanism(mechanism, dist=src.dist, n_sellers=src.n_sellers, **context)
+    mech = _build(mechanism, src, context)
     if getattr(mech, "needs_data", False):
         if src.population is None or not getattr(src.population, "has_data", False):
             raise MarketSimError(
@@ -1737,7 +1745,7 @@ def audit_estimate_seconds(
     from .estimates import audit_seconds
 
     src = _source(dist, n_sellers, n_markets, None)
-    mech = as_mechanism(mechanism, dist=src.dist, n_sellers=src.n_sellers, **context)
+    mech = _build(mechanism, src, context)
     n = src.n_sellers
     others = 5 * min(n - 1, 32)
     market = n_grid + 2 * _PROBES.size + others + n_random + (64 if refine else 0)

@@ -476,3 +476,15 @@ def test_payments_on_a_pooled_law_whose_virtual_cost_jumps_are_myersons():
     e0, p0 = at(cost)
     e1, p1 = at(cost - 0.02)
     assert p0 - cost * e0 >= p1 - cost * e1
+
+
+def test_the_audit_runs_per_seller_mechanisms_on_each_sellers_own_law():
+    """On two classes the audit builds offline with every seller's own psi_i (it was once
+    built with the pooled law) and finds no gain, in every opponent profile it tries."""
+    from market_sim.auditing import audit
+
+    pop = Population([("uniform:0:1", 7), ("uniform:1:2", 3)])
+    res = audit("offline", pop, None, 2, np.random.default_rng(0))
+    assert res.verdict == "ic" and res.ir_verdict == "ir"
+    assert res.summary["max_gain"] < 1e-9
+    assert sorted(set(res.table["group"])) == [0, 1]
