@@ -55,6 +55,15 @@ def price_of_independence(df) -> pd.DataFrame:
     return out.reset_index()
 
 
+def audits(df) -> pd.DataFrame:
+    """The audit's verdicts per data, target, rho and mechanism audited (replication 0)."""
+    df = _frame(df)
+    if "audit_ic" not in df:
+        return pd.DataFrame()
+    done = df[df.audit_ic.notna()]
+    return done[["data", "target", "rho", "mechanism", "audit_ic", "audit_ir", "audit_max_gain"]]
+
+
 def theory(df) -> str:
     """The oracle minimises Eq. 11 given the data, so offline's gap is never below 0."""
     gaps = price_of_independence(df)
@@ -143,6 +152,9 @@ def section(df, folder):
     gaps = price_of_independence(df)
     if len(gaps):
         tables.append(("the price of believing costs independent of the data", gaps))
+    verdicts = audits(df)
+    if len(verdicts):
+        tables.append(("the audit's verdicts on smaller markets of the same population", verdicts))
     return Section(
         "Correlation between costs and data (Gaussian copula)",
         "rho < 0 with target label_noise makes the mislabelled sellers cheap; the "

@@ -52,7 +52,10 @@ PARAMS = {  # what `--set` accepts (market_sim.parameters)
     "gamma": Number(float, low=0, low_open=True),
     "reg_lambda": Number(float, low=0, low_open=True),
     "n_noise": Number(int, low=1),
+    "audit_sellers": Number(int, low=0),  # 0: no audit
+    "audit_markets": Number(int, low=1),
 }
+AUDITED = ("offline",)  # the data-dependent mechanism's audit is too slow for a grid (docs)
 
 
 def grid(quick: bool = False) -> list[dict]:
@@ -71,6 +74,8 @@ def grid(quick: bool = False) -> list[dict]:
             gamma=1.0,
             reg_lambda=0.1,
             n_noise=2 if quick else 5,
+            audit_sellers=8 if quick else 12,
+            audit_markets=1 if quick else 3,
         )
         for data, targets in TARGETS.items()
         for r, t in itertools.product(rhos, targets)
@@ -112,7 +117,7 @@ def allocations(params: dict, pop: Population, mk) -> dict:
     return out
 
 
-def run(params: dict, rng: np.random.Generator) -> list[dict]:
+def run(params: dict, rng: np.random.Generator, replication: int = 0) -> list[dict]:
     pop = population(params)
     mk = pop.sample(rng)
     X, y = mk.data
@@ -147,7 +152,25 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
                 cost_target_corr=_cost_target_corr(params, mk),
             )
         )
+    if replication == 0 and params.get("audit_sellers", 0):
+        for row in rows:
+            if row["mechanism"] in AUDITED:
+                row.update(audit_columns(params, row["mechanism"], rng))
     return rows
+
+
+def audit_columns(params: dict, mechanism: str, rng: np.random.Generator) -> dict:
+    """The audit's IC and IR verdicts and largest gain for ``mechanism`` on smaller
+    markets of the same population (``audit_sellers`` sellers, ``audit_markets``
+    markets; data drawn with the costs, so the copula is in every audited market)."""
+    from market_sim.auditing import audit
+
+    small = population(params | {"sellers": params["audit_sellers"]})
+    kw = dict(mu=params["mu"], sigma=params["sigma"], gamma=params["gamma"])
+    res = audit(mechanism, small, None, params["audit_markets"], rng, **kw)
+    return dict(
+        audit_ic=res.verdict, audit_ir=res.ir_verdict, audit_max_gain=res.summary["max_gain"]
+    )
 
 
 def _on_mislabelled(a, mk) -> float:

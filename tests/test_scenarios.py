@@ -80,6 +80,9 @@ def test_correlation_cheap_mislabelled_sellers_fool_the_data_independent_mechani
     assert np.allclose(at0.objective.offline, at0.objective.oracle)
     assert np.allclose(at0.test_error.offline, at0.test_error.oracle)
     assert set(df.data) == {"synthetic", "wisconsin"} and df.test_error.between(0, 1).all()
+    audited = df[df.audit_ic.notna()]  # offline: IC and IR ex post, whatever the copula
+    assert set(audited.mechanism) == {"offline"} and len(audited) == 12
+    assert (audited.audit_ic == "ic").all() and (audited.audit_ir == "ir").all()
 
 
 def test_wisconsin_reproduces_the_shape_of_fig_2(tmp_path):
