@@ -730,8 +730,11 @@ def _build_mechanism(mechanism, dist, n, context, has_data: bool = False):
 def _seeds(seed, rng, samples: int, n: int):
     """Per-sample seeds of the markets, the bootstrap's seed and the seatings (samples x
     N): a uniform random permutation of the seats per sample, its deviator's seat then
-    replaced so that the deviator's seats run through a random start + 0, 1, 2, ... mod
-    N (every seat equally often when ``samples`` is a multiple of N)."""
+    replaced so that the deviator's seats are spread evenly from a random start,
+    start + floor(k N / samples) mod N (every seat equally often when ``samples`` is a
+    multiple of N; with fewer samples than seats, every stretch of seats -- a
+    population's class is one -- gets its share of them, not a block of consecutive
+    seats)."""
     if seed is not None and rng is not None:
         raise MarketSimError("give seed or rng, not both")
     if rng is not None:
@@ -744,7 +747,7 @@ def _seeds(seed, rng, samples: int, n: int):
     cost_seeds = root.spawn(samples)
     seat_rng = np.random.default_rng(seating)
     seats = np.array([seat_rng.permutation(n) for _ in range(samples)]).reshape(samples, n)
-    dev_seat = (int(seat_rng.integers(n)) + np.arange(samples)) % n
+    dev_seat = (int(seat_rng.integers(n)) + (np.arange(samples) * n) // samples) % n
     for k in range(samples):  # swap the deviator onto its seat
         r = int(np.flatnonzero(seats[k] == dev_seat[k])[0])
         seats[k, [0, r]] = seats[k, [r, 0]]
