@@ -147,6 +147,12 @@ def model_params() -> dict:
 
 
 # ---- panels -------------------------------------------------------------------------
+def _sellers_text(model) -> str:
+    """The cost law, or the population's spec when the sellers are not one law."""
+    pop = getattr(model, "population", None)
+    return pop.spec if pop is not None and not pop.is_plain else model.dist.spec
+
+
 def _fmt(v) -> str:
     return "–" if v is None or not np.isfinite(v) else f"{v:.4g}"
 
@@ -182,7 +188,7 @@ def Summary(model: MarketModel):
         ("strategies", ", ".join(model.strategy_names)),
         (
             "parameters",
-            f"{model.dist.spec}, μ={model.mu:g}, σ={model.sigma:g}, "
+            f"{_sellers_text(model)}, μ={model.mu:g}, σ={model.sigma:g}, "
             f"γ={model.gamma:g}, ξ={model.xi:g}, seed={model.page_seed}",
         ),
         ("proxy loss", _fmt(last["proxy_loss"])),

@@ -120,6 +120,7 @@ def allocations(params: dict, pop: Population, mk) -> dict:
 def run(params: dict, rng: np.random.Generator, replication: int = 0) -> list[dict]:
     pop = population(params)
     mk = pop.sample(rng)
+    assert mk.data is not None and mk.test is not None  # every population here has data
     X, y = mk.data
     psi = pop.seller_laws.virtual_cost(mk.costs)
     psi_true = pop.conditional_virtual_cost(mk) if abs(params["rho"]) < 1 else None
