@@ -347,11 +347,11 @@ class _Options:
         evaluated refinement and one fixed sample; else a 49-report grid, one round of
         evaluated refinement and a fresh sample each iteration (docs/equilibrium.md)."""
         slow = path == "outcome"
-        auto: dict[str, object] = dict(
-            bid_grid=25 if slow else 49, br_refine=0 if slow else 1, resample=not slow
-        )
         return dataclasses.replace(
-            self, **{k: v for k, v in auto.items() if getattr(self, k) is None}
+            self,
+            bid_grid=(25 if slow else 49) if self.bid_grid is None else self.bid_grid,
+            br_refine=(0 if slow else 1) if self.br_refine is None else self.br_refine,
+            resample=(not slow) if self.resample is None else self.resample,
         )
 
     def markets(self, oracle: Oracle, samples: int, classes: Classes) -> tuple[int, int]:
