@@ -530,7 +530,8 @@ def bne(
     ``70*uniform:0:1+30*uniform:1:2``), a list of ``(cost law, count)`` pairs, or one cost
     law with ``n_sellers`` (``market_sim.population.as_population``).  One bid function
     per class, numbered as the classes are given.  ``options``: grid, bid_grid,
-    samples, deviators, damping, tol, gain_tol, max_iter (the solve); eval_grid,
+    samples, deviators, damping, tol, gain_tol, max_iter, br_refine, resample (the
+    solve; bid_grid, br_refine and resample automatic by path unless given); eval_grid,
     eval_samples, check_grid, refine (the verification); and the market settings mu,
     sigma, gamma, privacy (docs/equilibrium.md).  ``init``: the starting bid function(s)
     ("truth", a function, a list per class or a BNEResult); ``reference``: bid
