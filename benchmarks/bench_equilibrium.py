@@ -61,7 +61,7 @@ CASES = [
     ("two classes U[1,2] + U[0,2], first price", BatchedFirstPrice(),
      [("uniform:1:2", 1), ("uniform:0:2", 1)],
      [lambda c: _asym(c, 0.75), lambda c: _asym(c, -0.75)],
-     {"samples": 4096, "max_iter": 100, "damping": 0.05, "br_refine": 3}, 30),
+     {"samples": 4096}, 30),
 ]  # fmt: skip
 
 
@@ -124,7 +124,7 @@ def validate(only=None):
     cases.append(("asymmetric first price", BatchedFirstPrice(),
                   [("uniform:1:2", 1), ("uniform:0:2", 1)],
                   [lambda c: _asym(c, 0.75), lambda c: _asym(c, -0.75)],
-                  {"max_iter": 100, "damping": 0.05, "br_refine": 3}))  # fmt: skip
+                  {}))  # fmt: skip
     for label, mech, pop, ref, opts in cases:
         if only is not None and only not in label:
             continue

@@ -307,10 +307,10 @@ class _Options:
     bid_grid: int | None = None
     samples: int = 1024
     deviators: int = 8
-    damping: float = 0.1
+    damping: float | None = None
     tol: float = 2e-3
     gain_tol: float = 1e-3
-    max_iter: int = 40
+    max_iter: int | None = None
     eval_grid: int = 33
     eval_samples: int | None = None
     check_grid: int = 129
@@ -332,7 +332,9 @@ class _Options:
         }
         ev = 4 * kw["samples"] if self.eval_samples is None else self.eval_samples
         kw["eval_samples"] = check_int("eval_samples", ev, 2)
-        kw["damping"] = _check_float("damping", self.damping, 0.0, 1.0)
+        kw["damping"] = (
+            None if self.damping is None else _check_float("damping", self.damping, 0.0, 1.0)
+        )
         kw["tol"] = _check_float("tol", self.tol, 0.0, math.inf)
         kw["gain_tol"] = _check_float("gain_tol", self.gain_tol, 0.0, math.inf, False)
         kw["tilt"] = _check_float("tilt", self.tilt, 0.0, math.inf, False)
@@ -341,17 +343,24 @@ class _Options:
         kw["resample"] = None if self.resample is None else bool(self.resample)
         return _Options(**kw)
 
-    def for_path(self, path: str) -> _Options:
-        """The automatic settings left open (None) for the oracle's path: on the
-        ``outcome`` path (one call per report vector, slow) a 25-report grid, no
-        evaluated refinement and one fixed sample; else a 49-report grid, one round of
-        evaluated refinement and a fresh sample each iteration (docs/equilibrium.md)."""
-        slow = path == "outcome"
+    def for_path(self, path: str, n_classes: int = 1) -> _Options:
+        """The automatic settings left open (None) for the oracle's path and the number
+        of classes: on the ``outcome`` path (one call per report vector, slow) a
+        25-report grid, no evaluated refinement and one fixed sample; else a 49-report
+        grid, one round of evaluated refinement (three for several classes) and a fresh
+        sample each iteration; damping 0.1 and 40 iterations (0.05 and 100 for several
+        classes, whose common lowest bid is a knife edge; docs/equilibrium.md)."""
+        slow, many = path == "outcome", n_classes > 1
+        auto = dict(
+            bid_grid=25 if slow else 49,
+            br_refine=0 if slow else (3 if many else 1),
+            resample=not slow,
+            damping=0.05 if many else 0.1,
+            max_iter=100 if many else 40,
+        )
         return dataclasses.replace(
             self,
-            bid_grid=(25 if slow else 49) if self.bid_grid is None else self.bid_grid,
-            br_refine=(0 if slow else 1) if self.br_refine is None else self.br_refine,
-            resample=(not slow) if self.resample is None else self.resample,
+            **{k: v for k, v in auto.items() if getattr(self, k) is None},  # type: ignore[arg-type]
         )
 
     def markets(self, oracle: Oracle, samples: int, classes: Classes) -> tuple[int, int]:
@@ -543,7 +552,7 @@ def bne(
     G = len(setup.classes.laws)
     references = _per_class(reference, G, "reference")
     oracle = Oracle(setup.mech)
-    opt = opt.for_path(oracle.path)
+    opt = opt.for_path(oracle.path, G)
     markets, d = opt.markets(oracle, opt.samples, setup.classes)
     train = Sample(setup.classes, markets, d, rng, opt.tilt)
     state = _start(setup, opt, init)

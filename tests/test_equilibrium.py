@@ -172,6 +172,7 @@ def test_automatic_settings_follow_the_path():
     assert r.options["resample"] is False
     r = symmetric_bne(BatchedFirstPrice(), "uniform:0:1", 2, np.random.default_rng(0), **FAST)
     assert (r.options["bid_grid"], r.options["br_refine"], r.options["resample"]) == (49, 1, True)
+    assert (r.options["damping"], r.options["max_iter"]) == (0.1, 10)  # max_iter given
     r = symmetric_bne(
         black_box, "uniform:0:1", 2, np.random.default_rng(0), br_refine=2, resample=True, **FAST
     )
@@ -276,9 +277,10 @@ def test_asymmetric_closed_form_is_a_best_response():
 def test_two_classes_get_their_own_bid_functions():
     r = bne(
         BatchedFirstPrice(), [("uniform:1:2", 1), ("uniform:0:2", 1)], np.random.default_rng(0),
-        samples=4096, max_iter=100, damping=0.05,
-        reference=[lambda c: asym_bid(c, 0), lambda c: asym_bid(c, 1)],
+        samples=1024, reference=[lambda c: asym_bid(c, 0), lambda c: asym_bid(c, 1)],
     )  # fmt: skip
+    # several classes: the automatic settings (docs/equilibrium.md)
+    assert (r.options["damping"], r.options["max_iter"], r.options["br_refine"]) == (0.05, 100, 3)
     assert len(r.classes) == 2 and len(r.epsilon_by_group) == 2
     assert r.epsilon == max(r.epsilon_by_group)
     for g in (0, 1):

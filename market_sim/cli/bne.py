@@ -71,7 +71,7 @@ def add_parser(subparsers):
         ("refine", at_least("refine", 0), "rounds of local refinement of the best deviation"),
     ):
         default = D[flag.replace("-", "_")]
-        shown = "automatic, by path" if default is None else default
+        shown = "automatic" if default is None else default
         a.add_argument(f"--{flag}", type=kind, default=default, help=f"{text} (default {shown})")
     a.add_argument(
         "--resample",
