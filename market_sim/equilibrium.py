@@ -304,34 +304,64 @@ def _per_class(bid, G: int, what: str) -> list:
 @dataclass(frozen=True)
 class _Options:
     grid: int = 33
-    bid_grid: int = 49
+    bid_grid: int | None = None
     samples: int = 1024
     deviators: int = 8
-    damping: float = 0.1
+    damping: float | None = None
     tol: float = 2e-3
     gain_tol: float = 1e-3
-    max_iter: int = 40
+    max_iter: int | None = None
     eval_grid: int = 33
     eval_samples: int | None = None
     check_grid: int = 129
     refine: int = 3
     knots: int = 6
     tilt: float = 0.0
+    br_refine: int | None = None
+    resample: bool | None = None
 
     def checked(self) -> _Options:
         """The options, each checked (bad input: one line naming it)."""
         ints = dict(
             grid=3, bid_grid=3, samples=1, deviators=1, max_iter=1, eval_grid=1, check_grid=3,
-            refine=0, knots=0,
+            refine=0, knots=0, br_refine=0,
         )  # fmt: skip
-        kw = {k: check_int(k, getattr(self, k), least) for k, least in ints.items()}
+        kw: dict = {
+            k: check_int(k, getattr(self, k), least) if getattr(self, k) is not None else None
+            for k, least in ints.items()
+        }
         ev = 4 * kw["samples"] if self.eval_samples is None else self.eval_samples
         kw["eval_samples"] = check_int("eval_samples", ev, 2)
-        kw["damping"] = _check_float("damping", self.damping, 0.0, 1.0)
+        kw["damping"] = (
+            None if self.damping is None else _check_float("damping", self.damping, 0.0, 1.0)
+        )
         kw["tol"] = _check_float("tol", self.tol, 0.0, math.inf)
         kw["gain_tol"] = _check_float("gain_tol", self.gain_tol, 0.0, math.inf, False)
         kw["tilt"] = _check_float("tilt", self.tilt, 0.0, math.inf, False)
+        if self.resample is not None and not isinstance(self.resample, (bool, np.bool_)):
+            raise MarketSimError(f"resample must be True or False (got {self.resample!r})")
+        kw["resample"] = None if self.resample is None else bool(self.resample)
         return _Options(**kw)
+
+    def for_path(self, path: str, n_classes: int = 1) -> _Options:
+        """The automatic settings left open (None) for the oracle's path and the number
+        of classes: on the ``outcome`` path (one call per report vector, slow) a
+        25-report grid, no evaluated refinement and one fixed sample; else a 49-report
+        grid, one round of evaluated refinement (three for several classes) and a fresh
+        sample each iteration; damping 0.1 and 40 iterations (0.05 and 100 for several
+        classes, whose common lowest bid is a knife edge; docs/equilibrium.md)."""
+        slow, many = path == "outcome", n_classes > 1
+        auto = dict(
+            bid_grid=25 if slow else 49,
+            br_refine=0 if slow else (3 if many else 1),
+            resample=not slow,
+            damping=0.05 if many else 0.1,
+            max_iter=100 if many else 40,
+        )
+        return dataclasses.replace(
+            self,
+            **{k: v for k, v in auto.items() if getattr(self, k) is None},  # type: ignore[arg-type]
+        )
 
     def markets(self, oracle: Oracle, samples: int, classes: Classes) -> tuple[int, int]:
         """(markets, deviators per market): on the ``deviations`` path up to
@@ -425,7 +455,7 @@ class _Trace:
     gains: list[float] = field(default_factory=list)
 
 
-def _iterate(setup, opt, oracle, train, state, progress) -> _Trace:
+def _iterate(setup, opt, oracle, train, state, progress, rng) -> _Trace:
     """Damped best responses, all classes at once, until the residual or the ex-ante
     gain is small (docs/equilibrium.md, "The method")."""
     from tqdm import tqdm
@@ -434,7 +464,10 @@ def _iterate(setup, opt, oracle, train, state, progress) -> _Trace:
     width = max(d.support[1] - d.support[0] for d in setup.classes.laws)
     bar = tqdm(total=opt.max_iter, desc="best responses", file=sys.stderr, disable=not progress)
     for it in range(1, opt.max_iter + 1):
-        # the first half of the iterations on a quarter of the markets
+        # the first half of the iterations on a quarter of the markets; with resample,
+        # a fresh scramble each iteration (the damped average cancels the sample's noise)
+        if opt.resample and it > 1:
+            train = Sample(setup.classes, train.markets, train.per_market, rng, opt.tilt)
         sample = train if 2 * it > opt.max_iter or opt.tilt > 1 else train.prefix(4)
         R = reports_of(sample, setup.classes, state.bidfns())
         brs, gains, tops = [], [], []
@@ -442,7 +475,7 @@ def _iterate(setup, opt, oracle, train, state, progress) -> _Trace:
             w = prior_weights(law, state.costs[g])
             r = best_response(
                 oracle, sample, R, g, state.costs[g], state.bids[g], setup.z_range,
-                state.z_top, opt.bid_grid, w,
+                state.z_top, opt.bid_grid, w, opt.br_refine,
             )  # fmt: skip
             brs.append(
                 np.clip(isotonic(_smooth(state.costs[g], r.bids, opt.knots)), *setup.z_range)
@@ -506,7 +539,8 @@ def bne(
     ``70*uniform:0:1+30*uniform:1:2``), a list of ``(cost law, count)`` pairs, or one cost
     law with ``n_sellers`` (``market_sim.population.as_population``).  One bid function
     per class, numbered as the classes are given.  ``options``: grid, bid_grid,
-    samples, deviators, damping, tol, gain_tol, max_iter (the solve); eval_grid,
+    samples, deviators, damping, tol, gain_tol, max_iter, br_refine, resample (the
+    solve; bid_grid, br_refine and resample automatic by path unless given); eval_grid,
     eval_samples, check_grid, refine (the verification); and the market settings mu,
     sigma, gamma, privacy (docs/equilibrium.md).  ``init``: the starting bid function(s)
     ("truth", a function, a list per class or a BNEResult); ``reference``: bid
@@ -518,10 +552,11 @@ def bne(
     G = len(setup.classes.laws)
     references = _per_class(reference, G, "reference")
     oracle = Oracle(setup.mech)
+    opt = opt.for_path(oracle.path, G)
     markets, d = opt.markets(oracle, opt.samples, setup.classes)
     train = Sample(setup.classes, markets, d, rng, opt.tilt)
     state = _start(setup, opt, init)
-    trace = _iterate(setup, opt, oracle, train, state, progress)
+    trace = _iterate(setup, opt, oracle, train, state, progress, rng)
     checks = _verify(
         setup, opt, oracle, state.bidfns(), state.costs, state.c_top, state.z_top, rng, references
     )

@@ -88,6 +88,7 @@ class Sample:
         self.weights = np.ones(u.shape[0])
         if tilt > 1 and u.shape[0] >= 2:
             u, self.weights = _tilted(u, tilt)
+        self.per_market = per_market
         group = classes.group
         self.costs = np.empty_like(u)
         for g, law in enumerate(classes.laws):
@@ -117,6 +118,7 @@ class Sample:
         sub = object.__new__(Sample)
         sub.costs, sub.weights, sub.seeds = self.costs[:m], self.weights[:m], self.seeds[:m]
         sub.deviators = [d[:m] for d in self.deviators]
+        sub.per_market = self.per_market
         return sub
 
     def mean(self, X: np.ndarray) -> np.ndarray:
@@ -309,10 +311,12 @@ def best_response(
     z_top: float,
     k: int,
     weights: np.ndarray,
+    refine: int = 0,
 ) -> Response:
     """Class g's best responses at ``costs`` among ``k`` reports on [z_lo, z_top], the
     coarse sentinels over the whole range and the current bids (any report, below the
-    cost too), refined by a parabola through the best and its neighbours; the current
+    cost too), then ``refine`` rounds of evaluated local refinement (``refine_best``;
+    with none, the parabola's vertex through the best and its neighbours); the current
     bid is kept when nothing beats it by more than 1e-9 of the utility scale."""
     z_lo, z_hi = z_range
     sent = np.linspace(z_lo, z_hi, SENTINELS)
@@ -322,11 +326,14 @@ def best_response(
     U = Tb[None, :] - costs[:, None] * Eb[None, :]
     best = np.argmax(U, axis=1)
     rows = np.arange(costs.size)
-    u_best = U[rows, best]
     u_cur = U[rows, np.searchsorted(Z, current)]
     scale = np.maximum(U.max(axis=1) - U.min(axis=1), 1e-300)
+    if refine > 0:
+        z_best, u_best = refine_best(oracle, sample, R, g, costs, Z, U, z_range, refine)
+    else:
+        z_best, u_best = parabolic_peak(Z, U, best), U[rows, best]
     keep = u_cur >= u_best - _TIE * scale
-    br = np.where(keep, current, parabolic_peak(Z, U, best))
+    br = np.where(keep, current, z_best)
     live = (Eb > 0) | (Tb != 0)
     top = z_hi
     if live.any():
@@ -336,6 +343,33 @@ def best_response(
     gain = float(weights @ (u_best - u_cur))
     rel = gain / util if util > 0 else (0.0 if gain <= 0 else math.inf)
     return Response(br, top, rel)
+
+
+def refine_best(oracle, sample, R, g, costs, Z, U, z_range, rounds):
+    """Per cost, the best report after ``rounds`` rounds of evaluated local refinement
+    of the argmax of U over the reports Z: each round tries the parabola's vertex
+    (first round) and the points half a bracket either side of the best so far, the
+    bracket halving each round, all costs at once; only evaluated points are kept
+    (a vertex through a kink, e.g. at a rival's lowest bid, can be far off)."""
+    z_lo, z_hi = z_range
+    k = np.argmax(U, axis=1)
+    rows = np.arange(costs.size)
+    best_z, best_u = Z[k], U[rows, k]
+    h = np.maximum(best_z - Z[np.maximum(k - 1, 0)], Z[np.minimum(k + 1, Z.size - 1)] - best_z)
+    extra = parabolic_peak(Z, U, k)
+    for _ in range(rounds):  # halve the bracket around the best so far
+        h = h / 2
+        pts = np.clip(np.stack((best_z - h, best_z + h, extra), axis=1), z_lo, z_hi)
+        P = np.unique(pts)
+        E2, T2 = oracle.eps_pay(sample, R, g, P)
+        U2 = sample.mean(T2)[None, :] - costs[:, None] * sample.mean(E2)[None, :]
+        u3 = np.take_along_axis(U2, np.searchsorted(P, pts), axis=1)
+        j = np.argmax(u3, axis=1)
+        better = u3[rows, j] > best_u
+        best_z = np.where(better, pts[rows, j], best_z)
+        best_u = np.where(better, u3[rows, j], best_u)
+        extra = best_z
+    return best_z, best_u
 
 
 def isotonic(y: np.ndarray) -> np.ndarray:
@@ -392,6 +426,8 @@ class EpsilonResult:
     utility: float = 0.0
     win_rates: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     distances: dict = field(default_factory=dict)
+    loss_ci: tuple[float, float] = (0.0, 0.0)
+    relative_loss_ci: tuple[float, float] = (0.0, 0.0)
 
     def metrics(self) -> dict:
         """The scalar metrics (for summaries and tables)."""
@@ -401,6 +437,8 @@ class EpsilonResult:
             "epsilon_relative": self.epsilon_relative,
             "loss": self.loss,
             "relative_loss": self.relative_loss,
+            "loss_ci": list(self.loss_ci),
+            "relative_loss_ci": list(self.relative_loss_ci),
             "utility": self.utility,
             **self.distances,
         }
@@ -426,26 +464,8 @@ def search_reports(oracle, sample, R, g, costs, bids, z_range, z_top, dense, ref
         np.concatenate((np.linspace(z_lo, z_hi, dense), np.linspace(z_lo, z_top, dense), bids))
     )
     E, T = oracle.eps_pay(sample, R, g, Z)
-    Eb, Tb = sample.mean(E), sample.mean(T)
-    U = Tb[None, :] - costs[:, None] * Eb[None, :]
-    k = np.argmax(U, axis=1)
-    rows = np.arange(costs.size)
-    best_z, best_u = Z[k], U[rows, k]
-    h = np.maximum(best_z - Z[np.maximum(k - 1, 0)], Z[np.minimum(k + 1, Z.size - 1)] - best_z)
-    extra = parabolic_peak(Z, U, k)
-    for _ in range(refine):  # halve the bracket around the best so far
-        h = h / 2
-        pts = np.clip(np.stack((best_z - h, best_z + h, extra), axis=1), z_lo, z_hi)
-        P = np.unique(pts)
-        E2, T2 = oracle.eps_pay(sample, R, g, P)
-        U2 = sample.mean(T2)[None, :] - costs[:, None] * sample.mean(E2)[None, :]
-        u3 = np.take_along_axis(U2, np.searchsorted(P, pts), axis=1)
-        j = np.argmax(u3, axis=1)
-        better = u3[rows, j] > best_u
-        best_z = np.where(better, pts[rows, j], best_z)
-        best_u = np.where(better, u3[rows, j], best_u)
-        extra = best_z
-    return best_z
+    U = sample.mean(T)[None, :] - costs[:, None] * sample.mean(E)[None, :]
+    return refine_best(oracle, sample, R, g, costs, Z, U, z_range, refine)[0]
 
 
 def measure(
@@ -453,8 +473,6 @@ def measure(
 ) -> EpsilonResult:
     """The gains of the deviations ``z_star`` over the bids, re-measured on the fresh
     sample, and the metrics (docs/equilibrium.md)."""
-    from scipy import stats
-
     n_c = costs.size
     E, T = oracle.eps_pay(fresh, R, g, np.concatenate((z_star, bids)))
     U = T - np.tile(costs, 2)[None, :] * E
@@ -463,10 +481,7 @@ def measure(
     i = int(np.argmax(mean_gain))
     eps = max(0.0, float(mean_gain[i]))
     M = gains.shape[0]
-    # the standard error of the (self-normalised, weighted) mean at the maximising cost
-    w = fresh.weights / fresh.weights.sum()
-    se = float(np.sqrt(np.sum(w**2 * (gains[:, i] - mean_gain[i]) ** 2) * M / max(M - 1, 1)))
-    half = float(stats.t.ppf(0.975, max(M - 1, 1)) * se)
+    half = _t_half(fresh, gains[:, i], float(mean_gain[i]))  # at the maximising cost
     ci = (max(0.0, float(mean_gain[i]) - half), max(0.0, float(mean_gain[i]) + half))
     util = fresh.mean(U[:, n_c:])
     wins = fresh.mean((E[:, n_c:] > 0).astype(float))
@@ -474,11 +489,28 @@ def measure(
     u = float(w @ util)
     loss = float(w @ np.maximum(mean_gain, 0.0))  # ℓ̂: prior-weighted interim loss
     rel_loss = 1.0 - u / (u + loss) if u + loss > 0 else 0.0  # L̂
+    # ℓ̂'s CI: per fresh market the prior-weighted gain (unclipped: its mean is w @ gain)
+    per_market = gains @ w
+    half_l = _t_half(fresh, per_market, float(w @ mean_gain))
+    loss_ci = (max(0.0, loss - half_l), loss + half_l)
+    rel_ci = tuple(1.0 - u / (u + x) if u + x > 0 else 0.0 for x in loss_ci)
     rel = eps / u if u > 0 else (0.0 if eps == 0 else math.inf)
     dist = distances(law, costs, bids, wins, reference) if reference is not None else {}
     return EpsilonResult(
-        eps, ci, rel, costs, mean_gain, z_star, util, M, loss, rel_loss, u, wins, dist
-    )
+        eps, ci, rel, costs, mean_gain, z_star, util, M, loss, rel_loss, u, wins, dist,
+        loss_ci, (float(rel_ci[0]), float(rel_ci[1])),
+    )  # fmt: skip
+
+
+def _t_half(sample: Sample, x: np.ndarray, mean: float) -> float:
+    """The half width of the 95% t interval of the (self-normalised, weighted) mean of
+    the per-market values x."""
+    from scipy import stats
+
+    M = x.size
+    w = sample.weights / sample.weights.sum()
+    se = float(np.sqrt(np.sum(w**2 * (x - mean) ** 2) * M / max(M - 1, 1)))
+    return float(stats.t.ppf(0.975, max(M - 1, 1)) * se)
 
 
 def distances(law, costs, bids, wins, reference: BidFn) -> dict:

@@ -57,6 +57,7 @@ def add_parser(subparsers):
     for flag, kind, text in (
         ("grid", at_least("grid", 3), "costs per class on the relevant range"),
         ("bid-grid", at_least("bid-grid", 3), "candidate reports of a best response"),
+        ("br-refine", at_least("br-refine", 0), "rounds of evaluated refinement of a response"),
         ("samples", count("samples"), "opponent draws (training)"),
         ("deviators", count("deviators"), "deviating sellers per market (deviations path)"),
         ("damping", share("damping"), "least step towards the best response (1/(t+1) before)"),
@@ -70,7 +71,14 @@ def add_parser(subparsers):
         ("refine", at_least("refine", 0), "rounds of local refinement of the best deviation"),
     ):
         default = D[flag.replace("-", "_")]
-        a.add_argument(f"--{flag}", type=kind, default=default, help=f"{text} (default {default})")
+        shown = "automatic" if default is None else default
+        a.add_argument(f"--{flag}", type=kind, default=default, help=f"{text} (default {shown})")
+    a.add_argument(
+        "--resample",
+        choices=("yes", "no"),
+        default=None,
+        help="a fresh opponent sample each iteration (default: automatic, by path)",
+    )
     a.add_argument(
         "--eval-samples",
         type=at_least("eval-samples", 2),
@@ -94,6 +102,8 @@ def run(args) -> int:
     out = Path(args.out)
     check_writable_folder(out)
     opts = {k: getattr(args, k) for k in OPTIONS if getattr(args, k, None) is not None}
+    if args.resample is not None:
+        opts["resample"] = args.resample == "yes"
     result = bne(
         args.mechanism,
         population,
