@@ -21,6 +21,11 @@ import time
 import numpy as np
 
 from market_sim.equilibrium import bne
+from market_sim.mechanisms.first_price import (
+    FirstPrice,
+    asymmetric_first_price_bid,
+    first_price_bid,
+)
 
 
 class BlackBoxFirstPrice:
@@ -45,12 +50,7 @@ class BatchedFirstPrice(BlackBoxFirstPrice):
         return eps, r * eps
 
 
-def _asym(c, k):
-    v = 2 - np.asarray(c, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        b = (1 - np.sqrt(1 - k * v**2)) / (k * v)
-    return 2 - np.where(v > 0, b, 0.0)
-
+ASYMMETRIC = [lambda c, g=g: asymmetric_first_price_bid(c, g) for g in (0, 1)]
 
 CASES = [
     ("black-box first price, outcome only", BlackBoxFirstPrice(), [("uniform:0:1", 4)],
@@ -60,38 +60,9 @@ CASES = [
     ("pay-as-bid (built in), 100 sellers", "pay-as-bid", [("uniform:1:5", 100)], None, {}, 30),
     ("two classes U[1,2] + U[0,2], first price", BatchedFirstPrice(),
      [("uniform:1:2", 1), ("uniform:0:2", 1)],
-     [lambda c: _asym(c, 0.75), lambda c: _asym(c, -0.75)],
+     ASYMMETRIC,
      {"samples": 4096}, 30),
 ]  # fmt: skip
-
-
-class KUnitFirstPrice:
-    """The k lowest reports sell one unit each at their own report (batched)."""
-
-    batched = True
-
-    def __init__(self, k):
-        self.k = k
-
-    def outcome(self, reports, rng=None):
-        R = np.atleast_2d(np.asarray(reports, dtype=float))
-        rank = np.argsort(np.argsort(R, axis=1, kind="stable"), axis=1, kind="stable")
-        eps = (rank < self.k).astype(float)
-        return (eps[0], (R * eps)[0]) if np.ndim(reports) == 1 else (eps, R * eps)
-
-
-def k_unit_bid(c, n, k, lo, hi):
-    """b(c) = E[Y | Y > c], Y the k-th lowest of the n - 1 others' U[lo, hi] costs."""
-    from scipy import integrate, stats
-
-    Y = stats.beta(k, n - k)
-    out = []
-    for x in np.atleast_1d(c):
-        u = (x - lo) / (hi - lo)
-        s = Y.sf(u)
-        m = integrate.quad(lambda t: t * Y.pdf(t), u, 1)[0] / s if s > 1e-12 else u
-        out.append(lo + (hi - lo) * m)
-    return np.array(out)
 
 
 def validate(only=None):
@@ -114,16 +85,16 @@ def validate(only=None):
     cases += [
         (
             f"{k}-unit first price, n = {n}, U[{lo}, {hi}]",
-            KUnitFirstPrice(k),
+            FirstPrice(k),
             [(f"uniform:{lo}:{hi}", n)],
-            [lambda c, n=n, k=k, lo=lo, hi=hi: k_unit_bid(c, n, k, lo, hi)],
+            [lambda c, n=n, k=k, lo=lo, hi=hi: first_price_bid(c, n, k, lo, hi)],
             {},
         )
         for n, k, lo, hi in [(4, 2, 0, 1), (3, 2, 1, 3), (5, 2, 0, 1)]
     ]
     cases.append(("asymmetric first price", BatchedFirstPrice(),
                   [("uniform:1:2", 1), ("uniform:0:2", 1)],
-                  [lambda c: _asym(c, 0.75), lambda c: _asym(c, -0.75)],
+                  ASYMMETRIC,
                   {}))  # fmt: skip
     for label, mech, pop, ref, opts in cases:
         if only is not None and only not in label:

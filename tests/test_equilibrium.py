@@ -14,6 +14,11 @@ from market_sim.equilibrium import BNEResult, bne, bne_epsilon, figure, symmetri
 from market_sim.equilibrium_game import Oracle, Sample, as_classes, best_response, reports_of
 from market_sim.errors import MarketSimError
 from market_sim.mechanisms.base import Mechanism, as_mechanism
+from market_sim.mechanisms.first_price import (
+    FirstPrice,
+    asymmetric_first_price_bid,
+    first_price_bid,
+)
 
 FIRST_PRICE = f"{Path(__file__).resolve().parent.parent / 'examples' / 'first_price.py'}"
 FIRST_PRICE += ":FirstPriceProcurement"
@@ -179,47 +184,12 @@ def test_automatic_settings_follow_the_path():
     assert (r.options["br_refine"], r.options["resample"]) == (2, True)  # given: kept
 
 
-def k_unit_closed_form(c, n, k, lo, hi):
-    """k-unit first-price procurement (the k lowest reports sell one unit each at their
-    report), n sellers, U[lo, hi]: b(c) = E[Y | Y > c], Y the k-th lowest of the n - 1
-    others' costs.  A seller bidding as cost x wins iff x < Y: utility
-    (b(x) - c) S(x), S the survival of Y; the first-order condition at x = c,
-    b'(c) S(c) = (b(c) - c) f_Y(c), integrates to b(c) S(c) = int_c^hi t f_Y(t) dt."""
-    from scipy import integrate, stats
-
-    Y = stats.beta(k, n - k)  # the k-th lowest of n - 1 uniforms on [0, 1]
-    out = []
-    for x in np.atleast_1d(c):
-        u = (x - lo) / (hi - lo)
-        s = Y.sf(u)
-        m = integrate.quad(lambda t: t * Y.pdf(t), u, 1)[0] / s if s > 1e-12 else u
-        out.append(lo + (hi - lo) * m)
-    return np.array(out)
-
-
-class KUnitFirstPrice:
-    """The k lowest reports sell one unit each at their own report (batched)."""
-
-    batched = True
-
-    def __init__(self, k):
-        self.k = k
-
-    def outcome(self, reports, rng=None):
-        R = np.atleast_2d(np.asarray(reports, dtype=float))
-        rank = np.argsort(np.argsort(R, axis=1, kind="stable"), axis=1, kind="stable")
-        eps = (rank < self.k).astype(float)
-        if np.ndim(reports) == 1:
-            return eps[0], (R * eps)[0]
-        return eps, R * eps
-
-
 @pytest.mark.parametrize("n, k, lo, hi", [(4, 2, 0.0, 1.0), (3, 2, 1.0, 3.0)])
 def test_k_unit_closed_form_is_the_first_order_condition(n, k, lo, hi):
     from scipy import stats
 
     x = np.linspace(lo, hi, 2001)
-    b = k_unit_closed_form(x, n, k, lo, hi)
+    b = first_price_bid(x, n, k, lo, hi)
     S = stats.beta(k, n - k).sf((x - lo) / (hi - lo))
     for c in np.linspace(lo, hi, 6)[:-1]:
         assert abs(x[np.argmax((b - c) * S)] - c) <= 2 * (hi - lo) / 2000
@@ -230,8 +200,8 @@ def test_k_unit_closed_form_is_the_first_order_condition(n, k, lo, hi):
 @pytest.mark.parametrize("n, k, lo, hi", [(4, 2, 0.0, 1.0), (3, 2, 1.0, 3.0)])
 def test_k_unit_solver_matches_the_closed_form(n, k, lo, hi):
     r = symmetric_bne(
-        KUnitFirstPrice(k), f"uniform:{lo:g}:{hi:g}", n, np.random.default_rng(0),
-        samples=2048, reference=lambda c: k_unit_closed_form(c, n, k, lo, hi),
+        FirstPrice(k), f"uniform:{lo:g}:{hi:g}", n, np.random.default_rng(0),
+        samples=2048, reference=lambda c: first_price_bid(c, n, k, lo, hi),
     )  # fmt: skip
     assert r.options["path"] == "batched"
     assert r.check.distances["linf_active"] <= TOL_K_UNIT
@@ -242,42 +212,31 @@ def test_k_unit_solver_matches_the_closed_form(n, k, lo, hi):
     assert ch.relative_loss_ci[0] <= ch.relative_loss <= ch.relative_loss_ci[1]
 
 
-def asym_inverse(a, k):
-    """The first-price auction with values U[0, a_1] and U[0, a_2] (a_1 = 1, a_2 = 2):
-    inverse bids phi_i(b) = 2b / (1 + k_i b^2), k_1 = 1/a_1^2 - 1/a_2^2 = -k_2 = 3/4;
-    solved for the bid of value v: k v b^2 - 2b + v = 0, b = (1 - sqrt(1 - k v^2)) / (k v)."""
-    v = np.asarray(a, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        b = (1 - np.sqrt(1 - k * v**2)) / (k * v)
-    return np.where(v > 0, b, 0.0)
-
-
-def asym_bid(c, g):
-    """Mirror image in procurement: costs c = 2 - v (class 0: U[1, 2] <-> v ~ U[0, 1];
-    class 1: U[0, 2] <-> v ~ U[0, 2]); a report r = 2 - b wins iff the auction bid b
-    is the highest, and r - c = v - b: so r_g(c) = 2 - beta_g(2 - c)."""
-    k = 0.75 if g == 0 else -0.75
-    return 2 - asym_inverse(2 - np.asarray(c, dtype=float), k)
-
-
 def test_asymmetric_closed_form_is_a_best_response():
     # each class's bid maximises its utility against the other's, on fine grids
     z = np.linspace(4 / 3, 2, 4001)
     for g, (lo, hi) in enumerate([(1.0, 2.0), (0.0, 2.0)]):
         olo, ohi = [(1.0, 2.0), (0.0, 2.0)][1 - g]
         oc = np.linspace(olo, ohi, 20001)
-        ob = asym_bid(oc, 1 - g)
+        ob = asymmetric_first_price_bid(oc, 1 - g)
         win = 1 - np.searchsorted(ob, z) / oc.size  # P(the other's report > z)
         for c in np.linspace(lo, hi, 5)[:-1]:
             best = z[np.argmax((z - c) * win)]
-            assert abs(best - asym_bid(c, g)) <= 0.003
-    assert asym_bid(1.0, 0) == pytest.approx(4 / 3) and asym_bid(0.0, 1) == pytest.approx(4 / 3)
+            assert abs(best - asymmetric_first_price_bid(c, g)) <= 0.003
+    assert asymmetric_first_price_bid(1.0, 0) == pytest.approx(4 / 3)
+    assert asymmetric_first_price_bid(0.0, 1) == pytest.approx(4 / 3)
+
+
+ASYMMETRIC = [
+    lambda c: asymmetric_first_price_bid(c, 0),
+    lambda c: asymmetric_first_price_bid(c, 1),
+]
 
 
 def test_two_classes_get_their_own_bid_functions():
     r = bne(
         BatchedFirstPrice(), [("uniform:1:2", 1), ("uniform:0:2", 1)], np.random.default_rng(0),
-        samples=1024, reference=[lambda c: asym_bid(c, 0), lambda c: asym_bid(c, 1)],
+        samples=1024, reference=ASYMMETRIC,
     )  # fmt: skip
     # several classes: the automatic settings (docs/equilibrium.md)
     assert (r.options["damping"], r.options["max_iter"], r.options["br_refine"]) == (0.05, 100, 3)

@@ -1,0 +1,69 @@
+"""First-price procurement and its Bayes-Nash equilibria in closed form: the references
+the equilibrium solver is validated against (docs/equilibrium.md).
+
+:class:`FirstPrice` buys one unit (eps = 1) from each of the ``k`` lowest reports and
+pays each its report (ties broken by seller index).  It is not IC: sellers shade up.
+Its symmetric BNE for n sellers with costs U[lo, hi] is
+
+    b(c) = E[Y | Y > c],  Y the k-th lowest of the n - 1 others' costs,
+
+from the first-order condition b'(c) S(c) = (b(c) - c) f_Y(c), S the survival of Y
+(:func:`first_price_bid`).  With two sellers, costs U[1, 2] and U[0, 2], the equilibrium is
+the mirror image (c = 2 - v, report = 2 - bid) of the first-price auction with values
+U[0, 1] and U[0, 2], whose inverse bids are phi_i(b) = 2b / (1 + k_i b^2), k_1 = 1/a_1^2 -
+1/a_2^2 = 3/4 = -k_2 (:func:`asymmetric_first_price_bid`).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from .base import Mechanism
+
+__all__ = ["FirstPrice", "first_price_bid", "asymmetric_first_price_bid"]
+
+
+class FirstPrice(Mechanism):
+    """k-unit first-price procurement: the k lowest reports sell eps = 1 at their report.
+
+    ``batched``: ``outcome`` also takes a (B, n) batch of report vectors."""
+
+    name: ClassVar[str] = "first-price"
+    batched: ClassVar[bool] = True
+
+    def __init__(self, k: int = 1):
+        self.k = int(k)
+
+    def outcome(self, reports, rng=None):
+        R = np.atleast_2d(np.asarray(reports, dtype=float))
+        rank = np.argsort(np.argsort(R, axis=1, kind="stable"), axis=1, kind="stable")
+        eps = (rank < self.k).astype(float)
+        return (eps[0], (R * eps)[0]) if np.ndim(reports) == 1 else (eps, R * eps)
+
+
+def first_price_bid(c, n: int, k: int = 1, low: float = 0.0, high: float = 1.0) -> np.ndarray:
+    """The symmetric BNE bid b(c) = E[Y | Y > c] of :class:`FirstPrice` (module doc); Y
+    scaled from the k-th lowest of n - 1 uniforms on [0, 1], a Beta(k, n - k)."""
+    from scipy import integrate, stats
+
+    Y = stats.beta(k, n - k)
+    out = []
+    for x in np.atleast_1d(np.asarray(c, dtype=float)):
+        u = (x - low) / (high - low)
+        s = Y.sf(u)
+        m = integrate.quad(lambda t: t * Y.pdf(t), u, 1)[0] / s if s > 1e-12 else u
+        out.append(low + (high - low) * m)
+    return np.array(out)
+
+
+def asymmetric_first_price_bid(c, group: int) -> np.ndarray:
+    """Class ``group``'s BNE report (0: costs U[1, 2], 1: costs U[0, 2]; one seller each):
+    r_g(c) = 2 - beta_g(2 - c), beta the auction bid solving k v b^2 - 2b + v = 0,
+    b = (1 - sqrt(1 - k v^2)) / (k v), k = 3/4 for class 0 and -3/4 for class 1."""
+    k = 0.75 if group == 0 else -0.75
+    v = 2 - np.asarray(c, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b = (1 - np.sqrt(1 - k * v**2)) / (k * v)
+    return 2 - np.where(v > 0, b, 0.0)
