@@ -28,6 +28,7 @@ REGRET_FALLBACK = ("mean_regret", "ex-post regret this round")
 DISTANCES = {
     "bne_linf": "largest |report - b(c)| over costs winning >= 1% at the BNE",
     "bne_utility_gap": "mean utility minus the utility at the BNE (same costs)",
+    "collusion_index": "Calvano et al.'s Delta: 0 at the equilibrium, 1 at the best common markup",
 }
 
 
@@ -271,6 +272,19 @@ def findings(df: pd.DataFrame) -> list[str]:
         )
     elif len(non_ic):
         out.append("Q-learners: none in these results.")
+    if "collusion_index_late" in t:
+        has = t[np.isfinite(t["collusion_index_late"])]
+        parts = [
+            f"{r.learner} under {r.mechanism} "
+            f"{_fmt(r.collusion_index_late, r.collusion_index_ci_late)}"
+            for _, r in has.iterrows()
+        ]
+        if parts:
+            out.append(
+                f"Collusion index (Calvano et al.'s Delta of the mean utility, last {WINDOW:.0%} "
+                f"of the rounds, m = {m_top}; 0 = the equilibrium, 1 = the best common "
+                "markup): " + "; ".join(parts) + "."
+            )
     reg = next((c for c in ("avg_external_regret", "mean_regret") if f"{c}_late" in t), None)
     if reg is not None:
         has = t[np.isfinite(t[f"{reg}_late"]) & np.isfinite(t[f"{reg}_early"])]

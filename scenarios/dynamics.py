@@ -27,7 +27,12 @@ Per task one MarketModel runs ``rounds`` rounds in which every seller is a learn
   and at most ``bne_max_iter`` best-response iterations; and how far the learners are
   from it: ``bne_linf`` (the largest |report - b(c)| over the sellers whose cost wins
   at least 1% of the time at the BNE) and ``bne_utility_gap`` (mean utility minus the
-  utility had everyone played b, same costs and draw).
+  utility had everyone played b, same costs and draw);
+* ``collusion_index``: Calvano et al.'s Delta = (u - u_N) / (u_M - u_N) of the round's
+  mean utility, u_N a seller's ex-ante utility at the equilibrium (truth, or the BNE)
+  and u_M at the best common markup multiplier k (reports min(k c, high)), both on
+  ``COLLUSION_MARKETS`` sampled markets (``market_sim.psro.collusion_scale``): 0 is
+  competitive play, 1 full collusion, below 0 fiercer than the equilibrium.
 
 By default costs are redrawn every round (``new_costs``), which is the Bayesian
 game the BNE solves: a learner's arm (a report multiplier) is then a bid function
@@ -174,6 +179,42 @@ def references(model, params: dict):
     return gain, _BNE[key]
 
 
+_SCALE: dict[tuple, Any] = {}
+COLLUSION_MARKETS = 32  # sampled markets of the collusive and equilibrium references
+COLLUSION_MULTIPLIERS = 33  # common markups tried, geometric from 1 to high / low
+
+
+def collusion_reference(model, params: dict, bne):
+    """The collusion scale of the task's market (``market_sim.psro.collusion_scale``):
+    a seller's ex-ante utility at the equilibrium (truth for an IC mechanism, else the
+    BNE) and at the best common markup k c (k from 1 to high/low: at the top everybody
+    reports the top of the support), cached per process and seeded by
+    ``reference_seed``."""
+    key = _reference_key(params)
+    if key not in _SCALE:
+        from market_sim.psro import collusion_scale
+
+        lo, hi = model.dist.support
+        top = hi / lo if lo > 0 else 1000.0
+        _SCALE[key] = collusion_scale(
+            model.mechanism,
+            model.dist,
+            model.n_sellers,
+            np.random.default_rng(params["reference_seed"]),
+            nash="truthful" if bne is None else bne,
+            multipliers=np.geomspace(1.0, top, COLLUSION_MULTIPLIERS),
+            markets=COLLUSION_MARKETS,
+        )
+    return _SCALE[key]
+
+
+def collusion_index(scale, utility: float) -> float:
+    """Delta = (u - u_nash) / (u_collusive - u_nash) (Calvano et al. 2020): 0 at the
+    equilibrium, 1 at the best common markup; NaN where colluding gains nothing."""
+    gap = scale.u_collusive - scale.u_nash
+    return float((utility - scale.u_nash) / gap) if gap > 0 else float("nan")
+
+
 def _outcome_stats(model, reports, costs, rng) -> tuple[float, float, np.ndarray]:
     """(proxy loss (Eq. 11), total payment, eps) of the mechanism on ``reports``."""
     loss, pay, eps, _ = _outcome_and_utilities(model, reports, costs, rng)
@@ -227,6 +268,7 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
     )
     ref_rng = np.random.default_rng(int(rng.integers(2**63)))  # randomized references
     gain, bne = references(model, params)
+    scale = collusion_reference(model, params, bne)
     lo, hi = model.dist.support
     rows = []
     while model.running:
@@ -253,6 +295,8 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
             "truthful_proxy_loss": loss,
             "truthful_payment": pay,
             "truth_gain": gain,
+            # Calvano et al.'s Delta of the round's mean utility (collusion_reference)
+            "collusion_index": collusion_index(scale, float(np.mean(model.utility[active]))),
         }
         if bne is not None:
             bids = np.clip(np.asarray(bne.bid(cost), dtype=float), lo, hi)

@@ -190,3 +190,25 @@ def test_bne_distance_is_zero_at_the_bne_and_the_largest_gap_otherwise():
     off = study.bne_distance(bne, cost, cost + 0.1, u + 1.0, u)
     assert off["bne_linf"] == pytest.approx(np.max(np.abs(cost + 0.1 - b)[cost <= top]))
     assert off["bne_utility_gap"] == 1.0
+
+
+def test_collusion_index_is_zero_at_truth_and_one_at_the_best_common_markup():
+    """Under offline (IC) the equilibrium is truth: truthful sellers' utility on the
+    scale's own markets is u_N (Delta 0), and the best common markup's is u_M (Delta 1);
+    the index of a round of truthful sellers is close to 0 on average over rounds."""
+    from market_sim.psro import _mean_utility, _Sample
+
+    p = tiny(mechanism="offline")
+    model = MarketModel(p["m"], dist=p["dist"], mechanism="offline", strategy="truthful",
+                        rounds=6, gamma=p["gamma"], new_costs_each_round=True, seed=1)  # fmt: skip
+    scale = study.collusion_reference(model, p, None)
+    assert scale.u_collusive > scale.u_nash >= 0 and scale.multiplier > 1
+    assert study.collusion_index(scale, scale.u_nash) == 0
+    assert study.collusion_index(scale, scale.u_collusive) == pytest.approx(1)
+    # u_N is the truthful utility on the sampled markets, recomputed here
+    sample = _Sample(model.dist, p["m"], study.COLLUSION_MARKETS,
+                     np.random.default_rng(p["reference_seed"]))  # fmt: skip
+    u = _mean_utility(model.mechanism, sample, sample.costs)
+    assert u == pytest.approx(scale.u_nash)
+    flat = type(scale)("x", "x", 2, 1.0, 1.0, 1.0, np.ones(1), np.ones(1))
+    assert np.isnan(study.collusion_index(flat, 1.0))  # no collusive gain: undefined
