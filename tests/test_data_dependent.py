@@ -253,7 +253,8 @@ def test_fast_path_equals_the_cold_path_on_a_small_market():
     cand = np.array([[0.0, costs[0], 0.5, 1.0], [0.2, costs[3], 0.7, 0.95]])
     for kw, warm in ((dict(mu=1000.0, reg_lambda=0.1), True), (dict(), False)):
         fast = DataDependentMechanism(dist, **kw).with_data(X, y)
-        cold = DataDependentMechanism(dist, warm_start=False, blas_threads=None, **kw)
+        old = dict(warm_start=False, blas_threads=None, cache_nodes=False)
+        cold = DataDependentMechanism(dist, **old, **kw)
         cold = cold.with_data(X, y)
         assert fast._warm(10) is warm
         of, oc = fast.outcome(costs), cold.outcome(costs)
@@ -265,6 +266,9 @@ def test_fast_path_equals_the_cold_path_on_a_small_market():
         for k, i in enumerate((0, 3)):  # candidate 1 is the true report
             assert df.eps[k, 1] == pytest.approx(of.eps[i], rel=1e-6, abs=1e-6)
             assert df.payments[k, 1] == pytest.approx(of.payments[i], rel=1e-6, abs=1e-6)
+        assert len(fast._node_eps) == 10 and not cold._node_eps  # a node sweep per seller
+        again = fast.deviations([0, 3], cand, costs)  # from the cache: the same numbers
+        np.testing.assert_array_equal(again.payments, df.payments)
 
 
 def test_warm_started_response_equals_cold_where_jointly_convex():

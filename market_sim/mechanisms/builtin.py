@@ -368,8 +368,9 @@ class DataDependentMechanism(Mechanism):
     2 Lambda mu > m (Thm VIII.1); below it a warm start can reach another local
     optimum and eps_i would depend on the order of the solves, so the default
     (None) warm-starts exactly when jointly convex.  ``blas_threads=1`` (default)
-    runs L-BFGS-B on one BLAS thread; ``warm_start=False, blas_threads=None`` is the
-    old path (docs/data-dependent.md has the speed-ups)."""
+    runs L-BFGS-B on one BLAS thread; ``cache_nodes`` keeps eps_i at the payment
+    nodes per (seller, others' reports).  ``warm_start=False, blas_threads=None,
+    cache_nodes=False`` is the old path (docs/data-dependent.md has the speed-ups)."""
 
     name: ClassVar[str] = "data-dependent"
     needs_data: ClassVar[bool] = True
@@ -381,7 +382,9 @@ class DataDependentMechanism(Mechanism):
     n_nodes: int = 9
     warm_start: bool | None = None
     blas_threads: int | None = 1
+    cache_nodes: bool = True
     data: tuple | None = field(default=None, repr=False, compare=False)
+    _node_eps: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "dist", _need_dist(self.dist))
@@ -434,10 +437,23 @@ class DataDependentMechanism(Mechanism):
             **self._kw(),
         )
 
+    def _nodes_eps(self, i, reports, nodes, w_start) -> np.ndarray:
+        """eps_i at the payment nodes: a function of (i, the others' reports) only, so
+        kept (per instance, hence per data set) across candidates and calls."""
+        others = np.delete(reports, i)
+        key = (i, others.tobytes())
+        if not self.cache_nodes:
+            return self._own_eps(i, reports, nodes, w_start)
+        if key not in self._node_eps:
+            if len(self._node_eps) >= 4096:  # bounded: an audit revisits recent profiles
+                self._node_eps.clear()
+            self._node_eps[key] = self._own_eps(i, reports, nodes, w_start)
+        return self._node_eps[key]
+
     def _payments(self, i, cands, eps_cands, reports, w_start) -> np.ndarray:
         lo, hi = self.dist.support
         nodes = np.linspace(lo, hi, self.n_nodes)
-        eps_nodes = self._own_eps(i, reports, nodes, w_start)  # one sweep for all candidates
+        eps_nodes = self._nodes_eps(i, reports, nodes, w_start)
         out = []
         for r, e in zip(cands, eps_cands, strict=True):
             above = nodes > r
