@@ -32,6 +32,14 @@ def test_exact_projection_matches_bisection_and_is_feasible(y, t):
     np.testing.assert_allclose(a, _project_capped_simplex(y[None], cap)[0], atol=1e-7)
 
 
+@given(st.lists(st.floats(-50, 50), min_size=1, max_size=25))
+def test_uncapped_projection_equals_the_capped_one_at_cap_one(y):
+    y = np.array(y)
+    a = dd._project_simplex(y)
+    assert abs(a.sum() - 1) < 1e-12 and a.min() >= 0
+    np.testing.assert_allclose(a, project_capped_simplex(y, 1.0), atol=1e-12)
+
+
 @pytest.mark.parametrize("p,k", [(1.0, None), (1.0, 5), (2.0, None), (1.5, 8)])
 def test_weight_block_is_the_exact_qp_optimum(p, k):
     cp = pytest.importorskip("cvxpy")

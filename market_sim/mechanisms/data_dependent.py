@@ -185,6 +185,17 @@ def _value(SX, w, a, eta, psi, *, mu, sigma, gamma, reg_lambda, noise, cost_expo
     return float(val)
 
 
+def _project_simplex(v: np.ndarray) -> np.ndarray:
+    """Euclidean projection onto {a >= 0, sum a = 1}: a = max(v - tau, 0), tau from the
+    sorted prefix sums (Held, Wolfe & Crowder 1974); the uncapped case of
+    ``project_capped_simplex`` in a few vector operations (it runs in every L-BFGS step)."""
+    u = np.sort(v)[::-1]
+    tau_k = (np.cumsum(u) - 1.0) / np.arange(1, v.size + 1)
+    rho = int(np.flatnonzero(u > tau_k)[-1])  # u[0] > tau_k[0] always
+    a = np.maximum(v - tau_k[rho], 0.0)
+    return a / a.sum()
+
+
 def _weights_block(loss, psi, eta, gamma, mu, p, cap):
     """argmin_a sum a_i loss_i + mu ||a||^2 + gamma sum psi_i (eta a_i)^p on the capped simplex."""
     m = loss.size
@@ -197,7 +208,8 @@ def _weights_block(loss, psi, eta, gamma, mu, p, cap):
             a[order[full]] = 1.0 - full * cap
         return a
     if p == 1:
-        return project_capped_simplex(-(loss + gamma * eta * psi) / (2 * mu), cap)
+        target = -(loss + gamma * eta * psi) / (2 * mu)
+        return _project_simplex(target) if cap >= 1 else project_capped_simplex(target, cap)
     scale = gamma * psi * p * eta**p  # d/da of gamma psi (eta a)^p = scale a^(p-1)
 
     def a_of(lam):  # KKT: loss_i + 2 mu a + scale_i a^(p-1) = lam, clipped to [0, cap]
