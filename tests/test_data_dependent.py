@@ -32,6 +32,14 @@ def test_exact_projection_matches_bisection_and_is_feasible(y, t):
     np.testing.assert_allclose(a, _project_capped_simplex(y[None], cap)[0], atol=1e-7)
 
 
+@given(st.lists(st.floats(-50, 50), min_size=1, max_size=25))
+def test_uncapped_projection_equals_the_capped_one_at_cap_one(y):
+    y = np.array(y)
+    a = dd._project_simplex(y)
+    assert abs(a.sum() - 1) < 1e-12 and a.min() >= 0
+    np.testing.assert_allclose(a, project_capped_simplex(y, 1.0), atol=1e-12)
+
+
 @pytest.mark.parametrize("p,k", [(1.0, None), (1.0, 5), (2.0, None), (1.5, 8)])
 def test_weight_block_is_the_exact_qp_optimum(p, k):
     cp = pytest.importorskip("cvxpy")
@@ -239,3 +247,45 @@ def test_literal_alg4_runs_to_the_smallest_eps_avg_only_in_one_regime():
         assert bool(r.eta == eta0) is first
     with pytest.raises(MarketSimError, match="noise"):
         dd.literal_noise_bounds(X, y, psi, np.ones(3), **kw)
+
+
+def test_fast_path_equals_the_cold_path_on_a_small_market():
+    """Warm starts (only where Eq. 17 is jointly convex, 2 Lambda mu > m, so the optimum
+    is unique) and one BLAS thread change the solver's start and threads, not the
+    optimum: eps and payments equal the cold path's to 1e-6 (L-BFGS-B's gtol is 1e-9,
+    Lambda = 0.1).  Deviations at the true report equal the outcome (one payment rule),
+    and in the non-convex default regime the mechanism does not warm-start at all."""
+    from market_sim.mechanisms.builtin import DataDependentMechanism
+
+    X, y, costs, dist = market(m=10)
+    cand = np.array([[0.0, costs[0], 0.5, 1.0], [0.2, costs[3], 0.7, 0.95]])
+    for kw, warm in ((dict(mu=1000.0, reg_lambda=0.1), True), (dict(), False)):
+        fast = DataDependentMechanism(dist, **kw).with_data(X, y)
+        old = dict(warm_start=False, blas_threads=None, cache_nodes=False)
+        cold = DataDependentMechanism(dist, **old, **kw)
+        cold = cold.with_data(X, y)
+        assert fast._warm(10) is warm
+        of, oc = fast.outcome(costs), cold.outcome(costs)
+        np.testing.assert_allclose(of.eps, oc.eps, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(of.payments, oc.payments, rtol=1e-6, atol=1e-6)
+        df, dc = fast.deviations([0, 3], cand, costs), cold.deviations([0, 3], cand, costs)
+        np.testing.assert_allclose(df.eps, dc.eps, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(df.payments, dc.payments, rtol=1e-6, atol=1e-6)
+        for k, i in enumerate((0, 3)):  # candidate 1 is the true report
+            assert df.eps[k, 1] == pytest.approx(of.eps[i], rel=1e-6, abs=1e-6)
+            assert df.payments[k, 1] == pytest.approx(of.payments[i], rel=1e-6, abs=1e-6)
+        assert len(fast._node_eps) == 10 and not cold._node_eps  # a node sweep per seller
+        again = fast.deviations([0, 3], cand, costs)  # from the cache: the same numbers
+        np.testing.assert_array_equal(again.payments, df.payments)
+
+
+def test_warm_started_response_equals_cold_where_jointly_convex():
+    X, y, costs, dist = market()
+    reports = np.linspace(0.0, 1.0, 9)
+    kw = dict(mu=1000.0, sigma=1.0, gamma=1.0, reg_lambda=0.1, eps_avg_grid=GRID)
+    cold = dd.own_cost_response(0, X, y, costs, dist.virtual_cost, reports, **kw)
+    warm = dd.own_cost_response(0, X, y, costs, dist.virtual_cost, reports, warm_start=True, **kw)
+    assert cold.max() > 0 and np.ptp(cold) > 0  # a response that varies, not a trivial one
+    np.testing.assert_allclose(warm, cold, rtol=1e-6, atol=1e-8)
+    with pytest.raises(MarketSimError, match="w_start"):
+        dd.solve(X, y, dist.virtual_cost(costs), w_start=np.zeros((2, 3)), **kw)

@@ -360,7 +360,17 @@ class DataDependentMechanism(Mechanism):
     Payments are Myerson's, t_i(r) = r eps_i(r) + int_r^{c_max} eps_i(z) dz, with
     the integral by the trapezoid rule on {r} and the ``n_nodes`` equally spaced
     reports above r, so outcomes and deviations use one payment rule; the
-    quadrature error shows up as (small) regret, reported, not hidden."""
+    quadrature error shows up as (small) regret, reported, not hidden.
+
+    ``warm_start`` starts each re-solve at a changed report from the solution at the
+    submitted reports, and each payment node from the node below.  It is the same
+    allocation (to the solver's tolerance) only where Eq. 17 is jointly convex,
+    2 Lambda mu > m (Thm VIII.1); below it a warm start can reach another local
+    optimum and eps_i would depend on the order of the solves, so the default
+    (None) warm-starts exactly when jointly convex.  ``blas_threads=1`` (default)
+    runs L-BFGS-B on one BLAS thread; ``cache_nodes`` keeps eps_i at the payment
+    nodes per (seller, others' reports).  ``warm_start=False, blas_threads=None,
+    cache_nodes=False`` is the old path (docs/data-dependent.md has the speed-ups)."""
 
     name: ClassVar[str] = "data-dependent"
     needs_data: ClassVar[bool] = True
@@ -370,7 +380,11 @@ class DataDependentMechanism(Mechanism):
     gamma: float = 1.0
     reg_lambda: float = 1e-2
     n_nodes: int = 9
+    warm_start: bool | None = None
+    blas_threads: int | None = 1
+    cache_nodes: bool = True
     data: tuple | None = field(default=None, repr=False, compare=False)
+    _node_eps: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "dist", _need_dist(self.dist))
@@ -393,16 +407,53 @@ class DataDependentMechanism(Mechanism):
             eps_avg_grid=DD_EPS_AVG_GRID,
         )
 
-    def _own_eps(self, i, reports, z) -> np.ndarray:
+    def _warm(self, m: int) -> bool:
+        """Warm starts on?  By default iff Eq. 17 is jointly convex (2 Lambda mu > m)."""
+        if self.warm_start is None:
+            return 2 * self.reg_lambda * self.mu > m
+        return self.warm_start
+
+    def _solve(self, reports):
+        """Eq. 17 at the submitted reports (its ``w_path`` warm-starts the re-solves)."""
         from . import data_dependent as dd
 
         X, y = self._data()
-        return dd.own_cost_response(i, X, y, reports, self.dist.virtual_cost, z, **self._kw())
+        return dd.solve(X, y, self.dist.virtual_cost(reports), blas_threads=None, **self._kw())
 
-    def _payments(self, i, cands, eps_cands, reports) -> np.ndarray:
+    def _own_eps(self, i, reports, z, w_start) -> np.ndarray:
+        from . import data_dependent as dd
+
+        X, y = self._data()
+        return dd.own_cost_response(
+            i,
+            X,
+            y,
+            reports,
+            self.dist.virtual_cost,
+            z,
+            warm_start=w_start is not None,
+            w_start=w_start,
+            blas_threads=None,
+            **self._kw(),
+        )
+
+    def _nodes_eps(self, i, reports, nodes, w_start) -> np.ndarray:
+        """eps_i at the payment nodes: a function of (i, the others' reports) only, so
+        kept (per instance, hence per data set) across candidates and calls."""
+        others = np.delete(reports, i)
+        key = (i, others.tobytes())
+        if not self.cache_nodes:
+            return self._own_eps(i, reports, nodes, w_start)
+        if key not in self._node_eps:
+            if len(self._node_eps) >= 4096:  # bounded: an audit revisits recent profiles
+                self._node_eps.clear()
+            self._node_eps[key] = self._own_eps(i, reports, nodes, w_start)
+        return self._node_eps[key]
+
+    def _payments(self, i, cands, eps_cands, reports, w_start) -> np.ndarray:
         lo, hi = self.dist.support
         nodes = np.linspace(lo, hi, self.n_nodes)
-        eps_nodes = self._own_eps(i, reports, nodes)
+        eps_nodes = self._nodes_eps(i, reports, nodes, w_start)
         out = []
         for r, e in zip(cands, eps_cands, strict=True):
             above = nodes > r
@@ -416,15 +467,27 @@ class DataDependentMechanism(Mechanism):
         reports = np.asarray(reports, dtype=float)
         if self.data is None or len(self.data[0]) != reports.size:
             raise MarketSimError("data-dependent: one data row per reporting seller is needed")
-        X, y = self.data
-        eps = dd.solve(X, y, self.dist.virtual_cost(reports), **self._kw()).eps
-        pay = np.array(
-            [self._payments(i, [r], [eps[i]], reports)[0] for i, r in enumerate(reports)]
-        )
-        return Outcome(eps, pay)
+        with dd._blas_threads(self.blas_threads):
+            base = self._solve(reports)
+            start = base.w_path if self._warm(reports.size) else None
+            pay = np.array(
+                [
+                    self._payments(i, [r], [base.eps[i]], reports, start)[0]
+                    for i, r in enumerate(reports)
+                ]
+            )
+        return Outcome(base.eps, pay)
 
     def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
+        from . import data_dependent as dd
+
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
-        eps = np.array([self._own_eps(i, reports, cand[k]) for k, i in enumerate(sellers)])
-        pay = np.array([self._payments(i, cand[k], eps[k], reports) for k, i in enumerate(sellers)])
+        with dd._blas_threads(self.blas_threads):
+            start = self._solve(reports).w_path if self._warm(reports.size) else None
+            eps = np.array(
+                [self._own_eps(i, reports, cand[k], start) for k, i in enumerate(sellers)]
+            )
+            pay = np.array(
+                [self._payments(i, cand[k], eps[k], reports, start) for k, i in enumerate(sellers)]
+            )
         return Outcome(eps.reshape(cand.shape), pay.reshape(cand.shape))

@@ -68,6 +68,8 @@ allocation itself reveals.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,6 +108,21 @@ class DataDependentResult:
     eps_avg_grid: np.ndarray
     profile: np.ndarray
     jointly_convex: bool
+    w_path: np.ndarray | None = None  # w at each grid point: a warm start for a nearby market
+
+
+@contextmanager
+def _blas_threads(n: int | None) -> Iterator[None]:
+    """At most ``n`` BLAS threads inside (None: leave the pool alone).  L-BFGS-B's
+    d = 5 steps call BLAS; a multi-threaded OpenBLAS on a busy 2-core machine spends
+    ~0.5 ms per step waking threads, 50x the arithmetic (docs/data-dependent.md)."""
+    if n is None:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=n, user_api="blas"):
+        yield
 
 
 def _signed_rows(X, y) -> np.ndarray:
@@ -168,6 +185,17 @@ def _value(SX, w, a, eta, psi, *, mu, sigma, gamma, reg_lambda, noise, cost_expo
     return float(val)
 
 
+def _project_simplex(v: np.ndarray) -> np.ndarray:
+    """Euclidean projection onto {a >= 0, sum a = 1}: a = max(v - tau, 0), tau from the
+    sorted prefix sums (Held, Wolfe & Crowder 1974); the uncapped case of
+    ``project_capped_simplex`` in a few vector operations (it runs in every L-BFGS step)."""
+    u = np.sort(v)[::-1]
+    tau_k = (np.cumsum(u) - 1.0) / np.arange(1, v.size + 1)
+    rho = int(np.flatnonzero(u > tau_k)[-1])  # u[0] > tau_k[0] always
+    a = np.maximum(v - tau_k[rho], 0.0)
+    return a / a.sum()
+
+
 def _weights_block(loss, psi, eta, gamma, mu, p, cap):
     """argmin_a sum a_i loss_i + mu ||a||^2 + gamma sum psi_i (eta a_i)^p on the capped simplex."""
     m = loss.size
@@ -180,7 +208,8 @@ def _weights_block(loss, psi, eta, gamma, mu, p, cap):
             a[order[full]] = 1.0 - full * cap
         return a
     if p == 1:
-        return project_capped_simplex(-(loss + gamma * eta * psi) / (2 * mu), cap)
+        target = -(loss + gamma * eta * psi) / (2 * mu)
+        return _project_simplex(target) if cap >= 1 else project_capped_simplex(target, cap)
     scale = gamma * psi * p * eta**p  # d/da of gamma psi (eta a)^p = scale a^(p-1)
 
     def a_of(lam):  # KKT: loss_i + 2 mu a + scale_i a^(p-1) = lam, clipped to [0, cap]
@@ -298,9 +327,52 @@ def solve(
     parametrisation: str = "simplex",
     tol: float = 1e-9,
     max_iter: int = 200,
+    w_start=None,
+    blas_threads: int | None = 1,
 ) -> DataDependentResult:
     """Eq. 17 (003) by Algorithm 4 for rows X (||x|| <= 1), labels y in {0,1} or
-    {-1,1}, and virtual costs psi.  See the module docstring for ``noise``."""
+    {-1,1}, and virtual costs psi.  See the module docstring for ``noise``.
+    ``w_start`` (one w per grid point, e.g. a nearby market's ``w_path``) starts the
+    solve at each eta there instead of at the previous eta's w: the same optimum
+    to the solver's tolerance, in fewer steps."""
+    with _blas_threads(blas_threads):
+        return _line_search(
+            X,
+            y,
+            psi,
+            mu,
+            sigma,
+            gamma,
+            reg_lambda,
+            k,
+            eps_avg_grid,
+            noise,
+            cost_exponent,
+            parametrisation,
+            tol,
+            max_iter,
+            w_start,
+        )
+
+
+def _line_search(
+    X,
+    y,
+    psi,
+    mu,
+    sigma,
+    gamma,
+    reg_lambda,
+    k,
+    eps_avg_grid,
+    noise,
+    cost_exponent,
+    parametrisation,
+    tol,
+    max_iter,
+    w_start,
+) -> DataDependentResult:
+    """Algorithm 4's search over eps_avg, one (w, a) solve per grid point."""
     SX, psi = _checked_market(X, y, psi, mu, sigma, gamma, k, reg_lambda, cost_exponent)
     m, d = SX.shape
     if parametrisation not in ("simplex", "log"):
@@ -315,6 +387,10 @@ def solve(
     cap = 1.0 if (k is None or k >= m) else float(k) / m
     if parametrisation == "log" and cap < 1:
         raise MarketSimError("parametrisation='log' has no cap; use k=None")
+    if w_start is not None:
+        w_start = np.asarray(w_start, dtype=float)
+        if w_start.shape != (grid.size, d):
+            raise MarketSimError(f"w_start must have shape ({grid.size}, {d}), one w per eps_avg")
     kw = dict(
         mu=mu,
         sigma=sigma,
@@ -326,8 +402,11 @@ def solve(
     w = np.zeros(d)
     best: tuple[float, np.ndarray, np.ndarray, float] | None = None
     profile = []
-    for eps_avg in grid:
+    path = []
+    for j, eps_avg in enumerate(grid):
         eta = m * float(eps_avg)
+        if w_start is not None:
+            w = w_start[j]
         if parametrisation == "log":
             w, a = _solve_fixed_eta_log(
                 SX, psi, eta, mu, gamma, reg_lambda, cost_exponent, w, noise
@@ -338,6 +417,7 @@ def solve(
             )
         val = _value(SX, w, a, eta, psi, **kw)
         profile.append(val)
+        path.append(w)
         if best is None or val < best[0]:
             best = (val, w, a, eta)
     assert best is not None  # the grid is non-empty (checked above)
@@ -351,18 +431,41 @@ def solve(
         eps_avg_grid=grid.copy(),
         profile=np.array(profile),
         jointly_convex=bool(2 * reg_lambda * mu > m),
+        w_path=np.array(path),
     )
 
 
-def own_cost_response(i: int, X, y, costs, virtual_cost, report_grid, **kw) -> np.ndarray:
-    """eps_i when seller i reports each value of ``report_grid`` (others fixed)."""
+def own_cost_response(
+    i: int,
+    X,
+    y,
+    costs,
+    virtual_cost,
+    report_grid,
+    *,
+    warm_start: bool = False,
+    w_start=None,
+    blas_threads: int | None = 1,
+    **kw,
+) -> np.ndarray:
+    """eps_i when seller i reports each value of ``report_grid`` (others fixed).
+    With ``warm_start`` each report's solve starts from the previous report's
+    ``w_path`` (the first from ``w_start``, if given): only psi_i changed, so the
+    optimum moved little.  Only where the optimum is unique (2 Lambda mu > m) is that
+    the same allocation to the solver's tolerance; below it a warm start can end in
+    another local optimum, and eps_i would depend on the order of the solves."""
     costs = np.array(costs, dtype=float)
     if not 0 <= i < costs.size:
         raise MarketSimError(f"seller index {i} out of range")
     out = []
-    for r in np.asarray(report_grid, dtype=float):
-        costs[i] = r
-        out.append(solve(X, y, virtual_cost(costs), **kw).eps[i])
+    start = w_start if warm_start else None
+    with _blas_threads(blas_threads):
+        for r in np.asarray(report_grid, dtype=float):
+            costs[i] = r
+            res = solve(X, y, virtual_cost(costs), w_start=start, blas_threads=None, **kw)
+            out.append(res.eps[i])
+            if warm_start:
+                start = res.w_path
     return np.array(out)
 
 
