@@ -50,6 +50,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_audit.py --json benchmarks/audit.json
 	$(BIN)/python benchmarks/bench_ledger.py --json benchmarks/ledger.json
 	$(BIN)/python benchmarks/bench_compare.py --json benchmarks/compare.json
+	$(BIN)/python benchmarks/bench_env.py
+	$(BIN)/python benchmarks/bench_data_dependent.py
 
 # The declared minimum versions (constraints/floors.txt) in a fresh venv + smoke tests.
 # Default interpreter: python3.11, the oldest supported; PYTHON=... to change it.
