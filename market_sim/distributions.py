@@ -574,6 +574,13 @@ class SellerLaws:
     def cdf(self, c, sellers=None) -> np.ndarray:
         return self._apply("cdf", c, sellers)
 
+    def pdf(self, c, sellers=None) -> np.ndarray:
+        return self._apply("pdf", c, sellers)
+
+    def ppf(self, q, sellers=None) -> np.ndarray:
+        """Each seller's own quantile function, clipped to its support."""
+        return np.clip(self._apply("ppf", q, sellers), self.low, self.high)
+
     def check_in_support(self, c, what: str = "cost", sellers=None) -> np.ndarray:
         c, g = self._rows(c, sellers)
         gb = np.broadcast_to(g, c.shape)

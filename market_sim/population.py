@@ -388,13 +388,7 @@ class Population:
         else:
             u = np.clip(rows.uniform_of[self.on], 1e-300, 1 - 1e-16)
             z = self.rho * stats.norm.ppf(u) + np.sqrt(max(0.0, 1 - self.rho**2)) * xi
-        q = stats.norm.cdf(z)
-        costs = np.empty(self.n_sellers)
-        for j, law in enumerate(self.laws):
-            sel = self.group == j
-            lo, hi = law.support
-            costs[sel] = np.clip(law.ppf(q[sel]), lo, hi)
-        return costs
+        return self.seller_laws.ppf(stats.norm.cdf(z))
 
     # ---- the platform that knows the dependence ------------------------------------------------
     def conditional_virtual_cost(self, market: Market, costs=None) -> np.ndarray:
@@ -422,10 +416,7 @@ class Population:
         u = a[:, None] + (b - a)[:, None] * (x[None, :] + 1) / 2
         wt = np.clip(stats.norm.ppf(np.clip(u, 1e-15, 1 - 1e-15)), -8.5, 8.5)
         s = np.sqrt(1 - self.rho**2)
-        F = laws.cdf(c)
-        f = np.empty(c.shape)
-        for j, law in enumerate(self.laws):
-            f[market.group == j] = law.pdf(c[market.group == j])
+        F, f = laws.cdf(c), laws.pdf(c)
         z = stats.norm.ppf(np.clip(F, 1e-300, 1 - 1e-16))
         arg = (z[:, None] - self.rho * wt) / s
         G = stats.norm.cdf(arg) @ w / 2
