@@ -35,28 +35,15 @@ where it stopped: finished tasks are skipped, failed ones are retried, and
 the sweep goes on past a task that raises.  ``done-`` files sort first, so
 ``pandas.read_parquet(OUT / "results")`` takes its columns from a finished task.
 
-Execution.  One worker runs the tasks in this process.  More workers run them in
-a process pool (``--executor local``; the workers write their tasks' files) or on
-Dask (the client writes each result and releases it at once, so a lost worker
-costs only its unfinished tasks).  The pool uses an explicit multiprocessing
-context (``mp_context``): ``forkserver`` on POSIX -- not ``fork``, which is unsafe
-in a process with threads (Dask, BLAS, progress bars), and not the global start
-method, which ``import mesa`` sets to ``spawn`` for the whole process -- and
-``spawn`` where forkserver does not exist (Windows).  The server preloads the
-runner and the heavy libraries this process has already imported, so a worker
-starts in milliseconds; each worker gets this process's ``sys.path`` and limits
-BLAS/OpenMP to one thread once, when it starts (workers give the parallelism).
-As with ``spawn``, a script that runs a sweep on several local workers must guard
-its entry point with ``if __name__ == "__main__":``.
-
-Chunks.  Tasks go to workers in chunks, ``2 x workers`` chunks in flight.  Chunks
-hold one task until a chunk other than the first of each worker (which carries
-the worker's imports) has come back; then as many tasks as take about
-``CHUNK_SECONDS`` by the mean time in the worker of the tasks counted so far, at
-most twice the previous chunk (a grid often grows, e.g. in m: a few tiny tasks
-must not put the large ones that follow into one chunk) and at most a
-``1 / (2 workers)`` share of what remains (so the sweep ends balanced).  Tasks
-far smaller than the cost of a dispatch are thus batched; long tasks go one by one.
+Execution (``market_sim.execution``, the layer every heavy analysis shares).  One
+worker runs the tasks in this process.  More workers run them in a process pool
+(``--executor local``; the workers write their tasks' files) or on Dask (the client
+writes each result and releases it at once, so a lost worker costs only its
+unfinished tasks).  The pool's start method (forkserver, preloading the runner),
+the one BLAS thread per worker and the chunks (small tasks batched up to about
+``CHUNK_SECONDS`` each, long ones one by one) are described there.  As with
+``spawn``, a script that runs a sweep on several local workers must guard its
+entry point with ``if __name__ == "__main__":``.
 """
 
 from __future__ import annotations
@@ -66,7 +53,6 @@ import hashlib
 import inspect
 import json
 import os
-import subprocess
 import sys
 import time
 import traceback
@@ -76,8 +62,11 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
+from . import execution
 from .errors import MarketSimError
+from .execution import CHUNK_SECONDS
+from .execution import Chunker as _Chunker  # noqa: F401 (its old name here)
+from .execution import code_version as _code_version
 from .files import atomic_write, check_writable_folder
 from .parameters import check_value
 
@@ -99,7 +88,7 @@ __all__ = [
     "CHUNK_SECONDS",
 ]
 
-CHUNK_SECONDS = 0.05
+_PRELOAD = ("market_sim.runner",)  # what the pool's server imports besides the libraries
 
 
 def _is_file_ref(ref: str) -> bool:
@@ -387,26 +376,6 @@ def execute(task: Task, study=None) -> list[dict]:
         ]
 
 
-@functools.cache
-def _code_version() -> str:
-    """The package version, plus the git commit and a digest of uncommitted changes
-    when the code runs from a git checkout: resuming under other code is refused."""
-    here = Path(__file__).parent
-
-    def git(*args):
-        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=here, timeout=10)
-
-    try:
-        rev = git("rev-parse", "--short", "HEAD")
-        if rev.returncode != 0:
-            return __version__
-        diff = git("diff", "HEAD", "--", ".", "../scenarios").stdout
-        dirty = f".dirty-{hashlib.sha256(diff.encode()).hexdigest()[:8]}" if diff else ""
-        return f"{__version__}+{rev.stdout.strip()}{dirty}"
-    except (OSError, subprocess.SubprocessError):
-        return __version__
-
-
 def _write_manifest(out: Path, tasks: list[Task], *, quick: bool) -> None:
     grid = [t.params for t in tasks if t.replication == 0]
     manifest = {
@@ -536,49 +505,16 @@ def _failures(out: Path, failed: list[Task]) -> tuple[tuple[str, int, str], ...]
     return tuple((r, len(ts), _describe_task(ts[0])) for r, ts in groups.items())
 
 
-# ---- workers ----------------------------------------------------------------------
-_HEAVY = (
-    "numpy",
-    "scipy.stats",
-    "scipy.optimize",
-    "pandas",
-    "pyarrow.parquet",
-    "sklearn",
-    "mesa",
-    "matplotlib",
-)
-_ONE_THREAD = (
-    "OMP_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "BLIS_NUM_THREADS",
-    "VECLIB_MAXIMUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
-)
-_worker_ready = False
+# ---- workers (market_sim.execution) ------------------------------------------------------
+def mp_context():
+    """The multiprocessing context of the local pool (see the module docstring)."""
+    return execution.mp_context(_PRELOAD)
 
 
-def _worker_init(path: list[str] | None = None) -> None:
-    """Once per worker process: this process's sys.path, and one BLAS/OpenMP thread
-    (libraries loaded now are limited by threadpoolctl, later ones by the environment)."""
-    global _worker_ready
-    if path:
-        sys.path[:] = list(dict.fromkeys(path + sys.path))
-    for var in _ONE_THREAD:
-        os.environ[var] = "1"
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(limits=1)
-    _worker_ready = True
-
-
-def _run_chunk(tasks: list[Task], out: str | None, path: list[str] | None = None):
-    """Run tasks in a worker; returns (results, seconds spent here).  With ``out`` each
-    task's file is written here and a result is (task, "ok" or "failed", error text of
-    a failed write or None); without it, (task, rows, None)."""
-    if not _worker_ready:  # Dask workers have no initializer
-        _worker_init(path)
-    start = time.perf_counter()
+def _run_chunk(tasks: list[Task], out: str | None) -> list[tuple[Task, Any, str | None]]:
+    """Run tasks in a worker.  With ``out`` each task's file is written here and a result
+    is (task, "ok" or "failed", error text of a failed write or None); without it,
+    (task, rows, None)."""
     results: list[tuple[Task, Any, str | None]] = []
     for task in tasks:
         rows = execute(task)
@@ -590,80 +526,7 @@ def _run_chunk(tasks: list[Task], out: str | None, path: list[str] | None = None
             results.append((task, rows[0]["status"], None))
         except OSError as exc:
             results.append((task, None, exc.strerror or str(exc)))
-    return results, time.perf_counter() - start
-
-
-def mp_context():
-    """The multiprocessing context of the local pool (see the module docstring)."""
-    import multiprocessing as mp
-
-    if "forkserver" in mp.get_all_start_methods():
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(
-            ["market_sim.runner"] + [m for m in _HEAVY if m in sys.modules and m != "mesa"]
-        )
-        return ctx
-    return mp.get_context("spawn")
-
-
-def _local_pool(workers: int):
-    from concurrent.futures import ProcessPoolExecutor
-
-    pool = ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=mp_context(),
-        initializer=_worker_init,
-        initargs=(list(sys.path),),
-    )
-
-    def close(finished: bool = False):  # after Ctrl-C or an error: do not wait
-        if not finished:
-            # Stop the workers now: a worker still busy (or hit by the same Ctrl-C) could
-            # keep the pool's manager thread, which the interpreter joins at exit, alive,
-            # and the command would hang after saying it was interrupted.  Finished tasks
-            # are already on disk.  (terminate_workers is public from Python 3.14.)
-            stop = getattr(pool, "terminate_workers", None)
-            if stop is not None:
-                stop()
-            else:
-                for proc in list((getattr(pool, "_processes", None) or {}).values()):
-                    proc.terminate()
-        pool.shutdown(wait=finished, cancel_futures=not finished)
-
-    return pool, close
-
-
-def _dask_client(workers: int, address: str | None):
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError:
-        raise MarketSimError(
-            "--executor dask needs dask[distributed]: pip install 'market-sim[cluster]'"
-        ) from None
-    cluster = (
-        None
-        if address
-        else LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
-        )
-    )
-    try:
-        client = Client(address, timeout=2 * DASK_CONNECT_TIMEOUT) if address else Client(cluster)
-    except Exception as exc:  # refused, timed out, or not a Dask scheduler at all
-        if cluster is not None:
-            cluster.close()
-        text = " ".join(str(exc).split())[:200]
-        raise MarketSimError(
-            f"cannot connect to the Dask scheduler at {address or 'the local cluster'}: "
-            f"{type(exc).__name__}: {text}"
-        ) from None
-
-    def close():
-        client.close()
-        if cluster is not None:
-            cluster.close()
-
-    return client, close
+    return results
 
 
 def _finished(out: Path, task: Task, names: set[str] | None = None) -> bool:
@@ -697,83 +560,20 @@ def _worker_died(task: Task, exc: BaseException) -> list[dict]:
     ]
 
 
-class _Chunker:
-    """Chunk sizes by the rule of the module docstring."""
-
-    def __init__(self, todo: list[Task], workers: int):
-        self.todo, self.workers, self.pos = todo, workers, 0
-        self.started = 0  # chunks handed out
-        self.returned = 0  # chunks back
-        self.spent = 0.0  # seconds of the finished tasks that are counted
-        self.finished = 0
-        self.last = 1  # size of the previous chunk
-
-    def done(self, seconds: float, n: int) -> None:
-        """A chunk of ``n`` tasks took ``seconds`` in its worker.  The first chunk of
-        each worker is not counted: it carries the worker's imports."""
-        self.returned += 1
-        if self.returned > self.workers:
-            self.spent += seconds
-            self.finished += n
-
-    def next(self) -> list[Task]:
-        left = len(self.todo) - self.pos
-        if left <= 0:
-            return []
-        if self.started < self.workers or self.finished == 0:
-            size = 1
-        else:
-            mean = max(self.spent / self.finished, 1e-6)
-            size = min(int(CHUNK_SECONDS / mean), 2 * self.last, -(-left // (2 * self.workers)))
-            size = max(1, size)
-        self.last = size
-        chunk = self.todo[self.pos : self.pos + size]
-        self.pos += len(chunk)
-        self.started += 1
-        return chunk
-
-
 def _pool_pass(todo, workers, out: Path, stored):
     """Run ``todo`` on a fresh pool until done or until a worker process dies (the
     pool breaks, and every chunk in flight with it).  Returns (tasks not handed out,
     tasks of the broken chunks)."""
-    from concurrent.futures import FIRST_COMPLETED, wait
-    from concurrent.futures.process import BrokenProcessPool
 
-    pool, close = _local_pool(workers)
-    chunks, broken = _Chunker(todo, workers), []
-    inflight: dict = {}
-    finished = False
-    try:
+    def deliver(chunk, results):
+        for task, status, write_error in results:
+            if write_error is not None:
+                raise OSError(write_error)
+            stored(task, status == "failed")
 
-        def submit():
-            while len(inflight) < 2 * workers:
-                chunk = chunks.next()
-                if not chunk:
-                    return
-                inflight[pool.submit(_run_chunk, chunk, str(out))] = chunk
-
-        submit()
-        while inflight:
-            done, _ = wait(inflight, return_when=FIRST_COMPLETED)
-            for fut in done:
-                chunk = inflight.pop(fut)
-                try:
-                    results, seconds = fut.result()
-                except BrokenProcessPool:
-                    broken += chunk
-                    continue
-                chunks.done(seconds, len(chunk))
-                for task, status, write_error in results:
-                    if write_error is not None:
-                        raise OSError(write_error)
-                    stored(task, status == "failed")
-            if not broken:
-                submit()
-        finished = True
-    finally:
-        close(finished)
-    return chunks.todo[chunks.pos :], broken
+    return execution.pool_pass(
+        todo, workers, _run_chunk, deliver, args=(str(out),), preload=_PRELOAD
+    )
 
 
 def _run_local_pool(todo, workers, out: Path, record, stored):
@@ -792,7 +592,7 @@ def _run_local_pool(todo, workers, out: Path, record, stored):
         if _finished(out, t):  # written before its worker died
             stored(t, False)
             continue
-        single, close = _local_pool(1)
+        single, close = execution.local_pool(1, _PRELOAD)
         try:
             rows = single.submit(execute, t).result()
         except BrokenProcessPool as exc:
@@ -804,43 +604,19 @@ def _run_local_pool(todo, workers, out: Path, record, stored):
 
 def _run_dask(todo, workers, address, record):
     """Dask: the client writes each result and releases it at once."""
-    from distributed import wait
 
-    client, close = _dask_client(workers, address)
-    path = None if address else list(sys.path)  # our LocalCluster: import what we import
-    n = max(workers, len(client.scheduler_info().get("workers", {})) or workers)
-    chunks = _Chunker(todo, n)
-    inflight: dict = {}
-    try:
+    def deliver(chunk, results):
+        for task, rows, _ in results:
+            record(task, rows)
 
-        def submit():
-            while len(inflight) < 2 * n:
-                chunk = chunks.next()
-                if not chunk:
-                    return
-                fut = client.submit(_run_chunk, chunk, None, path, pure=False)
-                inflight[fut] = chunk
+    def lost(chunk, exc):  # e.g. KilledWorker: the chunk's workers died
+        for task in chunk:
+            rows = _worker_died(task, exc)
+            if type(exc).__name__ != "KilledWorker":
+                rows[0]["error"] = f"the Dask task failed: {exc!r}"
+            record(task, rows)
 
-        submit()
-        while inflight:
-            done = wait(list(inflight), return_when="FIRST_COMPLETED").done
-            for fut in done:
-                chunk = inflight.pop(fut)
-                try:
-                    results, seconds = fut.result()
-                except Exception as exc:  # e.g. KilledWorker: the chunk's workers died
-                    results, seconds = [(t, _worker_died(t, exc), None) for t in chunk], 0.0
-                    if type(exc).__name__ != "KilledWorker":
-                        for _, rows, _ in results:
-                            rows[0]["error"] = f"the Dask task failed: {exc!r}"
-                fut.release()  # free the result on the cluster
-                del fut
-                chunks.done(seconds, len(chunk))
-                for task, rows, _ in results:
-                    record(task, rows)
-            submit()
-    finally:
-        close()
+    execution.dask_pass(todo, workers, address, _run_chunk, deliver, lost, args=(None,))
 
 
 def run_scenario(
@@ -958,43 +734,12 @@ def _remove_fresh(out: Path) -> None:
         pass
 
 
-DASK_CONNECT_TIMEOUT = 5.0  # seconds to reach a scheduler given by --address
+DASK_CONNECT_TIMEOUT = execution.DASK_CONNECT_TIMEOUT  # seconds to reach a scheduler
 
 
 def _probe_scheduler(address: str) -> None:
-    """Refuse at once a tcp:// scheduler address nobody answers on (refused, unreachable,
-    or no handshake within DASK_CONNECT_TIMEOUT s: a Dask scheduler speaks first, and
-    Dask's own client would wait for it forever); other protocols are left to Dask."""
-    import socket
-    from urllib.parse import urlsplit
-
-    text = address if "://" in address else f"tcp://{address}"
-    parts = urlsplit(text)
-    if parts.scheme != "tcp":
-        return
-    try:
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        host = port = None
-    if not host or port is None:
-        raise MarketSimError(f"--address {address!r}: expected tcp://HOST:PORT")
-    try:
-        with socket.create_connection((host, port), timeout=DASK_CONNECT_TIMEOUT) as sock:
-            try:
-                greeting = sock.recv(1)
-            except TimeoutError:
-                raise MarketSimError(
-                    f"cannot connect to the Dask scheduler at {address}: something answers "
-                    f"there but sends no Dask handshake within {DASK_CONNECT_TIMEOUT:g} s"
-                ) from None
-    except OSError as exc:
-        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
-        raise MarketSimError(f"cannot reach the Dask scheduler at {address}: {reason}") from None
-    if not greeting:
-        raise MarketSimError(
-            f"cannot connect to the Dask scheduler at {address}: the connection was closed "
-            f"without a Dask handshake"
-        )
+    """Refuse at once a scheduler address nobody answers on (execution.probe_scheduler)."""
+    execution.probe_scheduler(address, DASK_CONNECT_TIMEOUT)
 
 
 def read_results(out: str | Path):
