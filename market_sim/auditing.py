@@ -74,7 +74,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -83,6 +82,7 @@ import numpy as np
 
 from .distributions import as_distribution
 from .errors import MarketSimError
+from .execution import Job, check_executor, job_rng, run_jobs
 from .files import atomic_write, json_plain, save_png
 from .mechanisms.base import Mechanism, as_mechanism, as_outcome, mechanism_name
 from .parameters import check_int
@@ -90,7 +90,15 @@ from .parameters import check_int
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["audit", "AuditResult", "audit_estimate_seconds", "clopper_pearson_upper"]
+__all__ = [
+    "audit",
+    "AuditResult",
+    "AuditWork",
+    "audit_work",
+    "audit_settings",
+    "audit_estimate_seconds",
+    "clopper_pearson_upper",
+]
 
 COLUMNS = [
     "market",
@@ -1335,6 +1343,9 @@ def audit(
     coalition_size: int | None = None,
     progress: bool | str = False,
     costs=None,
+    workers: int = 1,
+    executor: str = "local",
+    address: str | None = None,
     **context,
 ) -> AuditResult:
     """IC / IR / monotonicity audit of ``mechanism`` (a name, spec, class, instance or
@@ -1346,21 +1357,83 @@ def audit(
     and the statistics: the module doc.  ``coalition_size`` k >= 2 also searches joint
     misreports of up to k sellers (``group_verdict``).  ``costs``, an (n_markets,
     n_sellers) array, audits these markets instead of drawing them (how
-    ``market_sim.compare`` audits every mechanism on the same markets)."""
+    ``market_sim.compare`` audits every mechanism on the same markets).  ``workers``,
+    ``executor``, ``address``: where the markets are searched, one task each
+    (``market_sim.execution``; the same result on any of them)."""
+    check_executor(workers, executor, address)
+    work = audit_work(mechanism, dist, n_sellers, n_markets, rng, settings=_settings(
+        {k: v for k, v in locals().items() if k in _SETTINGS}), costs=costs,
+        coalition_size=coalition_size, context=context)  # fmt: skip
+    where = dict(workers=workers, executor=executor, address=address)
+    label = progress if isinstance(progress, str) else "audit"
+    markets = run_jobs(work.jobs(), progress=label if progress else False,
+                       preload=_PRELOAD, **where)  # fmt: skip
+    return work.finish(markets, progress=bool(progress), **where)
+
+
+_PRELOAD = ("market_sim.auditing",)
+
+
+@dataclass
+class AuditWork:
+    """An audit split into tasks: the markets drawn, the mechanism per market, the
+    search plan and the root seed of the tasks' streams.  ``jobs()`` searches one
+    market each (market m with ``job_rng(root, m)``); ``finish(markets)`` joins their
+    results into the AuditResult (tolerance, verdicts, bootstrap, coalitions)."""
+
+    mechanism: Any
+    mech: Any
+    src: _Source
+    settings: dict
+    rng: np.random.Generator
+    mechs: list
+    costs: list
+    groups: list | None
+    root: int
+    coalition_size: int | None
+
+    def jobs(self, prefix: str = "") -> list[Job]:
+        s = {k: v for k, v in self.settings.items() if k != "rng"}
+        mc = _is_monte_carlo(self.mech)
+        return [
+            Job(f"{prefix}audit-{m}", _audit_market_job,
+                (self.mechs[m], self.costs[m], s["plan"], self.root, m, mc, s))
+            for m in range(len(self.costs))
+        ]  # fmt: skip
+
+    def finish(self, markets: list, *, progress: bool = False, **where) -> AuditResult:
+        result = _result(self.mechanism, self.mech, self.mechs, self.src, markets,
+                         self.groups, self.rng, self.settings)  # fmt: skip
+        if self.coalition_size is not None:
+            result.summary.update(_coalitions(self.mechs, markets, self.coalition_size,
+                                              self.root, result.summary["tol"],
+                                              self.settings, progress, where))  # fmt: skip
+        result.summary["statement"] = result.statement()
+        return result
+
+
+def audit_work(mechanism, dist, n_sellers, n_markets, rng, *, settings, costs=None,
+               coalition_size=None, context=None) -> AuditWork:  # fmt: skip
+    """The checked audit, its markets drawn with ``rng`` and split into tasks (see
+    :class:`AuditWork`; ``settings`` from ``_settings``)."""
     if not isinstance(rng, np.random.Generator):
         raise MarketSimError("rng must be a numpy.random.Generator")
     n_markets = check_int("n_markets", n_markets, 1)
-    settings = _settings({k: v for k, v in locals().items() if k in _SETTINGS})
     src = _source(dist, n_sellers, n_markets, costs)
     coalition_size = _coalition_size(coalition_size, src.n_sellers)
-    mech = _mechanism(mechanism, src, context)
-    markets, groups, mechs = _run_markets(mech, src, n_markets, rng, settings, progress)
-    result = _result(mechanism, mech, mechs, src, markets, groups, rng, settings)
-    if coalition_size is not None:
-        result.summary.update(_coalitions(mechs, markets, coalition_size, rng,
-                                          result.summary["tol"], settings, progress))  # fmt: skip
-    result.summary["statement"] = result.statement()
-    return result
+    mech = _mechanism(mechanism, src, context or {})
+    drawn, groups, mechs = _draw(mech, src, n_markets, rng, settings)
+    root = int(rng.integers(2**63))
+    return AuditWork(mechanism, mech, src, settings, rng, mechs, drawn, groups, root,
+                     coalition_size)  # fmt: skip
+
+
+def audit_settings(**overrides) -> dict:
+    """The audit's search settings: its defaults with ``overrides``, checked."""
+    import inspect
+
+    defaults = {k: p.default for k, p in inspect.signature(audit).parameters.items()}
+    return _settings({k: overrides.get(k, defaults[k]) for k in _SETTINGS})
 
 
 _SETTINGS = (
@@ -1385,32 +1458,31 @@ def _plan(src: _Source, settings, floor=None) -> _Plan:
                  settings["n_jumps"], settings["max_profile_sellers"])  # fmt: skip
 
 
-def _run_markets(mech, src: _Source, n_markets, rng, settings, progress):
-    """Draw and search every market (a data-needing mechanism gets each market's data)."""
-    from tqdm import tqdm
-
+def _draw(mech, src: _Source, n_markets, rng, settings):
+    """Every market's costs, classes and mechanism (a data-needing mechanism gets the
+    market's data), drawn in order with ``rng``; then the lowest report with an
+    outcome (on the first market) and the search plan, into ``settings``."""
     mc = _is_monte_carlo(mech)
-    settings["rng"], settings["n_pairs"] = rng, n_markets * src.n_sellers
-    plan, floor_note = None, None
-    markets, groups, mechs = [], [], []
-    label = progress if isinstance(progress, str) else "audit"
-    bar = tqdm(total=n_markets * src.n_sellers, unit="seller", file=sys.stderr, desc=label,
-               disable=not progress)  # fmt: skip
-    try:
-        for m in range(n_markets):
-            costs, group, data = src.draw(m, rng)
-            mech_m = mech.with_data(*data) if getattr(mech, "needs_data", False) else mech
-            checked = _unchecked(mech_m)
-            if plan is None:
-                floor, floor_note = _floor(checked, costs, _plan(src, settings), rng, mc)
-                plan = _plan(src, settings, floor)
-            markets.append(_audit_market(checked, costs, plan, rng, mc, settings, bar))
-            groups.append(group)
-            mechs.append(mech_m)
-    finally:
-        bar.close()
-    settings["plan"], settings["floor_note"] = plan, floor_note
-    return markets, (None if groups[0] is None else groups), mechs
+    settings["n_pairs"] = n_markets * src.n_sellers
+    drawn, groups, mechs = [], [], []
+    for m in range(n_markets):
+        costs, group, data = src.draw(m, rng)
+        drawn.append(costs)
+        groups.append(group)
+        mechs.append(mech.with_data(*data) if getattr(mech, "needs_data", False) else mech)
+    floor, floor_note = _floor(_unchecked(mechs[0]), drawn[0], _plan(src, settings), rng, mc)
+    settings["plan"], settings["floor_note"] = _plan(src, settings, floor), floor_note
+    return drawn, (None if groups[0] is None else groups), mechs
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+
+def _audit_market_job(mech, costs, plan: _Plan, root: int, m: int, mc: bool, settings):
+    """Task ``m`` of an audit: search market m with its own stream ``job_rng(root, m)``."""
+    return _audit_market(_unchecked(mech), costs, plan, job_rng(root, m), mc, settings, _NoBar())
 
 
 def _is_monte_carlo(mech) -> bool:
@@ -1629,22 +1701,20 @@ def _given_costs(costs, n_markets: int, n_sellers: int, lo: float, hi: float) ->
     return c
 
 
-def _coalitions(mechs, markets, k, rng, tol, settings, progress) -> dict:
+def _coalitions(mechs, markets, k, root, tol, settings, progress, where) -> dict:
     """``coalition_search`` in every market, in the drawn market and the opponent
-    profiles (after the unilateral search, so that the tolerance is known); the
-    summary keys of the largest coalition gain."""
-    from tqdm import tqdm
-
-    from .coalitions import coalition_search
-
+    profiles (after the unilateral search, so that the tolerance is known), one task
+    per market with its own stream ``job_rng(root, ("coalition", m))``; the summary
+    keys of the largest coalition gain."""
     P: _Plan = settings["plan"]
+    jobs = [Job(f"coalition-{m}", _coalition_job,
+                (mechs[m], mk.costs, k, root, m, tol, (P.lo, P.hi), P.floor))
+            for m, mk in enumerate(markets)]  # fmt: skip
+    found = run_jobs(jobs, progress="coalitions" if progress else False, preload=_PRELOAD,
+                     **where)  # fmt: skip
     best, best_m, max_gain, group_ic, tried, reports = None, None, -np.inf, True, 0, 0
     profiles = 0
-    for m, mk in enumerate(
-        tqdm(markets, desc="coalitions", unit="market", file=sys.stderr, disable=not progress)
-    ):
-        res = coalition_search(_unchecked(mechs[m]), mk.costs, k, rng, tol=tol,
-                               support=(P.lo, P.hi), floor=P.floor, profiles=True)  # fmt: skip
+    for m, res in enumerate(found):
         tried += res.n_coalitions
         reports += res.n_joint_reports
         profiles += res.n_profiles
@@ -1663,6 +1733,13 @@ def _coalitions(mechs, markets, k, rng, tol, settings, progress) -> dict:
         "coalition_reports_tried": reports,
         "coalition_profiles_tried": profiles,
     }
+
+
+def _coalition_job(mech, costs, k, root, m, tol, support, floor):
+    from .coalitions import coalition_search
+
+    return coalition_search(_unchecked(mech), costs, k, job_rng(root, ("coalition", m)),
+                            tol=tol, support=support, floor=floor, profiles=True)  # fmt: skip
 
 
 def plot(result: AuditResult, path) -> None:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +43,7 @@ import numpy as np
 
 from .distributions import as_distribution
 from .errors import MarketSimError
+from .execution import Job, check_executor, open_store, run_jobs
 from .files import atomic_write, check_writable_folder, json_plain, save_png
 from .mechanisms.base import as_mechanism, mechanism_name
 from .mechanisms.offline import proxy_loss_of_eps
@@ -320,6 +320,10 @@ def compare(
     at: str = "truth",
     bne_options: dict | None = None,
     progress: bool = False,
+    workers: int = 1,
+    executor: str = "local",
+    address: str | None = None,
+    store=None,
 ) -> CompareResult:
     """Run ``mechanisms`` (names, ``name:key=value`` specs, ``path/file.py:Class``,
     classes or instances; at least two) on the same ``n_markets`` markets and audit each
@@ -330,10 +334,16 @@ def compare(
     or equal to its size), or a cost law with ``n_sellers`` sellers (an int or a list
     of sizes).  With a population every mechanism sees the same costs and data, and
     the results are also given per class.  ``baseline`` (a mechanism's label, default
-    the first) is what the paired differences are taken against.  See the module doc
-    for the objective and the statistics."""
+    the first) is what the paired differences are taken against.  ``workers``,
+    ``executor``, ``address``: where the tasks run (every market's audit of every
+    mechanism, then every mechanism's scores; ``market_sim.execution``: the same result
+    on any of them); ``store``: a folder where each finished task is kept, so that the
+    same call resumes (another call into it is refused).  See the module doc for the
+    objective and the statistics."""
     from .mechanisms.offline import check_params
 
+    check_executor(workers, executor, address)
+    start_state = rng.bit_generator.state if isinstance(rng, np.random.Generator) else None
     seed, rng = _generator(rng)
     n_markets = check_int("n_markets", n_markets, 2)
     check_params(mu, sigma, gamma)
@@ -343,34 +353,85 @@ def compare(
     specs, built, labels = _build_mechanisms(mechanisms, populations, ctx)
     baseline = _check_baseline(baseline, labels)
     search = dict(n_grid=n_grid, n_random=n_random, refine=refine, refine_iter=refine_iter)
-    rows, market_rows, paired_rows = [], [], []
-    for m, pop in populations.items():
-        markets = _draw_markets(pop, n_markets, rng)
-        bne_seed = int(rng.integers(2**63)) if at == "equilibrium" else 0
-        per: dict[str, dict] = {}
-        for label, mech in zip(labels, built[m], strict=True):
-            t0 = time.perf_counter()
-            verdicts = (
-                _audit_on_markets(mech, markets, pop, label, search, progress)
-                if audit
-                else dict(_NOT_AUDITED)
-            )
-            play = _play(mech, pop, verdicts["ic"], at, bne_seed, bne_options, ctx)
-            scores = _score_markets(mech, markets, pop, mu, sigma, gamma, play["bne"])
-            per[label] = scores
-            seconds = time.perf_counter() - t0
-            market_rows.append(_market_frame(m, label, scores))
-            row = _leaderboard_row(m, label, scores, gamma, n_markets)
-            row.update(verdicts, seconds=seconds)
-            row.update(_play_columns(play))
-            row["eq11_minimiser"] = _minimises_eq11(mech, mu, sigma, gamma)
-            row.update(_class_summary(scores))
-            rows.append(row)
-        paired_rows += _paired_rows(m, per, labels, baseline)
-        _against_offline(rows, per, m)
     settings = _settings(labels, specs, populations, n_markets, baseline, ctx, audit, search, seed)
     settings |= {"at": at, "bne_options": dict(bne_options or {})}
+    where = dict(workers=workers, executor=executor, address=address, preload=_PRELOAD)
+    if store is not None:
+        store = open_store(store, "compare", {**settings, "rng_state": start_state})
+    drawn = {m: _draw_markets(pop, n_markets, rng) for m, pop in populations.items()}
+    bne_seeds = {m: int(rng.integers(2**63)) if at == "equilibrium" else 0 for m in populations}
+    arms = [
+        (m, label, mech) for m in populations for label, mech in zip(labels, built[m], strict=True)
+    ]
+    verdicts = _audit_arms(arms, drawn, populations, search, audit, where, store, progress)
+    jobs = [Job(f"{m}/{label}/score", _score_arm, (mech, drawn[m], populations[m],
+                verdicts[m, label]["ic"], at, bne_seeds[m], bne_options, ctx))
+            for m, label, mech in arms]  # fmt: skip
+    seconds: list[float] = []
+    played = run_jobs(jobs, store=store, progress="scores" if progress else False,
+                      seconds=seconds, **where)  # fmt: skip
+    rows, market_rows, paired_rows = [], [], []
+    per: dict[int, dict[str, dict]] = {m: {} for m in populations}
+    for (m, label, mech), (scores, play), t in zip(arms, played, seconds, strict=True):
+        per[m][label] = scores
+        market_rows.append(_market_frame(m, label, scores))
+        row = _leaderboard_row(m, label, scores, gamma, n_markets)
+        row.update(verdicts[m, label], seconds=t + verdicts[m, label].pop("_seconds", 0.0))
+        row.update(play)
+        row["eq11_minimiser"] = _minimises_eq11(mech, mu, sigma, gamma)
+        row.update(_class_summary(scores))
+        rows.append(row)
+    for m in populations:
+        paired_rows += _paired_rows(m, per[m], labels, baseline)
+        _against_offline(rows, per[m], m)
     return _result(rows, paired_rows, market_rows, baseline, settings)
+
+
+_PRELOAD = ("market_sim.comparison", "market_sim.auditing")
+
+
+def _audit_arms(arms, drawn, populations, search, audit, where, store, progress) -> dict:
+    """{(m, label): verdicts} of every mechanism on the markets of its size: the audits'
+    markets, all of them one task each, on the executor; a mechanism not audited (or
+    one needing data) gets the not-audited verdicts.  ``_seconds``: the audit's time."""
+    from . import auditing
+
+    out = {(m, label): dict(_NOT_AUDITED) for m, label, _ in arms}
+    if not audit:
+        return out
+    works = {}
+    for m, label, mech in arms:
+        if getattr(mech, "needs_data", False):
+            continue
+        mk, pop = drawn[m], populations[m]
+        K, n = mk.costs.shape
+        settings = auditing.audit_settings(**search)
+        works[m, label] = auditing.audit_work(
+            mech, _report_range(pop), n, K, np.random.default_rng(mk.audit_seed),
+            settings=settings, costs=mk.costs,
+        )  # fmt: skip
+    jobs = [job for (m, label), w in works.items() for job in w.jobs(f"{m}/{label}/")]
+    seconds: list[float] = []
+    found = iter(run_jobs(jobs, store=store, progress="audits" if progress else False,
+                          seconds=seconds, **where))  # fmt: skip
+    times = iter(seconds)
+    for key, w in works.items():
+        K = len(w.costs)
+        markets = [next(found) for _ in range(K)]
+        s = w.finish(markets).summary
+        out[key] = dict(
+            max_gain=s["max_gain"], ir_violations=s["ir_violations"], ic=s["verdict"],
+            ir=s["ir_verdict"], _seconds=sum(next(times) for _ in range(K)),
+        )  # fmt: skip
+    return out
+
+
+def _score_arm(mech, markets, pop, ic, at, bne_seed, bne_options, ctx):
+    """Task: how the sellers play this mechanism and its scores on the markets."""
+    play = _play(mech, pop, ic, at, bne_seed, bne_options, ctx)
+    scores = _score_markets(mech, markets, pop, ctx["mu"], ctx["sigma"], ctx["gamma"],
+                            play["bne"])  # fmt: skip
+    return scores, _play_columns(play)
 
 
 # ---- the steps of compare ---------------------------------------------------------------
@@ -552,32 +613,6 @@ def _class_parts(out, group, classes: int, data_loss: float, gamma: float) -> di
         part = np.where(np.isfinite(data_loss), share * data_loss, math.inf) + gamma * pay_j
     n_j = np.bincount(group, weights=out.eps > 0, minlength=classes)
     return dict(objective=part, payment=pay_j, n_bought=n_j)
-
-
-def _audit_on_markets(mech, markets: _Markets, pop: Population, label, search, progress):
-    """The audit's verdicts on these very markets (the costs given, one audit seed for
-    every mechanism).  A data-needing mechanism is not audited here: the audit draws
-    costs only."""
-    from . import auditing
-
-    if getattr(mech, "needs_data", False):
-        return dict(_NOT_AUDITED)
-    K, m = markets.costs.shape
-    res = auditing.audit(
-        mech,
-        _report_range(pop),
-        m,
-        K,
-        np.random.default_rng(markets.audit_seed),
-        costs=markets.costs,
-        progress=f"audit {label}" if progress else False,
-        **search,
-    )
-    s = res.summary
-    return dict(
-        max_gain=s["max_gain"], ir_violations=s["ir_violations"], ic=s["verdict"],
-        ir=s["ir_verdict"],
-    )  # fmt: skip
 
 
 def _report_range(pop: Population):

@@ -16,7 +16,7 @@ shared between jobs; every worker, and this process while it runs jobs, limits
 BLAS/OpenMP to one thread.  So the results are identical for every executor and
 worker count.
 
-Resume.  With ``store=DIR`` each job's result is written to ``DIR/done-<key>.pkl``
+Resume.  With ``store=DIR`` each job's result is written to ``DIR/done-<digest of key>.pkl``
 (atomically, as it returns); a job whose file exists is not run again but read.
 :func:`open_store` writes ``DIR/manifest.json`` (what was asked and the code version)
 and refuses, in one line, a folder holding the jobs of anything else.  The files are
@@ -126,15 +126,17 @@ def run_jobs(
     store: str | Path | None = None,
     progress: bool | str = False,
     preload: Sequence[str] = (),
+    seconds: list | None = None,
 ) -> list:
     """The results of ``jobs`` in their order (see the module doc).  ``store``: a folder
-    made by :func:`open_store`; ``preload``: modules the pool's server imports first."""
+    made by :func:`open_store`; ``preload``: modules the pool's server imports first;
+    ``seconds``: a list that receives each job's time in its worker (stored with it)."""
     check_executor(workers, executor, address)
     keys = [j.key for j in jobs]
     if len(set(keys)) != len(keys):
         raise MarketSimError("run_jobs: two jobs share a key")
     folder = None if store is None else Path(store)
-    results: dict[int, Any] = {}
+    results: dict[int, tuple[Any, float]] = {}
     if folder is not None:
         results = _read_stored(folder, jobs)
     todo = [i for i in range(len(jobs)) if i not in results]
@@ -158,7 +160,7 @@ def run_jobs(
 
             with threadpool_limits(limits=1):
                 for i in todo:
-                    deliver([i], [jobs[i].run()])
+                    deliver([i], _run_jobs_chunk([jobs[i]]))
         elif executor == "local":
             _on_pool(todo, jobs, workers, deliver, preload)
         else:
@@ -166,7 +168,9 @@ def run_jobs(
     finally:
         if bar is not None:
             bar.close()
-    return [results[i] for i in range(len(jobs))]
+    if seconds is not None:
+        seconds[:] = [results[i][1] for i in range(len(jobs))]
+    return [results[i][0] for i in range(len(jobs))]
 
 
 def _bar(progress, total: int, initial: int):
@@ -178,8 +182,14 @@ def _bar(progress, total: int, initial: int):
     return tqdm(total=total, initial=initial, unit="task", desc=desc, file=sys.stderr)
 
 
-def _run_jobs_chunk(chunk: list[Job]) -> list:
-    return [job.run() for job in chunk]
+def _run_jobs_chunk(chunk: list[Job]) -> list[tuple[Any, float]]:
+    """(result, seconds) of each job."""
+    out = []
+    for job in chunk:
+        start = time.perf_counter()
+        value = job.run()
+        out.append((value, time.perf_counter() - start))
+    return out
 
 
 def _sendable(chunk: list[Job]) -> None:
@@ -282,7 +292,8 @@ def open_store(folder: str | Path, kind: str, request: dict) -> Path:
 
 
 def _job_file(folder: Path, key: str) -> Path:
-    return folder / f"done-{key}.pkl"
+    """``done-<digest of the key>.pkl`` (any key makes a valid file name)."""
+    return folder / f"done-{hashlib.sha256(key.encode()).hexdigest()[:20]}.pkl"
 
 
 def _write_stored(folder: Path, key: str, value) -> None:
@@ -296,7 +307,7 @@ def _write_stored(folder: Path, key: str, value) -> None:
         ) from None
 
 
-def _read_stored(folder: Path, jobs: Sequence[Job]) -> dict[int, Any]:
+def _read_stored(folder: Path, jobs: Sequence[Job]) -> dict[int, tuple[Any, float]]:
     """{job index: its stored result}; an unreadable file is removed (its job re-runs)."""
     names = {e.name for e in os.scandir(folder)} if folder.is_dir() else set()
     out: dict[int, Any] = {}

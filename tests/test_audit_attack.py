@@ -353,7 +353,7 @@ def test_myerson_over_a_rising_window_is_caught_and_not_certified(seed):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_non_ic_lottery_witness_gains(seed):
-    res = _audit(LotteryWithGain(), seed, n=4, k=2, n_random=16)
+    res = _audit(LotteryWithGain(), seed, n=4, k=3, n_random=16)  # 3 markets: power ~7/8
     s = _consistent(res)
     assert s["verdict"] == "not_ic"
     w = s["witness"]
