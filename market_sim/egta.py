@@ -60,7 +60,6 @@ import copy
 import itertools
 import json
 import math
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -71,6 +70,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .errors import MarketSimError
+from .execution import Job, check_executor, open_store, run_jobs
 from .files import atomic_write, save_png
 from .parameters import check_int
 
@@ -791,19 +791,49 @@ def _population_of(dist, n_sellers, context):
     return pop, pop.pooled
 
 
-def _run_markets(dev, full, built, n, mech, dist, rounds, last, seeds, markets, ctx, progress):
+def _run_markets(dev, full, built, n, mech, dist, rounds, last, seeds, markets, ctx, progress,
+                 where):  # fmt: skip
     """sample_payoffs (F x samples): every market under every seed (common random
     numbers: seed k gives every market the same costs and the same seating, so two
-    markets with the same others differ in the deviator's strategy alone)."""
-    from tqdm import tqdm
+    markets with the same others differ in the deviator's strategy alone), one task per
+    (profile f, sample k), run where ``where`` says (``market_sim.execution``)."""
+    F, K = full.shape[0], len(seeds)
+    jobs = [
+        Job(f"{f}/{k}", _simulate,
+            (int(dev[f]), full[f], built, n, mech, dist, rounds, last, seeds[k], markets[k], ctx))
+        for f in range(F)
+        for k in range(K)
+    ]  # fmt: skip
+    Y = run_jobs(jobs, progress="simulations" if progress else False, preload=_PRELOAD, **where)
+    return np.array(Y, dtype=float).reshape(F, K)
 
-    Y = np.empty((full.shape[0], len(seeds)))
-    jobs = [(f, k) for f in range(full.shape[0]) for k in range(len(seeds))]
-    for f, k in tqdm(jobs, desc="simulations", file=sys.stderr, disable=not progress):
-        Y[f, k] = _simulate(
-            int(dev[f]), full[f], built, n, mech, dist, rounds, last, seeds[k], markets[k], ctx
-        )
-    return Y
+
+_PRELOAD = ("market_sim.egta", "market_sim.agents")
+
+
+def _request(mechanism, pop, strategies, samples, seed, rng_state, players, rounds, last,
+             context) -> dict:  # fmt: skip
+    """What decides an egta's tasks (the store's manifest): a value that is not a plain
+    number or string by a digest of its pickle."""
+    import hashlib
+    import pickle
+
+    from .mechanisms.base import mechanism_name
+
+    def plain(v):
+        if isinstance(v, (int, float, str, bool)) or v is None:
+            return v
+        try:
+            return "pickle-sha256:" + hashlib.sha256(pickle.dumps(v)).hexdigest()[:16]
+        except Exception:
+            return repr(v)
+
+    return {
+        "mechanism": mechanism if isinstance(mechanism, str) else mechanism_name(mechanism),
+        "population": pop.spec, "strategies": list(strategies), "samples": samples,
+        "seed": seed, "rng_state": rng_state, "players": players, "rounds": rounds,
+        "last_rounds": last, "context": {k: plain(v) for k, v in sorted(context.items())},
+    }  # fmt: skip
 
 
 def _reduce(weights: np.ndarray, profiles: np.ndarray, per_profile: np.ndarray) -> np.ndarray:
@@ -846,6 +876,10 @@ def egta(
     n_boot: int = 1000,
     regret_tol: float = 1e-3,
     progress: bool = False,
+    workers: int = 1,
+    executor: str = "local",
+    address: str | None = None,
+    store=None,
     **context,
 ) -> EgtaResult:
     """Empirical game of ``strategies`` (specs, at least 2) among a population's sellers.
@@ -856,10 +890,15 @@ def egta(
     of the DPR (capped at N); each needed profile is simulated ``samples`` times for
     ``rounds`` rounds, with ``seed`` (or ``rng``).  ``context`` goes to
     :class:`~market_sim.agents.MarketModel` (mu, sigma, gamma, privacy,
-    new_costs_each_round, xi, ...).  See the module doc."""
+    new_costs_each_round, xi, ...).  ``workers``, ``executor``, ``address``: where the
+    simulations run, one task per (profile, sample) (``market_sim.execution``; the same
+    table on any of them); ``store``: a folder keeping each finished simulation, so that
+    the same call resumes (another call into it is refused).  See the module doc."""
     from .agents import as_strategy
 
     t0 = time.perf_counter()
+    check_executor(workers, executor, address)
+    rng_state = rng.bit_generator.state if isinstance(rng, np.random.Generator) else None
     strategies = _check_strategies(strategies)
     built = [as_strategy(s) for s in strategies]  # unknown names fail before any run
     pop, dist = _population_of(population, n_sellers, context)
@@ -867,14 +906,20 @@ def egta(
         pop.n_sellers, samples, rounds, players, last_rounds, n_boot, regret_tol
     )
     mech, name = _build_mechanism(mechanism, dist, n, context, pop.has_data)
+    if store is not None:
+        request = _request(mechanism, pop, strategies, samples, seed, rng_state, players, rounds,
+                           last, context)  # fmt: skip
+        store = open_store(store, "egta", request)
     seeds, boot_seed, seats, cost_seeds = _seeds(seed, rng, samples, n)
     markets = _sample_markets(pop, seats, cost_seeds)
     model_context = {"measure_regret": False, "agent_views": False, **context}
 
     reduced, dev, full, weights = _dpr_plan(len(strategies), n, players)
+    where = dict(workers=workers, executor=executor, address=address, store=store)
     Y = _run_markets(
-        dev, full, built, n, mech, dist, rounds, last, seeds, markets, model_context, progress
-    )
+        dev, full, built, n, mech, dist, rounds, last, seeds, markets, model_context, progress,
+        where,
+    )  # fmt: skip
     game = SymmetricGame(strategies, players, reduced, _reduce(weights, reduced, Y.mean(axis=1)))
     result = EgtaResult(
         mechanism=name,

@@ -8,6 +8,8 @@ import math
 import re
 import sys
 
+from ..errors import MarketSimError
+
 __all__ = [
     "EXIT_USAGE",
     "Parser",
@@ -18,6 +20,9 @@ __all__ = [
     "population_of",
     "add_market_settings",
     "add_output",
+    "add_executor",
+    "executor_of",
+    "interrupted",
     "market_settings",
     "market_parent",
     "online_parent",
@@ -157,6 +162,47 @@ def add_output(parser, quiet: str = "no progress bar (stderr)") -> None:
     """``--out DIR`` (required) and ``--quiet``."""
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder")
     parser.add_argument("--quiet", action="store_true", help=quiet)
+
+
+def add_executor(parser, what: str = "tasks") -> None:
+    """``--workers W --executor local|dask --address tcp://HOST:PORT`` (market_sim.execution;
+    read them with :func:`executor_of`)."""
+    parser.add_argument(
+        "--workers",
+        type=count("workers"),
+        default=1,
+        help=f"processes running the {what}, or Dask workers of a local cluster (default 1)",
+    )
+    parser.add_argument(
+        "--executor",
+        choices=["local", "dask"],
+        default=None,
+        help="local process pool (default) or Dask distributed (default with --address)",
+    )
+    parser.add_argument(
+        "--address",
+        default=None,
+        metavar="tcp://HOST:PORT",
+        help="Dask scheduler address (default: start a LocalCluster)",
+    )
+
+
+def executor_of(args) -> dict:
+    """``workers``, ``executor``, ``address`` keywords from :func:`add_executor`'s options
+    (an address means the Dask executor)."""
+    executor = args.executor or ("dask" if args.address else "local")
+    if args.address and executor != "dask":
+        raise MarketSimError("--address needs --executor dask (or leave --executor out)")
+    return {"workers": args.workers, "executor": executor, "address": args.address}
+
+
+def interrupted(store) -> int:
+    """After Ctrl-C: say where the finished tasks are and how to resume; exit status 130."""
+    print(
+        f"market-sim: interrupted; finished tasks are in {store}; run the same command to resume",
+        file=sys.stderr,
+    )
+    return 130
 
 
 def market_parent() -> Parser:

@@ -8,7 +8,17 @@ import numpy as np
 
 from ..distributions import parse_distribution
 from ..files import check_writable_folder
-from .arguments import add_cost_law, add_output, count, number, population_of, positive
+from .arguments import (
+    add_cost_law,
+    add_executor,
+    add_output,
+    count,
+    executor_of,
+    interrupted,
+    number,
+    population_of,
+    positive,
+)
 
 
 def add_parser(subparsers):
@@ -21,7 +31,8 @@ def add_parser(subparsers):
         "payments made, audit each mechanism on those markets, and write "
         "DIR/leaderboard.csv, DIR/paired.csv (differences against the baseline, paired t "
         "95% CIs), DIR/markets.csv, DIR/leaderboard.md, DIR/summary.json and "
-        "DIR/compare.png. Exit status 0, 2 on bad input.",
+        "DIR/compare.png; each finished task (a market's audit, a mechanism's scores) is "
+        "kept in DIR/tasks at once, so the same command resumes. Exit status 0, 2 on bad input.",
     )
     a.add_argument(
         "--mechanism",
@@ -89,18 +100,32 @@ def add_parser(subparsers):
         help="with --at equilibrium: the BNE solver's opponent draws (default its own)",
     )
     add_output(a, "no progress bars (stderr)")
+    add_executor(a, "audits and scores")
     a.set_defaults(func=run)
     return a
 
 
 def run(args) -> int:
-    from ..comparison import compare
-
     pop = population_of(args)
     dist = pop if pop is not None else parse_distribution(args.dist, iron=args.iron)
     out = Path(args.out)
     check_writable_folder(out)
-    result = compare(
+    where = executor_of(args)
+    try:
+        result = _compare(args, dist, pop, out, where)
+    except KeyboardInterrupt:
+        return interrupted(out / "tasks")
+    result.settings["seed"] = args.seed
+    result.write(out)
+    print(result.format())
+    print(f"written to {out}: " + ", ".join(_files()))
+    return 0
+
+
+def _compare(args, dist, pop, out, where):
+    from ..comparison import compare
+
+    return compare(
         args.mechanism,
         dist,
         args.sellers if pop is not None else args.sellers or [100],
@@ -118,12 +143,9 @@ def run(args) -> int:
         at=args.at,
         bne_options=None if args.bne_samples is None else {"samples": args.bne_samples},
         progress=not args.quiet,
+        store=out / "tasks",
+        **where,
     )
-    result.settings["seed"] = args.seed
-    result.write(out)
-    print(result.format())
-    print(f"written to {out}: " + ", ".join(_files()))
-    return 0
 
 
 def _files():

@@ -9,9 +9,12 @@ from ..errors import MarketSimError
 from ..files import check_writable_folder
 from .arguments import (
     add_cost_law,
+    add_executor,
     add_market_settings,
     add_output,
     count,
+    executor_of,
+    interrupted,
     market_settings,
     number,
     population_of,
@@ -27,7 +30,8 @@ def add_parser(subparsers):
         "N sellers (deviation-preserving reduction to P players, K seeded samples per "
         "profile), find the meta-game's symmetric equilibria by replicator dynamics and "
         "bootstrap their regret; write DIR/payoffs.csv, DIR/equilibria.json, "
-        "DIR/summary.json and DIR/egta.png.",
+        "DIR/summary.json and DIR/egta.png; each finished simulation is kept in DIR/tasks "
+        "at once, so the same command resumes.",
     )
     a.add_argument(
         "--mechanism",
@@ -80,13 +84,12 @@ def add_parser(subparsers):
     )
     add_market_settings(a)
     add_output(a)
+    add_executor(a, "simulations")
     a.set_defaults(func=run)
     return a
 
 
 def run(args) -> int:
-    from ..egta import egta
-
     population = population_of(args)
     if population is None:
         population = parse_distribution(args.dist, iron=args.iron)
@@ -105,7 +108,21 @@ def run(args) -> int:
         context["new_costs_each_round"] = True
     out = Path(args.out)
     check_writable_folder(out)
-    result = egta(
+    where = executor_of(args)
+    try:
+        result = _egta(args, population, context, out, where)
+    except KeyboardInterrupt:
+        return interrupted(out / "tasks")
+    result.write(out)
+    print(result.format())
+    print(f"written to {out}: payoffs.csv, equilibria.json, summary.json, egta.png")
+    return 0
+
+
+def _egta(args, population, context, out, where):
+    from ..egta import egta
+
+    return egta(
         args.mechanism,
         population,
         args.sellers,
@@ -117,9 +134,7 @@ def run(args) -> int:
         last_rounds=args.last_rounds,
         n_boot=args.boot,
         progress=not args.quiet,
+        store=out / "tasks",
+        **where,
         **context,
     )
-    result.write(out)
-    print(result.format())
-    print(f"written to {out}: payoffs.csv, equilibria.json, summary.json, egta.png")
-    return 0

@@ -7,7 +7,7 @@ import re
 import sys
 from pathlib import Path
 
-from .arguments import count
+from .arguments import add_executor, count, executor_of
 
 
 def add_parser(subparsers):
@@ -32,21 +32,7 @@ def add_parser(subparsers):
         default=None,
         help="replications per parameter point (default: the scenario's)",
     )
-    r.add_argument(
-        "--workers",
-        type=count("workers"),
-        default=1,
-        help="processes, or Dask workers of a local cluster (default 1)",
-    )
-    r.add_argument(
-        "--executor",
-        choices=["local", "dask"],
-        default="local",
-        help="local process pool (default) or Dask distributed",
-    )
-    r.add_argument(
-        "--address", default=None, help="Dask scheduler address (default: start a LocalCluster)"
-    )
+    add_executor(r)
     r.add_argument(
         "--set",
         dest="overrides",
@@ -74,9 +60,7 @@ def run(args) -> int:
             seed=args.seed,
             quick=args.quick,
             reps=args.reps,
-            workers=args.workers,
-            executor=args.executor,
-            address=args.address,
+            **executor_of(args),
             overrides=parse_overrides(args.overrides),
             progress=not args.quiet,
         )
