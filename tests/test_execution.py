@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from market_sim.cli import main
 from market_sim.comparison import compare
 from market_sim.egta import egta
 from market_sim.errors import MarketSimError
@@ -21,11 +22,11 @@ from market_sim.execution import Job, job_rng, open_store, run_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-EGTA = dict(n_sellers=6, strategies=["truthful", "shade:factor=1.3"], samples=3, rounds=2)
-EGTA_ARGV = ["egta", "--mechanism", "pay-as-bid", "--dist", "uniform:1:5", "--sellers", "6",
-             "--strategy", "truthful", "--strategy", "shade:factor=1.3", "--samples", "3",
+EGTA = dict(n_sellers=5, strategies=["truthful", "shade:factor=1.3"], samples=2, rounds=2)
+EGTA_ARGV = ["egta", "--mechanism", "pay-as-bid", "--dist", "uniform:1:5", "--sellers", "5",
+             "--strategy", "truthful", "--strategy", "shade:factor=1.3", "--samples", "2",
              "--rounds", "2", "--boot", "50", "--quiet"]  # fmt: skip
-COMPARE_ARGV = ["compare", "--mechanism", "offline", "--mechanism", "pay-as-bid", "--dist",
+COMPARE_ARGV = ["compare", "--mechanism", "pay-as-bid", "--mechanism", "online", "--dist",
                 "uniform:0:1", "--sellers", "8", "--markets", "6", "--grid", "9", "--random",
                 "4", "--quiet"]  # fmt: skip
 
@@ -39,9 +40,16 @@ def _fail(x):
     raise MarketSimError(f"job {x} refuses")
 
 
-def _cli(argv, **kw):
-    return subprocess.Popen([sys.executable, "-m", "market_sim.cli", *argv], env=ENV, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)  # fmt: skip
+def _cli(argv):
+    """The command in a process of its own (to be killed)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "market_sim.cli", *argv],
+        env=ENV,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _compare_rows(res):
@@ -76,8 +84,8 @@ def test_jobs_give_the_same_results_in_order_on_any_worker_count_and_resume(tmp_
 # ---- compare and egta on one worker and two ------------------------------------------
 def test_compare_and_egta_give_the_same_rows_on_one_and_two_workers():
     kw = dict(n_grid=5, n_random=4, refine=False)
-    one = compare(["offline", "pay-as-bid"], "uniform:0:1", [6, 9], 3, 5, **kw)
-    two = compare(["offline", "pay-as-bid"], "uniform:0:1", [6, 9], 3, 5, workers=2, **kw)
+    one = compare(["pay-as-bid", "online"], "uniform:0:1", [5, 7], 2, 5, **kw)
+    two = compare(["pay-as-bid", "online"], "uniform:0:1", [5, 7], 2, 5, workers=2, **kw)
     for a, b in zip(_compare_rows(one), _compare_rows(two), strict=True):
         pd.testing.assert_frame_equal(a, b)
     assert set(one.leaderboard["ic"]) == {"ic", "not_ic"}  # the audits ran
@@ -104,18 +112,16 @@ def _kill_after(argv, out: Path, stored: int, sig) -> int:
     return len(list(tasks.glob("done-*.pkl")))
 
 
-def test_a_killed_compare_and_egta_resume_to_the_uninterrupted_result(tmp_path):
+def test_a_killed_compare_and_egta_resume_to_the_uninterrupted_result(tmp_path, capsys):
     whole = tmp_path / "whole"
-    done = _cli(COMPARE_ARGV + ["--out", str(whole)])
-    assert done.wait(timeout=120) == 0
+    assert main(COMPARE_ARGV + ["--out", str(whole)]) == 0
     n_tasks = len(list((whole / "tasks").glob("done-*.pkl")))
     assert n_tasks == 2 * 6 + 2  # every market's audit of each mechanism, then the scores
     cut = tmp_path / "cut"
-    kept = _kill_after(COMPARE_ARGV, cut, 4, signal.SIGKILL)
-    assert 4 <= kept < n_tasks  # killed half way
+    kept = _kill_after(COMPARE_ARGV, cut, 3, signal.SIGKILL)
+    assert 3 <= kept < n_tasks  # killed half way
     before = {p.name: p.stat().st_mtime_ns for p in (cut / "tasks").glob("done-*.pkl")}
-    again = _cli(COMPARE_ARGV + ["--out", str(cut)])
-    assert again.wait(timeout=120) == 0
+    assert main(COMPARE_ARGV + ["--out", str(cut)]) == 0
     after = {p.name: p.stat().st_mtime_ns for p in (cut / "tasks").glob("done-*.pkl")}
     assert len(after) == n_tasks and all(after[k] == v for k, v in before.items())  # not re-run
     for name in ("markets.csv", "paired.csv"):
@@ -127,7 +133,7 @@ def test_a_killed_compare_and_egta_resume_to_the_uninterrupted_result(tmp_path):
     proc = _cli(EGTA_ARGV + ["--out", str(e)])
     deadline = time.monotonic() + 60
     while proc.poll() is None and time.monotonic() < deadline:
-        if len(list((e / "tasks").glob("done-*.pkl"))) >= 3:
+        if len(list((e / "tasks").glob("done-*.pkl"))) >= 2:
             proc.send_signal(signal.SIGINT)
             break
         time.sleep(0.02)
@@ -137,13 +143,13 @@ def test_a_killed_compare_and_egta_resume_to_the_uninterrupted_result(tmp_path):
             f"market-sim: interrupted; finished tasks are in {e / 'tasks'}; run the same "
             "command to resume"
         ]
-    assert _cli(EGTA_ARGV + ["--out", str(e)]).wait(timeout=120) == 0
-    assert _cli(EGTA_ARGV + ["--workers", "2", "--out", str(tmp_path / "e2")]).wait(120) == 0
-    assert (e / "payoffs.csv").read_text() == (tmp_path / "e2" / "payoffs.csv").read_text()
-    # another command into the same folder: one line, exit 2, nothing touched
-    other = _cli(COMPARE_ARGV[:-1] + ["--seed", "1", "--quiet", "--out", str(cut)])
-    _, err = other.communicate(timeout=60)
-    assert other.returncode == 2 and err == (
+    assert main(EGTA_ARGV + ["--out", str(e)]) == 0
+    assert main(EGTA_ARGV + ["--out", str(tmp_path / "e1")]) == 0
+    assert (e / "payoffs.csv").read_text() == (tmp_path / "e1" / "payoffs.csv").read_text()
+    capsys.readouterr()
+    # another command into the same folder: one line, exit 2
+    assert main(COMPARE_ARGV + ["--seed", "1", "--out", str(cut)]) == 2
+    assert capsys.readouterr().err == (
         f"market-sim: error: {cut / 'tasks'} holds the tasks of a different compare command; "
         "choose another --out\n"
     )
@@ -173,15 +179,14 @@ def test_compare_and_egta_on_a_dask_scheduler_and_worker_give_the_local_rows(tmp
         with Client(address, timeout=20) as client:
             client.wait_for_workers(1, timeout=20)
         kw = dict(n_grid=5, n_random=4, refine=False)
-        args = (["offline", "pay-as-bid"], "uniform:0:1", 8, 3, 2)
+        args = (["pay-as-bid", "online"], "uniform:0:1", 6, 2, 2)
         local = compare(*args, **kw)
         remote = compare(*args, executor="dask", address=address, **kw)
         for a, b in zip(_compare_rows(local), _compare_rows(remote), strict=True):
             pd.testing.assert_frame_equal(a, b)
         e_local = egta("pay-as-bid", "uniform:1:5", seed=1, n_boot=50, **EGTA)
         out = tmp_path / "egta"
-        cli = _cli(EGTA_ARGV + ["--seed", "1", "--address", address, "--out", str(out)])
-        assert cli.wait(timeout=60) == 0
+        assert main(EGTA_ARGV + ["--seed", "1", "--address", address, "--out", str(out)]) == 0
         assert (out / "payoffs.csv").read_text() == e_local.table().to_csv(index=False)
     finally:
         for proc in (worker, scheduler):
