@@ -57,9 +57,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .egta import SymmetricGame, dpr_game, find_equilibria
+from .egta import SymmetricGame, _compositions, dpr_game, dpr_support, find_equilibria
 from .env import as_opponents
 from .errors import MarketSimError
+from .execution import Job, check_executor, run_jobs
 from .files import atomic_write, json_plain, save_png
 from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
 from .parameters import check_int
@@ -92,6 +93,7 @@ class BidStrategy:
     play: Callable[[np.ndarray, np.random.Generator], np.ndarray] = field(repr=False)
     costs: np.ndarray | None = field(default=None, repr=False)
     bids: np.ndarray | None = field(default=None, repr=False)
+    spec: object = field(default=None, repr=False)  # rebuilds ``play`` in another process
 
 
 def _strategy(spec, law) -> BidStrategy:
@@ -103,7 +105,7 @@ def _strategy(spec, law) -> BidStrategy:
         name = getattr(spec, "name", "") or getattr(spec, "__name__", "") or type(spec).__name__
         if not isinstance(name, str) or name == "<lambda>":
             name = "bid function"
-    return BidStrategy(name, as_opponents(spec, law))
+    return BidStrategy(name, as_opponents(spec, law), spec=spec)
 
 
 def _unique_names(strats: list[BidStrategy]) -> list[BidStrategy]:
@@ -112,7 +114,9 @@ def _unique_names(strats: list[BidStrategy]) -> list[BidStrategy]:
     for s in strats:
         k = seen.get(s.name, 0)
         seen[s.name] = k + 1
-        out.append(s if k == 0 else BidStrategy(f"{s.name}#{k + 1}", s.play, s.costs, s.bids))
+        out.append(
+            s if k == 0 else BidStrategy(f"{s.name}#{k + 1}", s.play, s.costs, s.bids, s.spec)
+        )
     return out
 
 
@@ -170,9 +174,34 @@ class _MetaGame:
     over the strategies, n - 1 in all), cached: one deviations call per market gives it
     for every strategy at once."""
 
-    def __init__(self, mech, sample: _Sample, strategies: list[BidStrategy]):
+    def __init__(self, mech, sample: _Sample, strategies: list[BidStrategy], law=None,
+                 where: dict | None = None):  # fmt: skip
         self.mech, self.sample, self.strategies = mech, sample, strategies
+        self.law, self.where = law, where or {}
         self._cache: dict[tuple, dict[int, float]] = {}
+
+    def fill(self, n: int, players: int) -> None:
+        """Compute every payoff the reduced game needs that is not cached yet, one task
+        per split of the others (``market_sim.execution``; the same on any executor)."""
+        S = len(self.strategies)
+        todo: dict[tuple, np.ndarray] = {}
+        for p in _compositions(players, S):
+            for s in np.flatnonzero(p):
+                for f in dpr_support(p, int(s), n, players)[1]:
+                    others = np.array(f, dtype=np.int64)
+                    others[s] -= 1
+                    key = tuple((int(i), int(k)) for i, k in enumerate(others) if k)
+                    if key not in todo and len(self._cache.get(key, {})) < S:
+                        todo[key] = others
+        portable = [_portable(t) for t in self.strategies]
+        jobs, missing = [], []
+        for key, others in todo.items():
+            miss = [t for t in range(S) if t not in self._cache.get(key, {})]
+            jobs.append(Job(str(key), _payoff_job, (self.mech, self.law, self.sample, portable,
+                                                    others, miss)))  # fmt: skip
+            missing.append(miss)
+        for key, miss, values in zip(todo, missing, run_jobs(jobs, **self.where), strict=True):
+            self._cache.setdefault(key, {}).update(zip(miss, values, strict=True))
 
     def payoff(self, s: int, others: np.ndarray) -> float:
         key = tuple((int(i), int(k)) for i, k in enumerate(others) if k)
@@ -195,6 +224,8 @@ class _MetaGame:
     def game(self, n: int, players: int) -> SymmetricGame:
         """The meta-game reduced to ``players`` players by EGTA's DPR (``egta.dpr_game``)."""
         S = len(self.strategies)
+        if self.where.get("workers", 1) > 1 or self.where.get("executor", "local") != "local":
+            self.fill(n, players)
 
         def full(counts):  # the payoff of each strategy played in the full profile
             out = np.full(S, np.nan)
@@ -205,6 +236,21 @@ class _MetaGame:
             return out
 
         return dpr_game([s.name for s in self.strategies], n, players, full)
+
+
+def _portable(strategy: BidStrategy):
+    """(name, spec, play): the spec when there is one (``as_opponents`` rebuilds the bid
+    function in the worker: it may be a closure), else the picklable ``play``."""
+    if strategy.spec is not None:
+        return (strategy.name, strategy.spec, None)
+    return (strategy.name, None, strategy.play)
+
+
+def _payoff_job(mech, law, sample: _Sample, portable, others, strats):
+    """Task: the payoffs of ``strats`` against the split ``others`` (``_MetaGame``)."""
+    built = [BidStrategy(name, play if spec is None else as_opponents(spec, law), spec=spec)
+             for name, spec, play in portable]  # fmt: skip
+    return _MetaGame(mech, sample, built)._payoffs(others, strats).tolist()
 
 
 def _solve(meta: _MetaGame, n: int, players: int) -> np.ndarray:
@@ -302,13 +348,20 @@ def _oracle(mech, law, grid: int, bid_grid: int, temperature: float) -> _Oracle:
     return _Oracle(mech, law, c, w, np.linspace(floor, hi, bid_grid), floor, temperature)
 
 
+@dataclass(frozen=True)
+class _Interp:
+    """The bids of a best response: linear between its grid points (picklable)."""
+
+    costs: np.ndarray
+    bids: np.ndarray
+
+    def __call__(self, x, rng=None):
+        return np.interp(x, self.costs, self.bids)
+
+
 def _interp_strategy(name: str, costs: np.ndarray, bids: np.ndarray) -> BidStrategy:
     c, b = costs.copy(), bids.copy()
-
-    def play(x, rng=None):
-        return np.interp(x, c, b)
-
-    return BidStrategy(name, play, c, b)
+    return BidStrategy(name, _Interp(c, b), c, b)
 
 
 # ---- the result --------------------------------------------------------------------------------
@@ -454,6 +507,9 @@ def _market(mechanism, dist, n_sellers, context):
     return mech, law, n
 
 
+_PRELOAD = ("market_sim.psro",)
+
+
 def psro(
     mechanism,
     dist,
@@ -469,6 +525,9 @@ def psro(
     bid_grid: int = 257,
     tol: float = 0.02,
     temperature: float = 0.02,
+    workers: int = 1,
+    executor: str = "local",
+    address: str | None = None,
     **context,
 ) -> PsroResult:
     """PSRO from ``strategies`` (specs as :func:`~market_sim.env.as_opponents` takes:
@@ -478,8 +537,11 @@ def psro(
     ``tol`` x the mixture's utility (the module doc).  ``markets`` sampled markets;
     ``players`` of the DPR (default: all sellers, the full game); ``grid`` costs and
     ``bid_grid`` candidate reports for the best response; ``context``: mu, sigma, gamma,
-    privacy.  Same ``rng`` state, same result."""
+    privacy.  ``workers``, ``executor``, ``address``: where the payoff-matrix entries are
+    computed, one task per split of the others (``market_sim.execution``).  Same ``rng``
+    state, same result, on any executor."""
     t0 = time.perf_counter()
+    check_executor(workers, executor, address)
     if not isinstance(rng, np.random.Generator):
         raise MarketSimError("rng must be a numpy.random.Generator")
     iterations = check_int("iterations", iterations, 1)
@@ -500,7 +562,8 @@ def psro(
     )
     mixtures, regrets, utilities = [], [], []
     converged = False
-    meta = _MetaGame(mech, fresh, pop)  # held out: BR cannot exploit its noise
+    where = dict(workers=workers, executor=executor, address=address, preload=_PRELOAD)
+    meta = _MetaGame(mech, fresh, pop, law, where)  # held out: BR cannot exploit its noise
     for it in range(1, iterations + 1):
         x = _solve(meta, n, players)  # step 1: the meta-equilibrium
         br, regret, utility = oracle.respond(sample, fresh, pop, x)  # steps 2-3

@@ -12,9 +12,11 @@ from ..errors import MarketSimError
 from ..files import check_writable_folder
 from .arguments import (
     add_cost_law,
+    add_executor,
     add_market_settings,
     add_output,
     count,
+    executor_of,
     market_settings,
     number,
     population_of,
@@ -72,6 +74,7 @@ def add_parser(subparsers):
     )
     add_market_settings(a)
     add_output(a, "no progress bar nor estimate (stderr)")
+    add_executor(a, "markets' searches")
     a.set_defaults(func=run)
     return a
 
@@ -103,6 +106,7 @@ def run(args) -> int:
         )
     out = Path(args.out)
     check_writable_folder(out)
+    where = executor_of(args)
     if not args.quiet:
         _print_estimate(args, dist, context)
     result = audit(
@@ -116,6 +120,7 @@ def run(args) -> int:
         refine=not args.no_refine,
         coalition_size=args.coalition,
         progress=not args.quiet,
+        **where,
         **context,
     )
     result.summary["seed"] = args.seed

@@ -5,7 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..files import check_writable_folder
-from .arguments import add_cost_law, add_market_settings, add_output, count, market_settings, number
+from .arguments import (
+    add_cost_law,
+    add_executor,
+    add_market_settings,
+    add_output,
+    count,
+    executor_of,
+    market_settings,
+    number,
+)
 
 
 def add_parser(subparsers):
@@ -56,6 +65,7 @@ def add_parser(subparsers):
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     add_market_settings(a)
     add_output(a, quiet="print only the last line")
+    add_executor(a, "payoff-matrix entries")
     a.set_defaults(func=run)
     return a
 
@@ -69,6 +79,7 @@ def run(args) -> int:
     dist = parse_distribution(args.dist, iron=args.iron)
     out = Path(args.out)
     check_writable_folder(out)
+    where = executor_of(args)
     result = psro(
         args.mechanism,
         dist,
@@ -79,6 +90,7 @@ def run(args) -> int:
         markets=args.markets,
         players=args.players,
         tol=args.tol,
+        **where,
         **market_settings(args),
     )
     result.write(out)
