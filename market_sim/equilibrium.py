@@ -48,6 +48,7 @@ from .equilibrium_game import (
     search_reports,
 )
 from .errors import MarketSimError
+from .execution import Job, check_executor, job_rng, run_jobs
 from .files import atomic_write, json_plain, save_png
 from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
 from .parameters import check_int
@@ -58,6 +59,7 @@ __all__ = [
     "ClassBid",
     "EpsilonResult",
     "bne",
+    "bne_sweep",
     "symmetric_bne",
     "bne_epsilon",
     "bne_epsilon_by_group",
@@ -561,6 +563,47 @@ def bne(
         setup, opt, oracle, state.bidfns(), state.costs, state.c_top, state.z_top, rng, references
     )
     return _result(setup, opt, state, trace, checks, oracle, time.perf_counter() - t0, context)
+
+
+def bne_sweep(
+    mechanism,
+    settings,
+    seed: int,
+    *,
+    workers: int = 1,
+    executor: str = "local",
+    address: str | None = None,
+    progress: bool = False,
+    **common,
+) -> list[BNEResult]:
+    """One equilibrium per entry of ``settings`` (dicts of :func:`bne`'s arguments:
+    ``population``, ``n_sellers``, options, market settings; ``common`` for every entry),
+    in their order.  Entry ``s`` is one task (``market_sim.execution``: ``workers``,
+    ``executor``, ``address``) solved with its own stream ``job_rng(seed, s)``, so each
+    result depends on the root seed and its own setting only: the same on any executor,
+    and the same whichever other settings are swept with it."""
+    check_executor(workers, executor, address)
+    if isinstance(settings, dict) or not all(isinstance(s, dict) for s in settings):
+        raise MarketSimError("settings: give a list of dicts of bne's arguments")
+    if not isinstance(seed, int | np.integer) or isinstance(seed, bool):
+        raise MarketSimError(f"seed must be an integer (got {seed!r})")
+    jobs = []
+    for i, setting in enumerate(settings):
+        kw = {**common, **setting}
+        if "population" not in kw:
+            raise MarketSimError(f"settings[{i}]: no population (a cost law or a Population)")
+        identity = {k: kw[k] for k in sorted(kw)}
+        jobs.append(Job(f"bne-{i}", _bne_job, (mechanism, int(seed), identity, kw)))
+    where = dict(workers=workers, executor=executor, address=address)
+    bar = "bne" if progress else False
+    return run_jobs(jobs, progress=bar, preload=("market_sim.equilibrium",), **where)
+
+
+def _bne_job(mechanism, seed: int, identity: dict, kw: dict) -> BNEResult:
+    """Task of :func:`bne_sweep`: one equilibrium with the stream of its setting."""
+    kw = dict(kw)
+    population = kw.pop("population")
+    return bne(mechanism, population, job_rng(seed, identity), **kw)
 
 
 def _options(options: dict) -> _Options:

@@ -214,3 +214,20 @@ def test_an_audit_with_coalitions_and_psro_are_the_same_on_one_and_two_workers()
     p1 = psro(*args, rng=np.random.default_rng(5), **kw)
     p2 = psro(*args, rng=np.random.default_rng(5), workers=2, **kw)
     assert p1.regret == p2.regret and p1.mixtures == p2.mixtures and p1.regret[0] > 0
+
+
+def test_a_bne_sweep_is_the_same_on_one_and_two_workers_and_each_setting_alone():
+    from market_sim.equilibrium import bne_sweep
+
+    sweep = [{"population": "uniform:1:5", "n_sellers": 3}, {"population": "uniform:0:1"}]
+    kw = dict(n_sellers=4, samples=64, max_iter=3, grid=9)
+    one = bne_sweep("pay-as-bid", sweep, 7, **kw)
+    two = bne_sweep("pay-as-bid", sweep, 7, workers=2, **kw)
+    alone = bne_sweep("pay-as-bid", sweep[1:], 7, **kw)  # its stream is its setting's own
+    for a, b in zip(one, two, strict=True):
+        np.testing.assert_array_equal(a.bids, b.bids)
+        assert a.epsilon == b.epsilon
+    np.testing.assert_array_equal(one[1].bids, alone[0].bids)
+    assert [r.n_sellers for r in one] == [3, 4] and not np.array_equal(one[0].bids, one[1].bids)
+    with pytest.raises(MarketSimError, match=r"settings\[0\]: no population"):
+        bne_sweep("pay-as-bid", [{"n_sellers": 3}], 7)
