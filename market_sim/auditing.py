@@ -1364,7 +1364,7 @@ def audit(
     work = audit_work(mechanism, dist, n_sellers, n_markets, rng, settings=_settings(
         {k: v for k, v in locals().items() if k in _SETTINGS}), costs=costs,
         coalition_size=coalition_size, context=context)  # fmt: skip
-    where = dict(workers=workers, executor=executor, address=address)
+    where: dict[str, Any] = dict(workers=workers, executor=executor, address=address)
     label = progress if isinstance(progress, str) else "audit"
     markets = run_jobs(work.jobs(), progress=label if progress else False,
                        preload=_PRELOAD, **where)  # fmt: skip

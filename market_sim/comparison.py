@@ -37,7 +37,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -355,7 +355,9 @@ def compare(
     search = dict(n_grid=n_grid, n_random=n_random, refine=refine, refine_iter=refine_iter)
     settings = _settings(labels, specs, populations, n_markets, baseline, ctx, audit, search, seed)
     settings |= {"at": at, "bne_options": dict(bne_options or {})}
-    where = dict(workers=workers, executor=executor, address=address, preload=_PRELOAD)
+    where: dict[str, Any] = dict(
+        workers=workers, executor=executor, address=address, preload=_PRELOAD
+    )
     if store is not None:
         store = open_store(store, "compare", {**settings, "rng_state": start_state})
     drawn = {m: _draw_markets(pop, n_markets, rng) for m, pop in populations.items()}

@@ -28,6 +28,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -594,7 +595,7 @@ def bne_sweep(
             raise MarketSimError(f"settings[{i}]: no population (a cost law or a Population)")
         identity = {k: kw[k] for k in sorted(kw)}
         jobs.append(Job(f"bne-{i}", _bne_job, (mechanism, int(seed), identity, kw)))
-    where = dict(workers=workers, executor=executor, address=address)
+    where: dict[str, Any] = dict(workers=workers, executor=executor, address=address)
     bar = "bne" if progress else False
     return run_jobs(jobs, progress=bar, preload=("market_sim.equilibrium",), **where)
 

@@ -53,7 +53,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -562,7 +562,9 @@ def psro(
     )
     mixtures, regrets, utilities = [], [], []
     converged = False
-    where = dict(workers=workers, executor=executor, address=address, preload=_PRELOAD)
+    where: dict[str, Any] = dict(
+        workers=workers, executor=executor, address=address, preload=_PRELOAD
+    )
     meta = _MetaGame(mech, fresh, pop, law, where)  # held out: BR cannot exploit its noise
     for it in range(1, iterations + 1):
         x = _solve(meta, n, players)  # step 1: the meta-equilibrium
