@@ -9,6 +9,9 @@ Measured in this run, back to back (best of ``--reps`` interleaved runs):
   target: 2 workers <= 0.75x the time of 1;
 * ``egta`` of posted-price with 3 strategies (20 sellers, 4 reduced players, 40
   samples, 5 rounds) on one worker and on two; target <= 0.75x;
+* a machine check: 4 tasks of a pure Python CPU loop on one worker and on two (about
+  0.5x when two cores are free: a ratio near 1 means the machine gives this session
+  one core, and no speed-up below can show);
 * ``market-sim compare ... --out DIR`` run once, then the same command again into DIR
   (every task is read back from DIR/tasks; the tables and the figure are written
   again); target: the re-run <= 0.3x the first run.
@@ -40,11 +43,20 @@ from bench_offline import write_json  # noqa: E402
 from market_sim.cli import main as cli  # noqa: E402
 from market_sim.comparison import compare  # noqa: E402
 from market_sim.egta import egta  # noqa: E402
+from market_sim.execution import Job, run_jobs  # noqa: E402
 
 MECHANISMS = ["offline", "pay-as-bid", "private-cutoff"]
 STRATEGIES = ["truthful", "shade:factor=1.2", "shade:factor=1.5"]
 TARGET_WORKERS = 0.75
 TARGET_RESUME = 0.3
+
+
+def _spin(n: int) -> int:
+    """A pure Python CPU loop: what two workers can gain on this machine at best."""
+    x = 0
+    for i in range(n):
+        x += i * i
+    return x
 
 
 def _timed(fn) -> float:
@@ -70,8 +82,13 @@ def main(argv=None) -> int:
         return egta("posted-price", "uniform:1:5", 20, STRATEGIES, 40, seed=0, rounds=5,
                     workers=w)  # fmt: skip
 
-    times = {k: np.inf for k in ("compare1", "compare2", "egta1", "egta2")}
+    times = {k: np.inf for k in ("compare1", "compare2", "egta1", "egta2", "spin1", "spin2")}
+    spin = [Job(str(i), _spin, (20_000_000,)) for i in range(4)]
     for _ in range(args.reps):
+        for w in (1, 2):
+            took = _timed(lambda w=w: run_jobs(spin, workers=w))
+            times[f"spin{w}"] = min(times[f"spin{w}"], took)
+            print(f"CPU loop, {w} worker(s): {times[f'spin{w}']:.1f} s", flush=True)
         for w in (1, 2):
             times[f"compare{w}"] = min(times[f"compare{w}"], _timed(lambda w=w: run_compare(w)))
             print(f"compare, {w} worker(s): {times[f'compare{w}']:.1f} s", flush=True)
@@ -91,6 +108,7 @@ def main(argv=None) -> int:
         shutil.rmtree(folder, ignore_errors=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     rows = [
+        ("machine check: a pure CPU loop, 2 workers / 1", times["spin2"] / times["spin1"], 0.6),
         ("compare, 2 workers / 1", times["compare2"] / times["compare1"], TARGET_WORKERS),
         ("egta, 2 workers / 1", times["egta2"] / times["egta1"], TARGET_WORKERS),
         ("compare re-run into its folder / first run", again / first, TARGET_RESUME),
