@@ -82,7 +82,7 @@ import numpy as np
 
 from .distributions import as_distribution
 from .errors import MarketSimError
-from .execution import Job, check_executor, job_rng, run_jobs
+from .execution import Job, Shared, check_executor, job_rng, run_jobs
 from .files import atomic_write, json_plain, save_png
 from .mechanisms.base import Mechanism, as_mechanism, as_outcome, mechanism_name
 from .parameters import check_int
@@ -1395,9 +1395,12 @@ class AuditWork:
     def jobs(self, prefix: str = "") -> list[Job]:
         s = {k: v for k, v in self.settings.items() if k != "rng"}
         mc = _is_monte_carlo(self.mech)
+        shared: dict[int, Shared] = {}  # one copy of each mechanism a worker
+        mechs = [shared.setdefault(id(mech), Shared(mech)) for mech in self.mechs]
+        plan, settings = Shared(s["plan"]), Shared(s)
         return [
             Job(f"{prefix}audit-{m}", _audit_market_job,
-                (self.mechs[m], self.costs[m], s["plan"], self.root, m, mc, s))
+                (mechs[m], self.costs[m], plan, self.root, m, mc, settings))
             for m in range(len(self.costs))
         ]  # fmt: skip
 

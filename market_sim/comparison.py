@@ -43,7 +43,7 @@ import numpy as np
 
 from .distributions import as_distribution
 from .errors import MarketSimError
-from .execution import Job, check_executor, open_store, run_jobs
+from .execution import Job, Shared, check_executor, open_store, run_jobs
 from .files import atomic_write, check_writable_folder, json_plain, save_png
 from .mechanisms.base import as_mechanism, mechanism_name
 from .mechanisms.offline import proxy_loss_of_eps
@@ -366,7 +366,8 @@ def compare(
         (m, label, mech) for m in populations for label, mech in zip(labels, built[m], strict=True)
     ]
     verdicts = _audit_arms(arms, drawn, populations, search, audit, where, store, progress)
-    jobs = [Job(f"{m}/{label}/score", _score_arm, (mech, drawn[m], populations[m],
+    shared = {m: (Shared(drawn[m]), Shared(populations[m])) for m in populations}
+    jobs = [Job(f"{m}/{label}/score", _score_arm, (mech, *shared[m],
                 verdicts[m, label]["ic"], at, bne_seeds[m], bne_options, ctx))
             for m, label, mech in arms]  # fmt: skip
     seconds: list[float] = []

@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .errors import MarketSimError
-from .execution import Job, check_executor, open_store, run_jobs
+from .execution import Job, Shared, check_executor, open_store, run_jobs
 from .files import atomic_write, save_png
 from .parameters import check_int
 
@@ -798,6 +798,7 @@ def _run_markets(dev, full, built, n, mech, dist, rounds, last, seeds, markets, 
     markets with the same others differ in the deviator's strategy alone), one task per
     (profile f, sample k), run where ``where`` says (``market_sim.execution``)."""
     F, K = full.shape[0], len(seeds)
+    built, mech, dist, ctx = (Shared(v) for v in (built, mech, dist, ctx))  # one copy a worker
     jobs = [
         Job(f"{f}/{k}", _simulate,
             (int(dev[f]), full[f], built, n, mech, dist, rounds, last, seeds[k], markets[k], ctx))

@@ -62,6 +62,7 @@ from .files import atomic_write, check_writable_folder
 
 __all__ = [
     "Job",
+    "Shared",
     "run_jobs",
     "job_rng",
     "open_store",
@@ -93,7 +94,39 @@ class Job:
     args: tuple = field(default=())
 
     def run(self) -> Any:
-        return self.fn(*self.args)
+        return self.fn(*(a.value if isinstance(a, Shared) else a for a in self.args))
+
+
+class Shared:
+    """A job argument many jobs share (a mechanism, a cost law, strategies): pickled once
+    here, and unpickled once per worker process, which keeps it and hands the same object
+    to every later job (its caches stay warm, as in one process; unpickling, e.g. of a
+    scipy distribution, is not paid per chunk).  ``Job.run`` passes ``value``."""
+
+    def __init__(self, value: Any, token: str | None = None):
+        import uuid
+
+        self.value = value
+        self.token = token or uuid.uuid4().hex
+        self._payload: bytes | None = None
+
+    def __reduce__(self):
+        if self._payload is None:
+            self._payload = pickle.dumps(self.value, protocol=pickle.HIGHEST_PROTOCOL)
+        return (_shared, (self.token, self._payload))
+
+
+_SHARED: dict[str, Shared] = {}
+_SHARED_KEEP = 64  # the shared objects a worker keeps (the oldest go first)
+
+
+def _shared(token: str, payload: bytes) -> Shared:
+    """Unpickling a Shared: the copy this process already has, else the payload's."""
+    if token not in _SHARED:
+        if len(_SHARED) >= _SHARED_KEEP:
+            del _SHARED[next(iter(_SHARED))]
+        _SHARED[token] = Shared(pickle.loads(payload), token)
+    return _SHARED[token]
 
 
 def _digest(identity: object) -> int:
@@ -430,11 +463,19 @@ def mp_context(preload: Sequence[str] = ()):
     if "forkserver" in mp.get_all_start_methods():
         ctx = mp.get_context("forkserver")
         modules = ["market_sim.execution", *preload]
-        ctx.set_forkserver_preload(
-            modules + [m for m in _HEAVY if m in sys.modules and m != "mesa"]
-        )
+        modules += [m for m in _HEAVY if m in sys.modules and m != "mesa"]
+        if preload:  # an analysis: what its jobs need is imported here already
+            modules += [m for m in sys.modules if _preloadable(m)]
+        ctx.set_forkserver_preload(list(dict.fromkeys(modules)))
         return ctx
     return mp.get_context("spawn")
+
+
+def _preloadable(module: str) -> bool:
+    """A market_sim module the pool's server may import first (not the command line nor
+    the studies: they are not what jobs run)."""
+    skip = ("market_sim.cli", "market_sim.scenarios", "market_sim.analysis", "market_sim.viz")
+    return module.startswith("market_sim.") and not module.startswith(skip)
 
 
 def local_pool(workers: int, preload: Sequence[str] = ()):

@@ -60,7 +60,7 @@ import numpy as np
 from .egta import SymmetricGame, _compositions, dpr_game, dpr_support, find_equilibria
 from .env import as_opponents
 from .errors import MarketSimError
-from .execution import Job, check_executor, run_jobs
+from .execution import Job, Shared, check_executor, run_jobs
 from .files import atomic_write, json_plain, save_png
 from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
 from .parameters import check_int
@@ -193,12 +193,12 @@ class _MetaGame:
                     key = tuple((int(i), int(k)) for i, k in enumerate(others) if k)
                     if key not in todo and len(self._cache.get(key, {})) < S:
                         todo[key] = others
-        portable = [_portable(t) for t in self.strategies]
+        portable = Shared([_portable(t) for t in self.strategies])
+        mech, law, sample = Shared(self.mech), Shared(self.law), Shared(self.sample)
         jobs, missing = [], []
         for key, others in todo.items():
             miss = [t for t in range(S) if t not in self._cache.get(key, {})]
-            jobs.append(Job(str(key), _payoff_job, (self.mech, self.law, self.sample, portable,
-                                                    others, miss)))  # fmt: skip
+            jobs.append(Job(str(key), _payoff_job, (mech, law, sample, portable, others, miss)))
             missing.append(miss)
         for key, miss, values in zip(todo, missing, run_jobs(jobs, **self.where), strict=True):
             self._cache.setdefault(key, {}).update(zip(miss, values, strict=True))
