@@ -8,7 +8,7 @@ Measured in this run, back to back (best of ``--reps`` interleaved runs):
   ``--m`` sellers (U[0, 1], the default audit search) on one local worker and on two;
   target: 2 workers <= 0.75x the time of 1;
 * ``egta`` of posted-price with 3 strategies (20 sellers, 4 reduced players, 40
-  samples, 5 rounds) on one worker and on two; target <= 0.75x;
+  samples, 20 rounds: 2160 markets) on one worker and on two; target <= 0.75x;
 * a machine check: 4 tasks of a pure Python CPU loop on one worker and on two (about
   0.5x when two cores are free: a ratio near 1 means the machine gives this session
   one core, and no speed-up below can show);
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
         return compare(MECHANISMS, "uniform:0:1", args.m, args.markets, 0, workers=w)
 
     def run_egta(w):
-        return egta("posted-price", "uniform:1:5", 20, STRATEGIES, 40, seed=0, rounds=5,
+        return egta("posted-price", "uniform:1:5", 20, STRATEGIES, 40, seed=0, rounds=20,
                     workers=w)  # fmt: skip
 
     times = {k: np.inf for k in ("compare1", "compare2", "egta1", "egta2", "spin1", "spin2")}
