@@ -18,7 +18,7 @@ from market_sim.cli import main
 from market_sim.comparison import compare
 from market_sim.egta import egta
 from market_sim.errors import MarketSimError
-from market_sim.execution import Job, job_rng, open_store, run_jobs
+from market_sim.execution import Job, Shared, job_rng, open_store, run_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -34,6 +34,15 @@ COMPARE_ARGV = ["compare", "--mechanism", "pay-as-bid", "--mechanism", "online",
 def _draw(identity, seed):
     """A job: three numbers of its own stream, and the pid that drew them."""
     return job_rng(seed, identity).random(3).tolist(), os.getpid()
+
+
+_KEPT = []  # the arguments jobs received: alive, so that no two copies share an id
+
+
+def _identity(shared, i):
+    """A job: which copy of the shared argument it got, in which process."""
+    _KEPT.append(shared)
+    return os.getpid(), id(shared)
 
 
 def _fail(x):
@@ -73,6 +82,13 @@ def test_jobs_give_the_same_results_in_order_on_any_worker_count_and_resume(tmp_
     assert len(list(store.glob("done-*.pkl"))) == 9
     with pytest.raises(MarketSimError, match="holds the tasks of a different toy command"):
         open_store(tmp_path / "s", "toy", {"n": 10})
+    # a Shared argument is unpickled once per worker process, then the same object
+    big = Shared(np.arange(1000))
+    seen = run_jobs([Job(f"s{i}", _identity, (big, i)) for i in range(12)], workers=2)
+    copies = {pid: set() for pid, _ in seen}
+    for pid, ident in seen:
+        copies[pid].add(ident)
+    assert all(len(ids) == 1 for ids in copies.values())
     with pytest.raises(MarketSimError, match="job [34] refuses"):  # a task's error, as it is
         run_jobs([Job(f"f{i}", _fail, (i,)) for i in range(3, 5)], workers=2)
     with pytest.raises(MarketSimError, match="two jobs share a key"):
