@@ -46,7 +46,7 @@ from .distributions import as_distribution
 from .errors import MarketSimError
 from .files import atomic_write, check_writable_folder, json_plain, save_png
 from .mechanisms.base import as_mechanism, mechanism_name
-from .mechanisms.offline import proxy_loss_of_eps
+from .mechanisms.offline import buyer_loss, proxy_loss_of_eps
 from .parameters import check_int
 from .population import Population, as_population
 
@@ -66,13 +66,9 @@ FILES = (
 )
 
 
-def objective(eps, payments, *, mu: float, sigma: float, gamma: float) -> float:
-    """Eq. 11 (003) with the realised payments: mu ||eps|| / eta + sigma / eta +
-    gamma sum t_i, eta = sum eps; inf when nothing is bought: the proxy loss with zero
-    virtual costs (its data terms) plus gamma times the payments."""
-    eps = np.asarray(eps, dtype=float)
-    data = proxy_loss_of_eps(eps, np.zeros_like(eps), mu=mu, sigma=sigma, gamma=gamma)
-    return float(data + gamma * np.sum(payments))
+#: Eq. 11 (003) with the realised payments: mu ||eps|| / eta + sigma / eta + gamma sum t_i,
+#: eta = sum eps; inf when nothing is bought (the simulation's ``buyer_loss`` is the same)
+objective = buyer_loss
 
 
 def t_interval(x, level: float = LEVEL) -> tuple[float, float, float]:

@@ -97,6 +97,9 @@ class Strategy:
     """Base class of every reporting strategy (see the module docstring)."""
 
     name: ClassVar[str] = ""
+    #: what a reader of a simulation's numbers should know about this play (printed by
+    #: ``market-sim simulate``; empty: nothing)
+    caveat: ClassVar[str] = ""
 
     def report(self, agent, model) -> float:
         """This seller's report (default: the truth)."""
@@ -211,6 +214,13 @@ class BestResponse(Strategy):
     regions stay truthful."""
 
     name: ClassVar[str] = "best-response"
+    caveat: ClassVar[str] = (
+        "best-response sellers see the others' reports (complete information) and keep "
+        "their costs, so they settle in round 1 and stay there (under pay-as-bid the "
+        "cheapest pool on one report); that is not the Bayes-Nash "
+        "equilibrium of sellers who know only the cost law: `market-sim bne` computes "
+        "it and `--strategy bne:DIR/bid.csv` plays it (docs/agents.md)"
+    )
     n_grid: int = 11
     tol: float = 1e-9
 
