@@ -676,6 +676,8 @@ def _simulate(dev, full, strategies: list, n, mechanism, dist, rounds, last, see
     # the population's costs replace the model's own draw (MarketModel takes one law)
     model.cost[:] = market.costs
     model.report[:] = model.reports[:] = market.costs
+    if market.group is not None:  # each seller's class (a bid function per class reads it)
+        model.group = np.asarray(market.group)
     seat, total = int(market.seats[0]), 0.0
     first = rounds - last
     while model.running:
@@ -757,11 +759,12 @@ def _seeds(seed, rng, samples: int, n: int):
 @dataclass(frozen=True)
 class _SampleMarket:
     """What sample k shares across its markets: the seating (role r at seat seats[r]),
-    every seat's cost and, with data, (X, y, X_test, y_test)."""
+    every seat's cost and class and, with data, (X, y, X_test, y_test)."""
 
     seats: np.ndarray
     costs: np.ndarray
     data: tuple | None = None
+    group: np.ndarray | None = None
 
 
 def _sample_markets(population, seats, cost_seeds) -> list[_SampleMarket]:
@@ -770,7 +773,7 @@ def _sample_markets(population, seats, cost_seeds) -> list[_SampleMarket]:
     for seating, cs in zip(seats, cost_seeds, strict=True):
         mk = population.sample(np.random.default_rng(cs))
         data = None if mk.data is None else (*mk.data, *mk.test)
-        out.append(_SampleMarket(seating, mk.costs, data))
+        out.append(_SampleMarket(seating, mk.costs, data, mk.group))
     return out
 
 

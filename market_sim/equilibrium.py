@@ -124,6 +124,11 @@ class BNEResult:
 
     __call__ = bid
 
+    def bid_tables(self) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+        """(grid costs, bids) per class: what the ``bne`` strategy plays when a
+        ``BNEResult`` is given as a strategy (``market_sim.agents.as_strategy``)."""
+        return tuple((c.costs, c.bids) for c in self.classes)
+
     @property
     def epsilon_by_group(self) -> tuple[float, ...]:
         return tuple(c.check.epsilon for c in self.classes)
