@@ -159,3 +159,42 @@ def test_a_table_for_another_market_is_refused(tmp_path, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "no such file" in err and "\n" not in err
+
+
+def test_compare_plays_given_bids(tmp_path, capsys):
+    # single-unit first price: the lowest report wins and is paid its report.  At truth
+    # a market pays its lowest cost c; playing b(c) = c + (1 - c) / 4 it pays b(c), so
+    # market by market: payment with the bids = 0.75 x payment at truth + 0.25
+    from market_sim.comparison import compare
+
+    path = write_table(tmp_path / "bid.csv", [(GRID, GRID + (1 - GRID) / 4)])
+    kw = dict(audit=False)
+    truth = compare([FIRST_PRICE, "posted-price"], "uniform:0:1", 4, 5, 0, **kw)
+    given = compare(
+        [FIRST_PRICE, "posted-price"], "uniform:0:1", 4, 5, 0, bids={FIRST_PRICE: f"bne:{path}"},
+        **kw,
+    )  # fmt: skip
+    pay = {
+        name: r.markets[r.markets.mechanism == FIRST_PRICE].payment.to_numpy()
+        for name, r in (("truth", truth), ("given", given))
+    }
+    np.testing.assert_allclose(pay["given"], 0.75 * pay["truth"] + 0.25, rtol=1e-12)
+    lb = given.leaderboard.set_index("mechanism")
+    assert (
+        lb.loc[FIRST_PRICE, "played"] == "given bids"
+        and lb.loc["posted-price", "played"] == "truth"
+    )
+    np.testing.assert_array_equal(  # the other mechanism's sellers are untouched
+        given.markets[given.markets.mechanism == "posted-price"].objective,
+        truth.markets[truth.markets.mechanism == "posted-price"].objective,
+    )
+    assert given.settings["bids"] == {FIRST_PRICE: f"bne:{path}"}
+    # the command line: --bids LABEL=bne:DIR/bid.csv; an unknown label is one line, exit 2
+    argv = ["compare", "--mechanism", FIRST_PRICE, "--mechanism", "posted-price", "--quiet"]
+    argv += ["--dist", "uniform:0:1", "--sellers", "4", "--markets", "3", "--no-audit"]
+    assert main([*argv, "--bids", f"{FIRST_PRICE}=bne:{path}", "--out", str(tmp_path / "c")]) == 0
+    printed = capsys.readouterr().out
+    assert "Given bids: the sellers of" in printed and "At truth" in printed
+    assert main([*argv, "--bids", f"offline=bne:{path}", "--out", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "'offline' is not a mechanism here" in err and "\n" not in err

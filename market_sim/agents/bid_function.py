@@ -48,21 +48,27 @@ class BidFunction(Strategy):
         """From (grid costs, bids) per class (``BNEResult.bid_tables()``)."""
         return cls(tables=tuple(_checked(c, b, f"class {g}") for g, (c, b) in enumerate(tables)))
 
+    def bid(self, costs, group: int = 0) -> np.ndarray:
+        """Class ``group``'s bids at ``costs`` (a table of one class: every class's),
+        linear between the grid costs; a cost outside the table is an error."""
+        grid, bids = self.tables[int(group) if len(self.tables) > 1 else 0]
+        c = np.asarray(costs, dtype=float)
+        slack = 1e-9 * max(1.0, grid[-1] - grid[0])
+        if c.size and (c.min() < grid[0] - slack or c.max() > grid[-1] + slack):
+            bad = c.min() if c.min() < grid[0] - slack else c.max()
+            raise MarketSimError(
+                f"bne: the bid table{_of(int(group), self.tables)} covers costs [{grid[0]:g}, "
+                f"{grid[-1]:g}]; a seller's cost is {bad:g} (a bid function for another "
+                "cost law?)"
+            )
+        return np.interp(c, grid, bids)
+
     def report_all(self, sellers, model):
         groups = self._groups_of(sellers, model)
         out = np.empty(len(sellers))
-        for g, (costs, bids) in enumerate(self.tables):
+        for g in range(len(self.tables)):
             mine = groups == g
-            c = sellers.cost[mine]
-            slack = 1e-9 * max(1.0, costs[-1] - costs[0])
-            if c.size and (c.min() < costs[0] - slack or c.max() > costs[-1] + slack):
-                bad = c.min() if c.min() < costs[0] - slack else c.max()
-                raise MarketSimError(
-                    f"bne: the bid table{_of(g, self.tables)} covers costs [{costs[0]:g}, "
-                    f"{costs[-1]:g}]; a seller's cost is {bad:g} (a bid function for another "
-                    "cost law?)"
-                )
-            out[mine] = np.interp(c, costs, bids)  # linear between the grid costs
+            out[mine] = self.bid(sellers.cost[mine], g)
         return _clip(model, out)
 
     def _groups_of(self, sellers, model) -> np.ndarray:

@@ -58,7 +58,8 @@ def add_parser(subparsers):
         default=None,
         metavar="SPEC[@FRACTION]",
         help="a registered strategy (see `market-sim strategies`), module:Class or "
-        "path/to/file.py:Class, with parameters as :key=value (shade:factor=1.3); "
+        "path/to/file.py:Class, with parameters as :key=value (shade:factor=1.3), or "
+        "bne:DIR/bid.csv (play the bid function market-sim bne wrote); "
         "repeat with @FRACTION for a mixed population (shade@0.3 --strategy "
         "best-response@0.2); default truthful",
     )
