@@ -688,9 +688,12 @@ def _simulate(dev, full, strategies: list, n, mechanism, dist, rounds, last, see
 
 
 def _check_strategies(strategies) -> tuple[str, ...]:
-    if isinstance(strategies, str) or not all(isinstance(s, str) for s in strategies):
-        raise MarketSimError("strategies must be a list of strategy specs (strings)")
-    strategies = tuple(strategies)
+    """The strategies' names: a spec as given; a BNEResult (``bid_tables``) ``bne``."""
+    if isinstance(strategies, str) or not all(
+        isinstance(s, str) or callable(getattr(s, "bid_tables", None)) for s in strategies
+    ):
+        raise MarketSimError("strategies must be a list of strategy specs (strings) or BNEResults")
+    strategies = tuple(s if isinstance(s, str) else "bne" for s in strategies)
     if len(strategies) < 2:
         raise MarketSimError(f"egta needs at least 2 strategies to compare (got {len(strategies)})")
     if len(set(strategies)) != len(strategies):
@@ -863,8 +866,9 @@ def egta(
     from .agents import as_strategy
 
     t0 = time.perf_counter()
-    strategies = _check_strategies(strategies)
+    labels = _check_strategies(strategies)
     built = [as_strategy(s) for s in strategies]  # unknown names fail before any run
+    strategies = labels
     pop, dist = _population_of(population, n_sellers, context)
     n, samples, rounds, players, last, n_boot = _check_numbers(
         pop.n_sellers, samples, rounds, players, last_rounds, n_boot, regret_tol

@@ -115,6 +115,12 @@ def test_egta_with_the_closed_form_bne(tmp_path):
     assert (t[t.strategy == spec].payoff > 0).all()
     assert r.regret({spec: 1}) == 0 and r.regret({"truthful": 1}) > 0
     assert r.equilibria[0].mixture == {"truthful": 0.0, spec: 1.0}
+    # in Python, a BNEResult (anything with bid_tables) in place of the spec: same game
+    result = SimpleNamespace(bid_tables=lambda: ((GRID, GRID + (1 - GRID) / 4),))
+    r1 = egta(FIRST_PRICE, "uniform:0:1", 4, ["truthful", result], 3, seed=0, rounds=10,
+              new_costs_each_round=True, n_boot=50)  # fmt: skip
+    assert r1.strategies == ("truthful", "bne")
+    np.testing.assert_array_equal(r1.sample_payoffs, r.sample_payoffs)
     # a table of two classes in a population of two: each seat plays its class's column
     # (egta's markets keep the population's classes; else "the market 1" is refused)
     two = write_table(tmp_path / "two.csv", [(GRID, GRID + 0.1), (GRID, GRID + 0.2)])
