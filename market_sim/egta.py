@@ -854,7 +854,8 @@ def egta(
     progress: bool = False,
     **context,
 ) -> EgtaResult:
-    """Empirical game of ``strategies`` (specs, at least 2) among a population's sellers.
+    """Empirical game of ``strategies`` (specs or BNEResults, at least 2) among a
+    population's sellers.
 
     ``mechanism``: a spec, class or instance; ``population``: a
     :class:`~market_sim.population.Population` or its spec (``n_sellers`` from it), or a

@@ -334,8 +334,9 @@ class MarketModel(mesa.Model):
     ``mechanism``: a registered name or spec (``"offline"``, ``"online:rule=alg3"``,
     ``"mypkg.mech:UniformPrice"``, ``"path/to/file.py:UniformPrice"``), a
     :class:`~market_sim.mechanisms.Mechanism` class or instance.
-    ``strategy``: a registered name or spec (``"shade:factor=1.3"``), a
-    :class:`Strategy` class or instance, given to a fraction
+    ``strategy``: a registered name or spec (``"shade:factor=1.3"``,
+    ``"bne:DIR/bid.csv"``), a :class:`Strategy` class or instance, or a ``BNEResult``
+    (its bid functions played: the ``bne`` strategy), given to a fraction
     ``strategic_fraction`` of the sellers; or a mapping ``{strategy: fraction}``
     for mixed populations.  The others are truthful.
     ``privacy`` is the epsilon of the private mechanisms' random choice;
