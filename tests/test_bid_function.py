@@ -160,6 +160,12 @@ def test_a_table_for_another_market_is_refused(tmp_path, capsys):
         MarketModel(4, dist="uniform:0:1", strategy=f"bne:{two}", rounds=1, seed=0).run()
     with pytest.raises(MarketSimError, match="takes parameters as key=value"):
         as_strategy("shade:1.3")
+    # a study's strategy parameter reads the spec the same way
+    from market_sim.parameters import Registered
+
+    Registered("strategy").check(f"bne:{path}")
+    with pytest.raises(ValueError, match="takes parameters as key=value"):
+        Registered("strategy").check("shade:1.3")
     argv = ["simulate", "--dist", "uniform:0:1", "--sellers", "4", "--quiet"]
     argv += ["--strategy", f"bne:{tmp_path / 'missing.csv'}", "--out", str(tmp_path / "o")]
     assert main(argv) == 2
