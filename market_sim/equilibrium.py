@@ -734,7 +734,7 @@ def figure(result: BNEResult):
     ax2.set(
         xlabel="cost c",
         ylabel="gain of the best deviation (fresh markets)",
-        title=f"{result.iterations} iterations, converged: {result.converged}",
+        title=f"{result.iterations} iterations, stopped by {result.stopped_by or '?'}",
     )
     ax2.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), fontsize=8, ncol=2)
     fig.tight_layout()

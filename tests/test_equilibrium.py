@@ -336,6 +336,7 @@ def test_result_object():
     assert len(r.history) == r.iterations
     fig = figure(r)  # labelled, titled, finite, no legend over the data
     assert figure_problems(fig) == []
+    assert fig.axes[1].get_title().endswith(f"stopped by {r.stopped_by}")  # which rule
     plt.close(fig)
     # a warm start from the result begins much nearer a fixed point than the truth
     w = symmetric_bne(
