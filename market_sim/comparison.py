@@ -46,7 +46,7 @@ from .distributions import as_distribution
 from .errors import MarketSimError
 from .files import atomic_write, check_writable_folder, json_plain, save_png
 from .mechanisms.base import as_mechanism, mechanism_name
-from .mechanisms.offline import proxy_loss_of_eps
+from .mechanisms.offline import buyer_loss, proxy_loss_of_eps
 from .parameters import check_int
 from .population import Population, as_population
 
@@ -66,13 +66,9 @@ FILES = (
 )
 
 
-def objective(eps, payments, *, mu: float, sigma: float, gamma: float) -> float:
-    """Eq. 11 (003) with the realised payments: mu ||eps|| / eta + sigma / eta +
-    gamma sum t_i, eta = sum eps; inf when nothing is bought: the proxy loss with zero
-    virtual costs (its data terms) plus gamma times the payments."""
-    eps = np.asarray(eps, dtype=float)
-    data = proxy_loss_of_eps(eps, np.zeros_like(eps), mu=mu, sigma=sigma, gamma=gamma)
-    return float(data + gamma * np.sum(payments))
+#: Eq. 11 (003) with the realised payments: mu ||eps|| / eta + sigma / eta + gamma sum t_i,
+#: eta = sum eps; inf when nothing is bought (the simulation's ``buyer_loss`` is the same)
+objective = buyer_loss
 
 
 def t_interval(x, level: float = LEVEL) -> tuple[float, float, float]:
@@ -157,7 +153,7 @@ def _ci(lo, hi) -> str:
 
 
 def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
-    eq = s.get("at", "truth") == "equilibrium"
+    eq = s.get("at", "truth") == "equilibrium" or bool(s.get("bids"))
     head = (
         "| rank | mechanism | objective (95% CI) | minus baseline (95% CI) | proxy loss "
         "| payment | bought | empty | max gain | IC | IR | IC rank | seconds |"
@@ -196,8 +192,12 @@ def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
         "At equilibrium: a mechanism the audit does not find IC is played at its symmetric "
         "BNE (each seller reports b(c)), with the BNE's epsilon and relative loss L; the "
         "IC ones at truth.  "
-        if eq
+        if s.get("at", "truth") == "equilibrium"
         else "At truth: every seller reports its cost (at='truth', the default).  "
+    ) + (
+        f"Given bids: the sellers of {', '.join(s['bids'])} play the given bid functions.  "
+        if s.get("bids")
+        else ""
     )
     note = played + (
         f"{m} sellers, {s['n_markets']} markets, mu={_num(s['mu'])}, sigma={_num(s['sigma'])}, "
@@ -319,6 +319,7 @@ def compare(
     refine_iter: int = 8,
     at: str = "truth",
     bne_options: dict | None = None,
+    bids: dict | None = None,
     progress: bool = False,
 ) -> CompareResult:
     """Run ``mechanisms`` (names, ``name:key=value`` specs, ``path/file.py:Class``,
@@ -331,7 +332,9 @@ def compare(
     of sizes).  With a population every mechanism sees the same costs and data, and
     the results are also given per class.  ``baseline`` (a mechanism's label, default
     the first) is what the paired differences are taken against.  See the module doc
-    for the objective and the statistics."""
+    for the objective and the statistics.  ``bids`` ({mechanism label: a BNEResult or
+    ``bne:DIR/bid.csv``}): those mechanisms' sellers play the given bid functions (each
+    seller its class's) instead of the truth or a solved equilibrium."""
     from .mechanisms.offline import check_params
 
     seed, rng = _generator(rng)
@@ -342,6 +345,7 @@ def compare(
     ctx = dict(mu=mu, sigma=sigma, gamma=gamma, privacy=privacy)
     specs, built, labels = _build_mechanisms(mechanisms, populations, ctx)
     baseline = _check_baseline(baseline, labels)
+    given = _given_bids(bids, labels)
     search = dict(n_grid=n_grid, n_random=n_random, refine=refine, refine_iter=refine_iter)
     rows, market_rows, paired_rows = [], [], []
     for m, pop in populations.items():
@@ -355,7 +359,9 @@ def compare(
                 if audit
                 else dict(_NOT_AUDITED)
             )
-            play = _play(mech, pop, verdicts["ic"], at, bne_seed, bne_options, ctx)
+            play = _play(
+                mech, pop, verdicts["ic"], at, bne_seed, bne_options, ctx, given.get(label)
+            )
             scores = _score_markets(mech, markets, pop, mu, sigma, gamma, play["bne"])
             per[label] = scores
             seconds = time.perf_counter() - t0
@@ -370,6 +376,9 @@ def compare(
         _against_offline(rows, per, m)
     settings = _settings(labels, specs, populations, n_markets, baseline, ctx, audit, search, seed)
     settings |= {"at": at, "bne_options": dict(bne_options or {})}
+    settings["bids"] = {
+        k: v if isinstance(v, str) else type(v).__name__ for k, v in (bids or {}).items()
+    }
     return _result(rows, paired_rows, market_rows, baseline, settings)
 
 
@@ -384,10 +393,30 @@ def _check_at(at, audit) -> None:
         raise MarketSimError("at='equilibrium' needs the audit (it says who is not IC)")
 
 
-def _play(mech, pop: Population, ic, at, bne_seed, bne_options, ctx) -> dict:
-    """How the sellers play: the truth, or (``at="equilibrium"`` and not audited IC)
-    the Bayes-Nash equilibrium of the mechanism for the population's classes, one solve
-    seed for all mechanisms."""
+def _given_bids(bids, labels) -> dict:
+    """``bids`` ({mechanism label: a BNEResult or ``bne:DIR/bid.csv``}) as the ``bne``
+    strategy, each checked (a label among the mechanisms', a bid function)."""
+    from .agents import as_strategy
+
+    out = {}
+    for label, spec in (bids or {}).items():
+        if label not in labels:
+            raise MarketSimError(f"bids: {label!r} is not a mechanism here ({', '.join(labels)})")
+        strategy = as_strategy(spec)
+        if not callable(getattr(strategy, "bid", None)):
+            raise MarketSimError(
+                f"bids: {label}: give a bid function (a BNEResult or bne:DIR/bid.csv), not {spec!r}"
+            )
+        out[label] = strategy
+    return out
+
+
+def _play(mech, pop: Population, ic, at, bne_seed, bne_options, ctx, given=None) -> dict:
+    """How the sellers play: a ``given`` bid function, the truth, or (``at="equilibrium"``
+    and not audited IC) the Bayes-Nash equilibrium of the mechanism for the population's
+    classes, one solve seed for all mechanisms."""
+    if given is not None:
+        return {"played": "given bids", "bne": given}
     if at == "truth" or ic == "ic":
         return {"played": "truth", "bne": None}
     from .equilibrium import bne
@@ -398,7 +427,7 @@ def _play(mech, pop: Population, ic, at, bne_seed, bne_options, ctx) -> dict:
 
 
 def _play_columns(play) -> dict:
-    r = play["bne"]
+    r = play["bne"] if play["played"] == "equilibrium" else None  # given bids: not verified
     return {
         "played": play["played"],
         "bne_epsilon": math.nan if r is None else r.epsilon,

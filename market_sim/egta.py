@@ -676,6 +676,8 @@ def _simulate(dev, full, strategies: list, n, mechanism, dist, rounds, last, see
     # the population's costs replace the model's own draw (MarketModel takes one law)
     model.cost[:] = market.costs
     model.report[:] = model.reports[:] = market.costs
+    if market.group is not None:  # each seller's class (a bid function per class reads it)
+        model.group = np.asarray(market.group)
     seat, total = int(market.seats[0]), 0.0
     first = rounds - last
     while model.running:
@@ -686,9 +688,12 @@ def _simulate(dev, full, strategies: list, n, mechanism, dist, rounds, last, see
 
 
 def _check_strategies(strategies) -> tuple[str, ...]:
-    if isinstance(strategies, str) or not all(isinstance(s, str) for s in strategies):
-        raise MarketSimError("strategies must be a list of strategy specs (strings)")
-    strategies = tuple(strategies)
+    """The strategies' names: a spec as given; a BNEResult (``bid_tables``) ``bne``."""
+    if isinstance(strategies, str) or not all(
+        isinstance(s, str) or callable(getattr(s, "bid_tables", None)) for s in strategies
+    ):
+        raise MarketSimError("strategies must be a list of strategy specs (strings) or BNEResults")
+    strategies = tuple(s if isinstance(s, str) else "bne" for s in strategies)
     if len(strategies) < 2:
         raise MarketSimError(f"egta needs at least 2 strategies to compare (got {len(strategies)})")
     if len(set(strategies)) != len(strategies):
@@ -757,11 +762,12 @@ def _seeds(seed, rng, samples: int, n: int):
 @dataclass(frozen=True)
 class _SampleMarket:
     """What sample k shares across its markets: the seating (role r at seat seats[r]),
-    every seat's cost and, with data, (X, y, X_test, y_test)."""
+    every seat's cost and class and, with data, (X, y, X_test, y_test)."""
 
     seats: np.ndarray
     costs: np.ndarray
     data: tuple | None = None
+    group: np.ndarray | None = None
 
 
 def _sample_markets(population, seats, cost_seeds) -> list[_SampleMarket]:
@@ -770,7 +776,7 @@ def _sample_markets(population, seats, cost_seeds) -> list[_SampleMarket]:
     for seating, cs in zip(seats, cost_seeds, strict=True):
         mk = population.sample(np.random.default_rng(cs))
         data = None if mk.data is None else (*mk.data, *mk.test)
-        out.append(_SampleMarket(seating, mk.costs, data))
+        out.append(_SampleMarket(seating, mk.costs, data, mk.group))
     return out
 
 
@@ -848,7 +854,8 @@ def egta(
     progress: bool = False,
     **context,
 ) -> EgtaResult:
-    """Empirical game of ``strategies`` (specs, at least 2) among a population's sellers.
+    """Empirical game of ``strategies`` (specs or BNEResults, at least 2) among a
+    population's sellers.
 
     ``mechanism``: a spec, class or instance; ``population``: a
     :class:`~market_sim.population.Population` or its spec (``n_sellers`` from it), or a
@@ -860,8 +867,9 @@ def egta(
     from .agents import as_strategy
 
     t0 = time.perf_counter()
-    strategies = _check_strategies(strategies)
+    labels = _check_strategies(strategies)
     built = [as_strategy(s) for s in strategies]  # unknown names fail before any run
+    strategies = labels
     pop, dist = _population_of(population, n_sellers, context)
     n, samples, rounds, players, last, n_boot = _check_numbers(
         pop.n_sellers, samples, rounds, players, last_rounds, n_boot, regret_tol

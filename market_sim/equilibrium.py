@@ -68,6 +68,13 @@ __all__ = [
 #: market settings passed to the mechanism's construction (as ``audit`` does)
 CONTEXT_KEYS = ("mu", "sigma", "gamma", "privacy")
 
+#: the rules that end the best-response iterations (``BNEResult.stopped_by``), as printed
+STOP_RULES = {
+    "tolerance": "tolerance: sup|BR - b| <= tol x support width (converged)",
+    "gain_tol": "gain_tol: ex-ante gain of the responses <= gain_tol x utility (converged)",
+    "max_iter": "max_iter: the iteration budget ran out (not converged)",
+}
+
 
 @dataclass(frozen=True)
 class ClassBid:
@@ -107,6 +114,7 @@ class BNEResult:
     options: dict = field(default_factory=dict, repr=False)
     support: tuple[float, float] = (0.0, 1.0)
     classes: tuple[ClassBid, ...] = field(default=(), repr=False)
+    stopped_by: str = ""  # the stopping rule that ended the iterations (STOP_RULES)
 
     def bid(self, costs, group: int = 0) -> np.ndarray:
         """Class ``group``'s bid function at ``costs`` (any shape, in its support)."""
@@ -115,6 +123,11 @@ class BNEResult:
         return self.classes[int(group)].bid(costs)
 
     __call__ = bid
+
+    def bid_tables(self) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+        """(grid costs, bids) per class: what the ``bne`` strategy plays when a
+        ``BNEResult`` is given as a strategy (``market_sim.agents.as_strategy``)."""
+        return tuple((c.costs, c.bids) for c in self.classes)
 
     @property
     def epsilon_by_group(self) -> tuple[float, ...]:
@@ -152,6 +165,7 @@ class BNEResult:
             "argmax_cost": per[0]["argmax_cost"],
             "iterations": self.iterations,
             "converged": self.converged,
+            "stopped_by": self.stopped_by,
             "residual": self.residual,
             "seconds": self.seconds,
             "max_markup": per[0]["max_markup"],
@@ -178,6 +192,11 @@ class BNEResult:
         plot(self, out / "bne.png")
         return out
 
+    def _tol_abs(self) -> float:
+        """The residual at which the ``tol`` rule stops: tol x the widest support."""
+        width = max((c.support[1] - c.support[0] for c in self.classes), default=math.nan)
+        return float(self.options.get("tol", math.nan)) * width
+
     def format(self) -> str:
         s = self.summary()
         lo, hi = s["epsilon_ci"]
@@ -186,7 +205,8 @@ class BNEResult:
             ("distribution", s["dist"]),
             ("sellers", str(s["n_sellers"])),
             ("iterations", f"{s['iterations']} (converged: {s['converged']})"),
-            ("residual sup|BR - b|", f"{s['residual']:.3g}"),
+            ("stopped by", STOP_RULES.get(s["stopped_by"], s["stopped_by"] or "?")),
+            ("residual sup|BR - b|", f"{s['residual']:.3g} (tol rule: <= {self._tol_abs():.3g})"),
             ("epsilon", f"{s['epsilon']:.3g}"),
             ("95% CI", f"[{lo:.3g}, {hi:.3g}]"),
             ("epsilon / utility", f"{s['epsilon_relative']:.3g}"),
@@ -451,6 +471,7 @@ def _refocus(setup: _Setup, state: _State, opt: _Options, first: bool) -> None:
 class _Trace:
     iterations: int = 0
     converged: bool = False
+    stopped_by: str = "max_iter"
     history: list[float] = field(default_factory=list)
     gains: list[float] = field(default_factory=list)
 
@@ -491,6 +512,7 @@ def _iterate(setup, opt, oracle, train, state, progress, rng) -> _Trace:
         if residual == 0.0 or (small and 2 * it > opt.max_iter + 10):
             # the bids are a best response up to tol (gain_tol: their own ex-ante gain)
             trace.converged = True
+            trace.stopped_by = "tolerance" if residual <= opt.tol * width else "gain_tol"
             break
         step = max(opt.damping, 1.0 / (it + 1))  # fictitious play, floored
         state.bids = [b + step * (br - b) for br, b in zip(brs, state.bids, strict=True)]
@@ -560,7 +582,19 @@ def bne(
     checks = _verify(
         setup, opt, oracle, state.bidfns(), state.costs, state.c_top, state.z_top, rng, references
     )
-    return _result(setup, opt, state, trace, checks, oracle, time.perf_counter() - t0, context)
+    r = _result(setup, opt, state, trace, checks, oracle, time.perf_counter() - t0, context)
+    called = dict(n_sellers=setup.classes.n, init=_described(init), progress=bool(progress))
+    called["reference"] = _described(reference)
+    return dataclasses.replace(r, options={**r.options, **called})
+
+
+def _described(bid) -> str | None:
+    """A bid-function argument as ``options`` records it (JSON): "truth", None or its kind."""
+    if bid is None or isinstance(bid, str):
+        return bid
+    if isinstance(bid, (list, tuple)):
+        return "[" + ", ".join(str(_described(b)) for b in bid) + "]"
+    return getattr(bid, "__name__", type(bid).__name__)
 
 
 def _options(options: dict) -> _Options:
@@ -590,7 +624,8 @@ def _result(setup, opt, state, trace, checks, oracle, seconds, context) -> BNERe
         "cost_top": state.c_top[0],
         "training_gain": trace.gains[-1] if trace.gains else math.nan,
         "bid_max": setup.z_range[1],
-        **context,
+        # the market settings the mechanism uses (its own field), else as given (None: neither)
+        **{k: getattr(setup.mech, k, context.get(k)) for k in CONTEXT_KEYS},
     }
     return BNEResult(
         mechanism=setup.name,
@@ -604,6 +639,7 @@ def _result(setup, opt, state, trace, checks, oracle, seconds, context) -> BNERe
         iterations=trace.iterations,
         converged=trace.converged,
         residual=trace.history[-1] if trace.history else math.nan,
+        stopped_by=trace.stopped_by,
         seconds=seconds,
         check=checks[0],
         history=tuple(trace.history),
@@ -698,7 +734,7 @@ def figure(result: BNEResult):
     ax2.set(
         xlabel="cost c",
         ylabel="gain of the best deviation (fresh markets)",
-        title=f"{result.iterations} iterations, converged: {result.converged}",
+        title=f"{result.iterations} iterations, stopped by {result.stopped_by or '?'}",
     )
     ax2.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), fontsize=8, ncol=2)
     fig.tight_layout()

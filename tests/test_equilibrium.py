@@ -184,6 +184,45 @@ def test_automatic_settings_follow_the_path():
     assert (r.options["br_refine"], r.options["resample"]) == (2, True)  # given: kept
 
 
+@pytest.mark.parametrize(
+    "tol, gain_tol, rule", [(1e-9, 1e9, "gain_tol"), (1e9, 0.0, "tolerance"), (1e-9, 0.0, None)]
+)
+def test_the_result_says_which_rule_stopped_the_iterations(tol, gain_tol, rule):
+    # each rule made to fire alone (the other impossible); None: neither, max_iter ends it.
+    # A rule may fire only on the full sample, from iteration (max_iter + 11) / 2 on: 12 here
+    r = symmetric_bne(
+        BatchedFirstPrice(), "uniform:0:1", 3, np.random.default_rng(0), samples=64, grid=9,
+        eval_grid=5, max_iter=12, tol=tol, gain_tol=gain_tol,
+    )  # fmt: skip
+    assert r.iterations == 12 and r.residual > 0
+    assert r.stopped_by == (rule or "max_iter") and r.converged == (rule is not None)
+    assert r.summary()["stopped_by"] == r.stopped_by
+    assert f"stopped by            {r.stopped_by}" in r.format()
+
+
+def test_options_record_every_keyword_with_its_used_value():
+    import inspect
+
+    from market_sim.equilibrium import CONTEXT_KEYS, OPTIONS
+
+    given = dict(mu=2.0, sigma=0.5, gamma=3.0, max_iter=2, samples=32, grid=5, eval_grid=3)
+    r = symmetric_bne("pay-as-bid", "uniform:1:5", 3, np.random.default_rng(0), **given)
+    keywords = [
+        k for k, p in inspect.signature(bne).parameters.items()
+        if p.kind is p.KEYWORD_ONLY
+    ]  # fmt: skip
+    for key in [*keywords, *OPTIONS, *CONTEXT_KEYS]:
+        assert key in r.options, key
+        assert key in r.summary(), key
+    for key, value in given.items():
+        assert r.options[key] == value, key
+    assert r.options["privacy"] is None  # pay-as-bid takes no privacy
+    assert r.options["n_sellers"] == 3 and r.options["init"] == "truth"
+    assert r.options["bid_max"] == 5.0 and r.options["progress"] is False
+    # the automatic settings are recorded as resolved, not as None
+    assert None not in [r.options[k] for k in ("bid_grid", "br_refine", "resample", "damping")]
+
+
 @pytest.mark.parametrize("n, k, lo, hi", [(4, 2, 0.0, 1.0), (3, 2, 1.0, 3.0)])
 def test_k_unit_closed_form_is_the_first_order_condition(n, k, lo, hi):
     from scipy import stats
@@ -297,6 +336,7 @@ def test_result_object():
     assert len(r.history) == r.iterations
     fig = figure(r)  # labelled, titled, finite, no legend over the data
     assert figure_problems(fig) == []
+    assert fig.axes[1].get_title().endswith(f"stopped by {r.stopped_by}")  # which rule
     plt.close(fig)
     # a warm start from the result begins much nearer a fixed point than the truth
     w = symmetric_bne(
@@ -351,6 +391,8 @@ def test_cli_writes_the_three_files(tmp_path, capsys):
     assert list(table.columns) == ["group", "cost", "bid"]
     s = json.loads((out / "summary.json").read_text())
     assert s["seed"] == 4 and s["n_sellers"] == 2
+    assert s["stopped_by"] in ("tolerance", "gain_tol", "max_iter")
+    assert {"mu", "sigma", "gamma", "privacy", "tol", "gain_tol", "max_iter"} <= set(s)
     for key in ("epsilon", "epsilon_ci", "iterations", "seconds", "converged"):
         assert key in s
     assert (out / "bne.png").stat().st_size > 0
@@ -366,7 +408,8 @@ def test_cli_writes_the_three_files(tmp_path, capsys):
     assert sorted(set(t2["group"])) == [0, 1]
     assert t2[t2["group"] == 0]["cost"].min() == 1.0 and t2[t2["group"] == 1]["cost"].min() == 0
     assert s["epsilon"] == pytest.approx(r.epsilon)
-    assert "epsilon" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "epsilon" in printed and f"stopped by            {s['stopped_by']}" in printed
 
 
 @pytest.mark.parametrize(

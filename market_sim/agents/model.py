@@ -35,7 +35,7 @@ from ..distributions import CostDistribution, SellerLaws, parse_distribution
 from ..errors import MarketSimError
 from ..mechanisms.base import Mechanism, as_mechanism, mechanism_name
 from ..mechanisms.budgeted import Budgeted, Caps
-from ..mechanisms.offline import proxy_loss_of_eps
+from ..mechanisms.offline import buyer_loss, proxy_loss_of_eps
 from ..population import Population, as_population
 from ..privacy.ledger import PrivacyLedger, accountant_class
 from ..privacy.release import StatisticRelease
@@ -206,7 +206,8 @@ class PlatformAgent(mesa.Agent):
         super().__init__(model)
         self.test_data = test_data
         self.reg_lambda = reg_lambda
-        self.proxy_loss = np.nan
+        self.buyer_loss = np.nan  # Eq. 11 (003) with the payments made: what the buyer loses
+        self.proxy_loss = np.nan  # Eq. 11 with the virtual costs psi_i(c_i) of the true costs
         self.total_payment = 0.0
         self.n_bought = 0
         self.test_error = np.nan
@@ -229,8 +230,9 @@ class PlatformAgent(mesa.Agent):
             m._exhausted = m.ledger.exhausted()
         self.total_payment = float(outcome.payments.sum())
         self.n_bought = int(np.count_nonzero(outcome.eps))
-        psi = m.virtual_costs(active)
-        self.proxy_loss = proxy_loss_of_eps(outcome.eps, psi, mu=m.mu, sigma=m.sigma, gamma=m.gamma)
+        kw = dict(mu=m.mu, sigma=m.sigma, gamma=m.gamma)
+        self.buyer_loss = buyer_loss(outcome.eps, outcome.payments, **kw)
+        self.proxy_loss = proxy_loss_of_eps(outcome.eps, m.virtual_costs(active), **kw)
         self.publish(outcome.eps, outcome.payments)
 
     def train(self, active: np.ndarray) -> None:
@@ -332,8 +334,9 @@ class MarketModel(mesa.Model):
     ``mechanism``: a registered name or spec (``"offline"``, ``"online:rule=alg3"``,
     ``"mypkg.mech:UniformPrice"``, ``"path/to/file.py:UniformPrice"``), a
     :class:`~market_sim.mechanisms.Mechanism` class or instance.
-    ``strategy``: a registered name or spec (``"shade:factor=1.3"``), a
-    :class:`Strategy` class or instance, given to a fraction
+    ``strategy``: a registered name or spec (``"shade:factor=1.3"``,
+    ``"bne:DIR/bid.csv"``), a :class:`Strategy` class or instance, or a ``BNEResult``
+    (its bid functions played: the ``bne`` strategy), given to a fraction
     ``strategic_fraction`` of the sellers; or a mapping ``{strategy: fraction}``
     for mixed populations.  The others are truthful.
     ``privacy`` is the epsilon of the private mechanisms' random choice;
@@ -531,6 +534,7 @@ class MarketModel(mesa.Model):
         )
         self.datacollector = mesa.DataCollector(
             model_reporters={
+                "buyer_loss": lambda m: m.platform.buyer_loss,
                 "proxy_loss": lambda m: m.platform.proxy_loss,
                 "total_payment": lambda m: m.platform.total_payment,
                 "released_payment": lambda m: m.platform.released_payment,

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from ..distributions import parse_distribution
+from ..errors import MarketSimError
 from ..files import check_writable_folder
 from .arguments import add_cost_law, add_output, count, number, population_of, positive
 
@@ -88,6 +89,14 @@ def add_parser(subparsers):
         default=None,
         help="with --at equilibrium: the BNE solver's opponent draws (default its own)",
     )
+    a.add_argument(
+        "--bids",
+        action="append",
+        default=None,
+        metavar="LABEL=bne:DIR/bid.csv",
+        help="the sellers of mechanism LABEL play a given bid function (the bid.csv of "
+        "market-sim bne) instead of the truth or a solved BNE (repeat for others)",
+    )
     add_output(a, "no progress bars (stderr)")
     a.set_defaults(func=run)
     return a
@@ -117,6 +126,7 @@ def run(args) -> int:
         refine=not args.no_refine,
         at=args.at,
         bne_options=None if args.bne_samples is None else {"samples": args.bne_samples},
+        bids=_bids_arg(args.bids),
         progress=not args.quiet,
     )
     result.settings["seed"] = args.seed
@@ -124,6 +134,17 @@ def run(args) -> int:
     print(result.format())
     print(f"written to {out}: " + ", ".join(_files()))
     return 0
+
+
+def _bids_arg(items) -> dict:
+    """--bids LABEL=SPEC values -> {label: spec}."""
+    out = {}
+    for item in items or ():
+        label, sep, path = item.rpartition("=bne:")  # a label may hold "=" (price=0.5)
+        if not sep or not label or not path:
+            raise MarketSimError(f"--bids {item!r}: give LABEL=bne:DIR/bid.csv")
+        out[label] = f"bne:{path}"
+    return out
 
 
 def _files():

@@ -48,7 +48,8 @@ def add_parser(subparsers):
         action="append",
         required=True,
         metavar="SPEC",
-        help="a strategy of the meta-game (repeat: at least 2), e.g. shade:factor=1.3",
+        help="a strategy of the meta-game (repeat: at least 2), e.g. shade:factor=1.3 or "
+        "bne:DIR/bid.csv (the bid function market-sim bne wrote)",
     )
     a.add_argument(
         "--samples", type=count("samples"), default=10, help="seeds per profile (default 10)"
