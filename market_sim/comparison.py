@@ -779,7 +779,8 @@ def plot(result: CompareResult, path) -> None:
         if d.empty:
             continue
         col, mk = colors[j % len(colors)], markers[j % len(markers)]
-        good = bool(((d["ic"] == "ic") & (d["ir"] == "ir")).all())
+        flag = _failed_properties(d["ic"], d["ir"])
+        good = not flag
         x, y = d["payment_mean"].to_numpy(), d["data_loss_mean"].to_numpy()
         style: dict = dict(color=col, marker=mk, mfc=col if good else "white", capsize=3, ms=7)
         ax.errorbar(
@@ -788,7 +789,7 @@ def plot(result: CompareResult, path) -> None:
             xerr=_err(x, d["payment_ci_low"], d["payment_ci_high"]),
             yerr=_err(y, d["data_loss_ci_low"], d["data_loss_ci_high"]),
             ls="-" if many else "none",
-            label=name + ("" if good else " (not IC/IR)"),
+            label=name + (f" ({flag})" if flag else ""),
             **style,
         )
         if many:
@@ -799,8 +800,11 @@ def plot(result: CompareResult, path) -> None:
             )  # fmt: skip
     vals = lb[np.isfinite(lb["objective_mean"])]
     for axis, column in (("x", "payment_mean"), ("y", "data_loss_mean")):
-        v = vals[column].to_numpy()
-        if v.size and v.min() > 0 and v.max() > 20 * v.min():  # spans decades: log scale
+        scale = axis_scale(vals[column].to_numpy())
+        if scale == "symlog":
+            positive = vals[column][vals[column] > 0]
+            getattr(ax, f"set_{axis}scale")("symlog", linthresh=float(positive.min()))
+        elif scale == "log":
             getattr(ax, f"set_{axis}scale")("log")
     base = lb[(lb["mechanism"] == result.settings["baseline"]) & (lb["n_sellers"] == sizes[-1])]
     if len(base) and np.isfinite(base["objective_mean"].iloc[0]):
@@ -828,6 +832,37 @@ def plot(result: CompareResult, path) -> None:
     fig.suptitle(result.title(), fontsize=10)
     fig.tight_layout()
     save_png(fig, path, dpi=90)
+
+
+def _failed_properties(ic, ir) -> str:
+    """What the legend says of a mechanism's audit: "" (IC and IR), "not IC", "not IR",
+    "not IC/IR", "IC inconclusive", "IR inconclusive" or "not audited"."""
+    ic, ir = set(ic), set(ir)
+    if "not_audited" in ic:
+        return "not audited"
+    failed = [p for p, seen in (("IC", ic), ("IR", ir)) if f"not_{p.lower()}" in seen]
+    if failed:
+        return "not " + "/".join(failed)
+    unsure = [p for p, seen in (("IC", ic), ("IR", ir)) if seen - {p.lower()}]
+    return " and ".join(unsure) + " inconclusive" if unsure else ""
+
+
+def axis_scale(values) -> str:
+    """ "log" when the positive values span more than a factor of 20, or when all but
+    one of them crowd into a tenth of the range (an outlier squashes the others into a
+    corner of a linear axis); "symlog" for the same with a value <= 0 (0 stays on the
+    axis); else "linear"."""
+    v = np.sort(np.asarray(values, dtype=float)[np.isfinite(values)])
+    if v.size < 2 or v[-1] <= v[0]:
+        return "linear"
+    span = v[-1] - v[0]
+    crowded = v.size >= 3 and min(v[-2] - v[0], v[-1] - v[1]) < 0.1 * span
+    if v[0] > 0:
+        return "log" if v[-1] > 20 * v[0] or (crowded and v[-1] > 3 * v[0]) else "linear"
+    positive = v[v > 0]
+    if positive.size and crowded and v[-1] > 20 * positive[0]:
+        return "symlog"
+    return "linear"
 
 
 def _err(v, lo, hi) -> np.ndarray | None:
