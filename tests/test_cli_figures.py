@@ -148,3 +148,29 @@ def test_compare_png_says_not_ic_for_pay_as_bid(tmp_path, monkeypatch):
                 n_random=4, refine=False)  # fmt: skip
     plot(r, tmp_path / "c.png")
     assert "pay-as-bid (not IC)" in seen[0] and "offline" in seen[0]
+
+
+def _plane(points):
+    fig, ax = new_figure(figsize=(6, 4))
+    drawn = []
+    for x, y in points:
+        x, y = np.array([x]), np.array([y])
+        ax.errorbar(x, y, ls="none", marker="o")
+        drawn.append((x, y, np.zeros((2, 1)), np.zeros((2, 1)), {"marker": "o", "ls": "none"}))
+    return ax, drawn
+
+
+def test_compare_insets_the_crowd_that_one_far_point_squashes():
+    """Four mechanisms within 1% of each other and two far off (the U[0, 1] leaderboard's
+    shape): an inset shows exactly the four; evenly spread points get none."""
+    from market_sim.comparison import _zoom_on_crowd
+
+    crowd = [(1.0, 1.0), (1.01, 1.0), (1.0, 1.01), (1.01, 1.01)]
+    ax, drawn = _plane([*crowd, (100.0, 0.1), (0.01, 10.0)])
+    _zoom_on_crowd(ax, drawn)
+    (inset,) = ax.child_axes
+    shown = np.vstack([line.get_xydata() for line in inset.lines if len(line.get_xydata())])
+    assert sorted(map(tuple, shown)) == sorted(crowd)
+    spread, drawn = _plane([(float(i), float(i)) for i in range(6)])
+    _zoom_on_crowd(spread, drawn)
+    assert spread.child_axes == []
