@@ -6,7 +6,8 @@ run in order in one Python session started in a folder where ``examples/`` is th
 repository's, as a reader pasting the page top to bottom would run them; a block whose
 first line is ``# NAME.py`` is also saved as NAME.py there (the file the next blocks
 import).  Each block imports the modules it uses itself (np, pd, plt), so it also pastes
-alone.  A block that must not run says so on the line before its fence:
+alone (docs/reliability.md, "Snippets in the docs").  A block that must not run says
+so on the line before its fence:
 ``<!-- not run by tests/test_doc_snippets.py: REASON -->`` (a package not installed, a
 run too long for the suite, a fragment); nothing is skipped without that marker."""
 
@@ -45,13 +46,26 @@ def test_blocks_finds_code_and_markers():
         "\n```python\nimport ray\n```\n```text\nnot python\n```\n"
     )
     assert blocks(text) == [(2, "x = 1\n", None), (7, "import ray\n", "needs ray")]
+    shown = "```text\n<!-- not run by tests/test_doc_snippets.py: an example -->\n```\n"
+    assert MARKER.findall(_prose(text + shown)) == ["needs ray"]
+
+
+def _prose(text: str) -> str:
+    """``text`` without its fenced blocks (a marker shown in a text block is no marker)."""
+    out, fenced = [], False
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            out.append(line)
+    return "\n".join(out)
 
 
 def test_every_marker_sits_on_a_python_block_and_says_why():
     for page in (ROOT / "docs").glob("*.md"):
         text = page.read_text("utf-8")
         marked = [b for b in blocks(text) if b[2] is not None]
-        assert len(MARKER.findall(text)) == len(marked), f"{page.name}: a stray marker"
+        assert len(MARKER.findall(_prose(text))) == len(marked), f"{page.name}: stray marker"
         assert all(len(reason) > 5 for _, _, reason in marked), page.name
 
 
