@@ -199,6 +199,7 @@ class AuditResult:
     def format(self) -> str:
         s = self.summary
         kinds = ", ".join(f"{k} {v}" for k, v in s["candidates_by_kind"].items())
+        n_pairs = s["n_markets"] * s["n_sellers"]
         rows = [
             ("mechanism", s["mechanism"]),
             ("distribution", s["dist"]),
@@ -206,19 +207,28 @@ class AuditResult:
             ("reports tried per seller", f"{s['n_candidates']} ({kinds}, all sellers)"),
             ("opponent profiles tried", str(s["n_profiles"])),
             ("tolerance", f"{s['tol']:.3g} (w x eps_scale {s['incentive_scale']:.3g})"),
-            ("max gain", f"{s['max_gain']:.3g}" + _se(s["max_gain_se"])),
+            ("largest gain of a misreport", f"{s['max_gain']:.3g}" + _se(s["max_gain_se"])),
             (
                 "95% CI, mean per-market max gain",
                 f"[{_fmt(s['max_gain_ci_low'])}, {_fmt(s['max_gain_ci_high'])}] (bootstrap)",
             ),
-            ("share profitable", f"{s['share_profitable']:.3g}"),
-            ("profitable share, 95% upper", f"{s['profitable_share_upper']:.3g}"),
+            (
+                "sellers with a profitable misreport",
+                f"{s['n_profitable']} of {n_pairs} (share {s['share_profitable']:.3g})",
+            ),
+            (
+                "random reports that gain > tol",
+                f"{s['n_profitable_random']} of {s['n_random_reports']} (share, 95% upper: "
+                f"{s['profitable_share_upper']:.3g})",
+            ),
             (
                 "type gain max (adjacent reports)",
                 f"{_fmt(s.get('type_gain_max'))} (its tol {_fmt(s.get('type_gain_tol'))})",
             ),  # fmt: skip
-            ("IR violations", str(s["ir_violations"])),
-            ("IR share, 95% upper", f"{s['ir_share_upper']:.3g}"),
+            (
+                "sellers violating IR",
+                f"{s['ir_violations']} of {n_pairs} (share, 95% upper: {s['ir_share_upper']:.3g})",
+            ),
             ("least truthful utility", f"{s['min_truthful_utility']:.3g}"),
             (
                 "least utility at the top / bottom",
@@ -1335,6 +1345,7 @@ def audit(
     coalition_size: int | None = None,
     progress: bool | str = False,
     costs=None,
+    on_market=None,
     **context,
 ) -> AuditResult:
     """IC / IR / monotonicity audit of ``mechanism`` (a name, spec, class, instance or
@@ -1346,7 +1357,9 @@ def audit(
     and the statistics: the module doc.  ``coalition_size`` k >= 2 also searches joint
     misreports of up to k sellers (``group_verdict``).  ``costs``, an (n_markets,
     n_sellers) array, audits these markets instead of drawing them (how
-    ``market_sim.compare`` audits every mechanism on the same markets)."""
+    ``market_sim.compare`` audits every mechanism on the same markets).  ``on_market``,
+    a callable, is called with the number of markets searched, 0 to ``n_markets``
+    (``market_sim.estimates.FirstMarketEstimate`` times the first)."""
     if not isinstance(rng, np.random.Generator):
         raise MarketSimError("rng must be a numpy.random.Generator")
     n_markets = check_int("n_markets", n_markets, 1)
@@ -1354,7 +1367,8 @@ def audit(
     src = _source(dist, n_sellers, n_markets, costs)
     coalition_size = _coalition_size(coalition_size, src.n_sellers)
     mech = _mechanism(mechanism, src, context)
-    markets, groups, mechs = _run_markets(mech, src, n_markets, rng, settings, progress)
+    markets, groups, mechs = _run_markets(mech, src, n_markets, rng, settings, progress,
+                                          on_market)  # fmt: skip
     result = _result(mechanism, mech, mechs, src, markets, groups, rng, settings)
     if coalition_size is not None:
         result.summary.update(_coalitions(mechs, markets, coalition_size, rng,
@@ -1385,8 +1399,9 @@ def _plan(src: _Source, settings, floor=None) -> _Plan:
                  settings["n_jumps"], settings["max_profile_sellers"])  # fmt: skip
 
 
-def _run_markets(mech, src: _Source, n_markets, rng, settings, progress):
-    """Draw and search every market (a data-needing mechanism gets each market's data)."""
+def _run_markets(mech, src: _Source, n_markets, rng, settings, progress, on_market=None):
+    """Draw and search every market (a data-needing mechanism gets each market's data);
+    ``on_market(k)`` after k markets."""
     from tqdm import tqdm
 
     mc = _is_monte_carlo(mech)
@@ -1398,6 +1413,8 @@ def _run_markets(mech, src: _Source, n_markets, rng, settings, progress):
                disable=not progress)  # fmt: skip
     try:
         for m in range(n_markets):
+            if on_market is not None:
+                on_market(m)
             costs, group, data = src.draw(m, rng)
             mech_m = mech.with_data(*data) if getattr(mech, "needs_data", False) else mech
             checked = _unchecked(mech_m)
@@ -1407,6 +1424,8 @@ def _run_markets(mech, src: _Source, n_markets, rng, settings, progress):
             markets.append(_audit_market(checked, costs, plan, rng, mc, settings, bar))
             groups.append(group)
             mechs.append(mech_m)
+        if on_market is not None:
+            on_market(n_markets)
     finally:
         bar.close()
     settings["plan"], settings["floor_note"] = plan, floor_note

@@ -155,7 +155,8 @@ def _ci(lo, hi) -> str:
 def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
     eq = s.get("at", "truth") == "equilibrium" or bool(s.get("bids"))
     head = (
-        "| rank | mechanism | objective (95% CI) | minus baseline (95% CI) | proxy loss "
+        "| rank | mechanism | objective: Eq. 11, payments (95% CI) | minus baseline (95% CI) "
+        "| proxy loss "
         "| payment | bought | empty | max gain | IC | IR | IC rank | seconds |"
     )
     if eq:
@@ -201,9 +202,10 @@ def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
     )
     note = played + (
         f"{m} sellers, {s['n_markets']} markets, mu={_num(s['mu'])}, sigma={_num(s['sigma'])}, "
-        f"gamma={_num(s['gamma'])}.  Objective: Eq. 11 with the payments (mean over markets, "
-        f"Student-t 95% CI); minus baseline ({s['baseline']}): paired t 95% CI over the same "
-        "markets; IC / IR: the audit's verdicts on the same markets (bold: flagged); "
+        f"gamma={_num(s['gamma'])}.  Objective, lower is better: Eq. 11 with the payments "
+        "made, mu ||eps||_2 / sum(eps) + sigma / sum(eps) + gamma sum(payments) (mean over "
+        f"markets, Student-t 95% CI); minus baseline ({s['baseline']}): paired t 95% CI "
+        "over the same markets; IC / IR: the audit's verdicts on the same markets (bold: flagged); "
         "IC rank: rank among the mechanisms audited IC and IR."
     )
     return note + "\n\n" + "\n".join(rows).rstrip()
@@ -802,24 +804,22 @@ def plot(result: CompareResult, path) -> None:
     tab = [plt.get_cmap("tab20")(i) for i in range(20)]
     colors = tab[::2] + tab[1::2]  # 20 distinct: the strong ten, then the light ten
     markers = "osD^vP*Xh<>p"
+    drawn = []  # (x, y, xerr, yerr, style) of the plane's points, for the inset
     for j, name in enumerate(result.settings["mechanisms"]):
         d = lb[lb["mechanism"] == name].sort_values("n_sellers")
         d = d[np.isfinite(d["objective_mean"])]
         if d.empty:
             continue
         col, mk = colors[j % len(colors)], markers[j % len(markers)]
-        good = bool(((d["ic"] == "ic") & (d["ir"] == "ir")).all())
+        flag = _failed_properties(d["ic"], d["ir"])
+        good = not flag
         x, y = d["payment_mean"].to_numpy(), d["data_loss_mean"].to_numpy()
         style: dict = dict(color=col, marker=mk, mfc=col if good else "white", capsize=3, ms=7)
-        ax.errorbar(
-            x,
-            y,
-            xerr=_err(x, d["payment_ci_low"], d["payment_ci_high"]),
-            yerr=_err(y, d["data_loss_ci_low"], d["data_loss_ci_high"]),
-            ls="-" if many else "none",
-            label=name + ("" if good else " (not IC/IR)"),
-            **style,
-        )
+        xerr = _err(x, d["payment_ci_low"], d["payment_ci_high"])
+        yerr = _err(y, d["data_loss_ci_low"], d["data_loss_ci_high"])
+        ax.errorbar(x, y, xerr=xerr, yerr=yerr, ls="-" if many else "none",
+                    label=name + (f" ({flag})" if flag else ""), **style)  # fmt: skip
+        drawn.append((x, y, xerr, yerr, dict(style, ls="-" if many else "none")))
         if many:
             yo = d["objective_mean"].to_numpy()
             axes[0, 1].errorbar(
@@ -828,8 +828,11 @@ def plot(result: CompareResult, path) -> None:
             )  # fmt: skip
     vals = lb[np.isfinite(lb["objective_mean"])]
     for axis, column in (("x", "payment_mean"), ("y", "data_loss_mean")):
-        v = vals[column].to_numpy()
-        if v.size and v.min() > 0 and v.max() > 20 * v.min():  # spans decades: log scale
+        scale = axis_scale(vals[column].to_numpy())
+        if scale == "symlog":
+            positive = vals[column][vals[column] > 0]
+            getattr(ax, f"set_{axis}scale")("symlog", linthresh=float(positive.min()))
+        elif scale == "log":
             getattr(ax, f"set_{axis}scale")("log")
     base = lb[(lb["mechanism"] == result.settings["baseline"]) & (lb["n_sellers"] == sizes[-1])]
     if len(base) and np.isfinite(base["objective_mean"].iloc[0]):
@@ -843,6 +846,7 @@ def plot(result: CompareResult, path) -> None:
                 label=f"objective of {result.settings['baseline']}")  # fmt: skip
         ax.set_xlim(x0, x1)
         ax.set_ylim(y0, y1)
+    _zoom_on_crowd(ax, drawn)
     ax.set(
         xlabel="mean total payment per market",
         ylabel="mean data loss (mu ||eps|| / sum eps + sigma / sum eps)",
@@ -857,6 +861,68 @@ def plot(result: CompareResult, path) -> None:
     fig.suptitle(result.title(), fontsize=10)
     fig.tight_layout()
     save_png(fig, path, dpi=90)
+
+
+def _zoom_on_crowd(ax, drawn, crowd: float = 0.1, least: int = 3) -> None:
+    """An inset that magnifies the crowd of the loss-payment plane: when ``least`` or more
+    points sit within a box of ``crowd`` x the axes around their median (one mechanism
+    far off squashes the others even on log axes), redraw them in an empty corner."""
+    if not drawn:
+        return
+    ax.autoscale_view()
+    pts = np.vstack([np.column_stack([x, y]) for x, y, *_ in drawn])
+    frac = ax.transAxes.inverted().transform(ax.transData.transform(pts))
+    centre = np.median(frac, axis=0)
+    near = np.all(np.abs(frac - centre) <= crowd / 2, axis=1)
+    if near.sum() < least or near.all():
+        return
+    corners = [(0.56, 0.54), (0.04, 0.54), (0.56, 0.06), (0.04, 0.06)]
+    free = [c for c in corners
+            if not np.any(np.all((frac >= np.array(c) - 0.02) & (frac <= np.array(c) + 0.44),
+                                 axis=1))]  # fmt: skip
+    if not free:
+        return
+    inset = ax.inset_axes([*free[0], 0.4, 0.4])  # linear: the crowd spans little
+    k = 0
+    for x, y, xerr, yerr, style in drawn:
+        keep = near[k : k + len(x)]
+        k += len(x)
+        if keep.any():
+            inset.errorbar(x[keep], y[keep], xerr=xerr[:, keep], yerr=yerr[:, keep], **style)
+    inset.tick_params(labelsize=6)
+    inset.locator_params(nbins=4)
+    ax.indicate_inset_zoom(inset, edgecolor="0.5")
+
+
+def _failed_properties(ic, ir) -> str:
+    """What the legend says of a mechanism's audit: "" (IC and IR), "not IC", "not IR",
+    "not IC/IR", "IC inconclusive", "IR inconclusive" or "not audited"."""
+    ic, ir = set(ic), set(ir)
+    if "not_audited" in ic:
+        return "not audited"
+    failed = [p for p, seen in (("IC", ic), ("IR", ir)) if f"not_{p.lower()}" in seen]
+    if failed:
+        return "not " + "/".join(failed)
+    unsure = [p for p, seen in (("IC", ic), ("IR", ir)) if seen - {p.lower()}]
+    return " and ".join(unsure) + " inconclusive" if unsure else ""
+
+
+def axis_scale(values) -> str:
+    """ "log" when the positive values span more than a factor of 20, or when all but
+    one of them crowd into a tenth of the range (an outlier squashes the others into a
+    corner of a linear axis); "symlog" for the same with a value <= 0 (0 stays on the
+    axis); else "linear"."""
+    v = np.sort(np.asarray(values, dtype=float)[np.isfinite(values)])
+    if v.size < 2 or v[-1] <= v[0]:
+        return "linear"
+    span = v[-1] - v[0]
+    crowded = v.size >= 3 and min(v[-2] - v[0], v[-1] - v[1]) < 0.1 * span
+    if v[0] > 0:
+        return "log" if v[-1] > 20 * v[0] or (crowded and v[-1] > 3 * v[0]) else "linear"
+    positive = v[v > 0]
+    if positive.size and crowded and v[-1] > 20 * positive[0]:
+        return "symlog"
+    return "linear"
 
 
 def _err(v, lo, hi) -> np.ndarray | None:

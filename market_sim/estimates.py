@@ -6,6 +6,11 @@ estimates come from a simple cost model, never from timing anything; its
 constants are all here, measured once on the 2-core reference machine
 (``docs/cli.md``), and are meant to be updated when the code gets faster.
 
+The exception is :class:`FirstMarketEstimate`: a run of K like markets (the audit)
+times its first market on the mechanism itself and estimates the other K - 1 from it,
+so a slow user mechanism gets an honest figure where the cost model (written for
+the library's mechanisms) cannot know its ``outcome``.
+
 Cost model (seconds):
 
 * **Capped offline payments** (``--k``, or ``offline:k=K``).  With the compiled
@@ -37,6 +42,8 @@ Cost model (seconds):
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 
 __all__ = [
     "SLOW_SECONDS",
@@ -44,6 +51,7 @@ __all__ = [
     "capped_offline_seconds",
     "data_dependent_round_seconds",
     "format_duration",
+    "FirstMarketEstimate",
 ]
 
 SLOW_SECONDS = 60.0  # warn above this
@@ -154,3 +162,40 @@ def simulation_seconds(model, rounds: int) -> tuple[float, str]:
             faster = f"--no-regret ({format_duration(rounds * per_round(False))}), or " + faster
         return rounds * per_round(regret), faster
     return 0.0, ""
+
+
+class FirstMarketEstimate:
+    """Calls ``report(line)`` once, when the first of ``total`` like markets is done, with
+    the time it took and the estimate of the other ``total - 1`` (first x (total - 1)):
+    calibrated on the mechanism itself.  Call it with the number of markets done: 0 at
+    the start of the first, then 1, 2, ...  ``clock`` (seconds) can be injected."""
+
+    def __init__(
+        self,
+        total: int,
+        report: Callable[[str], None],
+        what: str = "audit",
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.total, self.report, self.what, self.clock = int(total), report, what, clock
+        self.start: float | None = None
+        self.first_seconds: float | None = None
+
+    def remaining_seconds(self) -> float:
+        """The estimate of the markets after the first (nan before it is done)."""
+        if self.first_seconds is None:
+            return math.nan
+        return self.first_seconds * (self.total - 1)
+
+    def __call__(self, done: int) -> None:
+        if done == 0:
+            self.start = self.clock()
+        elif done == 1 and self.start is not None and self.first_seconds is None:
+            self.first_seconds = self.clock() - self.start
+            if self.total > 1:
+                self.report(
+                    f"{self.what}: the first of {self.total} markets took "
+                    f"{format_duration(self.first_seconds)}; the other {self.total - 1} "
+                    f"estimated at {format_duration(self.remaining_seconds())} "
+                    "(timed on this mechanism)"
+                )

@@ -2,27 +2,35 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from ..distributions import parse_distribution
 from ..errors import MarketSimError
-from ..files import check_writable_folder
-from .arguments import add_cost_law, add_output, count, number, population_of, positive
+from .arguments import (
+    add_cost_law,
+    add_output,
+    count,
+    number,
+    output_folder,
+    population_of,
+    positive,
+)
 
 
 def add_parser(subparsers):
     a = subparsers.add_parser(
         "compare",
-        help="leaderboard of mechanisms on the same markets (objective, payment, audit)",
+        help="leaderboard of mechanisms on the same markets, ranked by Eq. 11 with the "
+        "payments made (lower is better)",
         description="Run every --mechanism on the same K seeded markets of N truthful "
         "sellers (the same cost draws and seeds; with --population, the same data too, and "
-        "results per class), score each market by Eq. 11 with the "
-        "payments made, audit each mechanism on those markets, and write "
-        "DIR/leaderboard.csv, DIR/paired.csv (differences against the baseline, paired t "
-        "95% CIs), DIR/markets.csv, DIR/leaderboard.md, DIR/summary.json and "
-        "DIR/compare.png. Exit status 0, 2 on bad input.",
+        "results per class), audit each mechanism on those markets, and rank them by the "
+        "mean objective, Eq. 11 with the payments made (lower is better): "
+        "mu ||eps||_2 / sum(eps) + sigma / sum(eps) + gamma sum(payments). Prints the "
+        "leaderboard; with --out DIR also writes DIR/leaderboard.csv, DIR/paired.csv "
+        "(differences against the baseline, paired t 95% CIs), DIR/markets.csv, "
+        "DIR/leaderboard.md, DIR/summary.json and DIR/compare.png. Exit status 0, 2 on "
+        "bad input.",
     )
     a.add_argument(
         "--mechanism",
@@ -97,7 +105,7 @@ def add_parser(subparsers):
         help="the sellers of mechanism LABEL play a given bid function (the bid.csv of "
         "market-sim bne) instead of the truth or a solved BNE (repeat for others)",
     )
-    add_output(a, "no progress bars (stderr)")
+    add_output(a, "no progress bars (stderr)", required=False)
     a.set_defaults(func=run)
     return a
 
@@ -107,8 +115,7 @@ def run(args) -> int:
 
     pop = population_of(args)
     dist = pop if pop is not None else parse_distribution(args.dist, iron=args.iron)
-    out = Path(args.out)
-    check_writable_folder(out)
+    out = output_folder(args)
     result = compare(
         args.mechanism,
         dist,
@@ -130,9 +137,10 @@ def run(args) -> int:
         progress=not args.quiet,
     )
     result.settings["seed"] = args.seed
-    result.write(out)
     print(result.format())
-    print(f"written to {out}: " + ", ".join(_files()))
+    if out is not None:
+        result.write(out)
+        print(f"written to {out}: " + ", ".join(_files()))
     return 0
 
 

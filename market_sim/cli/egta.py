@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..distributions import parse_distribution
 from ..errors import MarketSimError
-from ..files import check_writable_folder
 from .arguments import (
     add_cost_law,
     add_market_settings,
@@ -14,6 +11,7 @@ from .arguments import (
     count,
     market_settings,
     number,
+    output_folder,
     population_of,
 )
 from .settings import warn_if_not_private
@@ -26,8 +24,8 @@ def add_parser(subparsers):
         description="Simulate population mixtures of the given strategies in markets of "
         "N sellers (deviation-preserving reduction to P players, K seeded samples per "
         "profile), find the meta-game's symmetric equilibria by replicator dynamics and "
-        "bootstrap their regret; write DIR/payoffs.csv, DIR/equilibria.json, "
-        "DIR/summary.json and DIR/egta.png.",
+        "bootstrap their regret; print them, and with --out DIR also write "
+        "DIR/payoffs.csv, DIR/equilibria.json, DIR/summary.json and DIR/egta.png.",
     )
     a.add_argument(
         "--mechanism",
@@ -80,7 +78,7 @@ def add_parser(subparsers):
         "--boot", type=count("boot"), default=1000, help="bootstrap resamples (default 1000)"
     )
     add_market_settings(a)
-    add_output(a)
+    add_output(a, required=False)
     a.set_defaults(func=run)
     return a
 
@@ -104,8 +102,7 @@ def run(args) -> int:
         warn_if_not_private(args.privacy, mech, args.mechanism)
     if args.new_costs:
         context["new_costs_each_round"] = True
-    out = Path(args.out)
-    check_writable_folder(out)
+    out = output_folder(args)
     result = egta(
         args.mechanism,
         population,
@@ -120,7 +117,8 @@ def run(args) -> int:
         progress=not args.quiet,
         **context,
     )
-    result.write(out)
     print(result.format())
-    print(f"written to {out}: payoffs.csv, equilibria.json, summary.json, egta.png")
+    if out is not None:
+        result.write(out)
+        print(f"written to {out}: payoffs.csv, equilibria.json, summary.json, egta.png")
     return 0
