@@ -318,10 +318,10 @@ class _Options:
     damping: float | None = None
     tol: float = 2e-3
     gain_tol: float = 1e-3
-    eps_tol: float = 1e-3
+    eps_tol: float = 1e-4
     verify_every: int | None = None
     verify_tol: float = 0.01
-    patience: int = 200
+    patience: int = 0
     max_iter: int | None = None
     eval_grid: int = 33
     eval_samples: int | None = None
@@ -337,7 +337,7 @@ class _Options:
         """The options, each checked (bad input: one line naming it)."""
         ints = dict(
             grid=3, bid_grid=3, samples=1, deviators=1, max_iter=1, eval_grid=1, check_grid=3,
-            refine=0, knots=0, br_refine=0, verify_every=0, patience=1,
+            refine=0, knots=0, br_refine=0, verify_every=0, patience=0,
         )  # fmt: skip
         kw: dict = {
             k: check_int(k, getattr(self, k), least) if getattr(self, k) is not None else None
@@ -498,8 +498,8 @@ STOPPING_RULES = {
     "epsilon": "interim path: every class's exact largest gain <= eps_tol x its utility",
     "verified": "sampled paths, every verify_every iterations: every class's epsilon upper "
     "95% bound on fresh opponents <= verify_tol x its utility",
-    "stalled": "interim path: no smaller exact epsilon for `patience` iterations (the best "
-    "iterate is returned; not converged)",
+    "stalled": "interim path, patience > 0: no smaller exact epsilon for `patience` "
+    "iterations (the best iterate is returned; not converged)",
     "max_iter": "max_iter iterations (interim path: the best iterate is returned)",
 }
 
@@ -553,7 +553,7 @@ def _iterate(setup, opt, oracle, train, state, progress, rng) -> _Trace:
         if rule is not None:
             trace.stopped_by, trace.best = rule, it
             break
-        if exact and it - trace.best >= opt.patience:
+        if exact and opt.patience and it - trace.best >= opt.patience:
             trace.stopped_by = "stalled"
             break
         step = max(opt.damping, 1.0 / (it + 1))  # fictitious play, floored

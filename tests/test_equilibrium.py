@@ -308,6 +308,20 @@ def test_asymmetric_interim_solve_meets_the_bar():
     assert abs(r.bid([0.0], group=1)[0] - 4 / 3) <= 0.005
 
 
+def test_identical_classes_give_the_symmetric_closed_form():
+    """Two classes with the same law (1 and 2 sellers of U[0, 2]) are one symmetric
+    market of 3: both bid functions must be b(c) = c + (2 - c) / 3 (the interim path
+    counts each class's opponents: the deviator's own class one fewer)."""
+    sym = lambda c: c + (2 - c) / 3  # noqa: E731
+    r = bne(
+        FirstPrice(1), [("uniform:0:2", 1), ("uniform:0:2", 2)], np.random.default_rng(0),
+        samples=512, reference=[sym, sym],
+    )  # fmt: skip
+    assert r.options["path"] == "interim"
+    for cl in r.classes:
+        assert cl.check.distances["linf_active"] <= 0.01
+
+
 def test_stopping_rules_say_which_fired():
     # a certificate that is met at the first verification: "verified" (converged)
     opts = dict(SMALL, max_iter=30, verify_every=5)
