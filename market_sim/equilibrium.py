@@ -252,9 +252,10 @@ def _setup(mechanism, population, n_sellers, rng, context, bid_max) -> _Setup:
     # the market's cost law for the mechanism's construction: the pooled law of the classes
     dist = classes.laws[0] if len(classes.laws) == 1 else pop.pooled
     mech = as_mechanism(mechanism, n_sellers=classes.n, dist=dist, **context)
-    if getattr(mech, "needs_data", False):
+    if getattr(mech, "needs_data", False) and not pop.has_data:
         raise MarketSimError(
-            f"{mechanism_name(mech)} needs the sellers' data; the BNE solver draws costs only"
+            f"{mechanism_name(mech)} needs the sellers' data: give a population with data "
+            '(e.g. "4*uniform:0:1;data=synthetic")'
         )
     lo = min(d.support[0] for d in classes.laws)
     hi = max(d.support[1] for d in classes.laws)

@@ -35,6 +35,7 @@ class Classes:
 
     laws: tuple[CostDistribution, ...]
     counts: tuple[int, ...]
+    data: Population | None = None  # the population, when its sellers have data
 
     @property
     def n(self) -> int:
@@ -54,17 +55,12 @@ class Classes:
 def as_classes(population, n_sellers=None) -> tuple[Classes, Population]:
     """The classes of a Population, a population spec, a list of ``(cost law, count)``
     pairs, or one cost law with ``n_sellers`` (``market_sim.population.as_population``),
-    and the Population itself.  A population with data is refused: the solver draws
-    costs only."""
+    and the Population itself (kept in ``Classes.data`` when its sellers have data:
+    the opponent samples then draw whole markets from it, data and all)."""
     pop = as_population(population, n_sellers)
-    if pop.has_data:
-        raise MarketSimError(
-            "a population with data: the BNE solver draws costs only (classes defined by "
-            "the sellers' data are not supported)"
-        )
     if pop.n_sellers < 2:
         raise MarketSimError(f"n_sellers must be an integer >= 2 (got {pop.n_sellers})")
-    return Classes(tuple(pop.laws), tuple(pop.counts)), pop
+    return Classes(tuple(pop.laws), tuple(pop.counts), pop if pop.has_data else None), pop
 
 
 # ---- the opponents --------------------------------------------------------------------
@@ -79,6 +75,10 @@ class Sample:
     def __init__(self, classes: Classes, markets: int, per_market: int, rng, tilt: float = 0.0):
         n = classes.n
         k = max(0, math.ceil(math.log2(max(markets, 1))))
+        self.data: list | None = None
+        if classes.data is not None:  # whole markets from the population: costs and data
+            self._from_population(classes, markets, per_market, rng)
+            return
         if n <= 21201:
             from scipy.stats import qmc
 
@@ -107,6 +107,32 @@ class Sample:
             pos = (first[:, None] + np.arange(d)[None, :]) % idx.size
             self.deviators.append(idx[pos])  # (M, d)
 
+    def _from_population(self, classes: Classes, markets: int, per_market: int, rng) -> None:
+        """``markets`` i.i.d. markets of ``Population.sample`` (the copula between costs
+        and data kept); ``data[s]`` market s's (X, y)."""
+        drawn = [classes.data.sample(rng) for _ in range(markets)]  # type: ignore[union-attr]
+        self.costs = np.array([m.costs for m in drawn], dtype=float)
+        self.data = [m.data for m in drawn]
+        self.weights = np.ones(markets)
+        self.per_market = per_market
+        self.seeds = rng.integers(2**63, size=markets)
+        self.deviators = []
+        for g in range(len(classes.laws)):
+            idx = np.flatnonzero(classes.group == g)
+            d = min(per_market, idx.size)
+            first = rng.integers(idx.size, size=markets)
+            self.deviators.append(idx[(first[:, None] + np.arange(d)[None, :]) % idx.size])
+
+    def mechanism(self, mech, s: int):
+        """The mechanism for market s: bound to its sellers' data when they have data
+        (kept: a bound mechanism may cache work per market)."""
+        if self.data is None:
+            return mech
+        bound = self.__dict__.setdefault("_bound", {})
+        if (id(mech), s) not in bound:
+            bound[id(mech), s] = mech.with_data(*self.data[s])
+        return bound[id(mech), s]
+
     @property
     def markets(self) -> int:
         return int(self.costs.shape[0])
@@ -117,6 +143,7 @@ class Sample:
         m = max(1, self.markets // share)
         sub = object.__new__(Sample)
         sub.costs, sub.weights, sub.seeds = self.costs[:m], self.weights[:m], self.seeds[:m]
+        sub.data = None if self.data is None else self.data[:m]
         sub.deviators = [d[:m] for d in self.deviators]
         sub.per_market = self.per_market
         return sub
@@ -270,6 +297,8 @@ class Oracle:
             return self._interim(sample, g, Z)
         dev = sample.deviators[g]
         self.calls += sample.markets * dev.shape[1] * Z.size
+        if sample.data is not None and self.path != "deviations":
+            return self._loop(sample, R, dev[:, 0], Z)  # one mechanism per market
         if self.path == "deviations":
             return self._deviations(sample, R, dev, Z)
         if self.path == "batched":
@@ -293,7 +322,8 @@ class Oracle:
         E, T = np.empty((M, Z.size)), np.empty((M, Z.size))
         cand = np.broadcast_to(Z, (dev.shape[1], Z.size))
         for s in range(M):
-            out = self.mech.deviations(dev[s], cand, R[s], np.random.default_rng(sample.seeds[s]))
+            mech = sample.mechanism(self.mech, s)
+            out = mech.deviations(dev[s], cand, R[s], np.random.default_rng(sample.seeds[s]))
             E[s] = np.mean(out.eps, axis=0)
             T[s] = np.mean(out.payments, axis=0)
         return E, T
@@ -337,6 +367,8 @@ class Oracle:
         zs = Z.tolist()
         first = True
         for s in range(M):
+            if sample.data is not None:
+                fn = sample.mechanism(self.mech, s).outcome
             r = R[s].copy()
             i = int(dev[s])
             seed = int(sample.seeds[s])
