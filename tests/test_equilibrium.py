@@ -323,19 +323,20 @@ def test_identical_classes_give_the_symmetric_closed_form():
 
 
 def test_a_population_with_data():
-    """The data-dependent mechanism is IC for any data (Myerson payments on an
-    allocation monotone in each seller's own cost; docs/data-dependent.md).  On 3
-    sellers with synthetic data (d = 2), every sampled market carries its own rows (the
-    mechanism refuses to run without them), and the truth is kept at the first
-    iteration with epsilon 0.  Pay-as-bid on the same population is not IC: its
-    cheapest sellers' bids move above their costs."""
+    """The data-dependent mechanism is IC for any data when its Myerson payments are
+    integrated accurately (an allocation monotone in each seller's own cost;
+    docs/data-dependent.md; with the default 9 payment nodes it is not near cost 0:
+    docs/equilibrium.md).  On 3 sellers with synthetic data (d = 2), every sampled
+    market carries its own rows (the mechanism refuses to run without them), and with
+    33 nodes the truth is kept at the first iteration with epsilon 0.  Pay-as-bid on
+    the same population is not IC: its cheapest sellers' bids move above their costs."""
     pop = "3*uniform:0:1;data=synthetic;d=2"
     tiny = dict(samples=4, eval_samples=4, grid=3, bid_grid=3, eval_grid=2, check_grid=3)
     tiny.update(refine=0, br_refine=0, max_iter=2)
     classes, _ = as_classes(pop)
     sample = Sample(classes, 4, 1, np.random.default_rng(0))
     assert len(sample.data) == 4 and all(X.shape == (3, 2) for X, _ in sample.data)
-    r = bne("data-dependent", pop, np.random.default_rng(0), **tiny)
+    r = bne("data-dependent:n_nodes=33", pop, np.random.default_rng(0), **tiny)
     assert (r.iterations, r.stopped_by) == (1, "residual")
     np.testing.assert_allclose(r.bids, r.costs, atol=1e-5)
     assert r.epsilon <= 1e-9
