@@ -7,9 +7,10 @@ when everyone else plays their class's bid function; ``symmetric_bne`` is the
 one-class case.  ``bne_epsilon`` verifies any bid function.
 
 Method (docs/equilibrium.md has the details, the options and the limits): damped
-best responses on a cost grid per class, on a fixed quasi-random sample of opponents
-(common random numbers), each best response the argmax over a report grid refined by
-a parabola; then verification on samples the solver never saw: every report of the
+best responses on a cost grid per class, against a quasi-random sample of opponents
+or, when the mechanism has an exact ``interim``, against the laws of their reports
+(exact utilities), each best response the argmax over a report grid, refined; then
+verification on samples the solver never saw: every report of the
 whole range (below the cost too) on a dense grid, locally refined around the best,
 its gain re-measured on fresh opponents at every evaluation cost up to the support's
 top; epsilon (ε̂) with a CI, bnelearn's ℓ̂ and L̂, and distances to a reference bid.
@@ -670,8 +671,9 @@ def bne(
     ``70*uniform:0:1+30*uniform:1:2``), a list of ``(cost law, count)`` pairs, or one cost
     law with ``n_sellers`` (``market_sim.population.as_population``).  One bid function
     per class, numbered as the classes are given.  ``options``: grid, bid_grid,
-    samples, deviators, damping, tol, gain_tol, max_iter, br_refine, resample (the
-    solve; bid_grid, br_refine and resample automatic by path unless given); eval_grid,
+    samples, deviators, damping, max_iter, br_refine, resample, exact (the solve; the
+    automatic ones by path unless given); tol, gain_tol, eps_tol, verify_every,
+    verify_tol, patience (the stopping rules, ``STOPPING_RULES``); eval_grid,
     eval_samples, check_grid, refine (the verification); and the market settings mu,
     sigma, gamma, privacy (docs/equilibrium.md).  ``init``: the starting bid function(s)
     ("truth", a function, a list per class or a BNEResult); ``reference``: bid
