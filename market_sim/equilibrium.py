@@ -684,7 +684,9 @@ def bne(
     setup = _setup(mechanism, population, n_sellers, rng, context, bid_max)
     G = len(setup.classes.laws)
     references = _per_class(reference, G, "reference")
-    oracle = Oracle(setup.mech, exact=opt.exact is not False)
+    # the interim path knows the others' report laws, not their data
+    exact = opt.exact is not False and not getattr(setup.mech, "needs_data", False)
+    oracle = Oracle(setup.mech, exact=exact)
     sampled = Oracle(setup.mech)  # the verification draws opponents on every path
     opt = opt.for_path(oracle.path, G)
     markets, d = opt.markets(oracle, opt.samples, setup.classes)

@@ -440,6 +440,14 @@ def test_bad_input_is_one_line():
         assert "\n" not in str(info.value)
     with pytest.raises(MarketSimError, match="bid must be"):
         bne_epsilon("pay-as-bid", "uniform:0:1", 3, 0.5, rng)
+    bad_interim = type(
+        "BadInterim",
+        (),
+        {"outcome": BatchedFirstPrice.outcome, "interim": lambda s, z, b, c: (0, 0)},
+    )()
+    with pytest.raises(MarketSimError, match="interim returned eps of shape") as info:
+        bne(bad_interim, "uniform:0:1", rng, n_sellers=2, **FAST)
+    assert "\n" not in str(info.value)
     for population, msg in [
         ([("uniform:0:1", 2), ("nosuch:1", 1)], "unknown distribution"),
         ([("uniform:0:1", 0)], "count must be a positive integer"),
