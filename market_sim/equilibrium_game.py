@@ -70,7 +70,8 @@ class Sample:
     rounded up to a power of two), so the opponents' costs are far more even than
     i.i.d. draws.  In market s the deviators of class g are ``deviators[g][s]`` (up
     to ``per_market`` of its sellers from a random one on); one seed per market
-    (common random numbers for randomized mechanisms)."""
+    (common random numbers for randomized mechanisms).  For a population with data,
+    i.i.d. whole markets of ``Population.sample`` instead, with their rows (``data``)."""
 
     def __init__(self, classes: Classes, markets: int, per_market: int, rng, tilt: float = 0.0):
         n = classes.n
