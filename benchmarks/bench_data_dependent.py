@@ -55,7 +55,7 @@ def _market(n: int, seed: int = 0):
 
 
 def _row(name: str, times: dict) -> None:
-    cells = "   ".join(f"{k} {v:8.3f} s" for k, v in times.items())
+    cells = "   ".join(f"{k} {v:9.4g} s" for k, v in times.items())
     ratio = times["old"] / times["newton"] if "old" in times else float("nan")
     print(f"{name:<34} {cells}   old/newton {ratio:7.1f}x")
 
