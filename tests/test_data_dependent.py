@@ -399,5 +399,14 @@ def test_newton_mechanism_pays_by_the_trapezoid_rule_and_agrees_with_lbfgs():
     ref = ref.deviations([2], cand, costs)
     np.testing.assert_allclose(new.eps, ref.eps, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(new.payments, ref.payments, rtol=1e-6, atol=1e-6)
+    # a full node cache is cleared when a fresh seller's nodes are stored: the cached
+    # seller read in the same call still gets its own (the same payments as a fresh run)
+    full = DataDependentMechanism(dist).with_data(X, y)
+    full.deviations([2], cand, costs)
+    full._node_eps.update({(-k, b""): None for k in range(1, 4096)})
+    both = np.vstack([cand, cand])
+    got = full.deviations([5, 2], both, costs)
+    np.testing.assert_array_equal(got.payments, mech.deviations([5, 2], both, costs).payments)
+    assert len(full._node_eps) == 1  # cleared, then seller 5's nodes kept
     with pytest.raises(MarketSimError, match="solver"):
         DataDependentMechanism(dist, solver="bfgs")

@@ -497,8 +497,8 @@ class DataDependentMechanism(Mechanism):
         return dd.solve_many(X, y, P, **self._kw()).eps, inv.reshape(-1)
 
     def _newton(self, sellers, cand, reports):
-        """(eps, payments) of each seller's candidates (k, C) by one batch, the payment
-        nodes of the sellers not cached yet included."""
+        """(eps, payments) of each seller's candidates (k, C) by the compiled solver in
+        one batch, the payment nodes of the sellers not cached yet included."""
         nodes = self._nodes()
         k, C = cand.shape
         keys = [self._node_key(i, reports) for i in sellers]
@@ -512,13 +512,13 @@ class DataDependentMechanism(Mechanism):
         fresh = {int(i): eps_rows[k * C + n * nodes.size : k * C + (n + 1) * nodes.size]
                  for n, i in enumerate(todo)}  # fmt: skip
         eps = eps_rows[: k * C].reshape(k, C)
-        pay = np.empty((k, C))
-        for n, i in enumerate(sellers):
-            node_eps = fresh[int(i)] if int(i) in fresh else self._node_eps[keys[n]]
-            if self.cache_nodes and int(i) in fresh:
-                self._keep_nodes(keys[n], node_eps)
-            pay[n] = self._payments(cand[n], eps[n], node_eps)
-        return eps, pay
+        node_eps = [fresh.get(int(i), None) for i in sellers]
+        node_eps = [self._node_eps[keys[n]] if e is None else e for n, e in enumerate(node_eps)]
+        if self.cache_nodes:  # stored after reading: storing may clear the cache
+            for i, e in fresh.items():
+                self._keep_nodes(self._node_key(i, reports), e)
+        pay = np.array([self._payments(cand[n], eps[n], node_eps[n]) for n in range(k)])
+        return eps, pay.reshape(k, C)
 
     def outcome(self, reports, rng=None) -> Outcome:
         from . import data_dependent as dd
