@@ -45,7 +45,9 @@ Where we depart from the papers, and why:
   gives its gradient).  The joint (w, a) problem is convex when 2 Lambda mu > m
   (Thm VIII.1), reported as ``jointly_convex``; otherwise the optimum is local.
   With mu = 0 (the papers' naive model) the a-block is a linear programme,
-  solved greedily inside block-coordinate descent.
+  solved greedily inside block-coordinate descent.  ``solve_many`` solves many
+  virtual-cost vectors at once by a compiled modified Newton method on the same
+  F(w) (``_dd_kernel``), from several starts; ``solve`` (L-BFGS-B) is its reference.
 * **The log-weight form** a = e^z of 000 (Eq. 13, Thm 4.1) makes the objective
   convex in (w, z), but its constraint {z : sum e^z = 1} is not a convex set.
   ``parametrisation="log"`` therefore uses a = softmax(z), which satisfies the
