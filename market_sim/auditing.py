@@ -1237,19 +1237,21 @@ class _Source:
     n_sellers: int
     population: Any = None
     given: np.ndarray | None = None
+    given_data: list | None = None  # with ``given``: each market's (X, y)
 
     def draw(self, m: int, rng):
         """(costs, class of each seller or None, data or None) of market m."""
         if self.given is not None:
-            return self.given[m], None, None
+            return self.given[m], None, (None if self.given_data is None else self.given_data[m])
         if self.population is not None:
             mk = self.population.sample(rng)
             return np.asarray(mk.costs, dtype=float), np.asarray(mk.group), mk.data
         return self.dist.sample(self.n_sellers, rng), None, None
 
 
-def _source(dist, n_sellers, n_markets, costs) -> _Source:
-    """The cost law or Population (``market_sim.population.as_population``), checked."""
+def _source(dist, n_sellers, n_markets, costs, data=None) -> _Source:
+    """The cost law or Population (``market_sim.population.as_population``), checked;
+    ``data``: each given market's (X, y) (with ``costs`` only)."""
     pop = None
     if not _is_plain_law(dist):
         from .population import as_population
@@ -1269,7 +1271,23 @@ def _source(dist, n_sellers, n_markets, costs) -> _Source:
     if not (math.isfinite(lo) and math.isfinite(hi)):
         raise MarketSimError(f"the audit needs a bounded support (got [{lo}, {hi}])")
     given = None if costs is None else _given_costs(costs, n_markets, n_sellers, lo, hi)
-    return _Source(spec, law, lo, hi, n_sellers, pop, given)
+    given_data = None if data is None else _given_data(data, given, n_sellers)
+    return _Source(spec, law, lo, hi, n_sellers, pop, given, given_data)
+
+
+def _given_data(data, given, n_sellers: int) -> list:
+    """Each given market's (X, y), one row per seller (``audit(..., costs=, data=)``)."""
+    if given is None:
+        raise MarketSimError("data= needs costs= (the markets whose sellers hold the data)")
+    data = list(data)
+    if len(data) != len(given):
+        raise MarketSimError(f"data: {len(data)} markets' data for {len(given)} markets")
+    for k, pair in enumerate(data):
+        if not (isinstance(pair, tuple | list) and len(pair) == 2):
+            raise MarketSimError(f"data: market {k}'s data is not a pair (X, y)")
+        if len(pair[0]) != n_sellers or len(pair[1]) != n_sellers:
+            raise MarketSimError(f"data: market {k} needs one row per seller ({n_sellers})")
+    return data
 
 
 def _is_plain_law(dist) -> bool:
@@ -1293,7 +1311,7 @@ def _build(mechanism, src: _Source, context):
 def _mechanism(mechanism, src: _Source, context):
     """The mechanism, refusing one that needs data on a source without data."""
     mech = _build(mechanism, src, context)
-    if getattr(mech, "needs_data", False):
+    if getattr(mech, "needs_data", False) and src.given_data is None:
         if src.population is None or not getattr(src.population, "has_data", False):
             raise MarketSimError(
                 f"{mechanism_name(mech)} needs the sellers' data: audit it on a population "
@@ -1346,6 +1364,7 @@ def audit(
     progress: bool | str = False,
     costs=None,
     on_market=None,
+    data=None,
     **context,
 ) -> AuditResult:
     """IC / IR / monotonicity audit of ``mechanism`` (a name, spec, class, instance or
@@ -1357,14 +1376,15 @@ def audit(
     and the statistics: the module doc.  ``coalition_size`` k >= 2 also searches joint
     misreports of up to k sellers (``group_verdict``).  ``costs``, an (n_markets,
     n_sellers) array, audits these markets instead of drawing them (how
-    ``market_sim.compare`` audits every mechanism on the same markets).  ``on_market``,
-    a callable, is called with the number of markets searched, 0 to ``n_markets``
+    ``market_sim.compare`` audits every mechanism on the same markets); ``data``, with
+    it, each market's (X, y) for a data-needing mechanism.  ``on_market``, a callable,
+    is called with the number of markets searched, 0 to ``n_markets``
     (``market_sim.estimates.FirstMarketEstimate`` times the first)."""
     if not isinstance(rng, np.random.Generator):
         raise MarketSimError("rng must be a numpy.random.Generator")
     n_markets = check_int("n_markets", n_markets, 1)
     settings = _settings({k: v for k, v in locals().items() if k in _SETTINGS})
-    src = _source(dist, n_sellers, n_markets, costs)
+    src = _source(dist, n_sellers, n_markets, costs, data)
     coalition_size = _coalition_size(coalition_size, src.n_sellers)
     mech = _mechanism(mechanism, src, context)
     markets, groups, mechs = _run_markets(mech, src, n_markets, rng, settings, progress,

@@ -587,13 +587,11 @@ def _class_parts(out, group, classes: int, data_loss: float, gamma: float) -> di
 
 def _audit_on_markets(mech, markets: _Markets, pop: Population, label, search, progress):
     """The audit's verdicts on these very markets (the costs given, one audit seed for
-    every mechanism).  A data-needing mechanism is not audited here: the audit draws
-    costs only."""
+    every mechanism; a data-needing mechanism with each market's data)."""
     from . import auditing
 
-    if getattr(mech, "needs_data", False):
-        return dict(_NOT_AUDITED)
     K, m = markets.costs.shape
+    data = markets.data if getattr(mech, "needs_data", False) else None
     res = auditing.audit(
         mech,
         _report_range(pop),
@@ -601,6 +599,7 @@ def _audit_on_markets(mech, markets: _Markets, pop: Population, label, search, p
         K,
         np.random.default_rng(markets.audit_seed),
         costs=markets.costs,
+        data=data,
         progress=f"audit {label}" if progress else False,
         **search,
     )

@@ -348,6 +348,8 @@ class MarketModel(mesa.Model):
     :class:`~market_sim.mechanisms.budgeted.Budgeted` caps, a seller's privacy cost
     is c_i times the increase of its composed loss, and a seller whose budget is
     spent leaves the market (docs/ledger.md).
+    ``market``: a drawn market of the population (``pop.sample(rng)``) to start from
+    instead of drawing one (the market every profile of an EGTA sample shares).
     With ``measure_regret`` every seller's regret (best utility on a report
     grid minus actual utility) is computed each round (on a uniform sample of
     ``regret_sample`` participants when given; the others' regret is NaN).  ``agent_out``: a
@@ -383,6 +385,7 @@ class MarketModel(mesa.Model):
         regret_sample: int | None = None,
         budget=None,
         accountant: str = "basic",
+        market=None,
         seed: int | None = None,
         rng=None,
     ):
@@ -403,7 +406,7 @@ class MarketModel(mesa.Model):
         self.vectorized = bool(vectorized)
         self.regret_sample = regret_sample
         self._set_ledger(budget, accountant)
-        market = self.population.sample(self.rng)
+        market = self._first_market(market)
         self._set_sellers(market.costs)
         self._build_groups(mix, collusion_size)
         test_data = self._set_data(market, data)
@@ -412,6 +415,21 @@ class MarketModel(mesa.Model):
         self.datacollector.collect(self)  # step 0: the initial state
 
     # ---- the steps of __init__ ------------------------------------------------------
+    def _first_market(self, market):
+        """The market of round 1: ``market`` (a draw of the population, e.g. the one every
+        profile of an EGTA sample shares) or a fresh ``population.sample(rng)``."""
+        if market is None:
+            return self.population.sample(self.rng)
+        costs = np.asarray(getattr(market, "costs", ()), dtype=float)
+        if costs.shape != (self.n_sellers,):
+            raise MarketSimError(
+                f"market: {costs.size} costs for {self.n_sellers} sellers; give a "
+                "population.sample(rng) of this population"
+            )
+        if self.population.has_data and getattr(market, "data", None) is None:
+            raise MarketSimError("market: the population has data and this market none")
+        return market
+
     def _set_market(self, pop, explicit: bool, mu, sigma, gamma) -> None:
         """Who sells: the population, its size, the cost law(s) and the objective's weights.
         ``dist`` is the one law of a one-class population, else the pooled law (its
