@@ -162,6 +162,58 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     return table.merge(references(df), on=["mechanism", "m"], how="left")
 
 
+# the report's tables: (caption, quantities) -- one wide table split by what it is about
+TABLES = (
+    ("the sellers' reports", ["report_ratio", "bought_report_ratio", "share_bought_misreporting",
+                              "bne_report_ratio", "bne_bought_report_ratio"]),
+    ("the buyer's loss and payment, relative to truthful sellers on the same costs",
+     ["loss_ratio", "payment_ratio", "bne_loss_ratio", "bne_payment_ratio"]),
+    ("learning: regret and distance from the BNE",
+     ["avg_external_regret", "mean_regret", *DISTANCES, "truth_gain", "bne_epsilon"]),
+)  # fmt: skip
+SHORT = {
+    "report_ratio": "report/cost",
+    "bought_report_ratio": "report/cost (bought)",
+    "share_bought_misreporting": "bought misreporting",
+    "avg_external_regret": "external regret",
+    "mean_regret": "ex-post regret",
+    "loss_ratio": "loss ratio",
+    "payment_ratio": "payment ratio",
+    "bne_report_ratio": "BNE report/cost",
+    "bne_bought_report_ratio": "BNE report/cost (bought)",
+    "bne_loss_ratio": "BNE loss ratio",
+    "bne_payment_ratio": "BNE payment ratio",
+    "bne_linf": "max |report - b(c)|",
+    "bne_utility_gap": "utility - BNE's",
+    "collusion_index": "collusion index",
+    "truth_gain": "gain from misreporting",
+    "bne_epsilon": "BNE epsilon",
+}
+
+
+def report_tables(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """``summarise`` as a few narrow tables (caption, table), one per subject: each
+    quantity's first and last window as "mean ± 95% CI"; references (the BNE's, the
+    gain from misreporting) as one number; columns without data left out."""
+    t = summarise(df)
+    out = []
+    for caption, cols in TABLES:
+        table = t[KEYS].copy()
+        for c in cols:
+            if f"{c}_early" in t:
+                for when in ("early", "late"):
+                    name = f"{SHORT[c]}, {'first' if when == 'early' else 'last'}"
+                    pairs = zip(t[f"{c}_{when}"], t[f"{c}_ci_{when}"], strict=True)
+                    table[name] = [_fmt(v, ci) for v, ci in pairs]
+            elif c in t and np.isfinite(t[c].to_numpy(dtype=float)).any():
+                table[SHORT[c]] = [_fmt(v) for v in t[c]]
+        if len(table.columns) > len(KEYS):
+            out.append((caption, table))
+    when = f"first and last {WINDOW:.0%} of the rounds, mean ± 95% CI over replications"
+    runs = ("rounds and replications", t[KEYS + ["rounds", "replications"]])
+    return [(f"{caption}; {when}", table) for caption, table in out] + [runs]
+
+
 def _fmt(v, ci=np.nan) -> str:
     if not np.isfinite(v):
         return "n/a"
@@ -391,8 +443,6 @@ def section(df, folder):
     return Section(
         "Learning dynamics",
         text,
-        tables=[
-            (f"first and last {WINDOW:.0%} of the rounds, 95% CI over replications", summarise(df))
-        ],
+        tables=report_tables(df),
         figures=[("learning curves by mechanism, learner and m", "dynamics.png")],
     )

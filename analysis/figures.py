@@ -3,7 +3,8 @@
 Every study's ``plot`` returns its matplotlib ``Figure`` (already saved when given a
 path), so tests and notebooks can read the drawn objects back; ``figure_problems``
 lists what would make a figure hard to read: an axes without labels, no title, no
-data, non-finite data, a legend with repeated entries or a legend over data.
+data, non-finite data, a legend with repeated entries or a legend over data, and a
+title, label or legend cut off at the figure's edge (``cut_texts``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ def new_figure(nrows: int = 1, ncols: int = 1, figsize=(8, 4), **subplot_kw):
 
 
 def save(fig, path, dpi: int = 110) -> None:
-    """Save ``fig`` to ``path`` (nothing when ``path`` is None)."""
+    """Save ``fig`` to ``path`` (nothing when ``path`` is None), its titles fitted
+    (``market_sim.files.fit_titles``)."""
+    from market_sim.files import fit_titles
+
+    fit_titles(fig)
     if path is not None:
         fig.savefig(path, dpi=dpi)
 
@@ -147,6 +152,43 @@ def _display_samples(ax, artist, per_segment: int = 24) -> np.ndarray:
     return np.vstack(out) if out else disp
 
 
+def cut_texts(fig) -> list[str]:
+    """The titles, axis labels and legends that reach beyond the figure's edges (cut
+    off in the saved image), one line each: each text's rendered box against the
+    figure's box, one pixel of slack."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if not hasattr(fig.canvas, "get_renderer"):
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    box = fig.bbox
+    named = [("the figure title", fig._suptitle)] if fig._suptitle is not None else []
+    for i, ax in enumerate(fig.axes):
+        if not ax.get_visible():
+            continue
+        named += [(f"the title of axes {i}", t) for t in (ax.title, ax._left_title,
+                                                          ax._right_title)]  # fmt: skip
+        named += [(f"the x label of axes {i}", ax.xaxis.label)]
+        named += [(f"the y label of axes {i}", ax.yaxis.label)]
+        if ax.get_legend() is not None:
+            named.append((f"the legend of axes {i}", ax.get_legend()))
+    named += [("a figure legend", leg) for leg in fig.legends]
+    out = []
+    for name, artist in named:
+        if not artist.get_visible() or (hasattr(artist, "get_text") and not artist.get_text()):
+            continue
+        b = artist.get_window_extent(renderer)
+        sides = [side for side, cut in (("left", b.x0 < box.x0 - 1), ("right", b.x1 > box.x1 + 1),
+                                        ("bottom", b.y0 < box.y0 - 1), ("top", b.y1 > box.y1 + 1))
+                 if cut]  # fmt: skip
+        if sides:
+            label = artist.get_text() if hasattr(artist, "get_text") else ""
+            what = f" ({label[:40]!r})" if label else ""
+            out.append(f"{name}{what} is cut off at the {' and '.join(sides)}")
+    return out
+
+
 def figure_problems(fig) -> list[str]:
     """What makes ``fig`` hard to read, one line each (empty when nothing does)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -155,7 +197,7 @@ def figure_problems(fig) -> list[str]:
     FigureCanvasAgg(fig)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
-    problems = []
+    problems = cut_texts(fig)
     suptitle = fig._suptitle.get_text() if fig._suptitle is not None else ""
     axes = [a for a in fig.axes if a.get_visible() and a.axison]
     if not axes:

@@ -24,7 +24,7 @@ def plot_simulation(agent_df, model_df, path=None, title: str = "", *, data: boo
     """Per seller (top, every round, coloured by round): report, eps and payment
     against the true cost. Per round (bottom): regret, share misreporting, and the
     private model's test error when the sellers hold data (``data``), else the
-    buyer's proxy loss. One axis per unit."""
+    buyer's loss (with the payments made; the proxy loss dashed). One axis per unit."""
     fig, ax = new_figure(2, 3, figsize=(15, 8))
     norm = _round_colours(agent_df)
     cmap = "viridis"
@@ -71,11 +71,7 @@ def plot_simulation(agent_df, model_df, path=None, title: str = "", *, data: boo
                 "missing rounds: the bought sellers' data held one class (no model)",
             )
     else:
-        loss = model_df.proxy_loss.replace([np.inf, -np.inf], np.nan)
-        bottom[2].plot(r, loss, "o-", color="C2")
-        bottom[2].set(xlabel="round", ylabel="proxy loss (Eq. 11)", title="the buyer's loss")
-        if loss.isna().any():
-            _note(bottom[2], "missing rounds bought nobody (infinite loss)")
+        _plot_losses(bottom[2], model_df)
     if len(rounds) <= 12:
         for a in bottom:
             a.set_xticks(rounds)
@@ -83,6 +79,20 @@ def plot_simulation(agent_df, model_df, path=None, title: str = "", *, data: boo
         fig.suptitle(title)
     save(fig, path, dpi=100)
     return fig
+
+
+def _plot_losses(ax, model_df) -> None:
+    """The buyer's loss (Eq. 11 of [AES] with the payments made, what ``compare`` ranks
+    by) and, dashed, the proxy loss (Eq. 11 with the virtual costs of the true costs)."""
+    r = model_df["round"]
+    paid = model_df["buyer_loss"].replace([np.inf, -np.inf], np.nan)
+    proxy = model_df.proxy_loss.replace([np.inf, -np.inf], np.nan)
+    ax.plot(r, paid, "o-", color="C2", label="with the payments made")
+    ax.plot(r, proxy, "s--", color="0.5", label="proxy: virtual costs ψ(c)")
+    ax.legend(fontsize=8, title="Eq. 11", title_fontsize=8)
+    ax.set(xlabel="round", ylabel="loss (Eq. 11)", title="the buyer's loss")
+    if paid.isna().any():
+        _note(ax, "missing rounds bought nobody (infinite loss)")
 
 
 def _note(ax, text: str) -> None:

@@ -1,18 +1,19 @@
-"""Data-dependent mechanism benchmark (Eq. 17 / Alg. 4 of 003): the fast path against
-the old one, measured back to back in this run.
+"""Data-dependent mechanism benchmark (Eq. 17 / Alg. 4 of 003): the three solver paths
+measured back to back in this run.
 
     PYTHONPATH=$PWD python benchmarks/bench_data_dependent.py [--sellers 100]
-        [--markets 1] [--audit-sellers 100] [--audit-before-sellers 5] [--repeat 3]
+        [--markets 10] [--audit-sellers 100] [--audit-before-sellers 5] [--repeat 3]
 
-Paths: "old" = ``warm_start=False, blas_threads=None, cache_nodes=False`` (every
-re-solve from scratch, the BLAS pool as found, payment nodes re-solved on every call);
-"fast" = the defaults (one BLAS thread, nodes cached; warm starts only where
-Eq. 17 is jointly convex, 2 Lambda mu > m, not at the default mu = 1, Lambda = 0.01);
-"fast+warm" = the jointly convex mu = 1000, Lambda = 0.1 with warm starts, against its
-own old path.  Rows: one solve, one outcome (n solves plus n x 9 payment nodes) and
-an audit of --audit-sellers sellers with synthetic data over --markets markets (fast
-only; the old path at that size takes hours), with the old/fast ratio of an audit at
---audit-before-sellers sellers, and the projection to 10 markets.
+Paths: "old" = ``solver="lbfgs", warm_start=False, blas_threads=None,
+cache_nodes=False`` (every re-solve by scipy's L-BFGS-B from scratch, the BLAS pool as
+found, payment nodes re-solved on every call); "lbfgs" = ``solver="lbfgs"`` with its
+speed-ups (one BLAS thread, nodes cached; warm starts only where Eq. 17 is jointly
+convex); "newton" = the default (every profile of a call in one batch of the compiled
+multi-start Newton solver, ``data_dependent.solve_many``).  Rows: one solve, one
+outcome (n solves plus n x 9 payment nodes), an audit of --audit-before-sellers
+sellers x 1 market on all three paths, and the issue-#37 size: an audit of
+--audit-sellers sellers with synthetic data x --markets markets, newton only (the
+lbfgs path took 314 s a market), against the 5-minute target.
 """
 
 from __future__ import annotations
@@ -29,8 +30,13 @@ from market_sim.mechanisms import data_dependent as dd
 from market_sim.mechanisms.builtin import DataDependentMechanism
 from market_sim.population import Population
 
-OLD = dict(warm_start=False, blas_threads=None, cache_nodes=False)
+PATHS = {
+    "old": dict(solver="lbfgs", warm_start=False, blas_threads=None, cache_nodes=False),
+    "lbfgs": dict(solver="lbfgs"),
+    "newton": dict(),
+}
 CONVEX = dict(mu=1000.0, reg_lambda=0.1)
+TARGET_SECONDS = 300.0  # issue #37: 100 sellers with data x 10 markets in <= 5 min
 
 
 def _seconds(f, repeat: int) -> float:
@@ -48,25 +54,29 @@ def _market(n: int, seed: int = 0):
     return mk.data, mk.costs
 
 
-def _row(name: str, old: float, fast: float) -> None:
-    print(f"{name:<34} old {old:9.3f} s   fast {fast:8.3f} s   old/fast {old / fast:7.1f}x")
+def _row(name: str, times: dict) -> None:
+    cells = "   ".join(f"{k} {v:9.4g} s" for k, v in times.items())
+    ratio = times["old"] / times["newton"] if "old" in times else float("nan")
+    print(f"{name:<34} {cells}   old/newton {ratio:7.1f}x")
 
 
 def bench_solve_and_outcome(n: int, repeat: int) -> None:
     (X, y), costs = _market(n)
     for label, params in (("default (non-convex)", {}), ("convex mu=1000 L=0.1", CONVEX)):
-        fast = DataDependentMechanism(uniform(0, 1), **params).with_data(X, y)
-        old = DataDependentMechanism(uniform(0, 1), **params, **OLD).with_data(X, y)
-        psi = fast.dist.virtual_cost(costs)
-        kw = fast._kw()
-        t_old = _seconds(
-            lambda kw=kw, psi=psi: dd.solve(X, y, psi, blas_threads=None, **kw), repeat
+        mechs = {k: DataDependentMechanism(uniform(0, 1), **params, **p).with_data(X, y)
+                 for k, p in PATHS.items()}  # fmt: skip
+        kw = mechs["newton"]._kw()
+        psi = mechs["newton"].dist.virtual_cost(costs)
+        solve = {
+            "old": lambda psi=psi, kw=kw: dd.solve(X, y, psi, blas_threads=None, **kw),
+            "lbfgs": lambda psi=psi, kw=kw: dd.solve(X, y, psi, **kw),
+            "newton": lambda psi=psi, kw=kw: dd.solve_many(X, y, psi[None], **kw),
+        }
+        _row(f"solve n={n} {label}", {k: _seconds(f, repeat) for k, f in solve.items()})
+        _row(
+            f"outcome n={n} {label}",
+            {k: _seconds(lambda m=m: m.outcome(costs), 1) for k, m in mechs.items()},
         )
-        t_fast = _seconds(lambda kw=kw, psi=psi: dd.solve(X, y, psi, **kw), repeat)
-        _row(f"solve n={n} {label}", t_old, t_fast)
-        t_old = _seconds(lambda old=old: old.outcome(costs), 1)
-        t_fast = _seconds(lambda fast=fast: fast.outcome(costs), 1)
-        _row(f"outcome n={n} {label}", t_old, t_fast)
 
 
 def _audit(mech, n: int, markets: int):
@@ -75,32 +85,46 @@ def _audit(mech, n: int, markets: int):
 
 
 def bench_audit(n: int, markets: int, n_before: int) -> None:
-    old = DataDependentMechanism(uniform(0, 1), **OLD)
-    fast = DataDependentMechanism(uniform(0, 1))
-    t_old = _seconds(lambda: _audit(old, n_before, 1), 1)
-    t_fast = _seconds(lambda: _audit(fast, n_before, 1), 1)
-    _row(f"audit n={n_before} x 1 market", t_old, t_fast)
-    t = _seconds(lambda: _audit(fast, n, markets), 1)
-    per = t / markets
+    verdicts = {}
+
+    def run(k):
+        verdicts[k] = _audit(DataDependentMechanism(uniform(0, 1), **PATHS[k]), n_before, 1)
+
+    _row(f"audit n={n_before} x 1 market", {k: _seconds(lambda k=k: run(k), 1) for k in PATHS})
+    print("  verdicts (IC, IR):", {k: (r.verdict, r.ir_verdict) for k, r in verdicts.items()})
+    result = []
+    t = _seconds(lambda: result.append(_audit(DataDependentMechanism(uniform(0, 1)), n,
+                                              markets)), 1)  # fmt: skip
+    s = result[0].summary
     print(
-        f"audit n={n} x {markets} market(s), fast: {t:.1f} s ({per:.1f} s per market;"
-        f" 10 markets projected {10 * per:.0f} s = {10 * per / 60:.1f} min)"
+        f"audit n={n} x {markets} market(s), newton: {t:.1f} s ({t / markets:.1f} s per market;"
+        f" target {TARGET_SECONDS:.0f} s for 10 markets: "
+        f"{'met' if t / markets * 10 <= TARGET_SECONDS else 'NOT met'});"
+        f" verdict {s['verdict']}, IR {s['ir_verdict']}, max gain {s['max_gain']:.3g},"
+        f" monotonicity violations {s['monotonicity_violations']}"
     )
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sellers", type=int, default=100)
-    ap.add_argument("--markets", type=int, default=1)
+    ap.add_argument("--markets", type=int, default=10)
     ap.add_argument("--audit-sellers", type=int, default=100)
     ap.add_argument("--audit-before-sellers", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-audit", action="store_true")
     args = ap.parse_args(argv)
     print(f"{platform.processor() or platform.machine()}, python {platform.python_version()}")
+    _market_warmup()
     bench_solve_and_outcome(args.sellers, args.repeat)
     if not args.no_audit:
         bench_audit(args.audit_sellers, args.markets, args.audit_before_sellers)
+
+
+def _market_warmup() -> None:
+    """Compile (or load from numba's cache) the kernel outside the timings."""
+    (X, y), costs = _market(4)
+    DataDependentMechanism(uniform(0, 1)).with_data(X, y).outcome(costs)
 
 
 if __name__ == "__main__":

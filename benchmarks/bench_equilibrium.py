@@ -51,6 +51,8 @@ class BatchedFirstPrice(BlackBoxFirstPrice):
 
 
 ASYMMETRIC = [lambda c, g=g: asymmetric_first_price_bid(c, g) for g in (0, 1)]
+UNSEEN = [lambda c, g=g: asymmetric_first_price_bid(c, g, (1.0, 0.0), 3.0) for g in (0, 1)]
+TWO_CLASSES = [("uniform:1:2", 1), ("uniform:0:2", 1)]
 
 CASES = [
     ("black-box first price, outcome only", BlackBoxFirstPrice(), [("uniform:0:1", 4)],
@@ -58,10 +60,10 @@ CASES = [
     ("first price, batched = True", BatchedFirstPrice(), [("uniform:0:1", 4)],
      [lambda c: c + (1 - c) / 4], {"samples": 4096}, 15),
     ("pay-as-bid (built in), 100 sellers", "pay-as-bid", [("uniform:1:5", 100)], None, {}, 30),
-    ("two classes U[1,2] + U[0,2], first price", BatchedFirstPrice(),
-     [("uniform:1:2", 1), ("uniform:0:2", 1)],
-     ASYMMETRIC,
-     {"samples": 4096}, 30),
+    ("two classes U[1,2] + U[0,2], first price, sampled", BatchedFirstPrice(), TWO_CLASSES,
+     ASYMMETRIC, {"samples": 4096}, 30),
+    ("two classes U[1,2] + U[0,2], FirstPrice (interim)", FirstPrice(1), TWO_CLASSES,
+     ASYMMETRIC, {"samples": 4096}, 30),
 ]  # fmt: skip
 
 
@@ -84,31 +86,38 @@ def validate(only=None):
     ]
     cases += [
         (
-            f"{k}-unit first price, n = {n}, U[{lo}, {hi}]",
+            f"{k}-unit first price, n = {n}, U[{lo}, {hi}]{tag}",
             FirstPrice(k),
             [(f"uniform:{lo}:{hi}", n)],
             [lambda c, n=n, k=k, lo=lo, hi=hi: first_price_bid(c, n, k, lo, hi)],
-            {},
+            {"exact": exact},
         )
+        for exact, tag in [(False, ""), (True, " (interim)")]
         for n, k, lo, hi in [(4, 2, 0, 1), (3, 2, 1, 3), (5, 2, 0, 1)]
     ]
-    cases.append(("asymmetric first price", BatchedFirstPrice(),
-                  [("uniform:1:2", 1), ("uniform:0:2", 1)],
-                  ASYMMETRIC,
-                  {}))  # fmt: skip
+    cases += [
+        ("asymmetric first price", BatchedFirstPrice(), TWO_CLASSES, ASYMMETRIC, {}),
+        ("asymmetric first price (interim)", FirstPrice(1), TWO_CLASSES, ASYMMETRIC, {}),
+        ("asymmetric first price, U[1, 3] + U[0, 3] (interim; not tuned on)", FirstPrice(1),
+         [("uniform:1:3", 1), ("uniform:0:3", 1)], UNSEEN, {}),
+        ("asymmetric first price, 1 x U[1, 2] + 2 x U[0, 2] (interim; no closed form)",
+         FirstPrice(1), [("uniform:1:2", 1), ("uniform:0:2", 2)], None, {}),
+    ]  # fmt: skip
     for label, mech, pop, ref, opts in cases:
         if only is not None and only not in label:
             continue
         r = bne(mech, pop, np.random.default_rng(0), reference=ref, **{"samples": 4096, **opts})
         for g, cl in enumerate(r.classes):
-            ch, d, u = cl.check, cl.check.distances, cl.check.utility
+            ch, u = cl.check, cl.check.utility
+            d = {k: f"{v:.4f}" for k, v in ch.distances.items()}
             tag = f" (class {g}: {cl.dist})" if len(r.classes) > 1 else ""
             print(
-                f"| {label}{tag} | {r.options['path']} | {r.seconds:.1f} | {r.iterations} | "
-                f"{ch.epsilon_relative:.2%} [{ch.epsilon_ci[0] / u:.2%}, "
+                f"| {label}{tag} | {r.options['path']} | {r.seconds:.1f} | {r.iterations} "
+                f"({r.stopped_by}) | {ch.epsilon_relative:.2%} [{ch.epsilon_ci[0] / u:.2%}, "
                 f"{ch.epsilon_ci[1] / u:.2%}] | {ch.relative_loss:.2%} "
                 f"[{ch.relative_loss_ci[0]:.2%}, {ch.relative_loss_ci[1]:.2%}] | "
-                f"{d['l2_active']:.4f} | {d['linf_active']:.4f} | {d['linf']:.4f} |",
+                f"{d.get('l2_active', 'n/a')} | {d.get('linf_active', 'n/a')} | "
+                f"{d.get('linf', 'n/a')} |",
                 flush=True,
             )
 
@@ -130,15 +139,17 @@ def main(argv=None):
     for label, mech, pop, ref, opts, target in CASES:
         r = bne(mech, pop, np.random.default_rng(0), reference=ref, **opts)
         linf = max(c.check.distances.get("linf_active", float("nan")) for c in r.classes)
+        eps_rel = max(c.check.epsilon_relative for c in r.classes)
         ok = "✓" if r.seconds <= target else "✗"
         print(
             f"| {label} | {r.options['path']} | {r.seconds:.1f} | <= {target} s {ok} | "
-            f"{r.options['calls']} | {r.iterations} | {r.epsilon_relative:.3g} | {linf:.3g} |"
+            f"{r.options['calls']} | {r.iterations} ({r.stopped_by}) | {eps_rel:.3g} | {linf:.3g} |"
         )
         rows.append(
             dict(case=label, path=r.options["path"], seconds=r.seconds, target=target,
                  calls=r.options["calls"], iterations=r.iterations,
-                 epsilon=r.epsilon, epsilon_relative=r.epsilon_relative, linf_active=linf)
+                 stopped_by=r.stopped_by, epsilon=r.epsilon, epsilon_relative=eps_rel,
+                 linf_active=linf)
         )  # fmt: skip
     if args.json:
         with open(args.json, "w") as fh:

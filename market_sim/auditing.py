@@ -207,6 +207,7 @@ class AuditResult:
     def format(self) -> str:
         s = self.summary
         kinds = ", ".join(f"{k} {v}" for k, v in s["candidates_by_kind"].items())
+        n_pairs = s["n_markets"] * s["n_sellers"]
         rows = [
             ("mechanism", s["mechanism"]),
             ("distribution", s["dist"]),
@@ -214,19 +215,28 @@ class AuditResult:
             ("reports tried per seller", f"{s['n_candidates']} ({kinds}, all sellers)"),
             ("opponent profiles tried", str(s["n_profiles"])),
             ("tolerance", f"{s['tol']:.3g} (w x eps_scale {s['incentive_scale']:.3g})"),
-            ("max gain", f"{s['max_gain']:.3g}" + _se(s["max_gain_se"])),
+            ("largest gain of a misreport", f"{s['max_gain']:.3g}" + _se(s["max_gain_se"])),
             (
                 "95% CI, mean per-market max gain",
                 f"[{_fmt(s['max_gain_ci_low'])}, {_fmt(s['max_gain_ci_high'])}] (bootstrap)",
             ),
-            ("share profitable", f"{s['share_profitable']:.3g}"),
-            ("profitable share, 95% upper", f"{s['profitable_share_upper']:.3g}"),
+            (
+                "sellers with a profitable misreport",
+                f"{s['n_profitable']} of {n_pairs} (share {s['share_profitable']:.3g})",
+            ),
+            (
+                "random reports that gain > tol",
+                f"{s['n_profitable_random']} of {s['n_random_reports']} (share, 95% upper: "
+                f"{s['profitable_share_upper']:.3g})",
+            ),
             (
                 "type gain max (adjacent reports)",
                 f"{_fmt(s.get('type_gain_max'))} (its tol {_fmt(s.get('type_gain_tol'))})",
             ),  # fmt: skip
-            ("IR violations", str(s["ir_violations"])),
-            ("IR share, 95% upper", f"{s['ir_share_upper']:.3g}"),
+            (
+                "sellers violating IR",
+                f"{s['ir_violations']} of {n_pairs} (share, 95% upper: {s['ir_share_upper']:.3g})",
+            ),
             ("least truthful utility", f"{s['min_truthful_utility']:.3g}"),
             (
                 "least utility at the top / bottom",
@@ -1235,19 +1245,21 @@ class _Source:
     n_sellers: int
     population: Any = None
     given: np.ndarray | None = None
+    given_data: list | None = None  # with ``given``: each market's (X, y)
 
     def draw(self, m: int, rng):
         """(costs, class of each seller or None, data or None) of market m."""
         if self.given is not None:
-            return self.given[m], None, None
+            return self.given[m], None, (None if self.given_data is None else self.given_data[m])
         if self.population is not None:
             mk = self.population.sample(rng)
             return np.asarray(mk.costs, dtype=float), np.asarray(mk.group), mk.data
         return self.dist.sample(self.n_sellers, rng), None, None
 
 
-def _source(dist, n_sellers, n_markets, costs) -> _Source:
-    """The cost law or Population (``market_sim.population.as_population``), checked."""
+def _source(dist, n_sellers, n_markets, costs, data=None) -> _Source:
+    """The cost law or Population (``market_sim.population.as_population``), checked;
+    ``data``: each given market's (X, y) (with ``costs`` only)."""
     pop = None
     if not _is_plain_law(dist):
         from .population import as_population
@@ -1267,7 +1279,23 @@ def _source(dist, n_sellers, n_markets, costs) -> _Source:
     if not (math.isfinite(lo) and math.isfinite(hi)):
         raise MarketSimError(f"the audit needs a bounded support (got [{lo}, {hi}])")
     given = None if costs is None else _given_costs(costs, n_markets, n_sellers, lo, hi)
-    return _Source(spec, law, lo, hi, n_sellers, pop, given)
+    given_data = None if data is None else _given_data(data, given, n_sellers)
+    return _Source(spec, law, lo, hi, n_sellers, pop, given, given_data)
+
+
+def _given_data(data, given, n_sellers: int) -> list:
+    """Each given market's (X, y), one row per seller (``audit(..., costs=, data=)``)."""
+    if given is None:
+        raise MarketSimError("data= needs costs= (the markets whose sellers hold the data)")
+    data = list(data)
+    if len(data) != len(given):
+        raise MarketSimError(f"data: {len(data)} markets' data for {len(given)} markets")
+    for k, pair in enumerate(data):
+        if not (isinstance(pair, tuple | list) and len(pair) == 2):
+            raise MarketSimError(f"data: market {k}'s data is not a pair (X, y)")
+        if len(pair[0]) != n_sellers or len(pair[1]) != n_sellers:
+            raise MarketSimError(f"data: market {k} needs one row per seller ({n_sellers})")
+    return data
 
 
 def _is_plain_law(dist) -> bool:
@@ -1291,7 +1319,7 @@ def _build(mechanism, src: _Source, context):
 def _mechanism(mechanism, src: _Source, context):
     """The mechanism, refusing one that needs data on a source without data."""
     mech = _build(mechanism, src, context)
-    if getattr(mech, "needs_data", False):
+    if getattr(mech, "needs_data", False) and src.given_data is None:
         if src.population is None or not getattr(src.population, "has_data", False):
             raise MarketSimError(
                 f"{mechanism_name(mech)} needs the sellers' data: audit it on a population "
@@ -1346,6 +1374,8 @@ def audit(
     workers: int = 1,
     executor: str = "local",
     address: str | None = None,
+    on_market=None,
+    data=None,
     **context,
 ) -> AuditResult:
     """IC / IR / monotonicity audit of ``mechanism`` (a name, spec, class, instance or
@@ -1357,17 +1387,20 @@ def audit(
     and the statistics: the module doc.  ``coalition_size`` k >= 2 also searches joint
     misreports of up to k sellers (``group_verdict``).  ``costs``, an (n_markets,
     n_sellers) array, audits these markets instead of drawing them (how
-    ``market_sim.compare`` audits every mechanism on the same markets).  ``workers``,
+    ``market_sim.compare`` audits every mechanism on the same markets); ``data``, with
+    it, each market's (X, y) for a data-needing mechanism.  ``on_market``, a callable,
+    is called with the number of markets searched, 0 to ``n_markets``
+    (``market_sim.estimates.FirstMarketEstimate`` times the first).  ``workers``,
     ``executor``, ``address``: where the markets are searched, one task each
     (``market_sim.execution``; the same result on any of them)."""
     check_executor(workers, executor, address)
     work = audit_work(mechanism, dist, n_sellers, n_markets, rng, settings=_settings(
-        {k: v for k, v in locals().items() if k in _SETTINGS}), costs=costs,
+        {k: v for k, v in locals().items() if k in _SETTINGS}), costs=costs, data=data,
         coalition_size=coalition_size, context=context)  # fmt: skip
     where: dict[str, Any] = dict(workers=workers, executor=executor, address=address)
     label = progress if isinstance(progress, str) else "audit"
     markets = run_jobs(work.jobs(), progress=label if progress else False,
-                       preload=_PRELOAD, **where)  # fmt: skip
+                       preload=_PRELOAD, on_done=on_market, **where)  # fmt: skip
     return work.finish(markets, progress=bool(progress), **where)
 
 
@@ -1416,13 +1449,13 @@ class AuditWork:
 
 
 def audit_work(mechanism, dist, n_sellers, n_markets, rng, *, settings, costs=None,
-               coalition_size=None, context=None) -> AuditWork:  # fmt: skip
+               data=None, coalition_size=None, context=None) -> AuditWork:  # fmt: skip
     """The checked audit, its markets drawn with ``rng`` and split into tasks (see
     :class:`AuditWork`; ``settings`` from ``_settings``)."""
     if not isinstance(rng, np.random.Generator):
         raise MarketSimError("rng must be a numpy.random.Generator")
     n_markets = check_int("n_markets", n_markets, 1)
-    src = _source(dist, n_sellers, n_markets, costs)
+    src = _source(dist, n_sellers, n_markets, costs, data)
     coalition_size = _coalition_size(coalition_size, src.n_sellers)
     mech = _mechanism(mechanism, src, context or {})
     drawn, groups, mechs = _draw(mech, src, n_markets, rng, settings)

@@ -46,7 +46,7 @@ from .errors import MarketSimError
 from .execution import Job, Shared, check_executor, open_store, run_jobs
 from .files import atomic_write, check_writable_folder, json_plain, save_png
 from .mechanisms.base import as_mechanism, mechanism_name
-from .mechanisms.offline import proxy_loss_of_eps
+from .mechanisms.offline import buyer_loss, proxy_loss_of_eps
 from .parameters import check_int
 from .population import Population, as_population
 
@@ -66,13 +66,9 @@ FILES = (
 )
 
 
-def objective(eps, payments, *, mu: float, sigma: float, gamma: float) -> float:
-    """Eq. 11 (003) with the realised payments: mu ||eps|| / eta + sigma / eta +
-    gamma sum t_i, eta = sum eps; inf when nothing is bought: the proxy loss with zero
-    virtual costs (its data terms) plus gamma times the payments."""
-    eps = np.asarray(eps, dtype=float)
-    data = proxy_loss_of_eps(eps, np.zeros_like(eps), mu=mu, sigma=sigma, gamma=gamma)
-    return float(data + gamma * np.sum(payments))
+#: Eq. 11 (003) with the realised payments: mu ||eps|| / eta + sigma / eta + gamma sum t_i,
+#: eta = sum eps; inf when nothing is bought (the simulation's ``buyer_loss`` is the same)
+objective = buyer_loss
 
 
 def t_interval(x, level: float = LEVEL) -> tuple[float, float, float]:
@@ -157,9 +153,10 @@ def _ci(lo, hi) -> str:
 
 
 def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
-    eq = s.get("at", "truth") == "equilibrium"
+    eq = s.get("at", "truth") == "equilibrium" or bool(s.get("bids"))
     head = (
-        "| rank | mechanism | objective (95% CI) | minus baseline (95% CI) | proxy loss "
+        "| rank | mechanism | objective: Eq. 11, payments (95% CI) | minus baseline (95% CI) "
+        "| proxy loss "
         "| payment | bought | empty | max gain | IC | IR | IC rank | seconds |"
     )
     if eq:
@@ -196,14 +193,19 @@ def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
         "At equilibrium: a mechanism the audit does not find IC is played at its symmetric "
         "BNE (each seller reports b(c)), with the BNE's epsilon and relative loss L; the "
         "IC ones at truth.  "
-        if eq
+        if s.get("at", "truth") == "equilibrium"
         else "At truth: every seller reports its cost (at='truth', the default).  "
+    ) + (
+        f"Given bids: the sellers of {', '.join(s['bids'])} play the given bid functions.  "
+        if s.get("bids")
+        else ""
     )
     note = played + (
         f"{m} sellers, {s['n_markets']} markets, mu={_num(s['mu'])}, sigma={_num(s['sigma'])}, "
-        f"gamma={_num(s['gamma'])}.  Objective: Eq. 11 with the payments (mean over markets, "
-        f"Student-t 95% CI); minus baseline ({s['baseline']}): paired t 95% CI over the same "
-        "markets; IC / IR: the audit's verdicts on the same markets (bold: flagged); "
+        f"gamma={_num(s['gamma'])}.  Objective, lower is better: Eq. 11 with the payments "
+        "made, mu ||eps||_2 / sum(eps) + sigma / sum(eps) + gamma sum(payments) (mean over "
+        f"markets, Student-t 95% CI); minus baseline ({s['baseline']}): paired t 95% CI "
+        "over the same markets; IC / IR: the audit's verdicts on the same markets (bold: flagged); "
         "IC rank: rank among the mechanisms audited IC and IR."
     )
     return note + "\n\n" + "\n".join(rows).rstrip()
@@ -319,6 +321,7 @@ def compare(
     refine_iter: int = 8,
     at: str = "truth",
     bne_options: dict | None = None,
+    bids: dict | None = None,
     progress: bool = False,
     workers: int = 1,
     executor: str = "local",
@@ -334,11 +337,13 @@ def compare(
     or equal to its size), or a cost law with ``n_sellers`` sellers (an int or a list
     of sizes).  With a population every mechanism sees the same costs and data, and
     the results are also given per class.  ``baseline`` (a mechanism's label, default
-    the first) is what the paired differences are taken against.  ``workers``,
-    ``executor``, ``address``: where the tasks run (every market's audit of every
-    mechanism, then every mechanism's scores; ``market_sim.execution``: the same result
-    on any of them); ``store``: a folder where each finished task is kept, so that the
-    same call resumes (another call into it is refused).  See the module doc for the
+    the first) is what the paired differences are taken against.  ``bids`` ({mechanism
+    label: a BNEResult or ``bne:DIR/bid.csv``}): those mechanisms' sellers play the given
+    bid functions (each seller its class's) instead of the truth or a solved equilibrium.
+    ``workers``, ``executor``, ``address``: where the tasks run (every market's audit of
+    every mechanism, then every mechanism's scores; ``market_sim.execution``: the same
+    result on any of them); ``store``: a folder where each finished task is kept, so that
+    the same call resumes (another call into it is refused).  See the module doc for the
     objective and the statistics."""
     from .mechanisms.offline import check_params
 
@@ -352,9 +357,13 @@ def compare(
     ctx = dict(mu=mu, sigma=sigma, gamma=gamma, privacy=privacy)
     specs, built, labels = _build_mechanisms(mechanisms, populations, ctx)
     baseline = _check_baseline(baseline, labels)
+    given = _given_bids(bids, labels)
     search = dict(n_grid=n_grid, n_random=n_random, refine=refine, refine_iter=refine_iter)
     settings = _settings(labels, specs, populations, n_markets, baseline, ctx, audit, search, seed)
     settings |= {"at": at, "bne_options": dict(bne_options or {})}
+    settings["bids"] = {
+        k: v if isinstance(v, str) else type(v).__name__ for k, v in (bids or {}).items()
+    }
     where: dict[str, Any] = dict(
         workers=workers, executor=executor, address=address, preload=_PRELOAD
     )
@@ -368,7 +377,8 @@ def compare(
     verdicts = _audit_arms(arms, drawn, populations, search, audit, where, store, progress)
     shared = {m: (Shared(drawn[m]), Shared(populations[m])) for m in populations}
     jobs = [Job(f"{m}/{label}/score", _score_arm, (mech, *shared[m],
-                verdicts[m, label]["ic"], at, bne_seeds[m], bne_options, ctx))
+                verdicts[m, label]["ic"], at, bne_seeds[m], bne_options, ctx,
+                given.get(label)))
             for m, label, mech in arms]  # fmt: skip
     seconds: list[float] = []
     played = run_jobs(jobs, store=store, progress="scores" if progress else False,
@@ -395,8 +405,9 @@ _PRELOAD = ("market_sim.comparison", "market_sim.auditing")
 
 def _audit_arms(arms, drawn, populations, search, audit, where, store, progress) -> dict:
     """{(m, label): verdicts} of every mechanism on the markets of its size: the audits'
-    markets, all of them one task each, on the executor; a mechanism not audited (or
-    one needing data) gets the not-audited verdicts.  ``_seconds``: the audit's time."""
+    markets, all of them one task each, on the executor (a data-needing mechanism with
+    each market's data); without ``audit`` the not-audited verdicts.  ``_seconds``: the
+    audit's time."""
     from . import auditing
 
     out = {(m, label): dict(_NOT_AUDITED) for m, label, _ in arms}
@@ -404,14 +415,13 @@ def _audit_arms(arms, drawn, populations, search, audit, where, store, progress)
         return out
     works = {}
     for m, label, mech in arms:
-        if getattr(mech, "needs_data", False):
-            continue
         mk, pop = drawn[m], populations[m]
         K, n = mk.costs.shape
         settings = auditing.audit_settings(**search)
+        data = mk.data if getattr(mech, "needs_data", False) else None
         works[m, label] = auditing.audit_work(
             mech, _report_range(pop), n, K, np.random.default_rng(mk.audit_seed),
-            settings=settings, costs=mk.costs,
+            settings=settings, costs=mk.costs, data=data,
         )  # fmt: skip
     jobs = [job for (m, label), w in works.items() for job in w.jobs(f"{m}/{label}/")]
     seconds: list[float] = []
@@ -429,9 +439,10 @@ def _audit_arms(arms, drawn, populations, search, audit, where, store, progress)
     return out
 
 
-def _score_arm(mech, markets, pop, ic, at, bne_seed, bne_options, ctx):
-    """Task: how the sellers play this mechanism and its scores on the markets."""
-    play = _play(mech, pop, ic, at, bne_seed, bne_options, ctx)
+def _score_arm(mech, markets, pop, ic, at, bne_seed, bne_options, ctx, given=None):
+    """Task: how the sellers play this mechanism (``given``: a bid function to play) and
+    its scores on the markets."""
+    play = _play(mech, pop, ic, at, bne_seed, bne_options, ctx, given)
     scores = _score_markets(mech, markets, pop, ctx["mu"], ctx["sigma"], ctx["gamma"],
                             play["bne"])  # fmt: skip
     return scores, _play_columns(play)
@@ -448,10 +459,30 @@ def _check_at(at, audit) -> None:
         raise MarketSimError("at='equilibrium' needs the audit (it says who is not IC)")
 
 
-def _play(mech, pop: Population, ic, at, bne_seed, bne_options, ctx) -> dict:
-    """How the sellers play: the truth, or (``at="equilibrium"`` and not audited IC)
-    the Bayes-Nash equilibrium of the mechanism for the population's classes, one solve
-    seed for all mechanisms."""
+def _given_bids(bids, labels) -> dict:
+    """``bids`` ({mechanism label: a BNEResult or ``bne:DIR/bid.csv``}) as the ``bne``
+    strategy, each checked (a label among the mechanisms', a bid function)."""
+    from .agents import as_strategy
+
+    out = {}
+    for label, spec in (bids or {}).items():
+        if label not in labels:
+            raise MarketSimError(f"bids: {label!r} is not a mechanism here ({', '.join(labels)})")
+        strategy = as_strategy(spec)
+        if not callable(getattr(strategy, "bid", None)):
+            raise MarketSimError(
+                f"bids: {label}: give a bid function (a BNEResult or bne:DIR/bid.csv), not {spec!r}"
+            )
+        out[label] = strategy
+    return out
+
+
+def _play(mech, pop: Population, ic, at, bne_seed, bne_options, ctx, given=None) -> dict:
+    """How the sellers play: a ``given`` bid function, the truth, or (``at="equilibrium"``
+    and not audited IC) the Bayes-Nash equilibrium of the mechanism for the population's
+    classes, one solve seed for all mechanisms."""
+    if given is not None:
+        return {"played": "given bids", "bne": given}
     if at == "truth" or ic == "ic":
         return {"played": "truth", "bne": None}
     from .equilibrium import bne
@@ -462,7 +493,7 @@ def _play(mech, pop: Population, ic, at, bne_seed, bne_options, ctx) -> dict:
 
 
 def _play_columns(play) -> dict:
-    r = play["bne"]
+    r = play["bne"] if play["played"] == "equilibrium" else None  # given bids: not verified
     return {
         "played": play["played"],
         "bne_epsilon": math.nan if r is None else r.epsilon,
@@ -811,24 +842,22 @@ def plot(result: CompareResult, path) -> None:
     tab = [plt.get_cmap("tab20")(i) for i in range(20)]
     colors = tab[::2] + tab[1::2]  # 20 distinct: the strong ten, then the light ten
     markers = "osD^vP*Xh<>p"
+    drawn = []  # (x, y, xerr, yerr, style) of the plane's points, for the inset
     for j, name in enumerate(result.settings["mechanisms"]):
         d = lb[lb["mechanism"] == name].sort_values("n_sellers")
         d = d[np.isfinite(d["objective_mean"])]
         if d.empty:
             continue
         col, mk = colors[j % len(colors)], markers[j % len(markers)]
-        good = bool(((d["ic"] == "ic") & (d["ir"] == "ir")).all())
+        flag = _failed_properties(d["ic"], d["ir"])
+        good = not flag
         x, y = d["payment_mean"].to_numpy(), d["data_loss_mean"].to_numpy()
         style: dict = dict(color=col, marker=mk, mfc=col if good else "white", capsize=3, ms=7)
-        ax.errorbar(
-            x,
-            y,
-            xerr=_err(x, d["payment_ci_low"], d["payment_ci_high"]),
-            yerr=_err(y, d["data_loss_ci_low"], d["data_loss_ci_high"]),
-            ls="-" if many else "none",
-            label=name + ("" if good else " (not IC/IR)"),
-            **style,
-        )
+        xerr = _err(x, d["payment_ci_low"], d["payment_ci_high"])
+        yerr = _err(y, d["data_loss_ci_low"], d["data_loss_ci_high"])
+        ax.errorbar(x, y, xerr=xerr, yerr=yerr, ls="-" if many else "none",
+                    label=name + (f" ({flag})" if flag else ""), **style)  # fmt: skip
+        drawn.append((x, y, xerr, yerr, dict(style, ls="-" if many else "none")))
         if many:
             yo = d["objective_mean"].to_numpy()
             axes[0, 1].errorbar(
@@ -837,8 +866,11 @@ def plot(result: CompareResult, path) -> None:
             )  # fmt: skip
     vals = lb[np.isfinite(lb["objective_mean"])]
     for axis, column in (("x", "payment_mean"), ("y", "data_loss_mean")):
-        v = vals[column].to_numpy()
-        if v.size and v.min() > 0 and v.max() > 20 * v.min():  # spans decades: log scale
+        scale = axis_scale(vals[column].to_numpy())
+        if scale == "symlog":
+            positive = vals[column][vals[column] > 0]
+            getattr(ax, f"set_{axis}scale")("symlog", linthresh=float(positive.min()))
+        elif scale == "log":
             getattr(ax, f"set_{axis}scale")("log")
     base = lb[(lb["mechanism"] == result.settings["baseline"]) & (lb["n_sellers"] == sizes[-1])]
     if len(base) and np.isfinite(base["objective_mean"].iloc[0]):
@@ -852,6 +884,7 @@ def plot(result: CompareResult, path) -> None:
                 label=f"objective of {result.settings['baseline']}")  # fmt: skip
         ax.set_xlim(x0, x1)
         ax.set_ylim(y0, y1)
+    _zoom_on_crowd(ax, drawn)
     ax.set(
         xlabel="mean total payment per market",
         ylabel="mean data loss (mu ||eps|| / sum eps + sigma / sum eps)",
@@ -866,6 +899,68 @@ def plot(result: CompareResult, path) -> None:
     fig.suptitle(result.title(), fontsize=10)
     fig.tight_layout()
     save_png(fig, path, dpi=90)
+
+
+def _zoom_on_crowd(ax, drawn, crowd: float = 0.1, least: int = 3) -> None:
+    """An inset that magnifies the crowd of the loss-payment plane: when ``least`` or more
+    points sit within a box of ``crowd`` x the axes around their median (one mechanism
+    far off squashes the others even on log axes), redraw them in an empty corner."""
+    if not drawn:
+        return
+    ax.autoscale_view()
+    pts = np.vstack([np.column_stack([x, y]) for x, y, *_ in drawn])
+    frac = ax.transAxes.inverted().transform(ax.transData.transform(pts))
+    centre = np.median(frac, axis=0)
+    near = np.all(np.abs(frac - centre) <= crowd / 2, axis=1)
+    if near.sum() < least or near.all():
+        return
+    corners = [(0.56, 0.54), (0.04, 0.54), (0.56, 0.06), (0.04, 0.06)]
+    free = [c for c in corners
+            if not np.any(np.all((frac >= np.array(c) - 0.02) & (frac <= np.array(c) + 0.44),
+                                 axis=1))]  # fmt: skip
+    if not free:
+        return
+    inset = ax.inset_axes([*free[0], 0.4, 0.4])  # linear: the crowd spans little
+    k = 0
+    for x, y, xerr, yerr, style in drawn:
+        keep = near[k : k + len(x)]
+        k += len(x)
+        if keep.any():
+            inset.errorbar(x[keep], y[keep], xerr=xerr[:, keep], yerr=yerr[:, keep], **style)
+    inset.tick_params(labelsize=6)
+    inset.locator_params(nbins=4)
+    ax.indicate_inset_zoom(inset, edgecolor="0.5")
+
+
+def _failed_properties(ic, ir) -> str:
+    """What the legend says of a mechanism's audit: "" (IC and IR), "not IC", "not IR",
+    "not IC/IR", "IC inconclusive", "IR inconclusive" or "not audited"."""
+    ic, ir = set(ic), set(ir)
+    if "not_audited" in ic:
+        return "not audited"
+    failed = [p for p, seen in (("IC", ic), ("IR", ir)) if f"not_{p.lower()}" in seen]
+    if failed:
+        return "not " + "/".join(failed)
+    unsure = [p for p, seen in (("IC", ic), ("IR", ir)) if seen - {p.lower()}]
+    return " and ".join(unsure) + " inconclusive" if unsure else ""
+
+
+def axis_scale(values) -> str:
+    """ "log" when the positive values span more than a factor of 20, or when all but
+    one of them crowd into a tenth of the range (an outlier squashes the others into a
+    corner of a linear axis); "symlog" for the same with a value <= 0 (0 stays on the
+    axis); else "linear"."""
+    v = np.sort(np.asarray(values, dtype=float)[np.isfinite(values)])
+    if v.size < 2 or v[-1] <= v[0]:
+        return "linear"
+    span = v[-1] - v[0]
+    crowded = v.size >= 3 and min(v[-2] - v[0], v[-1] - v[1]) < 0.1 * span
+    if v[0] > 0:
+        return "log" if v[-1] > 20 * v[0] or (crowded and v[-1] > 3 * v[0]) else "linear"
+    positive = v[v > 0]
+    if positive.size and crowded and v[-1] > 20 * positive[0]:
+        return "symlog"
+    return "linear"
 
 
 def _err(v, lo, hi) -> np.ndarray | None:

@@ -9,6 +9,7 @@ import numpy as np
 
 from .distributions import parse_distribution
 from .errors import MarketSimError
+from .files import save_png
 from .mechanisms.payments import seller_utility
 
 DEMO_DIST = "uniform:0:1"
@@ -85,7 +86,6 @@ def run_demo(out_dir: str = "demo_output", seed: int = 0, m: int = 200) -> dict:
     ax[2].legend(fontsize=8)
     fig.tight_layout()
     path = out / "offline_market.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_png(fig, path, dpi=110)
     print(f"\n  figure written to {path}")
     return {"summary": summary, "ic_gain": worst_gain, "figure": str(path)}

@@ -330,7 +330,23 @@ def empirical(
     dens = kde(mid) + kde(2 * low - mid) + kde(2 * high - mid)
     dens = np.maximum(dens, 1e-12 * dens.max())
     frozen = _stats().rv_histogram((dens, edges), density=True)
-    return _make(spec, frozen, low, high, iron)
+    return _with_density_steps(_make(spec, frozen, low, high, iron), edges[1:-1])
+
+
+def _with_density_steps(d: CostDistribution, steps) -> CostDistribution:
+    """``d`` with its density's steps declared as ``breaks``: psi = c + F/f jumps where
+    f does (Lemma III.2, 003), so a payment integral must not straddle them (a
+    Gauss-Legendre rule across 64 bin edges was off by ~1e-4 of a payment).  Steps
+    inside an ironing interval are left out: psi is constant there."""
+    steps = np.asarray(steps, dtype=float)
+    inside = np.zeros(steps.size, dtype=bool)
+    for a, b, _ in d.iron_intervals:
+        inside |= (steps > a) & (steps < b)
+    # an interval's ends are breaks too: its constant is the grid's, not the raw psi there
+    ends = [e for a, b, _ in d.iron_intervals for e in (a, b)]
+    lo, hi = d.support
+    cuts = np.unique(np.concatenate((steps[~inside], ends)))
+    return replace(d, breaks=tuple(float(x) for x in cuts if lo < x < hi))
 
 
 def _read_cost_column(path: str) -> np.ndarray:

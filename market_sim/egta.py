@@ -65,7 +65,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from math import factorial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -661,21 +661,20 @@ def _simulate(dev, full, strategies: list, n, mechanism, dist, rounds, last, see
     # every run of seats (the deviator a run of its own) gets a fresh copy of its
     # strategy, built once from its spec (a registry look-up per market is slow)
     mix = _Pairs([(copy.deepcopy(strategies[dev if s < 0 else s]), size / n) for s, size in runs])
+    # the population itself (per-seller laws, its data), or with data= the one-law form
+    who = {"population": market.population} if "data" not in context else {"dist": dist}
     model = MarketModel(
         n,
-        dist=dist,
+        **who,
+        market=market.drawn,
         mechanism=mechanism,
         strategy=mix,
         rounds=rounds,
         rng=np.random.default_rng(seed),
-        **({} if market.data is None else {"data": market.data}),
         **context,
     )
     if [g.ids.size for g in model.groups] != [size for _, size in runs]:  # pragma: no cover
         raise MarketSimError(f"egta: the market did not build the profile {list(full)}")
-    # the population's costs replace the model's own draw (MarketModel takes one law)
-    model.cost[:] = market.costs
-    model.report[:] = model.reports[:] = market.costs
     seat, total = int(market.seats[0]), 0.0
     first = rounds - last
     while model.running:
@@ -686,9 +685,12 @@ def _simulate(dev, full, strategies: list, n, mechanism, dist, rounds, last, see
 
 
 def _check_strategies(strategies) -> tuple[str, ...]:
-    if isinstance(strategies, str) or not all(isinstance(s, str) for s in strategies):
-        raise MarketSimError("strategies must be a list of strategy specs (strings)")
-    strategies = tuple(strategies)
+    """The strategies' names: a spec as given; a BNEResult (``bid_tables``) ``bne``."""
+    if isinstance(strategies, str) or not all(
+        isinstance(s, str) or callable(getattr(s, "bid_tables", None)) for s in strategies
+    ):
+        raise MarketSimError("strategies must be a list of strategy specs (strings) or BNEResults")
+    strategies = tuple(s if isinstance(s, str) else "bne" for s in strategies)
     if len(strategies) < 2:
         raise MarketSimError(f"egta needs at least 2 strategies to compare (got {len(strategies)})")
     if len(set(strategies)) != len(strategies):
@@ -710,20 +712,24 @@ def _check_numbers(n_sellers, samples, rounds, players, last_rounds, n_boot, reg
     return n, samples, rounds, players, last, n_boot
 
 
-def _build_mechanism(mechanism, dist, n, context, has_data: bool = False):
+def _build_mechanism(mechanism, pop, dist, context):
+    """The mechanism as MarketModel(population=pop) builds it (each seller's own law to
+    those that take them), or from the one law ``dist`` with data= from Python."""
     from .mechanisms.base import as_mechanism, mechanism_name
 
     bad = sorted(set(context) & set(_RESERVED))
     if bad:
         raise MarketSimError(f"egta sets {', '.join(bad)} itself; do not pass it")
     mech_context = {k: context[k] for k in ("mu", "sigma", "gamma", "privacy") if k in context}
-    mech = as_mechanism(mechanism, dist=dist, n_sellers=n, **mech_context)
+    mech = as_mechanism(mechanism, dist=dist, n_sellers=pop.n_sellers, **mech_context)
     name = mechanism if isinstance(mechanism, str) else mechanism_name(mech)
-    if getattr(mech, "needs_data", False) and "data" not in context and not has_data:
+    if getattr(mech, "needs_data", False) and "data" not in context and not pop.has_data:
         raise MarketSimError(
             f"mechanism {name} needs the sellers' data: give a population with data "
             "(e.g. 20*uniform:1:5;data=synthetic) or data= from Python"
         )
+    if "data" not in context:
+        mech = as_mechanism(mechanism, population=pop, **mech_context)
     return mech, name
 
 
@@ -756,22 +762,30 @@ def _seeds(seed, rng, samples: int, n: int):
 
 @dataclass(frozen=True)
 class _SampleMarket:
-    """What sample k shares across its markets: the seating (role r at seat seats[r]),
-    every seat's cost and, with data, (X, y, X_test, y_test)."""
+    """What sample k shares across its markets: the seating (role r at seat seats[r]) and
+    the population's draw (``drawn``: every seat's cost and, with data, its rows)."""
 
     seats: np.ndarray
-    costs: np.ndarray
-    data: tuple | None = None
+    population: Any
+    drawn: Any
+
+    @property
+    def costs(self) -> np.ndarray:
+        return self.drawn.costs
+
+    @property
+    def data(self) -> tuple | None:
+        """(X, y, X_test, y_test), or None without data."""
+        mk = self.drawn
+        return None if mk.data is None else (*mk.data, *mk.test)
 
 
 def _sample_markets(population, seats, cost_seeds) -> list[_SampleMarket]:
     """Per sample, one draw of the population (``pop.sample``) with its own seed."""
-    out = []
-    for seating, cs in zip(seats, cost_seeds, strict=True):
-        mk = population.sample(np.random.default_rng(cs))
-        data = None if mk.data is None else (*mk.data, *mk.test)
-        out.append(_SampleMarket(seating, mk.costs, data))
-    return out
+    return [
+        _SampleMarket(seating, population, population.sample(np.random.default_rng(cs)))
+        for seating, cs in zip(seats, cost_seeds, strict=True)
+    ]
 
 
 def _population_of(dist, n_sellers, context):
@@ -883,7 +897,8 @@ def egta(
     store=None,
     **context,
 ) -> EgtaResult:
-    """Empirical game of ``strategies`` (specs, at least 2) among a population's sellers.
+    """Empirical game of ``strategies`` (specs or BNEResults, at least 2) among a
+    population's sellers.
 
     ``mechanism``: a spec, class or instance; ``population``: a
     :class:`~market_sim.population.Population` or its spec (``n_sellers`` from it), or a
@@ -900,13 +915,14 @@ def egta(
     t0 = time.perf_counter()
     check_executor(workers, executor, address)
     rng_state = rng.bit_generator.state if isinstance(rng, np.random.Generator) else None
-    strategies = _check_strategies(strategies)
+    labels = _check_strategies(strategies)
     built = [as_strategy(s) for s in strategies]  # unknown names fail before any run
+    strategies = labels
     pop, dist = _population_of(population, n_sellers, context)
     n, samples, rounds, players, last, n_boot = _check_numbers(
         pop.n_sellers, samples, rounds, players, last_rounds, n_boot, regret_tol
     )
-    mech, name = _build_mechanism(mechanism, dist, n, context, pop.has_data)
+    mech, name = _build_mechanism(mechanism, pop, dist, context)
     if store is not None:
         request = _request(mechanism, pop, strategies, samples, seed, rng_state, players, rounds,
                            last, context)  # fmt: skip

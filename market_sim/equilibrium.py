@@ -7,9 +7,10 @@ when everyone else plays their class's bid function; ``symmetric_bne`` is the
 one-class case.  ``bne_epsilon`` verifies any bid function.
 
 Method (docs/equilibrium.md has the details, the options and the limits): damped
-best responses on a cost grid per class, on a fixed quasi-random sample of opponents
-(common random numbers), each best response the argmax over a report grid refined by
-a parabola; then verification on samples the solver never saw: every report of the
+best responses on a cost grid per class, against a quasi-random sample of opponents
+or, when the mechanism has an exact ``interim``, against the laws of their reports
+(exact utilities), each best response the argmax over a report grid, refined; then
+verification on samples the solver never saw: every report of the
 whole range (below the cost too) on a dense grid, locally refined around the best,
 its gain re-measured on fresh opponents at every evaluation cost up to the support's
 top; epsilon (ε̂) with a CI, bnelearn's ℓ̂ and L̂, and distances to a reference bid.
@@ -37,25 +38,29 @@ from .equilibrium_game import (
     BidFn,
     Classes,
     EpsilonResult,
+    Interim,
     Oracle,
     Sample,
     as_classes,
     best_response,
     eval_costs_for,
+    interim_epsilon,
     isotonic,
     measure,
     prior_weights,
     reports_of,
     search_reports,
+    tabulated_cdf,
 )
 from .errors import MarketSimError
 from .execution import Job, check_executor, job_rng, run_jobs
-from .files import atomic_write, json_plain, save_png
+from .files import atomic_write, fit_titles, json_plain, save_png
 from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
 from .parameters import check_int
 
 __all__ = [
     "OPTIONS",
+    "STOPPING_RULES",
     "BNEResult",
     "ClassBid",
     "EpsilonResult",
@@ -110,6 +115,7 @@ class BNEResult:
     options: dict = field(default_factory=dict, repr=False)
     support: tuple[float, float] = (0.0, 1.0)
     classes: tuple[ClassBid, ...] = field(default=(), repr=False)
+    stopped_by: str = "max_iter"  # the stopping rule that fired (STOPPING_RULES)
 
     def bid(self, costs, group: int = 0) -> np.ndarray:
         """Class ``group``'s bid function at ``costs`` (any shape, in its support)."""
@@ -118,6 +124,11 @@ class BNEResult:
         return self.classes[int(group)].bid(costs)
 
     __call__ = bid
+
+    def bid_tables(self) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+        """(grid costs, bids) per class: what the ``bne`` strategy plays when a
+        ``BNEResult`` is given as a strategy (``market_sim.agents.as_strategy``)."""
+        return tuple((c.costs, c.bids) for c in self.classes)
 
     @property
     def epsilon_by_group(self) -> tuple[float, ...]:
@@ -155,6 +166,7 @@ class BNEResult:
             "argmax_cost": per[0]["argmax_cost"],
             "iterations": self.iterations,
             "converged": self.converged,
+            "stopped_by": self.stopped_by,
             "residual": self.residual,
             "seconds": self.seconds,
             "max_markup": per[0]["max_markup"],
@@ -181,6 +193,11 @@ class BNEResult:
         plot(self, out / "bne.png")
         return out
 
+    def _tol_abs(self) -> float:
+        """The residual at which the ``residual`` rule stops: tol x the widest support."""
+        width = max((c.support[1] - c.support[0] for c in self.classes), default=math.nan)
+        return float(self.options.get("tol", math.nan)) * width
+
     def format(self) -> str:
         s = self.summary()
         lo, hi = s["epsilon_ci"]
@@ -189,7 +206,8 @@ class BNEResult:
             ("distribution", s["dist"]),
             ("sellers", str(s["n_sellers"])),
             ("iterations", f"{s['iterations']} (converged: {s['converged']})"),
-            ("residual sup|BR - b|", f"{s['residual']:.3g}"),
+            ("stopped by", f"{s['stopped_by']}: {STOPPING_RULES.get(s['stopped_by'], '?')}"),
+            ("residual sup|BR - b|", f"{s['residual']:.3g} (its rule: <= {self._tol_abs():.3g})"),
             ("epsilon", f"{s['epsilon']:.3g}"),
             ("95% CI", f"[{lo:.3g}, {hi:.3g}]"),
             ("epsilon / utility", f"{s['epsilon_relative']:.3g}"),
@@ -234,6 +252,7 @@ class _Setup:
     classes: Classes
     z_range: tuple[float, float]  # lowest and highest report
     name: str
+    cdfs: tuple = ()  # the classes' cdfs, tabulated (the interim path)
 
 
 def _setup(mechanism, population, n_sellers, rng, context, bid_max) -> _Setup:
@@ -248,15 +267,17 @@ def _setup(mechanism, population, n_sellers, rng, context, bid_max) -> _Setup:
     # the market's cost law for the mechanism's construction: the pooled law of the classes
     dist = classes.laws[0] if len(classes.laws) == 1 else pop.pooled
     mech = as_mechanism(mechanism, n_sellers=classes.n, dist=dist, **context)
-    if getattr(mech, "needs_data", False):
+    if getattr(mech, "needs_data", False) and not pop.has_data:
         raise MarketSimError(
-            f"{mechanism_name(mech)} needs the sellers' data; the BNE solver draws costs only"
+            f"{mechanism_name(mech)} needs the sellers' data: give a population with data "
+            '(e.g. "4*uniform:0:1;data=synthetic")'
         )
     lo = min(d.support[0] for d in classes.laws)
     hi = max(d.support[1] for d in classes.laws)
     z_hi = hi if bid_max is None else _check_float("bid_max", bid_max, hi, math.inf, False)
     name = mechanism if isinstance(mechanism, str) else mechanism_name(mech)
-    return _Setup(_compiled(mech), classes, (lo + 1e-6 * (z_hi - lo), z_hi), name)
+    cdfs = tuple(tabulated_cdf(law) for law in classes.laws)
+    return _Setup(_compiled(mech), classes, (lo + 1e-6 * (z_hi - lo), z_hi), name, cdfs)
 
 
 def _compiled(mech):
@@ -313,6 +334,10 @@ class _Options:
     damping: float | None = None
     tol: float = 2e-3
     gain_tol: float = 1e-3
+    eps_tol: float = 1e-4
+    verify_every: int | None = None
+    verify_tol: float = 0.01
+    patience: int = 0
     max_iter: int | None = None
     eval_grid: int = 33
     eval_samples: int | None = None
@@ -322,12 +347,13 @@ class _Options:
     tilt: float = 0.0
     br_refine: int | None = None
     resample: bool | None = None
+    exact: bool | None = None
 
     def checked(self) -> _Options:
         """The options, each checked (bad input: one line naming it)."""
         ints = dict(
             grid=3, bid_grid=3, samples=1, deviators=1, max_iter=1, eval_grid=1, check_grid=3,
-            refine=0, knots=0, br_refine=0,
+            refine=0, knots=0, br_refine=0, verify_every=0, patience=0,
         )  # fmt: skip
         kw: dict = {
             k: check_int(k, getattr(self, k), least) if getattr(self, k) is not None else None
@@ -340,10 +366,14 @@ class _Options:
         )
         kw["tol"] = _check_float("tol", self.tol, 0.0, math.inf)
         kw["gain_tol"] = _check_float("gain_tol", self.gain_tol, 0.0, math.inf, False)
+        kw["eps_tol"] = _check_float("eps_tol", self.eps_tol, 0.0, math.inf, False)
+        kw["verify_tol"] = _check_float("verify_tol", self.verify_tol, 0.0, math.inf, False)
         kw["tilt"] = _check_float("tilt", self.tilt, 0.0, math.inf, False)
-        if self.resample is not None and not isinstance(self.resample, (bool, np.bool_)):
-            raise MarketSimError(f"resample must be True or False (got {self.resample!r})")
-        kw["resample"] = None if self.resample is None else bool(self.resample)
+        for flag in ("resample", "exact"):
+            v = getattr(self, flag)
+            if v is not None and not isinstance(v, (bool, np.bool_)):
+                raise MarketSimError(f"{flag} must be True or False (got {v!r})")
+            kw[flag] = None if v is None else bool(v)
         return _Options(**kw)
 
     def for_path(self, path: str, n_classes: int = 1) -> _Options:
@@ -352,7 +382,10 @@ class _Options:
         25-report grid, no evaluated refinement and one fixed sample; else a 49-report
         grid, one round of evaluated refinement (three for several classes) and a fresh
         sample each iteration; damping 0.1 and 40 iterations (0.05 and 100 for several
-        classes, whose common lowest bid is a knife edge; docs/equilibrium.md)."""
+        classes, whose common lowest bid is a knife edge); a verification every 10
+        iterations (none on the ``outcome`` path).  On the exact ``interim`` path: 401
+        reports, 6 rounds, damping 0.01 and up to 1000 (cheap) iterations
+        (docs/equilibrium.md)."""
         slow, many = path == "outcome", n_classes > 1
         auto = dict(
             bid_grid=25 if slow else 49,
@@ -360,7 +393,10 @@ class _Options:
             resample=not slow,
             damping=0.05 if many else 0.1,
             max_iter=100 if many else 40,
+            verify_every=0 if slow else 10,
         )
+        if path == "interim":  # exact utilities: reports are cheap, no sample
+            auto.update(bid_grid=401, br_refine=6, resample=False, damping=0.01, max_iter=1000)
         return dataclasses.replace(
             self,
             **{k: v for k, v in auto.items() if getattr(self, k) is None},  # type: ignore[arg-type]
@@ -452,55 +488,162 @@ def _refocus(setup: _Setup, state: _State, opt: _Options, first: bool) -> None:
 
 @dataclass
 class _Trace:
+    """The iteration's record: residuals sup|BR - b| (``history``), the ex-ante gains of
+    the responses on their own sample (``gains``) and the relative epsilons measured
+    (``epsilons``: exact on the interim path, NaN where not measured), the max over
+    classes each; which rule stopped it; on the interim path the best iterate."""
+
     iterations: int = 0
-    converged: bool = False
+    stopped_by: str = "max_iter"
     history: list[float] = field(default_factory=list)
     gains: list[float] = field(default_factory=list)
+    epsilons: list[float] = field(default_factory=list)
+    best: int = 0  # the iteration whose bids are returned
+    best_state: tuple | None = None
+
+    @property
+    def converged(self) -> bool:
+        return self.stopped_by not in ("max_iter", "stalled")
+
+
+#: the stopping rules (``BNEResult.stopped_by``) and what each means
+STOPPING_RULES = {
+    "residual": "sup|BR - b| <= tol x the support's width (at once: the bids are kept)",
+    "gain": "the responses' ex-ante gain on their own sample <= gain_tol x utility "
+    "(biased up by the sample's noise: conservative)",
+    "epsilon": "interim path: every class's exact largest gain <= eps_tol x its utility",
+    "verified": "sampled paths, every verify_every iterations: every class's epsilon upper "
+    "95% bound on fresh opponents <= verify_tol x its utility",
+    "stalled": "interim path, patience > 0: no smaller exact epsilon for `patience` "
+    "iterations (the best iterate is returned; not converged)",
+    "max_iter": "max_iter iterations (interim path: the best iterate is returned)",
+}
+
+
+def _stop_rule(opt: _Options, it: int, exact: bool, residual, gain, eps, width) -> str | None:
+    """Which stopping rule fires after iteration ``it`` (None: go on): on a sample only
+    after the switch to the full sample and 5 more iterations (docs/equilibrium.md)."""
+    if residual == 0.0:
+        return "residual"
+    if it < 5 or (not exact and 2 * it <= (opt.max_iter or 0) + 10):
+        return None
+    if exact:  # the exact epsilon is the criterion (the ex-ante gain is too lax)
+        return "epsilon" if eps <= opt.eps_tol else None
+    if residual <= opt.tol * width:
+        return "residual"
+    if gain <= opt.gain_tol:
+        return "gain"
+    return "verified" if eps <= opt.verify_tol else None  # NaN where not verified
 
 
 def _iterate(setup, opt, oracle, train, state, progress, rng) -> _Trace:
-    """Damped best responses, all classes at once, until the residual or the ex-ante
-    gain is small (docs/equilibrium.md, "The method")."""
+    """Damped best responses, all classes at once, until a stopping rule fires
+    (``_stop_rule``; docs/equilibrium.md, "The method")."""
     from tqdm import tqdm
 
     trace = _Trace()
+    exact = oracle.path == "interim"
     width = max(d.support[1] - d.support[0] for d in setup.classes.laws)
     bar = tqdm(total=opt.max_iter, desc="best responses", file=sys.stderr, disable=not progress)
     for it in range(1, opt.max_iter + 1):
-        # the first half of the iterations on a quarter of the markets; with resample,
-        # a fresh scramble each iteration (the damped average cancels the sample's noise)
-        if opt.resample and it > 1:
-            train = Sample(setup.classes, train.markets, train.per_market, rng, opt.tilt)
+        train = _opponents(setup, opt, state, train, it, exact, rng)
         sample = train if 2 * it > opt.max_iter or opt.tilt > 1 else train.prefix(4)
-        R = reports_of(sample, setup.classes, state.bidfns())
-        brs, gains, tops = [], [], []
-        for g, law in enumerate(setup.classes.laws):
-            w = prior_weights(law, state.costs[g])
-            r = best_response(
-                oracle, sample, R, g, state.costs[g], state.bids[g], setup.z_range,
-                state.z_top, opt.bid_grid, w, opt.br_refine,
-            )  # fmt: skip
-            brs.append(
-                np.clip(isotonic(_smooth(state.costs[g], r.bids, opt.knots)), *setup.z_range)
-            )
-            gains.append(r.gain)
-            tops.append(r.z_top)
+        rs = _responses(setup, opt, oracle, sample, state, exact)
+        brs = [
+            np.clip(isotonic(_smooth(c, r.bids, opt.knots)), *setup.z_range)
+            for c, r in zip(state.costs, rs, strict=True)
+        ]
         residual = max(float(np.max(np.abs(br - b))) for br, b in zip(brs, state.bids, strict=True))
-        trace.iterations, trace.gains = it, [*trace.gains, max(gains)]
+        gain = max(r.gain for r in rs)
+        eps = _epsilon_now(setup, opt, oracle, sample, state, it, exact, rng)
+        trace.iterations = it
         trace.history.append(residual)
+        trace.gains.append(gain)
+        trace.epsilons.append(eps)
+        if exact and eps <= min(trace.epsilons):  # the bids before this iteration's update
+            trace.best = it
+            trace.best_state = ([*state.costs], [*state.bids], [*state.c_top], state.z_top)
         bar.update(1)
-        bar.set_postfix(residual=f"{residual:.2g}", gain=f"{max(gains):.2g}")
-        small = residual <= opt.tol * width or max(gains) <= opt.gain_tol
-        if residual == 0.0 or (small and 2 * it > opt.max_iter + 10):
-            # the bids are a best response up to tol (gain_tol: their own ex-ante gain)
-            trace.converged = True
+        bar.set_postfix(residual=f"{residual:.2g}", gain=f"{gain:.2g}", eps=f"{eps:.2g}")
+        rule = _stop_rule(opt, it, exact, residual, gain, eps, width)
+        if rule is not None:
+            trace.stopped_by, trace.best = rule, it
+            break
+        if exact and opt.patience and it - trace.best >= opt.patience:
+            trace.stopped_by = "stalled"
             break
         step = max(opt.damping, 1.0 / (it + 1))  # fictitious play, floored
         state.bids = [b + step * (br - b) for br, b in zip(brs, state.bids, strict=True)]
-        state.z_top = max(tops)
+        state.z_top = max(r.z_top for r in rs)
         _refocus(setup, state, opt, it == 1)
+    if trace.stopped_by in ("max_iter", "stalled"):
+        trace.best = trace.best or trace.iterations
+        if trace.best_state is not None:  # the interim path's best iterate
+            state.costs, state.bids, state.c_top, state.z_top = trace.best_state
     bar.close()
     return trace
+
+
+def _epsilon_now(setup, opt, oracle, sample, state, it, exact, rng) -> float:
+    """The relative epsilon of the current bids (max over classes) where it is measured:
+    exactly on the interim path at every iteration; on the sampled paths every
+    ``verify_every`` iterations once the full sample is used, as the upper 95% bound
+    of a verification on fresh opponents (``samples`` draws); else NaN."""
+    if exact:
+        return _exact_epsilon(setup, opt, oracle, sample, state)
+    warm = 2 * it > opt.max_iter + 10
+    if not (warm and opt.verify_every and it % opt.verify_every == 0 and it < opt.max_iter):
+        return math.nan
+    quick = dataclasses.replace(opt, eval_samples=opt.samples)
+    G = len(setup.classes.laws)
+    checks = _verify(
+        setup, quick, oracle, state.bidfns(), state.costs, state.c_top, state.z_top, rng, [None] * G
+    )
+    return max(ch.epsilon_ci[1] / ch.utility if ch.utility > 0 else math.inf for ch in checks)
+
+
+def _exact_epsilon(setup, opt, oracle, laws, state) -> float:
+    """The interim path's exact relative epsilon of the current bids (the max over the
+    classes), at the verification's evaluation costs and the grid costs."""
+    out = []
+    for g, law in enumerate(setup.classes.laws):
+        costs = np.union1d(eval_costs_for(law, state.c_top[g], opt.eval_grid), state.costs[g])
+        bids = np.interp(costs, state.costs[g], state.bids[g])
+        out.append(
+            interim_epsilon(oracle, laws, g, law, costs, bids, setup.z_range, state.z_top, opt)
+        )
+    return max(out)
+
+
+def _opponents(setup, opt, state, train, it, exact, rng):
+    """This iteration's opponents: on the interim path their report laws (exact); with
+    resample a fresh scramble after the first (the damped average cancels its noise)."""
+    if exact:
+        return Interim(setup.classes, state.costs, state.bids, setup.cdfs)
+    if opt.resample and it > 1:
+        return Sample(setup.classes, train.markets, train.per_market, rng, opt.tilt)
+    return train
+
+
+def _responses(setup, opt, oracle, sample, state, exact) -> list:
+    """Every class's best responses to the current bids."""
+    R = None if exact else reports_of(sample, setup.classes, state.bidfns())
+    return [
+        best_response(
+            oracle,
+            sample,
+            R,
+            g,
+            state.costs[g],
+            state.bids[g],
+            setup.z_range,
+            state.z_top,
+            opt.bid_grid,
+            prior_weights(law, state.costs[g]),
+            opt.br_refine,
+        )  # fmt: skip
+        for g, law in enumerate(setup.classes.laws)
+    ]
 
 
 def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, references):
@@ -542,8 +685,9 @@ def bne(
     ``70*uniform:0:1+30*uniform:1:2``), a list of ``(cost law, count)`` pairs, or one cost
     law with ``n_sellers`` (``market_sim.population.as_population``).  One bid function
     per class, numbered as the classes are given.  ``options``: grid, bid_grid,
-    samples, deviators, damping, tol, gain_tol, max_iter, br_refine, resample (the
-    solve; bid_grid, br_refine and resample automatic by path unless given); eval_grid,
+    samples, deviators, damping, max_iter, br_refine, resample, exact (the solve; the
+    automatic ones by path unless given); tol, gain_tol, eps_tol, verify_every,
+    verify_tol, patience (the stopping rules, ``STOPPING_RULES``); eval_grid,
     eval_samples, check_grid, refine (the verification); and the market settings mu,
     sigma, gamma, privacy (docs/equilibrium.md).  ``init``: the starting bid function(s)
     ("truth", a function, a list per class or a BNEResult); ``reference``: bid
@@ -554,16 +698,32 @@ def bne(
     setup = _setup(mechanism, population, n_sellers, rng, context, bid_max)
     G = len(setup.classes.laws)
     references = _per_class(reference, G, "reference")
-    oracle = Oracle(setup.mech)
+    # the interim path knows the others' report laws, not their data
+    exact = opt.exact is not False and not getattr(setup.mech, "needs_data", False)
+    oracle = Oracle(setup.mech, exact=exact)
+    sampled = Oracle(setup.mech)  # the verification draws opponents on every path
     opt = opt.for_path(oracle.path, G)
     markets, d = opt.markets(oracle, opt.samples, setup.classes)
-    train = Sample(setup.classes, markets, d, rng, opt.tilt)
+    train = None if oracle.path == "interim" else Sample(setup.classes, markets, d, rng, opt.tilt)
     state = _start(setup, opt, init)
     trace = _iterate(setup, opt, oracle, train, state, progress, rng)
     checks = _verify(
-        setup, opt, oracle, state.bidfns(), state.costs, state.c_top, state.z_top, rng, references
+        setup, opt, sampled, state.bidfns(), state.costs, state.c_top, state.z_top, rng, references
     )
-    return _result(setup, opt, state, trace, checks, oracle, time.perf_counter() - t0, context)
+    oracle.calls += sampled.calls
+    r = _result(setup, opt, state, trace, checks, oracle, time.perf_counter() - t0, context)
+    called = dict(n_sellers=setup.classes.n, init=_described(init), progress=bool(progress))
+    called["reference"] = _described(reference)
+    return dataclasses.replace(r, options={**r.options, **called})
+
+
+def _described(bid) -> str | None:
+    """A bid-function argument as ``options`` records it (JSON): "truth", None or its kind."""
+    if bid is None or isinstance(bid, str):
+        return bid
+    if isinstance(bid, (list, tuple)):
+        return "[" + ", ".join(str(_described(b)) for b in bid) + "]"
+    return getattr(bid, "__name__", type(bid).__name__)
 
 
 def bne_sweep(
@@ -632,9 +792,12 @@ def _result(setup, opt, state, trace, checks, oracle, seconds, context) -> BNERe
         "path": oracle.path,
         "calls": oracle.calls,
         "cost_top": state.c_top[0],
-        "training_gain": trace.gains[-1] if trace.gains else math.nan,
+        "training_gain": trace.gains[trace.best - 1] if trace.gains else math.nan,
+        "training_epsilon": trace.epsilons[trace.best - 1] if trace.epsilons else math.nan,
+        "best_iteration": trace.best,
         "bid_max": setup.z_range[1],
-        **context,
+        # the market settings the mechanism uses (its own field), else as given (None: neither)
+        **{k: getattr(setup.mech, k, context.get(k)) for k in CONTEXT_KEYS},
     }
     return BNEResult(
         mechanism=setup.name,
@@ -647,13 +810,14 @@ def _result(setup, opt, state, trace, checks, oracle, seconds, context) -> BNERe
         epsilon_relative=max(c.epsilon_relative for c in checks),
         iterations=trace.iterations,
         converged=trace.converged,
-        residual=trace.history[-1] if trace.history else math.nan,
+        residual=trace.history[trace.best - 1] if trace.history else math.nan,
         seconds=seconds,
         check=checks[0],
         history=tuple(trace.history),
         options=options,
         support=classes[0].support,
         classes=classes,
+        stopped_by=trace.stopped_by,
     )
 
 
@@ -742,10 +906,11 @@ def figure(result: BNEResult):
     ax2.set(
         xlabel="cost c",
         ylabel="gain of the best deviation (fresh markets)",
-        title=f"{result.iterations} iterations, converged: {result.converged}",
+        title=f"{result.iterations} iterations, stopped by {result.stopped_by}",
     )
     ax2.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), fontsize=8, ncol=2)
     fig.tight_layout()
+    fit_titles(fig)  # a mechanism given by its file path can be wider than the axes
     return fig
 
 

@@ -35,6 +35,7 @@ class Classes:
 
     laws: tuple[CostDistribution, ...]
     counts: tuple[int, ...]
+    data: Population | None = None  # the population, when its sellers have data
 
     @property
     def n(self) -> int:
@@ -54,17 +55,12 @@ class Classes:
 def as_classes(population, n_sellers=None) -> tuple[Classes, Population]:
     """The classes of a Population, a population spec, a list of ``(cost law, count)``
     pairs, or one cost law with ``n_sellers`` (``market_sim.population.as_population``),
-    and the Population itself.  A population with data is refused: the solver draws
-    costs only."""
+    and the Population itself (kept in ``Classes.data`` when its sellers have data:
+    the opponent samples then draw whole markets from it, data and all)."""
     pop = as_population(population, n_sellers)
-    if pop.has_data:
-        raise MarketSimError(
-            "a population with data: the BNE solver draws costs only (classes defined by "
-            "the sellers' data are not supported)"
-        )
     if pop.n_sellers < 2:
         raise MarketSimError(f"n_sellers must be an integer >= 2 (got {pop.n_sellers})")
-    return Classes(tuple(pop.laws), tuple(pop.counts)), pop
+    return Classes(tuple(pop.laws), tuple(pop.counts), pop if pop.has_data else None), pop
 
 
 # ---- the opponents --------------------------------------------------------------------
@@ -74,11 +70,16 @@ class Sample:
     rounded up to a power of two), so the opponents' costs are far more even than
     i.i.d. draws.  In market s the deviators of class g are ``deviators[g][s]`` (up
     to ``per_market`` of its sellers from a random one on); one seed per market
-    (common random numbers for randomized mechanisms)."""
+    (common random numbers for randomized mechanisms).  For a population with data,
+    i.i.d. whole markets of ``Population.sample`` instead, with their rows (``data``)."""
 
     def __init__(self, classes: Classes, markets: int, per_market: int, rng, tilt: float = 0.0):
         n = classes.n
         k = max(0, math.ceil(math.log2(max(markets, 1))))
+        self.data: list | None = None
+        if classes.data is not None:  # whole markets from the population: costs and data
+            self._from_population(classes, markets, per_market, rng)
+            return
         if n <= 21201:
             from scipy.stats import qmc
 
@@ -107,6 +108,32 @@ class Sample:
             pos = (first[:, None] + np.arange(d)[None, :]) % idx.size
             self.deviators.append(idx[pos])  # (M, d)
 
+    def _from_population(self, classes: Classes, markets: int, per_market: int, rng) -> None:
+        """``markets`` i.i.d. markets of ``Population.sample`` (the copula between costs
+        and data kept); ``data[s]`` market s's (X, y)."""
+        drawn = [classes.data.sample(rng) for _ in range(markets)]  # type: ignore[union-attr]
+        self.costs = np.array([m.costs for m in drawn], dtype=float)
+        self.data = [m.data for m in drawn]
+        self.weights = np.ones(markets)
+        self.per_market = per_market
+        self.seeds = rng.integers(2**63, size=markets)
+        self.deviators = []
+        for g in range(len(classes.laws)):
+            idx = np.flatnonzero(classes.group == g)
+            d = min(per_market, idx.size)
+            first = rng.integers(idx.size, size=markets)
+            self.deviators.append(idx[(first[:, None] + np.arange(d)[None, :]) % idx.size])
+
+    def mechanism(self, mech, s: int):
+        """The mechanism for market s: bound to its sellers' data when they have data
+        (kept: a bound mechanism may cache work per market)."""
+        if self.data is None:
+            return mech
+        bound = self.__dict__.setdefault("_bound", {})
+        if (id(mech), s) not in bound:
+            bound[id(mech), s] = mech.with_data(*self.data[s])
+        return bound[id(mech), s]
+
     @property
     def markets(self) -> int:
         return int(self.costs.shape[0])
@@ -117,6 +144,7 @@ class Sample:
         m = max(1, self.markets // share)
         sub = object.__new__(Sample)
         sub.costs, sub.weights, sub.seeds = self.costs[:m], self.weights[:m], self.seeds[:m]
+        sub.data = None if self.data is None else self.data[:m]
         sub.deviators = [d[:m] for d in self.deviators]
         sub.per_market = self.per_market
         return sub
@@ -151,12 +179,86 @@ def reports_of(sample: Sample, classes: Classes, bidfns: Sequence[BidFn]) -> np.
     return R
 
 
-# ---- the mechanism, three ways ------------------------------------------------------
+class Interim:
+    """The opponents as laws, not draws (the ``interim`` path): each class's report law
+    from its monotone piecewise-linear bid function and its cost law, exactly.  It
+    stands where a ``Sample`` does, as one "market" of weight 1."""
+
+    markets = 1
+    per_market = 1
+    weights = np.ones(1)
+
+    def __init__(
+        self,
+        classes: Classes,
+        costs: Sequence[np.ndarray],
+        bids: Sequence[np.ndarray],
+        cdfs: Sequence[Callable] | None = None,
+    ):
+        self.classes = classes
+        self.costs = [np.asarray(c, dtype=float) for c in costs]
+        self.bids = [np.asarray(b, dtype=float) for b in bids]
+        self.cdfs = [law.cdf for law in classes.laws] if cdfs is None else list(cdfs)
+
+    def prefix(self, share: int) -> Interim:
+        return self
+
+    def mean(self, X: np.ndarray) -> np.ndarray:
+        return X[0]
+
+    def below(self, Z: np.ndarray) -> np.ndarray:
+        """(classes, len(Z)): per class, the probability that a seller's report is below
+        z, a tie counted half: F(c_<(z)) + (F(c_<=(z)) - F(c_<(z))) / 2, with c_<(z) =
+        sup{c : b(c) < z} and c_<=(z) = sup{c : b(c) <= z} of the interpolated bids."""
+        out = np.empty((len(self.costs), Z.size))
+        for h, (x, y, cdf) in enumerate(zip(self.costs, self.bids, self.cdfs, strict=True)):
+            lo, hi = (np.asarray(cdf(_sup_cost(x, y, Z, side)), dtype=float)
+                      for side in ("left", "right"))  # fmt: skip
+            out[h] = np.clip(0.5 * (lo + hi), 0.0, 1.0)
+        return out
+
+
+def tabulated_cdf(law: CostDistribution, points: int = 4097) -> Callable:
+    """The law's cdf, linearly interpolated between ``points`` costs of its support
+    (exact for a uniform law; else off by O(width^2 / points^2) x the density's slope):
+    the interim path asks for it thousands of times."""
+    x = np.linspace(*law.support, points)
+    F = np.asarray(law.cdf(x), dtype=float)
+
+    def cdf(c):
+        return np.interp(c, x, F)
+
+    return cdf
+
+
+def _sup_cost(x: np.ndarray, y: np.ndarray, Z: np.ndarray, side: str) -> np.ndarray:
+    """sup{c : b(c) < z} (side "left") or sup{c : b(c) <= z} ("right") for the linear
+    interpolation b of the non-decreasing bids y at the costs x."""
+    i = np.searchsorted(y, Z, side=side)  # type: ignore[call-overload]  # bids below (at) z
+    j = np.clip(i, 1, x.size - 1)
+    y0, y1, x0, x1 = y[j - 1], y[j], x[j - 1], x[j]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = np.where(y1 > y0, x0 + (Z - y0) / (y1 - y0) * (x1 - x0), x0)
+    c = np.minimum(np.maximum(c, x0), x1)
+    return np.where(i == 0, x[0], np.where(i == x.size, x[-1], c))
+
+
+# ---- the mechanism, four ways -------------------------------------------------------
 def is_batched(mech) -> bool:
     """A user's ``outcome`` takes a (B, n) batch of report vectors (``batched = True``)."""
     return bool(
         getattr(mech, "batched", False) or getattr(getattr(mech, "obj", None), "batched", False)
     )
+
+
+def interim_of(mech) -> Callable | None:
+    """The mechanism's ``interim`` (a deviator's exact expected eps and payment from the
+    opponents' probabilities of reporting below it), or None; a duck-typed object's too."""
+    for m in (mech, getattr(mech, "obj", None)):
+        fn = getattr(m, "interim", None)
+        if callable(fn):
+            return fn
+    return None
 
 
 def has_vector_deviations(mech) -> bool:
@@ -166,40 +268,63 @@ def has_vector_deviations(mech) -> bool:
 
 @dataclass
 class Oracle:
-    """E and T of a deviator at candidate reports, per sampled market: through the
-    mechanism's own ``deviations`` when it overrides it, one batched ``outcome`` call
-    when the mechanism says ``batched = True``, else a tight loop over ``outcome``."""
+    """E and T of a deviator at candidate reports, per sampled market: exactly from the
+    mechanism's ``interim`` when it has one and ``exact`` (one "market", an
+    ``Interim``), through its own ``deviations`` when it overrides it, one batched
+    ``outcome`` call when the mechanism says ``batched = True``, else a tight loop
+    over ``outcome``."""
 
     mech: Mechanism
+    exact: bool = False
     calls: int = 0  # report vectors evaluated (outcome rows or deviations entries)
     path: str = field(init=False)
 
     def __post_init__(self):
-        if has_vector_deviations(self.mech):
+        if self.exact and interim_of(self.mech) is not None:
+            self.path = "interim"
+        elif has_vector_deviations(self.mech):
             self.path = "deviations"
         elif is_batched(self.mech):
             self.path = "batched"
         else:
             self.path = "outcome"
 
-    def eps_pay(self, sample: Sample, R: np.ndarray, g: int, Z: np.ndarray):
+    def eps_pay(self, sample, R: np.ndarray | None, g: int, Z: np.ndarray):
         """(markets, len(Z)) arrays: class g's deviators' mean eps and payment when one
-        of them reports z and everyone else reports R[s]."""
+        of them reports z and everyone else reports R[s] (``sample`` a Sample; on the
+        interim path an Interim, R None, one row)."""
         Z = np.asarray(Z, dtype=float)
+        if self.path == "interim":
+            return self._interim(sample, g, Z)
         dev = sample.deviators[g]
         self.calls += sample.markets * dev.shape[1] * Z.size
+        if sample.data is not None and self.path != "deviations":
+            return self._loop(sample, R, dev[:, 0], Z)  # one mechanism per market
         if self.path == "deviations":
             return self._deviations(sample, R, dev, Z)
         if self.path == "batched":
             return self._batched(sample, R, dev[:, 0], Z)
         return self._loop(sample, R, dev[:, 0], Z)
 
+    def _interim(self, laws: Interim, g: int, Z: np.ndarray):
+        counts = np.array(laws.classes.counts) - (np.arange(len(laws.classes.counts)) == g)
+        self.calls += Z.size
+        E, T = interim_of(self.mech)(Z, laws.below(Z), counts)  # type: ignore[misc]
+        E, T = np.asarray(E, dtype=float), np.asarray(T, dtype=float)
+        if E.shape != Z.shape or T.shape != Z.shape:
+            raise MarketSimError(
+                f"{mechanism_name(self.mech)}: interim returned eps of shape {E.shape} for "
+                f"{Z.size} reports"
+            )
+        return E[None, :], T[None, :]
+
     def _deviations(self, sample, R, dev, Z):
         M = R.shape[0]
         E, T = np.empty((M, Z.size)), np.empty((M, Z.size))
         cand = np.broadcast_to(Z, (dev.shape[1], Z.size))
         for s in range(M):
-            out = self.mech.deviations(dev[s], cand, R[s], np.random.default_rng(sample.seeds[s]))
+            mech = sample.mechanism(self.mech, s)
+            out = mech.deviations(dev[s], cand, R[s], np.random.default_rng(sample.seeds[s]))
             E[s] = np.mean(out.eps, axis=0)
             T[s] = np.mean(out.payments, axis=0)
         return E, T
@@ -243,6 +368,8 @@ class Oracle:
         zs = Z.tolist()
         first = True
         for s in range(M):
+            if sample.data is not None:
+                fn = sample.mechanism(self.mech, s).outcome
             r = R[s].copy()
             i = int(dev[s])
             seed = int(sample.seeds[s])
@@ -302,8 +429,8 @@ class Response:
 
 def best_response(
     oracle: Oracle,
-    sample: Sample,
-    R: np.ndarray,
+    sample: Sample | Interim,
+    R: np.ndarray | None,
     g: int,
     costs: np.ndarray,
     current: np.ndarray,
@@ -466,6 +593,20 @@ def search_reports(oracle, sample, R, g, costs, bids, z_range, z_top, dense, ref
     E, T = oracle.eps_pay(sample, R, g, Z)
     U = sample.mean(T)[None, :] - costs[:, None] * sample.mean(E)[None, :]
     return refine_best(oracle, sample, R, g, costs, Z, U, z_range, refine)[0]
+
+
+def interim_epsilon(oracle, laws: Interim, g, law, costs, bids, z_range, z_top, opt) -> float:
+    """On the ``interim`` path, class g's exact largest gain of a deviation at ``costs``
+    over the ex-ante utility (prior-weighted at those costs): the verification's search
+    (every report of the range, refined) with exact utilities instead of two samples."""
+    z_star = search_reports(
+        oracle, laws, None, g, costs, bids, z_range, z_top, opt.check_grid, opt.refine
+    )
+    E, T = oracle.eps_pay(laws, None, g, np.concatenate((z_star, bids)))
+    U = T[0] - np.tile(costs, 2) * E[0]
+    util = float(prior_weights(law, costs) @ np.maximum(U[costs.size :], 0.0))
+    eps = float(np.max(U[: costs.size] - U[costs.size :]))
+    return eps / util if util > 0 else (0.0 if eps <= 0 else math.inf)
 
 
 def measure(

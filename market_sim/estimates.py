@@ -6,6 +6,11 @@ estimates come from a simple cost model, never from timing anything; its
 constants are all here, measured once on the 2-core reference machine
 (``docs/cli.md``), and are meant to be updated when the code gets faster.
 
+The exception is :class:`FirstMarketEstimate`: a run of K like markets (the audit)
+times its first market on the mechanism itself and estimates the other K - 1 from it,
+so a slow user mechanism gets an honest figure where the cost model (written for
+the library's mechanisms) cannot know its ``outcome``.
+
 Cost model (seconds):
 
 * **Capped offline payments** (``--k``, or ``offline:k=K``).  With the compiled
@@ -26,7 +31,7 @@ Cost model (seconds):
   the bottom of the support (every seller for the regret).  Without a cap the
   payments are one compiled pass (about 0.1 s at m = 10^5).
 * **Data-dependent mechanism** (``simulate --mechanism data-dependent --data``).
-  Every solve of Eq. 17 (a line search over ``eps_avg``, L-BFGS at each point)
+  Every solve of Eq. 17 (a line search over ``eps_avg``, Newton at each point)
   costs ``DD_SOLVE_FIXED + DD_SOLVE_PER_ROW * m``.  One round pays each seller
   from ``n_nodes`` solves (Myerson's integral by the trapezoid rule), and the
   regret adds ``n_grid + n_nodes`` solves per seller:
@@ -37,6 +42,8 @@ Cost model (seconds):
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 
 __all__ = [
     "SLOW_SECONDS",
@@ -44,6 +51,7 @@ __all__ = [
     "capped_offline_seconds",
     "data_dependent_round_seconds",
     "format_duration",
+    "FirstMarketEstimate",
 ]
 
 SLOW_SECONDS = 60.0  # warn above this
@@ -59,9 +67,11 @@ CAPPED_SOLVES_PER_SELLER = 400  # measured 160 to 680 at m = 100 to 800, k = 5
 SOLVE_FIXED = 1.6e-3  # seconds per capped solve at small m
 SOLVE_PER_SELLER = 2.5e-7  # seconds per seller of a capped solve (0.25 s at m = 10^6)
 
-# data-dependent mechanism (Eq. 17 by Algorithm 4, 10 points of eps_avg)
-DD_SOLVE_FIXED = 0.15  # seconds per solve at m <= 200
-DD_SOLVE_PER_ROW = 1.6e-4  # about 1 s per solve at m = 5000
+# data-dependent mechanism (Eq. 17 by Algorithm 4, 10 points of eps_avg), the compiled
+# multi-start Newton solver (measured 2026-11-27, simulate, 3 rounds: 2.1 s at m = 20
+# with regret, 5.9 s at m = 100 with regret; one round of m = 500 without: 16.0 s)
+DD_SOLVE_FIXED = 1e-3  # seconds per solve at small m (scipy's L-BFGS-B path: 0.15)
+DD_SOLVE_PER_ROW = 5e-6  # about 26 ms per solve at m = 5000
 
 
 def capped_offline_seconds(m: int, n_paid: int, n_curves: int = 0, *, compiled: bool) -> float:
@@ -98,6 +108,10 @@ AUDIT_FAST_PER_EVAL = 3.5e-6  # a mechanism with its own ``deviations`` (offline
 AUDIT_CALL_FIXED = 2.5e-5  # one ``outcome`` call of a generic mechanism (re-run per report)
 AUDIT_CALL_PER_SELLER = 5e-8  # ... and per seller of its market
 AUDIT_FAST_PER_MARKET = 0.05  # fixed cost per market (solves, curves) of the fast paths
+# the data-dependent mechanism: one solve of Eq. 17 per evaluation (measured 2026-11-27:
+# 100 sellers with synthetic data, 13-25 s a market for ~48,000 evaluations)
+AUDIT_DD_PER_EVAL_PER_SELLER = 5e-6  # the compiled solver (0.5 ms an evaluation at N = 100)
+AUDIT_DD_LBFGS_PER_EVAL = 1e-2  # solver="lbfgs": scipy's L-BFGS-B, ~10 ms a solve
 
 
 def audit_seconds(
@@ -108,14 +122,20 @@ def audit_seconds(
     reports.  A mechanism with its own ``deviations`` costs ``AUDIT_FAST_PER_EVAL`` per
     evaluation; a generic one re-runs ``outcome`` per report (``AUDIT_CALL_FIXED +
     AUDIT_CALL_PER_SELLER * n``), ``n_draws`` times for a Monte Carlo randomized one plus
-    ``n_confirm`` draws of each seller's best report."""
+    ``n_confirm`` draws of each seller's best report; the data-dependent mechanism one
+    solve of Eq. 17 per evaluation."""
     from .mechanisms.base import Mechanism
+    from .mechanisms.builtin import DataDependentMechanism
 
+    evals = float(n_sellers) * (n_candidates + 1) * n_markets
+    if isinstance(mech, DataDependentMechanism):  # a solve of Eq. 17 per evaluation
+        if mech.solver == "lbfgs":
+            return evals * AUDIT_DD_LBFGS_PER_EVAL
+        return evals * AUDIT_DD_PER_EVAL_PER_SELLER * n_sellers
     fast = any(
         getattr(type(mech), name, None) is not getattr(Mechanism, name)
         for name in ("deviations", "deviation_utilities")
     )
-    evals = float(n_sellers) * (n_candidates + 1) * n_markets
     if fast:
         return evals * AUDIT_FAST_PER_EVAL + n_markets * AUDIT_FAST_PER_MARKET
     per_call = AUDIT_CALL_FIXED + AUDIT_CALL_PER_SELLER * n_sellers
@@ -154,3 +174,40 @@ def simulation_seconds(model, rounds: int) -> tuple[float, str]:
             faster = f"--no-regret ({format_duration(rounds * per_round(False))}), or " + faster
         return rounds * per_round(regret), faster
     return 0.0, ""
+
+
+class FirstMarketEstimate:
+    """Calls ``report(line)`` once, when the first of ``total`` like markets is done, with
+    the time it took and the estimate of the other ``total - 1`` (first x (total - 1)):
+    calibrated on the mechanism itself.  Call it with the number of markets done: 0 at
+    the start of the first, then 1, 2, ...  ``clock`` (seconds) can be injected."""
+
+    def __init__(
+        self,
+        total: int,
+        report: Callable[[str], None],
+        what: str = "audit",
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.total, self.report, self.what, self.clock = int(total), report, what, clock
+        self.start: float | None = None
+        self.first_seconds: float | None = None
+
+    def remaining_seconds(self) -> float:
+        """The estimate of the markets after the first (nan before it is done)."""
+        if self.first_seconds is None:
+            return math.nan
+        return self.first_seconds * (self.total - 1)
+
+    def __call__(self, done: int) -> None:
+        if done == 0:
+            self.start = self.clock()
+        elif done == 1 and self.start is not None and self.first_seconds is None:
+            self.first_seconds = self.clock() - self.start
+            if self.total > 1:
+                self.report(
+                    f"{self.what}: the first of {self.total} markets took "
+                    f"{format_duration(self.first_seconds)}; the other {self.total - 1} "
+                    f"estimated at {format_duration(self.remaining_seconds())} "
+                    "(timed on this mechanism)"
+                )

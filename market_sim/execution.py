@@ -160,10 +160,12 @@ def run_jobs(
     progress: bool | str = False,
     preload: Sequence[str] = (),
     seconds: list | None = None,
+    on_done: Callable[[int], None] | None = None,
 ) -> list:
     """The results of ``jobs`` in their order (see the module doc).  ``store``: a folder
     made by :func:`open_store`; ``preload``: modules the pool's server imports first;
-    ``seconds``: a list that receives each job's time in its worker (stored with it)."""
+    ``seconds``: a list that receives each job's time in its worker (stored with it);
+    ``on_done(k)``: called with the number of jobs finished, first before any runs."""
     check_executor(workers, executor, address)
     keys = [j.key for j in jobs]
     if len(set(keys)) != len(keys):
@@ -184,7 +186,11 @@ def run_jobs(
             results[i] = value
             if bar is not None:
                 bar.update()
+        if on_done is not None:
+            on_done(len(results))
 
+    if on_done is not None and todo:
+        on_done(len(results))
     try:
         if not todo:
             pass

@@ -11,7 +11,7 @@ import numpy as np
 
 from .errors import MarketSimError
 
-__all__ = ["atomic_write", "check_writable_folder", "check_writable_file"]
+__all__ = ["atomic_write", "check_writable_folder", "check_writable_file", "fit_titles", "save_png"]
 
 
 def atomic_write(path, write) -> None:
@@ -34,9 +34,48 @@ def atomic_write(path, write) -> None:
         raise
 
 
+def fit_titles(fig) -> bool:
+    """Wrap the figure's title onto more lines where it is wider than the figure, and
+    each axes' title where it is wider than its axes (a tenth more allowed), then lay
+    the figure out again; True when something was wrapped.  Every figure the CLI
+    writes goes through it (``save_png``)."""
+    import textwrap
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if not hasattr(fig.canvas, "get_renderer"):
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = [(fig._suptitle, lambda: 0.96 * fig.bbox.width)] if fig._suptitle else []
+    for ax in fig.axes:
+        for t in (ax.title, ax._left_title, ax._right_title):
+            texts.append((t, lambda ax=ax: 1.1 * ax.get_window_extent(renderer).width))
+    wrapped = False
+    for text, room in texts:
+        for _ in range(4):
+            width = text.get_window_extent(renderer).width
+            if not text.get_text() or not text.get_visible() or width <= room():
+                break
+            longest = max(len(line) for line in text.get_text().split("\n"))
+            chars = max(12, int(longest * room() / width) - 1)
+            lines = [textwrap.fill(line, chars) for line in text.get_text().split("\n")]
+            text.set_text("\n".join(lines))
+            wrapped = True
+    if wrapped:
+        engine = fig.get_layout_engine()
+        gridded = all(ax.get_subplotspec() is not None for ax in fig.axes)
+        if gridded and (engine is None or type(engine).__name__ == "PlaceHolderLayoutEngine"):
+            fig.tight_layout()  # a figure laid out by hand keeps its layout
+    return wrapped
+
+
 def save_png(fig, path, dpi: int = 100) -> None:
-    """Write a matplotlib figure to ``path`` as PNG atomically, then close it."""
+    """Write a matplotlib figure to ``path`` as PNG atomically (its titles fitted, see
+    :func:`fit_titles`), then close it."""
     import matplotlib.pyplot as plt
+
+    fit_titles(fig)
 
     def write(fh):
         fig.savefig(fh, format="png", dpi=dpi)

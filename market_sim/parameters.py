@@ -143,12 +143,10 @@ class Registered:
         return f"a registered {self.kind} ({names}) or module:Class"
 
     def check(self, value) -> None:
-        from .registry import parse_spec
-
         if not isinstance(value, str):
             raise ValueError("not a name")
         try:
-            name, _ = parse_spec(value)
+            name, _ = self._registry().parse(value)
             self._registry().load(name)
         except MarketSimError as exc:
             raise ValueError(str(exc).split(" (known:")[0].removeprefix(f"{self.kind}: ")) from None

@@ -238,6 +238,22 @@ class Registry:
             raise self._unknown(name)
         return self._check(obj, name) if self._check else obj
 
+    def parse(self, spec: str) -> tuple[str, dict]:
+        """:func:`parse_spec`, and ``NAME:VALUE`` (a value without ``key=``) for a
+        registered class that declares ``spec_argument``: VALUE is that parameter
+        (``bne:path/to/bid.csv`` is ``bne`` with ``path="path/to/bid.csv"``)."""
+        name, params = parse_spec(spec)
+        head, sep, value = name.partition(":")
+        if not sep or head not in self.names():
+            return name, params
+        key = getattr(self.load(head), "spec_argument", "")
+        if not key:
+            raise MarketSimError(
+                f"{self.kind} {head!r} takes parameters as key=value (got {spec!r}; e.g. "
+                f"{head}:key=value)"
+            )
+        return head, {key: value, **params}
+
     def describe(self) -> list[tuple[str, str, str]]:
         """(name, first sentence of the docstring, origin) for listings; imports each entry."""
         rows = []
@@ -323,6 +339,7 @@ STRATEGIES = Registry(
         "best-response": "market_sim.agents.strategies:BestResponse",
         "learning": "market_sim.agents.strategies:Learning",
         "collusion": "market_sim.agents.strategies:Collusion",
+        "bne": "market_sim.agents.bid_function:BidFunction",
         "hedge": "market_sim.agents.learners:Hedge",
         "exp3": "market_sim.agents.learners:Exp3",
         "q-learning": "market_sim.agents.learners:QLearning",

@@ -191,6 +191,7 @@ def Summary(model: MarketModel):
             f"{_sellers_text(model)}, μ={model.mu:g}, σ={model.sigma:g}, "
             f"γ={model.gamma:g}, ξ={model.xi:g}, seed={model.page_seed}",
         ),
+        ("buyer loss", _fmt(last["buyer_loss"])),
         ("proxy loss", _fmt(last["proxy_loss"])),
         ("total payment", _fmt(last["total_payment"])),
         ("mean regret", _fmt(last["mean_regret"]) if model.measure_regret else "off"),
@@ -244,13 +245,14 @@ def AllocationPanel(model: MarketModel):
 
 
 def HistoryPanel(model: MarketModel):
-    """Per round: proxy loss, total payment, regret and share misreporting."""
+    """Per round: the buyer's loss (payments made) and proxy loss (virtual costs), total
+    payment, regret and share misreporting."""
     df = model.datacollector.get_model_vars_dataframe().iloc[1:]
     r = np.arange(1, len(df) + 1)
     fig = _figure(5.2, 4.2, left=0.1, right=0.97, bottom=0.11, top=0.93, hspace=0.3, wspace=0.3)
     axes = fig.subplots(2, 2, sharex=True).ravel()
     series = [
-        ("proxy loss", ["proxy_loss"]),
+        ("loss (Eq. 11)", ["buyer_loss", "proxy_loss"]),
         ("total payment", ["total_payment"]),
         ("regret", ["mean_regret", "max_regret"]),
         ("share misreporting", ["share_misreporting"]),

@@ -445,7 +445,10 @@ def test_cli_exit_0_when_ic_and_ir(tmp_path, capsys):
     args += ["--markets", "2", "--grid", "5", "--random", "4", "--out", str(tmp_path / "o")]
     assert main(args) == 0
     err = capsys.readouterr().err
-    assert "estimated to take" in err
+    assert "the first of 2 markets took" in err  # timed on the mechanism (issue #43)
+    one = ["audit", "--mechanism", "online", "--dist", DIST, "--sellers", "4", "--markets", "1"]
+    assert main(one + ["--grid", "5", "--random", "4"]) == 0
+    assert "estimated to take" in capsys.readouterr().err  # one market: the cost model
 
 
 def test_cli_same_seed_same_numbers(tmp_path):

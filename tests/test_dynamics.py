@@ -212,3 +212,22 @@ def test_collusion_index_is_zero_at_truth_and_one_at_the_best_common_markup():
     assert u == pytest.approx(scale.u_nash)
     flat = type(scale)("x", "x", 2, 1.0, 1.0, 1.0, np.ones(1), np.ones(1))
     assert np.isnan(study.collusion_index(flat, 1.0))  # no collusive gain: undefined
+
+
+def test_the_report_splits_the_summary_into_narrow_tables_with_every_number():
+    """Issue #43: one 35-column table was unreadable.  Each table now has at most 12
+    columns, and every quantity of ``summarise`` appears with its own mean and CI."""
+    df = synthetic(late_share=0.0, q_ratio=1.5)
+    t = analysis.summarise(df)
+    tables = analysis.report_tables(df)
+    assert all(len(tab.columns) <= 12 for _, tab in tables)
+    cells = {}
+    for _, tab in tables:
+        for col in tab.columns[len(analysis.KEYS) :]:
+            cells[col] = list(tab[col])
+    for q in [c[: -len("_early")] for c in t.columns if c.endswith("_early") and "_ci" not in c]:
+        first = cells[f"{analysis.SHORT[q]}, first"]
+        pairs = zip(t[f"{q}_early"], t[f"{q}_ci_early"], strict=True)
+        assert first == [f"{v:.3g} ± {ci:.2g}" for v, ci in pairs]
+    assert cells["BNE payment ratio"] == ["n/a", "1.25", "1.25"]  # offline: IC, no BNE
+    assert cells["rounds"] == [20, 20, 20]

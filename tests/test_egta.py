@@ -523,6 +523,39 @@ def test_a_population_with_data_gives_each_market_its_rows():
         egta("data-dependent", "6*uniform:1:5", strategies=TS, samples=1)
 
 
+@pytest.mark.parametrize(
+    "mechanism, population",
+    [
+        ("offline", TWO_CLASSES),  # per-seller laws: pooled, the allocation would differ
+        ("data-dependent:n_nodes=3", "5*uniform:0:1;data=synthetic"),
+    ],
+)
+def test_profiles_run_on_the_population_through_market_model(mechanism, population):
+    """Every market is MarketModel(population=...) started from the sample's draw: in the
+    all-truthful profile the deviator earns, in each sample, what the mechanism built from
+    the population (each seller's own law; with data, that market's rows) pays its seat
+    at those costs, minus its cost times eps.  With the pooled law in place of the
+    per-seller laws (TWO_CLASSES' supports differ) the offline payments would differ."""
+    from market_sim.egta import _sample_markets
+    from market_sim.mechanisms.base import as_mechanism
+    from market_sim.population import as_population
+
+    pop = as_population(population)
+    r = egta(mechanism, pop, strategies=TS, samples=3, seed=1, players=2, n_boot=5)
+    _, _, seats, cost_seeds = _seeds(1, None, 3, pop.n_sellers)
+    mech = as_mechanism(mechanism, population=pop)
+    row = np.flatnonzero((r.full_profiles[:, 0] == pop.n_sellers) & (r.deviator == 0))[0]
+    for k, mk in enumerate(_sample_markets(pop, seats, cost_seeds)):
+        run = mech if mk.drawn.data is None else mech.with_data(*mk.drawn.data)
+        out = run.run(mk.costs)
+        seat = int(seats[k, 0])
+        want = out.payments[seat] - mk.costs[seat] * out.eps[seat]
+        assert r.sample_payoffs[row, k] == pytest.approx(want, rel=1e-9, abs=1e-12)
+        if mechanism == "offline":  # the pooled law's mechanism pays otherwise
+            pooled = as_mechanism("offline", dist=pop.pooled, n_sellers=pop.n_sellers)
+            assert not np.allclose(pooled.run(mk.costs).payments, out.payments)
+
+
 def test_deviator_seats_spread_over_a_populations_classes():
     """With fewer samples than seats the deviator's seats are spread evenly, so each class
     of a population (a stretch of seats) gets its share: 70/30 over 20 samples is 14/6,

@@ -10,8 +10,22 @@ import pytest
 
 from market_sim.analysis.figures import figure_problems
 from market_sim.cli import main
-from market_sim.equilibrium import BNEResult, bne, bne_epsilon, figure, symmetric_bne
-from market_sim.equilibrium_game import Oracle, Sample, as_classes, best_response, reports_of
+from market_sim.equilibrium import (
+    STOPPING_RULES,
+    BNEResult,
+    bne,
+    bne_epsilon,
+    figure,
+    symmetric_bne,
+)
+from market_sim.equilibrium_game import (
+    Interim,
+    Oracle,
+    Sample,
+    as_classes,
+    best_response,
+    reports_of,
+)
 from market_sim.errors import MarketSimError
 from market_sim.mechanisms.base import Mechanism, as_mechanism
 from market_sim.mechanisms.first_price import (
@@ -184,6 +198,45 @@ def test_automatic_settings_follow_the_path():
     assert (r.options["br_refine"], r.options["resample"]) == (2, True)  # given: kept
 
 
+@pytest.mark.parametrize(
+    "tol, gain_tol, rule", [(1e-9, 1e9, "gain"), (1e9, 0.0, "residual"), (1e-9, 0.0, None)]
+)
+def test_the_result_says_which_rule_stopped_the_iterations(tol, gain_tol, rule):
+    # each rule made to fire alone (the other impossible); None: neither, max_iter ends it.
+    # A rule may fire only on the full sample, from iteration (max_iter + 11) / 2 on: 12 here
+    r = symmetric_bne(
+        BatchedFirstPrice(), "uniform:0:1", 3, np.random.default_rng(0), samples=64, grid=9,
+        eval_grid=5, max_iter=12, tol=tol, gain_tol=gain_tol,
+    )  # fmt: skip
+    assert r.iterations == 12 and r.residual > 0
+    assert r.stopped_by == (rule or "max_iter") and r.converged == (rule is not None)
+    assert r.summary()["stopped_by"] == r.stopped_by
+    assert f"stopped by            {r.stopped_by}" in r.format()
+
+
+def test_options_record_every_keyword_with_its_used_value():
+    import inspect
+
+    from market_sim.equilibrium import CONTEXT_KEYS, OPTIONS
+
+    given = dict(mu=2.0, sigma=0.5, gamma=3.0, max_iter=2, samples=32, grid=5, eval_grid=3)
+    r = symmetric_bne("pay-as-bid", "uniform:1:5", 3, np.random.default_rng(0), **given)
+    keywords = [
+        k for k, p in inspect.signature(bne).parameters.items()
+        if p.kind is p.KEYWORD_ONLY
+    ]  # fmt: skip
+    for key in [*keywords, *OPTIONS, *CONTEXT_KEYS]:
+        assert key in r.options, key
+        assert key in r.summary(), key
+    for key, value in given.items():
+        assert r.options[key] == value, key
+    assert r.options["privacy"] is None  # pay-as-bid takes no privacy
+    assert r.options["n_sellers"] == 3 and r.options["init"] == "truth"
+    assert r.options["bid_max"] == 5.0 and r.options["progress"] is False
+    # the automatic settings are recorded as resolved, not as None
+    assert None not in [r.options[k] for k in ("bid_grid", "br_refine", "resample", "damping")]
+
+
 @pytest.mark.parametrize("n, k, lo, hi", [(4, 2, 0.0, 1.0), (3, 2, 1.0, 3.0)])
 def test_k_unit_closed_form_is_the_first_order_condition(n, k, lo, hi):
     from scipy import stats
@@ -201,9 +254,9 @@ def test_k_unit_closed_form_is_the_first_order_condition(n, k, lo, hi):
 def test_k_unit_solver_matches_the_closed_form(n, k, lo, hi):
     r = symmetric_bne(
         FirstPrice(k), f"uniform:{lo:g}:{hi:g}", n, np.random.default_rng(0),
-        samples=2048, reference=lambda c: first_price_bid(c, n, k, lo, hi),
+        samples=2048, reference=lambda c: first_price_bid(c, n, k, lo, hi), exact=False,
     )  # fmt: skip
-    assert r.options["path"] == "batched"
+    assert r.options["path"] == "batched"  # exact=False: sampled opponents
     assert r.check.distances["linf_active"] <= TOL_K_UNIT
     assert r.epsilon_relative <= 0.05
     # bnelearn's relative loss and its CI (the CI holds the point estimate)
@@ -212,19 +265,23 @@ def test_k_unit_solver_matches_the_closed_form(n, k, lo, hi):
     assert ch.relative_loss_ci[0] <= ch.relative_loss <= ch.relative_loss_ci[1]
 
 
-def test_asymmetric_closed_form_is_a_best_response():
-    # each class's bid maximises its utility against the other's, on fine grids
-    z = np.linspace(4 / 3, 2, 4001)
-    for g, (lo, hi) in enumerate([(1.0, 2.0), (0.0, 2.0)]):
-        olo, ohi = [(1.0, 2.0), (0.0, 2.0)][1 - g]
+@pytest.mark.parametrize("lows, high, b_low", [((1.0, 0.0), 2.0, 4 / 3), ((1.0, 0.0), 3.0, 1.8)])
+def test_asymmetric_closed_form_is_a_best_response(lows, high, b_low):
+    """Each class's bid maximises its utility against the other's, on fine grids; both
+    classes' lowest report is high - beta_top, beta_top the auction's common top bid,
+    from phi_1(beta) = a_1: 2 beta = a_1 (1 + k_1 beta^2) (a = (1, 2): 2/3; (2, 3): 6/5)."""
+    z = np.linspace(b_low, high, 4001)
+    laws = [(lows[0], high), (lows[1], high)]
+    for g, (lo, hi) in enumerate(laws):
+        olo, ohi = laws[1 - g]
         oc = np.linspace(olo, ohi, 20001)
-        ob = asymmetric_first_price_bid(oc, 1 - g)
+        ob = asymmetric_first_price_bid(oc, 1 - g, lows, high)
         win = 1 - np.searchsorted(ob, z) / oc.size  # P(the other's report > z)
         for c in np.linspace(lo, hi, 5)[:-1]:
             best = z[np.argmax((z - c) * win)]
-            assert abs(best - asymmetric_first_price_bid(c, g)) <= 0.003
-    assert asymmetric_first_price_bid(1.0, 0) == pytest.approx(4 / 3)
-    assert asymmetric_first_price_bid(0.0, 1) == pytest.approx(4 / 3)
+            assert abs(best - asymmetric_first_price_bid(c, g, lows, high)) <= 0.003 * high
+    assert asymmetric_first_price_bid(lows[0], 0, lows, high) == pytest.approx(b_low)
+    assert asymmetric_first_price_bid(lows[1], 1, lows, high) == pytest.approx(b_low)
 
 
 ASYMMETRIC = [
@@ -250,10 +307,106 @@ def test_two_classes_get_their_own_bid_functions():
         r.bid(c, group=2)
 
 
+def test_the_interim_report_law_counts_ties_half():
+    """Costs U[0, 1], bids 0.2 + 0.8 c up to c = 0.5, then 0.6 (an atom of mass 0.5 at
+    0.6): P(report < 0.4) = P(c < 0.25) = 0.25; at 0.6, 0.5 below and 0.5 tied: 0.75;
+    below the lowest bid 0, above the highest 1."""
+    classes, _ = as_classes("uniform:0:1", 2)
+    laws = Interim(classes, [np.array([0.0, 0.5, 1.0])], [np.array([0.2, 0.6, 0.6])])
+    z = np.array([0.1, 0.2, 0.4, 0.6, 0.7])
+    np.testing.assert_allclose(laws.below(z)[0], [0.0, 0.0, 0.25, 0.75, 1.0])
+
+
+def test_first_price_interim_is_exact():
+    """k = 2 units, 3 opponents each below z with probability p: the deviator sells iff
+    at most one is below, P = (1 - p)^3 + 3 p (1 - p)^2, and is paid z.  Through the
+    interim path (the report laws of 3 opponents bidding b(c) = 0.25 + 0.75 c, U[0, 1])
+    with k = 1: P(all 3 above z) = (1 - b^-1(z))^3, b^-1(z) = (z - 0.25) / 0.75."""
+    p = np.array([0.0, 0.3, 0.5, 1.0])
+    z = np.array([0.2, 0.4, 0.6, 0.8])
+    E, T = FirstPrice(2).interim(z, p[None, :], [3])
+    np.testing.assert_allclose(E, (1 - p) ** 3 + 3 * p * (1 - p) ** 2)
+    np.testing.assert_allclose(T, z * E)
+    classes, _ = as_classes("uniform:0:1", 4)
+    c = np.linspace(0, 1, 9)
+    oracle = Oracle(FirstPrice(1), exact=True)
+    assert oracle.path == "interim" and Oracle(FirstPrice(1)).path == "batched"
+    E, T = oracle.eps_pay(Interim(classes, [c], [closed_form(c, 4)]), None, 0, z)
+    np.testing.assert_allclose(E[0], (1 - np.clip((z - 0.25) / 0.75, 0, 1)) ** 3)
+
+
+def test_asymmetric_interim_solve_meets_the_bar():
+    """The issue's bar on the two-class closed form: every class within 0.01 of it
+    (L-infinity on the costs that win >= 1% of the time) and its verified epsilon (on
+    sampled opponents the solve never saw) within 1% of its utility; the solve on exact
+    utilities returns its best iterate, whose exact epsilon it reports."""
+    r = bne(
+        FirstPrice(1), [("uniform:1:2", 1), ("uniform:0:2", 1)], np.random.default_rng(0),
+        samples=2048, reference=ASYMMETRIC,
+    )  # fmt: skip
+    assert r.options["path"] == "interim" and r.stopped_by in ("epsilon", "stalled", "max_iter")
+    assert r.options["training_epsilon"] <= 0.01
+    for cl in r.classes:
+        assert cl.check.distances["linf_active"] <= 0.01
+        assert cl.check.epsilon_relative <= 0.01
+    # both classes' lowest bids near the common 4/3
+    assert abs(r.bid([1.0], group=0)[0] - 4 / 3) <= 0.005
+    assert abs(r.bid([0.0], group=1)[0] - 4 / 3) <= 0.005
+
+
+def test_identical_classes_give_the_symmetric_closed_form():
+    """Two classes with the same law (1 and 2 sellers of U[0, 2]) are one symmetric
+    market of 3: both bid functions must be b(c) = c + (2 - c) / 3 (the interim path
+    counts each class's opponents: the deviator's own class one fewer)."""
+    sym = lambda c: c + (2 - c) / 3  # noqa: E731
+    r = bne(
+        FirstPrice(1), [("uniform:0:2", 1), ("uniform:0:2", 2)], np.random.default_rng(0),
+        samples=512, reference=[sym, sym],
+    )  # fmt: skip
+    assert r.options["path"] == "interim"
+    for cl in r.classes:
+        assert cl.check.distances["linf_active"] <= 0.01
+
+
+def test_a_population_with_data():
+    """The data-dependent mechanism is IC for any data when its Myerson payments are
+    integrated accurately (an allocation monotone in each seller's own cost;
+    docs/data-dependent.md; with the default 9 payment nodes it is not near cost 0:
+    docs/equilibrium.md).  On 3 sellers with synthetic data (d = 2), every sampled
+    market carries its own rows (the mechanism refuses to run without them), and with
+    33 nodes the truth is kept at the first iteration with epsilon 0.  Pay-as-bid on
+    the same population is not IC: its cheapest sellers' bids move above their costs."""
+    pop = "3*uniform:0:1;data=synthetic;d=2"
+    tiny = dict(samples=4, eval_samples=4, grid=3, bid_grid=3, eval_grid=2, check_grid=3)
+    tiny.update(refine=0, br_refine=0, max_iter=2)
+    classes, _ = as_classes(pop)
+    sample = Sample(classes, 4, 1, np.random.default_rng(0))
+    assert len(sample.data) == 4 and all(X.shape == (3, 2) for X, _ in sample.data)
+    r = bne("data-dependent:n_nodes=33", pop, np.random.default_rng(0), **tiny)
+    assert (r.iterations, r.stopped_by) == (1, "residual")
+    np.testing.assert_allclose(r.bids, r.costs, atol=1e-5)
+    assert r.epsilon <= 1e-9
+    p = bne("pay-as-bid", pop, np.random.default_rng(0), **tiny)
+    assert p.bids[0] > p.costs[0] + 0.05
+
+
+def test_stopping_rules_say_which_fired():
+    # a certificate that is met at the first verification: "verified" (converged)
+    opts = dict(SMALL, max_iter=30, verify_every=5)
+    r = symmetric_bne(FIRST_PRICE, "uniform:0:1", 2, np.random.default_rng(0), **opts,
+                      verify_tol=1e9, gain_tol=1e-12, tol=1e-12)  # fmt: skip
+    assert (r.stopped_by, r.converged, r.iterations) == ("verified", True, 25)
+    # one that is never met: max_iter, not converged
+    r = symmetric_bne(FIRST_PRICE, "uniform:0:1", 2, np.random.default_rng(0), **opts,
+                      verify_tol=1e-12, gain_tol=1e-12, tol=1e-12)  # fmt: skip
+    assert (r.stopped_by, r.converged, r.iterations) == ("max_iter", False, 30)
+    assert r.summary()["stopped_by"] == "max_iter"
+
+
 @pytest.mark.parametrize("mech", ["posted-price", "offline"])
 def test_ic_mechanisms_give_truth_with_zero_epsilon(mech):
     r = symmetric_bne(mech, "uniform:1:5", 5, np.random.default_rng(0), **SMALL)
-    assert r.converged and r.iterations == 1
+    assert r.converged and r.iterations == 1 and r.stopped_by == "residual"
     np.testing.assert_allclose(r.bids, r.costs, atol=1e-5 * 4)
     assert r.epsilon <= 1e-9 and r.epsilon_ci[1] <= 1e-9
     e = bne_epsilon(mech, "uniform:1:5", 5, "truth", np.random.default_rng(1), **CHECK)
@@ -297,6 +450,7 @@ def test_result_object():
     assert len(r.history) == r.iterations
     fig = figure(r)  # labelled, titled, finite, no legend over the data
     assert figure_problems(fig) == []
+    assert fig.axes[1].get_title().endswith(f"stopped by {r.stopped_by}")  # which rule
     plt.close(fig)
     # a warm start from the result begins much nearer a fixed point than the truth
     w = symmetric_bne(
@@ -320,6 +474,9 @@ def test_bad_input_is_one_line():
         (dict(eval_grid=0), "eval_grid must be an integer >= 1"),
         (dict(resample="yes"), "resample must be True or False"),
         (dict(br_refine=-1), "br_refine must be an integer >= 0"),
+        (dict(exact="yes"), "exact must be True or False"),
+        (dict(verify_every=-1), "verify_every must be an integer >= 0"),
+        (dict(eps_tol=-1), "eps_tol must be in"),
         (dict(dist=[("uniform:0:1", 2)]), "symmetric_bne takes one cost law"),
     ]
     for kw, msg in cases:
@@ -330,12 +487,19 @@ def test_bad_input_is_one_line():
         assert "\n" not in str(info.value)
     with pytest.raises(MarketSimError, match="bid must be"):
         bne_epsilon("pay-as-bid", "uniform:0:1", 3, 0.5, rng)
+    bad_interim = type(
+        "BadInterim",
+        (),
+        {"outcome": BatchedFirstPrice.outcome, "interim": lambda s, z, b, c: (0, 0)},
+    )()
+    with pytest.raises(MarketSimError, match="interim returned eps of shape") as info:
+        bne(bad_interim, "uniform:0:1", rng, n_sellers=2, **FAST)
+    assert "\n" not in str(info.value)
     for population, msg in [
         ([("uniform:0:1", 2), ("nosuch:1", 1)], "unknown distribution"),
         ([("uniform:0:1", 0)], "count must be a positive integer"),
         ([("uniform:0:1",)], "a seller class is a"),
         ([("uniform:0:1", 1)], "n_sellers must be an integer >= 2"),
-        ("1*uniform:0:1+1*uniform:1:2;data=synthetic", "a population with data"),
     ]:
         with pytest.raises(MarketSimError, match=msg) as info:
             bne(FIRST_PRICE, population, rng)
@@ -351,6 +515,8 @@ def test_cli_writes_the_three_files(tmp_path, capsys):
     assert list(table.columns) == ["group", "cost", "bid"]
     s = json.loads((out / "summary.json").read_text())
     assert s["seed"] == 4 and s["n_sellers"] == 2
+    assert s["stopped_by"] in STOPPING_RULES
+    assert {"mu", "sigma", "gamma", "privacy", "tol", "gain_tol", "max_iter"} <= set(s)
     for key in ("epsilon", "epsilon_ci", "iterations", "seconds", "converged"):
         assert key in s
     assert (out / "bne.png").stat().st_size > 0
@@ -366,7 +532,8 @@ def test_cli_writes_the_three_files(tmp_path, capsys):
     assert sorted(set(t2["group"])) == [0, 1]
     assert t2[t2["group"] == 0]["cost"].min() == 1.0 and t2[t2["group"] == 1]["cost"].min() == 0
     assert s["epsilon"] == pytest.approx(r.epsilon)
-    assert "epsilon" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "epsilon" in printed and f"stopped by            {s['stopped_by']}" in printed
 
 
 @pytest.mark.parametrize(

@@ -567,9 +567,9 @@ def test_simulation_png_plots_eps_and_payment_against_cost_one_axis_per_unit(dat
         assert "the buyer's loss" not in titles
     else:
         assert "private model's test error" not in titles
-        np.testing.assert_allclose(
-            _axes(fig, "proxy loss (Eq. 11)").lines[0].get_ydata(), model_df.proxy_loss
-        )
+        loss = _axes(fig, "loss (Eq. 11)")  # the payments made, then the virtual costs
+        np.testing.assert_allclose(loss.lines[0].get_ydata(), model_df.buyer_loss)
+        np.testing.assert_allclose(loss.lines[1].get_ydata(), model_df.proxy_loss)
 
 
 def test_simulation_gif_has_a_colour_bar_and_the_round_in_its_title(tmp_path):

@@ -253,11 +253,17 @@ def test_market_model_bad_population_input_is_one_line():
         (dict(population=TWO, dist="uniform:0:1"), "not both"),
         (dict(population=TWO, data="synthetic"), "come from the population"),
         (dict(population=TWO, mechanism="data-dependent"), "needs the sellers' data"),
-    ]
+        (dict(population=TWO, market=TWO.sample(np.random.default_rng(0)).costs), "0 costs"),
+        (dict(population="3*uniform:0:1;data=synthetic", market=Population(
+            [("uniform:0:1", 3)]).sample(np.random.default_rng(0))), "has data and this"),
+    ]  # fmt: skip
     for kw, msg in cases:
         with pytest.raises(MarketSimError, match=msg) as err:
             MarketModel(**kw)
         assert "\n" not in str(err.value)
+    given = TWO.sample(np.random.default_rng(9))  # a market given: its costs, no draw
+    model = MarketModel(population=TWO, market=given, rounds=1, seed=5, **PARAMS)
+    assert np.array_equal(model.cost, given.costs)
 
 
 # ---- 4. compare on a population -------------------------------------------------------
@@ -305,6 +311,41 @@ def test_compare_ranks_data_dependent_beside_offline_on_the_same_data():
         assert rows["objective"].iloc[k] == objective(out.eps, out.payments, **PARAMS)
     assert set(res.leaderboard["mechanism"]) == {"offline", spec}
     assert "By class" not in res.format() and spec in res.format()  # one class: no class table
+
+
+def test_compare_audits_data_dependent_on_the_same_markets_and_data():
+    """With audits on, the data-dependent mechanism is audited on the compared markets
+    with their rows: its verdicts and max gain are those of ``audit(..., costs=,
+    data=)`` on the markets re-drawn from the same seed (the audit seed drawn after
+    them); data without costs, or not one row per seller, is refused in one line."""
+    from market_sim.auditing import audit
+    from market_sim.comparison import compare
+
+    pop = Population([("uniform:0:1", 5)], data="synthetic", n_test=20)
+    spec = "data-dependent:n_nodes=3"
+    search = dict(n_grid=5, n_random=2, refine=False)
+    res = compare(["offline", spec], pop, 5, 2, 3, **search, **PARAMS)
+    row = res.leaderboard.set_index("mechanism").loc[spec]
+    assert row["ic"] in ("ic", "not_ic") and row["ir"] in ("ir", "not_ir")
+    assert "not audited" not in res.format()
+    rng = np.random.default_rng(3)
+    markets = [pop.sample(rng) for _ in range(2)]
+    rng.integers(2**63, size=2)  # the outcome seeds
+    seed = int(rng.integers(2**63))
+    costs = np.array([mk.costs for mk in markets])
+    data = [mk.data for mk in markets]
+    mech = as_mechanism(spec, population=pop, **PARAMS)
+    direct = audit(mech, pop.laws[0], 5, 2, np.random.default_rng(seed), costs=costs,
+                   data=data, **search)  # fmt: skip
+    assert (direct.verdict, direct.ir_verdict) == (row["ic"], row["ir"])
+    assert direct.summary["max_gain"] == row["max_gain"]
+    for kw, msg in (
+        (dict(data=data), "needs costs="),
+        (dict(costs=costs, data=data[:1]), "1 m"),
+        (dict(costs=costs, data=[(d[0][:4], d[1][:4]) for d in data]), "one row"),
+    ):
+        with pytest.raises(MarketSimError, match=msg):
+            audit(mech, pop.laws[0], 5, 2, np.random.default_rng(0), **kw)
 
 
 def test_compare_bad_population_input_is_one_line():

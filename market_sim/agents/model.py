@@ -35,7 +35,7 @@ from ..distributions import CostDistribution, SellerLaws, parse_distribution
 from ..errors import MarketSimError
 from ..mechanisms.base import Mechanism, as_mechanism, mechanism_name
 from ..mechanisms.budgeted import Budgeted, Caps
-from ..mechanisms.offline import proxy_loss_of_eps
+from ..mechanisms.offline import buyer_loss, proxy_loss_of_eps
 from ..population import Population, as_population
 from ..privacy.ledger import PrivacyLedger, accountant_class
 from ..privacy.release import StatisticRelease
@@ -206,7 +206,8 @@ class PlatformAgent(mesa.Agent):
         super().__init__(model)
         self.test_data = test_data
         self.reg_lambda = reg_lambda
-        self.proxy_loss = np.nan
+        self.buyer_loss = np.nan  # Eq. 11 (003) with the payments made: what the buyer loses
+        self.proxy_loss = np.nan  # Eq. 11 with the virtual costs psi_i(c_i) of the true costs
         self.total_payment = 0.0
         self.n_bought = 0
         self.test_error = np.nan
@@ -229,8 +230,9 @@ class PlatformAgent(mesa.Agent):
             m._exhausted = m.ledger.exhausted()
         self.total_payment = float(outcome.payments.sum())
         self.n_bought = int(np.count_nonzero(outcome.eps))
-        psi = m.virtual_costs(active)
-        self.proxy_loss = proxy_loss_of_eps(outcome.eps, psi, mu=m.mu, sigma=m.sigma, gamma=m.gamma)
+        kw = dict(mu=m.mu, sigma=m.sigma, gamma=m.gamma)
+        self.buyer_loss = buyer_loss(outcome.eps, outcome.payments, **kw)
+        self.proxy_loss = proxy_loss_of_eps(outcome.eps, m.virtual_costs(active), **kw)
         self.publish(outcome.eps, outcome.payments)
 
     def train(self, active: np.ndarray) -> None:
@@ -332,8 +334,9 @@ class MarketModel(mesa.Model):
     ``mechanism``: a registered name or spec (``"offline"``, ``"online:rule=alg3"``,
     ``"mypkg.mech:UniformPrice"``, ``"path/to/file.py:UniformPrice"``), a
     :class:`~market_sim.mechanisms.Mechanism` class or instance.
-    ``strategy``: a registered name or spec (``"shade:factor=1.3"``), a
-    :class:`Strategy` class or instance, given to a fraction
+    ``strategy``: a registered name or spec (``"shade:factor=1.3"``,
+    ``"bne:DIR/bid.csv"``), a :class:`Strategy` class or instance, or a ``BNEResult``
+    (its bid functions played: the ``bne`` strategy), given to a fraction
     ``strategic_fraction`` of the sellers; or a mapping ``{strategy: fraction}``
     for mixed populations.  The others are truthful.
     ``privacy`` is the epsilon of the private mechanisms' random choice;
@@ -345,6 +348,8 @@ class MarketModel(mesa.Model):
     :class:`~market_sim.mechanisms.budgeted.Budgeted` caps, a seller's privacy cost
     is c_i times the increase of its composed loss, and a seller whose budget is
     spent leaves the market (docs/ledger.md).
+    ``market``: a drawn market of the population (``pop.sample(rng)``) to start from
+    instead of drawing one (the market every profile of an EGTA sample shares).
     With ``measure_regret`` every seller's regret (best utility on a report
     grid minus actual utility) is computed each round (on a uniform sample of
     ``regret_sample`` participants when given; the others' regret is NaN).  ``agent_out``: a
@@ -380,6 +385,7 @@ class MarketModel(mesa.Model):
         regret_sample: int | None = None,
         budget=None,
         accountant: str = "basic",
+        market=None,
         seed: int | None = None,
         rng=None,
     ):
@@ -400,7 +406,7 @@ class MarketModel(mesa.Model):
         self.vectorized = bool(vectorized)
         self.regret_sample = regret_sample
         self._set_ledger(budget, accountant)
-        market = self.population.sample(self.rng)
+        market = self._first_market(market)
         self._set_sellers(market.costs)
         self._build_groups(mix, collusion_size)
         test_data = self._set_data(market, data)
@@ -409,6 +415,21 @@ class MarketModel(mesa.Model):
         self.datacollector.collect(self)  # step 0: the initial state
 
     # ---- the steps of __init__ ------------------------------------------------------
+    def _first_market(self, market):
+        """The market of round 1: ``market`` (a draw of the population, e.g. the one every
+        profile of an EGTA sample shares) or a fresh ``population.sample(rng)``."""
+        if market is None:
+            return self.population.sample(self.rng)
+        costs = np.asarray(getattr(market, "costs", ()), dtype=float)
+        if costs.shape != (self.n_sellers,):
+            raise MarketSimError(
+                f"market: {costs.size} costs for {self.n_sellers} sellers; give a "
+                "population.sample(rng) of this population"
+            )
+        if self.population.has_data and getattr(market, "data", None) is None:
+            raise MarketSimError("market: the population has data and this market none")
+        return market
+
     def _set_market(self, pop, explicit: bool, mu, sigma, gamma) -> None:
         """Who sells: the population, its size, the cost law(s) and the objective's weights.
         ``dist`` is the one law of a one-class population, else the pooled law (its
@@ -531,6 +552,7 @@ class MarketModel(mesa.Model):
         )
         self.datacollector = mesa.DataCollector(
             model_reporters={
+                "buyer_loss": lambda m: m.platform.buyer_loss,
                 "proxy_loss": lambda m: m.platform.proxy_loss,
                 "total_payment": lambda m: m.platform.total_payment,
                 "released_payment": lambda m: m.platform.released_payment,

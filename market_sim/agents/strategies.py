@@ -49,7 +49,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import MarketSimError
-from ..registry import STRATEGIES, check_params, parse_spec
+from ..registry import STRATEGIES, check_params
 
 __all__ = [
     "Strategy",
@@ -97,6 +97,9 @@ class Strategy:
     """Base class of every reporting strategy (see the module docstring)."""
 
     name: ClassVar[str] = ""
+    #: what a reader of a simulation's numbers should know about this play (printed by
+    #: ``market-sim simulate``; empty: nothing)
+    caveat: ClassVar[str] = ""
 
     def report(self, agent, model) -> float:
         """This seller's report (default: the truth)."""
@@ -211,6 +214,13 @@ class BestResponse(Strategy):
     regions stay truthful."""
 
     name: ClassVar[str] = "best-response"
+    caveat: ClassVar[str] = (
+        "best-response sellers see the others' reports (complete information) and keep "
+        "their costs, so they settle in round 1 and stay there (under pay-as-bid the "
+        "cheapest pool on one report); that is not the Bayes-Nash "
+        "equilibrium of sellers who know only the cost law: `market-sim bne` computes "
+        "it and `--strategy bne:DIR/bid.csv` plays it (docs/agents.md)"
+    )
     n_grid: int = 11
     tol: float = 1e-9
 
@@ -370,10 +380,12 @@ class Collusion(Strategy):
 
 
 def as_strategy(obj) -> Strategy:
-    """A Strategy from a registered name or spec ``name[:key=value]...``, a Strategy
-    class (built with its defaults) or instance, or any object with ``report``."""
+    """A Strategy from a registered name or spec ``name[:key=value]...`` (``bne:bid.csv``:
+    a value alone for a class's ``spec_argument``), a Strategy class (built with its
+    defaults) or instance, an object with ``bid_tables()`` (a ``BNEResult``: ``bne``), or any
+    object with ``report``."""
     if isinstance(obj, str):
-        name, params = parse_spec(obj)
+        name, params = STRATEGIES.parse(obj)
         found = STRATEGIES.load(name)
         if not isinstance(found, type):
             if params:
@@ -387,6 +399,8 @@ def as_strategy(obj) -> Strategy:
         raise MarketSimError(f"{obj.__name__} is not a Strategy: it has no report method")
     if isinstance(obj, Strategy):
         return obj
+    if callable(getattr(obj, "bid_tables", None)):  # a BNEResult: play its bid functions
+        return as_strategy(STRATEGIES.load("bne").of_tables(obj.bid_tables()))
     if callable(getattr(obj, "report", None)):
         return _AdaptedStrategy(obj)
     raise MarketSimError(f"{type(obj).__name__} is not a Strategy: it has no report method")

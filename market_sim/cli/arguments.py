@@ -23,6 +23,7 @@ __all__ = [
     "add_executor",
     "executor_of",
     "interrupted",
+    "output_folder",
     "market_settings",
     "market_parent",
     "online_parent",
@@ -158,9 +159,12 @@ def population_of(args):
     return Population.parse(spec, iron=getattr(args, "iron", False))
 
 
-def add_output(parser, quiet: str = "no progress bar (stderr)") -> None:
-    """``--out DIR`` (required) and ``--quiet``."""
-    parser.add_argument("--out", required=True, metavar="DIR", help="output folder")
+def add_output(parser, quiet: str = "no progress bar (stderr)", *, required: bool = True) -> None:
+    """``--out DIR`` and ``--quiet``; with ``required=False`` the command prints its
+    table and verdict lines and writes nothing when ``--out`` is not given."""
+    help = "output folder" if required else "also write the files to this folder "
+    help += "" if required else "(default: print only, write nothing)"
+    parser.add_argument("--out", required=required, metavar="DIR", help=help)
     parser.add_argument("--quiet", action="store_true", help=quiet)
 
 
@@ -203,6 +207,19 @@ def interrupted(store) -> int:
         file=sys.stderr,
     )
     return 130
+
+
+def output_folder(args):
+    """``--out`` as a Path, checked writable before any work; None when not given."""
+    if getattr(args, "out", None) is None:
+        return None
+    from pathlib import Path
+
+    from ..files import check_writable_folder
+
+    out = Path(args.out)
+    check_writable_folder(out)
+    return out
 
 
 def market_parent() -> Parser:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 
 from ..distributions import parse_distribution
 from ..errors import MarketSimError
-from ..files import check_writable_folder
 from .arguments import (
     add_cost_law,
     add_executor,
@@ -19,6 +17,7 @@ from .arguments import (
     executor_of,
     market_settings,
     number,
+    output_folder,
     population_of,
 )
 
@@ -30,8 +29,9 @@ def add_parser(subparsers):
         description="Draw K markets of N truthful sellers, search each seller's best "
         "unilateral misreport (grid, probes around the truth, random reports, local "
         "search, the support's ends, other sellers' reports, jumps and opponent profiles), "
-        "check IR at the drawn costs and at both ends of the support, and write "
-        "DIR/audit.csv, DIR/summary.json and DIR/audit.png. Exit status 0 when IC and IR "
+        "check IR at the drawn costs and at both ends of the support, print the table "
+        "and the verdict; with --out DIR also write DIR/audit.csv, DIR/summary.json and "
+        "DIR/audit.png. Exit status 0 when IC and IR "
         "(and group-IC with --coalition), 3 when a verdict fails, 4 when one is "
         "inconclusive (a randomized mechanism the draws cannot decide), 2 on bad input.",
     )
@@ -73,7 +73,7 @@ def add_parser(subparsers):
         help="also search joint misreports of coalitions of up to K >= 2 sellers",
     )
     add_market_settings(a)
-    add_output(a, "no progress bar nor estimate (stderr)")
+    add_output(a, "no progress bar nor estimate (stderr)", required=False)
     add_executor(a, "markets' searches")
     a.set_defaults(func=run)
     return a
@@ -104,11 +104,15 @@ def run(args) -> int:
             f"--coalition must be between 2 and the number of sellers ({args.sellers}); "
             f"got {args.coalition}"
         )
-    out = Path(args.out)
-    check_writable_folder(out)
+    out = output_folder(args)
     where = executor_of(args)
-    if not args.quiet:
+    timer = None
+    if not args.quiet and args.markets == 1:
         _print_estimate(args, dist, context)
+    elif not args.quiet:  # timed on the mechanism itself (market_sim.estimates)
+        from ..estimates import FirstMarketEstimate
+
+        timer = FirstMarketEstimate(args.markets, _note)
     result = audit(
         args.mechanism,
         dist,
@@ -121,12 +125,14 @@ def run(args) -> int:
         coalition_size=args.coalition,
         progress=not args.quiet,
         **where,
+        on_market=timer,
         **context,
     )
     result.summary["seed"] = args.seed
-    result.write(out)
     print(result.format())
-    print(f"written to {out}: audit.csv, summary.json, audit.png", file=sys.stdout)
+    if out is not None:
+        result.write(out)
+        print(f"written to {out}: audit.csv, summary.json, audit.png")
     status = result.exit_status
     if status == 4:
         s = result.summary
@@ -149,4 +155,14 @@ def _print_estimate(args, dist, context) -> None:
         refine=not args.no_refine,
         **context,
     )
-    print(f"market-sim: audit estimated to take {format_duration(secs)}", file=sys.stderr)
+    print(
+        f"market-sim: audit estimated to take {format_duration(secs)} (cost model)",
+        file=sys.stderr,
+    )
+
+
+def _note(line: str) -> None:
+    """One line on stderr that leaves the progress bar intact."""
+    from tqdm import tqdm
+
+    tqdm.write(f"market-sim: {line}", file=sys.stderr)

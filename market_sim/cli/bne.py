@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from pathlib import Path
 
 import numpy as np
 
 from ..distributions import parse_distribution
 from ..equilibrium import OPTIONS, bne
 from ..errors import MarketSimError
-from ..files import check_writable_folder
 from .arguments import (
     add_cost_law,
     add_market_settings,
@@ -19,6 +17,7 @@ from .arguments import (
     count,
     market_settings,
     number,
+    output_folder,
     population_of,
     positive,
 )
@@ -40,8 +39,8 @@ def add_parser(subparsers):
         description="Damped, spline-smoothed best responses on a cost grid per class "
         "(common random numbers), then the verification: every report of the range "
         "searched on one sample, the gains re-measured on fresh opponents; epsilon with "
-        "a 95%% interval, the loss l and the relative loss L. Writes DIR/bid.csv, "
-        "DIR/summary.json and DIR/bne.png.",
+        "a 95% interval, the loss l and the relative loss L. Prints them; with --out "
+        "DIR also writes DIR/bid.csv, DIR/summary.json and DIR/bne.png.",
     )
     a.add_argument(
         "--mechanism",
@@ -86,7 +85,7 @@ def add_parser(subparsers):
         help="opponent draws of each verification sample (default: --samples)",
     )
     add_market_settings(a)
-    add_output(a)
+    add_output(a, required=False)
     a.set_defaults(func=run)
     return a
 
@@ -99,8 +98,7 @@ def run(args) -> int:
             raise MarketSimError("--sellers is required with --dist")
         population, n = parse_distribution(args.dist, iron=args.iron), args.sellers
     context = market_settings(args)
-    out = Path(args.out)
-    check_writable_folder(out)
+    out = output_folder(args)
     opts = {k: getattr(args, k) for k in OPTIONS if getattr(args, k, None) is not None}
     if args.resample is not None:
         opts["resample"] = args.resample == "yes"
@@ -114,7 +112,8 @@ def run(args) -> int:
         **context,
     )
     result = dataclasses.replace(result, options={**result.options, "seed": args.seed})
-    result.write(out)
     print(result.format())
-    print(f"written to {out}: bid.csv, summary.json, bne.png")
+    if out is not None:
+        result.write(out)
+        print(f"written to {out}: bid.csv, summary.json, bne.png")
     return 0

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from ..distributions import parse_distribution
-from ..files import check_writable_folder
+from ..errors import MarketSimError
 from .arguments import (
     add_cost_law,
     add_executor,
@@ -16,6 +14,7 @@ from .arguments import (
     executor_of,
     interrupted,
     number,
+    output_folder,
     population_of,
     positive,
 )
@@ -24,15 +23,18 @@ from .arguments import (
 def add_parser(subparsers):
     a = subparsers.add_parser(
         "compare",
-        help="leaderboard of mechanisms on the same markets (objective, payment, audit)",
+        help="leaderboard of mechanisms on the same markets, ranked by Eq. 11 with the "
+        "payments made (lower is better)",
         description="Run every --mechanism on the same K seeded markets of N truthful "
         "sellers (the same cost draws and seeds; with --population, the same data too, and "
-        "results per class), score each market by Eq. 11 with the "
-        "payments made, audit each mechanism on those markets, and write "
-        "DIR/leaderboard.csv, DIR/paired.csv (differences against the baseline, paired t "
-        "95% CIs), DIR/markets.csv, DIR/leaderboard.md, DIR/summary.json and "
-        "DIR/compare.png; each finished task (a market's audit, a mechanism's scores) is "
-        "kept in DIR/tasks at once, so the same command resumes. Exit status 0, 2 on bad input.",
+        "results per class), audit each mechanism on those markets, and rank them by the "
+        "mean objective, Eq. 11 with the payments made (lower is better): "
+        "mu ||eps||_2 / sum(eps) + sigma / sum(eps) + gamma sum(payments). Prints the "
+        "leaderboard; with --out DIR also writes DIR/leaderboard.csv, DIR/paired.csv "
+        "(differences against the baseline, paired t 95% CIs), DIR/markets.csv, "
+        "DIR/leaderboard.md, DIR/summary.json and DIR/compare.png, and keeps each finished "
+        "task (a market's audit, a mechanism's scores) in DIR/tasks at once, so the same "
+        "command resumes. Exit status 0, 2 on bad input.",
     )
     a.add_argument(
         "--mechanism",
@@ -99,7 +101,15 @@ def add_parser(subparsers):
         default=None,
         help="with --at equilibrium: the BNE solver's opponent draws (default its own)",
     )
-    add_output(a, "no progress bars (stderr)")
+    a.add_argument(
+        "--bids",
+        action="append",
+        default=None,
+        metavar="LABEL=bne:DIR/bid.csv",
+        help="the sellers of mechanism LABEL play a given bid function (the bid.csv of "
+        "market-sim bne) instead of the truth or a solved BNE (repeat for others)",
+    )
+    add_output(a, "no progress bars (stderr)", required=False)
     add_executor(a, "audits and scores")
     a.set_defaults(func=run)
     return a
@@ -108,21 +118,24 @@ def add_parser(subparsers):
 def run(args) -> int:
     pop = population_of(args)
     dist = pop if pop is not None else parse_distribution(args.dist, iron=args.iron)
-    out = Path(args.out)
-    check_writable_folder(out)
+    out = output_folder(args)
     where = executor_of(args)
+    store = None if out is None else out / "tasks"
     try:
-        result = _compare(args, dist, pop, out, where)
+        result = _compare(args, dist, pop, store, where)
     except KeyboardInterrupt:
-        return interrupted(out / "tasks")
+        if store is None:
+            raise
+        return interrupted(store)
     result.settings["seed"] = args.seed
-    result.write(out)
     print(result.format())
-    print(f"written to {out}: " + ", ".join(_files()))
+    if out is not None:
+        result.write(out)
+        print(f"written to {out}: " + ", ".join(_files()))
     return 0
 
 
-def _compare(args, dist, pop, out, where):
+def _compare(args, dist, pop, store, where):
     from ..comparison import compare
 
     return compare(
@@ -142,10 +155,22 @@ def _compare(args, dist, pop, out, where):
         refine=not args.no_refine,
         at=args.at,
         bne_options=None if args.bne_samples is None else {"samples": args.bne_samples},
+        bids=_bids_arg(args.bids),
         progress=not args.quiet,
-        store=out / "tasks",
+        store=store,
         **where,
     )
+
+
+def _bids_arg(items) -> dict:
+    """--bids LABEL=SPEC values -> {label: spec}."""
+    out = {}
+    for item in items or ():
+        label, sep, path = item.rpartition("=bne:")  # a label may hold "=" (price=0.5)
+        if not sep or not label or not path:
+            raise MarketSimError(f"--bids {item!r}: give LABEL=bne:DIR/bid.csv")
+        out[label] = f"bne:{path}"
+    return out
 
 
 def _files():

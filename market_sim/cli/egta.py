@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..distributions import parse_distribution
 from ..errors import MarketSimError
-from ..files import check_writable_folder
 from .arguments import (
     add_cost_law,
     add_executor,
@@ -17,6 +14,7 @@ from .arguments import (
     interrupted,
     market_settings,
     number,
+    output_folder,
     population_of,
 )
 from .settings import warn_if_not_private
@@ -29,9 +27,9 @@ def add_parser(subparsers):
         description="Simulate population mixtures of the given strategies in markets of "
         "N sellers (deviation-preserving reduction to P players, K seeded samples per "
         "profile), find the meta-game's symmetric equilibria by replicator dynamics and "
-        "bootstrap their regret; write DIR/payoffs.csv, DIR/equilibria.json, "
-        "DIR/summary.json and DIR/egta.png; each finished simulation is kept in DIR/tasks "
-        "at once, so the same command resumes.",
+        "bootstrap their regret; print them, and with --out DIR also write "
+        "DIR/payoffs.csv, DIR/equilibria.json, DIR/summary.json and DIR/egta.png, and keep "
+        "each finished simulation in DIR/tasks at once, so the same command resumes.",
     )
     a.add_argument(
         "--mechanism",
@@ -52,7 +50,8 @@ def add_parser(subparsers):
         action="append",
         required=True,
         metavar="SPEC",
-        help="a strategy of the meta-game (repeat: at least 2), e.g. shade:factor=1.3",
+        help="a strategy of the meta-game (repeat: at least 2), e.g. shade:factor=1.3 or "
+        "bne:DIR/bid.csv (the bid function market-sim bne wrote)",
     )
     a.add_argument(
         "--samples", type=count("samples"), default=10, help="seeds per profile (default 10)"
@@ -83,7 +82,7 @@ def add_parser(subparsers):
         "--boot", type=count("boot"), default=1000, help="bootstrap resamples (default 1000)"
     )
     add_market_settings(a)
-    add_output(a)
+    add_output(a, required=False)
     add_executor(a, "simulations")
     a.set_defaults(func=run)
     return a
@@ -106,20 +105,23 @@ def run(args) -> int:
         warn_if_not_private(args.privacy, mech, args.mechanism)
     if args.new_costs:
         context["new_costs_each_round"] = True
-    out = Path(args.out)
-    check_writable_folder(out)
+    out = output_folder(args)
     where = executor_of(args)
+    store = None if out is None else out / "tasks"
     try:
-        result = _egta(args, population, context, out, where)
+        result = _egta(args, population, context, store, where)
     except KeyboardInterrupt:
-        return interrupted(out / "tasks")
-    result.write(out)
+        if store is None:
+            raise
+        return interrupted(store)
     print(result.format())
-    print(f"written to {out}: payoffs.csv, equilibria.json, summary.json, egta.png")
+    if out is not None:
+        result.write(out)
+        print(f"written to {out}: payoffs.csv, equilibria.json, summary.json, egta.png")
     return 0
 
 
-def _egta(args, population, context, out, where):
+def _egta(args, population, context, store, where):
     from ..egta import egta
 
     return egta(
@@ -134,7 +136,7 @@ def _egta(args, population, context, out, where):
         last_rounds=args.last_rounds,
         n_boot=args.boot,
         progress=not args.quiet,
-        store=out / "tasks",
+        store=store,
         **where,
         **context,
     )

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from ..files import check_writable_folder
 from .arguments import (
     add_cost_law,
     add_executor,
@@ -14,6 +11,7 @@ from .arguments import (
     executor_of,
     market_settings,
     number,
+    output_folder,
 )
 
 
@@ -25,8 +23,9 @@ def add_parser(subparsers):
         "(EGTA's reduction and replicator dynamics on common random numbers), compute a best "
         "response to its equilibrium on a cost grid, record the mixture's regret and add the "
         "response; stop after --iterations or when the regret is at most --tol x the "
-        "mixture's utility.  Writes DIR/iterations.csv, DIR/strategies.csv, "
-        "DIR/summary.json and DIR/psro.png (regret against iterations).",
+        "mixture's utility.  Prints the regret per iteration; with --out DIR also "
+        "writes DIR/iterations.csv, DIR/strategies.csv, DIR/summary.json and "
+        "DIR/psro.png (regret against iterations).",
     )
     a.add_argument(
         "--mechanism",
@@ -64,7 +63,7 @@ def add_parser(subparsers):
     )
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     add_market_settings(a)
-    add_output(a, quiet="print only the last line")
+    add_output(a, quiet="with --out, print only the last line", required=False)
     add_executor(a, "payoff-matrix entries")
     a.set_defaults(func=run)
     return a
@@ -77,8 +76,7 @@ def run(args) -> int:
     from ..psro import psro
 
     dist = parse_distribution(args.dist, iron=args.iron)
-    out = Path(args.out)
-    check_writable_folder(out)
+    out = output_folder(args)
     where = executor_of(args)
     result = psro(
         args.mechanism,
@@ -93,8 +91,9 @@ def run(args) -> int:
         **where,
         **market_settings(args),
     )
-    result.write(out)
-    if not args.quiet:
+    if not args.quiet or out is None:  # without --out the table is the only answer
         print(result.format())
-    print(f"written to {out}: iterations.csv, strategies.csv, summary.json, psro.png")
+    if out is not None:
+        result.write(out)
+        print(f"written to {out}: iterations.csv, strategies.csv, summary.json, psro.png")
     return 0

@@ -58,7 +58,8 @@ def add_parser(subparsers):
         default=None,
         metavar="SPEC[@FRACTION]",
         help="a registered strategy (see `market-sim strategies`), module:Class or "
-        "path/to/file.py:Class, with parameters as :key=value (shade:factor=1.3); "
+        "path/to/file.py:Class, with parameters as :key=value (shade:factor=1.3), or "
+        "bne:DIR/bid.csv (play the bid function market-sim bne wrote); "
         "repeat with @FRACTION for a mixed population (shade@0.3 --strategy "
         "best-response@0.2); default truthful",
     )
@@ -271,5 +272,13 @@ def run(args) -> int:
             + f"): {int((ledger.sales > 0).sum())} of {len(ledger)} sellers sold, "
             f"{ledger.sales.mean():.3g} sales a seller; mean loss per seller: {spent}"
         )
+    for name, caveat in _caveats(model):
+        print(f"note ({name}): {caveat}")
     print(f"written to {out}: {', '.join(files)}, manifest.json")
     return 0
+
+
+def _caveats(model) -> list[tuple[str, str]]:
+    """(strategy name, caveat) of the strategies played that declare one, once each."""
+    seen = {g.name: getattr(g.strategy, "caveat", "") for g in model.groups}
+    return [(name, text) for name, text in seen.items() if text]

@@ -362,15 +362,20 @@ class DataDependentMechanism(Mechanism):
     reports above r, so outcomes and deviations use one payment rule; the
     quadrature error shows up as (small) regret, reported, not hidden.
 
-    ``warm_start`` starts each re-solve at a changed report from the solution at the
-    submitted reports, and each payment node from the node below.  It is the same
-    allocation (to the solver's tolerance) only where Eq. 17 is jointly convex,
+    ``solver="newton"`` (default) solves every profile of an ``outcome`` or
+    ``deviations`` call (candidates and payment nodes, identical profiles once) in one
+    call of the compiled multi-start Newton solver (``data_dependent.solve_many``);
+    ``solver="lbfgs"`` is the scipy reference, one L-BFGS-B solve per eta and profile.
+    For it, ``warm_start`` starts each re-solve at a changed report from the solution
+    at the submitted reports, and each payment node from the node below.  It is the
+    same allocation (to the solver's tolerance) only where Eq. 17 is jointly convex,
     2 Lambda mu > m (Thm VIII.1); below it a warm start can reach another local
     optimum and eps_i would depend on the order of the solves, so the default
     (None) warm-starts exactly when jointly convex.  ``blas_threads=1`` (default)
     runs L-BFGS-B on one BLAS thread; ``cache_nodes`` keeps eps_i at the payment
-    nodes per (seller, others' reports).  ``warm_start=False, blas_threads=None,
-    cache_nodes=False`` is the old path (docs/data-dependent.md has the speed-ups)."""
+    nodes per (seller, others' reports) (both solvers).  ``solver="lbfgs",
+    warm_start=False, blas_threads=None, cache_nodes=False`` is the old path
+    (docs/data-dependent.md has the speed-ups)."""
 
     name: ClassVar[str] = "data-dependent"
     needs_data: ClassVar[bool] = True
@@ -380,6 +385,7 @@ class DataDependentMechanism(Mechanism):
     gamma: float = 1.0
     reg_lambda: float = 1e-2
     n_nodes: int = 9
+    solver: str = "newton"
     warm_start: bool | None = None
     blas_threads: int | None = 1
     cache_nodes: bool = True
@@ -388,6 +394,9 @@ class DataDependentMechanism(Mechanism):
 
     def __post_init__(self):
         object.__setattr__(self, "dist", _need_dist(self.dist))
+        if self.solver not in ("newton", "lbfgs"):
+            raise MarketSimError(f"data-dependent: solver must be 'newton' or 'lbfgs', "
+                                 f"not {self.solver!r}")  # fmt: skip
 
     def with_data(self, X, y) -> DataDependentMechanism:
         return replace(self, data=(np.asarray(X, dtype=float), np.asarray(y)))
@@ -437,29 +446,79 @@ class DataDependentMechanism(Mechanism):
             **self._kw(),
         )
 
+    def _node_key(self, i, reports):
+        return (int(i), np.delete(reports, i).tobytes())
+
+    def _nodes(self) -> np.ndarray:
+        lo, hi = self.dist.support
+        return np.linspace(lo, hi, self.n_nodes)
+
     def _nodes_eps(self, i, reports, nodes, w_start) -> np.ndarray:
         """eps_i at the payment nodes: a function of (i, the others' reports) only, so
         kept (per instance, hence per data set) across candidates and calls."""
-        others = np.delete(reports, i)
-        key = (i, others.tobytes())
+        key = self._node_key(i, reports)
         if not self.cache_nodes:
             return self._own_eps(i, reports, nodes, w_start)
         if key not in self._node_eps:
-            if len(self._node_eps) >= 4096:  # bounded: an audit revisits recent profiles
-                self._node_eps.clear()
-            self._node_eps[key] = self._own_eps(i, reports, nodes, w_start)
+            self._keep_nodes(key, self._own_eps(i, reports, nodes, w_start))
         return self._node_eps[key]
 
-    def _payments(self, i, cands, eps_cands, reports, w_start) -> np.ndarray:
-        lo, hi = self.dist.support
-        nodes = np.linspace(lo, hi, self.n_nodes)
-        eps_nodes = self._nodes_eps(i, reports, nodes, w_start)
-        out = []
-        for r, e in zip(cands, eps_cands, strict=True):
-            above = nodes > r
-            z, ez = np.r_[r, nodes[above]], np.r_[e, eps_nodes[above]]
-            out.append(r * e + np.trapezoid(ez, z))
-        return np.array(out)
+    def _keep_nodes(self, key, eps) -> None:
+        if len(self._node_eps) >= 4096:  # bounded: an audit revisits recent profiles
+            self._node_eps.clear()
+        self._node_eps[key] = eps
+
+    def _payments(self, cands, eps_cands, eps_nodes) -> np.ndarray:
+        """Myerson's t(r) = r eps(r) + the trapezoid rule on {r} and the nodes above r."""
+        nodes = self._nodes()
+        r, e = np.asarray(cands, dtype=float), np.asarray(eps_cands, dtype=float)
+        seg = np.diff(nodes) * (eps_nodes[1:] + eps_nodes[:-1]) / 2
+        tail = np.r_[np.cumsum(seg[::-1])[::-1], 0.0]  # int from node j to the top
+        j = np.searchsorted(nodes, r, side="right")  # the first node above r
+        jj = np.minimum(j, nodes.size - 1)
+        first = (nodes[jj] - r) * (e + eps_nodes[jj]) / 2 + tail[jj]
+        return r * e + np.where(j < nodes.size, first, 0.0)
+
+    # ---- the compiled solver: every profile of a call in one batch ------------------
+    def _batch(self, rows_i, rows_z, reports):
+        """Eq. 17 at each profile ``reports`` with seller rows_i[b] reporting rows_z[b]
+        (identical profiles solved once): (eps of the distinct profiles, the row of each)."""
+        from . import data_dependent as dd
+
+        X, y = self._data()
+        i = np.asarray(rows_i, dtype=int)
+        z = np.asarray(rows_z, dtype=float)
+        same = z == reports[i]
+        key = np.column_stack([np.where(same, -1.0, i), np.where(same, 0.0, z)])
+        uniq, inv = np.unique(key, axis=0, return_inverse=True)
+        P = np.tile(self.dist.virtual_cost(reports), (uniq.shape[0], 1))
+        moved = np.flatnonzero(uniq[:, 0] >= 0)
+        P[moved, uniq[moved, 0].astype(int)] = self.dist.virtual_cost(uniq[moved, 1])
+        return dd.solve_many(X, y, P, **self._kw()).eps, inv.reshape(-1)
+
+    def _newton(self, sellers, cand, reports):
+        """(eps, payments) of each seller's candidates (k, C) by the compiled solver in
+        one batch, the payment nodes of the sellers not cached yet included."""
+        nodes = self._nodes()
+        k, C = cand.shape
+        keys = [self._node_key(i, reports) for i in sellers]
+        todo = [i for n, i in enumerate(sellers) if not (self.cache_nodes and keys[n] in
+                                                          self._node_eps)]  # fmt: skip
+        todo = list(dict.fromkeys(todo))
+        rows_i = np.r_[np.repeat(sellers, C), np.repeat(todo, nodes.size)].astype(int)
+        rows_z = np.r_[cand.reshape(-1), np.tile(nodes, len(todo))]
+        eps_u, inv = self._batch(rows_i, rows_z, reports)
+        eps_rows = eps_u[inv, rows_i]
+        fresh = {int(i): eps_rows[k * C + n * nodes.size : k * C + (n + 1) * nodes.size]
+                 for n, i in enumerate(todo)}  # fmt: skip
+        eps = eps_rows[: k * C].reshape(k, C)
+        node_eps = [fresh.get(int(i), None) for i in sellers]
+        node_eps = [self._node_eps[keys[n]] if e is None else e for n, e in enumerate(node_eps)]
+        if self.cache_nodes:  # stored after reading: storing may clear the cache
+            for i, e in fresh.items():
+                self._keep_nodes(self._node_key(i, reports), e)
+        pay = np.array([self._payments(cand[n], eps[n], node_eps[n]) for n in range(k)])
+        return eps, pay.reshape(k, C)
 
     def outcome(self, reports, rng=None) -> Outcome:
         from . import data_dependent as dd
@@ -467,12 +526,17 @@ class DataDependentMechanism(Mechanism):
         reports = np.asarray(reports, dtype=float)
         if self.data is None or len(self.data[0]) != reports.size:
             raise MarketSimError("data-dependent: one data row per reporting seller is needed")
+        if self.solver == "newton":
+            sellers = np.arange(reports.size)
+            eps, pay = self._newton(sellers, reports[:, None], reports)
+            return Outcome(eps[:, 0], pay[:, 0])
         with dd._blas_threads(self.blas_threads):
             base = self._solve(reports)
             start = base.w_path if self._warm(reports.size) else None
+            nodes = self._nodes()
             pay = np.array(
                 [
-                    self._payments(i, [r], [base.eps[i]], reports, start)[0]
+                    self._payments([r], [base.eps[i]], self._nodes_eps(i, reports, nodes, start))[0]
                     for i, r in enumerate(reports)
                 ]
             )
@@ -482,12 +546,19 @@ class DataDependentMechanism(Mechanism):
         from . import data_dependent as dd
 
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
+        if self.solver == "newton":
+            eps, pay = self._newton(sellers, cand, reports)
+            return Outcome(eps.reshape(cand.shape), pay.reshape(cand.shape))
+        nodes = self._nodes()
         with dd._blas_threads(self.blas_threads):
             start = self._solve(reports).w_path if self._warm(reports.size) else None
             eps = np.array(
                 [self._own_eps(i, reports, cand[k], start) for k, i in enumerate(sellers)]
             )
             pay = np.array(
-                [self._payments(i, cand[k], eps[k], reports, start) for k, i in enumerate(sellers)]
+                [
+                    self._payments(cand[k], eps[k], self._nodes_eps(i, reports, nodes, start))
+                    for k, i in enumerate(sellers)
+                ]
             )
         return Outcome(eps.reshape(cand.shape), pay.reshape(cand.shape))

@@ -42,6 +42,23 @@ class FirstPrice(Mechanism):
         eps = (rank < self.k).astype(float)
         return (eps[0], (R * eps)[0]) if np.ndim(reports) == 1 else (eps, R * eps)
 
+    def interim(self, z, below, counts):
+        """A deviator's expected eps and payment at reports ``z`` (K,) when the others'
+        reports are independent, ``counts[h]`` of them with probability ``below[h]``
+        (K,) of reporting below z: it sells iff fewer than k of them do, so E(z) =
+        P(N < k), N a sum of binomials (Poisson-binomial), and T(z) = z E(z).  Ties count
+        half in ``below`` (exact for two sellers and an even split; the equilibrium
+        solver's ``interim`` path, docs/equilibrium.md)."""
+        z = np.asarray(z, dtype=float)
+        pmf = np.zeros((z.size, self.k))  # P(N = j), j < k, over the opponents so far
+        pmf[:, 0] = 1.0
+        for p, m in zip(np.asarray(below, dtype=float), counts, strict=True):
+            for _ in range(int(m)):  # one more opponent below z with probability p
+                pmf[:, 1:] = pmf[:, 1:] * (1 - p)[:, None] + pmf[:, :-1] * p[:, None]
+                pmf[:, 0] *= 1 - p
+        E = pmf.sum(axis=1)
+        return E, z * E
+
 
 def first_price_bid(c, n: int, k: int = 1, low: float = 0.0, high: float = 1.0) -> np.ndarray:
     """The symmetric BNE bid b(c) = E[Y | Y > c] of :class:`FirstPrice` (module doc); Y
@@ -58,12 +75,19 @@ def first_price_bid(c, n: int, k: int = 1, low: float = 0.0, high: float = 1.0) 
     return np.array(out)
 
 
-def asymmetric_first_price_bid(c, group: int) -> np.ndarray:
-    """Class ``group``'s BNE report (0: costs U[1, 2], 1: costs U[0, 2]; one seller each):
-    r_g(c) = 2 - beta_g(2 - c), beta the auction bid solving k v b^2 - 2b + v = 0,
-    b = (1 - sqrt(1 - k v^2)) / (k v), k = 3/4 for class 0 and -3/4 for class 1."""
-    k = 0.75 if group == 0 else -0.75
-    v = 2 - np.asarray(c, dtype=float)
+def asymmetric_first_price_bid(
+    c, group: int, lows: tuple[float, float] = (1.0, 0.0), high: float = 2.0
+) -> np.ndarray:
+    """Class ``group``'s BNE report, one seller per class with costs U[lows[g], high]
+    (default: 0: U[1, 2], 1: U[0, 2]): the mirror image (v = high - c, report = high -
+    beta) of the first-price auction with values U[0, a_g], a_g = high - lows[g], whose
+    bid beta solves k_g v beta^2 - 2 beta + v = 0, beta = (1 - sqrt(1 - k_g v^2)) /
+    (k_g v), k_g = 1/a_g^2 - 1/a_other^2 (3/4 and -3/4 by default)."""
+    a = [high - lo for lo in lows]
+    k = 1 / a[group] ** 2 - 1 / a[1 - group] ** 2
+    v = high - np.asarray(c, dtype=float)
+    if k == 0:  # equal supports: the symmetric bid v / 2
+        return high - v / 2
     with np.errstate(divide="ignore", invalid="ignore"):
         b = (1 - np.sqrt(1 - k * v**2)) / (k * v)
-    return 2 - np.where(v > 0, b, 0.0)
+    return high - np.where(v > 0, b, 0.0)

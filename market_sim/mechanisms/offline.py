@@ -48,6 +48,7 @@ __all__ = [
     "solve_eta_grid",
     "proxy_loss",
     "proxy_loss_of_eps",
+    "buyer_loss",
     "check_params",
 ]
 
@@ -104,6 +105,16 @@ def proxy_loss_of_eps(eps, psi, *, mu, sigma, gamma) -> float:
     if eta <= 0:
         return np.inf
     return proxy_loss(eps / eta, eta, psi, mu=mu, sigma=sigma, gamma=gamma)
+
+
+def buyer_loss(eps, payments, *, mu: float, sigma: float, gamma: float) -> float:
+    """What the buyer loses: Eq. 11 (003) with the payments made in place of the virtual
+    costs, mu ||eps|| / eta + sigma / eta + gamma sum t_i, eta = sum eps; inf when
+    nothing is bought (the proxy loss with zero virtual costs, plus gamma times the
+    payments).  ``compare`` ranks by it (``market_sim.comparison.objective``)."""
+    eps = np.asarray(eps, dtype=float)
+    data = proxy_loss_of_eps(eps, np.zeros_like(eps), mu=mu, sigma=sigma, gamma=gamma)
+    return float(data + gamma * np.sum(payments))
 
 
 # ---- the cubic -----------------------------------------------------------------

@@ -421,10 +421,31 @@ class OnlineMechanism(Mechanism):
             return eps.reshape(c.shape), pay.reshape(c.shape)
         bought = np.flatnonzero(flat < top)
         cb = flat[bought]
+        breaks = np.array([b for b in getattr(self.dist, "breaks", ()) if b < top])
+        if breaks.size:  # psi (so eps) may jump there: one short rule per segment
+            pay[bought] += _integral_between_breaks(self.eps, cb, breaks, top)
+            return eps.reshape(c.shape), pay.reshape(c.shape)
         width = top - cb
         z = cb[:, None] + width[:, None] * _PAY_SHAPE
         pay[bought] += width * (self.eps(z) @ _PAY_JAC)
         return eps.reshape(c.shape), pay.reshape(c.shape)
+
+
+_SEGMENT_SHAPE, _SEGMENT_JAC = gauss_legendre_cos(8)
+
+
+def _integral_between_breaks(eps, lo, breaks, top) -> np.ndarray:
+    """int_{lo_i}^{top} eps(z) dz (Eq. 8, 003) segment by segment between the law's
+    ``breaks``, where eps may jump (an empirical law's density steps), with a short
+    Gauss-Legendre rule on each segment (eps is smooth inside one)."""
+    edges = np.concatenate((breaks, [top]))
+    a = np.maximum(np.concatenate(([-np.inf], breaks))[None, :], lo[:, None])
+    b = np.maximum(edges[None, :], lo[:, None])  # empty segments below lo have width 0
+    width = b - a
+    width[~np.isfinite(width)] = 0.0
+    start = np.where(np.isfinite(a), a, lo[:, None])
+    z = np.minimum(start[..., None] + width[..., None] * _SEGMENT_SHAPE, top)
+    return np.einsum("ij,ijk,k->i", width, eps(z), _SEGMENT_JAC)
 
 
 def _class_schedules(mech: OnlineMechanism) -> list[tuple[OnlineMechanism, float]]:
