@@ -52,6 +52,7 @@ def fit_titles(fig) -> bool:
     texts: list[tuple[Any, Callable[[], float]]] = []
     if fig._suptitle:
         texts.append((fig._suptitle, lambda: 0.96 * fig.bbox.width))
+
     def axes_room(ax) -> Callable[[], float]:
         return lambda: 1.1 * ax.get_window_extent(renderer).width
 
