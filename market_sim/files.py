@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -47,10 +49,16 @@ def fit_titles(fig) -> bool:
         FigureCanvasAgg(fig)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
-    texts = [(fig._suptitle, lambda: 0.96 * fig.bbox.width)] if fig._suptitle else []
+    texts: list[tuple[Any, Callable[[], float]]] = []
+    if fig._suptitle:
+        texts.append((fig._suptitle, lambda: 0.96 * fig.bbox.width))
+
+    def axes_room(ax) -> Callable[[], float]:
+        return lambda: 1.1 * ax.get_window_extent(renderer).width
+
     for ax in fig.axes:
         for t in (ax.title, ax._left_title, ax._right_title):
-            texts.append((t, lambda ax=ax: 1.1 * ax.get_window_extent(renderer).width))
+            texts.append((t, axes_room(ax)))
     wrapped = False
     for text, room in texts:
         for _ in range(4):
