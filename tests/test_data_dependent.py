@@ -381,7 +381,7 @@ def test_newton_mechanism_pays_by_the_trapezoid_rule_and_agrees_with_lbfgs():
     from market_sim.mechanisms.builtin import DataDependentMechanism
 
     X, y, costs, dist = market(m=10)
-    mech = DataDependentMechanism(dist).with_data(X, y)
+    mech = DataDependentMechanism(dist, payment_rule="trapezoid").with_data(X, y)
     out = mech.outcome(costs)
     cand = np.array([[0.0, costs[2], 0.3, 1.0]])
     dev = mech.deviations([2], cand, costs)
@@ -401,7 +401,7 @@ def test_newton_mechanism_pays_by_the_trapezoid_rule_and_agrees_with_lbfgs():
     np.testing.assert_allclose(new.payments, ref.payments, rtol=1e-6, atol=1e-6)
     # a full node cache is cleared when a fresh seller's nodes are stored: the cached
     # seller read in the same call still gets its own (the same payments as a fresh run)
-    full = DataDependentMechanism(dist).with_data(X, y)
+    full = DataDependentMechanism(dist, payment_rule="trapezoid").with_data(X, y)
     full.deviations([2], cand, costs)
     full._node_eps.update({(-k, b""): None for k in range(1, 4096)})
     both = np.vstack([cand, cand])

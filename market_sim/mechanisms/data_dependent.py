@@ -89,6 +89,7 @@ __all__ = [
     "solve_many",
     "objective",
     "own_cost_response",
+    "own_cost_outcomes",
     "monotonicity_violations",
     "myerson_payment",
     "literal_noise_bounds",
@@ -561,19 +562,39 @@ def own_cost_response(
     optimum moved little.  Only where the optimum is unique (2 Lambda mu > m) is that
     the same allocation to the solver's tolerance; below it a warm start can end in
     another local optimum, and eps_i would depend on the order of the solves."""
+    return own_cost_outcomes(i, X, y, costs, virtual_cost, report_grid, warm_start=warm_start,
+                             w_start=w_start, blas_threads=blas_threads, **kw)[0]  # fmt: skip
+
+
+def own_cost_outcomes(
+    i: int,
+    X,
+    y,
+    costs,
+    virtual_cost,
+    report_grid,
+    *,
+    warm_start: bool = False,
+    w_start=None,
+    blas_threads: int | None = 1,
+    **kw,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``own_cost_response``'s eps_i and the optimal value of Eq. 17 at each report
+    (the value's derivative in gamma psi_i is eps_i: the envelope payments use it)."""
     costs = np.array(costs, dtype=float)
     if not 0 <= i < costs.size:
         raise MarketSimError(f"seller index {i} out of range")
-    out = []
+    eps, value = [], []
     start = w_start if warm_start else None
     with _blas_threads(blas_threads):
         for r in np.asarray(report_grid, dtype=float):
             costs[i] = r
             res = solve(X, y, virtual_cost(costs), w_start=start, blas_threads=None, **kw)
-            out.append(res.eps[i])
+            eps.append(res.eps[i])
+            value.append(res.objective)
             if warm_start:
                 start = res.w_path
-    return np.array(out)
+    return np.array(eps), np.array(value)
 
 
 def monotonicity_violations(
