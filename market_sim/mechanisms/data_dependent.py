@@ -63,7 +63,12 @@ in c_i (psi is non-decreasing, ironed if need be), for any data and any grid.
 The guarantee is only as good as the optimiser: below 2 Lambda mu > m the
 problem need not be convex and a local optimum can break it.
 ``own_cost_response`` and ``monotonicity_violations`` measure it; a violation
-is an IC failure to report.  Choosing a from the data also means the DP
+is an IC failure to report.  The same term gives the Myerson integral exactly: the
+optimal value V is a minimum of functions affine in t with slope u(eps_i), so
+dV/dt = u(eps_i) (envelope theorem) although eps_i jumps where the best eps_avg
+changes; the mechanism pays by it (``DataDependentMechanism``, payment_rule
+"envelope"), and then a seller gains by misreporting r at cost c exactly by the
+solver's shortfall at c against the point it found at r (docs/data-dependent.md).  Choosing a from the data also means the DP
 guarantee of Prop. II.2, which treats a as fixed, does not cover what the
 allocation itself reveals.
 """
@@ -612,8 +617,9 @@ def myerson_payment(
     i: int, X, y, costs, virtual_cost, c_max: float, *, n_nodes: int = 33, **kw
 ) -> float:
     """t_i = c_i eps_i(c_i) + int_{c_i}^{c_max} eps_i(z) dz (Lemma III.2, 003), the
-    integral by the trapezoid rule on ``n_nodes`` reports.  IC only where eps_i
-    is monotone; check with ``monotonicity_violations``."""
+    integral by the trapezoid rule on ``n_nodes`` reports: a reference, far off where
+    eps_i jumps (the mechanism's default payments use Eq. 17's value instead).  IC
+    only where eps_i is monotone; check with ``monotonicity_violations``."""
     c_i = float(np.asarray(costs, dtype=float)[i])
     if not c_i <= c_max:
         raise MarketSimError(f"c_max {c_max} is below the seller's cost {c_i}")
