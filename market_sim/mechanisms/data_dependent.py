@@ -68,9 +68,9 @@ optimal value V is a minimum of functions affine in t with slope u(eps_i), so
 dV/dt = u(eps_i) (envelope theorem) although eps_i jumps where the best eps_avg
 changes; the mechanism pays by it (``DataDependentMechanism``, payment_rule
 "envelope"), and then a seller gains by misreporting r at cost c exactly by the
-solver's shortfall at c against the point it found at r (docs/data-dependent.md).  Choosing a from the data also means the DP
-guarantee of Prop. II.2, which treats a as fixed, does not cover what the
-allocation itself reveals.
+solver's shortfall at c against the point it found at r (docs/data-dependent.md).
+Choosing a from the data also means the DP guarantee of Prop. II.2, which treats a
+as fixed, does not cover what the allocation itself reveals.
 """
 
 from __future__ import annotations
