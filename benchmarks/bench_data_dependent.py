@@ -3,6 +3,7 @@ measured back to back in this run.
 
     PYTHONPATH=$PWD python benchmarks/bench_data_dependent.py [--sellers 100]
         [--markets 10] [--audit-sellers 100] [--audit-before-sellers 5] [--repeat 3]
+        [--payment-rule envelope|trapezoid]
 
 Paths: "old" = ``solver="lbfgs", warm_start=False, blas_threads=None,
 cache_nodes=False`` (every re-solve by scipy's L-BFGS-B from scratch, the BLAS pool as
@@ -84,7 +85,7 @@ def _audit(mech, n: int, markets: int):
     return audit(mech, pop, None, markets, np.random.default_rng(0))
 
 
-def bench_audit(n: int, markets: int, n_before: int) -> None:
+def bench_audit(n: int, markets: int, n_before: int, rule: str = "envelope") -> None:
     verdicts = {}
 
     def run(k):
@@ -93,11 +94,12 @@ def bench_audit(n: int, markets: int, n_before: int) -> None:
     _row(f"audit n={n_before} x 1 market", {k: _seconds(lambda k=k: run(k), 1) for k in PATHS})
     print("  verdicts (IC, IR):", {k: (r.verdict, r.ir_verdict) for k, r in verdicts.items()})
     result = []
-    t = _seconds(lambda: result.append(_audit(DataDependentMechanism(uniform(0, 1)), n,
-                                              markets)), 1)  # fmt: skip
+    mech = DataDependentMechanism(uniform(0, 1), payment_rule=rule)
+    t = _seconds(lambda: result.append(_audit(mech, n, markets)), 1)
     s = result[0].summary
     print(
-        f"audit n={n} x {markets} market(s), newton: {t:.1f} s ({t / markets:.1f} s per market;"
+        f"audit n={n} x {markets} market(s), newton, {rule} payments: {t:.1f} s"
+        f" ({t / markets:.1f} s per market;"
         f" target {TARGET_SECONDS:.0f} s for 10 markets: "
         f"{'met' if t / markets * 10 <= TARGET_SECONDS else 'NOT met'});"
         f" verdict {s['verdict']}, IR {s['ir_verdict']}, max gain {s['max_gain']:.3g},"
@@ -113,12 +115,14 @@ def main(argv=None):
     ap.add_argument("--audit-before-sellers", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-audit", action="store_true")
+    ap.add_argument("--payment-rule", default="envelope", choices=("envelope", "trapezoid"))
     args = ap.parse_args(argv)
     print(f"{platform.processor() or platform.machine()}, python {platform.python_version()}")
     _market_warmup()
     bench_solve_and_outcome(args.sellers, args.repeat)
     if not args.no_audit:
-        bench_audit(args.audit_sellers, args.markets, args.audit_before_sellers)
+        bench_audit(args.audit_sellers, args.markets, args.audit_before_sellers,
+                    args.payment_rule)  # fmt: skip
 
 
 def _market_warmup() -> None:

@@ -371,7 +371,7 @@ def test_identical_classes_give_the_symmetric_closed_form():
 def test_a_population_with_data():
     """The data-dependent mechanism is IC for any data when its Myerson payments are
     integrated accurately (an allocation monotone in each seller's own cost;
-    docs/data-dependent.md; with the default 9 payment nodes it is not near cost 0:
+    docs/data-dependent.md; with the old 9-node trapezoid rule it is not near cost 0:
     docs/equilibrium.md).  On 3 sellers with synthetic data (d = 2), every sampled
     market carries its own rows (the mechanism refuses to run without them), and with
     33 nodes the truth is kept at the first iteration with epsilon 0.  Pay-as-bid on

@@ -353,14 +353,60 @@ class PrivateCutoffMechanism(Mechanism):
         return Outcome(eps_out, pay_out)
 
 
+def _affine_slope(dist: CostDistribution) -> float | None:
+    """psi' if the (ironed) virtual cost is affine with a positive slope on the support
+    (uniform costs: psi(c) = 2c - low), else None (checked on 65 points)."""
+    lo, hi = dist.support
+    z = np.linspace(lo, hi, 65)
+    psi = dist.virtual_cost(z)
+    if not np.all(np.isfinite(psi)):
+        return None
+    slope = (psi[-1] - psi[0]) / (hi - lo)
+    line = psi[0] + slope * (z - lo)
+    if slope > 0 and np.max(np.abs(psi - line)) <= 1e-12 * (1.0 + np.max(np.abs(psi))):
+        return float(slope)
+    return None
+
+
+def _stieltjes(dist: CostDistribution, gamma: float, z, eps, value) -> float:
+    """int_{z_0}^{z_-1} eps(z) dz = int z'(x) dV(x), x = gamma psi(z), as the sum over
+    the segments of V's increase times z' = 1 / (gamma psi') by the trapezoid rule
+    (psi' by central differences); a segment where psi is flat (ironed) has eps
+    constant: eps times its length."""
+    if z.size < 2:
+        return 0.0
+    lo, hi = dist.support
+    h = 1e-6 * (hi - lo)
+    up, down = np.minimum(z + h, hi), np.maximum(z - h, lo)
+    dpsi = (dist.virtual_cost(up) - dist.virtual_cost(down)) / (up - down)
+    psi = dist.virtual_cost(z)
+    total = 0.0
+    for k in range(z.size - 1):
+        flat = psi[k + 1] - psi[k] <= 1e-12 * (1.0 + abs(psi[k])) or min(dpsi[k : k + 2]) <= 0
+        if flat:
+            total += (z[k + 1] - z[k]) * (eps[k] + eps[k + 1]) / 2
+        else:
+            zprime = (1.0 / dpsi[k] + 1.0 / dpsi[k + 1]) / (2.0 * gamma)
+            total += zprime * (value[k + 1] - value[k])
+    return float(total)
+
+
 @dataclass(frozen=True)
 class DataDependentMechanism(Mechanism):
     """Data-dependent mechanism (Eq. 17 / Alg. 4, 003).
 
-    Payments are Myerson's, t_i(r) = r eps_i(r) + int_r^{c_max} eps_i(z) dz, with
-    the integral by the trapezoid rule on {r} and the ``n_nodes`` equally spaced
-    reports above r, so outcomes and deviations use one payment rule; the
-    quadrature error shows up as (small) regret, reported, not hidden.
+    Payments are Myerson's, t_i(r) = r eps_i(r) + int_r^{c_max} eps_i(z) dz.
+    ``payment_rule="envelope"`` (default) takes the integral from the optimal value
+    V of Eq. 17: seller i's report enters it only as gamma psi_i eps_i, so (envelope
+    theorem) dV/d(gamma psi_i) = eps_i and int eps_i dz = int z'(x) dV(x), x = gamma
+    psi(z).  Where psi is affine (uniform costs) z' is constant and the integral is
+    exactly (V(c_max) - V(r)) / (gamma psi'), one extra solve per (seller, others'
+    reports) and no quadrature: eps_i jumps where Algorithm 4's best eps_avg changes,
+    V does not.  Otherwise the Stieltjes sum over the ``n_nodes`` equally spaced
+    reports with z' by the trapezoid rule (error O(h^2) x (V(c_max) - V(r)), jumps or
+    not).  ``payment_rule="trapezoid"`` is the old rule: the trapezoid rule on eps_i at
+    {r} and the ``n_nodes`` reports above r, far off where eps_i jumps
+    (docs/data-dependent.md).  Outcomes and deviations use one payment rule.
 
     ``solver="newton"`` (default) solves every profile of an ``outcome`` or
     ``deviations`` call (candidates and payment nodes, identical profiles once) in one
@@ -385,15 +431,24 @@ class DataDependentMechanism(Mechanism):
     gamma: float = 1.0
     reg_lambda: float = 1e-2
     n_nodes: int = 9
+    payment_rule: str = "envelope"
     solver: str = "newton"
     warm_start: bool | None = None
     blas_threads: int | None = 1
     cache_nodes: bool = True
     data: tuple | None = field(default=None, repr=False, compare=False)
     _node_eps: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _psi_slope: float | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "dist", _need_dist(self.dist))
+        if self.payment_rule not in ("envelope", "trapezoid"):
+            raise MarketSimError(f"data-dependent: payment_rule must be 'envelope' or "
+                                 f"'trapezoid', not {self.payment_rule!r}")  # fmt: skip
+        if not (isinstance(self.n_nodes, int | np.integer) and self.n_nodes >= 2):
+            raise MarketSimError(f"data-dependent: n_nodes must be an integer >= 2, "
+                                 f"not {self.n_nodes!r}")  # fmt: skip
+        object.__setattr__(self, "_psi_slope", _affine_slope(self.dist))
         if self.solver not in ("newton", "lbfgs"):
             raise MarketSimError(f"data-dependent: solver must be 'newton' or 'lbfgs', "
                                  f"not {self.solver!r}")  # fmt: skip
@@ -429,11 +484,12 @@ class DataDependentMechanism(Mechanism):
         X, y = self._data()
         return dd.solve(X, y, self.dist.virtual_cost(reports), blas_threads=None, **self._kw())
 
-    def _own_eps(self, i, reports, z, w_start) -> np.ndarray:
+    def _own(self, i, reports, z, w_start) -> np.ndarray:
+        """(2, len(z)): eps_i and the optimal value of Eq. 17 at each report z of seller i."""
         from . import data_dependent as dd
 
         X, y = self._data()
-        return dd.own_cost_response(
+        return np.array(dd.own_cost_outcomes(
             i,
             X,
             y,
@@ -444,23 +500,27 @@ class DataDependentMechanism(Mechanism):
             w_start=w_start,
             blas_threads=None,
             **self._kw(),
-        )
+        ))  # fmt: skip
 
     def _node_key(self, i, reports):
         return (int(i), np.delete(reports, i).tobytes())
 
     def _nodes(self) -> np.ndarray:
+        """The payment nodes: only the top of the support for the envelope rule with an
+        affine psi, else ``n_nodes`` equally spaced reports."""
         lo, hi = self.dist.support
+        if self.payment_rule == "envelope" and self._psi_slope is not None:
+            return np.array([hi], dtype=float)
         return np.linspace(lo, hi, self.n_nodes)
 
     def _nodes_eps(self, i, reports, nodes, w_start) -> np.ndarray:
-        """eps_i at the payment nodes: a function of (i, the others' reports) only, so
-        kept (per instance, hence per data set) across candidates and calls."""
+        """(2, nodes): eps_i and Eq. 17's value at the payment nodes, a function of (i, the
+        others' reports) only, so kept (per instance, hence per data set) across calls."""
         key = self._node_key(i, reports)
         if not self.cache_nodes:
-            return self._own_eps(i, reports, nodes, w_start)
+            return self._own(i, reports, nodes, w_start)
         if key not in self._node_eps:
-            self._keep_nodes(key, self._own_eps(i, reports, nodes, w_start))
+            self._keep_nodes(key, self._own(i, reports, nodes, w_start))
         return self._node_eps[key]
 
     def _keep_nodes(self, key, eps) -> None:
@@ -468,7 +528,33 @@ class DataDependentMechanism(Mechanism):
             self._node_eps.clear()
         self._node_eps[key] = eps
 
-    def _payments(self, cands, eps_cands, eps_nodes) -> np.ndarray:
+    def _payments(self, cands, eps_cands, value_cands, node_vals) -> np.ndarray:
+        """Myerson's t(r) = r eps(r) + int_r^{c_max} eps (``payment_rule``; node_vals:
+        eps and Eq. 17's value at the nodes, value_cands: the value at each r)."""
+        if self.payment_rule == "envelope":
+            return self._envelope_payments(cands, eps_cands, value_cands, node_vals)
+        return self._trapezoid_payments(cands, eps_cands, node_vals[0])
+
+    def _envelope_payments(self, cands, eps_cands, value_cands, node_vals) -> np.ndarray:
+        """t(r) = r eps(r) + int_r^{c_max} z'(x) dV(x), x = gamma psi(z), V Eq. 17's
+        value (envelope theorem: dV/dx = eps_i): exact for an affine psi, else the
+        Stieltjes sum on {r} and the nodes above r with z' by the trapezoid rule."""
+        r, e = np.asarray(cands, dtype=float), np.asarray(eps_cands, dtype=float)
+        v = np.asarray(value_cands, dtype=float)
+        if self.gamma == 0:  # the report does not enter Eq. 17: eps_i is constant
+            return r * e + (self.dist.support[1] - r) * e
+        if self._psi_slope is not None:  # z'(x) = 1 / (gamma psi'), a constant
+            return r * e + (node_vals[1, -1] - v) / (self.gamma * self._psi_slope)
+        nodes = self._nodes()
+        out = np.empty(r.size)
+        for n in range(r.size):
+            above = nodes > r[n]
+            z = np.r_[r[n], nodes[above]]
+            ez, vz = np.r_[e[n], node_vals[0, above]], np.r_[v[n], node_vals[1, above]]
+            out[n] = r[n] * e[n] + _stieltjes(self.dist, self.gamma, z, ez, vz)
+        return out
+
+    def _trapezoid_payments(self, cands, eps_cands, eps_nodes) -> np.ndarray:
         """Myerson's t(r) = r eps(r) + the trapezoid rule on {r} and the nodes above r."""
         nodes = self._nodes()
         r, e = np.asarray(cands, dtype=float), np.asarray(eps_cands, dtype=float)
@@ -482,7 +568,8 @@ class DataDependentMechanism(Mechanism):
     # ---- the compiled solver: every profile of a call in one batch ------------------
     def _batch(self, rows_i, rows_z, reports):
         """Eq. 17 at each profile ``reports`` with seller rows_i[b] reporting rows_z[b]
-        (identical profiles solved once): (eps of the distinct profiles, the row of each)."""
+        (identical profiles solved once): (eps and Eq. 17's value of the distinct profiles,
+        the row of each)."""
         from . import data_dependent as dd
 
         X, y = self._data()
@@ -494,7 +581,8 @@ class DataDependentMechanism(Mechanism):
         P = np.tile(self.dist.virtual_cost(reports), (uniq.shape[0], 1))
         moved = np.flatnonzero(uniq[:, 0] >= 0)
         P[moved, uniq[moved, 0].astype(int)] = self.dist.virtual_cost(uniq[moved, 1])
-        return dd.solve_many(X, y, P, **self._kw()).eps, inv.reshape(-1)
+        res = dd.solve_many(X, y, P, **self._kw())
+        return res.eps, res.objective, inv.reshape(-1)
 
     def _newton(self, sellers, cand, reports):
         """(eps, payments) of each seller's candidates (k, C) by the compiled solver in
@@ -507,17 +595,17 @@ class DataDependentMechanism(Mechanism):
         todo = list(dict.fromkeys(todo))
         rows_i = np.r_[np.repeat(sellers, C), np.repeat(todo, nodes.size)].astype(int)
         rows_z = np.r_[cand.reshape(-1), np.tile(nodes, len(todo))]
-        eps_u, inv = self._batch(rows_i, rows_z, reports)
-        eps_rows = eps_u[inv, rows_i]
-        fresh = {int(i): eps_rows[k * C + n * nodes.size : k * C + (n + 1) * nodes.size]
+        eps_u, val_u, inv = self._batch(rows_i, rows_z, reports)
+        rows = np.array([eps_u[inv, rows_i], val_u[inv]])  # (2, rows): eps_i, Eq. 17's value
+        fresh = {int(i): rows[:, k * C + n * nodes.size : k * C + (n + 1) * nodes.size]
                  for n, i in enumerate(todo)}  # fmt: skip
-        eps = eps_rows[: k * C].reshape(k, C)
+        eps, val = rows[0, : k * C].reshape(k, C), rows[1, : k * C].reshape(k, C)
         node_eps = [fresh.get(int(i), None) for i in sellers]
         node_eps = [self._node_eps[keys[n]] if e is None else e for n, e in enumerate(node_eps)]
         if self.cache_nodes:  # stored after reading: storing may clear the cache
             for i, e in fresh.items():
                 self._keep_nodes(self._node_key(i, reports), e)
-        pay = np.array([self._payments(cand[n], eps[n], node_eps[n]) for n in range(k)])
+        pay = np.array([self._payments(cand[n], eps[n], val[n], node_eps[n]) for n in range(k)])
         return eps, pay.reshape(k, C)
 
     def outcome(self, reports, rng=None) -> Outcome:
@@ -536,7 +624,12 @@ class DataDependentMechanism(Mechanism):
             nodes = self._nodes()
             pay = np.array(
                 [
-                    self._payments([r], [base.eps[i]], self._nodes_eps(i, reports, nodes, start))[0]
+                    self._payments(
+                        [r],
+                        [base.eps[i]],
+                        [base.objective],
+                        self._nodes_eps(i, reports, nodes, start),
+                    )[0]  # fmt: skip
                     for i, r in enumerate(reports)
                 ]
             )
@@ -552,12 +645,13 @@ class DataDependentMechanism(Mechanism):
         nodes = self._nodes()
         with dd._blas_threads(self.blas_threads):
             start = self._solve(reports).w_path if self._warm(reports.size) else None
-            eps = np.array(
-                [self._own_eps(i, reports, cand[k], start) for k, i in enumerate(sellers)]
-            )
+            own = [self._own(i, reports, cand[k], start) for k, i in enumerate(sellers)]
+            eps = np.array([o[0] for o in own])
             pay = np.array(
                 [
-                    self._payments(cand[k], eps[k], self._nodes_eps(i, reports, nodes, start))
+                    self._payments(
+                        cand[k], own[k][0], own[k][1], self._nodes_eps(i, reports, nodes, start)
+                    )  # fmt: skip
                     for k, i in enumerate(sellers)
                 ]
             )

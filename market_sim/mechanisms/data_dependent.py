@@ -63,9 +63,14 @@ in c_i (psi is non-decreasing, ironed if need be), for any data and any grid.
 The guarantee is only as good as the optimiser: below 2 Lambda mu > m the
 problem need not be convex and a local optimum can break it.
 ``own_cost_response`` and ``monotonicity_violations`` measure it; a violation
-is an IC failure to report.  Choosing a from the data also means the DP
-guarantee of Prop. II.2, which treats a as fixed, does not cover what the
-allocation itself reveals.
+is an IC failure to report.  The same term gives the Myerson integral exactly: the
+optimal value V is a minimum of functions affine in t with slope u(eps_i), so
+dV/dt = u(eps_i) (envelope theorem) although eps_i jumps where the best eps_avg
+changes; the mechanism pays by it (``DataDependentMechanism``, payment_rule
+"envelope"), and then a seller gains by misreporting r at cost c exactly by the
+solver's shortfall at c against the point it found at r (docs/data-dependent.md).
+Choosing a from the data also means the DP guarantee of Prop. II.2, which treats a
+as fixed, does not cover what the allocation itself reveals.
 """
 
 from __future__ import annotations
@@ -89,6 +94,7 @@ __all__ = [
     "solve_many",
     "objective",
     "own_cost_response",
+    "own_cost_outcomes",
     "monotonicity_violations",
     "myerson_payment",
     "literal_noise_bounds",
@@ -561,19 +567,39 @@ def own_cost_response(
     optimum moved little.  Only where the optimum is unique (2 Lambda mu > m) is that
     the same allocation to the solver's tolerance; below it a warm start can end in
     another local optimum, and eps_i would depend on the order of the solves."""
+    return own_cost_outcomes(i, X, y, costs, virtual_cost, report_grid, warm_start=warm_start,
+                             w_start=w_start, blas_threads=blas_threads, **kw)[0]  # fmt: skip
+
+
+def own_cost_outcomes(
+    i: int,
+    X,
+    y,
+    costs,
+    virtual_cost,
+    report_grid,
+    *,
+    warm_start: bool = False,
+    w_start=None,
+    blas_threads: int | None = 1,
+    **kw,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``own_cost_response``'s eps_i and the optimal value of Eq. 17 at each report
+    (the value's derivative in gamma psi_i is eps_i: the envelope payments use it)."""
     costs = np.array(costs, dtype=float)
     if not 0 <= i < costs.size:
         raise MarketSimError(f"seller index {i} out of range")
-    out = []
+    eps, value = [], []
     start = w_start if warm_start else None
     with _blas_threads(blas_threads):
         for r in np.asarray(report_grid, dtype=float):
             costs[i] = r
             res = solve(X, y, virtual_cost(costs), w_start=start, blas_threads=None, **kw)
-            out.append(res.eps[i])
+            eps.append(res.eps[i])
+            value.append(res.objective)
             if warm_start:
                 start = res.w_path
-    return np.array(out)
+    return np.array(eps), np.array(value)
 
 
 def monotonicity_violations(
@@ -591,8 +617,9 @@ def myerson_payment(
     i: int, X, y, costs, virtual_cost, c_max: float, *, n_nodes: int = 33, **kw
 ) -> float:
     """t_i = c_i eps_i(c_i) + int_{c_i}^{c_max} eps_i(z) dz (Lemma III.2, 003), the
-    integral by the trapezoid rule on ``n_nodes`` reports.  IC only where eps_i
-    is monotone; check with ``monotonicity_violations``."""
+    integral by the trapezoid rule on ``n_nodes`` reports: a reference, far off where
+    eps_i jumps (the mechanism's default payments use Eq. 17's value instead).  IC
+    only where eps_i is monotone; check with ``monotonicity_violations``."""
     c_i = float(np.asarray(costs, dtype=float)[i])
     if not c_i <= c_max:
         raise MarketSimError(f"c_max {c_max} is below the seller's cost {c_i}")
