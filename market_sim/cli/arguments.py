@@ -23,6 +23,7 @@ __all__ = [
     "add_executor",
     "executor_of",
     "interrupted",
+    "resumable",
     "output_folder",
     "market_settings",
     "market_parent",
@@ -207,6 +208,18 @@ def interrupted(store) -> int:
         file=sys.stderr,
     )
     return 130
+
+
+def resumable(out, call):
+    """``call(store)`` with DIR/tasks as its store (None without --out): (its result,
+    None), or after Ctrl-C with a store (None, exit status) having said how to resume."""
+    store = None if out is None else out / "tasks"
+    try:
+        return call(store), None
+    except KeyboardInterrupt:
+        if store is None:
+            raise
+        return None, interrupted(store)
 
 
 def output_folder(args):

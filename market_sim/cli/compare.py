@@ -12,11 +12,11 @@ from .arguments import (
     add_output,
     count,
     executor_of,
-    interrupted,
     number,
     output_folder,
     population_of,
     positive,
+    resumable,
 )
 
 
@@ -120,13 +120,9 @@ def run(args) -> int:
     dist = pop if pop is not None else parse_distribution(args.dist, iron=args.iron)
     out = output_folder(args)
     where = executor_of(args)
-    store = None if out is None else out / "tasks"
-    try:
-        result = _compare(args, dist, pop, store, where)
-    except KeyboardInterrupt:
-        if store is None:
-            raise
-        return interrupted(store)
+    result, stopped = resumable(out, lambda store: _compare(args, dist, pop, store, where))
+    if stopped is not None:
+        return stopped
     result.settings["seed"] = args.seed
     print(result.format())
     if out is not None:

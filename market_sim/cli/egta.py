@@ -11,11 +11,11 @@ from .arguments import (
     add_output,
     count,
     executor_of,
-    interrupted,
     market_settings,
     number,
     output_folder,
     population_of,
+    resumable,
 )
 from .settings import warn_if_not_private
 
@@ -107,13 +107,9 @@ def run(args) -> int:
         context["new_costs_each_round"] = True
     out = output_folder(args)
     where = executor_of(args)
-    store = None if out is None else out / "tasks"
-    try:
-        result = _egta(args, population, context, store, where)
-    except KeyboardInterrupt:
-        if store is None:
-            raise
-        return interrupted(store)
+    result, stopped = resumable(out, lambda store: _egta(args, population, context, store, where))
+    if stopped is not None:
+        return stopped
     print(result.format())
     if out is not None:
         result.write(out)
