@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from market_sim.analysis import asymptotic as asy_analysis
+from market_sim.analysis import correlation as corr_analysis
 from market_sim.analysis.report import write_report
 from market_sim.runner import read_results, run_scenario
 
@@ -80,9 +81,17 @@ def test_correlation_cheap_mislabelled_sellers_fool_the_data_independent_mechani
     assert np.allclose(at0.objective.offline, at0.objective.oracle)
     assert np.allclose(at0.test_error.offline, at0.test_error.oracle)
     assert set(df.data) == {"synthetic", "wisconsin"} and df.test_error.between(0, 1).all()
-    audited = df[df.audit_ic.notna()]  # offline: IC and IR ex post, whatever the copula
-    assert set(audited.mechanism) == {"offline"} and len(audited) == 12
+    # offline: IC and IR ex post, whatever the copula.  Data-dependent: the study's
+    # mu x sellers and Lambda = 0.1 make Eq. 17 jointly convex (2 Lambda mu = 6 m > m,
+    # Thm VIII.1 of 003), one optimum, so the envelope payments are exactly Myerson's
+    audited = df[df.audit_ic.notna()]
+    assert set(audited.mechanism) == {"offline", "data_dependent"} and len(audited) == 24
     assert (audited.audit_ic == "ic").all() and (audited.audit_ir == "ir").all()
+    assert (audited.audit_max_gain <= 1e-9 * audited.audit_mean_payment).all()
+    assert (audited.audit_mean_payment > 0).all()
+    per_mech = corr_analysis.audit_summary(df).set_index("mechanism")
+    assert per_mech.cases.to_dict() == {"data_dependent": 12, "offline": 12}
+    assert (per_mech.ic == 12).all() and (per_mech.ir == 12).all()
 
 
 def test_wisconsin_reproduces_the_shape_of_fig_2(tmp_path):
