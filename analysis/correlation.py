@@ -64,12 +64,13 @@ def audits(df) -> pd.DataFrame:
         return pd.DataFrame()
     done = df[df.audit_ic.notna()]
     cols = ["data", "target", "rho", "mechanism", "audit_ic", "audit_ir", "audit_max_gain"]
-    return done[cols + [c for c in ["audit_mean_payment"] if c in done]]
+    return done[cols + [c for c in ["audit_type_gain", "audit_mean_payment"] if c in done]]
 
 
 def audit_summary(df) -> pd.DataFrame:
     """Per mechanism audited: cases, how many IC and IR, the largest gain and where,
-    and the largest gain relative to the mean truthful payment."""
+    the largest gain relative to the mean truthful payment, and the largest gain between
+    adjacent types (the audit's other evidence of non-IC)."""
     v = audits(df)
     if v.empty:
         return v
@@ -84,8 +85,11 @@ def audit_summary(df) -> pd.DataFrame:
                 ic=int((part.audit_ic == "ic").sum()),
                 ir=int((part.audit_ir == "ir").sum()),
                 max_gain=float(top.audit_max_gain),
-                at=f"{top.data}, {top.target}, rho={top.rho:g}",
+                where=f"{top.data}, {top.target}, rho={top.rho:g}",
                 max_gain_over_payment=float(np.max(rel)) if len(rel) else np.nan,
+                max_type_gain=float(part.audit_type_gain.max())
+                if "audit_type_gain" in part
+                else np.nan,
             )
         )
     return pd.DataFrame(rows)

@@ -167,7 +167,8 @@ def audit_columns(params: dict, mechanism: str, rng: np.random.Generator) -> dic
     markets of the same population (``audit_sellers`` sellers, ``audit_markets``
     markets; data drawn with the costs, so the copula is in every audited market), with
     the parameters of :func:`allocations` (data-dependent: mu x sellers, reg_lambda),
-    and the mean truthful payment a seller gets there (the scale of the gain)."""
+    and the mean truthful payment a seller gets there (the scale of the gain).  The
+    verdict also counts gains between adjacent candidate types (``audit_type_gain``)."""
     from market_sim.auditing import audit
 
     small = population(params | {"sellers": params["audit_sellers"]})
@@ -183,6 +184,7 @@ def audit_columns(params: dict, mechanism: str, rng: np.random.Generator) -> dic
         audit_ic=res.verdict,
         audit_ir=res.ir_verdict,
         audit_max_gain=res.summary["max_gain"],
+        audit_type_gain=res.summary.get("type_gain_max", np.nan),  # between adjacent types
         audit_mean_payment=_mean_truthful_payment(name, small, markets, kw),
     )
 

@@ -94,6 +94,32 @@ def test_correlation_cheap_mislabelled_sellers_fool_the_data_independent_mechani
     assert (per_mech.ic == 12).all() and (per_mech.ir == 12).all()
 
 
+def test_correlation_audit_summary_counts_verdicts_and_locates_the_largest_gain():
+    """Two mechanisms audited at two rho, one row not audited (replication 1): the
+    counts, the largest gain's case and its ratio to that case's payment are known."""
+    nan = np.nan
+    cols = ["data", "target", "rho", "mechanism", "replication", "audit_ic", "audit_ir",
+            "audit_max_gain", "audit_type_gain", "audit_mean_payment"]  # fmt: skip
+    df = pd.DataFrame(
+        [
+            ("synthetic", "feature", -0.5, "offline", 0, "ic", "ir", 1e-15, 0.0, 4.0),
+            ("synthetic", "feature", 0.5, "offline", 0, "ic", "ir", 2e-15, 0.0, 2.0),
+            ("synthetic", "feature", -0.5, "data_dependent", 0, "not_ic", "ir", 3e-12, 5e-3, 1.0),
+            ("wisconsin", "label", 0.5, "data_dependent", 0, "not_ic", "not_ir", 0.02, 0.0, 0.5),
+            ("wisconsin", "label", 0.5, "data_dependent", 1, nan, nan, nan, nan, nan),
+        ],
+        columns=cols,
+    )
+    s = corr_analysis.audit_summary(df).set_index("mechanism")
+    assert s.cases.to_dict() == {"data_dependent": 2, "offline": 2}
+    assert s.ic.to_dict() == {"data_dependent": 0, "offline": 2}
+    assert s.ir.to_dict() == {"data_dependent": 1, "offline": 2}
+    assert s["where"]["data_dependent"] == "wisconsin, label, rho=0.5"
+    assert s.max_gain["data_dependent"] == 0.02 and s.max_type_gain["data_dependent"] == 5e-3
+    assert np.isclose(s.max_gain_over_payment["data_dependent"], 0.04)  # 0.02 / 0.5
+    assert s["where"]["offline"] == "synthetic, feature, rho=0.5"
+
+
 def test_wisconsin_reproduces_the_shape_of_fig_2(tmp_path):
     df = quick("wisconsin", tmp_path)
     assert set(df.method) == {"ours", "naive", "offline", "non_private"}
