@@ -56,12 +56,43 @@ def price_of_independence(df) -> pd.DataFrame:
 
 
 def audits(df) -> pd.DataFrame:
-    """The audit's verdicts per data, target, rho and mechanism audited (replication 0)."""
+    """The audit's verdicts per data, target, rho and mechanism audited (replication 0),
+    with the mean truthful payment of a seller in the audited markets (runs before it was
+    recorded lack that column)."""
     df = _frame(df)
     if "audit_ic" not in df:
         return pd.DataFrame()
     done = df[df.audit_ic.notna()]
-    return done[["data", "target", "rho", "mechanism", "audit_ic", "audit_ir", "audit_max_gain"]]
+    cols = ["data", "target", "rho", "mechanism", "audit_ic", "audit_ir", "audit_max_gain"]
+    return done[cols + [c for c in ["audit_type_gain", "audit_mean_payment"] if c in done]]
+
+
+def audit_summary(df) -> pd.DataFrame:
+    """Per mechanism audited: cases, how many IC and IR, the largest gain and where,
+    the largest gain relative to the mean truthful payment, and the largest gain between
+    adjacent types (the audit's other evidence of non-IC)."""
+    v = audits(df)
+    if v.empty:
+        return v
+    rows = []
+    for mech, part in v.groupby("mechanism"):
+        top = part.loc[part.audit_max_gain.idxmax()]
+        rel = part.audit_max_gain / part.audit_mean_payment if "audit_mean_payment" in part else []
+        rows.append(
+            dict(
+                mechanism=mech,
+                cases=len(part),
+                ic=int((part.audit_ic == "ic").sum()),
+                ir=int((part.audit_ir == "ir").sum()),
+                max_gain=float(top.audit_max_gain),
+                where=f"{top.data}, {top.target}, rho={top.rho:g}",
+                max_gain_over_payment=float(np.max(rel)) if len(rel) else np.nan,
+                max_type_gain=float(part.audit_type_gain.max())
+                if "audit_type_gain" in part
+                else np.nan,
+            )
+        )
+    return pd.DataFrame(rows)
 
 
 def theory(df) -> str:
@@ -155,6 +186,7 @@ def section(df, folder):
     verdicts = audits(df)
     if len(verdicts):
         tables.append(("the audit's verdicts on smaller markets of the same population", verdicts))
+        tables.append(("the audit's verdicts per mechanism", audit_summary(df)))
     return Section(
         "Correlation between costs and data (Gaussian copula)",
         "rho < 0 with target label_noise makes the mislabelled sellers cheap; the "

@@ -55,7 +55,9 @@ PARAMS = {  # what `--set` accepts (market_sim.parameters)
     "audit_sellers": Number(int, low=0),  # 0: no audit
     "audit_markets": Number(int, low=1),
 }
-AUDITED = ("offline",)  # the data-dependent mechanism's audit is too slow for a grid (docs)
+# audited mechanisms: the study's row name -> the registry's name.  The oracle is no
+# mechanism the audit can build (its psi_i depends on seller i's data: docs/studies.md)
+AUDITED = {"offline": "offline", "data_dependent": "data-dependent"}
 
 
 def grid(quick: bool = False) -> list[dict]:
@@ -163,15 +165,42 @@ def run(params: dict, rng: np.random.Generator, replication: int = 0) -> list[di
 def audit_columns(params: dict, mechanism: str, rng: np.random.Generator) -> dict:
     """The audit's IC and IR verdicts and largest gain for ``mechanism`` on smaller
     markets of the same population (``audit_sellers`` sellers, ``audit_markets``
-    markets; data drawn with the costs, so the copula is in every audited market)."""
+    markets; data drawn with the costs, so the copula is in every audited market), with
+    the parameters of :func:`allocations` (data-dependent: mu x sellers, reg_lambda),
+    and the mean truthful payment a seller gets there (the scale of the gain).  The
+    verdict also counts gains between adjacent candidate types (``audit_type_gain``)."""
     from market_sim.auditing import audit
 
     small = population(params | {"sellers": params["audit_sellers"]})
+    markets = [small.sample(rng) for _ in range(params["audit_markets"])]
+    costs = np.array([mk.costs for mk in markets])
+    data = [mk.data for mk in markets]
     kw = dict(mu=params["mu"], sigma=params["sigma"], gamma=params["gamma"])
-    res = audit(mechanism, small, None, params["audit_markets"], rng, **kw)
+    if mechanism == "data_dependent":
+        kw |= dict(mu=params["mu"] * params["audit_sellers"], reg_lambda=params["reg_lambda"])
+    name = AUDITED[mechanism]
+    res = audit(name, small, None, len(markets), rng, costs=costs, data=data, **kw)
     return dict(
-        audit_ic=res.verdict, audit_ir=res.ir_verdict, audit_max_gain=res.summary["max_gain"]
+        audit_ic=res.verdict,
+        audit_ir=res.ir_verdict,
+        audit_max_gain=res.summary["max_gain"],
+        audit_type_gain=res.summary.get("type_gain_max", np.nan),  # between adjacent types
+        audit_mean_payment=_mean_truthful_payment(name, small, markets, kw),
     )
+
+
+def _mean_truthful_payment(name: str, pop: Population, markets: list, kw: dict) -> float:
+    """A seller's mean payment when everyone reports the truth, over the audited markets."""
+    from market_sim.mechanisms.base import as_mechanism
+
+    mech = as_mechanism(name, population=pop, **kw)
+    pays = [
+        (mech.with_data(*mk.data) if getattr(mech, "needs_data", False) else mech)
+        .outcome(mk.costs)
+        .payments.mean()
+        for mk in markets
+    ]
+    return float(np.mean(pays))
 
 
 def _on_mislabelled(a, mk) -> float:

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from market_sim.analysis import asymptotic as asy_analysis
+from market_sim.analysis import correlation as corr_analysis
 from market_sim.analysis.report import write_report
 from market_sim.runner import read_results, run_scenario
 
@@ -80,9 +81,43 @@ def test_correlation_cheap_mislabelled_sellers_fool_the_data_independent_mechani
     assert np.allclose(at0.objective.offline, at0.objective.oracle)
     assert np.allclose(at0.test_error.offline, at0.test_error.oracle)
     assert set(df.data) == {"synthetic", "wisconsin"} and df.test_error.between(0, 1).all()
-    audited = df[df.audit_ic.notna()]  # offline: IC and IR ex post, whatever the copula
-    assert set(audited.mechanism) == {"offline"} and len(audited) == 12
+    # offline: IC and IR ex post, whatever the copula.  Data-dependent: the study's
+    # mu x sellers and Lambda = 0.1 make Eq. 17 jointly convex (2 Lambda mu = 6 m > m,
+    # Thm VIII.1 of 003), one optimum, so the envelope payments are exactly Myerson's
+    audited = df[df.audit_ic.notna()]
+    assert set(audited.mechanism) == {"offline", "data_dependent"} and len(audited) == 24
     assert (audited.audit_ic == "ic").all() and (audited.audit_ir == "ir").all()
+    assert (audited.audit_max_gain <= 1e-9 * audited.audit_mean_payment).all()
+    assert (audited.audit_mean_payment > 0).all()
+    per_mech = corr_analysis.audit_summary(df).set_index("mechanism")
+    assert per_mech.cases.to_dict() == {"data_dependent": 12, "offline": 12}
+    assert (per_mech.ic == 12).all() and (per_mech.ir == 12).all()
+
+
+def test_correlation_audit_summary_counts_verdicts_and_locates_the_largest_gain():
+    """Two mechanisms audited at two rho, one row not audited (replication 1): the
+    counts, the largest gain's case and its ratio to that case's payment are known."""
+    nan = np.nan
+    cols = ["data", "target", "rho", "mechanism", "replication", "audit_ic", "audit_ir",
+            "audit_max_gain", "audit_type_gain", "audit_mean_payment"]  # fmt: skip
+    df = pd.DataFrame(
+        [
+            ("synthetic", "feature", -0.5, "offline", 0, "ic", "ir", 1e-15, 0.0, 4.0),
+            ("synthetic", "feature", 0.5, "offline", 0, "ic", "ir", 2e-15, 0.0, 2.0),
+            ("synthetic", "feature", -0.5, "data_dependent", 0, "not_ic", "ir", 3e-12, 5e-3, 1.0),
+            ("wisconsin", "label", 0.5, "data_dependent", 0, "not_ic", "not_ir", 0.02, 0.0, 0.5),
+            ("wisconsin", "label", 0.5, "data_dependent", 1, nan, nan, nan, nan, nan),
+        ],
+        columns=cols,
+    )
+    s = corr_analysis.audit_summary(df).set_index("mechanism")
+    assert s.cases.to_dict() == {"data_dependent": 2, "offline": 2}
+    assert s.ic.to_dict() == {"data_dependent": 0, "offline": 2}
+    assert s.ir.to_dict() == {"data_dependent": 1, "offline": 2}
+    assert s["where"]["data_dependent"] == "wisconsin, label, rho=0.5"
+    assert s.max_gain["data_dependent"] == 0.02 and s.max_type_gain["data_dependent"] == 5e-3
+    assert np.isclose(s.max_gain_over_payment["data_dependent"], 0.04)  # 0.02 / 0.5
+    assert s["where"]["offline"] == "synthetic, feature, rho=0.5"
 
 
 def test_wisconsin_reproduces_the_shape_of_fig_2(tmp_path):
