@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from .arguments import (
     add_cost_law,
     add_market_settings,
@@ -86,6 +88,7 @@ def run(args) -> int:
         tol=args.tol,
         **market_settings(args),
     )
+    result = dataclasses.replace(result, options={**result.options, "seed": args.seed})
     if not args.quiet or out is None:  # without --out the table is the only answer
         print(result.format())
     if out is not None:
