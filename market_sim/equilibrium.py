@@ -48,7 +48,7 @@ from .equilibrium_game import (
     search_reports,
 )
 from .errors import MarketSimError
-from .files import atomic_write, json_plain, save_png
+from .files import atomic_write, fit_titles, json_plain, save_png
 from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
 from .parameters import check_int
 
@@ -702,6 +702,7 @@ def figure(result: BNEResult):
     )
     ax2.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), fontsize=8, ncol=2)
     fig.tight_layout()
+    fit_titles(fig)  # a long mechanism path wraps instead of running off the edge
     return fig
 
 

@@ -60,7 +60,7 @@ import numpy as np
 from .egta import SymmetricGame, dpr_game, find_equilibria
 from .env import as_opponents
 from .errors import MarketSimError
-from .files import atomic_write, json_plain, save_png
+from .files import atomic_write, fit_titles, json_plain, save_png
 from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
 from .parameters import check_int
 from .population import Population, as_population
@@ -560,6 +560,7 @@ def figure(result: PsroResult):
     ax.set_xticks(it)
     ax.legend(loc="best")
     fig.tight_layout()
+    fit_titles(fig)  # a long mechanism path wraps instead of running off the edge
     return fig
 
 
