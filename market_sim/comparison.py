@@ -205,8 +205,12 @@ def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
         f"gamma={_num(s['gamma'])}.  Objective, lower is better: Eq. 11 with the payments "
         "made, mu ||eps||_2 / sum(eps) + sigma / sum(eps) + gamma sum(payments) (mean over "
         f"markets, Student-t 95% CI); minus baseline ({s['baseline']}): paired t 95% CI "
-        "over the same markets; IC / IR: the audit's verdicts on the same markets (bold: flagged); "
-        "IC rank: rank among the mechanisms audited IC and IR."
+        "over the same markets; proxy loss: Eq. 11 with the virtual costs in place of the "
+        "payments; payment: total paid per market; bought: sellers bought per market; "
+        "empty: markets where nothing was bought; max gain: the audit's largest gain of a "
+        "misreport; IC / IR: the audit's verdicts on the same markets (bold: flagged); "
+        "IC rank: rank among the mechanisms audited IC and IR; seconds: its runs "
+        "and its audit on these markets."
     )
     return note + "\n\n" + "\n".join(rows).rstrip()
 

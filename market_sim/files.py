@@ -5,9 +5,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -49,24 +47,18 @@ def fit_titles(fig) -> bool:
         FigureCanvasAgg(fig)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
-    texts: list[tuple[Any, Callable[[], float]]] = []
-    if fig._suptitle:
-        texts.append((fig._suptitle, lambda: 0.96 * fig.bbox.width))
-
-    def axes_room(ax) -> Callable[[], float]:
-        return lambda: 1.1 * ax.get_window_extent(renderer).width
-
+    texts = [(fig._suptitle, 0.96 * fig.bbox.width)] if fig._suptitle else []
     for ax in fig.axes:
-        for t in (ax.title, ax._left_title, ax._right_title):
-            texts.append((t, axes_room(ax)))
+        room = 1.1 * ax.get_window_extent(renderer).width
+        texts += [(t, room) for t in (ax.title, ax._left_title, ax._right_title)]
     wrapped = False
     for text, room in texts:
         for _ in range(4):
             width = text.get_window_extent(renderer).width
-            if not text.get_text() or not text.get_visible() or width <= room():
+            if not text.get_text() or not text.get_visible() or width <= room:
                 break
             longest = max(len(line) for line in text.get_text().split("\n"))
-            chars = max(12, int(longest * room() / width) - 1)
+            chars = max(12, int(longest * room / width) - 1)
             lines = [textwrap.fill(line, chars) for line in text.get_text().split("\n")]
             text.set_text("\n".join(lines))
             wrapped = True

@@ -61,7 +61,7 @@ from .egta import SymmetricGame, _compositions, dpr_game, dpr_support, find_equi
 from .env import as_opponents
 from .errors import MarketSimError
 from .execution import Job, Shared, check_executor, run_jobs
-from .files import atomic_write, json_plain, save_png
+from .files import atomic_write, fit_titles, json_plain, save_png
 from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
 from .parameters import check_int
 from .population import Population, as_population
@@ -625,6 +625,7 @@ def figure(result: PsroResult):
     ax.set_xticks(it)
     ax.legend(loc="best")
     fig.tight_layout()
+    fit_titles(fig)  # a long mechanism path wraps instead of running off the edge
     return fig
 
 

@@ -154,3 +154,15 @@ def test_the_cli_prints_the_timed_estimate(tmp_path, monkeypatch, capsys):
     assert main(argv) == 3
     err = capsys.readouterr().err
     assert "the first of 2 markets took" in err and "(timed on this mechanism)" in err
+
+
+@pytest.mark.parametrize("command", sorted(QUICK))
+def test_the_summary_records_the_seed(command, tmp_path, monkeypatch):
+    """Every summary.json says which seed made it (psro's did not)."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    argv, _ = QUICK[command]
+    assert main(argv + ["--seed", "11", "--out", "o", "--quiet"]) in (0, 3)
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary.get("seed", summary.get("options", {}).get("seed")) == 11

@@ -88,3 +88,11 @@ def test_the_readme_commands_run_in_a_fresh_shell(tmp_path):
     assert (tmp_path / "sellers.csv").is_file() and (tmp_path / "demo_output").is_dir()
     assert (tmp_path / "results" / "asymptotic" / "report" / "report.md").is_file()
     assert not os.access(tmp_path / "market-sim", os.F_OK)
+
+
+def test_the_readme_names_every_command():
+    from market_sim.cli import COMMANDS
+
+    listed = README.split("`market-sim --help` lists the commands:", 1)[1].split("\n\n", 1)[0]
+    for name in COMMANDS:
+        assert f"`{name.replace('_', '-')}`" in listed, name

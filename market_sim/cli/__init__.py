@@ -7,16 +7,19 @@
     market-sim scenarios
     market-sim run STUDY [--quick] [--workers W] [--executor local|dask] [--out DIR] [--quiet]
     market-sim report DIR [DIR ...] [--out OUT]
-    market-sim audit --mechanism SPEC --dist SPEC --sellers N --markets K --seed S --out DIR
+    market-sim audit --mechanism SPEC --dist SPEC --sellers N --markets K --seed S [--out DIR]
                      [--random R] [--coalition K]        (exit 3 when not IC or not IR)
     market-sim compare --mechanism SPEC --mechanism SPEC [...] --dist SPEC --sellers N [N ...]
-                       --markets K --seed S [--baseline NAME] --out DIR
-    market-sim bne --mechanism SPEC --dist SPEC --sellers N --seed S --out DIR
+                       --markets K --seed S [--baseline NAME] [--out DIR]
+    market-sim bne --mechanism SPEC --dist SPEC --sellers N --seed S [--out DIR]
     market-sim egta --mechanism SPEC --dist SPEC --sellers N --strategy SPEC --strategy SPEC
-                    [--strategy SPEC ...] --samples K --seed S --out DIR
+                    [--strategy SPEC ...] --samples K --seed S [--out DIR]
     market-sim mechanisms | strategies
     market-sim demo  [--out demo_output] [--seed 0] [--sellers 200]
     market-sim viz   [--host 127.0.0.1] [--port 8765]      (needs the viz extra)
+
+``audit``, ``compare``, ``egta``, ``bne`` and ``psro`` print their answer; ``--out DIR``
+also writes their files (without it nothing is written).
 
 One vocabulary: ``--out``, ``--sellers``, ``--seed`` and ``--quiet`` (no progress
 bars; stdout is unchanged) mean the same on every command; older names (``demo

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from .arguments import (
     add_cost_law,
     add_executor,
@@ -91,6 +93,7 @@ def run(args) -> int:
         **where,
         **market_settings(args),
     )
+    result = dataclasses.replace(result, options={**result.options, "seed": args.seed})
     if not args.quiet or out is None:  # without --out the table is the only answer
         print(result.format())
     if out is not None:
