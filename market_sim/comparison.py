@@ -379,6 +379,20 @@ def compare(
         (m, label, mech) for m in populations for label, mech in zip(labels, built[m], strict=True)
     ]
     verdicts = _audit_arms(arms, drawn, populations, search, audit, where, store, progress)
+    played = _score_arms(arms, drawn, populations, verdicts, at, bne_seeds, bne_options, ctx,
+                         given, where, store, progress)  # fmt: skip
+    rows, paired_rows, market_rows = _tables(arms, played, verdicts, populations, labels,
+                                             baseline, ctx, n_markets)  # fmt: skip
+    return _result(rows, paired_rows, market_rows, baseline, settings)
+
+
+_PRELOAD = ("market_sim.comparison", "market_sim.auditing")
+
+
+def _score_arms(arms, drawn, populations, verdicts, at, bne_seeds, bne_options, ctx, given,
+                where, store, progress) -> list:  # fmt: skip
+    """[((scores, play columns), seconds)] of every (size, label, mechanism) arm: one task
+    each on the executor, the markets and population shared once per worker."""
     shared = {m: (Shared(drawn[m]), Shared(populations[m])) for m in populations}
     jobs = [Job(f"{m}/{label}/score", _score_arm, (mech, *shared[m],
                 verdicts[m, label]["ic"], at, bne_seeds[m], bne_options, ctx,
@@ -387,9 +401,15 @@ def compare(
     seconds: list[float] = []
     played = run_jobs(jobs, store=store, progress="scores" if progress else False,
                       seconds=seconds, **where)  # fmt: skip
+    return list(zip(played, seconds, strict=True))
+
+
+def _tables(arms, played, verdicts, populations, labels, baseline, ctx, n_markets):
+    """(leaderboard rows, paired rows, market frames) from the arms' scores and verdicts."""
+    mu, sigma, gamma = ctx["mu"], ctx["sigma"], ctx["gamma"]
     rows, market_rows, paired_rows = [], [], []
     per: dict[int, dict[str, dict]] = {m: {} for m in populations}
-    for (m, label, mech), (scores, play), t in zip(arms, played, seconds, strict=True):
+    for (m, label, mech), ((scores, play), t) in zip(arms, played, strict=True):
         per[m][label] = scores
         market_rows.append(_market_frame(m, label, scores))
         row = _leaderboard_row(m, label, scores, gamma, n_markets)
@@ -401,10 +421,7 @@ def compare(
     for m in populations:
         paired_rows += _paired_rows(m, per[m], labels, baseline)
         _against_offline(rows, per[m], m)
-    return _result(rows, paired_rows, market_rows, baseline, settings)
-
-
-_PRELOAD = ("market_sim.comparison", "market_sim.auditing")
+    return rows, paired_rows, market_rows
 
 
 def _audit_arms(arms, drawn, populations, search, audit, where, store, progress) -> dict:
