@@ -438,12 +438,45 @@ _ONE_THREAD = (
     "NUMEXPR_NUM_THREADS",
 )
 _worker_ready = False
+PARENT_POLL_SECONDS = 0.5  # how soon a worker notices that its command is gone
 
 
-def worker_init(path: list[str] | None = None) -> None:
-    """Once per worker process: this process's sys.path, and one BLAS/OpenMP thread
-    (libraries loaded now are limited by threadpoolctl, later ones by the environment)."""
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:  # Linux: "pid (name) STATE ..."
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def exit_with(pid: int, every: float = PARENT_POLL_SECONDS) -> None:
+    """End this process (``os._exit``) as soon as process ``pid`` is gone: a worker must
+    not outlive the command that started it, however that command ended (SIGKILL
+    included, which leaves it no chance to stop its pool).  A daemon thread polls."""
+    import threading
+
+    def watch():
+        while process_alive(pid):
+            time.sleep(every)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="market_sim-exit-with-parent", daemon=True).start()
+
+
+def worker_init(path: list[str] | None = None, parent: int | None = None) -> None:
+    """Once per worker process: this process's sys.path, one BLAS/OpenMP thread
+    (libraries loaded now are limited by threadpoolctl, later ones by the environment),
+    and an end when the ``parent`` process (the command) is gone (:func:`exit_with`)."""
     global _worker_ready
+    if parent is not None:
+        exit_with(parent)
     if path:
         sys.path[:] = list(dict.fromkeys(path + sys.path))
     for var in _ONE_THREAD:
@@ -493,7 +526,7 @@ def local_pool(workers: int, preload: Sequence[str] = ()):
         max_workers=workers,
         mp_context=mp_context(preload),
         initializer=worker_init,
-        initargs=(list(sys.path),),
+        initargs=(list(sys.path), os.getpid()),
     )
 
     def close(finished: bool = False):  # after Ctrl-C or an error: do not wait

@@ -31,6 +31,11 @@ status 2; output paths are checked before any work, and nothing is written when
 the input is rejected.  A command expected to run far longer than usual says so
 in one warning line with the faster alternative (``market_sim.estimates``).
 
+Nothing a command starts outlives it: SIGTERM ends it as Ctrl-C does (exit 130, pool
+stopped, finished tasks kept for a resume), and a pool worker whose command is gone
+(even by SIGKILL) ends itself within a second (``execution.exit_with``); Dask's
+local clusters stop with their command too (``tests/test_process_cleanup.py``).
+
 The package is thin: one module per subcommand (``market_sim/cli/<name>.py``), each with
 ``add_parser(subparsers)`` and ``run(args) -> int`` that parses, calls one library
 function and prints; shared argument types are in ``arguments``.  A new subcommand is its
@@ -41,6 +46,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 
 from .. import __version__
@@ -96,6 +102,7 @@ def main(argv=None) -> int:
     parser.argv = argv  # for the suggestions of _did_you_mean
     args = parser.parse_args(argv)
     args.argv = argv
+    previous = _stop_on_sigterm()
     try:
         return args.func(args)
     except MarketSimError as exc:
@@ -114,3 +121,20 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("market-sim: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _stop_on_sigterm():
+    """SIGTERM ends a command as Ctrl-C does (its pool stopped, finished tasks kept, how
+    to resume printed), instead of killing it where it stands.  The previous handler,
+    or None where none can be set (not the main thread)."""
+    try:
+        return signal.signal(signal.SIGTERM, _interrupt)
+    except ValueError:
+        return None
