@@ -12,7 +12,9 @@ A study may define ``PARAMS``, a dict from grid parameter to a declaration::
         "mapping": Choice("independent", "sorted"),
     }
 
-A declaration has ``allowed`` (the allowed values, in words) and ``check(value)``,
+A declaration has ``allowed`` (the allowed values, in words), ``doc`` (what the
+parameter means, one line: ``Number(float, low=0, doc="...")``; names that many
+studies share have a common meaning, ``COMMON_MEANINGS``) and ``check(value)``,
 which raises ``ValueError`` (or ``MarketSimError``) with the reason when the value is
 refused.  A plain tuple or list is a :class:`Choice`; any other callable is a check
 of its own (it raises to refuse).  The runner checks every ``--set`` value against
@@ -34,7 +36,34 @@ import numpy as np
 
 from .errors import MarketSimError
 
-__all__ = ["Choice", "Number", "Distribution", "Registered", "as_declaration", "check_value"]
+__all__ = [
+    "Choice",
+    "Number",
+    "Distribution",
+    "Registered",
+    "as_declaration",
+    "check_value",
+    "meaning",
+]
+
+# What the parameters that many studies share mean; a declaration's own ``doc`` wins.
+COMMON_MEANINGS = {
+    "mechanism": "the platform's mechanism (market-sim mechanisms)",
+    "strategy": "the strategic sellers' strategy (market-sim strategies)",
+    "learner": "the learning sellers' strategy (market-sim strategies)",
+    "dist": "the sellers' cost law",
+    "m": "number of sellers",
+    "sellers": "number of sellers",
+    "rounds": "rounds of the market per task",
+    "mu": "weight of the weights' norm (mu*||a|| in Eq. 11, mu*||a||^2 in Eq. 17 of 003)",
+    "sigma": "price of the privacy noise, sigma/eta with eta = sum eps (Eq. 11, 003)",
+    "gamma": "weight of the expected payments in the buyer's loss (Eq. 11, 003)",
+    "reg_lambda": "Lambda, the logistic regression's L2 penalty (Eq. 17, 003)",
+    "strategic_fraction": "share of the sellers that play the strategy (the rest are truthful)",
+    "new_costs": "redraw the sellers' costs every round (the Bayesian game of a BNE)",
+    "measure_regret": "measure each round's ex-post regret of the learners",
+    "budget": "each seller's lifetime privacy budget, EPS or EPS:DELTA",
+}
 
 
 def check_int(label: str, v, least: int) -> int:
@@ -51,9 +80,11 @@ class Choice:
     """One of a fixed set of values."""
 
     values: tuple
+    doc: str = ""
 
-    def __init__(self, *values):
+    def __init__(self, *values, doc: str = ""):
         object.__setattr__(self, "values", tuple(values))
+        object.__setattr__(self, "doc", doc)
 
     @property
     def allowed(self) -> str:
@@ -74,6 +105,7 @@ class Number:
     high: float | None = None
     low_open: bool = False
     high_open: bool = False
+    doc: str = ""
 
     @property
     def allowed(self) -> str:
@@ -107,6 +139,8 @@ _DIST_SPECS = (
 class Distribution:
     """A cost distribution spec; checked by parsing it (``parse_distribution``)."""
 
+    doc: str = ""
+
     @property
     def allowed(self) -> str:
         return f"a cost distribution ({_DIST_SPECS}, optionally +iron)"
@@ -128,6 +162,7 @@ class Registered:
     ``module:Class`` / ``path/to/file.py:Class``; checked by loading it."""
 
     kind: str
+    doc: str = ""
 
     def _registry(self):
         from . import registry
@@ -155,6 +190,7 @@ class Registered:
 @dataclass(frozen=True)
 class _Custom:
     fn: Callable[[Any], object]
+    doc: str = ""
 
     @property
     def allowed(self) -> str:
@@ -164,6 +200,13 @@ class _Custom:
 
     def check(self, value) -> None:
         self.fn(value)
+
+
+def meaning(key: str, decl) -> str:
+    """The one-line meaning of parameter ``key``: its declaration's ``doc``, else the
+    common meaning of that name, else ''."""
+    doc = getattr(decl, "doc", "") or ""
+    return doc or COMMON_MEANINGS.get(key, "")
 
 
 def as_declaration(decl):

@@ -81,6 +81,8 @@ __all__ = [
     "run_scenario",
     "read_results",
     "RunSummary",
+    "ParameterInfo",
+    "describe_parameters",
     "folder_kind",
     "failure_reason",
     "parse_overrides",
@@ -252,6 +254,45 @@ def _declared(study: Study) -> dict:
     return declared
 
 
+@dataclass(frozen=True)
+class ParameterInfo:
+    """One parameter of a study: its name, its value(s) in the study's full grid (the
+    default), what ``--set`` allows, and what it means (one line)."""
+
+    name: str
+    default: str
+    allowed: str
+    meaning: str
+
+
+def _grid_values(grid: list[dict], key: str) -> str:
+    """The values ``key`` takes over the grid, in words: one value, or the distinct ones."""
+    seen: list = []
+    for point in grid:
+        if key in point and point[key] not in seen:
+            seen.append(point[key])
+    if len(seen) <= 4:
+        return ", ".join(map(str, seen))
+    return f"{seen[0]}, {seen[1]}, ..., {seen[-1]} ({len(seen)} values)"
+
+
+def describe_parameters(ref: str) -> list[ParameterInfo]:
+    """Every parameter of study ``ref`` that ``--set`` accepts (its grid's keys), with
+    its default, allowed values and meaning (``market-sim scenarios STUDY``)."""
+    from .parameters import as_declaration, meaning
+
+    study = find_study(ref)
+    declared = _declared(study)
+    grid = _grid(study, False)
+    keys = list(dict.fromkeys(k for point in grid for k in point))
+    rows = []
+    for key in keys:
+        decl = as_declaration(declared[key]) if key in declared else None
+        allowed = decl.allowed if decl is not None else "a value of the grid's type"
+        rows.append(ParameterInfo(key, _grid_values(grid, key), allowed, meaning(key, decl)))
+    return rows
+
+
 def _grid(study: Study, quick: bool) -> list[dict]:
     try:
         grid = list(study.obj.grid(quick))
@@ -283,7 +324,8 @@ def plan(
     if unknown:
         raise MarketSimError(
             f"--set: {study.name} has no parameter {unknown[0]!r} "
-            f"(known: {', '.join(sorted(known))})"
+            f"(known: {', '.join(sorted(known))}; `market-sim scenarios {name}` says what "
+            f"each means)"
         )
     for key, value in overrides.items():  # a value must have the type the grid uses
         kinds = {type(p[key]) for p in grid if key in p}

@@ -26,7 +26,7 @@ DISTS = ["uniform:0:1", "beta:2:2:0:1", "uniform:1:5"]
 
 PARAMS = {  # what `--set` accepts (market_sim.parameters)
     "dist": Distribution(),
-    "m": Number(int, low=1),
+    "m": Number(int, low=1, doc="number of sellers (a log grid)"),
     "mu": Number(float, low=0, low_open=True),
     "sigma": Number(float, low=0, low_open=True),
     "gamma": Number(float, low=0, low_open=True),

@@ -15,7 +15,6 @@ import itertools
 
 import numpy as np
 
-from market_sim.agents.collaboration import CollaborationModel
 from market_sim.parameters import Choice, Number
 
 NAME = "collaborative"
@@ -23,11 +22,15 @@ REPLICATIONS = 4
 QUICK_REPLICATIONS = 1
 
 PARAMS = {  # what `--set` accepts (market_sim.parameters)
-    "rho": Number(float, low=0, high=1),
-    "parties": Number(int, low=1),
-    "spread": Number(float),
-    "strategy": Choice("truthful", "strategic"),
-    "control": Choice("temper", "noise"),
+    "rho": Number(float, low=0, high=1, doc="rho of the rho-Shapley reward targets ([SZH])"),
+    "parties": Number(int, low=1, doc="number of parties"),
+    "spread": Number(float, doc="spread of preferred epsilons: exp(spread * u), u on [-1, 1]"),
+    "strategy": Choice(
+        "truthful", "strategic", doc="parties share at their preferred level, or best-respond"
+    ),
+    "control": Choice(
+        "temper", "noise", doc="how rewards are realised: likelihood tempering or added noise"
+    ),
 }
 
 
@@ -43,6 +46,10 @@ def grid(quick: bool = False) -> list[dict]:
 
 
 def run(params: dict, rng: np.random.Generator) -> list[dict]:
+    from market_sim.agents.collaboration import (
+        CollaborationModel,  # Mesa: imported when a task runs
+    )
+
     n = int(params["parties"])
     sizes = [int(round(50 * 1.6**i)) for i in range(n)]
     eps_pref = np.exp(float(params["spread"]) * np.linspace(-1, 1, n))

@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from market_sim.collaborative import GaussianMeanModel
-from market_sim.collaborative.rewards import noise_reward, target_rewards, temper_reward
-from market_sim.collaborative.valuation import rho_shapley_rewards
 from market_sim.parameters import Number
 
 NAME = "collaborative_tradeoff"
@@ -28,7 +25,9 @@ RHOS = (0.0, 0.2, 0.5, 1.0)
 TRUE_MEAN = 0.5
 
 PARAMS = {  # what `--set` accepts (market_sim.parameters)
-    "eps_1": Number(float, low=0, low_open=True),
+    "eps_1": Number(
+        float, low=0, low_open=True, doc="party 1's privacy level (Renyi eps); the others keep 0.5"
+    ),
 }
 
 
@@ -38,6 +37,10 @@ def grid(quick: bool = False) -> list[dict]:
 
 
 def run(params: dict, rng: np.random.Generator) -> list[dict]:
+    from market_sim.collaborative import GaussianMeanModel
+    from market_sim.collaborative.rewards import noise_reward, target_rewards, temper_reward
+    from market_sim.collaborative.valuation import rho_shapley_rewards
+
     model = GaussianMeanModel(data_var=1.0, prior_var=1.0, bound=3.0)
     shared = [
         model.share(

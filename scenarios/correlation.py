@@ -20,16 +20,15 @@ the privacy budget bought from mislabelled sellers.
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import stats
 
 from market_sim.errors import MarketSimError
-from market_sim.learning import HeteroDPLogisticRegression
-from market_sim.mechanisms import data_dependent as dd
-from market_sim.mechanisms import offline
 from market_sim.parameters import Choice, Distribution, Number
-from market_sim.population import Population
+
+if TYPE_CHECKING:  # the heavy imports happen when a task runs
+    from market_sim.population import Population
 
 NAME = "correlation"
 REPLICATIONS = 5
@@ -40,20 +39,38 @@ TARGETS = {"synthetic": ("feature", "label_noise"), "wisconsin": ("feature", "la
 WISCONSIN_FEATURE = "mean radius"  # larger for malignant tumours (000, Sec. 5)
 
 PARAMS = {  # what `--set` accepts (market_sim.parameters)
-    "rho": Number(float, low=-1, high=1),
-    "data": Choice("synthetic", "wisconsin"),
-    "target": Choice("feature", "label_noise", "label"),
+    "rho": Number(
+        float,
+        low=-1,
+        high=1,
+        doc="latent correlation of the Gaussian copula between cost and target",
+    ),
+    "data": Choice(
+        "synthetic",
+        "wisconsin",
+        doc="the sellers' rows: synthetic logistic data or the Wisconsin set",
+    ),
+    "target": Choice(
+        "feature",
+        "label_noise",
+        "label",
+        doc="what costs correlate with: a feature, being mislabelled, or the label",
+    ),
     "sellers": Number(int, low=1),
-    "d": Number(int, low=1),
-    "label_noise": Number(float, low=0, high=1, high_open=True),
+    "d": Number(int, low=1, doc="number of features of the synthetic data"),
+    "label_noise": Number(
+        float, low=0, high=1, high_open=True, doc="share of synthetic labels flipped"
+    ),
     "dist": Distribution(),
     "mu": Number(float, low=0, low_open=True),
     "sigma": Number(float, low=0, low_open=True),
     "gamma": Number(float, low=0, low_open=True),
     "reg_lambda": Number(float, low=0, low_open=True),
-    "n_noise": Number(int, low=1),
-    "audit_sellers": Number(int, low=0),  # 0: no audit
-    "audit_markets": Number(int, low=1),
+    "n_noise": Number(
+        int, low=1, doc="draws of Algorithm 1's noise per model (test error averaged)"
+    ),
+    "audit_sellers": Number(int, low=0, doc="sellers per audited market (0: no audit)"),
+    "audit_markets": Number(int, low=1, doc="markets the audit searches per case"),
 }
 # audited mechanisms: the study's row name -> the registry's name.  The oracle is no
 # mechanism the audit can build (its psi_i depends on seller i's data: docs/studies.md)
@@ -88,6 +105,8 @@ def population(params: dict) -> Population:
     """The study's sellers: costs tied to ``target`` by the copula of
     ``market_sim.population`` (synthetic "feature" is feature 0's latent, Wisconsin's is
     the mean radius)."""
+    from market_sim.population import Population
+
     data = params.get("data", "synthetic")
     if params["target"] not in TARGETS[data]:
         raise MarketSimError(f"target {params['target']!r} is not one of {data}'s: {TARGETS[data]}")
@@ -108,6 +127,9 @@ def allocations(params: dict, pop: Population, mk) -> dict:
     """Each mechanism's solution on the market: offline with the marginal psi (a platform
     that believes costs independent of the data), the oracle's offline with psi_i given
     the data (undefined at |rho| = 1), and the data-dependent mechanism (Eq. 17, 003)."""
+    from market_sim.mechanisms import data_dependent as dd
+    from market_sim.mechanisms import offline
+
     X, y = mk.data
     psi = pop.seller_laws.virtual_cost(mk.costs)
     kw = dict(mu=params["mu"], sigma=params["sigma"], gamma=params["gamma"])
@@ -120,6 +142,9 @@ def allocations(params: dict, pop: Population, mk) -> dict:
 
 
 def run(params: dict, rng: np.random.Generator, replication: int = 0) -> list[dict]:
+    from market_sim.learning import HeteroDPLogisticRegression
+    from market_sim.mechanisms import offline
+
     pop = population(params)
     mk = pop.sample(rng)
     assert mk.data is not None and mk.test is not None  # every population here has data
@@ -213,6 +238,8 @@ def _share_mislabelled(mk) -> float:
 
 def _cost_target_corr(params: dict, mk) -> float:
     """Spearman's correlation between the costs and what they are tied to."""
+    from scipy import stats
+
     X, y = mk.data
     target = {"label_noise": mk.mislabelled, "label": y}.get(params["target"], X[:, 0])
     return float(stats.spearmanr(mk.costs, target)[0])

@@ -52,7 +52,6 @@ from typing import Any
 
 import numpy as np
 
-from market_sim.agents import MarketModel
 from market_sim.mechanisms.offline import proxy_loss_of_eps
 from market_sim.parameters import Distribution, Number, Registered
 
@@ -86,9 +85,11 @@ PARAMS = {  # what `--set` accepts (market_sim.parameters)
     "gamma": Number(float, low=0, low_open=True),
     "new_costs": _flag,
     "measure_regret": _flag,
-    "reference_seed": Number(int, low=0),
-    "bne_samples": Number(int, low=1),
-    "bne_max_iter": Number(int, low=1),
+    "reference_seed": Number(
+        int, low=0, doc="seed of the IC check, the BNE and the collusion scale"
+    ),
+    "bne_samples": Number(int, low=1, doc="opponent draws of the BNE solver"),
+    "bne_max_iter": Number(int, low=1, doc="best-response iterations of the BNE solver, at most"),
 }
 
 
@@ -253,6 +254,8 @@ def _ratio(reports, costs, mask) -> float:
 
 # ---- one task ------------------------------------------------------------------------
 def run(params: dict, rng: np.random.Generator) -> list[dict]:
+    from market_sim.agents import MarketModel  # Mesa: imported when a task runs
+
     model = MarketModel(
         params["m"],
         dist=params["dist"],

@@ -20,7 +20,6 @@ import itertools
 
 import numpy as np
 
-from market_sim.agents import MarketModel
 from market_sim.parameters import Distribution, Number, Registered
 
 NAME = "ic_scaling"
@@ -44,7 +43,9 @@ PARAMS = {  # what `--set` accepts (market_sim.parameters)
     "rounds": Number(int, low=1),
     "dist": Distribution(),
     "gamma": Number(float, low=0, low_open=True),
-    "regret_sample": Number(int, low=1),
+    "regret_sample": Number(
+        int, low=1, doc="participants whose regret of truth-telling is measured"
+    ),
 }
 
 
@@ -95,6 +96,8 @@ def truth_regret(model, sample: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def run(params: dict, rng: np.random.Generator) -> list[dict]:
+    from market_sim.agents import MarketModel  # Mesa: imported when a task runs
+
     model = MarketModel(
         params["m"],
         dist=params["dist"],

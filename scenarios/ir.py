@@ -12,7 +12,6 @@ import itertools
 
 import numpy as np
 
-from market_sim.agents import MarketModel
 from market_sim.parameters import Distribution, Number, Registered
 
 NAME = "ir"
@@ -40,6 +39,8 @@ def grid(quick: bool = False) -> list[dict]:
 
 
 def run(params: dict, rng: np.random.Generator) -> list[dict]:
+    from market_sim.agents import MarketModel  # Mesa: imported when a task runs
+
     model = MarketModel(
         params["sellers"],
         dist=params["dist"],

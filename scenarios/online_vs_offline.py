@@ -13,7 +13,6 @@ import itertools
 import numpy as np
 
 from market_sim.distributions import parse_distribution
-from market_sim.mechanisms.online import OnlineMechanism, compare_online_offline
 from market_sim.parameters import Distribution, Number
 
 NAME = "online_vs_offline"
@@ -23,7 +22,13 @@ QUICK_REPLICATIONS = 2
 PARAMS = {  # what `--set` accepts (market_sim.parameters)
     "dist": Distribution(),
     "m": Number(int, low=1),
-    "xi": Number(float, low=0, high=1, low_open=True),
+    "xi": Number(
+        float,
+        low=0,
+        high=1,
+        low_open=True,
+        doc="share of the planned sellers that arrive (Thm V.1, 003)",
+    ),
     "mu": Number(float, low=0, low_open=True),
     "sigma": Number(float, low=0, low_open=True),
     "gamma": Number(float, low=0, low_open=True),
@@ -47,6 +52,8 @@ def grid(quick: bool = False) -> list[dict]:
 
 
 def run(params: dict, rng: np.random.Generator) -> list[dict]:
+    from market_sim.mechanisms.online import OnlineMechanism, compare_online_offline
+
     dist = parse_distribution(params["dist"])
     mech = OnlineMechanism(
         dist, params["m"], mu=params["mu"], sigma=params["sigma"], gamma=params["gamma"]

@@ -16,17 +16,16 @@ the approximate-truthfulness bound.
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from market_sim.distributions import parse_distribution
 from market_sim.mechanisms.offline import proxy_loss_of_eps
-from market_sim.mechanisms.online import OnlineMechanism
-from market_sim.mechanisms.payments import offline_payments
-from market_sim.mechanisms.private_cutoff import PrivateCutoff
-from market_sim.mechanisms.private_pricing import PrivatePostedPrice
 from market_sim.parameters import Distribution, Number
+
+if TYPE_CHECKING:  # the heavy imports happen when a task runs
+    from market_sim.mechanisms.private_pricing import PrivatePostedPrice
 
 NAME = "private_mechanisms"
 REPLICATIONS = 3
@@ -34,10 +33,12 @@ QUICK_REPLICATIONS = 1
 GAMMA = 1.0
 
 PARAMS = {  # what `--set` accepts (market_sim.parameters)
-    "privacy": Number(float, low=0, low_open=True),
+    "privacy": Number(
+        float, low=0, low_open=True, doc="the private mechanisms' DP level in the reports"
+    ),
     "m": Number(int, low=1),
     "dist": Distribution(),
-    "ic_sellers": Number(int, low=1),
+    "ic_sellers": Number(int, low=1, doc="sellers whose best misreport gain is measured"),
 }
 
 
@@ -56,6 +57,9 @@ def calibrated_posted_price(dist, m, privacy, **kw) -> PrivatePostedPrice:
     values a unit of eps at psi(t) (t the fluid threshold cost), so the
     surplus-maximising price (v - p) F(p) is t itself; each accepting seller
     sells the fluid mechanism's mean eps per bought seller."""
+    from market_sim.mechanisms.online import OnlineMechanism
+    from market_sim.mechanisms.private_pricing import PrivatePostedPrice
+
     fluid = OnlineMechanism(dist, m, **kw)
     t = fluid.threshold_cost
     _, w = fluid.moments(fluid.cutoff)
@@ -93,6 +97,9 @@ def _ic(utility, costs, bound, n, n_bought, n_grid=21):
 
 
 def run(params: dict, rng: np.random.Generator) -> list[dict]:
+    from market_sim.mechanisms.payments import offline_payments
+    from market_sim.mechanisms.private_cutoff import PrivateCutoff
+
     dist = parse_distribution(params["dist"])
     m, privacy, n_ic = int(params["m"]), float(params["privacy"]), int(params["ic_sellers"])
     costs = dist.sample(m, rng)

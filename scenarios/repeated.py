@@ -16,7 +16,6 @@ import itertools
 
 import numpy as np
 
-from market_sim.agents import MarketModel
 from market_sim.parameters import Choice, Distribution, Number, Registered
 
 NAME = "repeated"
@@ -42,7 +41,9 @@ def _budget(value) -> None:
 
 PARAMS = {  # what `--set` accepts (market_sim.parameters)
     "mechanism": Registered("mechanism"),
-    "accountant": Choice(*ACCOUNTANTS),
+    "accountant": Choice(
+        *ACCOUNTANTS, doc="how a seller's privacy losses compose (market_sim.privacy.ledger)"
+    ),
     "budget": _budget,
     "m": Number(int, low=2),
     "rounds": Number(int, low=1),
@@ -67,6 +68,8 @@ def grid(quick: bool = False) -> list[dict]:
 
 
 def run(params: dict, rng: np.random.Generator) -> list[dict]:
+    from market_sim.agents import MarketModel  # Mesa: imported when a task runs
+
     m, rounds = int(params["m"]), int(params["rounds"])
     model = MarketModel(
         m,

@@ -36,14 +36,24 @@ from typing import Any
 import numpy as np
 
 from market_sim.distributions import uniform
-from market_sim.learning.hetero_dp import objective_perturbation, weighted_logistic_fit
-from market_sim.mechanisms import data_dependent as dd
-from market_sim.mechanisms import offline
 from market_sim.parameters import Choice, Number
 
 NAME = "wisconsin"
 REPLICATIONS = 1  # replications are the splits; --reps adds noise replications
-COSTS = uniform(1e-4, 5e-4)
+
+
+@functools.cache
+def _costs():
+    """The sellers' cost law, U[1e-4, 5e-4] (built on first use: scipy.stats is slow to
+    import, and listing the study's parameters should not wait for it)."""
+    return uniform(1e-4, 5e-4)
+
+
+def __getattr__(name: str):  # PEP 562: ``wisconsin.COSTS`` is the cost law
+    if name == "COSTS":
+        return _costs()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 SIZES: dict[str, dict[str, Any]] = {
     "full": dict(
@@ -67,11 +77,13 @@ SIZES: dict[str, dict[str, Any]] = {
 }
 MAPPINGS = ["independent", "sorted"]
 PARAMS = {  # what `--set` accepts (market_sim.parameters)
-    "size": Choice(*SIZES),
-    "split": Number(int, low=0),
+    "size": Choice(*SIZES, doc="the hyperparameter grid and number of splits: quick or full"),
+    "split": Number(int, low=0, doc="which 60/20/20 split (seeds the data split and the costs)"),
     "gamma": Number(float, low=0, low_open=True),
-    "mapping": Choice(*MAPPINGS),
-    "feature": Number(int, low=0, high=29),  # the 30 features of the data set
+    "mapping": Choice(
+        *MAPPINGS, doc="costs independent of the rows, or sorted by the feature (000)"
+    ),
+    "feature": Number(int, low=0, high=29, doc="the feature costs are sorted by (0: mean radius)"),
 }
 
 
@@ -130,6 +142,8 @@ def _error(w, data) -> float:
 
 def _private_errors(a, eta, lam, train, evalset, seeds) -> np.ndarray:
     """Algorithm 1 (the checked estimator is HeteroDPLogisticRegression) per noise seed."""
+    from market_sim.learning.hetero_dp import objective_perturbation
+
     SX = _signed(train)
     return np.array(
         [
@@ -141,6 +155,9 @@ def _private_errors(a, eta, lam, train, evalset, seeds) -> np.ndarray:
 
 def _candidates(method, train, psi, gamma, cfg):
     """(hyperparameters, a, eta) for each hyperparameter combination of ``method``."""
+    from market_sim.mechanisms import data_dependent as dd
+    from market_sim.mechanisms import offline
+
     X, y = train
     etas_of = lambda grid: X.shape[0] * grid  # noqa: E731
     eps_grid = np.geomspace(0.01, 10.0, cfg["n_eps"])
@@ -177,14 +194,16 @@ def _candidates(method, train, psi, gamma, cfg):
 
 
 def run(params: dict, rng: np.random.Generator) -> list[dict]:
+    from market_sim.learning.hetero_dp import weighted_logistic_fit
+
     cfg = SIZES[params["size"]]
     gamma = params["gamma"]
     data_rng = np.random.default_rng(np.random.SeedSequence([20_240_503, params["split"]]))
     train, val, test = split(data_rng)
     costs = assign_costs(
-        train[0], COSTS.sample(train[1].size, data_rng), params["mapping"], params["feature"]
+        train[0], _costs().sample(train[1].size, data_rng), params["mapping"], params["feature"]
     )
-    psi = COSTS.virtual_cost(costs)
+    psi = _costs().virtual_cost(costs)
     n = cfg["n_noise"]
     val_seeds = rng.integers(2**63, size=n)
     test_seeds = rng.integers(2**63, size=n)
