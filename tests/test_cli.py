@@ -708,3 +708,23 @@ def test_egta_refuses_new_costs_with_one_round(tmp_path, capsys):
     argv += ["--strategy", "truthful", "--strategy", "shade", "--new-costs", "--quiet"]
     code = exit_code([*argv, "--out", str(tmp_path / "e")])
     _one_line_error(capsys, code, "--new-costs has no effect without --rounds")
+
+
+def test_simulate_new_costs_redraws_each_round_and_the_default_keeps_them(tmp_path):
+    """--new-costs: the Bayesian game (each round's costs a fresh draw of the law); without
+    it the same costs every round.  Same seed, same first round either way."""
+    import pandas as pd
+
+    base = ["simulate", "--dist", "uniform:0:1", "--sellers", "6", "--rounds", "3", "--quiet"]
+    assert main([*base, "--no-regret", "--out", str(tmp_path / "fixed")]) == 0
+    assert main([*base, "--no-regret", "--new-costs", "--out", str(tmp_path / "new")]) == 0
+    fixed = pd.read_csv(tmp_path / "fixed" / "agents.csv").pivot(
+        index="seller_id", columns="round", values="cost"
+    )
+    new = pd.read_csv(tmp_path / "new" / "agents.csv").pivot(
+        index="seller_id", columns="round", values="cost"
+    )
+    assert (fixed.nunique(axis=1) == 1).all()
+    assert (new.nunique(axis=1) == 3).all()  # continuous law: three distinct draws
+    assert new[new.columns[0]].tolist() == fixed[fixed.columns[0]].tolist()
+    assert ((new >= 0) & (new <= 1)).all().all()

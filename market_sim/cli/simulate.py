@@ -108,6 +108,12 @@ def add_parser(subparsers):
         help="also write DIR/simulation.gif: reports vs costs and eps, round by round",
     )
     sim.add_argument(
+        "--new-costs",
+        action="store_true",
+        help="redraw every seller's cost each round (the Bayesian game a BNE solves); "
+        "default: costs drawn once",
+    )
+    sim.add_argument(
         "--no-regret",
         action="store_true",
         help="do not measure each seller's regret (faster at large m)",
@@ -219,6 +225,7 @@ def run(args) -> int:
         release=None if args.release is None else StatisticRelease.parse(args.release),
         payment_bound=args.payment_bound,
         measure_regret=not args.no_regret,
+        new_costs_each_round=args.new_costs,
         budget=budget,
         accountant=args.accountant,
     )
