@@ -325,6 +325,7 @@ MECHANISMS = Registry(
         "uniform-price": "market_sim.mechanisms.uniform_price:UniformPrice",
         "proportional-share": "market_sim.mechanisms.proportional_share:ProportionalShare",
         "optimal-posted-price": "market_sim.mechanisms.optimal_posted_price:OptimalPostedPrice",
+        "first-price": "market_sim.mechanisms.first_price:FirstPrice",
     },
     _check_mechanism,
 )

@@ -419,3 +419,22 @@ def test_optimal_posted_price_ties_at_its_price():
     mech = as_mechanism("optimal-posted-price", dist="uniform:0:2", n_sellers=4)
     grid = (mech.price / 2, mech.price, 2 * mech.price)
     _check_every_profile(mech, grid, 4, reserve=2.0)
+
+
+def test_first_price_is_registered_and_is_not_pay_as_bid():
+    """Two pay-as-bid mechanisms, two names (docs/literature.md): `first-price` buys eps = 1
+    from the k lowest reports whatever the law; `pay-as-bid` is the offline allocation,
+    whose eps depend on the reports' virtual costs."""
+    from market_sim.mechanisms.first_price import FirstPrice
+
+    reports = np.array([0.3, 0.1, 0.5, 0.2, 0.9])
+    fp = as_mechanism("first-price:k=2", dist="uniform:0:1", n_sellers=5)
+    assert isinstance(fp, FirstPrice)
+    eps, pay = fp.outcome(reports)
+    assert eps.tolist() == [0, 1, 0, 1, 0] and pay.tolist() == [0, 0.1, 0, 0.2, 0]
+    for law in ("uniform:0:1", "uniform:0:2"):  # the same outcome under any law
+        assert np.array_equal(as_mechanism("first-price:k=2", dist=law).outcome(reports)[0], eps)
+    pab = as_mechanism("pay-as-bid", dist="uniform:0:1", n_sellers=5)
+    eps_pab, pay_pab = pab.outcome(reports)
+    assert not np.array_equal(eps_pab, eps)
+    np.testing.assert_allclose(pay_pab, reports * eps_pab)
