@@ -435,6 +435,6 @@ def test_first_price_is_registered_and_is_not_pay_as_bid():
     for law in ("uniform:0:1", "uniform:0:2"):  # the same outcome under any law
         assert np.array_equal(as_mechanism("first-price:k=2", dist=law).outcome(reports)[0], eps)
     pab = as_mechanism("pay-as-bid", dist="uniform:0:1", n_sellers=5)
-    eps_pab, pay_pab = pab.outcome(reports)
-    assert not np.array_equal(eps_pab, eps)
-    np.testing.assert_allclose(pay_pab, reports * eps_pab)
+    out = pab.outcome(reports)
+    assert not np.array_equal(out.eps, eps)
+    np.testing.assert_allclose(out.payments, reports * out.eps)
