@@ -201,3 +201,76 @@ def test_repeated_tighter_accounting_sells_more_within_the_same_budget(tmp_path)
     for acc in ("rdp", "pld"):
         assert sales[acc, "3:1e-3"] > 30 and left[acc, "3:1e-3"] == 30
     assert tight["pld", "3:1e-3"] > tight["rdp", "3:1e-3"] > 1.0 == tight["basic", "3:1e-3"]
+
+
+def _corr_frame(rhos=(-0.5, 0.5)):
+    """Two mechanisms, three replications per rho, numbers chosen so every paired
+    difference and interval is known by hand."""
+    rows = []
+    for rho in rhos:
+        for rep, (ea, eb) in enumerate([(0.10, 0.20), (0.20, 0.25), (0.30, 0.45)]):
+            for mech, err, obj in (("offline", ea, 2.0 + rep), ("oracle", eb, 1.0 + rep)):
+                rows.append(
+                    dict(
+                        data="synthetic",
+                        target="feature",
+                        rho=rho,
+                        replication=rep,
+                        mechanism=mech,
+                        test_error=err,
+                        objective=obj,
+                        payment=1.0,
+                        payment_true=1.0,
+                        budget_on_mislabelled=np.nan,
+                        cost_target_corr=0.4 * rho,
+                    )  # fmt: skip
+                )
+    return pd.DataFrame(rows)
+
+
+def test_correlation_paired_differences_and_t_intervals_are_exact():
+    from scipy import stats
+
+    pairs = corr_analysis.paired_differences(_corr_frame()).set_index("rho")
+    # accuracy(offline) - accuracy(oracle) = err_oracle - err_offline = 0.10, 0.05, 0.15
+    d = np.array([0.10, 0.05, 0.15])
+    half = stats.t.ppf(0.975, 2) * d.std(ddof=1) / np.sqrt(3)
+    assert (pairs.mechanism_a == "offline").all() and (pairs.mechanism_b == "oracle").all()
+    assert np.allclose(pairs.accuracy_diff, 0.10) and np.allclose(pairs.accuracy_diff_ci, half)
+    assert np.allclose(pairs.objective_diff, 1.0) and np.allclose(pairs.objective_diff_ci, 0.0)
+    assert (pairs.replications == 3).all()
+    s = corr_analysis.summarise(_corr_frame()).set_index(["mechanism", "rho"])
+    assert np.isclose(s.accuracy[("offline", 0.5)], 0.8)
+    a = 1 - np.array([0.10, 0.20, 0.30])
+    assert np.isclose(
+        s.accuracy_ci[("offline", 0.5)], stats.t.ppf(0.975, 2) * a.std(ddof=1) / 3**0.5
+    )
+    assert np.isclose(s.realised_rank_corr[("offline", 0.5)], 0.2)
+    # every column of the report's tables is defined
+    meanings = corr_analysis.column_meanings(s.reset_index(), pairs.reset_index())
+    defined = {c for k in meanings.column for c in k.split(", ")}
+    undefined = set(s.columns) | set(pairs.columns)
+    undefined -= defined | {"data", "target", "mechanism"}
+    assert undefined == set(), undefined
+
+
+def test_spearman_of_rho_matches_a_gaussian_copula_sample():
+    from scipy import stats
+
+    rng = np.random.default_rng(7)
+    for rho in (-0.6, 0.3, 0.9):
+        z = rng.multivariate_normal([0, 0], [[1, rho], [rho, 1]], size=200_000)
+        realised = stats.spearmanr(z[:, 0], z[:, 1])[0]
+        assert abs(realised - corr_analysis.spearman_of_rho(rho)) < 0.005
+        assert abs(corr_analysis.spearman_of_rho(rho)) < abs(rho)
+
+
+def test_correlation_one_rho_draws_bars(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    fig = corr_analysis.plot(_corr_frame(rhos=(0.3,)), str(tmp_path / "c.png"))
+    assert (tmp_path / "c.png").exists()
+    bars = [p for p in fig.axes[0].patches if p.get_height() > 0]
+    assert len(bars) == 2  # one bar per mechanism, one case
+    assert sorted(round(b.get_height(), 6) for b in bars) == [0.7, 0.8]
