@@ -28,7 +28,9 @@ REGRET_FALLBACK = ("mean_regret", "ex-post regret this round")
 DISTANCES = {
     "bne_linf": "largest |report - b(c)| over costs winning >= 1% at the BNE",
     "bne_utility_gap": "mean utility minus the utility at the BNE (same costs)",
-    "collusion_index": "Calvano et al.'s Delta: 0 at the equilibrium, 1 at the best common markup",
+    "collusion_index": "Calvano et al.'s Delta: 0 at the equilibrium, 1 at the sellers' "
+    "joint-profit maximum",
+    "collusion_index_markup": "the same Delta with 1 at the best common markup",
 }
 
 
@@ -186,6 +188,7 @@ SHORT = {
     "bne_linf": "max |report - b(c)|",
     "bne_utility_gap": "utility - BNE's",
     "collusion_index": "collusion index",
+    "collusion_index_markup": "collusion index (markup)",
     "truth_gain": "gain from misreporting",
     "bne_epsilon": "BNE epsilon",
 }
@@ -329,13 +332,18 @@ def findings(df: pd.DataFrame) -> list[str]:
         parts = [
             f"{r.learner} under {r.mechanism} "
             f"{_fmt(r.collusion_index_late, r.collusion_index_ci_late)}"
+            + (
+                f" (against the best common markup {_fmt(r.collusion_index_markup_late, r.collusion_index_markup_ci_late)})"
+                if "collusion_index_markup_late" in t
+                else ""
+            )
             for _, r in has.iterrows()
         ]
         if parts:
             out.append(
                 f"Collusion index (Calvano et al.'s Delta of the mean utility, last {WINDOW:.0%} "
-                f"of the rounds, m = {m_top}; 0 = the equilibrium, 1 = the best common "
-                "markup): " + "; ".join(parts) + "."
+                f"of the rounds, m = {m_top}; 0 = the equilibrium, 1 = the sellers' joint-profit "
+                "maximum): " + "; ".join(parts) + "."
             )
     reg = next((c for c in ("avg_external_regret", "mean_regret") if f"{c}_late" in t), None)
     if reg is not None:
