@@ -817,24 +817,28 @@ def _cartel_counts(n: int) -> np.ndarray:
 
 def _best_cartel(mech, sample: _Sample, floor: float, top: float, levels: int):
     """The joint-profit reference: over cartel rules "the j cheapest sellers report p,
-    the others the top" (j from :func:`_cartel_counts`, p on ``levels`` equally spaced
-    reports from the floor to the top, and just below the top), the largest mean utility per seller
-    (ex ante: one rule for all markets, as the common markup).  The rule that
-    designates the cheapest seller at the top is the joint maximum of single-unit
-    procurement (tests/test_psro.py derives it); for other mechanisms this is the
-    best of the family, a lower bound of the joint maximum."""
+    the others the top" (j from :func:`_cartel_counts`; p on ``levels`` equally spaced
+    reports from the floor to the top, and just below the top, then ``levels`` more
+    between the best one's neighbours for the best j), the largest mean utility per
+    seller (ex ante: one rule for all markets, as the common markup).  The rule that
+    designates the cheapest seller just below the top is the joint maximum of
+    single-unit procurement (tests/test_psro.py derives it); for other mechanisms this
+    is the best of the family, a lower bound of the joint maximum."""
     c = sample.costs
     rank = np.argsort(np.argsort(c, axis=1, kind="stable"), axis=1)  # 0: the cheapest
-    levels = np.unique(np.concatenate([
-        np.linspace(floor, top, levels), [top - 1e-6 * (top - floor)],
-    ]))  # fmt: skip
-    best, rule = -math.inf, ""
-    for j in _cartel_counts(c.shape[1]):
-        for p in levels:
-            u = _mean_utility(mech, sample, np.where(rank < j, p, top))
-            if u > best:
-                best, rule = u, f"the {j} cheapest report {p:.6g}, the others {top:.6g}"
-    return best, rule
+
+    def utility(j: int, p: float) -> float:
+        return _mean_utility(mech, sample, np.where(rank < j, p, top))
+
+    coarse = np.unique(np.append(np.linspace(floor, top, levels), top - 1e-6 * (top - floor)))
+    tried = {(int(j), float(p)): utility(int(j), float(p))
+             for j in _cartel_counts(c.shape[1]) for p in coarse}  # fmt: skip
+    j, p = max(tried, key=lambda k: tried[k])
+    i = int(np.searchsorted(coarse, p))
+    fine = np.linspace(coarse[max(i - 1, 0)], coarse[min(i + 1, coarse.size - 1)], levels + 2)
+    tried |= {(j, float(q)): utility(j, float(q)) for q in fine[1:-1] if (j, float(q)) not in tried}
+    j, p = max(tried, key=lambda k: tried[k])
+    return tried[(j, p)], f"the {j} cheapest report {p:.6g}, the others {top:.6g}"
 
 
 def collusion_scale(
@@ -856,8 +860,8 @@ def collusion_scale(
     apart; ``multipliers`` the common markups tried (default 81 from 1 to 1000,
     geometric: at 1000 nearly every seller reports the top); ``cartel_levels`` the
     designated sellers' reports tried.  Every report is kept in :func:`report_range`.
-    Cost: (len(multipliers) + (cartel_levels + 1) x up to 6 counts) x ``markets``
-    calls of ``mechanism.run``."""
+    Cost: (len(multipliers) + (cartel_levels + 1) x (up to 6 counts) + cartel_levels)
+    x ``markets`` calls of ``mechanism.run``."""
     if not isinstance(rng, np.random.Generator):
         raise MarketSimError("rng must be a numpy.random.Generator")
     mech, law, n = _market(mechanism, dist, n_sellers, context)

@@ -186,8 +186,8 @@ def references(model, params: dict):
 
 _SCALE: dict[tuple, Any] = {}
 COLLUSION_MARKETS = 32  # sampled markets of the collusive and equilibrium references
-COLLUSION_MULTIPLIERS = 17  # common markups tried, geometric from 1 to high / low
-COLLUSION_LEVELS = 9  # the designated sellers' reports tried (collusion_scale)
+COLLUSION_MULTIPLIERS = 9  # common markups tried, geometric from 1 to high / low
+COLLUSION_LEVELS = 5  # the designated sellers' reports tried, twice (collusion_scale)
 
 
 def collusion_reference(model, params: dict, bne):

@@ -230,17 +230,48 @@ def test_psro_cli(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def fp_scale():
     return collusion_scale(
-        FP, "uniform:0:1", 3, np.random.default_rng(0), nash=_bne(3), markets=1024
-    )
+        FP, "uniform:0:1", 3, np.random.default_rng(0), nash=_bne(3), markets=512,
+        multipliers=np.geomspace(1.0, 1000.0, 9), cartel_levels=5,
+    )  # fmt: skip
 
 
 def test_collusion_scale_references_match_the_closed_forms(fp_scale):
+    """The joint-profit maximum of single-unit first-price procurement, derived: in a
+    market of costs c, the unit goes to the lowest reports at their reports <= 1, so
+    the sellers' joint utility sum_i eps_i (r_i - c_i) <= max_i (1 - c_i) = 1 - min c,
+    approached by the cheapest seller reporting just below 1 and the others 1.  Its
+    expectation is 1 - E[min c] = 1 - 1/(m + 1), per seller 1/(m + 1) = 0.25 at m = 3.
+    The best common markup (everyone at the top) only reaches 1/(2m) = 1/6."""
     assert fp_scale.u_nash == pytest.approx(1 / 12, rel=0.01)  # 1/(m(m+1))
-    assert fp_scale.u_collusive == pytest.approx(1 / 6, rel=0.01)  # everyone at the top
+    assert fp_scale.u_collusive == pytest.approx(1 / 4, rel=0.01)  # the joint maximum
+    assert fp_scale.u_markup == pytest.approx(1 / 6, rel=0.01)  # everyone at the top
+    assert "1 cheapest" in fp_scale.cartel and fp_scale.top == 1.0
     assert fp_scale.multiplier > 100
-    assert np.all(fp_scale.utilities <= fp_scale.u_collusive)
+    assert np.all(fp_scale.utilities <= fp_scale.u_markup)
     assert fp_scale.utilities[0] == pytest.approx(0.0, abs=1e-6)  # k = 1: the truth earns 0
-    np.testing.assert_allclose(fp_scale.index([1 / 12, 1 / 6]), [0.0, 1.0], atol=0.02)
+    np.testing.assert_allclose(fp_scale.index([1 / 12, 1 / 4]), [0.0, 1.0], atol=0.02)
+    # the issue's numbers: u = 0.10 is Delta 0.100 (Calvano's), 0.200 on the markup scale
+    assert fp_scale.index(0.10) == pytest.approx(0.1, abs=0.01)
+    assert fp_scale.index_markup(0.10) == pytest.approx(0.2, abs=0.01)
+
+
+def test_collusion_references_stay_where_the_density_is_positive():
+    """Issue #47: on Beta(2, 5) on [0, 2] the density is 0 at 2, every virtual cost
+    there infinite, and a common markup that pushed every report to 2 crashed the
+    offline mechanism ("only 0 sellers have a finite virtual cost").  The references'
+    top is now the law's 1 - 1e-6 quantile: F(top) = 1 - 1e-6 and a finite virtual
+    cost; the cartel's utility is at least the markup's, which is at least the truth's
+    (k = 1 is a markup)."""
+    from market_sim.distributions import parse_distribution
+
+    sc = collusion_scale(
+        "offline", "beta:2:5:0:2", 3, np.random.default_rng(0), markets=2,
+        multipliers=[1.0, 1000.0], cartel_levels=3, gamma=0.3,
+    )  # fmt: skip
+    law = parse_distribution("beta:2:5:0:2")
+    assert sc.top < 2.0 and float(law.cdf(sc.top)) == pytest.approx(1 - 1e-6, abs=1e-9)
+    assert np.isfinite(law.virtual_cost(sc.top)) and float(law.pdf(sc.top)) > 0
+    assert sc.u_collusive >= sc.u_markup >= sc.u_nash
 
 
 def test_collusion_index_over_seeds_and_per_round(fp_scale):
@@ -256,6 +287,8 @@ def test_collusion_index_over_seeds_and_per_round(fp_scale):
     frame = collusion_frame(agents, fp_scale)
     gap = fp_scale.u_collusive - fp_scale.u_nash
     np.testing.assert_allclose(frame["delta"], -fp_scale.u_nash / gap)
+    gap = fp_scale.u_markup - fp_scale.u_nash
+    np.testing.assert_allclose(frame["delta_markup"], -fp_scale.u_nash / gap)
     assert list(frame["round"]) == [1, 2, 3]
     with pytest.raises(MarketSimError, match="no seller plays"):
         collusion_frame(agents, fp_scale, strategy="hedge")
@@ -266,10 +299,13 @@ def test_collusion_index_is_undefined_without_a_collusive_gain():
     only loses sales: the best multiplier is 1, the truth, and Delta is undefined."""
     sc = collusion_scale(
         "posted-price", "uniform:0:1", 4, np.random.default_rng(0), markets=64,
-        multipliers=[1.0, 1.5, 2.0],
+        multipliers=[1.0, 1.5, 2.0], cartel_levels=3,
     )  # fmt: skip
     assert sc.multiplier == 1.0 and sc.u_collusive == pytest.approx(sc.u_nash)
+    assert sc.u_markup == pytest.approx(sc.u_nash)
     with pytest.raises(MarketSimError, match="undefined"):
         sc.index(0.1)
     with pytest.raises(MarketSimError, match="multipliers"):
         collusion_scale("offline", "uniform:0:1", 3, np.random.default_rng(0), multipliers=[0.5])
+    with pytest.raises(MarketSimError, match="cartel_levels"):
+        collusion_scale("offline", "uniform:0:1", 3, np.random.default_rng(0), cartel_levels=1)
