@@ -17,14 +17,24 @@ bid functions (a seller of cost c reports b(c)) and, each iteration:
    and seller, mapped through x's cumulative shares: common random numbers again); one
    ``mechanism.deviations`` call per market gives seller 0's expected eps E(z) and
    payment T(z) at every candidate report z, and u(c, z) = T(z) - c E(z).  BR(c) is the
-   best candidate at or above c (the truth when nothing beats it by more than 1e-9 of
-   the utility scale, so an IC mechanism's best response is the truth).
-3. *regret* (NashConv per player): the ex-ante gain of BR over the mixture,
-   sum_c w(c) [u(c, BR(c)) - sum_s x_s u(c, b_s(c))], w the cost density times the
-   trapezoid spacing of the grid, normalised.  ``regret_relative`` divides by the
-   mixture's own ex-ante utility.  It is measured on the sample BR was fitted to,
-   so it is biased upwards (conservative) by the sampling noise BR exploits.
-4. stop when ``regret <= tol x utility``; else add BR (``br1``, ``br2``, ...).
+   logit-smoothed best candidate at or above c (``temperature``), made non-decreasing,
+   the truth when nothing beats it by more than 1e-9 of the utility scale (so an IC
+   mechanism's best response is the truth).
+3. *regret* (NashConv per player), on a second, held-out sample of markets: u(c, z) at
+   every candidate report z (the bid grid, the truth, the mixture's bids and the
+   fitted response's) and ``regret`` = sum_c w(c) [max_z u(c, z) - u_mix(c)], the
+   gain of the exact best response over the candidates (any report, below cost
+   included).  A maximum over one sample is biased upwards (conservative); on
+   first-price it is within 1% of the closed-form gain (tests/test_psro.py).  The
+   fitted response's own gain is kept as ``regret_response``: a lower bound, 8-15%
+   below the regret from truthful + ``shade:factor=1.5`` at m = 3.  The weights
+   w(c) are the law's expectations of the grid's hat functions
+   (:func:`expectation_weights`: the trapezoid rule under the law, the end points
+   half a cell), so the mixture's ex-ante ``utility`` of the exact first-price BNE is
+   1/(m(m + 1)) to 0.1%.  ``regret_relative`` divides by that utility.
+4. stop when ``regret <= tol x utility``; else add BR (``br1``, ``br2``, ...).  The
+   result reports the iteration of least regret (``best_iteration``) and keeps the
+   last one as ``last``.
 
 **Collusion index** (Calvano et al., AER 2020): Delta = (pi - pi_N) / (pi_M - pi_N), 0
 at the competitive benchmark, 1 at the collusive one.  In this market (a procurement
@@ -33,13 +43,20 @@ auction) pi is a seller's mean utility per round, and the references are
 * pi_N: a seller's ex-ante utility at the symmetric Bayes-Nash equilibrium (``nash``:
   the truth for an IC mechanism, a :class:`~market_sim.equilibrium.BNEResult` or any bid
   function otherwise);
-* pi_M: the best *common markup multiplier* for the sellers jointly: every seller
-  reports min(k c, high), k on ``multipliers`` (default geometric from 1 to 1000, where
-  nearly everyone reports the top); pi_M is the largest mean utility per seller over
-  k (Calvano's monopoly profit: the sellers maximise their joint profit within a
-  one-parameter family of symmetric strategies; a markup is what a cartel of sellers
-  facing a buyer can agree on without side payments).
+* pi_M: Calvano's joint-profit benchmark, the sellers' largest joint utility per
+  seller under the mechanism.  Searched over cartel rules: "the j cheapest sellers
+  report p, the others the top" and common markups (every seller reports min(k c,
+  top)); one rule for all markets, the best mean.  In single-unit first-price
+  procurement the rule "the cheapest seller just below the top" is the joint maximum,
+  E[1 - min c]/m = 1/(m + 1) (0.25 at m = 3); for other mechanisms the best rule is a
+  lower bound of the joint maximum.  The best common markup alone (1/(2m) = 0.1667 at
+  m = 3, all sellers at the top sharing the unit) is kept as ``u_markup``, with its
+  index ``index_markup``: the narrower "cartel that agrees on one number" reference.
 
+Every reference report lies in [lo + 1e-6 (hi - lo), top] (:func:`report_range`):
+top is hi where the cost density there is positive, else the law's 1 - 1e-6
+quantile (at hi of Beta(2, 5) the virtual cost is infinite and the offline
+mechanism buys from nobody).
 Both on the same ``markets`` sampled markets.  :class:`CollusionScale` maps utilities
 (one per seed) to Delta with a t interval over the seeds; :func:`collusion_frame` adds
 Delta per round to a :class:`~market_sim.agents.MarketModel` seller frame.
@@ -76,6 +93,8 @@ __all__ = [
     "CollusionScale",
     "collusion_scale",
     "collusion_frame",
+    "expectation_weights",
+    "report_range",
     "plot",
 ]
 
