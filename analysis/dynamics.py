@@ -217,6 +217,11 @@ def report_tables(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return [(f"{caption}; {when}", table) for caption, table in out] + [runs]
 
 
+def _markup_index(r) -> str:
+    """The late Delta against the best common markup, "mean ± CI"."""
+    return _fmt(r.collusion_index_markup_late, r.collusion_index_markup_ci_late)
+
+
 def _fmt(v, ci=np.nan) -> str:
     if not np.isfinite(v):
         return "n/a"
@@ -329,14 +334,11 @@ def findings(df: pd.DataFrame) -> list[str]:
         out.append("Q-learners: none in these results.")
     if "collusion_index_late" in t:
         has = t[np.isfinite(t["collusion_index_late"])]
+        markup = "collusion_index_markup_late" in t
         parts = [
             f"{r.learner} under {r.mechanism} "
             f"{_fmt(r.collusion_index_late, r.collusion_index_ci_late)}"
-            + (
-                f" (against the best common markup {_fmt(r.collusion_index_markup_late, r.collusion_index_markup_ci_late)})"
-                if "collusion_index_markup_late" in t
-                else ""
-            )
+            + (f" (markup index {_markup_index(r)})" if markup else "")
             for _, r in has.iterrows()
         ]
         if parts:

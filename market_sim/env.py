@@ -36,8 +36,8 @@ whose budget is spent is *terminated* (it leaves the market).  After ``rounds``
 rounds every live seller is *truncated* (a time limit on the repeated game), except
 at ``rounds=1``: a one-round episode is a one-shot game that ends in its terminal
 state, so every seller is *terminated* (gymnasium's convention, and what its
-``check_env`` requires: an episode truncated after one step "has gone very wrong").  Costs are drawn at ``reset`` from ``dist``
-(a cost law with ``n_sellers``, or a population: anything
+``check_env`` requires: an episode truncated after one step "has gone very wrong").
+Costs are drawn at ``reset`` from ``dist`` (a cost law with ``n_sellers``, or a population: anything
 :func:`~market_sim.population.as_population` takes) and kept, or redrawn every round
 with ``new_costs_each_round``.
 """
