@@ -28,7 +28,9 @@ REGRET_FALLBACK = ("mean_regret", "ex-post regret this round")
 DISTANCES = {
     "bne_linf": "largest |report - b(c)| over costs winning >= 1% at the BNE",
     "bne_utility_gap": "mean utility minus the utility at the BNE (same costs)",
-    "collusion_index": "Calvano et al.'s Delta: 0 at the equilibrium, 1 at the best common markup",
+    "collusion_index": "Calvano et al.'s Delta: 0 at the equilibrium, 1 at the sellers' "
+    "joint-profit maximum",
+    "collusion_index_markup": "the same Delta with 1 at the best common markup",
 }
 
 
@@ -186,6 +188,7 @@ SHORT = {
     "bne_linf": "max |report - b(c)|",
     "bne_utility_gap": "utility - BNE's",
     "collusion_index": "collusion index",
+    "collusion_index_markup": "collusion index (markup)",
     "truth_gain": "gain from misreporting",
     "bne_epsilon": "BNE epsilon",
 }
@@ -212,6 +215,11 @@ def report_tables(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     when = f"first and last {WINDOW:.0%} of the rounds, mean ± 95% CI over replications"
     runs = ("rounds and replications", t[KEYS + ["rounds", "replications"]])
     return [(f"{caption}; {when}", table) for caption, table in out] + [runs]
+
+
+def _markup_index(r) -> str:
+    """The late Delta against the best common markup, "mean ± CI"."""
+    return _fmt(r.collusion_index_markup_late, r.collusion_index_markup_ci_late)
 
 
 def _fmt(v, ci=np.nan) -> str:
@@ -326,16 +334,18 @@ def findings(df: pd.DataFrame) -> list[str]:
         out.append("Q-learners: none in these results.")
     if "collusion_index_late" in t:
         has = t[np.isfinite(t["collusion_index_late"])]
+        markup = "collusion_index_markup_late" in t
         parts = [
             f"{r.learner} under {r.mechanism} "
             f"{_fmt(r.collusion_index_late, r.collusion_index_ci_late)}"
+            + (f" (markup index {_markup_index(r)})" if markup else "")
             for _, r in has.iterrows()
         ]
         if parts:
             out.append(
                 f"Collusion index (Calvano et al.'s Delta of the mean utility, last {WINDOW:.0%} "
-                f"of the rounds, m = {m_top}; 0 = the equilibrium, 1 = the best common "
-                "markup): " + "; ".join(parts) + "."
+                f"of the rounds, m = {m_top}; 0 = the equilibrium, 1 = the sellers' joint-profit "
+                "maximum): " + "; ".join(parts) + "."
             )
     reg = next((c for c in ("avg_external_regret", "mean_regret") if f"{c}_late" in t), None)
     if reg is not None:

@@ -4,7 +4,9 @@ First-price procurement of one unit (examples/first_price.py), 3 sellers with co
 redrawn from U[0, 1] every round, every seller a learner (``hedge`` or ``q-learning``,
 their defaults) for 2000 rounds; pi is the sellers' mean utility over the last 500
 rounds of a seed, and Delta = (pi - pi_N) / (pi_M - pi_N) with pi_N the utility at the
-BNE b(c) = c + (1 - c)/3 and pi_M the best common markup (market_sim.psro, docs/env.md).
+BNE b(c) = c + (1 - c)/3 and pi_M the sellers' joint-profit maximum, 1/(m + 1) (the
+cheapest seller sells at the top); the index against the best common markup, 1/(2m),
+is printed beside it (market_sim.psro, docs/env.md).
 
 Run: ``python examples/collusion_learners.py [--seeds 8]`` (about 15 s).
 """
@@ -30,10 +32,12 @@ def main(seeds: int = 8, rounds: int = 2000, last: int = 500, m: int = 3) -> dic
         np.random.default_rng(0),
         nash=lambda c: c + (1 - c) / m,
         markets=1024,
+        multipliers=np.geomspace(1.0, 1000.0, 9),
+        cartel_levels=5,
     )
     print(
-        f"pi_N {scale.u_nash:.4f} (BNE), pi_M {scale.u_collusive:.4f} "
-        f"(common markup {scale.multiplier:.3g})"
+        f"pi_N {scale.u_nash:.4f} (BNE), pi_M {scale.u_collusive:.4f} ({scale.cartel}), "
+        f"best common markup {scale.u_markup:.4f} (k = {scale.multiplier:.3g})"
     )
     out = {}
     for strategy in ("hedge", "q-learning"):
@@ -52,9 +56,10 @@ def main(seeds: int = 8, rounds: int = 2000, last: int = 500, m: int = 3) -> dic
             _, agents = model.run()
             final.append(collusion_frame(agents, scale)["utility"].iloc[-last:].mean())
         s = out[strategy] = scale.over_seeds(final)
+        markup = float(np.mean(scale.index_markup(final)))
         print(
             f"{strategy:10s} Delta {s['delta']:+.3f}  95% CI [{s['ci_low']:+.3f}, "
-            f"{s['ci_high']:+.3f}] over {s['seeds']} seeds"
+            f"{s['ci_high']:+.3f}] over {s['seeds']} seeds (markup scale {markup:+.3f})"
         )
     return out
 

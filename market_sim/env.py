@@ -25,14 +25,19 @@ last  ``budget_left``        with a ``budget``: its budget left (composed eps)
 platform's cost law.  The report is the action clipped to [low + 1e-6 (high - low),
 high]: the mechanisms are defined on the support, and at its bottom (a support that
 starts at 0) a report has virtual cost 0, where the offline allocation has no
-optimum (the BNE solver's lowest report is the same).  A non-finite action or one of
-another shape is a ``MarketSimError``.
+optimum (the BNE solver's lowest report is the same).  A non-finite action, one of
+another shape, ``MarketEnv.step`` without an action for a live seller or with one
+for an agent that is not live (unknown, or gone) is a one-line ``MarketSimError``
+(the package's convention for bad input; gymnasium and pettingzoo leave it open).
 
 **Reward**: the round's utility t_i - c_i eps_i; with a ``budget`` the privacy cost is
 c_i times the increase of the seller's composed loss (docs/ledger.md), and a seller
 whose budget is spent is *terminated* (it leaves the market).  After ``rounds``
-rounds every live seller is *truncated*.  Costs are drawn at ``reset`` from ``dist``
-(a cost law with ``n_sellers``, or a population: anything
+rounds every live seller is *truncated* (a time limit on the repeated game), except
+at ``rounds=1``: a one-round episode is a one-shot game that ends in its terminal
+state, so every seller is *terminated* (gymnasium's convention, and what its
+``check_env`` requires: an episode truncated after one step "has gone very wrong").
+Costs are drawn at ``reset`` from ``dist`` (a cost law with ``n_sellers``, or a population: anything
 :func:`~market_sim.population.as_population` takes) and kept, or redrawn every round
 with ``new_costs_each_round``.
 """
@@ -250,6 +255,15 @@ def _check_action(action, who: str) -> float:
 
 def _stack_actions(actions, agents: list[str]) -> np.ndarray:
     """The live agents' reports, in id order, from the actions dict (checked)."""
+    if not isinstance(actions, dict):
+        kind = type(actions).__name__
+        raise MarketSimError(f"actions must be a dict of agent -> report (got a {kind})")
+    extra = [a for a in actions if a not in set(agents)] if len(actions) >= len(agents) else []
+    if extra:  # unknown, or a seller that left: only live sellers act
+        raise MarketSimError(
+            f"an action for {extra[0]!r}, which is not a live seller "
+            f"({len(agents)} live: {agents[0]} ... {agents[-1]})"
+        )
     try:
         a = np.asarray([actions[ag] for ag in agents], dtype=float)
     except KeyError as exc:
@@ -330,10 +344,13 @@ class MarketEnv(_ParallelEnv):
             raise MarketSimError("the episode is over: call reset() first")
         agents, ids = self.agents, self.core.live_ids()
         u, gone = self.core.play(_stack_actions(actions, agents))
-        truncated = self.core.round >= self.core.rounds
+        over = self.core.round >= self.core.rounds
+        if over and self.core.rounds == 1:  # a one-shot game ends in its terminal state
+            gone = np.ones_like(gone)
+        truncated = over and self.core.rounds > 1
         # every seller that acted gets its observation (a leaver its last one)
         out = _as_dicts(agents, self.core.observations(ids), u, gone, truncated)
-        if truncated:
+        if over:
             self.agents = []
         elif gone.any():
             self.agents = [a for a, g in zip(agents, gone.tolist(), strict=True) if not g]
@@ -444,4 +461,6 @@ class SellerEnv(_GymEnv):
         u, gone = c.play(reports)
         obs = c.observations(slice(0, 1))[0]
         info = {"eps": float(c.eps[0]), "payment": float(c.payment[0])}
-        return obs, float(u[0]), bool(gone[0]), c.round >= c.rounds, info
+        over = c.round >= c.rounds
+        one_shot = over and c.rounds == 1  # terminated, not truncated (module doc)
+        return obs, float(u[0]), bool(gone[0]) or one_shot, over and not one_shot, info

@@ -17,14 +17,24 @@ bid functions (a seller of cost c reports b(c)) and, each iteration:
    and seller, mapped through x's cumulative shares: common random numbers again); one
    ``mechanism.deviations`` call per market gives seller 0's expected eps E(z) and
    payment T(z) at every candidate report z, and u(c, z) = T(z) - c E(z).  BR(c) is the
-   best candidate at or above c (the truth when nothing beats it by more than 1e-9 of
-   the utility scale, so an IC mechanism's best response is the truth).
-3. *regret* (NashConv per player): the ex-ante gain of BR over the mixture,
-   sum_c w(c) [u(c, BR(c)) - sum_s x_s u(c, b_s(c))], w the cost density times the
-   trapezoid spacing of the grid, normalised.  ``regret_relative`` divides by the
-   mixture's own ex-ante utility.  It is measured on the sample BR was fitted to,
-   so it is biased upwards (conservative) by the sampling noise BR exploits.
-4. stop when ``regret <= tol x utility``; else add BR (``br1``, ``br2``, ...).
+   logit-smoothed best candidate at or above c (``temperature``), made non-decreasing,
+   the truth when nothing beats it by more than 1e-9 of the utility scale (so an IC
+   mechanism's best response is the truth).
+3. *regret* (NashConv per player), on a second, held-out sample of markets: u(c, z) at
+   every candidate report z (the bid grid, the truth, the mixture's bids and the
+   fitted response's) and ``regret`` = sum_c w(c) [max_z u(c, z) - u_mix(c)], the
+   gain of the exact best response over the candidates (any report, below cost
+   included).  A maximum over one sample is biased upwards (conservative); on
+   first-price it is within 1% of the closed-form gain (tests/test_psro.py).  The
+   fitted response's own gain is kept as ``regret_response``: a lower bound, 8-15%
+   below the regret from truthful + ``shade:factor=1.5`` at m = 3.  The weights
+   w(c) are the law's expectations of the grid's hat functions
+   (:func:`expectation_weights`: the trapezoid rule under the law, the end points
+   half a cell), so the mixture's ex-ante ``utility`` of the exact first-price BNE is
+   1/(m(m + 1)) to 0.1%.  ``regret_relative`` divides by that utility.
+4. stop when ``regret <= tol x utility``; else add BR (``br1``, ``br2``, ...).  The
+   result reports the iteration of least regret (``best_iteration``) and keeps the
+   last one as ``last``.
 
 **Collusion index** (Calvano et al., AER 2020): Delta = (pi - pi_N) / (pi_M - pi_N), 0
 at the competitive benchmark, 1 at the collusive one.  In this market (a procurement
@@ -33,13 +43,20 @@ auction) pi is a seller's mean utility per round, and the references are
 * pi_N: a seller's ex-ante utility at the symmetric Bayes-Nash equilibrium (``nash``:
   the truth for an IC mechanism, a :class:`~market_sim.equilibrium.BNEResult` or any bid
   function otherwise);
-* pi_M: the best *common markup multiplier* for the sellers jointly: every seller
-  reports min(k c, high), k on ``multipliers`` (default geometric from 1 to 1000, where
-  nearly everyone reports the top); pi_M is the largest mean utility per seller over
-  k (Calvano's monopoly profit: the sellers maximise their joint profit within a
-  one-parameter family of symmetric strategies; a markup is what a cartel of sellers
-  facing a buyer can agree on without side payments).
+* pi_M: Calvano's joint-profit benchmark, the sellers' largest joint utility per
+  seller under the mechanism.  Searched over cartel rules: "the j cheapest sellers
+  report p, the others the top" and common markups (every seller reports min(k c,
+  top)); one rule for all markets, the best mean.  In single-unit first-price
+  procurement the rule "the cheapest seller just below the top" is the joint maximum,
+  E[1 - min c]/m = 1/(m + 1) (0.25 at m = 3); for other mechanisms the best rule is a
+  lower bound of the joint maximum.  The best common markup alone (1/(2m) = 0.1667 at
+  m = 3, all sellers at the top sharing the unit) is kept as ``u_markup``, with its
+  index ``index_markup``: the narrower "cartel that agrees on one number" reference.
 
+Every reference report lies in [lo + 1e-6 (hi - lo), top] (:func:`report_range`):
+top is hi where the cost density there is positive, else the law's 1 - 1e-6
+quantile (at hi of Beta(2, 5) the virtual cost is infinite and the offline
+mechanism buys from nobody).
 Both on the same ``markets`` sampled markets.  :class:`CollusionScale` maps utilities
 (one per seed) to Delta with a t interval over the seeds; :func:`collusion_frame` adds
 Delta per round to a :class:`~market_sim.agents.MarketModel` seller frame.
@@ -76,6 +93,8 @@ __all__ = [
     "CollusionScale",
     "collusion_scale",
     "collusion_frame",
+    "expectation_weights",
+    "report_range",
     "plot",
 ]
 
@@ -274,14 +293,20 @@ class _Oracle:
     floor: float
     temperature: float
 
-    def respond(self, train: _Sample, fresh: _Sample, strategies, x: np.ndarray):
-        """(BR bids on the grid, fitted on ``train``; its regret and the mixture's
-        ex-ante utility, measured on ``fresh``)."""
+    def respond(self, train: _Sample, fresh: _Sample, strategies, x: np.ndarray) -> _Response:
+        """The fitted response on ``train`` (step 2) and, on ``fresh``, the regret of
+        the mixture against the best candidate report and against that response
+        (step 3)."""
         support = np.flatnonzero(x > 0)
         rng = np.random.default_rng(0)
         own = np.column_stack(
             [np.clip(strategies[s].play(self.grid, rng), self.floor, None) for s in support]
         )  # (grid, |support|): the mixture's bids at the grid costs
+        br = self._fit(train, strategies, x, own)
+        return self._measure(fresh, strategies, x, own, br)
+
+    def _fit(self, train: _Sample, strategies, x: np.ndarray, own: np.ndarray) -> np.ndarray:
+        """Step 2: the smoothed, monotone response on the grid, fitted on ``train``."""
         c, truth_z = self.grid, np.maximum(self.grid, self.floor)
         cand = np.unique(np.concatenate([self.z, truth_z, own.ravel()]))
         E, T = train.eps_pay(self.mech, _mixed_reports(train, strategies, x), cand)
@@ -301,15 +326,41 @@ class _Oracle:
                 w = np.exp((U - best[:, None]) / tau[:, None]) * np.gradient(cand)[None, :]
             br = (w @ cand) / w.sum(axis=1)
         br = np.where(truth >= best - _TIE * scale, truth_z, br)
-        br = np.maximum(_isotonic(br), truth_z)  # monotone, never below cost
-        # step 3 on fresh markets: u at BR(c) and at the mixture's bids b_s(c)
-        pts = np.concatenate([br, own.ravel()])
-        E, T = fresh.eps_pay(self.mech, _mixed_reports(fresh, strategies, x), pts)
-        u = T.mean(axis=0) - np.concatenate([c, np.repeat(c, support.size)]) * E.mean(axis=0)
-        u_br = u[: c.size]
-        u_mix = (u[c.size :].reshape(c.size, support.size) * x[support][None, :]).sum(axis=1)
-        utility = float(self.weights @ u_mix)
-        return br, max(0.0, float(self.weights @ (u_br - u_mix))), utility
+        return np.maximum(_isotonic(br), truth_z)  # monotone, never below cost
+
+    def _measure(self, fresh: _Sample, strategies, x, own, br) -> _Response:
+        """Step 3 on ``fresh``: u(c, z) at every candidate report z (the bid grid, the
+        truth, the mixture's bids and the fitted response's), one ``deviations`` call
+        per market.  ``regret`` = sum_c w(c) [max_z u(c, z) - u_mix(c)] (the exact
+        best response over the candidates, any report, below cost included), and
+        ``regret_response`` the fitted response's gain, a lower bound of it."""
+        c, support = self.grid, np.flatnonzero(x > 0)
+        cand = np.unique(np.concatenate([self.z, np.maximum(c, self.floor), own.ravel(), br]))
+        E, T = fresh.eps_pay(self.mech, _mixed_reports(fresh, strategies, x), cand)
+        U = T.mean(axis=0)[None, :] - c[:, None] * E.mean(axis=0)[None, :]
+        rows = np.arange(c.size)
+        at_own = U[rows[:, None], np.searchsorted(cand, own)]  # (grid, |support|)
+        u_mix = at_own @ x[support]
+        u_best = U.max(axis=1)
+        u_br = U[rows, np.searchsorted(cand, br)]
+        return _Response(
+            bids=br,
+            regret=float(self.weights @ (u_best - u_mix)),
+            regret_response=float(self.weights @ (u_br - u_mix)),
+            utility=float(self.weights @ u_mix),
+        )
+
+
+@dataclass(frozen=True)
+class _Response:
+    """One iteration's step 2-3: the fitted response's ``bids`` on the grid, the
+    mixture's ``regret`` (best candidate report), ``regret_response`` (the fitted
+    response's gain: a lower bound) and its ex-ante ``utility``."""
+
+    bids: np.ndarray
+    regret: float
+    regret_response: float
+    utility: float
 
 
 def _isotonic(y: np.ndarray) -> np.ndarray:
@@ -343,9 +394,33 @@ def _oracle(mech, law, grid: int, bid_grid: int, temperature: float) -> _Oracle:
     lo, hi = (float(v) for v in law.support)
     floor = lo + 1e-6 * (hi - lo)
     c = np.linspace(lo, hi, grid)
-    w = np.asarray(law.pdf(c), dtype=float) * np.gradient(c)
-    w = w / w.sum() if w.sum() > 0 else np.full(c.size, 1.0 / c.size)
-    return _Oracle(mech, law, c, w, np.linspace(floor, hi, bid_grid), floor, temperature)
+    return _Oracle(
+        mech, law, c, expectation_weights(law, c), np.linspace(floor, hi, bid_grid), floor,
+        temperature,
+    )  # fmt: skip
+
+
+_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(16)
+
+
+def expectation_weights(law, grid: np.ndarray) -> np.ndarray:
+    """Weights w_i = E[phi_i(C)], C from ``law``, phi_i the hat function of the sorted
+    ``grid`` (1 at grid[i], 0 at its neighbours): sum_i w_i u(grid[i]) is exactly the
+    law's expectation of u's piecewise-linear interpolant, with error O(h^2) for a
+    smooth u (the trapezoid rule under the law; the end points get half a cell).
+    By parts, E[phi_i] = phi_i(hi) - int phi_i'(c) F(c) dc, and phi_i' is +-1/h on
+    the two cells around grid[i], so only int F over each cell is needed (16-point
+    Gauss-Legendre: F is bounded where a density may not be)."""
+    g = np.asarray(grid, dtype=float)
+    h = np.diff(g)
+    mid, half = 0.5 * (g[1:] + g[:-1]), 0.5 * h
+    nodes = mid[:, None] + half[:, None] * _GL_NODES[None, :]
+    cell = half * (np.asarray(law.cdf(nodes), dtype=float) @ _GL_WEIGHTS)  # int F over cells
+    w = np.zeros(g.size)
+    w[:-1] += cell / h  # the falling side of phi_i: -(-1/h) int F
+    w[1:] -= cell / h  # the rising side: -(1/h) int F
+    w[-1] += 1.0  # phi_last(hi) F(hi) = 1
+    return w
 
 
 @dataclass(frozen=True)
@@ -367,9 +442,13 @@ def _interp_strategy(name: str, costs: np.ndarray, bids: np.ndarray) -> BidStrat
 # ---- the result --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PsroResult:
-    """The population (``strategies``), the last meta-equilibrium (``mixture``), and per
-    iteration the meta-equilibrium (``mixtures``), its ``regret`` against the best
-    response and its ex-ante ``utility``."""
+    """The population (``strategies``) and per iteration the meta-equilibrium
+    (``mixtures``), its ``regret`` against the best candidate report (the exact best
+    response over the candidates, measured on the held-out markets),
+    ``regret_response`` (the gain of the fitted response PSRO added: a lower bound of
+    the regret) and its ex-ante ``utility``.  ``mixture``, :meth:`bid`,
+    :meth:`format` and :meth:`summary` are those of ``best_iteration``, the iteration
+    of least regret; ``last`` describes the last one."""
 
     mechanism: str
     dist: str
@@ -381,10 +460,26 @@ class PsroResult:
     converged: bool
     seconds: float
     options: dict = field(default_factory=dict, repr=False)
+    regret_response: tuple[float, ...] = ()
 
     @property
     def mixture(self) -> dict[str, float]:
-        return self.mixtures[-1]
+        """The meta-equilibrium of ``best_iteration``."""
+        return self.mixtures[self.best_iteration - 1]
+
+    @property
+    def last(self) -> dict:
+        """The last iteration: its number, mixture, regret and utility."""
+        return self._iteration(len(self.regret))
+
+    def _iteration(self, it: int) -> dict:
+        return {
+            "iteration": it,
+            "regret": self.regret[it - 1],
+            "regret_relative": self.regret_relative[it - 1],
+            "utility": self.utility[it - 1],
+            "mixture": {k: v for k, v in self.mixtures[it - 1].items() if v},
+        }
 
     @property
     def regret_relative(self) -> tuple[float, ...]:
@@ -421,6 +516,7 @@ class PsroResult:
                 "iteration": np.arange(1, len(self.regret) + 1),
                 "strategies": [len(m) for m in self.mixtures],
                 "regret": self.regret,
+                "regret_response": self.regret_response or [math.nan] * len(self.regret),
                 "utility": self.utility,
                 "regret_relative": self.regret_relative,
                 "mixture": [
@@ -436,11 +532,9 @@ class PsroResult:
             "n_sellers": self.n_sellers,
             "iterations": len(self.regret),
             "converged": self.converged,
-            "regret": self.regret[-1],
-            "regret_relative": self.regret_relative[-1],
-            "utility": self.utility[-1],
             "best_iteration": self.best_iteration,
-            "mixture": {k: v for k, v in self.mixture.items() if v},
+            **{k: v for k, v in self._iteration(self.best_iteration).items() if k != "iteration"},
+            "last": self.last,
             "strategies": [s.name for s in self.strategies],
             "seconds": self.seconds,
             **self.options,
@@ -475,11 +569,17 @@ class PsroResult:
             ("sellers", str(self.n_sellers)),
             ("iterations", f"{len(self.regret)} (converged: {self.converged})"),
         ]
+        best = self.best_iteration
         for i, (r, rel) in enumerate(zip(self.regret, self.regret_relative, strict=True), 1):
             share = f"{rel:.2%} of" if math.isfinite(rel) else "far above"
-            rows.append((f"regret {i}", f"{r:.4g} ({share} the mixture's utility)"))
+            mark = "  <- best" if i == best and len(self.regret) > 1 else ""
+            rows.append((f"regret {i}", f"{r:.4g} ({share} the mixture's utility){mark}"))
         mix = ", ".join(f"{k} {v:.3f}" for k, v in self.mixture.items() if v)
-        rows += [("mixture", mix), ("seconds", f"{self.seconds:.1f}")]
+        rows += [
+            (f"mixture (iteration {best})", mix),
+            ("utility", f"{self.utility[best - 1]:.4g}"),
+            ("seconds", f"{self.seconds:.1f}"),
+        ]
         width = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
@@ -560,7 +660,7 @@ def psro(
     oracle = _oracle(
         mech, law, check_int("grid", grid, 3), check_int("bid_grid", bid_grid, 3), temperature
     )
-    mixtures, regrets, utilities = [], [], []
+    mixtures, regrets, lower, utilities = [], [], [], []
     converged = False
     where: dict[str, Any] = dict(
         workers=workers, executor=executor, address=address, preload=_PRELOAD
@@ -568,15 +668,16 @@ def psro(
     meta = _MetaGame(mech, fresh, pop, law, where)  # held out: BR cannot exploit its noise
     for it in range(1, iterations + 1):
         x = _solve(meta, n, players)  # step 1: the meta-equilibrium
-        br, regret, utility = oracle.respond(sample, fresh, pop, x)  # steps 2-3
+        resp = oracle.respond(sample, fresh, pop, x)  # steps 2-3
         mixtures.append({s.name: float(v) for s, v in zip(pop, x, strict=True)})
-        regrets.append(regret)
-        utilities.append(utility)
-        if regret <= tol * abs(utility):
+        regrets.append(resp.regret)
+        lower.append(resp.regret_response)
+        utilities.append(resp.utility)
+        if resp.regret <= tol * abs(resp.utility):  # the best candidate's regret
             converged = True
             break
         if it < iterations:  # step 4
-            pop.append(_interp_strategy(f"br{it}", oracle.grid, br))
+            pop.append(_interp_strategy(f"br{it}", oracle.grid, resp.bids))
     lo, hi = law.support
     return PsroResult(
         mechanism=mechanism if isinstance(mechanism, str) else mechanism_name(mech),
@@ -586,6 +687,7 @@ def psro(
         mixtures=tuple(mixtures),
         regret=tuple(regrets),
         utility=tuple(utilities),
+        regret_response=tuple(lower),
         converged=converged,
         seconds=time.perf_counter() - t0,
         options={
@@ -638,8 +740,11 @@ def plot(result: PsroResult, path) -> None:
 @dataclass(frozen=True)
 class CollusionScale:
     """Calvano et al.'s profit-gain scale for one market (the module doc): ``u_nash`` a
-    seller's ex-ante utility at the BNE, ``u_collusive`` at the best common markup
-    ``multiplier``; ``utilities`` at every one of ``multipliers``."""
+    seller's ex-ante utility at the BNE; ``u_collusive`` (pi_M) the sellers' largest
+    joint utility per seller found under the mechanism, by the cartel rule ``cartel``
+    (:func:`collusion_scale`); ``u_markup`` at the best common markup ``multiplier``
+    (the narrower reference, kept under its own name), with ``utilities`` at every
+    one of ``multipliers``; ``top`` the highest report the references use."""
 
     mechanism: str
     dist: str
@@ -649,15 +754,25 @@ class CollusionScale:
     multiplier: float
     multipliers: np.ndarray = field(repr=False)
     utilities: np.ndarray = field(repr=False)
+    u_markup: float = math.nan
+    cartel: str = ""
+    top: float = math.nan
 
     def index(self, utility) -> np.ndarray:
-        """Delta = (u - u_nash) / (u_collusive - u_nash), elementwise."""
-        gap = self.u_collusive - self.u_nash
+        """Delta = (u - u_nash) / (u_collusive - u_nash), elementwise: Calvano et al.'s
+        index, against the joint-profit maximum."""
+        return self._delta(utility, self.u_collusive, f"the cartel's best ({self.cartel})")
+
+    def index_markup(self, utility) -> np.ndarray:
+        """(u - u_nash) / (u_markup - u_nash): the index against the best common markup."""
+        return self._delta(utility, self.u_markup, f"best common markup {self.multiplier:g}")
+
+    def _delta(self, utility, reference: float, what: str) -> np.ndarray:
+        gap = reference - self.u_nash
         if not gap > 0:
             raise MarketSimError(
-                f"no collusive gain in this market (best common markup {self.multiplier:g} "
-                f"gives {self.u_collusive:.4g} <= the equilibrium's {self.u_nash:.4g}): "
-                "the collusion index is undefined"
+                f"no collusive gain in this market ({what} gives {reference:.4g} <= the "
+                f"equilibrium's {self.u_nash:.4g}): the collusion index is undefined"
             )
         return (np.asarray(utility, dtype=float) - self.u_nash) / gap
 
@@ -679,7 +794,10 @@ class CollusionScale:
             "n_sellers": self.n_sellers,
             "u_nash": self.u_nash,
             "u_collusive": self.u_collusive,
+            "cartel": self.cartel,
+            "u_markup": self.u_markup,
             "multiplier": self.multiplier,
+            "top": self.top,
         }
 
 
@@ -692,6 +810,56 @@ def _mean_utility(mech, sample: _Sample, reports: np.ndarray) -> float:
     return total / sample.markets
 
 
+def report_range(law) -> tuple[float, float]:
+    """(lowest, highest) report of the collusion references: inside the support and
+    where the density is positive, so every report has a finite virtual cost.  The
+    lowest is lo + 1e-6 (hi - lo) (at a support's 0 the virtual cost is 0, the BNE
+    solver's lowest report); the highest is hi where the density there is positive,
+    else the law's 1 - 1e-6 quantile (Beta(a, b) with b > 1 has density 0 at hi,
+    where the virtual cost c + F/f is infinite and no mechanism that ranks by it
+    buys: a cartel at hi would sell nothing)."""
+    lo, hi = (float(v) for v in law.support)
+    floor = lo + 1e-6 * (hi - lo)
+    with np.errstate(all="ignore"):
+        ok = float(np.asarray(law.pdf(hi))) > 0 and np.isfinite(law.virtual_cost(hi)).all()
+    top = hi if ok else float(np.asarray(law.ppf(1.0 - 1e-6)))
+    return floor, min(max(top, floor), hi)
+
+
+def _cartel_counts(n: int) -> np.ndarray:
+    """How many designated sellers the cartel search tries: all of 1..n up to 4
+    sellers, else 1, n and geometric steps between (at most 6)."""
+    if n <= 4:
+        return np.arange(1, n + 1)
+    return np.unique(np.round(np.geomspace(1, n, 6)).astype(int))
+
+
+def _best_cartel(mech, sample: _Sample, floor: float, top: float, levels: int):
+    """The joint-profit reference: over cartel rules "the j cheapest sellers report p,
+    the others the top" (j from :func:`_cartel_counts`; p on ``levels`` equally spaced
+    reports from the floor to the top, and just below the top, then ``levels`` more
+    between the best one's neighbours for the best j), the largest mean utility per
+    seller (ex ante: one rule for all markets, as the common markup).  The rule that
+    designates the cheapest seller just below the top is the joint maximum of
+    single-unit procurement (tests/test_psro.py derives it); for other mechanisms this
+    is the best of the family, a lower bound of the joint maximum."""
+    c = sample.costs
+    rank = np.argsort(np.argsort(c, axis=1, kind="stable"), axis=1)  # 0: the cheapest
+
+    def utility(j: int, p: float) -> float:
+        return _mean_utility(mech, sample, np.where(rank < j, p, top))
+
+    coarse = np.unique(np.append(np.linspace(floor, top, levels), top - 1e-6 * (top - floor)))
+    tried = {(int(j), float(p)): utility(int(j), float(p))
+             for j in _cartel_counts(c.shape[1]) for p in coarse}  # fmt: skip
+    j, p = max(tried, key=lambda k: tried[k])
+    i = int(np.searchsorted(coarse, p))
+    fine = np.linspace(coarse[max(i - 1, 0)], coarse[min(i + 1, coarse.size - 1)], levels + 2)
+    tried |= {(j, float(q)): utility(j, float(q)) for q in fine[1:-1] if (j, float(q)) not in tried}
+    j, p = max(tried, key=lambda k: tried[k])
+    return tried[(j, p)], f"the {j} cheapest report {p:.6g}, the others {top:.6g}"
+
+
 def collusion_scale(
     mechanism,
     dist,
@@ -701,13 +869,18 @@ def collusion_scale(
     nash="truthful",
     multipliers=None,
     markets: int = 256,
+    cartel_levels: int = 33,
     **context,
 ) -> CollusionScale:
     """The references of the collusion index (the module doc) on ``markets`` sampled
     markets: ``nash`` the equilibrium bid function (``"truthful"`` for an IC mechanism,
-    a :class:`~market_sim.equilibrium.BNEResult` or a function of costs);
-    ``multipliers`` the common markups tried (default 81 from 1 to 1000, geometric:
-    at 1000 nearly every seller reports the top of the support)."""
+    a :class:`~market_sim.equilibrium.BNEResult` or a function of costs); pi_M the
+    best cartel rule or common markup (:func:`_best_cartel`), the markup reference
+    apart; ``multipliers`` the common markups tried (default 81 from 1 to 1000,
+    geometric: at 1000 nearly every seller reports the top); ``cartel_levels`` the
+    designated sellers' reports tried.  Every report is kept in :func:`report_range`.
+    Cost: (len(multipliers) + (cartel_levels + 1) x (up to 6 counts) + cartel_levels)
+    x ``markets`` calls of ``mechanism.run``."""
     if not isinstance(rng, np.random.Generator):
         raise MarketSimError("rng must be a numpy.random.Generator")
     mech, law, n = _market(mechanism, dist, n_sellers, context)
@@ -715,32 +888,39 @@ def collusion_scale(
     ks = np.asarray(ks, dtype=float).reshape(-1)
     if ks.size == 0 or not np.all(np.isfinite(ks)) or np.any(ks < 1):
         raise MarketSimError("multipliers must be finite numbers >= 1")
+    levels = check_int("cartel_levels", cartel_levels, 2)
     sample = _Sample(law, n, check_int("markets", markets, 2), rng)
-    lo, hi = law.support
-    floor = lo + 1e-6 * (hi - lo)
+    floor, top = report_range(law)
     c = sample.costs
     nash_reports = np.clip(
-        as_opponents(nash, law)(c.ravel(), np.random.default_rng(0)).reshape(c.shape), floor, hi
+        as_opponents(nash, law)(c.ravel(), np.random.default_rng(0)).reshape(c.shape), floor, top
     )
     u_nash = _mean_utility(mech, sample, nash_reports)
-    utilities = np.array([_mean_utility(mech, sample, np.clip(k * c, floor, hi)) for k in ks])
+    utilities = np.array([_mean_utility(mech, sample, np.clip(k * c, floor, top)) for k in ks])
     j = int(np.argmax(utilities))
+    u_cartel, rule = _best_cartel(mech, sample, floor, top, levels)
+    if utilities[j] >= u_cartel:
+        u_cartel, rule = float(utilities[j]), f"common markup {ks[j]:g}"
     return CollusionScale(
         mechanism=mechanism if isinstance(mechanism, str) else mechanism_name(mech),
         dist=law.spec,
         n_sellers=n,
         u_nash=u_nash,
-        u_collusive=float(utilities[j]),
+        u_collusive=float(u_cartel),
         multiplier=float(ks[j]),
         multipliers=ks,
         utilities=utilities,
+        u_markup=float(utilities[j]),
+        cartel=rule,
+        top=top,
     )
 
 
 def collusion_frame(agents: pd.DataFrame, scale: CollusionScale, strategy: str | None = None):
     """Delta per round of a seller frame (``MarketModel.agent_frame()``: columns
     ``round``, ``utility``, ``strategy``): the mean utility of the sellers playing
-    ``strategy`` (default: all) in each round, and its Delta."""
+    ``strategy`` (default: all) in each round, its Delta (``delta``, against the
+    joint-profit reference) and ``delta_markup`` (against the best common markup)."""
     import pandas as pd
 
     need = {"round", "utility"} | ({"strategy"} if strategy is not None else set())
@@ -751,4 +931,7 @@ def collusion_frame(agents: pd.DataFrame, scale: CollusionScale, strategy: str |
     if rows.empty:
         raise MarketSimError(f"no seller plays {strategy!r} in the frame")
     u = rows.groupby("round")["utility"].mean()
-    return pd.DataFrame({"round": u.index, "utility": u.to_numpy(), "delta": scale.index(u)})
+    return pd.DataFrame({
+        "round": u.index, "utility": u.to_numpy(), "delta": scale.index(u),
+        "delta_markup": scale.index_markup(u),
+    })  # fmt: skip

@@ -30,9 +30,14 @@ Per task one MarketModel runs ``rounds`` rounds in which every seller is a learn
   utility had everyone played b, same costs and draw);
 * ``collusion_index``: Calvano et al.'s Delta = (u - u_N) / (u_M - u_N) of the round's
   mean utility, u_N a seller's ex-ante utility at the equilibrium (truth, or the BNE)
-  and u_M at the best common markup multiplier k (reports min(k c, high)), both on
-  ``COLLUSION_MARKETS`` sampled markets (``market_sim.psro.collusion_scale``): 0 is
-  competitive play, 1 full collusion, below 0 fiercer than the equilibrium.
+  and u_M the sellers' joint-profit reference: their largest joint utility per seller
+  under the mechanism over the cartel rules of ``market_sim.psro.collusion_scale``
+  (the j cheapest sellers report p, the others the top; or a common markup), both on
+  ``COLLUSION_MARKETS`` sampled markets: 0 is competitive play, 1 full collusion,
+  below 0 fiercer than the equilibrium; ``collusion_index_markup`` the same with u_M
+  the best common markup k c (reports min(k c, top)), a narrower reference.  Every
+  reference report stays where the cost density is positive (``report_range``: the
+  top of a Beta law, where the density is 0, is replaced by its 1 - 1e-6 quantile).
 
 By default costs are redrawn every round (``new_costs``), which is the Bayesian
 game the BNE solves: a learner's arm (a report multiplier) is then a bid function
@@ -182,15 +187,16 @@ def references(model, params: dict):
 
 _SCALE: dict[tuple, Any] = {}
 COLLUSION_MARKETS = 32  # sampled markets of the collusive and equilibrium references
-COLLUSION_MULTIPLIERS = 33  # common markups tried, geometric from 1 to high / low
+COLLUSION_MULTIPLIERS = 9  # common markups tried, geometric from 1 to high / low
+COLLUSION_LEVELS = 5  # the designated sellers' reports tried, twice (collusion_scale)
 
 
 def collusion_reference(model, params: dict, bne):
     """The collusion scale of the task's market (``market_sim.psro.collusion_scale``):
     a seller's ex-ante utility at the equilibrium (truth for an IC mechanism, else the
-    BNE) and at the best common markup k c (k from 1 to high/low: at the top everybody
-    reports the top of the support), cached per process and seeded by
-    ``reference_seed``."""
+    BNE), at the best cartel rule (the joint-profit reference) and at the best common
+    markup k c (k from 1 to high/low: at the top everybody reports the top), cached per
+    process and seeded by ``reference_seed``."""
     key = _reference_key(params)
     if key not in _SCALE:
         from market_sim.psro import collusion_scale
@@ -205,14 +211,17 @@ def collusion_reference(model, params: dict, bne):
             nash="truthful" if bne is None else bne,
             multipliers=np.geomspace(1.0, top, COLLUSION_MULTIPLIERS),
             markets=COLLUSION_MARKETS,
+            cartel_levels=COLLUSION_LEVELS,
         )
     return _SCALE[key]
 
 
-def collusion_index(scale, utility: float) -> float:
-    """Delta = (u - u_nash) / (u_collusive - u_nash) (Calvano et al. 2020): 0 at the
-    equilibrium, 1 at the best common markup; NaN where colluding gains nothing."""
-    gap = scale.u_collusive - scale.u_nash
+def collusion_index(scale, utility: float, reference: str = "u_collusive") -> float:
+    """Delta = (u - u_nash) / (u_M - u_nash) (Calvano et al. 2020): 0 at the
+    equilibrium, 1 at u_M, the scale's ``reference``: ``u_collusive`` (the sellers'
+    joint-profit maximum found, Calvano's benchmark) or ``u_markup`` (the best common
+    markup); NaN where colluding gains nothing."""
+    gap = getattr(scale, reference) - scale.u_nash
     return float((utility - scale.u_nash) / gap) if gap > 0 else float("nan")
 
 
@@ -284,6 +293,7 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
         regret = model.regret[active]
         regret = regret[np.isfinite(regret)]
         loss, pay, _ = _outcome_stats(model, cost, cost, ref_rng)
+        u_mean = float(np.mean(model.utility[active]))
         row = {
             "round": int(model.round),
             "participation": float(np.mean(active)),
@@ -299,7 +309,8 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
             "truthful_payment": pay,
             "truth_gain": gain,
             # Calvano et al.'s Delta of the round's mean utility (collusion_reference)
-            "collusion_index": collusion_index(scale, float(np.mean(model.utility[active]))),
+            "collusion_index": collusion_index(scale, u_mean),
+            "collusion_index_markup": collusion_index(scale, u_mean, "u_markup"),
         }
         if bne is not None:
             bids = np.clip(np.asarray(bne.bid(cost), dtype=float), lo, hi)

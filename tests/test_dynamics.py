@@ -192,9 +192,10 @@ def test_bne_distance_is_zero_at_the_bne_and_the_largest_gap_otherwise():
     assert off["bne_utility_gap"] == 1.0
 
 
-def test_collusion_index_is_zero_at_truth_and_one_at_the_best_common_markup():
+def test_collusion_index_is_zero_at_truth_and_one_at_the_joint_profit_reference():
     """Under offline (IC) the equilibrium is truth: truthful sellers' utility on the
-    scale's own markets is u_N (Delta 0), and the best common markup's is u_M (Delta 1);
+    scale's own markets is u_N (Delta 0), the cartel's joint-profit reference u_M (Delta
+    1; the markup index is 1 at the best common markup, which u_M is at least);
     the index of a round of truthful sellers is close to 0 on average over rounds."""
     from market_sim.psro import _mean_utility, _Sample
 
@@ -202,9 +203,10 @@ def test_collusion_index_is_zero_at_truth_and_one_at_the_best_common_markup():
     model = MarketModel(p["m"], dist=p["dist"], mechanism="offline", strategy="truthful",
                         rounds=6, gamma=p["gamma"], new_costs_each_round=True, seed=1)  # fmt: skip
     scale = study.collusion_reference(model, p, None)
-    assert scale.u_collusive > scale.u_nash >= 0 and scale.multiplier > 1
+    assert scale.u_collusive >= scale.u_markup > scale.u_nash >= 0 and scale.multiplier > 1
     assert study.collusion_index(scale, scale.u_nash) == 0
     assert study.collusion_index(scale, scale.u_collusive) == pytest.approx(1)
+    assert study.collusion_index(scale, scale.u_markup, "u_markup") == pytest.approx(1)
     # u_N is the truthful utility on the sampled markets, recomputed here
     sample = _Sample(model.dist, p["m"], study.COLLUSION_MARKETS,
                      np.random.default_rng(p["reference_seed"]))  # fmt: skip
@@ -231,3 +233,18 @@ def test_the_report_splits_the_summary_into_narrow_tables_with_every_number():
         assert first == [f"{v:.3g} ± {ci:.2g}" for v, ci in pairs]
     assert cells["BNE payment ratio"] == ["n/a", "1.25", "1.25"]  # offline: IC, no BNE
     assert cells["rounds"] == [20, 20, 20]
+
+
+def test_the_study_runs_on_a_beta_law(monkeypatch):
+    """Issue #47: ``dist=beta:2:5:0:2`` crashed every task ("only 0 sellers have a finite
+    virtual cost"): the collusion reference's largest markup put every report at 2,
+    where Beta(2, 5)'s density is 0.  Small references here (the offline mechanism on
+    a Beta law evaluates its virtual cost through scipy, slowly)."""
+    monkeypatch.setattr(study, "COLLUSION_MARKETS", 4)
+    monkeypatch.setattr(study, "COLLUSION_MULTIPLIERS", 5)  # 1 ... 1000: the top
+    monkeypatch.setattr(study, "COLLUSION_LEVELS", 3)
+    monkeypatch.setattr(study, "IC_PROFILES", 1)
+    monkeypatch.setattr(study, "_SCALE", {})
+    df = rows(dist="beta:2:5:0:2", m=3, rounds=2, mechanism="offline")
+    assert len(df) == 2 and np.isfinite(df["collusion_index"]).all()
+    assert np.isfinite(df["collusion_index_markup"]).all()

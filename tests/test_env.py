@@ -46,6 +46,37 @@ def test_seller_env_passes_gymnasium_check(opponents):
         check_env(SellerEnv(4, opponents=opponents, rounds=3, mechanism="pay-as-bid"))
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"mechanism": "pay-as-bid"},  # the issue's case, at the default rounds=1
+        {"mechanism": "offline", "public": True},
+        {"mechanism": "pay-as-bid", "new_costs_each_round": True, "rounds": 2},
+        {"mechanism": "offline", "budget": 1.0},
+    ],
+)
+def test_seller_env_passes_gymnasium_check_at_every_documented_setting(options):
+    """Issue #49: at the default ``rounds=1`` check_env failed ("truncates after 1
+    step"): a one-round episode is a one-shot game, now *terminated* (env.py's doc)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_env(SellerEnv(5, dist="uniform:0:1", **options))
+    env = SellerEnv(5, dist="uniform:0:1", mechanism="pay-as-bid")
+    obs, _ = env.reset(seed=0)
+    _, _, terminated, truncated, _ = env.step(np.array([obs[0]], np.float32))
+    assert terminated and not truncated
+
+
+def test_a_one_round_market_env_terminates_its_sellers():
+    env = MarketEnv(3, rounds=1, mechanism="pay-as-bid")
+    obs, _ = env.reset(seed=0)
+    _, _, terminations, truncations, _ = env.step(_truthful(env, obs))
+    assert all(terminations.values()) and not any(truncations.values()) and not env.agents
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        parallel_api_test(MarketEnv(3, rounds=1, mechanism="pay-as-bid"), num_cycles=5)
+
+
 # ---- the market is MarketModel's ---------------------------------------------------------
 def test_truthful_round_pays_the_offline_mechanism():
     """Truthful reports: each reward is the offline mechanism's t_i - c_i eps_i on the
@@ -164,6 +195,15 @@ def test_bad_actions_get_one_line_errors():
             env.step({**acts, "seller_1": bad})
     with pytest.raises(MarketSimError, match="no action for seller_2"):
         env.step({k: v for k, v in acts.items() if k != "seller_2"})
+    # issue #49: an action for an agent that doesn't exist was silently ignored
+    for extra in (np.array([0.5], np.float32), np.array([np.nan], np.float32)):
+        with pytest.raises(MarketSimError, match="'seller_9', which is not a live seller"):
+            env.step({**acts, "seller_9": extra})
+    with pytest.raises(MarketSimError, match="'nobody', which is not a live seller"):
+        env.step({**{k: v for k, v in acts.items() if k != "seller_2"}, "nobody": acts["seller_2"]})
+    with pytest.raises(MarketSimError, match="dict"):
+        env.step([0.5, 0.5, 0.5])
+    assert env.core.round == 0  # nothing was played
     with pytest.raises(MarketSimError, match="rounds"):
         MarketEnv(3, rounds=0)
     with pytest.raises(MarketSimError):

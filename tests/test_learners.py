@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from market_sim.agents import MarketModel, SellerGroup, Strategy, as_strategy
-from market_sim.agents.learners import Exp3, Hedge, QLearning
+from market_sim.agents.learners import DEFAULT_MULTIPLIERS, Exp3, Hedge, QLearning
 from market_sim.cli import main
 from market_sim.distributions import parse_distribution
 from market_sim.errors import MarketSimError
@@ -79,23 +79,68 @@ def test_exp3_importance_weighted_update():
     sel = _group([2.0])
     np.testing.assert_allclose(e.probabilities(), [[0.5, 0.5]])
     e.report_all(sel, model)
+    e.observe_all(sel, np.array([3.0]), model)  # one value seen: range [3, 3], reward 0
+    np.testing.assert_allclose(e.probabilities(), [[0.5, 0.5]])
+    e.report_all(sel, model)
+    e.observe_all(sel, np.array([1.0]), model)  # range [1, 3]: reward (1 - 1)/2 = 0
+    np.testing.assert_allclose(e.probabilities(), [[0.5, 0.5]])
+    e.report_all(sel, model)
     arm = int(e.last[0])
-    e.observe_all(sel, np.array([3.0]), model)  # range [0, 3]: reward 1, estimate 1 / 0.5
+    e.observe_all(sel, np.array([2.0]), model)  # range [1, 3]: reward 1/2, estimate 1/2 / 0.5
     g = np.zeros(2)
-    g[arm] = 2.0
+    g[arm] = 1.0
     w = np.exp(0.5 * g / 2)
     p = 0.5 * w / w.sum() + 0.25  # (1 - gamma) w / sum w + gamma / K
     np.testing.assert_allclose(e.probabilities()[0], p)
     e.report_all(sel, model)
     arm2, p2 = int(e.last[0]), p[int(e.last[0])]
-    e.observe_all(sel, np.array([1.0]), model)  # range still [0, 3]: reward 1/3
-    g[arm2] += (1 / 3) / p2
+    e.observe_all(sel, np.array([5.0]), model)  # range [1, 5]: reward 1
+    g[arm2] += 1.0 / p2
     w = np.exp(0.5 * g / 2)
     np.testing.assert_allclose(e.probabilities()[0], 0.5 * w / w.sum() + 0.25)
     # Auer et al. (2002) Cor. 3.2: gamma = min(1, sqrt(K ln K / ((e - 1) T)))
     d = Exp3()
     d.start(1, _stub(rounds=1000))
     assert d.rate == pytest.approx(math.sqrt(7 * math.log(7) / ((math.e - 1) * 1000)))
+
+
+def _play(learner, table: np.ndarray, seed: int = 3) -> np.ndarray:
+    """Run ``learner`` (one seller) on a (T, K) table of arm utilities: each round it
+    draws an arm and observes that arm's utility (Exp3) or every arm's (Hedge); the
+    arms played."""
+    T, K = table.shape
+    model = _stub(seed=seed, rounds=T)
+    learner.start(1, model)
+    sel = _group([2.0])
+    arms = np.empty(T, dtype=int)
+    for t in range(T):
+        learner.report_all(sel, model)
+        arms[t] = int(learner.last[0])
+        if learner.full_information:
+            learner.observe_arms(sel, table[t][None, :], model)
+        else:
+            learner.observe_all(sel, table[t, arms[t]][None], model)
+    return arms
+
+
+@pytest.mark.parametrize("make", [lambda: Exp3(), lambda: Hedge()])
+def test_a_shift_of_the_utilities_does_not_change_the_play(make):
+    """Issue #49: Exp3's reward range always included 0, so utilities in [10, 11] were
+    squeezed into [0.91, 1] and it played nearly uniformly (regret 474 at T = 10^4).
+    Both learners now scale by the observed range (Hedge: the largest spread across
+    arms), so utilities + 10 give the same play, arm for arm, with the same seed; and
+    Exp3's regret there stays below Auer et al.'s bound 2.63 sqrt(T K ln K) (rewards
+    of range 1) and well below uniform play's."""
+    T, K = 3000, len(DEFAULT_MULTIPLIERS)
+    rng = np.random.default_rng(0)
+    means = np.linspace(0.2, 0.8, K)  # arm K - 1 is the best by 0.1 per round
+    table = np.clip(means + 0.2 * rng.standard_normal((T, K)), 0.0, 1.0)
+    arms = _play(make(), table)
+    shifted = _play(make(), table + 10.0)
+    np.testing.assert_array_equal(arms, shifted)
+    regret = table[:, -1].sum() - table[np.arange(T), shifted].sum()
+    uniform = table[:, -1].sum() - table.mean(axis=1).sum()  # 0.3 T
+    assert regret < 2.63 * math.sqrt(T * K * math.log(K)) and regret < 0.5 * uniform
 
 
 def test_q_learning_update_and_decaying_exploration():
