@@ -27,14 +27,19 @@ def _supports(case):
 
 
 def _grids(case, supports):
+    """Each seller's own grid: ``n_grid`` points of its support, and every critical point
+    of the case (its ``points``, the witnesses' costs and reports), each with neighbours
+    w 10^-k either side (k = 2..9): a cost just past a jump is where a wrong price shows."""
     extra = list(case.points)
     for w in (case.gain, case.ir_fail):
         if w is not None:
             extra += [w.cost] + ([w.report] if hasattr(w, "report") else [])
     grids = {}
     for i, (lo, hi) in enumerate(supports):
-        own = [x for x in extra if lo <= x <= hi]
-        grids[i] = np.unique(np.r_[np.linspace(lo, hi, case.n_grid), own])
+        steps = (hi - lo) * 10.0 ** -np.arange(2, 10)
+        near = [x + sign * steps for x in extra for sign in (-1, 1)]
+        own = np.r_[np.linspace(lo, hi, case.n_grid), extra, *near]
+        grids[i] = np.unique(own[(own >= lo) & (own <= hi)])
     return grids
 
 
@@ -72,7 +77,7 @@ def test_truth_by_brute_force(case):
         assert u == pytest.approx(w.utility, rel=1e-9, abs=1e-9 * scale)
         assert u < -1e-6 * scale and f.min_utility <= u * (1 - 1e-9)
     if getattr(mech, "randomized", False):
-        for p in profiles[:2]:
+        for p in profiles[:1]:
             check_expectation(mech, p)
 
 

@@ -15,10 +15,32 @@ import numpy as np
 
 from market_sim.auditing import audit
 
-from . import earlier, interior, library, population, rare, tolerance, units, windows
+from . import (
+    earlier,
+    interior,
+    library,
+    novel,
+    population,
+    rare,
+    structure,
+    tolerance,
+    units,
+    windows,
+)
 from .common import Case
 
-MODULES = (earlier, library, tolerance, rare, interior, units, windows, population)
+MODULES = (
+    earlier,
+    library,
+    tolerance,
+    rare,
+    interior,
+    units,
+    windows,
+    population,
+    novel,
+    structure,
+)
 CASES: list[Case] = [c for m in MODULES for c in m.CASES]
 KNOWN_WRONG_FILE = Path(__file__).with_name("KNOWN_WRONG.md")
 

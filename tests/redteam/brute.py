@@ -102,7 +102,7 @@ class Strata:
     of n stratified uniforms u_k = (k + 1/2) / n (a normal draw: its quantile).  The
     mean of ``outcome`` over k = 0..n-1 is then the midpoint rule for each draw's
     marginal, exact for an indicator {u < p} with p a multiple of 1/n (a prize of
-    probability 1e-4 is hit in exactly 2 of 20000 strata), and for payments linear in
+    probability 1e-4 is hit in exactly 1 of 10000 strata), and for payments linear in
     each draw (every draw of a call shares u_k: only marginals are right)."""
 
     def __init__(self, u: float):
@@ -116,7 +116,7 @@ class Strata:
         return np.full(size, z) if size is not None else z
 
 
-def check_expectation(mech, reports, n: int = 20000) -> None:
+def check_expectation(mech, reports, n: int = 10000) -> None:
     """``expected(reports)`` equals the stratified mean of ``outcome`` (``Strata``) to
     1e-9 of the largest |value| for every seller's eps and payment."""
     r = np.asarray(reports, dtype=float)

@@ -126,6 +126,11 @@ class Case:
         return bool(getattr(self.make(), "randomized", False))
 
 
+# a randomized case's audit in the test: small (each candidate costs n_draws outcomes and the
+# confirmation up to n_confirm_max), with profiles of as many sellers
+RANDOM = dict(n_sellers=3, n_markets=2, settings=dict(n_grid=9, n_random=8, n_confirm_max=1024))
+
+
 def drawn_profiles(law_lo: float, law_hi: float, n: int, k: int = 6, seed: int = 0) -> tuple:
     """k uniform profiles of n reports (a seeded sample of ordinary markets) and the
     corner profiles (all at lo, all at hi)."""

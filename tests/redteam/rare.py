@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from functools import partial
 
-from .common import U15, Case, LinearMechanism, Witness, drawn_profiles
+from .common import RANDOM, U15, Case, LinearMechanism, Witness, drawn_profiles
 
 LAW = "uniform:1:5"
-PROFILES = drawn_profiles(1.0, 5.0, 4, seed=7)
+PROFILES = drawn_profiles(1.0, 5.0, 3, seed=7)
 
 
 class Prize(LinearMechanism):
@@ -40,12 +40,12 @@ class Prize(LinearMechanism):
 def _case(name, p, prize, above, cost, verdicts):
     make = partial(Prize, p, prize, above)
     if above <= 1.0:
-        return Case(name, "rare prize", make, LAW, True, True, PROFILES, n_sellers=4,
-                    n_markets=2, verdicts=verdicts, ir_verdicts=("ir", "inconclusive"))  # fmt: skip
+        return Case(name, "rare prize", make, LAW, True, True, PROFILES, **RANDOM,
+                    verdicts=verdicts, ir_verdicts=("ir", "inconclusive"))  # fmt: skip
     gain = p * prize - U15.loss(cost, above)
-    return Case(name, "rare prize", make, LAW, False, True, PROFILES, n_sellers=4, n_markets=2,
+    return Case(name, "rare prize", make, LAW, False, True, PROFILES, **RANDOM,
                 gain=Witness(0, cost, above, PROFILES[0], gain), points=(above,),
-                verdicts=verdicts)  # fmt: skip
+                verdicts=verdicts, ir_verdicts=("ir", "inconclusive"))  # fmt: skip
 
 
 # a prize of 10 w with probability 1e-2 (expected 0.4) and of 300 w with probability 1e-4

@@ -8,7 +8,7 @@ are judged on their own scale: w x their own eps <= 4."""
 
 from __future__ import annotations
 
-from .common import Case, IRWitness, LinearMechanism, Witness, drawn_profiles
+from .common import RANDOM, Case, IRWitness, LinearMechanism, Witness, drawn_profiles
 
 LAW = "uniform:1:5"
 PROFILES = drawn_profiles(1.0, 5.0, 5, seed=1)
@@ -64,6 +64,7 @@ class HijackShadeLottery(HijackShade):
         return super().outcome(reports)
 
 
+PROFILES3 = drawn_profiles(1.0, 5.0, 3, seed=1)
 SHADE = Witness(1, 1.0, 1.25, PROFILES[0], 0.009375)
 CASES = [
     Case("hijack-truthful", "tolerance hijack", Hijack, LAW, True, True, PROFILES,
@@ -73,6 +74,7 @@ CASES = [
     Case("hijack-shade", "tolerance hijack", HijackShade, LAW, False, True, PROFILES,
          gain=SHADE, brute_sellers=(0, 1)),
     Case("hijack-shade-lottery", "tolerance hijack", HijackShadeLottery, LAW, False, True,
-         PROFILES, gain=SHADE, brute_sellers=(0, 1), n_sellers=4, n_markets=2,
+         PROFILES3, gain=Witness(1, 1.0, 1.25, PROFILES3[0], 0.009375), brute_sellers=(0, 1),
+         **RANDOM,
          verdicts=("not_ic", "inconclusive"), ir_verdicts=("ir", "inconclusive")),
 ]  # fmt: skip
