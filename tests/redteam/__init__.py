@@ -24,6 +24,7 @@ from . import (
     rare,
     structure,
     tolerance,
+    twins,
     units,
     windows,
 )
@@ -40,6 +41,7 @@ MODULES = (
     population,
     novel,
     structure,
+    twins,
 )
 CASES: list[Case] = [c for m in MODULES for c in m.CASES]
 KNOWN_WRONG_FILE = Path(__file__).with_name("KNOWN_WRONG.md")

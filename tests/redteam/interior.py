@@ -24,7 +24,9 @@ def _others(r):
 
 
 class TwoInBand(LinearMechanism):
-    """Bonus when exactly two others report in [2.9, 3.1] (a band 5% of the support)."""
+    """T(r) + 0.5 for an own report >= 4.5 when exactly two others report in [2.9, 3.1]
+    (a band 5% of the support).  Profile (., 3, 3, 1.5, 4.8): cost 4.4 reporting 4.5
+    gains 0.5 - 0.1^2/8 = 0.49875.  Not IC; IR."""
 
     def outcome(self, reports, rng=None):
         r, eps, pay = self.base(reports)
@@ -34,8 +36,9 @@ class TwoInBand(LinearMechanism):
 
 
 class OneTiedPair(LinearMechanism):
-    """Bonus when the others' reports have exactly one tie: n - 2 distinct values among
-    n - 1 (all tied, or all at one end, are not one tie)."""
+    """T(r) + 0.5 for an own report >= 4.5 when the others' reports have exactly one tie:
+    n - 2 distinct values among n - 1 (all tied, or all at one end, are not one tie).
+    Profile (., 2, 2, 3, 1.5): cost 4.4 reporting 4.5 gains 0.49875.  Not IC; IR."""
 
     def outcome(self, reports, rng=None):
         r, eps, pay = self.base(reports)
@@ -45,7 +48,9 @@ class OneTiedPair(LinearMechanism):
 
 
 class ThreeBelow(LinearMechanism):
-    """Bonus when exactly three others report below 1.2 (the floor profile has four)."""
+    """T(r) + 0.5 for an own report >= 4.5 when exactly three others report below 1.2
+    (the floor profile has four).  Profile (., 1.1, 1.1, 1.1, 4): cost 4.4 reporting 4.5
+    gains 0.49875.  Not IC; IR."""
 
     def outcome(self, reports, rng=None):
         r, eps, pay = self.base(reports)

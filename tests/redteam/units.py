@@ -20,7 +20,9 @@ D = 0.03
 
 
 class Shade(LinearMechanism):
-    """T(r) + d (r - lo) eps(r) on ``rule`` (module doc for the gain)."""
+    """T(r) + d (r - lo) eps(r) on ``rule`` = [lo, hi] at scale s.  Cost lo reporting
+    lo + w d / (1 + 2 d) gains s w d^2 / (2 (1 + 2 d)) (the module doc's derivation):
+    not IC in every unit for d > 0, IC for d = 0; IR (the extra term is >= 0)."""
 
     def __init__(self, rule: Linear, d: float = D):
         self.rule, self.d = rule, d
