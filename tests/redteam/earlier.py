@@ -31,10 +31,9 @@ class UniformPrice2(LinearMechanism):
 
     def outcome(self, reports, rng=None):
         r = np.asarray(reports, dtype=float)
-        order = np.argsort(r, kind="stable")
-        win = np.zeros(r.size)
-        win[order[:2]] = 1.0
-        return win, win * r[order[2]]
+        rank = np.lexsort((np.arange(r.size), r)).argsort()  # by report, then by index
+        win = (rank < 2).astype(float)
+        return win, win * np.partition(r, 2)[2]
 
 
 class PayAsBidLump(LinearMechanism):

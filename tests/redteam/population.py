@@ -87,10 +87,10 @@ def _make(cls):
 
 CASES = [
     Case("own-psi-price", "population support", _make(OwnPsiPrice), LAW, True, True,
-         PROFILES, brute_sellers=(0, 7), n_sellers=10, n_markets=2, points=(0.75, 1.25)),
+         PROFILES, brute_sellers=(0, 7), n_sellers=10, n_markets=1, points=(0.75, 1.25)),
     Case("own-top-price", "population support", _make(OwnTopPrice), LAW, True, True,
-         PROFILES, brute_sellers=(0, 7), n_sellers=10, n_markets=2),
+         PROFILES, brute_sellers=(0, 7), n_sellers=10, n_markets=1),
     Case("class-fee", "population support", _make(ClassFee), LAW, True, False, PROFILES,
          ir_fail=IRWitness(7, 2.0, PROFILES[0], -0.05), brute_sellers=(0, 7), n_sellers=10,
-         n_markets=2),
+         n_markets=1),
 ]  # fmt: skip
