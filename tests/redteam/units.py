@@ -48,6 +48,10 @@ CASES = [
     _case("shade-kilo", 1000.0, 1001.0, 1.0, D, "uniform:1000:1001"),
     _case("shade-micro", 0.0, 1e-6, 1.0, D, "uniform:0:1e-6"),
     _case("shade-micro-eps", 0.0, 1.0, 1e-6, D, "uniform:0:1"),
+    # d = 0.02: gain s w x 1.923e-4, 1.9e-10 on [0, 1e-6] (the same mechanism on [0, 1]
+    # gains 1.9e-4)
+    _case("shade-micro-small", 0.0, 1e-6, 1.0, 0.02, "uniform:0:1e-6"),
+    _case("shade-unit-small", 0.0, 1.0, 1.0, 0.02, "uniform:0:1"),
     _case("shade-mega-eps", 1.0, 5.0, 1e6, D, "uniform:1:5"),
     _case("truthful-micro", 0.0, 1e-6, 1.0, 0.0, "uniform:0:1e-6"),
     _case("truthful-kilo-mega-eps", 1000.0, 1001.0, 1e6, 0.0, "uniform:1000:1001"),
