@@ -164,9 +164,10 @@ def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
     rows = [head, "|" + "---|" * (16 if eq else 13)]
     for _, r in lb.iterrows():
         ic = "IC" if r["ic"] == "ic" else f"**{r['ic'].replace('_', ' ').upper()}**"
-        if r["ic"] == "not_audited":
-            ic = "not audited"
+        if r["ic"] in ("not_audited", TRUSTED):
+            ic = "not audited" if r["ic"] == "not_audited" else "IC (proof)"
         ir = "IR" if r["ir"] == "ir" else ("n/a" if r["ir"] == "not_audited" else "**NOT IR**")
+        ir = "IR (proof)" if r["ir"] == TRUSTED_IR else ir
         diff = (
             "baseline"
             if r["mechanism"] == s["baseline"]
@@ -190,9 +191,10 @@ def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
     rows.append("")
     rows.append(_theory(lb) if not eq else _theory_at_equilibrium(lb))
     played = (
-        "At equilibrium: a mechanism the audit does not find IC is played at its symmetric "
-        "BNE (each seller reports b(c)), with the BNE's epsilon and relative loss L; the "
-        "IC ones at truth.  "
+        "At equilibrium: a mechanism neither found IC by the audit nor proved IC by the "
+        "library ('IC (proof)': offline and online, built from their names, are not "
+        "audited) is played at its symmetric BNE (each seller reports b(c)), with the BNE's "
+        "epsilon and relative loss L; the IC ones at truth.  "
         if s.get("at", "truth") == "equilibrium"
         else "At truth: every seller reports its cost (at='truth', the default).  "
     ) + (
@@ -209,7 +211,7 @@ def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
         "payments; payment: total paid per market; bought: sellers bought per market; "
         "empty: markets where nothing was bought; max gain: the audit's largest gain of a "
         "misreport; IC / IR: the audit's verdicts on the same markets (bold: flagged); "
-        "IC rank: rank among the mechanisms audited IC and IR; seconds: its runs "
+        "IC rank: rank among the mechanisms audited (or proved) IC and IR; seconds: its runs "
         "and its audit on these markets."
     )
     return note + "\n\n" + "\n".join(rows).rstrip()
@@ -318,7 +320,7 @@ def compare(
     sigma: float = 1.0,
     gamma: float = 1.0,
     privacy: float = 1.0,
-    audit: bool = True,
+    audit: bool | str | Sequence[str] = True,
     n_grid: int = 33,
     n_random: int = 32,
     refine: bool = True,
@@ -334,7 +336,9 @@ def compare(
 ) -> CompareResult:
     """Run ``mechanisms`` (names, ``name:key=value`` specs, ``path/file.py:Class``,
     classes or instances; at least two) on the same ``n_markets`` markets and audit each
-    on them (``audit=False`` skips it; ``n_grid``, ``n_random``, ``refine``,
+    on them (``audit=False`` skips it, a label or list of labels audits those only; at
+    ``at="equilibrium"`` ``audit=True`` skips the mechanisms the library proves IC, built
+    from their names, whose ic column then says so; ``n_grid``, ``n_random``, ``refine``,
     ``refine_iter`` are the audit's search settings).  The markets are drawn with
     ``rng`` (a Generator or a seed) from ``dist``: a
     :class:`~market_sim.population.Population` (or its spec; ``n_sellers`` then omitted
@@ -356,15 +360,19 @@ def compare(
     seed, rng = _generator(rng)
     n_markets = check_int("n_markets", n_markets, 2)
     check_params(mu, sigma, gamma)
-    _check_at(at, audit)
+    _check_at(at)
     populations = _populations(dist, n_sellers)
     ctx = dict(mu=mu, sigma=sigma, gamma=gamma, privacy=privacy)
     specs, built, labels = _build_mechanisms(mechanisms, populations, ctx)
     baseline = _check_baseline(baseline, labels)
+    trusted = _trusted(specs, built, labels)
+    audited = _audited(audit, labels, trusted, at)
     given = _given_bids(bids, labels)
     search = dict(n_grid=n_grid, n_random=n_random, refine=refine, refine_iter=refine_iter)
-    settings = _settings(labels, specs, populations, n_markets, baseline, ctx, audit, search, seed)
-    settings |= {"at": at, "bne_options": dict(bne_options or {})}
+    settings = _settings(labels, specs, populations, n_markets, baseline, ctx, bool(audited),
+                         search, seed)  # fmt: skip
+    settings |= {"at": at, "bne_options": dict(bne_options or {}), "audited": sorted(audited),
+                 "trusted": sorted(trusted)}  # fmt: skip
     settings["bids"] = {
         k: v if isinstance(v, str) else type(v).__name__ for k, v in (bids or {}).items()
     }
@@ -378,7 +386,8 @@ def compare(
     arms = [
         (m, label, mech) for m in populations for label, mech in zip(labels, built[m], strict=True)
     ]
-    verdicts = _audit_arms(arms, drawn, populations, search, audit, where, store, progress)
+    verdicts = _audit_arms(arms, drawn, populations, search, (audited, trusted), where, store,
+                           progress)  # fmt: skip
     played = _score_arms(arms, drawn, populations, verdicts, at, bne_seeds, bne_options, ctx,
                          given, where, store, progress)  # fmt: skip
     rows, paired_rows, market_rows = _tables(arms, played, verdicts, populations, labels,
@@ -424,18 +433,21 @@ def _tables(arms, played, verdicts, populations, labels, baseline, ctx, n_market
     return rows, paired_rows, market_rows
 
 
-def _audit_arms(arms, drawn, populations, search, audit, where, store, progress) -> dict:
+def _audit_arms(arms, drawn, populations, search, which, where, store, progress) -> dict:
     """{(m, label): verdicts} of every mechanism on the markets of its size: the audits'
     markets, all of them one task each, on the executor (a data-needing mechanism with
-    each market's data); without ``audit`` the not-audited verdicts.  ``_seconds``: the
-    audit's time."""
+    each market's data).  ``which`` = (audited labels, trusted labels): a mechanism not
+    audited gets the library's proof if trusted, else the not-audited verdicts.
+    ``_seconds``: the audit's time."""
     from . import auditing
 
-    out = {(m, label): dict(_NOT_AUDITED) for m, label, _ in arms}
-    if not audit:
-        return out
+    audited, trusted = which
+    proof = dict(_NOT_AUDITED, ic=TRUSTED, ir=TRUSTED_IR)
+    out = {(m, label): dict(proof if label in trusted else _NOT_AUDITED) for m, label, _ in arms}
     works = {}
     for m, label, mech in arms:
+        if label not in audited:
+            continue
         mk, pop = drawn[m], populations[m]
         K, n = mk.costs.shape
         settings = auditing.audit_settings(**search)
@@ -473,11 +485,46 @@ def _score_arm(mech, markets, pop, ic, at, bne_seed, bne_options, ctx, given=Non
 AT = ("truth", "equilibrium")
 
 
-def _check_at(at, audit) -> None:
+# The ic and ir columns of a mechanism the library proves IC and IR, not audited here.
+TRUSTED, TRUSTED_IR = "ic (library proof)", "ir (library proof)"
+
+
+def _check_at(at) -> None:
     if at not in AT:
         raise MarketSimError(f"at must be one of {', '.join(AT)} (got {at!r})")
-    if at == "equilibrium" and not audit:
-        raise MarketSimError("at='equilibrium' needs the audit (it says who is not IC)")
+
+
+def _trusted(specs, built, labels) -> set[str]:
+    """The labels of mechanisms the library proves IC for every report (the classes of
+    ``certification.certified_classes``, deterministic), built here from a name: the
+    object is the library's own, unmodified (an instance or class the caller passed may
+    be modified, and is not trusted)."""
+    from .certification import certified_classes
+
+    first = next(iter(built.values()))
+    return {
+        label
+        for spec, mech, label in zip(specs, first, labels, strict=True)
+        if isinstance(spec, str)
+        and type(mech) in certified_classes()
+        and not getattr(mech, "randomized", False)
+    }
+
+
+def _audited(audit, labels, trusted: set[str], at: str) -> set[str]:
+    """Which mechanisms to audit: ``audit`` True (all; at equilibrium all but the trusted,
+    whose verdict the library proves), False (none) or the labels to audit."""
+    if audit is True:
+        return set(labels) - trusted if at == "equilibrium" else set(labels)
+    if audit is False or audit is None:
+        return set()
+    chosen = [audit] if isinstance(audit, str) else list(audit)
+    unknown = [a for a in chosen if a not in labels]
+    if unknown:
+        raise MarketSimError(
+            f"audit: {unknown[0]!r} is not one of the mechanisms compared ({', '.join(labels)})"
+        )
+    return set(chosen)
 
 
 def _given_bids(bids, labels) -> dict:
@@ -504,7 +551,7 @@ def _play(mech, pop: Population, ic, at, bne_seed, bne_options, ctx, given=None)
     classes, one solve seed for all mechanisms."""
     if given is not None:
         return {"played": "given bids", "bne": given}
-    if at == "truth" or ic == "ic":
+    if at == "truth" or ic in ("ic", TRUSTED):
         return {"played": "truth", "bne": None}
     from .equilibrium import bne
 
@@ -838,7 +885,7 @@ def _rank(lb: pd.DataFrame) -> pd.DataFrame:
     lb = lb.sort_values(keys, kind="stable")
     lb = lb.reset_index(drop=True)
     lb.insert(0, "rank", lb.groupby("n_sellers").cumcount() + 1)
-    ok = (lb["ic"] == "ic") & (lb["ir"] == "ir")
+    ok = lb["ic"].isin(["ic", TRUSTED]) & lb["ir"].isin(["ir", TRUSTED_IR])
     rank_ic = lb[ok].groupby("n_sellers").cumcount() + 1
     lb["rank_ic"] = rank_ic.reindex(lb.index).astype(float)
     return lb
@@ -956,7 +1003,8 @@ def _zoom_on_crowd(ax, drawn, crowd: float = 0.1, least: int = 3) -> None:
 def _failed_properties(ic, ir) -> str:
     """What the legend says of a mechanism's audit: "" (IC and IR), "not IC", "not IR",
     "not IC/IR", "IC inconclusive", "IR inconclusive" or "not audited"."""
-    ic, ir = set(ic), set(ir)
+    ic = {"ic" if v == TRUSTED else v for v in ic}
+    ir = {"ir" if v == TRUSTED_IR else v for v in ir}
     if "not_audited" in ic:
         return "not audited"
     failed = [p for p, seen in (("IC", ic), ("IR", ir)) if f"not_{p.lower()}" in seen]

@@ -16,7 +16,7 @@ import pytest
 from scipy import stats
 
 from market_sim.auditing import audit
-from market_sim.comparison import compare, objective, t_interval
+from market_sim.comparison import TRUSTED, TRUSTED_IR, compare, objective, t_interval
 from market_sim.errors import MarketSimError
 
 IC_IR = ["offline", "online", "posted-price"]
@@ -324,5 +324,31 @@ def test_at_equilibrium_offline_ranks_first_and_the_truth_table_says_truth():
     assert "as the revelation principle says" in eq.format()
     with pytest.raises(MarketSimError, match="at must be one of"):
         compare(mechs, "uniform:0:1", 12, 8, 3, at="nash")
-    with pytest.raises(MarketSimError, match="needs the audit"):
-        compare(mechs, "uniform:0:1", 12, 8, 3, at="equilibrium", audit=False)
+    # audit=True at equilibrium skips offline: the library proves it IC and IR
+    assert lb.loc["offline", "ic"] == TRUSTED and lb.loc["offline", "ir"] == TRUSTED_IR
+    assert lb.loc["pay-as-bid", "ic"] == "not_ic"
+    assert "IC (proof)" in eq.format()
+
+
+def test_audit_only_some_mechanisms_and_trust_only_the_librarys_own():
+    """--audit LABEL audits those only (offline, not audited, is proved IC by the library);
+    at equilibrium without audits, online built from
+    its name is trusted (played at truth), an offline instance the caller passes is not
+    (it may be modified: it is played at its BNE, which the solver finds at truth)."""
+    from market_sim.mechanisms.base import as_mechanism
+
+    kw = dict(n_grid=9, n_random=4, refine=False)
+    one = compare(["pay-as-bid", "offline"], "uniform:0:1", 6, 3, 3, audit=["pay-as-bid"], **kw)
+    lb = one.leaderboard.set_index("mechanism")
+    assert lb.loc["pay-as-bid", "ic"] == "not_ic" and lb.loc["offline", "ic"] == TRUSTED
+    with pytest.raises(MarketSimError, match="'nonesuch' is not one of the mechanisms"):
+        compare(["pay-as-bid", "offline"], "uniform:0:1", 6, 3, 3, audit=["nonesuch"])
+    mine = as_mechanism("offline", dist="uniform:0:1", n_sellers=6)  # an instance
+    eq = compare(["online", mine], "uniform:0:1", 6, 3, 3, at="equilibrium", audit=False,
+                 bne_options={"samples": 64, "max_iter": 2}, **kw)  # fmt: skip
+    rows = eq.leaderboard.set_index("mechanism")
+    assert (rows.loc["online", "ic"], rows.loc["online", "played"]) == (TRUSTED, "truth")
+    assert (rows.loc["offline", "ic"], rows.loc["offline", "played"]) == (
+        "not_audited",
+        "equilibrium",
+    )

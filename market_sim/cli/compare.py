@@ -89,11 +89,19 @@ def add_parser(subparsers):
     a.add_argument("--no-refine", action="store_true", help="audit: no local search")
     a.add_argument("--no-audit", action="store_true", help="skip the audits (no IC column)")
     a.add_argument(
+        "--audit",
+        action="append",
+        default=None,
+        metavar="LABEL",
+        help="audit only this mechanism (its label in the table; repeat for others)",
+    )
+    a.add_argument(
         "--at",
         choices=("truth", "equilibrium"),
         default="truth",
         help="truth: every seller reports its cost (default); equilibrium: a mechanism "
-        "the audit does not find IC is played at its symmetric BNE",
+        "neither found IC by the audit nor proved IC by the library (offline, online by "
+        "name; not audited there) is played at its symmetric BNE",
     )
     a.add_argument(
         "--bne-samples",
@@ -116,6 +124,7 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
+    _audit_arg(args)  # refused before any work
     pop = population_of(args)
     dist = pop if pop is not None else parse_distribution(args.dist, iron=args.iron)
     out = output_folder(args)
@@ -129,6 +138,13 @@ def run(args) -> int:
         result.write(out)
         print(f"written to {out}: " + ", ".join(_files()))
     return 0
+
+
+def _audit_arg(args):
+    """compare's ``audit``: False (--no-audit), the labels of --audit, or True (all)."""
+    if args.no_audit and args.audit:
+        raise MarketSimError("give --no-audit or --audit LABEL, not both")
+    return False if args.no_audit else (args.audit or True)
 
 
 def _compare(args, dist, pop, store, where):
@@ -145,7 +161,7 @@ def _compare(args, dist, pop, store, where):
         sigma=args.sigma,
         gamma=args.gamma,
         privacy=args.privacy,
-        audit=not args.no_audit,
+        audit=_audit_arg(args),
         n_grid=args.grid,
         n_random=args.random,
         refine=not args.no_refine,
