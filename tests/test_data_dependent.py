@@ -174,17 +174,6 @@ def test_monotonicity_check_reports_a_rise():
     assert bad.size == reports.size - 1
 
 
-def test_myerson_payment_covers_cost_and_matches_the_integral():
-    X, y, costs, dist = market()
-    kw = dict(mu=1000.0, sigma=1.0, gamma=1.0, reg_lambda=0.1, eps_avg_grid=GRID)
-    t = dd.myerson_payment(0, X, y, costs, dist.virtual_cost, 1.0, n_nodes=9, **kw)
-    eps0 = dd.solve(X, y, dist.virtual_cost(costs), **kw).eps[0]
-    assert t >= costs[0] * eps0  # individually rational
-    z = np.linspace(costs[0], 1.0, 9)
-    eps = dd.own_cost_response(0, X, y, costs, dist.virtual_cost, z, **kw)
-    assert t == pytest.approx(costs[0] * eps0 + np.trapezoid(eps, z))
-
-
 @pytest.mark.parametrize(
     "bad,msg",
     [
@@ -524,3 +513,110 @@ def test_envelope_payment_with_a_curved_virtual_cost_and_bad_rule():
     assert jumps and 3 < errs[0] / errs[1] < 5 and errs[1] <= 2e-4 * dev.eps.max()
     with pytest.raises(MarketSimError, match="payment_rule"):
         DataDependentMechanism(dist, payment_rule="simpson")
+
+
+# ---- exact payments on every law: pieces between psi's breaks (issue 47) ------------
+MIXTURES = {
+    # psi jumps up at 1, where the first class ends (pooled law)
+    "jump": ("7*uniform:0:1+3*uniform:1:2", "pooled"),
+    # psi drops at 0.5 (the density steps up): ironed there; jumps up at 1 (pooled law)
+    "ironed": ("7*uniform:0:1+3*uniform:0.5:1.5", "pooled"),
+    # a gap (1, 2) between the classes: no pooled law; each seller's own psi_i
+    "gap": ("7*uniform:0:1+3*uniform:2:3", "per-seller"),
+}
+
+
+def _mixture_mechanism(case, **kw):
+    """10 sellers with synthetic data (seed 0) of a two-class population, the mechanism
+    on its pooled law or per-seller laws, jointly convex (2 Lambda mu = 200 > 10: one
+    optimum, Thm VIII.1): (mechanism, costs, law of each seller)."""
+    from market_sim.mechanisms.builtin import DataDependentMechanism
+    from market_sim.population import Population
+
+    spec, laws = MIXTURES[case]
+    pop = Population.parse(f"{spec};data=synthetic")
+    mk = pop.sample(np.random.default_rng(0))
+    dist = pop.pooled if laws == "pooled" else pop.seller_laws
+    mech = DataDependentMechanism(dist, **CONVEX_DD, **kw).with_data(*mk.data)
+    law_of = [dist if laws == "pooled" else dist.law(i) for i in range(mk.costs.size)]
+    return mech, mk.costs, law_of
+
+
+def _quad_integral(mech, law, i, costs, lo):
+    """int_lo^top eps_i(z) dz by scipy.integrate.quad on eps_i itself (one re-solve of
+    Eq. 17 per evaluation; no use of its value V nor of the envelope theorem), split at
+    the law's breaks and ironing ends (where psi, hence eps_i, may jump)."""
+    from scipy import integrate
+
+    X, y = mech.data
+    psi = mech.dist.virtual_cost(costs)
+
+    def eps(z):
+        P = psi.copy()
+        P[i] = law.virtual_cost(z)
+        return dd.solve_many(X, y, P[None, :], **mech._kw()).eps[0, i]
+
+    hi = law.support[1]
+    ends = [e for a, b, _ in law.iron_intervals for e in (a, b)]
+    cuts = np.unique([lo, hi, *(c for c in (*law.breaks, *ends) if lo < c < hi)])
+    return sum(integrate.quad(eps, a, b, epsabs=1e-12, epsrel=1e-10, limit=200)[0]
+               for a, b in pairwise(cuts))  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(MIXTURES))
+def test_payments_equal_an_independent_integral_on_mixtures(case):
+    """Myerson's t_i(c) - c eps_i(c) = int_c^top eps_i (Lemma III.2, 003) for the three
+    cheapest sellers and one of the upper class: the payment equals the quadrature of
+    eps_i over re-solves to 1e-9 of the largest eps.  Before, the sum over report nodes
+    multiplied V's rise across psi's jump (and along the ironed interval) by a non-zero
+    change of report: 4% (jump) and 61% (ironed) too much on this market."""
+    mech, costs, law_of = _mixture_mechanism(case)
+    out = mech.outcome(costs)
+    upper = int(np.argmax(costs))
+    for i in [*np.argsort(costs)[:3], upper]:
+        ref = costs[i] * out.eps[i] + _quad_integral(mech, law_of[i], i, costs, costs[i])
+        assert abs(out.payments[i] - ref) <= 1e-9 * out.eps.max(), (case, i)
+
+
+@pytest.mark.parametrize("case", sorted(MIXTURES))
+def test_brute_force_finds_no_gain_and_no_loss_on_mixtures(case):
+    """Every seller of the market against 81 misreports over its support (65 equally
+    spaced, the issue's 0.975, and 1e-6 either side of each break and ironing end):
+    with one optimum (jointly convex) and exact Myerson payments no misreport gains more
+    than the audit's tolerance (1e-6 w max eps + 1e-9) and every truthful utility is
+    >= -1e-9.  Before, a seller of cost 1.07 gained ~0.08 by reporting 0.975."""
+    mech, costs, law_of = _mixture_mechanism(case)
+    sellers = np.arange(costs.size)
+    rows = []
+    for i in sellers:
+        lo, hi = law_of[i].support
+        d = law_of[i]
+        marks = [e for a, b, _ in d.iron_intervals for e in (a, b)] + list(d.breaks)
+        near = [m + s for m in marks for s in (-1e-6, 1e-6)] + [0.975]
+        grid = np.r_[np.linspace(lo, hi, 65), [x for x in near if lo <= x <= hi]]
+        rows.append(np.resize(np.r_[costs[i], grid], 81))
+    cand = np.array(rows)
+    dev = mech.deviations(sellers, cand, costs)
+    util = dev.payments - costs[:, None] * dev.eps
+    width = max(d.support[1] for d in law_of) - min(d.support[0] for d in law_of)
+    tol = 1e-6 * width * dev.eps.max() + 1e-9
+    assert np.max(util[:, 1:] - util[:, :1]) <= tol
+    assert util[:, 0].min() >= -1e-9
+
+
+def test_myerson_payment_is_the_exact_rule_on_a_jump():
+    """``myerson_payment`` (the scipy solver) on the jump mixture equals the quadrature
+    of eps_i to 1e-7 of the largest eps (the scipy solve's tolerance), as does the
+    mechanism's payment by the scipy path; the old trapezoid rule on 33 reports was
+    off by ~1e-2 here."""
+    mech, costs, law_of = _mixture_mechanism("jump", solver="lbfgs")
+    X, y = mech.data
+    i = int(np.argmin(costs))
+    kw = dict(mu=mech.mu, sigma=mech.sigma, gamma=mech.gamma, reg_lambda=mech.reg_lambda,
+              eps_avg_grid=mech._kw()["eps_avg_grid"])  # fmt: skip
+    t = dd.myerson_payment(i, X, y, costs, law_of[i], **kw)
+    out = mech.outcome(costs)
+    ref = costs[i] * out.eps[i] + _quad_integral(mech, law_of[i], i, costs, costs[i])
+    assert abs(t - ref) <= 1e-7 * out.eps.max()
+    assert abs(out.payments[i] - ref) <= 1e-7 * out.eps.max()
+    assert t >= costs[i] * out.eps[i]  # individually rational
