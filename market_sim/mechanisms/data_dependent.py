@@ -467,6 +467,8 @@ class ManyResult:
     profile: np.ndarray
     w: np.ndarray
     n_reference: int = 0
+    certified_optimum: np.ndarray | None = None  # (B,) bool per row, None: not asked
+    gap_bound: np.ndarray | None = None  # (B,) objective - a proved lower bound
 
 
 def solve_many(
@@ -482,6 +484,8 @@ def solve_many(
     kappas=NEWTON_KAPPAS,
     tol: float = 1e-10,
     max_iter: int = 200,
+    certify: bool = False,
+    certify_tol: float | None = None,
 ) -> ManyResult:
     """``solve`` (p = 1, no cap, no noise, mu > 0) for every row of ``psi_rows`` by the
     compiled multi-start Newton solver (``_dd_kernel``): each eta's w-problem from the
@@ -524,7 +528,31 @@ def solve_many(
         eps[b], W[b], profile[b] = ref.eps, ref.w, ref.profile
         best[b] = int(np.argmin(ref.profile))
     objective = profile[np.arange(B), best]
-    return ManyResult(eps, etas[best], objective, profile, W, int(redo.size))
+    if not certify:
+        return ManyResult(eps, etas[best], objective, profile, W, int(redo.size))
+    cert = _certify_rows(SX, gamma, P, etas, mu, sigma, reg_lambda, eps, objective, etas[best],
+                         W, profile, certify_tol)  # fmt: skip
+    return ManyResult(eps, cert[1], cert[2], profile, W, int(redo.size), cert[3], cert[4])
+
+
+def _certify_rows(SX, gamma, P, etas, mu, sigma, lam, eps, objective, eta, W, profile, tol):
+    """``dd_certify.certify`` on every row (in place: a row the search improved gets the
+    better point): (eps, eta, objective, certified, gap)."""
+    from .dd_certify import CERTIFY_TOL, certify
+
+    tol = CERTIFY_TOL if tol is None else tol
+    B = P.shape[0]
+    ok, gap, eta = np.zeros(B, bool), np.empty(B), eta.copy()
+    objective = objective.copy()
+    for b in range(B):
+        c = certify(SX, P[b], etas, mu=mu, sigma=sigma, gamma=gamma, reg_lambda=lam,
+                    value=objective[b], eta=eta[b], a=eps[b] / eta[b], w=W[b], tol=tol)  # fmt: skip
+        ok[b], gap[b] = c.certified, c.gap
+        if c.improved:
+            eps[b], eta[b], objective[b], W[b] = c.a * c.eta, c.eta, c.value, c.w
+            j = int(np.argmin(np.abs(etas - c.eta)))
+            profile[b, j] = min(profile[b, j], c.value)
+    return eps, eta, objective, ok, gap
 
 
 _kernel_state: object = None
