@@ -867,24 +867,24 @@ def envelope_tail(plan: PaymentPlan, dist, gamma, r, psi_r, value_r, node_eps, n
     an ironed piece adds its constant eps_i times the length.  ``dist``: the law (psi'
     at r by differences inside r's piece, on curved pieces only)."""
     r = np.asarray(r, dtype=float)
+    psi_r, value_r = np.asarray(psi_r, dtype=float), np.asarray(value_r, dtype=float)
     whole = _piece_integrals(plan, gamma, node_eps, node_val)
     above = np.r_[np.cumsum(whole[::-1])[::-1][1:], 0.0]  # the pieces after piece k
     k = np.clip(np.searchsorted(plan.a, r, side="right") - 1, 0, plan.a.size - 1)
-    out = np.empty(r.size)
-    for n in range(r.size):
-        kk, s, e = k[n], plan.start[k[n]], plan.stop[k[n]]
-        if plan.kind[kk] == FLAT:
-            part = node_eps[s] * (plan.b[kk] - r[n])
-        elif plan.kind[kk] == AFFINE:
-            on_line = abs(psi_r[n] - plan.line[kk] - plan.slope[kk] * (r[n] - plan.a[kk]))
-            v0 = value_r[n] if on_line <= 1e-12 * (1.0 + abs(psi_r[n])) else node_val[s]
-            part = (node_val[e - 1] - v0) / (gamma * plan.slope[kk])
-        else:
-            above_r = plan.z[s:e] > r[n]
-            h = 1e-6 * (plan.b[kk] - plan.a[kk])
-            up, down = min(r[n] + h, plan.b[kk] - h), max(r[n] - h, plan.a[kk] + h)
-            dpsi = (dist.virtual_cost(up) - dist.virtual_cost(down)) / (up - down)
-            part = _stieltjes_sum(gamma, np.r_[dpsi, plan.dpsi[s:e][above_r]],
-                                  np.r_[value_r[n], node_val[s:e][above_r]])  # fmt: skip
-        out[n] = part + above[kk]
+    kind, s, e, b = plan.kind[k], plan.start[k], plan.stop[k], plan.b[k]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        line = plan.line[k] + plan.slope[k] * (r - plan.a[k])
+        on_line = np.abs(psi_r - line) <= 1e-12 * (1.0 + np.abs(psi_r))
+        v0 = np.where(on_line, value_r, node_val[s])  # off its line only at a piece's start
+        affine = (node_val[e - 1] - v0) / (gamma * plan.slope[k])
+    out = np.where(kind == FLAT, node_eps[s] * (b - r), affine)
+    for n in np.flatnonzero((kind == CURVED) & (r < plan.support[1])):
+        kk, sn, en = k[n], s[n], e[n]
+        above_r = plan.z[sn:en] > r[n]
+        h = 1e-6 * (plan.b[kk] - plan.a[kk])
+        up, down = min(r[n] + h, plan.b[kk] - h), max(r[n] - h, plan.a[kk] + h)
+        dpsi = (dist.virtual_cost(up) - dist.virtual_cost(down)) / (up - down)
+        out[n] = _stieltjes_sum(gamma, np.r_[dpsi, plan.dpsi[sn:en][above_r]],
+                                np.r_[value_r[n], node_val[sn:en][above_r]])  # fmt: skip
+    out = out + above[k]
     return np.where(r >= plan.support[1], 0.0, out)
