@@ -786,7 +786,10 @@ def _curved_nodes(dist, a: float, b: float, n: int) -> tuple[np.ndarray, np.ndar
     z = np.linspace(a, b, n)
     inner = np.clip(z, a + 1e-12 * (b - a), b - 1e-12 * (b - a))
     h = 1e-6 * (b - a)
-    up, down = np.minimum(inner + h, b - 1e-12 * (b - a)), np.maximum(inner - h, a + 1e-12 * (b - a))
+    up, down = (
+        np.minimum(inner + h, b - 1e-12 * (b - a)),
+        np.maximum(inner - h, a + 1e-12 * (b - a)),
+    )
     with np.errstate(invalid="ignore"):
         psi = dist.virtual_cost(inner)
         dpsi = (dist.virtual_cost(up) - dist.virtual_cost(down)) / (up - down)
@@ -854,7 +857,9 @@ def _piece_integrals(plan: PaymentPlan, gamma, node_eps, node_val) -> np.ndarray
         if plan.kind[k] == FLAT:
             out[k] = node_eps[s] * (plan.b[k] - plan.a[k])
         elif plan.kind[k] == AFFINE:
-            out[k] = (node_val[e - 1] - node_val[s]) / (gamma * plan.slope[k]) if e - s == 2 else np.nan
+            out[k] = (
+                (node_val[e - 1] - node_val[s]) / (gamma * plan.slope[k]) if e - s == 2 else np.nan
+            )
         else:
             out[k] = _stieltjes_sum(gamma, plan.dpsi[s:e], node_val[s:e])
     return out

@@ -34,6 +34,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.special import expit
@@ -215,7 +216,7 @@ def certify(
     gap may exceed tol)."""
     SX = np.asarray(SX, dtype=float)
     m, d = SX.shape
-    best = [float(value), np.asarray(a, dtype=float), np.asarray(w, dtype=float)]
+    best: list[Any] = [float(value), np.asarray(a, dtype=float), np.asarray(w, dtype=float)]
     best_eta, lower, nodes = float(eta), np.inf, 0
     supports = _supports(m)
     for e in np.asarray(etas, dtype=float):
