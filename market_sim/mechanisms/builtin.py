@@ -463,9 +463,14 @@ class DataDependentMechanism(Mechanism):
     def _law(self, i) -> CostDistribution:
         return self.dist.law(i) if isinstance(self.dist, SellerLaws) else self.dist
 
-    def _own_reports(self, i, z) -> np.ndarray:
-        """Seller i's reports ``z`` in its own support (``in_own_support``)."""
-        return in_own_support(self.dist, np.asarray(z, dtype=float)[None, :], sellers=[i])[0]
+    def _cands(self, sellers, cand) -> tuple[np.ndarray, np.ndarray]:
+        """(reports, virtual costs) of each seller's candidates (k, C), the reports put in
+        the seller's own support (``in_own_support``), in one call per law."""
+        if not isinstance(self.dist, SellerLaws):
+            r = self.dist.check_in_support(cand, "report")
+            return r, self.dist.virtual_cost(r)
+        r = in_own_support(self.dist, cand, sellers=sellers)
+        return r, self.dist.virtual_cost(r, sellers)
 
     def _psi(self, reports) -> np.ndarray:
         """Every seller's virtual cost at a profile of reports."""
@@ -535,10 +540,10 @@ class DataDependentMechanism(Mechanism):
         self._node_eps[key] = eps
 
     # ---- payments ----------------------------------------------------------------------
-    def _payments(self, i, cands, eps_cands, value_cands, node_vals) -> np.ndarray:
-        """Seller i's Myerson t(r) = r eps(r) + int_r^{c_max} eps (``payment_rule``;
-        node_vals: eps and Eq. 17's value at the nodes, value_cands: the value at each r)."""
-        r = self._own_reports(i, cands)
+    def _payments(self, i, r, psi_r, eps_cands, value_cands, node_vals) -> np.ndarray:
+        """Seller i's Myerson t(r) = r eps(r) + int_r^{c_max} eps (``payment_rule``; r in
+        its own support, psi_r its virtual costs; node_vals: eps and Eq. 17's value at the
+        nodes, value_cands: the value at each r)."""
         e = np.asarray(eps_cands, dtype=float)
         if self.payment_rule == "trapezoid":
             return r * e + self._trapezoid_tail(i, r, e, node_vals[0])
@@ -547,10 +552,9 @@ class DataDependentMechanism(Mechanism):
             return r * e + (top - r) * e
         from .data_dependent import envelope_tail
 
-        law = self._law(i)
-        tail = envelope_tail(self._plans[self._group(i)], law, self.gamma, r,
-                             law.virtual_cost(r), np.asarray(value_cands, dtype=float),
-                             node_vals[0], node_vals[1])  # fmt: skip
+        tail = envelope_tail(self._plans[self._group(i)], self._law(i), self.gamma, r, psi_r,
+                             np.asarray(value_cands, dtype=float), node_vals[0],
+                             node_vals[1])  # fmt: skip
         return r * e + tail
 
     def _trapezoid_tail(self, i, r, e, eps_nodes) -> np.ndarray:
@@ -593,8 +597,8 @@ class DataDependentMechanism(Mechanism):
                                                           self._node_eps)]  # fmt: skip
         todo = list(dict.fromkeys(int(i) for i in todo))
         node_x = [self._node_reports_and_psi(i)[1] for i in todo]
-        cand_x = np.concatenate([self._law(i).virtual_cost(self._own_reports(i, cand[n]))
-                                 for n, i in enumerate(sellers)])  # fmt: skip
+        cand_r, cand_psi = self._cands(sellers, cand)
+        cand_x = cand_psi.reshape(-1)
         sizes = [x.size for x in node_x]
         rows_i = np.r_[np.repeat(sellers, C), np.repeat(todo, sizes)].astype(int)
         rows_x = np.concatenate([cand_x, *node_x])
@@ -608,7 +612,7 @@ class DataDependentMechanism(Mechanism):
         if self.cache_nodes:  # stored after reading: storing may clear the cache
             for i, e in fresh.items():
                 self._keep_nodes(self._node_key(i, reports), e)
-        pay = np.array([self._payments(i, cand[n], eps[n], val[n], node_eps[n])
+        pay = np.array([self._payments(i, cand_r[n], cand_psi[n], eps[n], val[n], node_eps[n])
                         for n, i in enumerate(sellers)])  # fmt: skip
         gaps = np.r_[rows[2, : k * C], *(e[2] for e in node_eps)]
         return eps, pay.reshape(k, C), self._certificate(gaps)
@@ -637,9 +641,10 @@ class DataDependentMechanism(Mechanism):
         with dd._blas_threads(self.blas_threads):
             base = self._solve(reports)
             start = base.w_path if self._warm(reports.size) else None
-            pay = np.array([self._payments(i, [r], [base.eps[i]], [base.objective],
+            r, psi = self._cands(np.arange(reports.size), reports[:, None])
+            pay = np.array([self._payments(i, r[i], psi[i], [base.eps[i]], [base.objective],
                                            self._nodes_eps(i, reports, start))[0]
-                            for i, r in enumerate(reports)])  # fmt: skip
+                            for i in range(reports.size)])  # fmt: skip
         return Outcome(base.eps, pay)
 
     def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
@@ -651,11 +656,10 @@ class DataDependentMechanism(Mechanism):
             return Outcome(eps.reshape(cand.shape), pay.reshape(cand.shape), info)
         with dd._blas_threads(self.blas_threads):
             start = self._solve(reports).w_path if self._warm(reports.size) else None
-            x = [self._law(i).virtual_cost(self._own_reports(i, cand[k]))
-                 for k, i in enumerate(sellers)]  # fmt: skip
+            r, x = self._cands(sellers, cand)
             own = [self._own(i, reports, x[k], start) for k, i in enumerate(sellers)]
             eps = np.array([o[0] for o in own])
-            pay = np.array([self._payments(i, cand[k], own[k][0], own[k][1],
+            pay = np.array([self._payments(i, r[k], x[k], own[k][0], own[k][1],
                                            self._nodes_eps(i, reports, start))
                             for k, i in enumerate(sellers)])  # fmt: skip
         return Outcome(eps.reshape(cand.shape), pay.reshape(cand.shape))
