@@ -174,17 +174,6 @@ def test_monotonicity_check_reports_a_rise():
     assert bad.size == reports.size - 1
 
 
-def test_myerson_payment_covers_cost_and_matches_the_integral():
-    X, y, costs, dist = market()
-    kw = dict(mu=1000.0, sigma=1.0, gamma=1.0, reg_lambda=0.1, eps_avg_grid=GRID)
-    t = dd.myerson_payment(0, X, y, costs, dist.virtual_cost, 1.0, n_nodes=9, **kw)
-    eps0 = dd.solve(X, y, dist.virtual_cost(costs), **kw).eps[0]
-    assert t >= costs[0] * eps0  # individually rational
-    z = np.linspace(costs[0], 1.0, 9)
-    eps = dd.own_cost_response(0, X, y, costs, dist.virtual_cost, z, **kw)
-    assert t == pytest.approx(costs[0] * eps0 + np.trapezoid(eps, z))
-
-
 @pytest.mark.parametrize(
     "bad,msg",
     [
@@ -524,3 +513,188 @@ def test_envelope_payment_with_a_curved_virtual_cost_and_bad_rule():
     assert jumps and 3 < errs[0] / errs[1] < 5 and errs[1] <= 2e-4 * dev.eps.max()
     with pytest.raises(MarketSimError, match="payment_rule"):
         DataDependentMechanism(dist, payment_rule="simpson")
+
+
+# ---- exact payments on every law: pieces between psi's breaks (issue 47) ------------
+MIXTURES = {
+    # psi jumps up at 1, where the first class ends (pooled law)
+    "jump": ("7*uniform:0:1+3*uniform:1:2", "pooled"),
+    # psi drops at 0.5 (the density steps up): ironed there; jumps up at 1 (pooled law)
+    "ironed": ("7*uniform:0:1+3*uniform:0.5:1.5", "pooled"),
+    # a gap (1, 2) between the classes: no pooled law; each seller's own psi_i
+    "gap": ("7*uniform:0:1+3*uniform:2:3", "per-seller"),
+}
+
+
+def _mixture_mechanism(case, **kw):
+    """10 sellers with synthetic data (seed 0) of a two-class population, the mechanism
+    on its pooled law or per-seller laws, jointly convex (2 Lambda mu = 200 > 10: one
+    optimum, Thm VIII.1): (mechanism, costs, law of each seller)."""
+    from market_sim.mechanisms.builtin import DataDependentMechanism
+    from market_sim.population import Population
+
+    spec, laws = MIXTURES[case]
+    pop = Population.parse(f"{spec};data=synthetic")
+    mk = pop.sample(np.random.default_rng(0))
+    dist = pop.pooled if laws == "pooled" else pop.seller_laws
+    mech = DataDependentMechanism(dist, **CONVEX_DD, **kw).with_data(*mk.data)
+    law_of = [dist if laws == "pooled" else dist.law(i) for i in range(mk.costs.size)]
+    return mech, mk.costs, law_of
+
+
+def _quad_integral(mech, law, i, costs, lo):
+    """int_lo^top eps_i(z) dz by scipy.integrate.quad on eps_i itself (one re-solve of
+    Eq. 17 per evaluation; no use of its value V nor of the envelope theorem), split at
+    the law's breaks and ironing ends (where psi, hence eps_i, may jump)."""
+    from scipy import integrate
+
+    X, y = mech.data
+    psi = mech.dist.virtual_cost(costs)
+
+    def eps(z):
+        P = psi.copy()
+        P[i] = law.virtual_cost(z)
+        return dd.solve_many(X, y, P[None, :], **mech._kw()).eps[0, i]
+
+    hi = law.support[1]
+    ends = [e for a, b, _ in law.iron_intervals for e in (a, b)]
+    cuts = np.unique([lo, hi, *(c for c in (*law.breaks, *ends) if lo < c < hi)])
+    return sum(integrate.quad(eps, a, b, epsabs=1e-12, epsrel=1e-10, limit=200)[0]
+               for a, b in pairwise(cuts))  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(MIXTURES))
+def test_payments_equal_an_independent_integral_on_mixtures(case):
+    """Myerson's t_i(c) - c eps_i(c) = int_c^top eps_i (Lemma III.2, 003) for the three
+    cheapest sellers and one of the upper class: the payment equals the quadrature of
+    eps_i over re-solves to 1e-9 of the largest eps.  Before, the sum over report nodes
+    multiplied V's rise across psi's jump (and along the ironed interval) by a non-zero
+    change of report: 4% (jump) and 61% (ironed) too much on this market."""
+    mech, costs, law_of = _mixture_mechanism(case)
+    out = mech.outcome(costs)
+    upper = int(np.argmax(costs))
+    for i in [*np.argsort(costs)[:3], upper]:
+        ref = costs[i] * out.eps[i] + _quad_integral(mech, law_of[i], i, costs, costs[i])
+        assert abs(out.payments[i] - ref) <= 1e-9 * out.eps.max(), (case, i)
+
+
+@pytest.mark.parametrize("case", sorted(MIXTURES))
+def test_brute_force_finds_no_gain_and_no_loss_on_mixtures(case):
+    """Every seller of the market against 81 misreports over its support (65 equally
+    spaced, the issue's 0.975, and 1e-6 either side of each break and ironing end):
+    with one optimum (jointly convex) and exact Myerson payments no misreport gains more
+    than the audit's tolerance (1e-6 w max eps + 1e-9) and every truthful utility is
+    >= -1e-9.  Before, a seller of cost 1.07 gained ~0.08 by reporting 0.975."""
+    mech, costs, law_of = _mixture_mechanism(case)
+    sellers = np.arange(costs.size)
+    rows = []
+    for i in sellers:
+        lo, hi = law_of[i].support
+        d = law_of[i]
+        marks = [e for a, b, _ in d.iron_intervals for e in (a, b)] + list(d.breaks)
+        near = [m + s for m in marks for s in (-1e-6, 1e-6)] + [0.975]
+        grid = np.r_[np.linspace(lo, hi, 65), [x for x in near if lo <= x <= hi]]
+        rows.append(np.resize(np.r_[costs[i], grid], 81))
+    cand = np.array(rows)
+    dev = mech.deviations(sellers, cand, costs)
+    util = dev.payments - costs[:, None] * dev.eps
+    width = max(d.support[1] for d in law_of) - min(d.support[0] for d in law_of)
+    tol = 1e-6 * width * dev.eps.max() + 1e-9
+    assert np.max(util[:, 1:] - util[:, :1]) <= tol
+    assert util[:, 0].min() >= -1e-9
+
+
+def test_myerson_payment_is_the_exact_rule_on_a_jump():
+    """``myerson_payment`` (the scipy solver) on the jump mixture equals the quadrature
+    of eps_i to 1e-7 of the largest eps (the scipy solve's tolerance), as does the
+    mechanism's payment by the scipy path; the old trapezoid rule on 33 reports was
+    off by ~1e-2 here."""
+    mech, costs, law_of = _mixture_mechanism("jump", solver="lbfgs")
+    X, y = mech.data
+    i = int(np.argmin(costs))
+    kw = dict(mu=mech.mu, sigma=mech.sigma, gamma=mech.gamma, reg_lambda=mech.reg_lambda,
+              eps_avg_grid=mech._kw()["eps_avg_grid"])  # fmt: skip
+    t = dd.myerson_payment(i, X, y, costs, law_of[i], **kw)
+    out = mech.outcome(costs)
+    ref = costs[i] * out.eps[i] + _quad_integral(mech, law_of[i], i, costs, costs[i])
+    assert abs(t - ref) <= 1e-7 * out.eps.max()
+    assert abs(out.payments[i] - ref) <= 1e-7 * out.eps.max()
+    assert t >= costs[i] * out.eps[i]  # individually rational
+
+
+# ---- a certified global optimum at the defaults (issue 47) ---------------------------
+DEFAULT_DD = dict(mu=1.0, sigma=1.0, gamma=1.0, reg_lambda=1e-2)
+
+
+def _small_market(m, seed):
+    from market_sim.population import Population
+
+    mk = Population.parse(f"{m}*uniform:0:1;data=synthetic").sample(np.random.default_rng(seed))
+    return mk.data, 2.0 * mk.costs  # psi = 2c on U[0, 1]
+
+
+def _dense_inner_values(SX, A, lam, iters=30):
+    """G(a) = min_w sum a_i l_i(w) + lam/2 ||w||^2 for every row a of A: batched Newton
+    on the strongly convex bracket (independent of dd_certify)."""
+    W = np.zeros((A.shape[0], SX.shape[1]))
+    for _ in range(iters):
+        t = W @ SX.T
+        g = 1.0 / (1.0 + np.exp(t))  # sigma(-t)
+        grad = -(A * g) @ SX + lam * W
+        H = np.einsum("ni,ij,ik->njk", A * g * (1 - g), SX, SX) + lam * np.eye(SX.shape[1])
+        W = W - np.linalg.solve(H, grad[..., None])[..., 0]
+    return np.sum(A * np.logaddexp(0.0, -(W @ SX.T)), axis=1) + 0.5 * lam * np.sum(W * W, 1)
+
+
+def test_certificate_lower_bound_holds_against_a_dense_search():
+    """3 sellers at the defaults (not jointly convex), one eta: Eq. 17 over the weights
+    on the 7,381 points of a 1/120 grid of the simplex, the inner w-problem solved by
+    an independent batched Newton.  The certified lower bound must not exceed the dense
+    minimum (a bound that did would be false: every grid point is feasible) and the
+    point certified must be at most the dense minimum + tol (a global optimum).  Proof
+    of the bound: G(a) = min_w (affine in a) is concave, so on a simplex it lies above
+    the interpolation of its vertex values (dd_certify's docstring)."""
+    from market_sim.mechanisms.dd_certify import certify
+
+    (X, y), psi = _small_market(3, 2)
+    SX = dd._signed_rows(X, y)
+    eta = 3 * 0.5
+    one = dd.solve_many(X, y, psi[None], eps_avg_grid=[0.5], **DEFAULT_DD)
+    cert = certify(SX, psi, [eta], value=one.objective[0], eta=eta, a=one.eps[0] / eta,
+                   w=one.w[0], **DEFAULT_DD)  # fmt: skip
+    k = 120
+    i, j = np.meshgrid(np.arange(k + 1), np.arange(k + 1))
+    keep = i + j <= k
+    A = np.column_stack([i[keep], j[keep], k - i[keep] - j[keep]]) / k
+    h = _dense_inner_values(SX, A, 1e-2) + np.sum(A * A, 1) + eta * A @ psi + 1.0 / eta
+    assert cert.certified and cert.lower <= h.min() + 1e-12
+    assert cert.value <= h.min() + 1e-7
+
+
+def test_certify_finds_the_optimum_the_multistart_missed():
+    """A profile where the multi-start misses (4 sellers, seed 9, every seller but the
+    last at the floor, psi = 0; found by benchmarks/diag_dd_optimum.py): the certified
+    solve returns a point whose Eq. 17 value, recomputed by ``dd.objective``, is lower
+    by more than 1e-4, certifies it, and the mechanism with ``certify=True`` says so in
+    its outcome; without it, nothing is claimed."""
+    from market_sim.mechanisms.builtin import DataDependentMechanism
+
+    (X, y), psi = _small_market(4, 9)
+    P = np.array([[0.0, 0.0, 0.0, psi[3]]])
+    from market_sim.mechanisms.builtin import DD_EPS_AVG_GRID
+
+    grid = dict(eps_avg_grid=DD_EPS_AVG_GRID)
+    plain = dd.solve_many(X, y, P, **grid, **DEFAULT_DD)
+    cert = dd.solve_many(X, y, P, certify=True, **grid, **DEFAULT_DD)
+    assert plain.certified_optimum is None
+    assert cert.certified_optimum[0] and cert.gap_bound[0] <= 1e-7
+    a = cert.eps[0] / cert.eta[0]
+    again = dd.objective(cert.w[0], a, cert.eta[0], X, y, P[0], **DEFAULT_DD)
+    assert again == pytest.approx(cert.objective[0], abs=1e-12)
+    assert plain.objective[0] - again > 1e-4
+    costs = np.array([0.0, 0.0, 0.0, psi[3] / 2])
+    out = DataDependentMechanism("uniform:0:1", certify=True).with_data(X, y).outcome(costs)
+    assert out.info["certified_optimum"] and out.info["gap_bound"] <= 1e-7
+    np.testing.assert_allclose(out.eps, cert.eps[0], atol=1e-9)
+    assert "certified_optimum" not in DataDependentMechanism("uniform:0:1").with_data(
+        X, y).outcome(costs).info  # fmt: skip

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..distributions import CostDistribution, SellerLaws, as_distribution
 from ..errors import MarketSimError
-from .base import Mechanism, Outcome, _deviation_args
+from .base import Mechanism, Outcome, _deviation_args, in_own_support
 
 if TYPE_CHECKING:
     from .private_cutoff import PrivateCutoff
@@ -353,58 +353,24 @@ class PrivateCutoffMechanism(Mechanism):
         return Outcome(eps_out, pay_out)
 
 
-def _affine_slope(dist: CostDistribution) -> float | None:
-    """psi' if the (ironed) virtual cost is affine with a positive slope on the support
-    (uniform costs: psi(c) = 2c - low), else None (checked on 65 points)."""
-    lo, hi = dist.support
-    z = np.linspace(lo, hi, 65)
-    psi = dist.virtual_cost(z)
-    if not np.all(np.isfinite(psi)):
-        return None
-    slope = (psi[-1] - psi[0]) / (hi - lo)
-    line = psi[0] + slope * (z - lo)
-    if slope > 0 and np.max(np.abs(psi - line)) <= 1e-12 * (1.0 + np.max(np.abs(psi))):
-        return float(slope)
-    return None
-
-
-def _stieltjes(dist: CostDistribution, gamma: float, z, eps, value) -> float:
-    """int_{z_0}^{z_-1} eps(z) dz = int z'(x) dV(x), x = gamma psi(z), as the sum over
-    the segments of V's increase times z' = 1 / (gamma psi') by the trapezoid rule
-    (psi' by central differences); a segment where psi is flat (ironed) has eps
-    constant: eps times its length."""
-    if z.size < 2:
-        return 0.0
-    lo, hi = dist.support
-    h = 1e-6 * (hi - lo)
-    up, down = np.minimum(z + h, hi), np.maximum(z - h, lo)
-    dpsi = (dist.virtual_cost(up) - dist.virtual_cost(down)) / (up - down)
-    psi = dist.virtual_cost(z)
-    total = 0.0
-    for k in range(z.size - 1):
-        flat = psi[k + 1] - psi[k] <= 1e-12 * (1.0 + abs(psi[k])) or min(dpsi[k : k + 2]) <= 0
-        if flat:
-            total += (z[k + 1] - z[k]) * (eps[k] + eps[k + 1]) / 2
-        else:
-            zprime = (1.0 / dpsi[k] + 1.0 / dpsi[k + 1]) / (2.0 * gamma)
-            total += zprime * (value[k + 1] - value[k])
-    return float(total)
-
-
 @dataclass(frozen=True)
 class DataDependentMechanism(Mechanism):
     """Data-dependent mechanism (Eq. 17 / Alg. 4, 003).
 
+    ``dist`` is one cost law for every seller (a pooled law) or a
+    :class:`~market_sim.distributions.SellerLaws` (``per_seller_laws``: seller i's
+    virtual cost psi_i is its own law's, as Eq. 17 is written; a report outside its own
+    support is read as the nearest end of it, as in the offline mechanism).
+
     Payments are Myerson's, t_i(r) = r eps_i(r) + int_r^{c_max} eps_i(z) dz.
     ``payment_rule="envelope"`` (default) takes the integral from the optimal value
     V of Eq. 17: seller i's report enters it only as gamma psi_i eps_i, so (envelope
-    theorem) dV/d(gamma psi_i) = eps_i and int eps_i dz = int z'(x) dV(x), x = gamma
-    psi(z).  Where psi is affine (uniform costs) z' is constant and the integral is
-    exactly (V(c_max) - V(r)) / (gamma psi'), one extra solve per (seller, others'
-    reports) and no quadrature: eps_i jumps where Algorithm 4's best eps_avg changes,
-    V does not.  Otherwise the Stieltjes sum over the ``n_nodes`` equally spaced
-    reports with z' by the trapezoid rule (error O(h^2) x (V(c_max) - V(r)), jumps or
-    not).  ``payment_rule="trapezoid"`` is the old rule: the trapezoid rule on eps_i at
+    theorem) dV/d(gamma psi_i) = eps_i.  The support is cut at psi's breaks and the
+    ironing intervals' ends (``data_dependent.payment_plan``): on a piece where psi is
+    affine the integral is exactly Delta V / (gamma psi') between the piece's ends, on
+    an ironed piece eps_i is constant, a jump of psi adds nothing, and on a curved piece
+    it is the Stieltjes sum on ``n_nodes`` reports (error O(h^2) x Delta V).
+    ``payment_rule="trapezoid"`` is the old rule: the trapezoid rule on eps_i at
     {r} and the ``n_nodes`` reports above r, far off where eps_i jumps
     (docs/data-dependent.md).  Outcomes and deviations use one payment rule.
 
@@ -421,11 +387,19 @@ class DataDependentMechanism(Mechanism):
     runs L-BFGS-B on one BLAS thread; ``cache_nodes`` keeps eps_i at the payment
     nodes per (seller, others' reports) (both solvers).  ``solver="lbfgs",
     warm_start=False, blas_threads=None, cache_nodes=False`` is the old path
-    (docs/data-dependent.md has the speed-ups)."""
+    (docs/data-dependent.md has the speed-ups).
+
+    ``certify=True`` runs ``dd_certify``'s branch-and-bound over the weights on every
+    profile solved (small markets only: seconds per profile at m = 4-6), replaces an
+    optimum the multi-start missed by the better point it finds, and reports in
+    ``Outcome.info`` whether every profile the outcome rests on is a certified global
+    optimum on the eps_avg grid (``certified_optimum``) and the largest proved gap
+    (``gap_bound``)."""
 
     name: ClassVar[str] = "data-dependent"
     needs_data: ClassVar[bool] = True
-    dist: CostDistribution
+    per_seller_laws: ClassVar[bool] = True
+    dist: CostDistribution | SellerLaws
     mu: float = 1.0
     sigma: float = 1.0
     gamma: float = 1.0
@@ -436,22 +410,33 @@ class DataDependentMechanism(Mechanism):
     warm_start: bool | None = None
     blas_threads: int | None = 1
     cache_nodes: bool = True
+    certify: bool = False
     data: tuple | None = field(default=None, repr=False, compare=False)
     _node_eps: dict = field(default_factory=dict, init=False, repr=False, compare=False)
-    _psi_slope: float | None = field(default=None, init=False, repr=False, compare=False)
+    _plans: tuple = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "dist", _need_dist(self.dist))
+        from .data_dependent import payment_plan
+
+        object.__setattr__(self, "dist", _laws_or_dist(self.dist))
         if self.payment_rule not in ("envelope", "trapezoid"):
             raise MarketSimError(f"data-dependent: payment_rule must be 'envelope' or "
                                  f"'trapezoid', not {self.payment_rule!r}")  # fmt: skip
         if not (isinstance(self.n_nodes, int | np.integer) and self.n_nodes >= 2):
             raise MarketSimError(f"data-dependent: n_nodes must be an integer >= 2, "
                                  f"not {self.n_nodes!r}")  # fmt: skip
-        object.__setattr__(self, "_psi_slope", _affine_slope(self.dist))
         if self.solver not in ("newton", "lbfgs"):
             raise MarketSimError(f"data-dependent: solver must be 'newton' or 'lbfgs', "
                                  f"not {self.solver!r}")  # fmt: skip
+        if self.certify and self.solver != "newton":
+            raise MarketSimError("data-dependent: certify needs solver='newton'")
+        laws = self.dist.laws if isinstance(self.dist, SellerLaws) else (self.dist,)
+        object.__setattr__(self, "_plans", tuple(payment_plan(d, self.n_nodes) for d in laws))
+
+    def for_sellers(self, ids) -> DataDependentMechanism:
+        if not isinstance(self.dist, SellerLaws):
+            return self
+        return replace(self, dist=SellerLaws(self.dist.laws, self.dist.group[np.asarray(ids)]))
 
     def with_data(self, X, y) -> DataDependentMechanism:
         return replace(self, data=(np.asarray(X, dtype=float), np.asarray(y)))
@@ -471,21 +456,54 @@ class DataDependentMechanism(Mechanism):
             eps_avg_grid=DD_EPS_AVG_GRID,
         )
 
+    # ---- each seller's law, virtual cost and payment plan -----------------------------
+    def _group(self, i) -> int:
+        return int(self.dist.group[i]) if isinstance(self.dist, SellerLaws) else 0
+
+    def _law(self, i) -> CostDistribution:
+        return self.dist.law(i) if isinstance(self.dist, SellerLaws) else self.dist
+
+    def _cands(self, sellers, cand) -> tuple[np.ndarray, np.ndarray]:
+        """(reports, virtual costs) of each seller's candidates (k, C), the reports put in
+        the seller's own support (``in_own_support``), in one call per law."""
+        if not isinstance(self.dist, SellerLaws):
+            r = self.dist.check_in_support(cand, "report")
+            return r, self.dist.virtual_cost(r)
+        r = in_own_support(self.dist, cand, sellers=sellers)
+        return r, self.dist.virtual_cost(r, sellers)
+
+    def _psi(self, reports) -> np.ndarray:
+        """Every seller's virtual cost at a profile of reports."""
+        return self.dist.virtual_cost(in_own_support(self.dist, reports))
+
+    def _node_reports_and_psi(self, i) -> tuple[np.ndarray, np.ndarray]:
+        """The payment nodes of seller i: (reports, virtual costs).  The envelope rule's
+        are its law's ``payment_plan`` (psi's one-sided limits at the pieces' ends); the
+        trapezoid rule's ``n_nodes`` equally spaced reports."""
+        if self.payment_rule == "envelope":
+            plan = self._plans[self._group(i)]
+            return plan.z, plan.x
+        law = self._law(i)
+        z = np.linspace(*law.support, self.n_nodes)
+        return z, law.virtual_cost(z)
+
     def _warm(self, m: int) -> bool:
         """Warm starts on?  By default iff Eq. 17 is jointly convex (2 Lambda mu > m)."""
         if self.warm_start is None:
             return 2 * self.reg_lambda * self.mu > m
         return self.warm_start
 
+    # ---- the scipy reference path ------------------------------------------------------
     def _solve(self, reports):
         """Eq. 17 at the submitted reports (its ``w_path`` warm-starts the re-solves)."""
         from . import data_dependent as dd
 
         X, y = self._data()
-        return dd.solve(X, y, self.dist.virtual_cost(reports), blas_threads=None, **self._kw())
+        return dd.solve(X, y, self._psi(reports), blas_threads=None, **self._kw())
 
-    def _own(self, i, reports, z, w_start) -> np.ndarray:
-        """(2, len(z)): eps_i and the optimal value of Eq. 17 at each report z of seller i."""
+    def _own(self, i, reports, x, w_start) -> np.ndarray:
+        """(2, len(x)): eps_i and the optimal value of Eq. 17 when seller i's virtual
+        cost is each x, the others' from ``reports``."""
         from . import data_dependent as dd
 
         X, y = self._data()
@@ -493,9 +511,9 @@ class DataDependentMechanism(Mechanism):
             i,
             X,
             y,
-            reports,
-            self.dist.virtual_cost,
-            z,
+            self._psi(reports),
+            dd._as_psi,
+            x,
             warm_start=w_start is not None,
             w_start=w_start,
             blas_threads=None,
@@ -505,22 +523,15 @@ class DataDependentMechanism(Mechanism):
     def _node_key(self, i, reports):
         return (int(i), np.delete(reports, i).tobytes())
 
-    def _nodes(self) -> np.ndarray:
-        """The payment nodes: only the top of the support for the envelope rule with an
-        affine psi, else ``n_nodes`` equally spaced reports."""
-        lo, hi = self.dist.support
-        if self.payment_rule == "envelope" and self._psi_slope is not None:
-            return np.array([hi], dtype=float)
-        return np.linspace(lo, hi, self.n_nodes)
-
-    def _nodes_eps(self, i, reports, nodes, w_start) -> np.ndarray:
-        """(2, nodes): eps_i and Eq. 17's value at the payment nodes, a function of (i, the
-        others' reports) only, so kept (per instance, hence per data set) across calls."""
+    def _nodes_eps(self, i, reports, w_start) -> np.ndarray:
+        """(2, nodes): eps_i and Eq. 17's value at seller i's payment nodes, a function of
+        (i, the others' reports) only, so kept (per instance, hence per data set)."""
         key = self._node_key(i, reports)
+        x = self._node_reports_and_psi(i)[1]
         if not self.cache_nodes:
-            return self._own(i, reports, nodes, w_start)
+            return self._own(i, reports, x, w_start)
         if key not in self._node_eps:
-            self._keep_nodes(key, self._own(i, reports, nodes, w_start))
+            self._keep_nodes(key, self._own(i, reports, x, w_start))
         return self._node_eps[key]
 
     def _keep_nodes(self, key, eps) -> None:
@@ -528,85 +539,94 @@ class DataDependentMechanism(Mechanism):
             self._node_eps.clear()
         self._node_eps[key] = eps
 
-    def _payments(self, cands, eps_cands, value_cands, node_vals) -> np.ndarray:
-        """Myerson's t(r) = r eps(r) + int_r^{c_max} eps (``payment_rule``; node_vals:
-        eps and Eq. 17's value at the nodes, value_cands: the value at each r)."""
-        if self.payment_rule == "envelope":
-            return self._envelope_payments(cands, eps_cands, value_cands, node_vals)
-        return self._trapezoid_payments(cands, eps_cands, node_vals[0])
-
-    def _envelope_payments(self, cands, eps_cands, value_cands, node_vals) -> np.ndarray:
-        """t(r) = r eps(r) + int_r^{c_max} z'(x) dV(x), x = gamma psi(z), V Eq. 17's
-        value (envelope theorem: dV/dx = eps_i): exact for an affine psi, else the
-        Stieltjes sum on {r} and the nodes above r with z' by the trapezoid rule."""
-        r, e = np.asarray(cands, dtype=float), np.asarray(eps_cands, dtype=float)
-        v = np.asarray(value_cands, dtype=float)
+    # ---- payments ----------------------------------------------------------------------
+    def _payments(self, i, r, psi_r, eps_cands, value_cands, node_vals) -> np.ndarray:
+        """Seller i's Myerson t(r) = r eps(r) + int_r^{c_max} eps (``payment_rule``; r in
+        its own support, psi_r its virtual costs; node_vals: eps and Eq. 17's value at the
+        nodes, value_cands: the value at each r)."""
+        e = np.asarray(eps_cands, dtype=float)
+        if self.payment_rule == "trapezoid":
+            return r * e + self._trapezoid_tail(i, r, e, node_vals[0])
+        top = self._law(i).support[1]
         if self.gamma == 0:  # the report does not enter Eq. 17: eps_i is constant
-            return r * e + (self.dist.support[1] - r) * e
-        if self._psi_slope is not None:  # z'(x) = 1 / (gamma psi'), a constant
-            return r * e + (node_vals[1, -1] - v) / (self.gamma * self._psi_slope)
-        nodes = self._nodes()
-        out = np.empty(r.size)
-        for n in range(r.size):
-            above = nodes > r[n]
-            z = np.r_[r[n], nodes[above]]
-            ez, vz = np.r_[e[n], node_vals[0, above]], np.r_[v[n], node_vals[1, above]]
-            out[n] = r[n] * e[n] + _stieltjes(self.dist, self.gamma, z, ez, vz)
-        return out
+            return r * e + (top - r) * e
+        from .data_dependent import envelope_tail
 
-    def _trapezoid_payments(self, cands, eps_cands, eps_nodes) -> np.ndarray:
-        """Myerson's t(r) = r eps(r) + the trapezoid rule on {r} and the nodes above r."""
-        nodes = self._nodes()
-        r, e = np.asarray(cands, dtype=float), np.asarray(eps_cands, dtype=float)
+        tail = envelope_tail(self._plans[self._group(i)], self._law(i), self.gamma, r, psi_r,
+                             np.asarray(value_cands, dtype=float), node_vals[0],
+                             node_vals[1])  # fmt: skip
+        return r * e + tail
+
+    def _trapezoid_tail(self, i, r, e, eps_nodes) -> np.ndarray:
+        """The old rule: the trapezoid rule of eps_i on {r} and the nodes above r."""
+        nodes = self._node_reports_and_psi(i)[0]
         seg = np.diff(nodes) * (eps_nodes[1:] + eps_nodes[:-1]) / 2
         tail = np.r_[np.cumsum(seg[::-1])[::-1], 0.0]  # int from node j to the top
         j = np.searchsorted(nodes, r, side="right")  # the first node above r
         jj = np.minimum(j, nodes.size - 1)
         first = (nodes[jj] - r) * (e + eps_nodes[jj]) / 2 + tail[jj]
-        return r * e + np.where(j < nodes.size, first, 0.0)
+        return np.where(j < nodes.size, first, 0.0)
 
     # ---- the compiled solver: every profile of a call in one batch ------------------
-    def _batch(self, rows_i, rows_z, reports):
-        """Eq. 17 at each profile ``reports`` with seller rows_i[b] reporting rows_z[b]
-        (identical profiles solved once): (eps and Eq. 17's value of the distinct profiles,
-        the row of each)."""
+    def _batch(self, rows_i, rows_x, reports):
+        """Eq. 17 at each profile ``reports`` with seller rows_i[b]'s virtual cost
+        rows_x[b] (identical profiles solved once): (eps and Eq. 17's value of the
+        distinct profiles, the row of each)."""
         from . import data_dependent as dd
 
         X, y = self._data()
         i = np.asarray(rows_i, dtype=int)
-        z = np.asarray(rows_z, dtype=float)
-        same = z == reports[i]
-        key = np.column_stack([np.where(same, -1.0, i), np.where(same, 0.0, z)])
+        x = np.asarray(rows_x, dtype=float)
+        psi = self._psi(reports)
+        same = x == psi[i]
+        key = np.column_stack([np.where(same, -1.0, i), np.where(same, 0.0, x)])
         uniq, inv = np.unique(key, axis=0, return_inverse=True)
-        P = np.tile(self.dist.virtual_cost(reports), (uniq.shape[0], 1))
+        P = np.tile(psi, (uniq.shape[0], 1))
         moved = np.flatnonzero(uniq[:, 0] >= 0)
-        P[moved, uniq[moved, 0].astype(int)] = self.dist.virtual_cost(uniq[moved, 1])
-        res = dd.solve_many(X, y, P, **self._kw())
-        return res.eps, res.objective, inv.reshape(-1)
+        P[moved, uniq[moved, 0].astype(int)] = uniq[moved, 1]
+        res = dd.solve_many(X, y, P, certify=self.certify, **self._kw())
+        gap = res.gap_bound if res.gap_bound is not None else np.full(P.shape[0], np.nan)
+        return res.eps, res.objective, gap, inv.reshape(-1)
 
     def _newton(self, sellers, cand, reports):
         """(eps, payments) of each seller's candidates (k, C) by the compiled solver in
         one batch, the payment nodes of the sellers not cached yet included."""
-        nodes = self._nodes()
         k, C = cand.shape
         keys = [self._node_key(i, reports) for i in sellers]
         todo = [i for n, i in enumerate(sellers) if not (self.cache_nodes and keys[n] in
                                                           self._node_eps)]  # fmt: skip
-        todo = list(dict.fromkeys(todo))
-        rows_i = np.r_[np.repeat(sellers, C), np.repeat(todo, nodes.size)].astype(int)
-        rows_z = np.r_[cand.reshape(-1), np.tile(nodes, len(todo))]
-        eps_u, val_u, inv = self._batch(rows_i, rows_z, reports)
-        rows = np.array([eps_u[inv, rows_i], val_u[inv]])  # (2, rows): eps_i, Eq. 17's value
-        fresh = {int(i): rows[:, k * C + n * nodes.size : k * C + (n + 1) * nodes.size]
-                 for n, i in enumerate(todo)}  # fmt: skip
+        todo = list(dict.fromkeys(int(i) for i in todo))
+        node_x = [self._node_reports_and_psi(i)[1] for i in todo]
+        cand_r, cand_psi = self._cands(sellers, cand)
+        cand_x = cand_psi.reshape(-1)
+        sizes = [x.size for x in node_x]
+        rows_i = np.r_[np.repeat(sellers, C), np.repeat(todo, sizes)].astype(int)
+        rows_x = np.concatenate([cand_x, *node_x])
+        eps_u, val_u, gap_u, inv = self._batch(rows_i, rows_x, reports)
+        rows = np.array([eps_u[inv, rows_i], val_u[inv], gap_u[inv]])  # eps_i, value, gap
+        ends = k * C + np.cumsum([0, *sizes])
+        fresh = {i: rows[:, ends[n] : ends[n + 1]] for n, i in enumerate(todo)}
         eps, val = rows[0, : k * C].reshape(k, C), rows[1, : k * C].reshape(k, C)
         node_eps = [fresh.get(int(i), None) for i in sellers]
         node_eps = [self._node_eps[keys[n]] if e is None else e for n, e in enumerate(node_eps)]
         if self.cache_nodes:  # stored after reading: storing may clear the cache
             for i, e in fresh.items():
                 self._keep_nodes(self._node_key(i, reports), e)
-        pay = np.array([self._payments(cand[n], eps[n], val[n], node_eps[n]) for n in range(k)])
-        return eps, pay.reshape(k, C)
+        pay = np.array([self._payments(i, cand_r[n], cand_psi[n], eps[n], val[n], node_eps[n])
+                        for n, i in enumerate(sellers)])  # fmt: skip
+        gaps = np.r_[rows[2, : k * C], *(e[2] for e in node_eps)]
+        return eps, pay.reshape(k, C), self._certificate(gaps)
+
+    def _certificate(self, gaps) -> dict:
+        """Outcome.info with ``certify``: ``certified_optimum`` (every profile the call's
+        eps and payments rest on is within the search's tol of the global optimum of
+        Eq. 17 on the grid; ``dd_certify``) and ``gap_bound`` (the largest proved gap)."""
+        if not self.certify:
+            return {}
+        from .dd_certify import CERTIFY_TOL
+
+        gap = float(np.max(gaps))
+        return {"certified_optimum": bool(gap <= CERTIFY_TOL), "gap_bound": gap}
 
     def outcome(self, reports, rng=None) -> Outcome:
         from . import data_dependent as dd
@@ -616,23 +636,15 @@ class DataDependentMechanism(Mechanism):
             raise MarketSimError("data-dependent: one data row per reporting seller is needed")
         if self.solver == "newton":
             sellers = np.arange(reports.size)
-            eps, pay = self._newton(sellers, reports[:, None], reports)
-            return Outcome(eps[:, 0], pay[:, 0])
+            eps, pay, info = self._newton(sellers, reports[:, None], reports)
+            return Outcome(eps[:, 0], pay[:, 0], info)
         with dd._blas_threads(self.blas_threads):
             base = self._solve(reports)
             start = base.w_path if self._warm(reports.size) else None
-            nodes = self._nodes()
-            pay = np.array(
-                [
-                    self._payments(
-                        [r],
-                        [base.eps[i]],
-                        [base.objective],
-                        self._nodes_eps(i, reports, nodes, start),
-                    )[0]  # fmt: skip
-                    for i, r in enumerate(reports)
-                ]
-            )
+            r, psi = self._cands(np.arange(reports.size), reports[:, None])
+            pay = np.array([self._payments(i, r[i], psi[i], [base.eps[i]], [base.objective],
+                                           self._nodes_eps(i, reports, start))[0]
+                            for i in range(reports.size)])  # fmt: skip
         return Outcome(base.eps, pay)
 
     def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
@@ -640,19 +652,14 @@ class DataDependentMechanism(Mechanism):
 
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
         if self.solver == "newton":
-            eps, pay = self._newton(sellers, cand, reports)
-            return Outcome(eps.reshape(cand.shape), pay.reshape(cand.shape))
-        nodes = self._nodes()
+            eps, pay, info = self._newton(sellers, cand, reports)
+            return Outcome(eps.reshape(cand.shape), pay.reshape(cand.shape), info)
         with dd._blas_threads(self.blas_threads):
             start = self._solve(reports).w_path if self._warm(reports.size) else None
-            own = [self._own(i, reports, cand[k], start) for k, i in enumerate(sellers)]
+            r, x = self._cands(sellers, cand)
+            own = [self._own(i, reports, x[k], start) for k, i in enumerate(sellers)]
             eps = np.array([o[0] for o in own])
-            pay = np.array(
-                [
-                    self._payments(
-                        cand[k], own[k][0], own[k][1], self._nodes_eps(i, reports, nodes, start)
-                    )  # fmt: skip
-                    for k, i in enumerate(sellers)
-                ]
-            )
+            pay = np.array([self._payments(i, r[k], x[k], own[k][0], own[k][1],
+                                           self._nodes_eps(i, reports, start))
+                            for k, i in enumerate(sellers)])  # fmt: skip
         return Outcome(eps.reshape(cand.shape), pay.reshape(cand.shape))

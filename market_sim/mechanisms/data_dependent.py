@@ -97,6 +97,9 @@ __all__ = [
     "own_cost_outcomes",
     "monotonicity_violations",
     "myerson_payment",
+    "PaymentPlan",
+    "payment_plan",
+    "envelope_tail",
     "literal_noise_bounds",
     "DEFAULT_EPS_AVG_GRID",
 ]
@@ -464,6 +467,8 @@ class ManyResult:
     profile: np.ndarray
     w: np.ndarray
     n_reference: int = 0
+    certified_optimum: np.ndarray | None = None  # (B,) bool per row, None: not asked
+    gap_bound: np.ndarray | None = None  # (B,) objective - a proved lower bound
 
 
 def solve_many(
@@ -479,6 +484,8 @@ def solve_many(
     kappas=NEWTON_KAPPAS,
     tol: float = 1e-10,
     max_iter: int = 200,
+    certify: bool = False,
+    certify_tol: float | None = None,
 ) -> ManyResult:
     """``solve`` (p = 1, no cap, no noise, mu > 0) for every row of ``psi_rows`` by the
     compiled multi-start Newton solver (``_dd_kernel``): each eta's w-problem from the
@@ -521,7 +528,31 @@ def solve_many(
         eps[b], W[b], profile[b] = ref.eps, ref.w, ref.profile
         best[b] = int(np.argmin(ref.profile))
     objective = profile[np.arange(B), best]
-    return ManyResult(eps, etas[best], objective, profile, W, int(redo.size))
+    if not certify:
+        return ManyResult(eps, etas[best], objective, profile, W, int(redo.size))
+    cert = _certify_rows(SX, gamma, P, etas, mu, sigma, reg_lambda, eps, objective, etas[best],
+                         W, profile, certify_tol)  # fmt: skip
+    return ManyResult(eps, cert[1], cert[2], profile, W, int(redo.size), cert[3], cert[4])
+
+
+def _certify_rows(SX, gamma, P, etas, mu, sigma, lam, eps, objective, eta, W, profile, tol):
+    """``dd_certify.certify`` on every row (in place: a row the search improved gets the
+    better point): (eps, eta, objective, certified, gap)."""
+    from .dd_certify import CERTIFY_TOL, certify
+
+    tol = CERTIFY_TOL if tol is None else tol
+    B = P.shape[0]
+    ok, gap, eta = np.zeros(B, bool), np.empty(B), eta.copy()
+    objective = objective.copy()
+    for b in range(B):
+        c = certify(SX, P[b], etas, mu=mu, sigma=sigma, gamma=gamma, reg_lambda=lam,
+                    value=objective[b], eta=eta[b], a=eps[b] / eta[b], w=W[b], tol=tol)  # fmt: skip
+        ok[b], gap[b] = c.certified, c.gap
+        if c.improved:
+            eps[b], eta[b], objective[b], W[b] = c.a * c.eta, c.eta, c.value, c.w
+            j = int(np.argmin(np.abs(etas - c.eta)))
+            profile[b, j] = min(profile[b, j], c.value)
+    return eps, eta, objective, ok, gap
 
 
 _kernel_state: object = None
@@ -613,19 +644,34 @@ def monotonicity_violations(
     return reports[1:][rise]
 
 
-def myerson_payment(
-    i: int, X, y, costs, virtual_cost, c_max: float, *, n_nodes: int = 33, **kw
-) -> float:
-    """t_i = c_i eps_i(c_i) + int_{c_i}^{c_max} eps_i(z) dz (Lemma III.2, 003), the
-    integral by the trapezoid rule on ``n_nodes`` reports: a reference, far off where
-    eps_i jumps (the mechanism's default payments use Eq. 17's value instead).  IC
-    only where eps_i is monotone; check with ``monotonicity_violations``."""
-    c_i = float(np.asarray(costs, dtype=float)[i])
-    if not c_i <= c_max:
-        raise MarketSimError(f"c_max {c_max} is below the seller's cost {c_i}")
-    z = np.linspace(c_i, c_max, n_nodes)
-    eps = own_cost_response(i, X, y, costs, virtual_cost, z, **kw)
-    return float(c_i * eps[0] + np.trapezoid(eps, z))
+def myerson_payment(i: int, X, y, costs, dist, *, n_nodes: int = 9, **kw) -> float:
+    """t_i = c_i eps_i(c_i) + int_{c_i}^{c_max} eps_i(z) dz (Lemma III.2, 003) for seller i
+    of cost law ``dist`` (a CostDistribution or spec; c_max its top), the integral by the
+    mechanism's exact rule (``payment_plan``, ``envelope_tail``: Eq. 17's value between
+    psi's breaks and the ironing intervals' ends; ``n_nodes`` only on curved pieces),
+    solved by ``solve``.  IC only where eps_i is monotone; check with
+    ``monotonicity_violations``."""
+    from ..distributions import as_distribution
+
+    law = as_distribution(dist)
+    costs = law.check_in_support(np.asarray(costs, dtype=float))
+    if not 0 <= i < costs.size:
+        raise MarketSimError(f"seller index {i} out of range")
+    psi = law.virtual_cost(costs)
+    base = solve(X, y, psi, **kw)
+    plan = payment_plan(law, n_nodes)
+    node_eps, node_val = own_cost_outcomes(i, X, y, psi, _as_psi, plan.x, **kw)
+    c = costs[i : i + 1]
+    if kw["gamma"] == 0:  # the report does not enter Eq. 17: eps_i is constant
+        return float(law.support[1] * base.eps[i])
+    tail = envelope_tail(plan, law, kw["gamma"], c, psi[i : i + 1], np.array([base.objective]),
+                         node_eps, node_val)  # fmt: skip
+    return float(c[0] * base.eps[i] + tail[0])
+
+
+def _as_psi(x):
+    """Virtual costs given directly (the payment nodes are solved at psi values)."""
+    return np.asarray(x, dtype=float)
 
 
 def literal_noise_bounds(
@@ -678,3 +724,172 @@ def literal_noise_bounds(
     else:
         verdict = "undecided"
     return lower, upper, verdict
+
+
+# ---- Myerson's integral between psi's breaks (the envelope payments) ------------------
+FLAT, AFFINE, CURVED = 0, 1, 2  # a piece's kind: psi constant, affine, or neither
+
+
+@dataclass(frozen=True)
+class PaymentPlan:
+    """How int_r^{top} eps_i(z) dz is assembled for one cost law (docs/data-dependent.md,
+    Payments).  The support is cut at psi's breaks (where a mixture's part begins or
+    ends) and at the ironing intervals' ends into pieces on which psi is continuous:
+    ``FLAT`` (ironed: psi, hence eps_i, constant), ``AFFINE`` (int eps_i dz = Delta V /
+    (gamma psi'), exact) or ``CURVED`` (the Stieltjes sum on ``n_nodes`` reports).
+    Eq. 17 is solved at the virtual costs ``x`` (one-sided limits at the pieces' ends);
+    piece k's nodes are x[start[k]:stop[k]], standing for the reports ``z``.  ``line``
+    is psi at each piece's start on an affine piece (psi = line + slope (z - a))."""
+
+    support: tuple[float, float]
+    a: np.ndarray
+    b: np.ndarray
+    kind: np.ndarray
+    slope: np.ndarray
+    line: np.ndarray
+    start: np.ndarray
+    stop: np.ndarray
+    x: np.ndarray
+    z: np.ndarray
+    dpsi: np.ndarray  # psi' at the nodes of curved pieces (z' = 1 / (gamma psi'))
+
+
+def _cuts(dist) -> np.ndarray:
+    """The support's ends, psi's breaks and the ironing intervals' ends, sorted."""
+    lo, hi = dist.support
+    ends = [e for a, b, _ in dist.iron_intervals for e in (a, b)]
+    inner = [c for c in (*dist.breaks, *ends) if lo < c < hi]
+    return np.unique(np.r_[lo, inner, hi])
+
+
+def _piece_kind(dist, a: float, b: float) -> tuple[int, float, float, float]:
+    """(kind, psi at a or the flat value, slope, flat value) of psi on (a, b)."""
+    for ia, ib, value in dist.iron_intervals:
+        if ia <= a and b <= ib:
+            return FLAT, value, 0.0, value
+    u = a + (b - a) * np.linspace(0.05, 0.95, 19)
+    psi = dist.virtual_cost(u)
+    if not np.all(np.isfinite(psi)):
+        return CURVED, np.nan, np.nan, np.nan
+    slope = (psi[-1] - psi[0]) / (u[-1] - u[0])
+    line = psi[0] + slope * (a - u[0])
+    affine = np.max(np.abs(psi - line - slope * (u - a))) <= 1e-12 * (1.0 + np.abs(psi).max())
+    if affine and slope <= 1e-12 * (1.0 + abs(line)) / (b - a):
+        return FLAT, line, 0.0, line
+    return (AFFINE, line, slope, np.nan) if affine else (CURVED, np.nan, np.nan, np.nan)
+
+
+def _curved_nodes(dist, a: float, b: float, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(reports, psi, psi') at n equally spaced reports of a curved piece, psi at its ends
+    the one-sided limits (evaluated 1e-12 of the width inside), psi' by differences
+    inside the piece; an infinite psi (a vanishing density) is capped, its psi' too."""
+    z = np.linspace(a, b, n)
+    inner = np.clip(z, a + 1e-12 * (b - a), b - 1e-12 * (b - a))
+    h = 1e-6 * (b - a)
+    up, down = (
+        np.minimum(inner + h, b - 1e-12 * (b - a)),
+        np.maximum(inner - h, a + 1e-12 * (b - a)),
+    )
+    with np.errstate(invalid="ignore"):
+        psi = dist.virtual_cost(inner)
+        dpsi = (dist.virtual_cost(up) - dist.virtual_cost(down)) / (up - down)
+    finite = np.isfinite(psi)
+    cap = 1e6 * (1.0 + np.abs(psi[finite]).max(initial=0.0))
+    return z, np.where(finite, psi, cap), np.where(np.isfinite(dpsi), dpsi, np.inf)
+
+
+def payment_plan(dist, n_nodes: int = 9) -> PaymentPlan:
+    """The pieces and Eq. 17's solve points for ``dist`` (see ``PaymentPlan``): one node
+    per flat piece (its constant), the two ends of an affine piece (the start of the
+    first one only if psi at the support's bottom is off its line), ``n_nodes`` on a
+    curved piece."""
+    cuts = _cuts(dist)
+    cols: dict[str, list] = {k: [] for k in ("kind", "slope", "line", "start", "stop")}
+    xs: list[np.ndarray] = []
+    zs: list[np.ndarray] = []
+    ds: list[np.ndarray] = []
+    for k, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
+        kind, line, slope, flat = _piece_kind(dist, float(a), float(b))
+        if kind == FLAT:
+            z, x = np.array([a]), np.array([flat])
+        elif kind == AFFINE:
+            at_a = float(dist.virtual_cost(a))
+            need_a = k > 0 or abs(at_a - line) > 1e-12 * (1.0 + abs(line))
+            z = np.array([a, b]) if need_a else np.array([b])
+            x = line + slope * (z - a)
+        else:
+            z, x, d = _curved_nodes(dist, float(a), float(b), n_nodes)
+        ds.append(d if kind == CURVED else np.full(z.size, np.nan))
+        n0 = sum(v.size for v in xs)
+        xs.append(x)
+        zs.append(z)
+        for key, v in zip(cols, (kind, slope, line, n0, n0 + x.size), strict=True):
+            cols[key].append(v)
+    return PaymentPlan(
+        (float(cuts[0]), float(cuts[-1])),
+        cuts[:-1].astype(float),
+        cuts[1:].astype(float),
+        np.array(cols["kind"], dtype=np.int64),
+        np.array(cols["slope"], dtype=float),
+        np.array(cols["line"], dtype=float),
+        np.array(cols["start"], dtype=np.int64),
+        np.array(cols["stop"], dtype=np.int64),
+        np.concatenate(xs),
+        np.concatenate(zs),
+        np.concatenate(ds),
+    )
+
+
+def _stieltjes_sum(gamma, dpsi, value) -> float:
+    """int z'(x) dV(x) over consecutive nodes, z' = 1 / (gamma psi') by the trapezoid
+    rule (envelope theorem: dV/dx = eps_i, x = gamma psi)."""
+    zprime = (1.0 / dpsi[1:] + 1.0 / dpsi[:-1]) / (2.0 * gamma)
+    return float(zprime @ np.diff(value))
+
+
+def _piece_integrals(plan: PaymentPlan, gamma, node_eps, node_val) -> np.ndarray:
+    """int of eps_i over each whole piece: eps times the length (flat), Delta V /
+    (gamma psi') (affine: V's change between the piece's own ends, never across a
+    break), the Stieltjes sum (curved)."""
+    out = np.empty(plan.a.size)
+    for k in range(plan.a.size):
+        s, e = plan.start[k], plan.stop[k]
+        if plan.kind[k] == FLAT:
+            out[k] = node_eps[s] * (plan.b[k] - plan.a[k])
+        elif plan.kind[k] == AFFINE:
+            out[k] = (
+                (node_val[e - 1] - node_val[s]) / (gamma * plan.slope[k]) if e - s == 2 else np.nan
+            )
+        else:
+            out[k] = _stieltjes_sum(gamma, plan.dpsi[s:e], node_val[s:e])
+    return out
+
+
+def envelope_tail(plan: PaymentPlan, dist, gamma, r, psi_r, value_r, node_eps, node_val):
+    """int_r^{top} eps_i(z) dz for reports r (virtual costs psi_r, Eq. 17's value value_r
+    at each), Eq. 17's eps_i and value at the plan's nodes: the part of r's own piece
+    plus the whole pieces above it (``_piece_integrals``).  A jump of psi adds nothing;
+    an ironed piece adds its constant eps_i times the length.  ``dist``: the law (psi'
+    at r by differences inside r's piece, on curved pieces only)."""
+    r = np.asarray(r, dtype=float)
+    psi_r, value_r = np.asarray(psi_r, dtype=float), np.asarray(value_r, dtype=float)
+    whole = _piece_integrals(plan, gamma, node_eps, node_val)
+    above = np.r_[np.cumsum(whole[::-1])[::-1][1:], 0.0]  # the pieces after piece k
+    k = np.clip(np.searchsorted(plan.a, r, side="right") - 1, 0, plan.a.size - 1)
+    kind, s, e, b = plan.kind[k], plan.start[k], plan.stop[k], plan.b[k]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        line = plan.line[k] + plan.slope[k] * (r - plan.a[k])
+        on_line = np.abs(psi_r - line) <= 1e-12 * (1.0 + np.abs(psi_r))
+        v0 = np.where(on_line, value_r, node_val[s])  # off its line only at a piece's start
+        affine = (node_val[e - 1] - v0) / (gamma * plan.slope[k])
+    out = np.where(kind == FLAT, node_eps[s] * (b - r), affine)
+    for n in np.flatnonzero((kind == CURVED) & (r < plan.support[1])):
+        kk, sn, en = k[n], s[n], e[n]
+        above_r = plan.z[sn:en] > r[n]
+        h = 1e-6 * (plan.b[kk] - plan.a[kk])
+        up, down = min(r[n] + h, plan.b[kk] - h), max(r[n] - h, plan.a[kk] + h)
+        dpsi = (dist.virtual_cost(up) - dist.virtual_cost(down)) / (up - down)
+        out[n] = _stieltjes_sum(gamma, np.r_[dpsi, plan.dpsi[sn:en][above_r]],
+                                np.r_[value_r[n], node_val[sn:en][above_r]])  # fmt: skip
+    out = out + above[k]
+    return np.where(r >= plan.support[1], 0.0, out)
