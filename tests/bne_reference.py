@@ -273,7 +273,6 @@ def _ode(laws, counts, b0, top, dense=True, rtol=1e-12):
     solution and whether some class met the diagonal b = phi_g first."""
     N = sum(counts)
     n = np.asarray(counts, dtype=float)
-    lows = np.array([law.support[0] for law in laws])
 
     ppfs = [_fast_ppf(law) for law in laws]
 
