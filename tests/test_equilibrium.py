@@ -663,7 +663,8 @@ def test_progress_bar_numbers_are_finite():
 
     assert _shown(residual=0.1, gain=0.2, eps=float("nan")) == {"residual": "0.1", "gain": "0.2"}
     # pay-as-bid at the truth: utility 0; the responses' gain is relative to u + gain
-    r = symmetric_bne("pay-as-bid", "uniform:1:5", 5, np.random.default_rng(0), **FAST)
+    r = symmetric_bne("pay-as-bid", "uniform:1:5", 3, np.random.default_rng(0), samples=64,
+                      grid=5, eval_grid=5, max_iter=2)  # fmt: skip
     assert 0.0 <= r.options["training_gain"] <= 1.0
 
 
