@@ -353,7 +353,7 @@ class _Options:
     patience: int = 0
     max_iter: int | None = None
     eval_grid: int = 33
-    eval_refine: int = 3
+    eval_refine: int | None = None
     eval_samples: int | None = None
     check_grid: int = 129
     refine: int = 3
@@ -408,6 +408,7 @@ class _Options:
             damping=0.05 if many else 0.1,
             max_iter=100 if many else 40,
             verify_every=0 if slow else 10,
+            eval_refine=1 if slow else 3,  # each doubling re-evaluates every cost
         )
         if path == "interim":  # exact utilities: reports are cheap, no sample
             auto.update(bid_grid=401, br_refine=6, resample=False, damping=0.01, max_iter=1000)
@@ -458,12 +459,13 @@ def _smooth(costs: np.ndarray, br: np.ndarray, knots: int, z_live: float = math.
     responses (none: as they are): equilibrium bid functions are smooth, while best
     responses on a finite sample jump, and damped iterations of jumps form atoms.  Only
     the piece of costs whose responses sell (at most ``z_live``, the highest report that
-    gets anything) is fitted, within its responses' range; above it the responses are
+    gets anything) is fitted (uncapped: a cap at the responses' range moved the
+    asymmetric first-price bids by 0.05 at the knife edge); above it the responses are
     kept as they are: no smoothing across a reserve or the cost above which a seller
     never sells (issue #48, kinks kept).  The spline is in the quantile F(c) (given the
     ``law``): for F(c) = sqrt(c) the bids are smooth in sqrt(c), not in c."""
     sells = br <= z_live
-    end = int(np.argmin(sells)) if not sells.all() else costs.size  # the selling prefix
+    end = int(np.flatnonzero(sells)[-1]) + 1 if sells.any() else 0  # up to the last seller
     if knots <= 0 or end < knots + 8:
         return br
     from scipy.interpolate import LSQUnivariateSpline
@@ -475,7 +477,7 @@ def _smooth(costs: np.ndarray, br: np.ndarray, knots: int, z_live: float = math.
             x = u
     t = np.quantile(x, np.linspace(0, 1, knots + 2)[1:-1])
     try:
-        fit = np.clip(LSQUnivariateSpline(x, y, t, k=3)(x), y.min(), y.max())
+        fit = LSQUnivariateSpline(x, y, t, k=3)(x)
     except ValueError:
         return br
     return np.concatenate((fit, br[end:]))
@@ -485,15 +487,19 @@ def _focused(law, c_top: float, k: int) -> np.ndarray:
     """``k`` costs evenly on [low, c_top], ``k`` by quantile (equal probability under the
     law on [low, c_top]: dense where the sellers are, e.g. at 0 for F(c) = sqrt(c); issue
     #48), low + (c_top - low) 2^-j (j = 6..14: a bid function may rise like sqrt(c) at
-    the bottom) and the coarse sentinel costs above c_top."""
+    the bottom) when the first quantile cell is under a quarter of an even one, and the
+    coarse sentinel costs above c_top."""
     lo, hi = law.support
     coarse = np.linspace(lo, hi, SENTINELS)
     q = np.linspace(0.0, float(law.cdf(c_top)), k)
     by_mass = np.clip(np.asarray(law.ppf(q), dtype=float), lo, c_top)
     even = np.linspace(lo, c_top, k)
     ends = lo + (c_top - lo) * 2.0 ** -np.arange(6, 15)  # where a bid can rise like sqrt(c)
+    if not by_mass[1] - lo < (c_top - lo) / (4 * k):  # only for mass piled at the bottom
+        ends = ends[:0]  # (on a sample, crowded noisy responses there bias the fit)
     grid = np.concatenate((even, by_mass[np.isfinite(by_mass)], ends, coarse[coarse > c_top]))
-    return np.unique(grid)
+    grid = np.unique(grid)
+    return grid[np.concatenate(([True], np.diff(grid) > 1e-9 * (hi - lo)))]  # no near-twins
 
 
 def _start(setup: _Setup, opt: _Options, init) -> _State:
@@ -980,6 +986,7 @@ def bne_epsilon_by_group(
     refs = _per_class(reference, G, "reference")
     c_tops = [d.support[1] for d in setup.classes.laws]
     oracle = Oracle(setup.mech)
+    opt = opt.for_path(oracle.path, G)  # the automatic eval_refine
     return _verify(setup, opt, oracle, bidfns, None, c_tops, setup.z_range[1], rng, refs)
 
 

@@ -209,7 +209,9 @@ def test_the_result_says_which_rule_stopped_the_iterations(tol, gain_tol, rule):
         eval_grid=5, max_iter=12, tol=tol, gain_tol=gain_tol,
     )  # fmt: skip
     assert r.iterations == 12 and r.residual > 0
-    assert r.stopped_by == (rule or "max_iter") and r.converged == (rule is not None)
+    certified = all(c.check.epsilon_relative <= r.options["verify_tol"] for c in r.classes)
+    assert r.stopped_by == (rule or "max_iter")
+    assert r.converged == (rule is not None and certified)  # issue #48: converged means it
     assert r.summary()["stopped_by"] == r.stopped_by
     assert f"stopped by            {r.stopped_by}" in r.format()
 
@@ -606,7 +608,8 @@ def test_distances_count_the_costs_the_reference_wins():
 def test_epsilon_is_refined_until_two_densities_agree():
     """2 sellers U[0, 1], the closed form except truth on [0.2935, 0.2975]: a seller of
     cost 0.2955 bidding its cost gets 0 where b(c) = (1 + c)/2 earns (b - c) P(the
-    other bids above b) = (1 - c)/2 (1 - c) = 0.2482 (the window's mass aside).  33 evaluation cells have no cost in the window (centres 0.2879, 0.3182);
+    other bids above b) = (1 - c)/2 (1 - c) = 0.2482 (the window's mass aside).  33
+    evaluation cells have no cost in the window (centres 0.2879, 0.3182);
     66 do (0.2955): the refined epsilon finds the gain, the unrefined one does not."""
 
     def hole(c):
@@ -652,7 +655,7 @@ def test_the_printout_names_the_path_it_ran():
 
 def test_an_ic_mechanism_stops_at_the_first_verification():
     """uniform-price is dominant-strategy IC: truth, verified gain 0, one iteration."""
-    r = symmetric_bne("uniform-price", "uniform:0:1", 4, np.random.default_rng(0), **SMALL)
+    r = symmetric_bne("uniform-price", "uniform:0:1", 4, np.random.default_rng(0), samples=256)
     assert (r.iterations, r.stopped_by, r.converged) == (1, "verified", True)
     assert r.epsilon == 0.0
     np.testing.assert_allclose(r.bids, r.costs, atol=1e-6)
@@ -670,15 +673,15 @@ def test_progress_bar_numbers_are_finite():
 
 def test_no_smoothing_across_the_cost_above_which_nothing_sells():
     """Responses min(c + 0.2, 0.7) below c = 0.6, which sell (reports up to 0.7 do), and
-    0.75 + c / 4 above, which do not: the spline fits the selling piece only (within its
-    range), the rest is kept as it is."""
+    0.75 + c / 4 above, which do not: the spline fits the selling piece only, the rest is
+    kept as it is (the old fit through all of them moved the costs above 0.6)."""
     from market_sim.equilibrium import _smooth
 
     c = np.linspace(0, 1, 41)
     br = np.where(c < 0.6, np.minimum(c + 0.2, 0.7), 0.75 + c / 4)
     out = _smooth(c, br, 6, z_live=0.7)
     np.testing.assert_array_equal(out[c >= 0.6], br[c >= 0.6])
-    assert np.all(out[c < 0.6] <= 0.7 + 1e-12)
+    assert np.max(np.abs(out[c < 0.6] - br[c < 0.6])) < 0.02  # the fit of the piece
 
 
 def test_grids_follow_the_law():
