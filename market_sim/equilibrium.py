@@ -731,7 +731,10 @@ def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, referen
     Rf = reports_of(fresh, setup.classes, bidfns)
     refs = [None if r is None else _as_bidfn(r) for r in references]
     # the reference's own win rates, against the reference profile (every class known)
-    R_ref = None if any(r is None for r in refs) else reports_of(fresh, setup.classes, refs)
+    R_ref = None
+    if not any(r is None for r in refs):  # the references tabulated (they may be slow, 1-D)
+        tables = [_tabulated(r, law) for r, law in zip(refs, setup.classes.laws, strict=True)]
+        R_ref = reports_of(fresh, setup.classes, tables)
     out = []
     for g, law in enumerate(setup.classes.laws):
 
@@ -748,6 +751,17 @@ def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, referen
 
         out.append(_refined(at, opt.eval_grid, opt.eval_refine))
     return out
+
+
+def _tabulated(fn: BidFn, law) -> BidFn:
+    """``fn`` at 513 costs (evenly and by quantile), linearly interpolated: the opponents'
+    reports of a reference profile, for its win rates (a closed form by quadrature may
+    take one cost at a time)."""
+    lo, hi = law.support
+    q = np.asarray(law.ppf(np.linspace(0.0, 1.0, 257)), dtype=float)
+    x = np.unique(np.clip(np.concatenate((np.linspace(lo, hi, 257), q[np.isfinite(q)])), lo, hi))
+    y = np.asarray(fn(x), dtype=float)
+    return _linear(x, y)
 
 
 def _win_rates(oracle, fresh, R_ref, g, ref, costs) -> np.ndarray:
