@@ -52,6 +52,12 @@ from .equilibrium_game import (
     search_reports,
     tabulated_cdf,
 )
+from .equilibrium_distributional import (
+    DistOptions,
+    live_top,
+    mean_bid_table,
+    solve_distributional,
+)
 from .errors import MarketSimError
 from .execution import Job, check_executor, job_rng, run_jobs
 from .files import atomic_write, fit_titles, json_plain, save_png
@@ -64,6 +70,7 @@ __all__ = [
     "BNEResult",
     "ClassBid",
     "EpsilonResult",
+    "METHODS",
     "bne",
     "bne_sweep",
     "symmetric_bne",
@@ -678,6 +685,7 @@ def bne(
     reference=None,
     bid_max: float | None = None,
     progress: bool = False,
+    method: str = "pure",
     **options,
 ) -> BNEResult:
     """A Bayes-Nash equilibrium of ``mechanism`` (a name, spec, class, instance or object
@@ -691,7 +699,12 @@ def bne(
     eval_samples, check_grid, refine (the verification); and the market settings mu,
     sigma, gamma, privacy (docs/equilibrium.md).  ``init``: the starting bid function(s)
     ("truth", a function, a list per class or a BNEResult); ``reference``: bid
-    function(s) to measure L2 / L∞ distances to.  Same ``rng`` state, same result."""
+    function(s) to measure L2 / L∞ distances to.  ``method``: "pure" (bid functions,
+    above), "distributional" (mixed strategies on a discretised game, ``DIST_OPTIONS``)
+    or "auto" (``METHODS``).  Same ``rng`` state, same result."""
+    if method != "pure":
+        called = dict(n_sellers=n_sellers, init=init, reference=reference, bid_max=bid_max)
+        return _by_method(method, mechanism, population, rng, called, bool(progress), options)
     t0 = time.perf_counter()
     context = {k: options.pop(k) for k in list(options) if k in CONTEXT_KEYS}
     opt = _options(options)
@@ -714,6 +727,7 @@ def bne(
     r = _result(setup, opt, state, trace, checks, oracle, time.perf_counter() - t0, context)
     called = dict(n_sellers=setup.classes.n, init=_described(init), progress=bool(progress))
     called["reference"] = _described(reference)
+    called["method"] = "pure"
     return dataclasses.replace(r, options={**r.options, **called})
 
 
@@ -917,3 +931,128 @@ def figure(result: BNEResult):
 def plot(result: BNEResult, path) -> None:
     """:func:`figure` written to ``path`` (PNG) atomically."""
     save_png(figure(result), path, dpi=100)
+
+
+# ---- the second method: distributional strategies -----------------------------------------
+#: ``bne``'s methods: "pure" (damped best responses of bid functions), "distributional"
+#: (mixed strategies on a discretised game, ``market_sim.equilibrium_distributional``),
+#: "auto" (both when the mechanism has an exact ``interim``, else the pure one and the
+#: distributional one only if the pure one fails its verification; the better verified
+#: one is returned; docs/equilibrium.md, "Which method")
+METHODS = ("pure", "distributional", "auto")
+#: the distributional method's options (besides the verification's ``_VERIFY_KEYS``)
+DIST_OPTIONS = {f.name: f.default for f in dataclasses.fields(DistOptions)}
+_VERIFY_KEYS = ("samples", "eval_grid", "eval_samples", "check_grid", "refine", "deviators")
+
+
+def _by_method(method, mechanism, population, rng, called, progress, options) -> BNEResult:
+    """``bne`` with ``method`` "distributional" or "auto"."""
+    if method not in METHODS:
+        raise MarketSimError(f"method must be one of {', '.join(METHODS)} (got {method!r})")
+    if method == "distributional":
+        return _distributional(mechanism, population, rng, called, progress, options)
+    return _auto(mechanism, population, rng, called, progress, options)
+
+
+def _split_options(options: dict) -> tuple[DistOptions, _Options, dict]:
+    """The distributional solver's options, the verification's and the market settings;
+    an option of the pure method only is refused (one line)."""
+    context = {k: options[k] for k in options if k in CONTEXT_KEYS}
+    rest = {k: v for k, v in options.items() if k not in CONTEXT_KEYS}
+    known = set(DIST_OPTIONS) | set(_VERIFY_KEYS)
+    unknown = sorted(set(rest) - known)
+    if unknown:
+        where = "applies to method='pure' only" if unknown[0] in OPTIONS else "is unknown"
+        raise MarketSimError(
+            f"option {unknown[0]!r} {where} (method='distributional' takes: "
+            f"{', '.join(sorted(known))})"
+        )
+    dopt = DistOptions(**{k: v for k, v in rest.items() if k in DIST_OPTIONS}).checked()
+    return dopt, _options({k: v for k, v in rest.items() if k in _VERIFY_KEYS}), context
+
+
+def _distributional(mechanism, population, rng, called, progress, options) -> BNEResult:
+    """``bne(..., method="distributional")``: mixed strategies by dual averaging on the
+    discretised game, each class's mean bid per cost node as its bid function, verified
+    by the pure solver's verification (``_verify``: fresh opponents playing the mean
+    bids, every report of the range searched)."""
+    t0 = time.perf_counter()
+    if not (isinstance(called["init"], str) and called["init"] == "truth"):
+        raise MarketSimError("init applies to method='pure' only")
+    dopt, vopt, context = _split_options(options)
+    setup = _setup(mechanism, population, called["n_sellers"], rng, context, called["bid_max"])
+    laws = setup.classes.laws
+    references = _per_class(called["reference"], len(laws), "reference")
+    sol = solve_distributional(setup.mech, setup.classes, setup.z_range, rng, dopt, progress)
+    tables = [mean_bid_table(s, law.support, setup.z_range) for s, law in zip(sol.strategies, laws, strict=True)]
+    c_tops = [live_top(s, law.support) for s, law in zip(sol.strategies, laws, strict=True)]
+    oracle = Oracle(setup.mech)
+    bidfns = [_linear(c, b) for c, b in tables]
+    checks = _verify(setup, vopt, oracle, bidfns, None, c_tops, setup.z_range[1], rng, references)
+    classes = tuple(
+        ClassBid(law.spec, k, (float(law.support[0]), float(law.support[1])), c, b, ch)
+        for law, k, (c, b), ch in zip(laws, setup.classes.counts, tables, checks, strict=True)
+    )
+    rel = max(ch.epsilon_relative for ch in checks)
+    worst = max(range(len(checks)), key=lambda g: checks[g].epsilon)
+    recorded = {
+        **dataclasses.asdict(dopt),
+        **{k: getattr(vopt, k) for k in _VERIFY_KEYS},
+        "method": "distributional",
+        "path": sol.path,
+        "calls": sol.calls + oracle.calls,
+        "utility_loss": sol.utility_loss,
+        "spread": [s.live_spread for s in sol.strategies],
+        "mixed": [s.mixed for s in sol.strategies],
+        "bid_max": setup.z_range[1],
+        "n_sellers": setup.classes.n,
+        "init": "truth",
+        "reference": _described(called["reference"]),
+        "progress": progress,
+        **{k: getattr(setup.mech, k, context.get(k)) for k in CONTEXT_KEYS},
+    }
+    return BNEResult(
+        mechanism=setup.name,
+        dist=setup.classes.spec,
+        n_sellers=setup.classes.n,
+        costs=classes[0].costs,
+        bids=classes[0].bids,
+        epsilon=checks[worst].epsilon,
+        epsilon_ci=checks[worst].epsilon_ci,
+        epsilon_relative=rel,
+        iterations=sol.iterations,
+        converged=sol.stopped_by == "utility_loss" and rel <= vopt.verify_tol,
+        residual=sol.utility_loss,
+        seconds=time.perf_counter() - t0,
+        check=checks[0],
+        history=sol.history,
+        options=recorded,
+        support=classes[0].support,
+        classes=classes,
+        stopped_by=sol.stopped_by,
+    )
+
+
+def _auto(mechanism, population, rng, called, progress, options) -> BNEResult:
+    """``method="auto"`` (``METHODS``): the pure solve, and the distributional one when
+    the mechanism has an exact ``interim`` or the pure one's verified relative epsilon
+    is above its ``verify_tol``; the one with the smaller verified relative epsilon is
+    returned, ``options["method_reason"]`` says why (both numbers)."""
+    pure_only = {k: v for k, v in options.items() if k in OPTIONS or k in CONTEXT_KEYS}
+    pure = bne(mechanism, population, rng, method="pure", progress=progress, **called, **pure_only)
+    exact = pure.options.get("path") == "interim"
+    if not exact and pure.epsilon_relative <= pure.options.get("verify_tol", 0.01):
+        why = "pure: no exact interim and its verified epsilon is within verify_tol"
+        return dataclasses.replace(pure, options={**pure.options, "method_reason": why})
+    dist_only = {
+        k: v for k, v in options.items()
+        if k in DIST_OPTIONS or k in _VERIFY_KEYS or k in CONTEXT_KEYS
+    }  # fmt: skip
+    dist = _distributional(mechanism, population, rng, {**called, "init": "truth"}, progress, dist_only)
+    best, other = (dist, pure) if dist.epsilon_relative < pure.epsilon_relative else (pure, dist)
+    why = (
+        f"{best.options['method']}: verified epsilon / utility {best.epsilon_relative:.3g} "
+        f"against {other.epsilon_relative:.3g} for {other.options['method']} "
+        f"({'an exact interim: both run' if exact else 'the pure one failed verify_tol'})"
+    )
+    return dataclasses.replace(best, options={**best.options, "method_reason": why})

@@ -1,0 +1,369 @@
+"""The second BNE solver: distributional (mixed) strategies on a discretised game.
+
+In the manner of SODA (Bichler, Fichtl and Oberlechner, Operations Research 2025): each
+class's costs are discretised by quantile (``grid`` nodes, the midpoints of equal-mass
+cells, each of weight 1 / ``grid``: a law whose density is singular at an end gets its
+nodes where its sellers are), the reports by a uniform grid of ``bid_grid`` bids on the
+report range, and a strategy of class g is a matrix s_g[i, k], the probability that a
+seller at cost node i reports bid k.  Nothing assumes a smooth, monotone or pure bid
+function, so all-pay contests, reserves and costs that never sell are solved as they are.
+
+Utilities on the grid, u_g[i, k] = T_g(b_k) - c_i E_g(b_k) (a seller's utility is linear
+in its cost; docs/equilibrium.md), with E, T the deviator's expected eps and payment at
+report b_k against the others' mixed strategies:
+
+* **exact** when the mechanism has an ``interim`` (``FirstPrice`` and rank mechanisms
+  like it): the others' report laws are the classes' marginal bid distributions
+  q_h[k] = sum_i s_h[i, k] / grid, and one of them reports below b_k with probability
+  sum_{k' < k} q_h[k'] + q_h[k] / 2 (a tie counted half, as ``interim`` expects);
+* **sampled** otherwise (any mechanism, a black box with ``outcome`` only): each
+  iteration ``markets`` fresh opponent markets (a scrambled Sobol net through the
+  quantile functions, from the solver's ``rng``), each opponent's report drawn from its
+  cost node's mixed strategy, and the mechanism asked for the deviator's outcome at
+  every bid of the grid (its ``deviations``, a batched ``outcome`` or a loop).
+
+The learning dynamic is simultaneous online dual averaging with the entropic regulariser
+(SODA's): Y_g += eta_t u_g / scale, s_g[i, :] = softmax(Y_g[i, :]), eta_t = ``step`` x
+t^-0.05, ``scale`` the first iteration's largest |u|.  It stops when every class's
+relative utility loss on the grid, 1 - u_g(s) / u_g(best response), is at most
+``eps_tol`` (1e-4, SODA's), else after ``max_iter``.  The result is a
+:class:`MixedSolution`; ``market_sim.equilibrium.bne(..., method="distributional")``
+turns it into a ``BNEResult`` (each class's mean bid per cost node as its bid function,
+the spread beside it) and verifies it with the pure solver's verification.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .equilibrium_game import Classes, Oracle, Sample, interim_of
+from .errors import MarketSimError
+from .parameters import check_int
+
+__all__ = [
+    "DistOptions",
+    "MixedSolution",
+    "MixedStrategy",
+    "live_top",
+    "mean_bid_table",
+    "solve_distributional",
+]
+
+#: a strategy is "genuinely mixed" when some winning cost node's bids spread wider than this
+#: many bid-grid steps (one step is the discretisation's own spread)
+MIXED_STEPS = 3.0
+_BETA = 0.05  # eta_t = step * t^-beta (SODA's decreasing step rule)
+_CHECK_EVERY = 10  # iterations between measures of the averaged strategies' utility loss
+
+
+@dataclass(frozen=True)
+class DistOptions:
+    """The distributional solver's settings (docs/equilibrium.md, "Distributional")."""
+
+    grid: int = 64  # cost nodes per class (quantile midpoints)
+    bid_grid: int = 128  # bids on the report range
+    max_iter: int = 4000
+    eps_tol: float = 1e-4  # relative utility loss at which the dynamic stops
+    step: float = 50.0  # eta: dual averaging's step (times t^-0.05), on utilities / scale
+    markets: int = 256  # sampled path: opponent markets per iteration
+
+    def checked(self) -> DistOptions:
+        """Every setting checked (bad input: one line naming it)."""
+        ints = dict(grid=2, bid_grid=3, max_iter=1, markets=1)
+        kw: dict = {k: check_int(k, getattr(self, k), least) for k, least in ints.items()}
+        for name in ("eps_tol", "step"):
+            v = getattr(self, name)
+            ok = isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool)
+            if not ok or not math.isfinite(float(v)) or float(v) <= 0:
+                raise MarketSimError(f"{name} must be a number > 0 (got {v!r})")
+            kw[name] = float(v)
+        return DistOptions(**kw)
+
+
+@dataclass(frozen=True)
+class MixedStrategy:
+    """One class's distributional strategy: ``probs[i, k]`` the probability that a seller
+    at cost node ``costs[i]`` (weight ``weights[i]`` of the law) reports ``bids[k]``."""
+
+    costs: np.ndarray = field(repr=False)
+    weights: np.ndarray = field(repr=False)
+    bids: np.ndarray = field(repr=False)
+    probs: np.ndarray = field(repr=False)
+    win: np.ndarray = field(repr=False)  # per cost node, the probability of getting anything
+
+    @property
+    def mean(self) -> np.ndarray:
+        """The mean bid per cost node."""
+        return self.probs @ self.bids
+
+    @property
+    def spread(self) -> np.ndarray:
+        """The standard deviation of the bid per cost node."""
+        var = self.probs @ self.bids**2 - self.mean**2
+        return np.sqrt(np.maximum(var, 0.0))
+
+    @property
+    def step(self) -> float:
+        return float(self.bids[1] - self.bids[0])
+
+    @property
+    def live_spread(self) -> float:
+        """The largest spread over the cost nodes that win at least 1% of the time (0: none)."""
+        live = self.win >= 0.01
+        return float(self.spread[live].max()) if live.any() else 0.0
+
+    @property
+    def mixed(self) -> bool:
+        """Genuinely mixed: a winning node's bids spread over more than ``MIXED_STEPS``
+        grid steps (the discretisation alone spreads a pure bid over about one)."""
+        return self.live_spread > MIXED_STEPS * self.step
+
+
+@dataclass(frozen=True)
+class MixedSolution:
+    """The distributional solve: one :class:`MixedStrategy` per class, the dynamic's
+    record (``history``: the relative utility loss on the grid, max over classes, per
+    iteration), which rule stopped it and the evaluation path."""
+
+    strategies: tuple[MixedStrategy, ...]
+    iterations: int
+    stopped_by: str  # "utility_loss" or "max_iter"
+    utility_loss: float
+    history: tuple[float, ...] = field(repr=False)
+    path: str = "interim"
+    calls: int = 0
+
+
+# ---- the discretised game -----------------------------------------------------------------
+def quantile_nodes(law, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``k`` cost nodes of the law at the quantile midpoints (i + 1/2) / k, each of weight
+    1 / k: equal-mass cells, so a density singular at an end gets nodes where its mass is."""
+    lo, hi = law.support
+    q = (np.arange(k) + 0.5) / k
+    c = np.clip(np.asarray(law.ppf(q), dtype=float), lo, hi)
+    return c, np.full(k, 1.0 / k)
+
+
+def below_probabilities(probs: list[np.ndarray], weights: list[np.ndarray]) -> np.ndarray:
+    """(classes, bids): per class the probability that one seller reports below bid k,
+    a tie (the same grid bid) counted half: sum_{k' < k} q[k'] + q[k] / 2, q the class's
+    marginal bid distribution."""
+    out = []
+    for p, w in zip(probs, weights, strict=True):
+        q = w @ p
+        out.append(np.cumsum(q) - 0.5 * q)
+    return np.clip(np.array(out), 0.0, 1.0)
+
+
+class _Game:
+    """E and T of a deviator of each class at every bid of the grid against the others'
+    mixed strategies: exactly through ``interim`` or on fresh sampled markets."""
+
+    def __init__(self, mech, classes: Classes, bids: np.ndarray, opt: DistOptions, rng):
+        self.classes, self.bids, self.opt, self.rng = classes, bids, opt, rng
+        self.interim = interim_of(mech) if classes.data is None else None
+        self.oracle = Oracle(mech, exact=self.interim is not None)
+        self.calls = 0
+        self.last: list[tuple[np.ndarray, np.ndarray]] = []
+
+    @property
+    def path(self) -> str:
+        return self.oracle.path
+
+    def eps_pay(self, probs, weights) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per class (E, T) at every bid of the grid (kept as ``last``)."""
+        self.last = self._eps_pay(probs, weights)
+        return self.last
+
+    def _eps_pay(self, probs, weights) -> list[tuple[np.ndarray, np.ndarray]]:
+        if self.interim is not None:
+            below = below_probabilities(probs, weights)
+            out = []
+            counts = np.asarray(self.classes.counts)
+            for g in range(len(probs)):
+                E, T = self.interim(self.bids, below, counts - (np.arange(counts.size) == g))
+                out.append((np.asarray(E, dtype=float), np.asarray(T, dtype=float)))
+            self.calls += len(probs) * self.bids.size
+            return out
+        sample = Sample(self.classes, self.opt.markets, 1, self.rng)
+        R = self._reports(sample, probs)
+        out = []
+        for g in range(len(probs)):
+            E, T = self.oracle.eps_pay(sample, R, g, self.bids)
+            out.append((sample.mean(E), sample.mean(T)))
+        self.calls = self.oracle.calls
+        return out
+
+    def _reports(self, sample: Sample, probs) -> np.ndarray:
+        """Each sampled seller's report: a draw from its cost node's mixed strategy (the
+        node of its cost's quantile cell), by inverse cdf of a uniform from ``rng``."""
+        R = np.empty_like(sample.costs)
+        group = self.classes.group
+        for g, law in enumerate(self.classes.laws):
+            cols = group == g
+            q = np.asarray(law.cdf(sample.costs[:, cols]), dtype=float)
+            node = np.clip((q * probs[g].shape[0]).astype(int), 0, probs[g].shape[0] - 1)
+            cdf = np.cumsum(probs[g], axis=1)[node]  # (markets, sellers, bids)
+            u = self.rng.random(node.shape)[..., None]
+            k = np.minimum((cdf < u).sum(axis=-1), self.bids.size - 1)
+            R[:, cols] = self.bids[k]
+        return R
+
+
+def _utilities(game: _Game, costs, probs, weights) -> list[np.ndarray]:
+    """u_g[i, k] = T_g(b_k) - c_i E_g(b_k) per class (the deviator's utility is linear in
+    its cost)."""
+    return [T[None, :] - c[:, None] * E[None, :]
+            for (E, T), c in zip(game.eps_pay(probs, weights), costs, strict=True)]  # fmt: skip
+
+
+def _utility_loss(U: np.ndarray, p: np.ndarray, w: np.ndarray) -> float:
+    """The relative utility loss 1 - u(s) / u(BR) of one class on the grid (SODA's
+    stopping criterion); 0 when even the best response gets nothing."""
+    best = float(w @ U.max(axis=1))
+    here = float(w @ np.sum(p * U, axis=1))
+    if best <= 0:
+        return 0.0 if here >= best - 1e-15 else math.inf
+    return max(0.0, 1.0 - here / best)
+
+
+def _row_scale(U: np.ndarray) -> np.ndarray:
+    """Per cost node the best utility on the grid (floored at 1e-3 of the class's): each
+    node's step is relative to its own stake (SODA's heuristic step), so nodes of small
+    utility (near the top of the support) learn as fast as the others."""
+    best = U.max(axis=1, keepdims=True)
+    return np.maximum(best, 1e-3 * max(float(best.max()), 1e-300))
+
+
+def _softmax(Y: np.ndarray) -> np.ndarray:
+    e = np.exp(Y - Y.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _start(costs, bids) -> list[np.ndarray]:
+    """The dual variables at the start: uniform over the bids at or above the cost (a
+    report below the cost never pays more than it costs)."""
+    return [np.where(bids[None, :] >= c[:, None], 0.0, -5.0) for c in costs]
+
+
+# ---- the solve ----------------------------------------------------------------------------
+def solve_distributional(
+    mech, classes: Classes, z_range: tuple[float, float], rng, opt: DistOptions,
+    progress: bool = False,
+) -> MixedSolution:  # fmt: skip
+    """Mixed strategies per class by entropic dual averaging on the discretised game
+    (module doc).  The returned strategies are the iterates' average weighted by the
+    iteration number (the last iterates of dual averaging cycle around the equilibrium
+    of the grid game at the scale of a grid step; the average settles), or the iterate
+    whose relative utility loss met ``opt.eps_tol`` first."""
+    from tqdm import tqdm
+
+    bids = np.linspace(z_range[0], z_range[1], opt.bid_grid)
+    nodes = [quantile_nodes(law, opt.grid) for law in classes.laws]
+    costs, weights = [c for c, _ in nodes], [w for _, w in nodes]
+    game = _Game(mech, classes, bids, opt, rng)
+    Y = _start(costs, bids)
+    probs = [_softmax(y) for y in Y]
+    avg = [p.copy() for p in probs]
+    history: list[float] = []
+    stopped, returned = "max_iter", avg
+    bar = tqdm(total=opt.max_iter, desc="dual averaging", file=sys.stderr, disable=not progress)
+    for t in range(1, opt.max_iter + 1):
+        U = _utilities(game, costs, probs, weights)
+        loss = _loss(U, probs, weights)
+        if t % _CHECK_EVERY == 0 and loss > opt.eps_tol:  # the average's loss
+            loss_avg = _loss(_utilities(game, costs, avg, weights), avg, weights)
+            if loss_avg <= opt.eps_tol:
+                loss, probs = loss_avg, [p.copy() for p in avg]
+        history.append(loss)
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss:.2e}")
+        if loss <= opt.eps_tol:
+            stopped, returned = "utility_loss", probs
+            break
+        for g in range(len(Y)):  # dual averaging, SODA's heuristic step per cost node
+            Y[g] += opt.step * t**-_BETA * U[g] / _row_scale(U[g])
+        probs = [_softmax(y) for y in Y]
+        for g in range(len(Y)):  # the average weighted by t: avg += (p - avg) 2 / (t + 2)
+            avg[g] += (probs[g] - avg[g]) * (2.0 / (t + 2))
+    bar.close()
+    U = _utilities(game, costs, returned, weights)
+    final = _loss(U, returned, weights)
+    strategies = tuple(
+        MixedStrategy(c, w, bids, p, p @ np.minimum(E, 1.0))
+        for c, w, p, (E, _) in zip(costs, weights, returned, game.last, strict=True)
+    )
+    return MixedSolution(
+        strategies, len(history), stopped, final, tuple(history), game.path, game.calls
+    )
+
+
+def _loss(U, probs, weights) -> float:
+    """The largest relative utility loss over the classes."""
+    return max(_utility_loss(u, p, w) for u, p, w in zip(U, probs, weights, strict=True))
+
+
+# ---- the strategy as a bid function -------------------------------------------------------
+def mean_bid_table(
+    strategy: MixedStrategy, support: tuple[float, float], z_range: tuple[float, float],
+    knot_every: int = 8,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """(costs, bids): the class's bid function as a table (linear interpolation between
+    its rows): the mean bid of every cost node, smoothed on each run of nodes that sell
+    (expected eps >= 1e-4) by a least-squares cubic spline in the quantile (a bid
+    function is smooth in the quantile where a law's density is singular: F = sqrt(c)
+    gives b = 1/6 + sqrt(c)/3 + ..., linear in the quantile) with a knot every
+    ``knot_every`` nodes, and at the support's ends (the spline's value there).  A run
+    ends where selling ends (a reserve, the costs priced out): the kink is kept.  The
+    smoothing removes the grid's staircase, whose steps of a grid step or so give
+    deviations a first-order gain in the continuous game."""
+    c, m = strategy.costs, strategy.mean.copy()
+    u = (np.arange(c.size) + 0.5) / c.size  # the nodes' quantiles
+    lo, hi = support
+    ends = np.array([m[0], m[-1]])
+    for run in _runs(strategy.win >= 1e-4):
+        fit = _spline(u[run], m[run], knot_every)
+        if fit is None:
+            continue
+        m[run] = fit(u[run])
+        if run[0] == 0:
+            ends[0] = fit(0.0)
+        if run[-1] == c.size - 1:
+            ends[1] = fit(1.0)
+    costs = np.concatenate(([lo], c, [hi]))
+    bids = np.clip(np.concatenate(([ends[0]], m, [ends[1]])), *z_range)
+    keep = np.concatenate(([True], np.diff(costs) > 0))  # a node at an end of the support
+    return costs[keep], bids[keep]
+
+
+def _runs(mask: np.ndarray) -> list[np.ndarray]:
+    """The index runs where ``mask`` is true."""
+    idx = np.flatnonzero(mask)
+    return [r for r in np.split(idx, np.flatnonzero(np.diff(idx) > 1) + 1) if r.size]
+
+
+def _spline(x: np.ndarray, y: np.ndarray, every: int):
+    """The least-squares cubic spline through (x, y) with interior knots at every
+    ``every``-th point (None when there are too few points for one)."""
+    from scipy.interpolate import LSQUnivariateSpline
+
+    if every < 1 or x.size < 2 * every + 4:
+        return None
+    knots = x[every : x.size - every : every]
+    try:
+        return LSQUnivariateSpline(x, y, knots, k=3)
+    except ValueError:
+        return None
+
+
+def live_top(strategy: MixedStrategy, support: tuple[float, float]) -> float:
+    """The top of the costs that get anything: the next node above the highest one whose
+    expected eps is at least 1e-4 (the support's top when every node does)."""
+    live = np.flatnonzero(strategy.win >= 1e-4)
+    if live.size == 0 or live[-1] + 1 >= strategy.costs.size:
+        return float(support[1])
+    return float(strategy.costs[live[-1] + 1])
