@@ -984,7 +984,7 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
     laws = setup.classes.laws
     references = _per_class(called["reference"], len(laws), "reference")
     sol = solve_distributional(setup.mech, setup.classes, setup.z_range, rng, dopt, progress)
-    tables = [mean_bid_table(s, law.support, setup.z_range) for s, law in zip(sol.strategies, laws, strict=True)]
+    tables = [mean_bid_table(s, law, setup.z_range) for s, law in zip(sol.strategies, laws, strict=True)]
     c_tops = [live_top(s, law.support) for s, law in zip(sol.strategies, laws, strict=True)]
     oracle = Oracle(setup.mech)
     bidfns = [_linear(c, b) for c, b in tables]

@@ -108,7 +108,8 @@ class MixedStrategy:
 
     @property
     def step(self) -> float:
-        return float(self.bids[1] - self.bids[0])
+        """The grid's median step between bids."""
+        return float(np.median(np.diff(self.bids)))
 
     @property
     def live_spread(self) -> float:
@@ -163,11 +164,11 @@ class _Game:
     """E and T of a deviator of each class at every bid of the grid against the others'
     mixed strategies: exactly through ``interim`` or on fresh sampled markets."""
 
-    def __init__(self, mech, classes: Classes, bids: np.ndarray, opt: DistOptions, rng):
+    def __init__(self, mech, classes: Classes, bids: np.ndarray, opt: DistOptions, rng, calls=0):
         self.classes, self.bids, self.opt, self.rng = classes, bids, opt, rng
         self.interim = interim_of(mech) if classes.data is None else None
         self.oracle = Oracle(mech, exact=self.interim is not None)
-        self.calls = 0
+        self.oracle.calls = self.calls = calls
         self.last: list[tuple[np.ndarray, np.ndarray]] = []
 
     @property
@@ -256,50 +257,112 @@ def solve_distributional(
     progress: bool = False,
 ) -> MixedSolution:  # fmt: skip
     """Mixed strategies per class by entropic dual averaging on the discretised game
-    (module doc).  The returned strategies are the iterates' average weighted by the
-    iteration number (the last iterates of dual averaging cycle around the equilibrium
-    of the grid game at the scale of a grid step; the average settles), or the iterate
-    whose relative utility loss met ``opt.eps_tol`` first."""
-    from tqdm import tqdm
-
-    bids = np.linspace(z_range[0], z_range[1], opt.bid_grid)
+    (module doc), in two stages: a quarter of ``max_iter`` on ``bid_grid`` bids evenly
+    over the report range, then the rest on ``bid_grid`` bids that follow the first
+    stage's bids (half at the quantiles of the bids the selling nodes play, half evenly
+    over their range, and the range's top, which never sells): where a bid function is
+    flat (an all-pay contest's high costs all bid near the top) or the bids fill a small
+    part of the range, the second grid resolves it."""
     nodes = [quantile_nodes(law, opt.grid) for law in classes.laws]
     costs, weights = [c for c, _ in nodes], [w for _, w in nodes]
+    bids = np.linspace(z_range[0], z_range[1], opt.bid_grid)
+    first = max(1, opt.max_iter // 4)
     game = _Game(mech, classes, bids, opt, rng)
-    Y = _start(costs, bids)
+    probs, stopped, history = _dual_averaging(game, costs, weights, opt, first, progress)
+    if stopped != "utility_loss" and opt.max_iter > first:
+        live = [p @ np.minimum(E, 1.0) >= 1e-4 for p, (E, _) in zip(probs, game.last, strict=True)]
+        old, bids = bids, following_grid(bids, probs, weights, live, opt.bid_grid, z_range)
+        game = _Game(mech, classes, bids, opt, rng, calls=game.calls)
+        start = [_carried(p, old, bids) for p in probs]
+        probs, stopped, rest = _dual_averaging(
+            game, costs, weights, opt, opt.max_iter - first, progress, start
+        )
+        history += rest
+    U = _utilities(game, costs, probs, weights)
+    strategies = tuple(
+        MixedStrategy(c, w, bids, p, p @ np.minimum(E, 1.0))
+        for c, w, p, (E, _) in zip(costs, weights, probs, game.last, strict=True)
+    )
+    return MixedSolution(
+        strategies, len(history), stopped, _loss(U, probs, weights), tuple(history),
+        game.path, game.calls,
+    )  # fmt: skip
+
+
+def following_grid(bids, probs, weights, live, k: int, z_range) -> np.ndarray:
+    """``k`` bids that follow a solved grid game's bids: half at the quantiles of the
+    pooled bid distribution of the selling cost nodes (each grid bid spread evenly over
+    its cell), half evenly over [their lowest bid, their highest] widened by a tenth
+    (at least two cells) each side,
+    and the report range's top (a bid that never sells, for the nodes that do not)."""
+    mass = sum(w[m] @ p[m] for p, w, m in zip(probs, weights, live, strict=True))
+    mass = np.asarray(mass, dtype=float)
+    if np.ndim(mass) == 0 or mass.sum() <= 0:
+        return bids
+    h = bids[1] - bids[0]
+    edges = np.concatenate(([bids[0] - h / 2], 0.5 * (bids[1:] + bids[:-1]), [bids[-1] + h / 2]))
+    cdf = np.concatenate(([0.0], np.cumsum(mass) / mass.sum()))
+    q = (np.arange(k // 2) + 0.5) / (k // 2)
+    at_quantiles = np.interp(q, cdf, edges)
+    played = np.flatnonzero(mass > 1e-6 * mass.max())
+    pad = max(2 * h, 0.1 * (bids[played[-1]] - bids[played[0]]))
+    lo, hi = bids[played[0]] - pad, bids[played[-1]] + pad
+    even = np.linspace(max(lo, z_range[0]), min(hi, z_range[1]), k - k // 2 - 1)
+    grid = np.concatenate((at_quantiles, even, [z_range[1]]))
+    return np.unique(np.clip(grid, *z_range))
+
+
+def _carried(probs: np.ndarray, old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """Dual variables on the bids ``new`` that start where ``probs`` on the bids ``old``
+    left off: log of each node's bid density (probability per unit of bid, linearly
+    interpolated) times the new cells' widths, floored at 1e-6 of the row's largest."""
+    def cells(b):
+        e = np.concatenate(([b[0]], 0.5 * (b[1:] + b[:-1]), [b[-1]]))
+        return np.maximum(np.diff(e), 1e-12)
+
+    dens = probs / cells(old)[None, :]
+    carried = np.array([np.interp(new, old, row) for row in dens]) * cells(new)[None, :]
+    floor = 1e-6 * carried.max(axis=1, keepdims=True)
+    return np.log(np.maximum(carried, np.maximum(floor, 1e-300)))
+
+
+def _dual_averaging(
+    game, costs, weights, opt: DistOptions, iters: int, progress: bool, start=None
+):  # fmt: skip
+    """``iters`` iterations of entropic dual averaging from ``start`` (dual variables;
+    None: ``_start``):
+    (strategies, stopping rule, history).  The strategies returned are the iterates'
+    average weighted by the iteration number (the last iterates cycle around the grid
+    game's equilibrium at the scale of a grid step; the average settles), or the first
+    (current or averaged) whose relative utility loss is at most ``opt.eps_tol``."""
+    from tqdm import tqdm
+
+    Y = _start(costs, game.bids) if start is None else start
     probs = [_softmax(y) for y in Y]
     avg = [p.copy() for p in probs]
     history: list[float] = []
-    stopped, returned = "max_iter", avg
-    bar = tqdm(total=opt.max_iter, desc="dual averaging", file=sys.stderr, disable=not progress)
-    for t in range(1, opt.max_iter + 1):
-        U = _utilities(game, costs, probs, weights)
-        loss = _loss(U, probs, weights)
-        if t % _CHECK_EVERY == 0 and loss > opt.eps_tol:  # the average's loss
-            loss_avg = _loss(_utilities(game, costs, avg, weights), avg, weights)
-            if loss_avg <= opt.eps_tol:
-                loss, probs = loss_avg, [p.copy() for p in avg]
-        history.append(loss)
-        bar.update(1)
-        bar.set_postfix(loss=f"{loss:.2e}")
-        if loss <= opt.eps_tol:
-            stopped, returned = "utility_loss", probs
-            break
-        for g in range(len(Y)):  # dual averaging, SODA's heuristic step per cost node
-            Y[g] += opt.step * t**-_BETA * U[g] / _row_scale(U[g])
-        probs = [_softmax(y) for y in Y]
-        for g in range(len(Y)):  # the average weighted by t: avg += (p - avg) 2 / (t + 2)
-            avg[g] += (probs[g] - avg[g]) * (2.0 / (t + 2))
-    bar.close()
-    U = _utilities(game, costs, returned, weights)
-    final = _loss(U, returned, weights)
-    strategies = tuple(
-        MixedStrategy(c, w, bids, p, p @ np.minimum(E, 1.0))
-        for c, w, p, (E, _) in zip(costs, weights, returned, game.last, strict=True)
-    )
-    return MixedSolution(
-        strategies, len(history), stopped, final, tuple(history), game.path, game.calls
-    )
+    bar = tqdm(total=iters, desc="dual averaging", file=sys.stderr, disable=not progress)
+    try:
+        for t in range(1, iters + 1):
+            U = _utilities(game, costs, probs, weights)
+            loss = _loss(U, probs, weights)
+            if t % _CHECK_EVERY == 0 and loss > opt.eps_tol:  # the average's loss
+                loss_avg = _loss(_utilities(game, costs, avg, weights), avg, weights)
+                if loss_avg <= opt.eps_tol:
+                    loss, probs = loss_avg, [p.copy() for p in avg]
+            history.append(loss)
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.2e}")
+            if loss <= opt.eps_tol:
+                return probs, "utility_loss", history
+            for g in range(len(Y)):  # dual averaging, SODA's heuristic step per cost node
+                Y[g] += opt.step * t**-_BETA * U[g] / _row_scale(U[g])
+            probs = [_softmax(y) for y in Y]
+            for g in range(len(Y)):  # weighted by t: avg += (p - avg) 2 / (t + 2)
+                avg[g] += (probs[g] - avg[g]) * (2.0 / (t + 2))
+    finally:
+        bar.close()
+    return avg, "max_iter", history
 
 
 def _loss(U, probs, weights) -> float:
@@ -309,35 +372,56 @@ def _loss(U, probs, weights) -> float:
 
 # ---- the strategy as a bid function -------------------------------------------------------
 def mean_bid_table(
-    strategy: MixedStrategy, support: tuple[float, float], z_range: tuple[float, float],
-    knot_every: int = 8,
+    strategy: MixedStrategy, law, z_range: tuple[float, float], knot_every: int = 8,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """(costs, bids): the class's bid function as a table (linear interpolation between
-    its rows): the mean bid of every cost node, smoothed on each run of nodes that sell
-    (expected eps >= 1e-4) by a least-squares cubic spline in the quantile (a bid
-    function is smooth in the quantile where a law's density is singular: F = sqrt(c)
-    gives b = 1/6 + sqrt(c)/3 + ..., linear in the quantile) with a knot every
-    ``knot_every`` nodes, and at the support's ends (the spline's value there).  A run
-    ends where selling ends (a reserve, the costs priced out): the kink is kept.  The
-    smoothing removes the grid's staircase, whose steps of a grid step or so give
-    deviations a first-order gain in the continuous game."""
-    c, m = strategy.costs, strategy.mean.copy()
-    u = (np.arange(c.size) + 0.5) / c.size  # the nodes' quantiles
-    lo, hi = support
-    ends = np.array([m[0], m[-1]])
-    for run in _runs(strategy.win >= 1e-4):
-        fit = _spline(u[run], m[run], knot_every)
+    """(costs, bids): the class's strategy as a bid function (a table; linear
+    interpolation between its rows), in two steps.
+
+    1. **Purified**: a cost node stands for its cell of quantiles [i/k, (i+1)/k]; where
+       it mixes, the cell's costs are sorted onto its bids in the order of the bid
+       function (increasing when the mean bids rise with the cost, else decreasing):
+       the cell's quantile i/k + s/k bids the node's bid quantile s (each grid bid
+       spread evenly over its cell), at s = 1/8, 3/8, 5/8, 7/8.  For a monotone
+       equilibrium this is the pure strategy the mixed one stands for (a point mass of
+       costs that would bid an interval mixes over it).
+    2. **Smoothed** on each run of nodes that sell (expected eps >= 1e-4) by a
+       least-squares cubic spline in the quantile with a knot every ``knot_every``
+       nodes (a bid function is smooth in the quantile where a density is singular: F =
+       sqrt(c) gives b = 1/6 + sqrt(c)/3 + ..., linear in it), evaluated at the support's
+       ends too.  A run ends where selling ends (a reserve, costs priced out): the kink
+       is kept.  The smoothing removes the grid's staircase, whose steps of about a grid
+       step give deviations a first-order gain in the continuous game."""
+    k = strategy.costs.size
+    sub = (np.arange(4) + 0.5) / 4
+    rising = bool(np.polyfit(np.arange(k), strategy.mean, 1)[0] >= 0)
+    pure = _purified(strategy, sub if rising else 1 - sub)  # (k, 4)
+    u = ((np.arange(k)[:, None] + sub[None, :]) / k).ravel()
+    b = pure.ravel()
+    sells = np.repeat(strategy.win >= 1e-4, sub.size)
+    ends = np.array([b[0], b[-1]])
+    for run in _runs(sells):
+        fit = _spline(u[run], b[run], knot_every * sub.size)
         if fit is None:
             continue
-        m[run] = fit(u[run])
+        b[run] = fit(u[run])
         if run[0] == 0:
             ends[0] = fit(0.0)
-        if run[-1] == c.size - 1:
+        if run[-1] == u.size - 1:
             ends[1] = fit(1.0)
-    costs = np.concatenate(([lo], c, [hi]))
-    bids = np.clip(np.concatenate(([ends[0]], m, [ends[1]])), *z_range)
-    keep = np.concatenate(([True], np.diff(costs) > 0))  # a node at an end of the support
+    lo, hi = law.support
+    costs = np.concatenate(([lo], np.clip(np.asarray(law.ppf(u), dtype=float), lo, hi), [hi]))
+    bids = np.clip(np.concatenate(([ends[0]], b, [ends[1]])), *z_range)
+    keep = np.concatenate(([True], np.diff(costs) > 0))  # repeated costs (an atom, an end)
     return costs[keep], bids[keep]
+
+
+def _purified(strategy: MixedStrategy, s: np.ndarray) -> np.ndarray:
+    """(nodes, len(s)): each node's bid quantiles at ``s``, a grid bid spread evenly
+    over its cell (midpoints to its neighbours)."""
+    z = strategy.bids
+    edges = np.concatenate(([z[0]], 0.5 * (z[1:] + z[:-1]), [z[-1]]))
+    cdf = np.concatenate((np.zeros((strategy.probs.shape[0], 1)), np.cumsum(strategy.probs, 1)), 1)
+    return np.array([np.interp(s, row / row[-1], edges) for row in cdf])
 
 
 def _runs(mask: np.ndarray) -> list[np.ndarray]:
