@@ -1,0 +1,88 @@
+"""The reference equilibria of tests/bne_reference.py are equilibria: each checked by the
+exact best response (``exact_gain``: every report of the range at 800 costs against the
+others' exact report laws), the closed forms against the quadrature and the ODE, and the
+two new mechanisms' ``interim`` against their ``outcome`` by Monte Carlo."""
+
+import numpy as np
+import pytest
+from bne_reference import (
+    GAMES,
+    AllPayContest,
+    FirstPriceReserve,
+    exact_gain,
+    sqrt_law_bid,
+    symmetric_bid_quad,
+    uniform_bid,
+)
+
+from market_sim.mechanisms.first_price import asymmetric_first_price_bid
+
+FAST = ["uniform-4", "sqrt-3", "reserve-3", "all-pay-4", "pab-3unit-beta", "asym-reserve"]
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_reference_is_an_equilibrium(name):
+    """Gain of the exact best response at most 1e-5 of the ex-ante utility, every class."""
+    p = GAMES[name]()
+    for g in range(len(p.laws)):
+        r = exact_gain(p, g, costs=201, reports=2001)
+        assert r.utility > 0.01
+        assert r.gain <= 1e-5 * r.utility, (name, g, r)
+
+
+def test_a_wrong_profile_fails_the_check():
+    """The check is not blind: truth, and the 4-seller bids in a 3-seller game, gain."""
+    p = GAMES["uniform-4"]()
+    import dataclasses
+
+    truth = dataclasses.replace(p, bids=(lambda c: np.asarray(c, dtype=float),))
+    assert exact_gain(truth, 0, costs=51, reports=501).gain > 0.05  # (1 - c)^3 c-ish markups
+    three = GAMES["reserve-3"]()  # reserve 0.6: the no-reserve bids above 0.6 never sell
+    wrong = dataclasses.replace(three, bids=(lambda c: uniform_bid(c, 3),))
+    assert exact_gain(wrong, 0, costs=51, reports=501).relative > 0.05
+
+
+def test_closed_forms_match_the_quadrature():
+    c = np.linspace(0.0, 0.99, 12)
+    assert np.max(np.abs(symmetric_bid_quad(c, "beta:0.5:1:0:1", 3) - sqrt_law_bid(c))) < 1e-10
+    assert np.max(np.abs(symmetric_bid_quad(c, "uniform:0:1", 4) - uniform_bid(c, 4))) < 1e-12
+    for name, law, n, k, r in [
+        ("sqrt-3", "beta:0.5:1:0:1", 3, 1, None),
+        ("reserve-3", "uniform:0:1", 3, 1, 0.6),
+        ("pab-3unit-beta", "beta:2:3:0:1", 6, 3, None),
+    ]:
+        table = GAMES[name]().bids[0](c)
+        assert np.max(np.abs(table - symmetric_bid_quad(c, law, n, k, r))) < 1e-7, name
+
+
+def test_reserve_kink():
+    """b(r) = r, slope ~0 just below r and 1 above (module doc)."""
+    b = GAMES["reserve-3"]().bids[0]
+    assert abs(float(b(0.6)) - 0.6) < 1e-9
+    assert (float(b(0.6)) - float(b(0.59))) / 0.01 < 0.05
+    assert abs(float(b(0.7)) - 0.7) < 1e-12
+
+
+def test_ode_matches_the_asymmetric_closed_form():
+    """The shooting ODE on U[1, 2] + U[0, 2] against the mirror-image closed form
+    (and its exact best-response check)."""
+    p = GAMES["asym-2"]()
+    for g, lo in enumerate((1.0, 0.0)):
+        c = np.linspace(lo, 1.98, 25)
+        assert np.max(np.abs(p.bids[g](c) - asymmetric_first_price_bid(c, g))) < 1e-7
+        r = exact_gain(p, g, costs=101, reports=1001)
+        assert r.gain <= 1e-5 * r.utility
+
+
+@pytest.mark.parametrize("mech", [FirstPriceReserve(2, 0.7), AllPayContest()])
+def test_interim_matches_outcome(mech):
+    """The new mechanisms' exact ``interim`` against their ``outcome`` on 40,000 markets
+    of 4 i.i.d. U[0, 1] truthful opponents: within 4 standard errors."""
+    rng = np.random.default_rng(0)
+    others = rng.random((40_000, 3))
+    for z in (0.2, 0.5, 0.8):
+        R = np.column_stack((np.full(others.shape[0], z), others))
+        eps, pay = mech.outcome(R)
+        E, T = mech.interim(np.array([z]), np.array([[z]]), [3])
+        for x, exact in ((eps[:, 0], E[0]), (pay[:, 0], T[0])):
+            assert abs(x.mean() - exact) <= 4 * x.std() / np.sqrt(x.size) + 1e-12
