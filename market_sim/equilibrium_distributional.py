@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .equilibrium_game import Classes, Oracle, Sample, interim_of
+from .equilibrium_game import SENTINELS, Classes, Oracle, Sample, interim_of
 from .errors import MarketSimError
 from .parameters import check_int
 
@@ -87,7 +87,8 @@ class DistOptions:
 @dataclass(frozen=True)
 class MixedStrategy:
     """One class's distributional strategy: ``probs[i, k]`` the probability that a seller
-    at cost node ``costs[i]`` (weight ``weights[i]`` of the law) reports ``bids[k]``."""
+    at cost node ``costs[i]`` (weight ``weights[i]`` of the law) reports ``bids[i, k]``
+    (each node its own grid of bids)."""
 
     costs: np.ndarray = field(repr=False)
     weights: np.ndarray = field(repr=False)
@@ -98,18 +99,18 @@ class MixedStrategy:
     @property
     def mean(self) -> np.ndarray:
         """The mean bid per cost node."""
-        return self.probs @ self.bids
+        return np.sum(self.probs * self.bids, axis=1)
 
     @property
     def spread(self) -> np.ndarray:
         """The standard deviation of the bid per cost node."""
-        var = self.probs @ self.bids**2 - self.mean**2
+        var = np.sum(self.probs * self.bids**2, axis=1) - self.mean**2
         return np.sqrt(np.maximum(var, 0.0))
 
     @property
     def step(self) -> float:
-        """The grid's median step between bids."""
-        return float(np.median(np.diff(self.bids)))
+        """The grids' median step between bids."""
+        return float(np.median(np.diff(self.bids, axis=1)))
 
     @property
     def live_spread(self) -> float:
@@ -149,22 +150,26 @@ def quantile_nodes(law, k: int) -> tuple[np.ndarray, np.ndarray]:
     return c, np.full(k, 1.0 / k)
 
 
-def below_probabilities(probs: list[np.ndarray], weights: list[np.ndarray]) -> np.ndarray:
-    """(classes, bids): per class the probability that one seller reports below bid k,
-    a tie (the same grid bid) counted half: sum_{k' < k} q[k'] + q[k] / 2, q the class's
-    marginal bid distribution."""
+def below_probabilities(bids, probs, weights, Z: np.ndarray) -> np.ndarray:
+    """(classes, len(Z)): per class the probability that one seller reports below z, a
+    tie counted half: its reports are node i's bids ``bids[h][i, k]`` with probability
+    weights[i] probs[h][i, k]."""
     out = []
-    for p, w in zip(probs, weights, strict=True):
-        q = w @ p
-        out.append(np.cumsum(q) - 0.5 * q)
+    for B, p, w in zip(bids, probs, weights, strict=True):
+        pts, mass = B.ravel(), (w[:, None] * p).ravel()
+        order = np.argsort(pts, kind="stable")
+        pts, C = pts[order], np.concatenate(([0.0], np.cumsum(mass[order])))
+        left, right = np.searchsorted(pts, Z, "left"), np.searchsorted(pts, Z, "right")
+        out.append(C[left] + 0.5 * (C[right] - C[left]))
     return np.clip(np.array(out), 0.0, 1.0)
 
 
 class _Game:
-    """E and T of a deviator of each class at every bid of the grid against the others'
-    mixed strategies: exactly through ``interim`` or on fresh sampled markets."""
+    """E and T of a deviator of each class at every bid of its nodes' grids (``bids[g]``,
+    (nodes, K)) against the others' mixed strategies: exactly through ``interim`` or on
+    fresh sampled markets (these need one grid shared by the nodes)."""
 
-    def __init__(self, mech, classes: Classes, bids: np.ndarray, opt: DistOptions, rng, calls=0):
+    def __init__(self, mech, classes: Classes, bids, opt: DistOptions, rng, calls=0):
         self.classes, self.bids, self.opt, self.rng = classes, bids, opt, rng
         self.interim = interim_of(mech) if classes.data is None else None
         self.oracle = Oracle(mech, exact=self.interim is not None)
@@ -176,26 +181,28 @@ class _Game:
         return self.oracle.path
 
     def eps_pay(self, probs, weights) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per class (E, T) at every bid of the grid (kept as ``last``)."""
+        """Per class (E, T) at every node's bids, (nodes, K) each (kept as ``last``)."""
         self.last = self._eps_pay(probs, weights)
         return self.last
 
     def _eps_pay(self, probs, weights) -> list[tuple[np.ndarray, np.ndarray]]:
+        out = []
         if self.interim is not None:
-            below = below_probabilities(probs, weights)
-            out = []
             counts = np.asarray(self.classes.counts)
-            for g in range(len(probs)):
-                E, T = self.interim(self.bids, below, counts - (np.arange(counts.size) == g))
-                out.append((np.asarray(E, dtype=float), np.asarray(T, dtype=float)))
-            self.calls += len(probs) * self.bids.size
+            for g, B in enumerate(self.bids):
+                Z, at = np.unique(B, return_inverse=True)
+                below = below_probabilities(self.bids, probs, weights, Z)
+                E, T = self.interim(Z, below, counts - (np.arange(counts.size) == g))
+                E, T = np.asarray(E, dtype=float), np.asarray(T, dtype=float)
+                out.append((E[at].reshape(B.shape), T[at].reshape(B.shape)))
+                self.calls += Z.size
             return out
         sample = Sample(self.classes, self.opt.markets, 1, self.rng)
         R = self._reports(sample, probs)
-        out = []
-        for g in range(len(probs)):
-            E, T = self.oracle.eps_pay(sample, R, g, self.bids)
-            out.append((sample.mean(E), sample.mean(T)))
+        for g, B in enumerate(self.bids):
+            E, T = self.oracle.eps_pay(sample, R, g, B[0])
+            shape = B.shape
+            out.append((np.broadcast_to(sample.mean(E), shape), np.broadcast_to(sample.mean(T), shape)))
         self.calls = self.oracle.calls
         return out
 
@@ -210,15 +217,15 @@ class _Game:
             node = np.clip((q * probs[g].shape[0]).astype(int), 0, probs[g].shape[0] - 1)
             cdf = np.cumsum(probs[g], axis=1)[node]  # (markets, sellers, bids)
             u = self.rng.random(node.shape)[..., None]
-            k = np.minimum((cdf < u).sum(axis=-1), self.bids.size - 1)
-            R[:, cols] = self.bids[k]
+            k = np.minimum((cdf < u).sum(axis=-1), probs[g].shape[1] - 1)
+            R[:, cols] = self.bids[g][node, k]
         return R
 
 
 def _utilities(game: _Game, costs, probs, weights) -> list[np.ndarray]:
-    """u_g[i, k] = T_g(b_k) - c_i E_g(b_k) per class (the deviator's utility is linear in
-    its cost)."""
-    return [T[None, :] - c[:, None] * E[None, :]
+    """u_g[i, k] = T_g(b_ik) - c_i E_g(b_ik) per class (the deviator's utility is linear
+    in its cost)."""
+    return [T - c[:, None] * E
             for (E, T), c in zip(game.eps_pay(probs, weights), costs, strict=True)]  # fmt: skip
 
 
@@ -248,7 +255,7 @@ def _softmax(Y: np.ndarray) -> np.ndarray:
 def _start(costs, bids) -> list[np.ndarray]:
     """The dual variables at the start: uniform over the bids at or above the cost (a
     report below the cost never pays more than it costs)."""
-    return [np.where(bids[None, :] >= c[:, None], 0.0, -5.0) for c in costs]
+    return [np.where(B >= c[:, None], 0.0, -5.0) for c, B in zip(costs, bids, strict=True)]
 
 
 # ---- the solve ----------------------------------------------------------------------------
@@ -258,30 +265,38 @@ def solve_distributional(
 ) -> MixedSolution:  # fmt: skip
     """Mixed strategies per class by entropic dual averaging on the discretised game
     (module doc), in two stages: a quarter of ``max_iter`` on ``bid_grid`` bids evenly
-    over the report range, then the rest on ``bid_grid`` bids that follow the first
-    stage's bids (half at the quantiles of the bids the selling nodes play, half evenly
-    over their range, and the range's top, which never sells): where a bid function is
-    flat (an all-pay contest's high costs all bid near the top) or the bids fill a small
-    part of the range, the second grid resolves it."""
+    over the report range shared by every cost node, then the rest on grids that follow
+    the first stage's bids (``local_grids`` on the exact path: each node its own
+    ``bid_grid`` / 2 bids around what it and its neighbours played; else one shared
+    ``following_grid``), warm-started where the first stage left off.  Where a bid
+    function is steep (the bottom of a first-price or all-pay support, a singular
+    density) or flat (an all-pay contest's high costs all bid near the top), the
+    second grids resolve it."""
     nodes = [quantile_nodes(law, opt.grid) for law in classes.laws]
     costs, weights = [c for c, _ in nodes], [w for _, w in nodes]
-    bids = np.linspace(z_range[0], z_range[1], opt.bid_grid)
+    even = np.linspace(z_range[0], z_range[1], opt.bid_grid)
+    bids = [np.tile(even, (c.size, 1)) for c in costs]
     first = max(1, opt.max_iter // 4)
     game = _Game(mech, classes, bids, opt, rng)
     probs, stopped, history = _dual_averaging(game, costs, weights, opt, first, progress)
     if stopped != "utility_loss" and opt.max_iter > first:
-        live = [p @ np.minimum(E, 1.0) >= 1e-4 for p, (E, _) in zip(probs, game.last, strict=True)]
-        old, bids = bids, following_grid(bids, probs, weights, live, opt.bid_grid, z_range)
+        old = bids
+        if game.interim is not None:
+            bids = [local_grids(B, p, max(8, opt.bid_grid // 2), z_range) for B, p in zip(bids, probs, strict=True)]
+        else:
+            live = [_sells(p, E) >= 1e-4 for p, (E, _) in zip(probs, game.last, strict=True)]
+            shared = following_grid(even, probs, weights, live, opt.bid_grid, z_range)
+            bids = [np.tile(shared, (c.size, 1)) for c in costs]
         game = _Game(mech, classes, bids, opt, rng, calls=game.calls)
-        start = [_carried(p, old, bids) for p in probs]
+        start = [_carried(p, b0, b1) for p, b0, b1 in zip(probs, old, bids, strict=True)]
         probs, stopped, rest = _dual_averaging(
             game, costs, weights, opt, opt.max_iter - first, progress, start
         )
         history += rest
     U = _utilities(game, costs, probs, weights)
     strategies = tuple(
-        MixedStrategy(c, w, bids, p, p @ np.minimum(E, 1.0))
-        for c, w, p, (E, _) in zip(costs, weights, probs, game.last, strict=True)
+        MixedStrategy(c, w, B, p, _sells(p, E))
+        for c, w, B, p, (E, _) in zip(costs, weights, bids, probs, game.last, strict=True)
     )
     return MixedSolution(
         strategies, len(history), stopped, _loss(U, probs, weights), tuple(history),
@@ -289,12 +304,32 @@ def solve_distributional(
     )  # fmt: skip
 
 
+def _sells(p: np.ndarray, E: np.ndarray) -> np.ndarray:
+    """Per node the expected eps of its mixed strategy (capped at 1 per bid)."""
+    return np.sum(p * np.minimum(E, 1.0), axis=1)
+
+
+def local_grids(bids: np.ndarray, probs: np.ndarray, k: int, z_range) -> np.ndarray:
+    """(nodes, k): per cost node ``k`` - 1 bids evenly over the range that it and its two
+    neighbours each side played (their 0.1% to 99.9% quantiles, widened by two cells of
+    the old grid each side) and the report range's top (a bid that never sells)."""
+    q = _purified(bids, probs, np.array([1e-3, 1 - 1e-3]))
+    h = float(np.median(np.diff(bids, axis=1)))
+    n = q.shape[0]
+    lo = np.array([q[max(0, i - 2) : i + 3, 0].min() for i in range(n)]) - 2 * h
+    hi = np.array([q[max(0, i - 2) : i + 3, 1].max() for i in range(n)]) + 2 * h
+    lo, hi = np.maximum(lo, z_range[0]), np.minimum(hi, z_range[1])
+    t = np.linspace(0.0, 1.0, k - 1)
+    grid = lo[:, None] + (hi - lo)[:, None] * t[None, :]
+    return np.concatenate((grid, np.full((n, 1), z_range[1])), axis=1)
+
+
 def following_grid(bids, probs, weights, live, k: int, z_range) -> np.ndarray:
     """``k`` bids that follow a solved grid game's bids: half at the quantiles of the
     pooled bid distribution of the selling cost nodes (each grid bid spread evenly over
-    its cell), half evenly over [their lowest bid, their highest] widened by a tenth
-    (at least two cells) each side,
-    and the report range's top (a bid that never sells, for the nodes that do not)."""
+    its cell), the rest evenly over the range they play (from its 0.1% to its 99.9%
+    quantile, widened by two cells each side) but for ``SENTINELS`` bids evenly over the
+    whole report range (its top never sells: a bid for the nodes that do not)."""
     mass = sum(w[m] @ p[m] for p, w, m in zip(probs, weights, live, strict=True))
     mass = np.asarray(mass, dtype=float)
     if np.ndim(mass) == 0 or mass.sum() <= 0:
@@ -302,28 +337,31 @@ def following_grid(bids, probs, weights, live, k: int, z_range) -> np.ndarray:
     h = bids[1] - bids[0]
     edges = np.concatenate(([bids[0] - h / 2], 0.5 * (bids[1:] + bids[:-1]), [bids[-1] + h / 2]))
     cdf = np.concatenate(([0.0], np.cumsum(mass) / mass.sum()))
-    q = (np.arange(k // 2) + 0.5) / (k // 2)
-    at_quantiles = np.interp(q, cdf, edges)
-    played = np.flatnonzero(mass > 1e-6 * mass.max())
-    pad = max(2 * h, 0.1 * (bids[played[-1]] - bids[played[0]]))
-    lo, hi = bids[played[0]] - pad, bids[played[-1]] + pad
-    even = np.linspace(max(lo, z_range[0]), min(hi, z_range[1]), k - k // 2 - 1)
-    grid = np.concatenate((at_quantiles, even, [z_range[1]]))
-    return np.unique(np.clip(grid, *z_range))
+    half = k // 2
+    at_quantiles = np.interp((np.arange(half) + 0.5) / half, cdf, edges)
+    lo, hi = np.interp([1e-3, 1 - 1e-3], cdf, edges) + np.array([-2 * h, 2 * h])
+    even = np.linspace(max(lo, z_range[0]), min(hi, z_range[1]), max(2, k - half - SENTINELS))
+    whole = np.linspace(z_range[0], z_range[1], SENTINELS)
+    return np.unique(np.clip(np.concatenate((at_quantiles, even, whole)), *z_range))
 
 
 def _carried(probs: np.ndarray, old: np.ndarray, new: np.ndarray) -> np.ndarray:
-    """Dual variables on the bids ``new`` that start where ``probs`` on the bids ``old``
-    left off: log of each node's bid density (probability per unit of bid, linearly
-    interpolated) times the new cells' widths, floored at 1e-6 of the row's largest."""
-    def cells(b):
-        e = np.concatenate(([b[0]], 0.5 * (b[1:] + b[:-1]), [b[-1]]))
-        return np.maximum(np.diff(e), 1e-12)
+    """Dual variables on the bids ``new`` (nodes, K') that start where ``probs`` on the
+    bids ``old`` (nodes, K) left off: per node the log of its bid density (probability
+    per unit of bid, linearly interpolated) times the new cells' widths, floored at
+    1e-6 of the node's largest."""
+    out = np.empty(new.shape)
+    for i in range(new.shape[0]):
+        dens = probs[i] / _cells(old[i])
+        out[i] = np.interp(new[i], old[i], dens) * _cells(new[i])
+    floor = np.maximum(1e-6 * out.max(axis=1, keepdims=True), 1e-300)
+    return np.log(np.maximum(out, floor))
 
-    dens = probs / cells(old)[None, :]
-    carried = np.array([np.interp(new, old, row) for row in dens]) * cells(new)[None, :]
-    floor = 1e-6 * carried.max(axis=1, keepdims=True)
-    return np.log(np.maximum(carried, np.maximum(floor, 1e-300)))
+
+def _cells(b: np.ndarray) -> np.ndarray:
+    """The widths of the cells of sorted bids b (midpoints to the neighbours)."""
+    e = np.concatenate(([b[0]], 0.5 * (b[1:] + b[:-1]), [b[-1]]))
+    return np.maximum(np.diff(e), 1e-12)
 
 
 def _dual_averaging(
@@ -394,7 +432,7 @@ def mean_bid_table(
     k = strategy.costs.size
     sub = (np.arange(4) + 0.5) / 4
     rising = bool(np.polyfit(np.arange(k), strategy.mean, 1)[0] >= 0)
-    pure = _purified(strategy, sub if rising else 1 - sub)  # (k, 4)
+    pure = _purified(strategy.bids, strategy.probs, sub if rising else 1 - sub)  # (k, 4)
     u = ((np.arange(k)[:, None] + sub[None, :]) / k).ravel()
     b = pure.ravel()
     sells = np.repeat(strategy.win >= 1e-4, sub.size)
@@ -415,13 +453,18 @@ def mean_bid_table(
     return costs[keep], bids[keep]
 
 
-def _purified(strategy: MixedStrategy, s: np.ndarray) -> np.ndarray:
-    """(nodes, len(s)): each node's bid quantiles at ``s``, a grid bid spread evenly
-    over its cell (midpoints to its neighbours)."""
-    z = strategy.bids
-    edges = np.concatenate(([z[0]], 0.5 * (z[1:] + z[:-1]), [z[-1]]))
-    cdf = np.concatenate((np.zeros((strategy.probs.shape[0], 1)), np.cumsum(strategy.probs, 1)), 1)
-    return np.array([np.interp(s, row / row[-1], edges) for row in cdf])
+def _purified(bids: np.ndarray, probs: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """(nodes, len(s)): each node's bid quantiles at ``s``, a bid of its (sorted) grid
+    spread evenly over its cell (midpoints to its neighbours)."""
+    out = np.empty((probs.shape[0], s.size))
+    for i in range(probs.shape[0]):
+        z = bids[i]
+        order = np.argsort(z, kind="stable")
+        z, p = z[order], probs[i][order]
+        edges = np.concatenate(([z[0]], 0.5 * (z[1:] + z[:-1]), [z[-1]]))
+        cdf = np.concatenate(([0.0], np.cumsum(p)))
+        out[i] = np.interp(s * cdf[-1], cdf, edges)
+    return out
 
 
 def _runs(mask: np.ndarray) -> list[np.ndarray]:
