@@ -54,8 +54,8 @@ from .equilibrium_game import (
 )
 from .equilibrium_distributional import (
     DistOptions,
+    bid_tables,
     live_top,
-    mean_bid_table,
     solve_distributional,
 )
 from .errors import MarketSimError
@@ -984,7 +984,7 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
     laws = setup.classes.laws
     references = _per_class(called["reference"], len(laws), "reference")
     sol = solve_distributional(setup.mech, setup.classes, setup.z_range, rng, dopt, progress)
-    tables = [mean_bid_table(s, law, setup.z_range) for s, law in zip(sol.strategies, laws, strict=True)]
+    tables, knot_every, smoothed_eps = bid_tables(setup.mech, setup.classes, sol, setup.z_range)
     c_tops = [live_top(s, law.support) for s, law in zip(sol.strategies, laws, strict=True)]
     oracle = Oracle(setup.mech)
     bidfns = [_linear(c, b) for c, b in tables]
@@ -1002,6 +1002,8 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
         "path": sol.path,
         "calls": sol.calls + oracle.calls,
         "utility_loss": sol.utility_loss,
+        "knot_every": knot_every,
+        "training_epsilon": smoothed_eps,
         "spread": [s.live_spread for s in sol.strategies],
         "mixed": [s.mixed for s in sol.strategies],
         "bid_max": setup.z_range[1],

@@ -40,7 +40,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .equilibrium_game import SENTINELS, Classes, Oracle, Sample, interim_of
+from .equilibrium_game import (
+    SENTINELS,
+    Classes,
+    Interim,
+    Oracle,
+    Sample,
+    interim_epsilon,
+    interim_of,
+    tabulated_cdf,
+)
 from .errors import MarketSimError
 from .parameters import check_int
 
@@ -49,6 +58,7 @@ __all__ = [
     "MixedSolution",
     "MixedStrategy",
     "live_top",
+    "bid_tables",
     "mean_bid_table",
     "solve_distributional",
 ]
@@ -68,7 +78,7 @@ class DistOptions:
     bid_grid: int = 128  # bids on the report range
     max_iter: int = 4000
     eps_tol: float = 1e-4  # relative utility loss at which the dynamic stops
-    step: float = 50.0  # eta: dual averaging's step (times t^-0.05), on utilities / scale
+    step: float = 1.0  # eta: dual averaging's step (times t^-0.05), on utilities / scale
     markets: int = 256  # sampled path: opponent markets per iteration
 
     def checked(self) -> DistOptions:
@@ -87,8 +97,7 @@ class DistOptions:
 @dataclass(frozen=True)
 class MixedStrategy:
     """One class's distributional strategy: ``probs[i, k]`` the probability that a seller
-    at cost node ``costs[i]`` (weight ``weights[i]`` of the law) reports ``bids[i, k]``
-    (each node its own grid of bids)."""
+    at cost node ``costs[i]`` (weight ``weights[i]`` of the law) reports ``bids[k]``."""
 
     costs: np.ndarray = field(repr=False)
     weights: np.ndarray = field(repr=False)
@@ -99,18 +108,18 @@ class MixedStrategy:
     @property
     def mean(self) -> np.ndarray:
         """The mean bid per cost node."""
-        return np.sum(self.probs * self.bids, axis=1)
+        return self.probs @ self.bids
 
     @property
     def spread(self) -> np.ndarray:
         """The standard deviation of the bid per cost node."""
-        var = np.sum(self.probs * self.bids**2, axis=1) - self.mean**2
+        var = self.probs @ self.bids**2 - self.mean**2
         return np.sqrt(np.maximum(var, 0.0))
 
     @property
     def step(self) -> float:
-        """The grids' median step between bids."""
-        return float(np.median(np.diff(self.bids, axis=1)))
+        """The grid's median step between bids."""
+        return float(np.median(np.diff(self.bids)))
 
     @property
     def live_spread(self) -> float:
@@ -150,26 +159,22 @@ def quantile_nodes(law, k: int) -> tuple[np.ndarray, np.ndarray]:
     return c, np.full(k, 1.0 / k)
 
 
-def below_probabilities(bids, probs, weights, Z: np.ndarray) -> np.ndarray:
-    """(classes, len(Z)): per class the probability that one seller reports below z, a
-    tie counted half: its reports are node i's bids ``bids[h][i, k]`` with probability
-    weights[i] probs[h][i, k]."""
+def below_probabilities(probs: list[np.ndarray], weights: list[np.ndarray]) -> np.ndarray:
+    """(classes, bids): per class the probability that one seller reports below bid k,
+    a tie (the same grid bid) counted half: sum_{k' < k} q[k'] + q[k] / 2, q the class's
+    marginal bid distribution."""
     out = []
-    for B, p, w in zip(bids, probs, weights, strict=True):
-        pts, mass = B.ravel(), (w[:, None] * p).ravel()
-        order = np.argsort(pts, kind="stable")
-        pts, C = pts[order], np.concatenate(([0.0], np.cumsum(mass[order])))
-        left, right = np.searchsorted(pts, Z, "left"), np.searchsorted(pts, Z, "right")
-        out.append(C[left] + 0.5 * (C[right] - C[left]))
+    for p, w in zip(probs, weights, strict=True):
+        q = w @ p
+        out.append(np.cumsum(q) - 0.5 * q)
     return np.clip(np.array(out), 0.0, 1.0)
 
 
 class _Game:
-    """E and T of a deviator of each class at every bid of its nodes' grids (``bids[g]``,
-    (nodes, K)) against the others' mixed strategies: exactly through ``interim`` or on
-    fresh sampled markets (these need one grid shared by the nodes)."""
+    """E and T of a deviator of each class at every bid of the grid against the others'
+    mixed strategies: exactly through ``interim`` or on fresh sampled markets."""
 
-    def __init__(self, mech, classes: Classes, bids, opt: DistOptions, rng, calls=0):
+    def __init__(self, mech, classes: Classes, bids: np.ndarray, opt: DistOptions, rng, calls=0):
         self.classes, self.bids, self.opt, self.rng = classes, bids, opt, rng
         self.interim = interim_of(mech) if classes.data is None else None
         self.oracle = Oracle(mech, exact=self.interim is not None)
@@ -181,28 +186,26 @@ class _Game:
         return self.oracle.path
 
     def eps_pay(self, probs, weights) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per class (E, T) at every node's bids, (nodes, K) each (kept as ``last``)."""
+        """Per class (E, T) at every bid of the grid (kept as ``last``)."""
         self.last = self._eps_pay(probs, weights)
         return self.last
 
     def _eps_pay(self, probs, weights) -> list[tuple[np.ndarray, np.ndarray]]:
-        out = []
         if self.interim is not None:
+            below = below_probabilities(probs, weights)
+            out = []
             counts = np.asarray(self.classes.counts)
-            for g, B in enumerate(self.bids):
-                Z, at = np.unique(B, return_inverse=True)
-                below = below_probabilities(self.bids, probs, weights, Z)
-                E, T = self.interim(Z, below, counts - (np.arange(counts.size) == g))
-                E, T = np.asarray(E, dtype=float), np.asarray(T, dtype=float)
-                out.append((E[at].reshape(B.shape), T[at].reshape(B.shape)))
-                self.calls += Z.size
+            for g in range(len(probs)):
+                E, T = self.interim(self.bids, below, counts - (np.arange(counts.size) == g))
+                out.append((np.asarray(E, dtype=float), np.asarray(T, dtype=float)))
+            self.calls += len(probs) * self.bids.size
             return out
         sample = Sample(self.classes, self.opt.markets, 1, self.rng)
         R = self._reports(sample, probs)
-        for g, B in enumerate(self.bids):
-            E, T = self.oracle.eps_pay(sample, R, g, B[0])
-            shape = B.shape
-            out.append((np.broadcast_to(sample.mean(E), shape), np.broadcast_to(sample.mean(T), shape)))
+        out = []
+        for g in range(len(probs)):
+            E, T = self.oracle.eps_pay(sample, R, g, self.bids)
+            out.append((sample.mean(E), sample.mean(T)))
         self.calls = self.oracle.calls
         return out
 
@@ -217,15 +220,15 @@ class _Game:
             node = np.clip((q * probs[g].shape[0]).astype(int), 0, probs[g].shape[0] - 1)
             cdf = np.cumsum(probs[g], axis=1)[node]  # (markets, sellers, bids)
             u = self.rng.random(node.shape)[..., None]
-            k = np.minimum((cdf < u).sum(axis=-1), probs[g].shape[1] - 1)
-            R[:, cols] = self.bids[g][node, k]
+            k = np.minimum((cdf < u).sum(axis=-1), self.bids.size - 1)
+            R[:, cols] = self.bids[k]
         return R
 
 
 def _utilities(game: _Game, costs, probs, weights) -> list[np.ndarray]:
-    """u_g[i, k] = T_g(b_ik) - c_i E_g(b_ik) per class (the deviator's utility is linear
-    in its cost)."""
-    return [T - c[:, None] * E
+    """u_g[i, k] = T_g(b_k) - c_i E_g(b_k) per class (the deviator's utility is linear in
+    its cost)."""
+    return [T[None, :] - c[:, None] * E[None, :]
             for (E, T), c in zip(game.eps_pay(probs, weights), costs, strict=True)]  # fmt: skip
 
 
@@ -255,7 +258,7 @@ def _softmax(Y: np.ndarray) -> np.ndarray:
 def _start(costs, bids) -> list[np.ndarray]:
     """The dual variables at the start: uniform over the bids at or above the cost (a
     report below the cost never pays more than it costs)."""
-    return [np.where(B >= c[:, None], 0.0, -5.0) for c, B in zip(costs, bids, strict=True)]
+    return [np.where(bids[None, :] >= c[:, None], 0.0, -5.0) for c in costs]
 
 
 # ---- the solve ----------------------------------------------------------------------------
@@ -265,63 +268,35 @@ def solve_distributional(
 ) -> MixedSolution:  # fmt: skip
     """Mixed strategies per class by entropic dual averaging on the discretised game
     (module doc), in two stages: a quarter of ``max_iter`` on ``bid_grid`` bids evenly
-    over the report range shared by every cost node, then the rest on grids that follow
-    the first stage's bids (``local_grids`` on the exact path: each node its own
-    ``bid_grid`` / 2 bids around what it and its neighbours played; else one shared
-    ``following_grid``), warm-started where the first stage left off.  Where a bid
-    function is steep (the bottom of a first-price or all-pay support, a singular
-    density) or flat (an all-pay contest's high costs all bid near the top), the
-    second grids resolve it."""
+    over the report range, then the rest on ``bid_grid`` bids that follow the first
+    stage's bids (half at the quantiles of the bids the selling nodes play, half evenly
+    over their range, and the range's top, which never sells): where a bid function is
+    flat (an all-pay contest's high costs all bid near the top) or the bids fill a small
+    part of the range, the second grid resolves it."""
     nodes = [quantile_nodes(law, opt.grid) for law in classes.laws]
     costs, weights = [c for c, _ in nodes], [w for _, w in nodes]
-    even = np.linspace(z_range[0], z_range[1], opt.bid_grid)
-    bids = [np.tile(even, (c.size, 1)) for c in costs]
+    bids = np.linspace(z_range[0], z_range[1], opt.bid_grid)
     first = max(1, opt.max_iter // 4)
     game = _Game(mech, classes, bids, opt, rng)
     probs, stopped, history = _dual_averaging(game, costs, weights, opt, first, progress)
     if stopped != "utility_loss" and opt.max_iter > first:
-        old = bids
-        if game.interim is not None:
-            bids = [local_grids(B, p, max(8, opt.bid_grid // 2), z_range) for B, p in zip(bids, probs, strict=True)]
-        else:
-            live = [_sells(p, E) >= 1e-4 for p, (E, _) in zip(probs, game.last, strict=True)]
-            shared = following_grid(even, probs, weights, live, opt.bid_grid, z_range)
-            bids = [np.tile(shared, (c.size, 1)) for c in costs]
+        live = [p @ np.minimum(E, 1.0) >= 1e-4 for p, (E, _) in zip(probs, game.last, strict=True)]
+        old, bids = bids, following_grid(bids, probs, weights, live, opt.bid_grid, z_range)
         game = _Game(mech, classes, bids, opt, rng, calls=game.calls)
-        start = [_carried(p, b0, b1) for p, b0, b1 in zip(probs, old, bids, strict=True)]
+        start = [_carried(p, old, bids) for p in probs]
         probs, stopped, rest = _dual_averaging(
             game, costs, weights, opt, opt.max_iter - first, progress, start
         )
         history += rest
     U = _utilities(game, costs, probs, weights)
     strategies = tuple(
-        MixedStrategy(c, w, B, p, _sells(p, E))
-        for c, w, B, p, (E, _) in zip(costs, weights, bids, probs, game.last, strict=True)
+        MixedStrategy(c, w, bids, p, p @ np.minimum(E, 1.0))
+        for c, w, p, (E, _) in zip(costs, weights, probs, game.last, strict=True)
     )
     return MixedSolution(
         strategies, len(history), stopped, _loss(U, probs, weights), tuple(history),
         game.path, game.calls,
     )  # fmt: skip
-
-
-def _sells(p: np.ndarray, E: np.ndarray) -> np.ndarray:
-    """Per node the expected eps of its mixed strategy (capped at 1 per bid)."""
-    return np.sum(p * np.minimum(E, 1.0), axis=1)
-
-
-def local_grids(bids: np.ndarray, probs: np.ndarray, k: int, z_range) -> np.ndarray:
-    """(nodes, k): per cost node ``k`` - 1 bids evenly over the range that it and its two
-    neighbours each side played (their 0.1% to 99.9% quantiles, widened by two cells of
-    the old grid each side) and the report range's top (a bid that never sells)."""
-    q = _purified(bids, probs, np.array([1e-3, 1 - 1e-3]))
-    h = float(np.median(np.diff(bids, axis=1)))
-    n = q.shape[0]
-    lo = np.array([q[max(0, i - 2) : i + 3, 0].min() for i in range(n)]) - 2 * h
-    hi = np.array([q[max(0, i - 2) : i + 3, 1].max() for i in range(n)]) + 2 * h
-    lo, hi = np.maximum(lo, z_range[0]), np.minimum(hi, z_range[1])
-    t = np.linspace(0.0, 1.0, k - 1)
-    grid = lo[:, None] + (hi - lo)[:, None] * t[None, :]
-    return np.concatenate((grid, np.full((n, 1), z_range[1])), axis=1)
 
 
 def following_grid(bids, probs, weights, live, k: int, z_range) -> np.ndarray:
@@ -346,22 +321,17 @@ def following_grid(bids, probs, weights, live, k: int, z_range) -> np.ndarray:
 
 
 def _carried(probs: np.ndarray, old: np.ndarray, new: np.ndarray) -> np.ndarray:
-    """Dual variables on the bids ``new`` (nodes, K') that start where ``probs`` on the
-    bids ``old`` (nodes, K) left off: per node the log of its bid density (probability
-    per unit of bid, linearly interpolated) times the new cells' widths, floored at
-    1e-6 of the node's largest."""
-    out = np.empty(new.shape)
-    for i in range(new.shape[0]):
-        dens = probs[i] / _cells(old[i])
-        out[i] = np.interp(new[i], old[i], dens) * _cells(new[i])
-    floor = np.maximum(1e-6 * out.max(axis=1, keepdims=True), 1e-300)
-    return np.log(np.maximum(out, floor))
+    """Dual variables on the bids ``new`` that start where ``probs`` on the bids ``old``
+    left off: log of each node's bid density (probability per unit of bid, linearly
+    interpolated) times the new cells' widths, floored at 1e-6 of the row's largest."""
+    def cells(b):
+        e = np.concatenate(([b[0]], 0.5 * (b[1:] + b[:-1]), [b[-1]]))
+        return np.maximum(np.diff(e), 1e-12)
 
-
-def _cells(b: np.ndarray) -> np.ndarray:
-    """The widths of the cells of sorted bids b (midpoints to the neighbours)."""
-    e = np.concatenate(([b[0]], 0.5 * (b[1:] + b[:-1]), [b[-1]]))
-    return np.maximum(np.diff(e), 1e-12)
+    dens = probs / cells(old)[None, :]
+    carried = np.array([np.interp(new, old, row) for row in dens]) * cells(new)[None, :]
+    floor = 1e-6 * carried.max(axis=1, keepdims=True)
+    return np.log(np.maximum(carried, np.maximum(floor, 1e-300)))
 
 
 def _dual_averaging(
@@ -432,7 +402,7 @@ def mean_bid_table(
     k = strategy.costs.size
     sub = (np.arange(4) + 0.5) / 4
     rising = bool(np.polyfit(np.arange(k), strategy.mean, 1)[0] >= 0)
-    pure = _purified(strategy.bids, strategy.probs, sub if rising else 1 - sub)  # (k, 4)
+    pure = _purified(strategy, sub if rising else 1 - sub)  # (k, 4)
     u = ((np.arange(k)[:, None] + sub[None, :]) / k).ravel()
     b = pure.ravel()
     sells = np.repeat(strategy.win >= 1e-4, sub.size)
@@ -453,18 +423,13 @@ def mean_bid_table(
     return costs[keep], bids[keep]
 
 
-def _purified(bids: np.ndarray, probs: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """(nodes, len(s)): each node's bid quantiles at ``s``, a bid of its (sorted) grid
-    spread evenly over its cell (midpoints to its neighbours)."""
-    out = np.empty((probs.shape[0], s.size))
-    for i in range(probs.shape[0]):
-        z = bids[i]
-        order = np.argsort(z, kind="stable")
-        z, p = z[order], probs[i][order]
-        edges = np.concatenate(([z[0]], 0.5 * (z[1:] + z[:-1]), [z[-1]]))
-        cdf = np.concatenate(([0.0], np.cumsum(p)))
-        out[i] = np.interp(s * cdf[-1], cdf, edges)
-    return out
+def _purified(strategy: MixedStrategy, s: np.ndarray) -> np.ndarray:
+    """(nodes, len(s)): each node's bid quantiles at ``s``, a grid bid spread evenly
+    over its cell (midpoints to its neighbours)."""
+    z = strategy.bids
+    edges = np.concatenate(([z[0]], 0.5 * (z[1:] + z[:-1]), [z[-1]]))
+    cdf = np.concatenate((np.zeros((strategy.probs.shape[0], 1)), np.cumsum(strategy.probs, 1)), 1)
+    return np.array([np.interp(s, row / row[-1], edges) for row in cdf])
 
 
 def _runs(mask: np.ndarray) -> list[np.ndarray]:
@@ -494,3 +459,51 @@ def live_top(strategy: MixedStrategy, support: tuple[float, float]) -> float:
     if live.size == 0 or live[-1] + 1 >= strategy.costs.size:
         return float(support[1])
     return float(strategy.costs[live[-1] + 1])
+
+
+#: the smoothing candidates (a knot every so many cost nodes) the exact path chooses from
+KNOT_CHOICES = (8, 12, 16, 24)
+
+
+@dataclass(frozen=True)
+class _Search:
+    """The verification's search settings for ``interim_epsilon``."""
+
+    check_grid: int = 129
+    refine: int = 3
+
+
+def bid_tables(
+    mech, classes: Classes, sol: MixedSolution, z_range: tuple[float, float]
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], int, float]:
+    """Each class's bid table (``mean_bid_table``), the knot spacing chosen and its exact
+    relative epsilon (NaN on the sampled path).  On the exact path, of the spacings
+    ``KNOT_CHOICES`` the one whose tables have the smallest exact relative epsilon
+    (``interim_epsilon``: every report of the range searched against the tables' exact
+    report laws, at quantile and even costs; the largest over the classes): how much to
+    smooth is a property of the game (a steep bottom wants more, a curved bid less), and
+    the exact path can measure it.  Else a knot every 16 nodes."""
+    laws = classes.laws
+    interim = interim_of(mech) if classes.data is None else None
+
+    def tables(every):
+        return [mean_bid_table(s, law, z_range, every) for s, law in zip(sol.strategies, laws, strict=True)]
+
+    if interim is None:
+        return tables(16), 16, math.nan
+    oracle, cdfs = Oracle(mech, exact=True), [tabulated_cdf(law) for law in laws]
+    best = (math.inf, 16, tables(16))
+    for every in KNOT_CHOICES:
+        tabs = tables(every)
+        mono = [(c, np.maximum.accumulate(b)) for c, b in tabs]
+        laws_of = Interim(classes, [c for c, _ in mono], [b for _, b in mono], cdfs)
+        eps = 0.0
+        for g, law in enumerate(laws):
+            lo, hi = law.support
+            costs = np.union1d(np.asarray(law.ppf((np.arange(64) + 0.5) / 64)), np.linspace(lo, hi, 65)[1:-1])
+            costs = np.clip(costs, lo, hi)
+            bids = np.interp(costs, *tabs[g])
+            eps = max(eps, interim_epsilon(oracle, laws_of, g, law, costs, bids, z_range, z_range[1], _Search()))
+        if eps < best[0]:
+            best = (eps, every, tabs)
+    return best[2], best[1], best[0]
