@@ -215,6 +215,7 @@ class BNEResult:
             ("iterations", f"{s['iterations']} (converged: {s['converged']})"),
             ("stopped by", f"{s['stopped_by']}: {STOPPING_RULES.get(s['stopped_by'], '?')}"),
             ("residual sup|BR - b|", f"{s['residual']:.3g} (its rule: <= {self._tol_abs():.3g})"),
+            ("method", str(s.get("method", "pure"))),
             ("epsilon", f"{s['epsilon']:.3g}"),
             ("95% CI", f"[{lo:.3g}, {hi:.3g}]"),
             ("epsilon / utility", f"{s['epsilon_relative']:.3g}"),
@@ -222,6 +223,10 @@ class BNEResult:
             ("mean markup b(c) - c", f"{s['mean_markup']:.4g}"),
             ("seconds", f"{s['seconds']:.1f}"),
         ]
+        if s.get("method") == "distributional":  # its residual is the grid's utility loss
+            rows[5] = ("utility loss (grid)", f"{s['residual']:.3g} (its rule: <= {s['eps_tol']:.3g})")
+            rows.insert(6, ("mixed (spread)", ", ".join(
+                f"{m} ({x:.3g})" for m, x in zip(s["mixed"], s["spread"], strict=True))))
         if len(self.classes) > 1:
             rows.insert(
                 6, ("epsilon by class", ", ".join(f"{e:.3g}" for e in self.epsilon_by_group))
@@ -524,6 +529,7 @@ STOPPING_RULES = {
     "stalled": "interim path, patience > 0: no smaller exact epsilon for `patience` "
     "iterations (the best iterate is returned; not converged)",
     "max_iter": "max_iter iterations (interim path: the best iterate is returned)",
+    "utility_loss": "distributional: every class's relative utility loss on the grid <= eps_tol",
 }
 
 

@@ -104,6 +104,7 @@ class MixedStrategy:
     bids: np.ndarray = field(repr=False)
     probs: np.ndarray = field(repr=False)
     win: np.ndarray = field(repr=False)  # per cost node, the probability of getting anything
+    top_selling: float = math.inf  # the highest bid of the grid that gets anything
 
     @property
     def mean(self) -> np.ndarray:
@@ -290,7 +291,7 @@ def solve_distributional(
         history += rest
     U = _utilities(game, costs, probs, weights)
     strategies = tuple(
-        MixedStrategy(c, w, bids, p, p @ np.minimum(E, 1.0))
+        MixedStrategy(c, w, bids, p, p @ np.minimum(E, 1.0), _top_selling(bids, E))
         for c, w, p, (E, _) in zip(costs, weights, probs, game.last, strict=True)
     )
     return MixedSolution(
@@ -373,6 +374,15 @@ def _dual_averaging(
     return avg, "max_iter", history
 
 
+def _top_selling(bids: np.ndarray, E: np.ndarray) -> float:
+    """The highest bid that gets anything (inf when the highest bid of the grid does:
+    no ceiling)."""
+    sells = np.flatnonzero(E > 0)
+    if sells.size == 0 or sells[-1] == bids.size - 1:
+        return math.inf
+    return float(bids[sells[-1]])
+
+
 def _loss(U, probs, weights) -> float:
     """The largest relative utility loss over the classes."""
     return max(_utility_loss(u, p, w) for u, p, w in zip(U, probs, weights, strict=True))
@@ -396,8 +406,11 @@ def mean_bid_table(
        least-squares cubic spline in the quantile with a knot every ``knot_every``
        nodes (a bid function is smooth in the quantile where a density is singular: F =
        sqrt(c) gives b = 1/6 + sqrt(c)/3 + ..., linear in it), evaluated at the support's
-       ends too.  A run ends where selling ends (a reserve, costs priced out): the kink
-       is kept.  The smoothing removes the grid's staircase, whose steps of about a grid
+       ends too, and at the edge of its end node's cell where a run ends inside the
+       support (a reserve, costs priced out): the kink is kept, and a selling run's bids
+       stay at or below the highest bid that sells.  The nodes that never sell bid the
+       larger of their cost and the highest bid that sells (their mixed bids, wherever
+       they never sell, are all best responses; this one is the continuous game's).  The smoothing removes the grid's staircase, whose steps of about a grid
        step give deviations a first-order gain in the continuous game."""
     k = strategy.costs.size
     sub = (np.arange(4) + 0.5) / 4
@@ -407,18 +420,31 @@ def mean_bid_table(
     b = pure.ravel()
     sells = np.repeat(strategy.win >= 1e-4, sub.size)
     ends = np.array([b[0], b[-1]])
+    edges_u, edges_b = [], []  # a run's end inside the support: the kink, kept
     for run in _runs(sells):
         fit = _spline(u[run], b[run], knot_every * sub.size)
         if fit is None:
             continue
-        b[run] = fit(u[run])
-        if run[0] == 0:
-            ends[0] = fit(0.0)
-        if run[-1] == u.size - 1:
-            ends[1] = fit(1.0)
+        b[run] = np.minimum(fit(u[run]), strategy.top_selling)
+        for i, end in ((run[0], 0.0), (run[-1], 1.0)):
+            at = (i // sub.size + end) / k  # the edge of the end node's cell
+            value = min(float(fit(at)), strategy.top_selling)
+            if at in (0.0, 1.0):
+                ends[int(end)] = value
+            else:
+                edges_u.append(at)
+                edges_b.append(value)
     lo, hi = law.support
-    costs = np.concatenate(([lo], np.clip(np.asarray(law.ppf(u), dtype=float), lo, hi), [hi]))
-    bids = np.clip(np.concatenate(([ends[0]], b, [ends[1]])), *z_range)
+    dead = ~sells  # nodes that never sell: at least the highest selling bid (and the cost)
+    if np.isfinite(strategy.top_selling):
+        c_sub = np.clip(np.asarray(law.ppf(u[dead]), dtype=float), lo, hi)
+        b[dead] = np.maximum(c_sub, strategy.top_selling)
+        ends[1] = b[-1] if dead[-1] else ends[1]
+    u_all = np.concatenate((u, edges_u))
+    order = np.argsort(u_all, kind="stable")
+    inner = np.clip(np.asarray(law.ppf(u_all[order]), dtype=float), lo, hi)
+    costs = np.concatenate(([lo], inner, [hi]))
+    bids = np.clip(np.concatenate(([ends[0]], np.concatenate((b, edges_b))[order], [ends[1]])), *z_range)
     keep = np.concatenate(([True], np.diff(costs) > 0))  # repeated costs (an atom, an end)
     return costs[keep], bids[keep]
 
