@@ -375,10 +375,11 @@ def _dual_averaging(
 
 
 def _top_selling(bids: np.ndarray, E: np.ndarray) -> float:
-    """The highest bid that gets anything (inf when the highest bid of the grid does:
-    no ceiling)."""
+    """A ceiling: the highest bid that gets anything when the next one gets nothing while
+    it still gets at least 1e-3 (a reserve: selling stops at once); inf when selling
+    fades out continuously (the others' highest bids) or never stops."""
     sells = np.flatnonzero(E > 0)
-    if sells.size == 0 or sells[-1] == bids.size - 1:
+    if sells.size == 0 or sells[-1] == bids.size - 1 or E[sells[-1]] < 1e-3:
         return math.inf
     return float(bids[sells[-1]])
 
