@@ -81,9 +81,7 @@ def run_game(name: str, method: str, seed: int = 0, **options) -> list[dict]:
     """One solve of game ``name`` by ``method``: one row per class."""
     p = ref.GAMES[name]()
     t0 = time.perf_counter()
-    r = bne(
-        p.mechanism, p.population, np.random.default_rng(seed), method=method, **options
-    )
+    r = bne(p.mechanism, p.population, np.random.default_rng(seed), method=method, **options)
     seconds = time.perf_counter() - t0
     rows = []
     for g, law in enumerate(p.laws):
@@ -94,7 +92,8 @@ def run_game(name: str, method: str, seed: int = 0, **options) -> list[dict]:
                 cls=g,
                 law=law.spec,
                 count=p.counts[g],
-                mechanism=p.kind + (f", k={p.k}" if p.k > 1 else "")
+                mechanism=p.kind
+                + (f", k={p.k}" if p.k > 1 else "")
                 + (f", reserve {p.reserve:g}" if np.isfinite(p.reserve) else ""),
                 method=method,
                 path=r.options.get("path"),

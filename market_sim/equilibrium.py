@@ -33,6 +33,12 @@ from typing import Any
 
 import numpy as np
 
+from .equilibrium_distributional import (
+    DistOptions,
+    bid_tables,
+    live_top,
+    solve_distributional,
+)
 from .equilibrium_game import (
     SENTINELS,
     BidFn,
@@ -51,12 +57,6 @@ from .equilibrium_game import (
     reports_of,
     search_reports,
     tabulated_cdf,
-)
-from .equilibrium_distributional import (
-    DistOptions,
-    bid_tables,
-    live_top,
-    solve_distributional,
 )
 from .errors import MarketSimError
 from .execution import Job, check_executor, job_rng, run_jobs
@@ -224,9 +224,19 @@ class BNEResult:
             ("seconds", f"{s['seconds']:.1f}"),
         ]
         if s.get("method") == "distributional":  # its residual is the grid's utility loss
-            rows[5] = ("utility loss (grid)", f"{s['residual']:.3g} (its rule: <= {s['eps_tol']:.3g})")
-            rows.insert(6, ("mixed (spread)", ", ".join(
-                f"{m} ({x:.3g})" for m, x in zip(s["mixed"], s["spread"], strict=True))))
+            rows[5] = (
+                "utility loss (grid)",
+                f"{s['residual']:.3g} (its rule: <= {s['eps_tol']:.3g})",
+            )
+            rows.insert(
+                6,
+                (
+                    "mixed (spread)",
+                    ", ".join(
+                        f"{m} ({x:.3g})" for m, x in zip(s["mixed"], s["spread"], strict=True)
+                    ),
+                ),
+            )
         if len(self.classes) > 1:
             rows.insert(
                 6, ("epsilon by class", ", ".join(f"{e:.3g}" for e in self.epsilon_by_group))
@@ -1056,7 +1066,9 @@ def _auto(mechanism, population, rng, called, progress, options) -> BNEResult:
         k: v for k, v in options.items()
         if k in DIST_OPTIONS or k in _VERIFY_KEYS or k in CONTEXT_KEYS
     }  # fmt: skip
-    dist = _distributional(mechanism, population, rng, {**called, "init": "truth"}, progress, dist_only)
+    dist = _distributional(
+        mechanism, population, rng, {**called, "init": "truth"}, progress, dist_only
+    )
     best, other = (dist, pure) if dist.epsilon_relative < pure.epsilon_relative else (pure, dist)
     why = (
         f"{best.options['method']}: verified epsilon / utility {best.epsilon_relative:.3g} "

@@ -325,6 +325,7 @@ def _carried(probs: np.ndarray, old: np.ndarray, new: np.ndarray) -> np.ndarray:
     """Dual variables on the bids ``new`` that start where ``probs`` on the bids ``old``
     left off: log of each node's bid density (probability per unit of bid, linearly
     interpolated) times the new cells' widths, floored at 1e-6 of the row's largest."""
+
     def cells(b):
         e = np.concatenate(([b[0]], 0.5 * (b[1:] + b[:-1]), [b[-1]]))
         return np.maximum(np.diff(e), 1e-12)
@@ -411,8 +412,9 @@ def mean_bid_table(
        support (a reserve, costs priced out): the kink is kept, and a selling run's bids
        stay at or below the highest bid that sells.  The nodes that never sell bid the
        larger of their cost and the highest bid that sells (their mixed bids, wherever
-       they never sell, are all best responses; this one is the continuous game's).  The smoothing removes the grid's staircase, whose steps of about a grid
-       step give deviations a first-order gain in the continuous game."""
+       they never sell, are all best responses; this one is the continuous game's).
+       The smoothing removes the grid's staircase, whose steps of about a grid step
+       give deviations a first-order gain in the continuous game."""
     k = strategy.costs.size
     sub = (np.arange(4) + 0.5) / 4
     rising = bool(np.polyfit(np.arange(k), strategy.mean, 1)[0] >= 0)
@@ -445,7 +447,9 @@ def mean_bid_table(
     order = np.argsort(u_all, kind="stable")
     inner = np.clip(np.asarray(law.ppf(u_all[order]), dtype=float), lo, hi)
     costs = np.concatenate(([lo], inner, [hi]))
-    bids = np.clip(np.concatenate(([ends[0]], np.concatenate((b, edges_b))[order], [ends[1]])), *z_range)
+    bids = np.clip(
+        np.concatenate(([ends[0]], np.concatenate((b, edges_b))[order], [ends[1]])), *z_range
+    )
     keep = np.concatenate(([True], np.diff(costs) > 0))  # repeated costs (an atom, an end)
     return costs[keep], bids[keep]
 
@@ -514,7 +518,10 @@ def bid_tables(
     interim = interim_of(mech) if classes.data is None else None
 
     def tables(every):
-        return [mean_bid_table(s, law, z_range, every) for s, law in zip(sol.strategies, laws, strict=True)]
+        return [
+            mean_bid_table(s, law, z_range, every)
+            for s, law in zip(sol.strategies, laws, strict=True)
+        ]
 
     if interim is None:
         return tables(16), 16, math.nan
@@ -527,10 +534,17 @@ def bid_tables(
         eps = 0.0
         for g, law in enumerate(laws):
             lo, hi = law.support
-            costs = np.union1d(np.asarray(law.ppf((np.arange(64) + 0.5) / 64)), np.linspace(lo, hi, 65)[1:-1])
+            costs = np.union1d(
+                np.asarray(law.ppf((np.arange(64) + 0.5) / 64)), np.linspace(lo, hi, 65)[1:-1]
+            )
             costs = np.clip(costs, lo, hi)
             bids = np.interp(costs, *tabs[g])
-            eps = max(eps, interim_epsilon(oracle, laws_of, g, law, costs, bids, z_range, z_range[1], _Search()))
+            eps = max(
+                eps,
+                interim_epsilon(
+                    oracle, laws_of, g, law, costs, bids, z_range, z_range[1], _Search()
+                ),
+            )
         if eps < best[0]:
             best = (eps, every, tabs)
     return best[2], best[1], best[0]

@@ -21,7 +21,6 @@ from market_sim.mechanisms.base import as_mechanism
 from market_sim.mechanisms.first_price import FirstPrice
 
 
-
 def _conformance():
     import sys
     from pathlib import Path
