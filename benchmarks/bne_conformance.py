@@ -10,6 +10,7 @@ functions' exact report laws, ``bne_reference.exact_gain``), and the seconds.
 
     PYTHONPATH=$PWD python benchmarks/bne_conformance.py            # the whole table
     PYTHONPATH=$PWD python benchmarks/bne_conformance.py --games all-pay-4,asym-reserve
+    PYTHONPATH=$PWD python benchmarks/bne_conformance.py --speed    # 2-5 sellers, seconds
 
 Prints the markdown table (``--out FILE`` writes it too).  One run, seed 0; the seconds
 are those of the machine at the time (the table says its load).
@@ -144,13 +145,33 @@ def markdown(rows: list[dict]) -> str:
     return head + "\n".join(lines) + "\n"
 
 
+def speed(sellers=(2, 3, 4, 5), seed: int = 0) -> str:
+    """Issue #48's speed target for the distributional method (a symmetric 2-5-seller
+    game <= 15 s): first price, U[0, 1], default settings, verification included."""
+    from market_sim.mechanisms.first_price import FirstPrice
+
+    lines = ["| sellers | seconds | target | L∞ (reference wins ≥ 1%) |", "|---|---|---|---|"]
+    for n in sellers:
+        p = ref.symmetric_profile("uniform:0:1", n)
+        t0 = time.perf_counter()
+        r = bne(FirstPrice(1), p.population, np.random.default_rng(seed), method="distributional")
+        s = time.perf_counter() - t0
+        mark = "✓" if s <= 15 else "✗"
+        lines.append(f"| {n} | {s:.1f} | ≤ 15 s {mark} | {linf_where_reference_wins(p, r, 0):.4f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--games", default=",".join(TABLE_GAMES))
     ap.add_argument("--methods", default=",".join(METHOD_NAMES))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--speed", action="store_true", help="the speed rows instead")
     args = ap.parse_args(argv)
+    if args.speed:
+        print(speed(seed=args.seed), f"(load average {os.getloadavg()[0]:.1f})")
+        return 0
     rows = conformance(args.games.split(","), args.methods.split(","), args.seed)
     table = markdown(rows)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
