@@ -1005,12 +1005,9 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
     oracle = Oracle(setup.mech)
     bidfns = [_linear(c, b) for c, b in tables]
     checks = _verify(setup, vopt, oracle, bidfns, None, c_tops, setup.z_range[1], rng, references)
-    classes = tuple(
-        ClassBid(law.spec, k, (float(law.support[0]), float(law.support[1])), c, b, ch)
-        for law, k, (c, b), ch in zip(laws, setup.classes.counts, tables, checks, strict=True)
-    )
-    rel = max(ch.epsilon_relative for ch in checks)
-    worst = max(range(len(checks)), key=lambda g: checks[g].epsilon)
+    state = _State([c for c, _ in tables], [b for _, b in tables], c_tops, setup.z_range[1])
+    trace = _Trace(sol.iterations, sol.stopped_by, list(sol.history), best=sol.iterations)
+    r = _result(setup, vopt, state, trace, checks, oracle, time.perf_counter() - t0, context)
     recorded = {
         **dataclasses.asdict(dopt),
         **{k: getattr(vopt, k) for k in _VERIFY_KEYS},
@@ -1027,28 +1024,10 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
         "init": "truth",
         "reference": _described(called["reference"]),
         "progress": progress,
-        **{k: getattr(setup.mech, k, context.get(k)) for k in CONTEXT_KEYS},
+        **{k: r.options[k] for k in CONTEXT_KEYS},
     }
-    return BNEResult(
-        mechanism=setup.name,
-        dist=setup.classes.spec,
-        n_sellers=setup.classes.n,
-        costs=classes[0].costs,
-        bids=classes[0].bids,
-        epsilon=checks[worst].epsilon,
-        epsilon_ci=checks[worst].epsilon_ci,
-        epsilon_relative=rel,
-        iterations=sol.iterations,
-        converged=sol.stopped_by == "utility_loss" and rel <= vopt.verify_tol,
-        residual=sol.utility_loss,
-        seconds=time.perf_counter() - t0,
-        check=checks[0],
-        history=sol.history,
-        options=recorded,
-        support=classes[0].support,
-        classes=classes,
-        stopped_by=sol.stopped_by,
-    )
+    converged = sol.stopped_by == "utility_loss" and r.epsilon_relative <= vopt.verify_tol
+    return dataclasses.replace(r, converged=converged, residual=sol.utility_loss, options=recorded)
 
 
 def _auto(mechanism, population, rng, called, progress, options) -> BNEResult:
