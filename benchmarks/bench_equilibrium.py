@@ -1,14 +1,17 @@
 """BNE solver benchmark: the three cases of issue #38, each timed once in this run.
 
-    python benchmarks/bench_equilibrium.py [--json FILE] [--validate]
+    python benchmarks/bench_equilibrium.py [--json FILE] [--validate] [--games [NAME]]
 
 Rows: a user's black-box first-price mechanism (``outcome`` only, one report vector
-per call), 4 sellers, U[0, 1] (target <= 15 s); the same written for a (B, n) batch
+per call), 4 sellers, U[0, 1] (target <= 10 s, issue #48); the same written for a (B, n) batch
 (``batched = True``); built-in pay-as-bid at 100 sellers, U[1, 5] (target <= 30 s);
-two classes, first price, costs U[1, 2] and U[0, 2] (target <= 30 s).  Each row with
+two classes, first price, costs U[1, 2] and U[0, 2] (target <= 30 s); an IC mechanism
+(uniform-price, 4 sellers; target <= 2 s).  Each row with
 the solver's path, its evaluations (report vectors), iterations, epsilon and the
 L-infinity distance to the closed form where there is one.  ``--validate`` prints
-instead the validation table of docs/equilibrium.md (closed forms, samples=4096).
+instead the validation table of docs/equilibrium.md (closed forms, samples=4096);
+``--games`` the reference games of tests/bne_reference.py (each with an equilibrium
+proved by an exact best response) on the exact and on the sampled path.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -56,7 +61,7 @@ TWO_CLASSES = [("uniform:1:2", 1), ("uniform:0:2", 1)]
 
 CASES = [
     ("black-box first price, outcome only", BlackBoxFirstPrice(), [("uniform:0:1", 4)],
-     [lambda c: c + (1 - c) / 4], {}, 15),
+     [lambda c: c + (1 - c) / 4], {}, 10),
     ("first price, batched = True", BatchedFirstPrice(), [("uniform:0:1", 4)],
      [lambda c: c + (1 - c) / 4], {"samples": 4096}, 15),
     ("pay-as-bid (built in), 100 sellers", "pay-as-bid", [("uniform:1:5", 100)], None, {}, 30),
@@ -64,7 +69,32 @@ CASES = [
      ASYMMETRIC, {"samples": 4096}, 30),
     ("two classes U[1,2] + U[0,2], FirstPrice (interim)", FirstPrice(1), TWO_CLASSES,
      ASYMMETRIC, {"samples": 4096}, 30),
+    ("IC mechanism: uniform-price, 4 sellers", "uniform-price", [("uniform:0:1", 4)], None,
+     {}, 2),
 ]  # fmt: skip
+
+
+def games(only=None):
+    """The reference games (tests/bne_reference.py) on the exact (interim) and on the
+    sampled path: epsilon / u and L-inf on the costs where the reference wins >= 1%, the
+    bars of issue #48 (1% and 0.01)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from bne_reference import GAMES
+
+    print("| game | path | seconds | iterations | converged | eps / u by class | "
+          "L-inf (reference wins >= 1%) by class |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    for name, make in GAMES.items():
+        if only is not None and only not in name:
+            continue
+        p = make()
+        for exact in (True, False):
+            r = bne(p.mechanism, p.population, np.random.default_rng(0),
+                    reference=list(p.bids), exact=exact, samples=4096)  # fmt: skip
+            eps = ", ".join(f"{c.check.epsilon_relative:.2%}" for c in r.classes)
+            linf = ", ".join(f"{c.check.distances['linf_active']:.4f}" for c in r.classes)
+            print(f"| {p.name} | {r.options['path']} | {r.seconds:.1f} | {r.iterations} "
+                  f"({r.stopped_by}) | {r.converged} | {eps} | {linf} |", flush=True)  # fmt: skip
 
 
 def validate(only=None):
@@ -127,7 +157,11 @@ def main(argv=None):
     ap.add_argument("--json", default=None)
     ap.add_argument("--validate", action="store_true", help="the closed-form table instead")
     ap.add_argument("--only", default=None, help="with --validate: the cases containing this")
+    ap.add_argument("--games", nargs="?", const="", default=None, help="the reference games")
     args = ap.parse_args(argv)
+    if args.games is not None:
+        games(args.games or None)
+        return
     if args.validate:
         validate(args.only)
         return
@@ -138,7 +172,9 @@ def main(argv=None):
     rows = []
     for label, mech, pop, ref, opts, target in CASES:
         r = bne(mech, pop, np.random.default_rng(0), reference=ref, **opts)
-        linf = max(c.check.distances.get("linf_active", float("nan")) for c in r.classes)
+        linf = max(
+            (c.check.distances.get("linf_active", np.nan) for c in r.classes), default=np.nan
+        )
         eps_rel = max(c.check.epsilon_relative for c in r.classes)
         ok = "✓" if r.seconds <= target else "✗"
         print(

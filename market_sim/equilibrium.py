@@ -205,6 +205,18 @@ class BNEResult:
         width = max((c.support[1] - c.support[0] for c in self.classes), default=math.nan)
         return float(self.options.get("tol", math.nan)) * width
 
+    def _stopped_text(self) -> str:
+        """The rule that fired, what it means on this run's path, and whether the final
+        verification certifies it (``converged``)."""
+        rule = self.stopped_by
+        text = f"{rule}: {STOPPING_RULES.get(rule, '?')}"
+        pure = self.options.get("method") != "distributional"  # it returns the average
+        if rule in ("max_iter", "stalled") and self.options.get("path") == "interim" and pure:
+            text += " (the best iterate is returned)"
+        elif not self.converged and rule not in ("max_iter", "stalled"):
+            text += f"; not certified: verified epsilon / u > {self.options.get('verify_tol')}"
+        return text
+
     def format(self) -> str:
         s = self.summary()
         lo, hi = s["epsilon_ci"]
@@ -212,24 +224,27 @@ class BNEResult:
             ("mechanism", s["mechanism"]),
             ("distribution", s["dist"]),
             ("sellers", str(s["n_sellers"])),
+            ("path", str(s["path"])),
             ("iterations", f"{s['iterations']} (converged: {s['converged']})"),
-            ("stopped by", f"{s['stopped_by']}: {STOPPING_RULES.get(s['stopped_by'], '?')}"),
+            ("stopped by", self._stopped_text()),
             ("residual sup|BR - b|", f"{s['residual']:.3g} (its rule: <= {self._tol_abs():.3g})"),
             ("method", str(s.get("method", "pure"))),
             ("epsilon", f"{s['epsilon']:.3g}"),
             ("95% CI", f"[{lo:.3g}, {hi:.3g}]"),
-            ("epsilon / utility", f"{s['epsilon_relative']:.3g}"),
+            ("epsilon / utility", f"{s['epsilon_relative']:.3g} (the utility at the same costs)"),
+            ("evaluation cells", ", ".join(str(c.check.eval_cells) for c in self.classes)),
             ("loss l, L", f"{s['loss']:.3g}, {s['relative_loss']:.3g}"),
             ("mean markup b(c) - c", f"{s['mean_markup']:.4g}"),
             ("seconds", f"{s['seconds']:.1f}"),
         ]
         if s.get("method") == "distributional":  # its residual is the grid's utility loss
-            rows[5] = (
+            at = [k for k, _ in rows].index("residual sup|BR - b|")
+            rows[at] = (
                 "utility loss (grid)",
                 f"{s['residual']:.3g} (its rule: <= {s['eps_tol']:.3g})",
             )
             rows.insert(
-                6,
+                at + 1,
                 (
                     "mixed (spread)",
                     ", ".join(
@@ -362,6 +377,7 @@ class _Options:
     patience: int = 0
     max_iter: int | None = None
     eval_grid: int = 33
+    eval_refine: int = 3
     eval_samples: int | None = None
     check_grid: int = 129
     refine: int = 3
@@ -375,7 +391,7 @@ class _Options:
         """The options, each checked (bad input: one line naming it)."""
         ints = dict(
             grid=3, bid_grid=3, samples=1, deviators=1, max_iter=1, eval_grid=1, check_grid=3,
-            refine=0, knots=0, br_refine=0, verify_every=0, patience=0,
+            eval_refine=0, refine=0, knots=0, br_refine=0, verify_every=0, patience=0,
         )  # fmt: skip
         kw: dict = {
             k: check_int(k, getattr(self, k), least) if getattr(self, k) is not None else None
@@ -461,33 +477,54 @@ def _linear(x: np.ndarray, y: np.ndarray) -> BidFn:
     return fn
 
 
-def _smooth(costs: np.ndarray, br: np.ndarray, knots: int) -> np.ndarray:
+def _smooth(costs: np.ndarray, br: np.ndarray, knots: int, z_live: float = math.inf, law=None):
     """The least-squares cubic spline with ``knots`` interior knots through the best
     responses (none: as they are): equilibrium bid functions are smooth, while best
-    responses on a finite sample jump, and damped iterations of jumps form atoms."""
-    if knots <= 0 or costs.size < knots + 8:
+    responses on a finite sample jump, and damped iterations of jumps form atoms.  Only
+    the piece of costs whose responses sell (at most ``z_live``, the highest report that
+    gets anything) is fitted, within its responses' range; above it the responses are
+    kept as they are: no smoothing across a reserve or the cost above which a seller
+    never sells (issue #48, kinks kept).  The spline is in the quantile F(c) (given the
+    ``law``): for F(c) = sqrt(c) the bids are smooth in sqrt(c), not in c."""
+    sells = br <= z_live
+    end = int(np.argmin(sells)) if not sells.all() else costs.size  # the selling prefix
+    if knots <= 0 or end < knots + 8:
         return br
     from scipy.interpolate import LSQUnivariateSpline
 
-    t = np.quantile(costs, np.linspace(0, 1, knots + 2)[1:-1])
+    x, y = costs[:end], br[:end]
+    if law is not None:
+        u = np.asarray(law.cdf(x), dtype=float)
+        if np.all(np.diff(u) > 0):
+            x = u
+    t = np.quantile(x, np.linspace(0, 1, knots + 2)[1:-1])
     try:
-        return LSQUnivariateSpline(costs, br, t, k=3)(costs)
+        fit = np.clip(LSQUnivariateSpline(x, y, t, k=3)(x), y.min(), y.max())
     except ValueError:
         return br
+    return np.concatenate((fit, br[end:]))
 
 
 def _focused(law, c_top: float, k: int) -> np.ndarray:
-    """``k`` costs on [low, c_top] and the coarse sentinel costs above c_top."""
+    """``k`` costs evenly on [low, c_top], ``k`` by quantile (equal probability under the
+    law on [low, c_top]: dense where the sellers are, e.g. at 0 for F(c) = sqrt(c); issue
+    #48), low + (c_top - low) 2^-j (j = 6..14: a bid function may rise like sqrt(c) at
+    the bottom) and the coarse sentinel costs above c_top."""
     lo, hi = law.support
     coarse = np.linspace(lo, hi, SENTINELS)
-    return np.unique(np.concatenate((np.linspace(lo, c_top, k), coarse[coarse > c_top])))
+    q = np.linspace(0.0, float(law.cdf(c_top)), k)
+    by_mass = np.clip(np.asarray(law.ppf(q), dtype=float), lo, c_top)
+    even = np.linspace(lo, c_top, k)
+    ends = lo + (c_top - lo) * 2.0 ** -np.arange(6, 15)  # where a bid can rise like sqrt(c)
+    grid = np.concatenate((even, by_mass[np.isfinite(by_mass)], ends, coarse[coarse > c_top]))
+    return np.unique(grid)
 
 
 def _start(setup: _Setup, opt: _Options, init) -> _State:
     inits = _per_class(init, len(setup.classes.laws), "init")
     costs, bids = [], []
     for law, b0 in zip(setup.classes.laws, inits, strict=True):
-        c = np.linspace(*law.support, opt.grid)
+        c = _focused(law, law.support[1], opt.grid)
         b = np.clip(_as_bidfn(b0)(c), *setup.z_range)
         costs.append(c)
         bids.append(np.maximum.accumulate(b))
@@ -522,6 +559,7 @@ class _Trace:
     epsilons: list[float] = field(default_factory=list)
     best: int = 0  # the iteration whose bids are returned
     best_state: tuple | None = None
+    final_checks: list | None = None  # a first verification that found no gain at all
 
     @property
     def converged(self) -> bool:
@@ -538,7 +576,7 @@ STOPPING_RULES = {
     "95% bound on fresh opponents <= verify_tol x its utility",
     "stalled": "interim path, patience > 0: no smaller exact epsilon for `patience` "
     "iterations (the best iterate is returned; not converged)",
-    "max_iter": "max_iter iterations (interim path: the best iterate is returned)",
+    "max_iter": "max_iter iterations",
     "utility_loss": "distributional: every class's relative utility loss on the grid <= eps_tol",
 }
 
@@ -548,6 +586,8 @@ def _stop_rule(opt: _Options, it: int, exact: bool, residual, gain, eps, width) 
     after the switch to the full sample and 5 more iterations (docs/equilibrium.md)."""
     if residual == 0.0:
         return "residual"
+    if it == 1 and eps <= (opt.eps_tol if exact else opt.verify_tol):  # the start certified
+        return "epsilon" if exact else "verified"
     if it < 5 or (not exact and 2 * it <= (opt.max_iter or 0) + 10):
         return None
     if exact:  # the exact epsilon is the criterion (the ex-ante gain is too lax)
@@ -559,6 +599,11 @@ def _stop_rule(opt: _Options, it: int, exact: bool, residual, gain, eps, width) 
     return "verified" if eps <= opt.verify_tol else None  # NaN where not verified
 
 
+def _width(setup) -> float:
+    """The widest class support: the scale of the ``residual`` rule."""
+    return max(d.support[1] - d.support[0] for d in setup.classes.laws)
+
+
 def _iterate(setup, opt, oracle, train, state, progress, rng) -> _Trace:
     """Damped best responses, all classes at once, until a stopping rule fires
     (``_stop_rule``; docs/equilibrium.md, "The method")."""
@@ -566,19 +611,19 @@ def _iterate(setup, opt, oracle, train, state, progress, rng) -> _Trace:
 
     trace = _Trace()
     exact = oracle.path == "interim"
-    width = max(d.support[1] - d.support[0] for d in setup.classes.laws)
+    width = _width(setup)
     bar = tqdm(total=opt.max_iter, desc="best responses", file=sys.stderr, disable=not progress)
     for it in range(1, opt.max_iter + 1):
         train = _opponents(setup, opt, state, train, it, exact, rng)
         sample = train if 2 * it > opt.max_iter or opt.tilt > 1 else train.prefix(4)
         rs = _responses(setup, opt, oracle, sample, state, exact)
         brs = [
-            np.clip(isotonic(_smooth(c, r.bids, opt.knots)), *setup.z_range)
-            for c, r in zip(state.costs, rs, strict=True)
+            np.clip(isotonic(_smooth(c, r.bids, opt.knots, r.z_live, law)), *setup.z_range)
+            for c, r, law in zip(state.costs, rs, setup.classes.laws, strict=True)
         ]
         residual = max(float(np.max(np.abs(br - b))) for br, b in zip(brs, state.bids, strict=True))
         gain = max(r.gain for r in rs)
-        eps = _epsilon_now(setup, opt, oracle, sample, state, it, exact, rng)
+        eps = _epsilon_now(setup, opt, oracle, sample, state, it, exact, rng, residual, trace)
         trace.iterations = it
         trace.history.append(residual)
         trace.gains.append(gain)
@@ -587,7 +632,7 @@ def _iterate(setup, opt, oracle, train, state, progress, rng) -> _Trace:
             trace.best = it
             trace.best_state = ([*state.costs], [*state.bids], [*state.c_top], state.z_top)
         bar.update(1)
-        bar.set_postfix(residual=f"{residual:.2g}", gain=f"{gain:.2g}", eps=f"{eps:.2g}")
+        bar.set_postfix(_shown(residual=residual, gain=gain, eps=eps))
         rule = _stop_rule(opt, it, exact, residual, gain, eps, width)
         if rule is not None:
             trace.stopped_by, trace.best = rule, it
@@ -607,22 +652,45 @@ def _iterate(setup, opt, oracle, train, state, progress, rng) -> _Trace:
     return trace
 
 
-def _epsilon_now(setup, opt, oracle, sample, state, it, exact, rng) -> float:
+def _shown(**values: float) -> dict[str, str]:
+    """The progress bar's numbers: those measured this iteration (no NaN), finite."""
+    return {k: f"{v:.2g}" for k, v in values.items() if math.isfinite(v)}
+
+
+def _epsilon_now(
+    setup, opt, oracle, sample, state, it, exact, rng, residual=math.nan, trace=None
+) -> float:
     """The relative epsilon of the current bids (max over classes) where it is measured:
     exactly on the interim path at every iteration; on the sampled paths every
     ``verify_every`` iterations once the full sample is used, as the upper 95% bound
-    of a verification on fresh opponents (``samples`` draws); else NaN."""
+    of a verification on fresh opponents (``samples`` draws); else NaN.  At the first
+    iteration, when the responses nearly keep the start (an IC mechanism at the truth),
+    a verification on a quarter of the draws with the density refinement: if it finds
+    no gain at all it is the result's (``trace.final_checks``; issue #48: <= 2 s)."""
     if exact:
         return _exact_epsilon(setup, opt, oracle, sample, state)
     warm = 2 * it > opt.max_iter + 10
-    if not (warm and opt.verify_every and it % opt.verify_every == 0 and it < opt.max_iter):
+    first = it == 1 and residual <= opt.tol * _width(setup)  # the start nearly kept (IC)
+    if not first and not (
+        warm and opt.verify_every and it % opt.verify_every == 0 and it < opt.max_iter
+    ):
         return math.nan
-    quick = dataclasses.replace(opt, eval_samples=opt.samples)
+    quick = dataclasses.replace(opt, eval_samples=opt.samples, eval_refine=0)
+    if first:
+        few = max(2, opt.samples // 4)
+        quick = dataclasses.replace(opt, samples=few, eval_samples=few)
     G = len(setup.classes.laws)
     checks = _verify(
         setup, quick, oracle, state.bidfns(), state.costs, state.c_top, state.z_top, rng, [None] * G
     )
-    return max(ch.epsilon_ci[1] / ch.utility if ch.utility > 0 else math.inf for ch in checks)
+    if first and trace is not None and all(ch.epsilon == 0.0 for ch in checks):
+        trace.final_checks = checks
+    return max(
+        0.0
+        if ch.epsilon_ci[1] <= 0
+        else (ch.epsilon_ci[1] / ch.utility if ch.utility > 0 else math.inf)
+        for ch in checks
+    )
 
 
 def _exact_epsilon(setup, opt, oracle, laws, state) -> float:
@@ -671,23 +739,55 @@ def _responses(setup, opt, oracle, sample, state, exact) -> list:
 
 def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, references):
     """Per class, epsilon and the metrics on two samples the solve never saw: the best
-    deviations are searched on one and their gains measured on the other."""
+    deviations are searched on one and their gains measured on the other, at evaluation
+    costs refined until two successive densities agree (``_refined``; the density used
+    is ``EpsilonResult.eval_cells``)."""
     search = Sample(setup.classes, *opt.markets(oracle, opt.samples, setup.classes), rng, opt.tilt)
     fresh = Sample(
         setup.classes, *opt.markets(oracle, opt.eval_samples, setup.classes), rng, opt.tilt
     )
     Rs = reports_of(search, setup.classes, bidfns)
     Rf = reports_of(fresh, setup.classes, bidfns)
+    refs = [None if r is None else _as_bidfn(r) for r in references]
+    # the reference's own win rates, against the reference profile (every class known)
+    R_ref = None if any(r is None for r in refs) else reports_of(fresh, setup.classes, refs)
     out = []
     for g, law in enumerate(setup.classes.laws):
-        costs = eval_costs_for(law, c_tops[g], opt.eval_grid)
-        bids = np.clip(bidfns[g](costs), *setup.z_range)
-        z_star = search_reports(
-            oracle, search, Rs, g, costs, bids, setup.z_range, z_top, opt.check_grid, opt.refine
-        )
-        ref = None if references[g] is None else _as_bidfn(references[g])
-        out.append(measure(oracle, fresh, Rf, g, law, costs, bids, z_star, ref))
+
+        def at(cells, g=g, law=law):
+            dens = opt.eval_grid * 2 ** np.arange(int(round(math.log2(cells / opt.eval_grid))) + 1)
+            costs = np.unique(np.concatenate([eval_costs_for(law, c_tops[g], d) for d in dens]))
+            bids = np.clip(bidfns[g](costs), *setup.z_range)
+            z_star = search_reports(
+                oracle, search, Rs, g, costs, bids, setup.z_range, z_top, opt.check_grid,
+                opt.refine,
+            )  # fmt: skip
+            wins = None if R_ref is None else _win_rates(oracle, fresh, R_ref, g, refs[g], costs)
+            return measure(oracle, fresh, Rf, g, law, costs, bids, z_star, refs[g], wins)
+
+        out.append(_refined(at, opt.eval_grid, opt.eval_refine))
     return out
+
+
+def _win_rates(oracle, fresh, R_ref, g, ref, costs) -> np.ndarray:
+    """Per cost, the share of the fresh markets where the reference's bid gets anything
+    when the others play the reference profile."""
+    E = oracle.eps_pay(fresh, R_ref, g, np.asarray(ref(costs), dtype=float))[0]
+    return fresh.mean((E > 0).astype(float))
+
+
+def _refined(at, cells: int, rounds: int) -> EpsilonResult:
+    """``at(cells)`` at ``cells`` evaluation cells, then at twice as many (each density's
+    costs include the coarser ones, so epsilon can only grow) until two successive
+    densities agree: the denser epsilon / u at most 10% (and 1e-4) above the coarser,
+    or ``rounds`` doublings (issue #48: a denser evaluation must not find more)."""
+    prev = at(cells)
+    for _ in range(rounds):
+        nxt = at(2 * cells)
+        if nxt.epsilon_relative <= 1.1 * prev.epsilon_relative + 1e-4:
+            return dataclasses.replace(nxt, eval_cells=2 * cells, agreed=True)
+        prev, cells = nxt, 2 * cells
+    return dataclasses.replace(prev, eval_cells=cells, agreed=rounds == 0)
 
 
 # ---- the entry points ------------------------------------------------------------------
@@ -736,9 +836,12 @@ def bne(
     train = None if oracle.path == "interim" else Sample(setup.classes, markets, d, rng, opt.tilt)
     state = _start(setup, opt, init)
     trace = _iterate(setup, opt, oracle, train, state, progress, rng)
-    checks = _verify(
-        setup, opt, sampled, state.bidfns(), state.costs, state.c_top, state.z_top, rng, references
-    )
+    checks = trace.final_checks
+    if checks is None or any(r is not None for r in references):
+        checks = _verify(
+            setup, opt, sampled, state.bidfns(), state.costs, state.c_top, state.z_top, rng,
+            references,
+        )  # fmt: skip
     oracle.calls += sampled.calls
     r = _result(setup, opt, state, trace, checks, oracle, time.perf_counter() - t0, context)
     called = dict(n_sellers=setup.classes.n, init=_described(init), progress=bool(progress))
@@ -839,7 +942,7 @@ def _result(setup, opt, state, trace, checks, oracle, seconds, context) -> BNERe
         epsilon_ci=checks[worst].epsilon_ci,
         epsilon_relative=max(c.epsilon_relative for c in checks),
         iterations=trace.iterations,
-        converged=trace.converged,
+        converged=_certified(trace, checks, opt),
         residual=trace.history[trace.best - 1] if trace.history else math.nan,
         seconds=seconds,
         check=checks[0],
@@ -849,6 +952,12 @@ def _result(setup, opt, state, trace, checks, oracle, seconds, context) -> BNERe
         classes=classes,
         stopped_by=trace.stopped_by,
     )
+
+
+def _certified(trace: _Trace, checks, opt: _Options) -> bool:
+    """Converged: a certifying rule fired and the final verification's epsilon / u is
+    within ``verify_tol`` for every class (issue #48: ``converged`` means it)."""
+    return trace.converged and all(c.epsilon_relative <= opt.verify_tol for c in checks)
 
 
 def symmetric_bne(
@@ -1011,6 +1120,7 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
     recorded = {
         **dataclasses.asdict(dopt),
         **{k: getattr(vopt, k) for k in _VERIFY_KEYS},
+        "verify_tol": vopt.verify_tol,
         "method": "distributional",
         "path": sol.path,
         "calls": sol.calls + oracle.calls,

@@ -222,7 +222,10 @@ def tabulated_cdf(law: CostDistribution, points: int = 4097) -> Callable:
     """The law's cdf, linearly interpolated between ``points`` costs of its support
     (exact for a uniform law; else off by O(width^2 / points^2) x the density's slope):
     the interim path asks for it thousands of times."""
-    x = np.linspace(*law.support, points)
+    lo, hi = law.support
+    by_mass = np.asarray(law.ppf(np.linspace(0.0, 1.0, points)), dtype=float)
+    x = np.unique(np.clip(np.concatenate((np.linspace(lo, hi, points), by_mass)), lo, hi))
+    x = x[np.isfinite(x)]  # and by quantile: a density singular at an end (issue #48)
     F = np.asarray(law.cdf(x), dtype=float)
 
     def cdf(c):
@@ -425,6 +428,7 @@ class Response:
     bids: np.ndarray  # the best responses at the grid costs
     z_top: float  # the lowest sentinel above every report that got anything
     gain: float  # ex-ante gain of the best responses over the current bids / utility
+    z_live: float = math.inf  # the highest evaluated report that gets anything
 
 
 def best_response(
@@ -468,8 +472,11 @@ def best_response(
         top = float(above[0]) if above.size else z_hi
     util = float(weights @ np.maximum(u_cur, 0.0))
     gain = float(weights @ (u_best - u_cur))
-    rel = gain / util if util > 0 else (0.0 if gain <= 0 else math.inf)
-    return Response(br, top, rel)
+    # relative to u + gain (in [0, 1]): at a utility of 0 (pay-as-bid at the truth) a
+    # ratio to u alone is absurd (issue #48)
+    rel = gain / (util + gain) if util + gain > 0 else 0.0
+    z_live = float(Z[np.flatnonzero(live)[-1]]) if live.any() else -math.inf
+    return Response(br, top, rel, z_live)
 
 
 def refine_best(oracle, sample, R, g, costs, Z, U, z_range, rounds):
@@ -517,12 +524,12 @@ def isotonic(y: np.ndarray) -> np.ndarray:
 
 
 def prior_weights(law: CostDistribution, costs: np.ndarray) -> np.ndarray:
-    """Weights of sorted ``costs`` for expectations under the law: density x the width
-    of each cost's cell (midpoints to its neighbours, the support's ends outside),
-    normalised."""
+    """Weights of sorted ``costs`` for expectations under the law: the probability of
+    each cost's cell (midpoints to its neighbours, the support's ends outside; exact
+    where the density is singular, e.g. F(c) = sqrt(c) at 0), normalised."""
     lo, hi = law.support
     edges = np.concatenate(([lo], 0.5 * (costs[1:] + costs[:-1]), [hi]))
-    w = np.asarray(law.pdf(costs), dtype=float) * np.diff(edges)
+    w = np.diff(np.asarray(law.cdf(edges), dtype=float))
     s = w.sum()
     return w / s if s > 0 else np.full(costs.size, 1.0 / costs.size)
 
@@ -555,6 +562,8 @@ class EpsilonResult:
     distances: dict = field(default_factory=dict)
     loss_ci: tuple[float, float] = (0.0, 0.0)
     relative_loss_ci: tuple[float, float] = (0.0, 0.0)
+    eval_cells: int = 0  # the evaluation density used (cells; ``eval_costs_for``)
+    agreed: bool = False  # it agreed with the next coarser density
 
     def metrics(self) -> dict:
         """The scalar metrics (for summaries and tables)."""
@@ -567,18 +576,31 @@ class EpsilonResult:
             "loss_ci": list(self.loss_ci),
             "relative_loss_ci": list(self.relative_loss_ci),
             "utility": self.utility,
+            "eval_cells": self.eval_cells,
+            "eval_density_agreed": self.agreed,
             **self.distances,
         }
 
 
 def eval_costs_for(law: CostDistribution, c_top: float, cells: int) -> np.ndarray:
-    """The evaluation costs: the centres of ``cells`` cells of the whole support and of
-    ``cells`` cells of [low, c_top] (where reports get anything), off the ends."""
+    """The evaluation costs, every one up to the support's top: the centres of ``cells``
+    cells of the whole support, of ``cells`` cells of [low, c_top] (where reports get
+    anything) and of ``cells`` cells of equal probability under the law (a law whose
+    density is singular at an end has its mass there), and costs dense at both ends of
+    [low, c_top], where a seller's utility is small and a gain is easily missed:
+    low + w 2^-j and c_top - w 2^-j, w = c_top - low, j = 2..8 (issue #48)."""
     lo, hi = law.support
+    top = min(c_top, hi)
     whole = np.linspace(lo, hi, cells + 1)
-    focus = np.linspace(lo, min(c_top, hi), cells + 1)
-    mids = np.concatenate((0.5 * (whole[1:] + whole[:-1]), 0.5 * (focus[1:] + focus[:-1])))
-    return np.unique(mids)
+    focus = np.linspace(lo, top, cells + 1)
+    q = (np.arange(cells) + 0.5) / cells
+    by_mass = np.clip(np.asarray(law.ppf(q * float(law.cdf(top))), dtype=float), lo, top)
+    ends = (top - lo) * 2.0 ** -np.arange(2, 9)
+    mids = np.concatenate((
+        0.5 * (whole[1:] + whole[:-1]), 0.5 * (focus[1:] + focus[:-1]), by_mass,
+        lo + ends, top - ends,
+    ))  # fmt: skip
+    return np.unique(mids[np.isfinite(mids)])
 
 
 def search_reports(oracle, sample, R, g, costs, bids, z_range, z_top, dense, refine) -> np.ndarray:
@@ -610,10 +632,12 @@ def interim_epsilon(oracle, laws: Interim, g, law, costs, bids, z_range, z_top, 
 
 
 def measure(
-    oracle, fresh, R, g, law, costs, bids, z_star, reference: BidFn | None
+    oracle, fresh, R, g, law, costs, bids, z_star, reference: BidFn | None, ref_wins=None
 ) -> EpsilonResult:
     """The gains of the deviations ``z_star`` over the bids, re-measured on the fresh
-    sample, and the metrics (docs/equilibrium.md)."""
+    sample, and the metrics (docs/equilibrium.md); the distances to ``reference`` on
+    the costs where the reference wins >= 1% (``ref_wins``: its win rates at ``costs``,
+    against the reference profile; without them the bids' own)."""
     n_c = costs.size
     E, T = oracle.eps_pay(fresh, R, g, np.concatenate((z_star, bids)))
     U = T - np.tile(costs, 2)[None, :] * E
@@ -636,7 +660,8 @@ def measure(
     loss_ci = (max(0.0, loss - half_l), loss + half_l)
     rel_ci = tuple(1.0 - u / (u + x) if u + x > 0 else 0.0 for x in loss_ci)
     rel = eps / u if u > 0 else (0.0 if eps == 0 else math.inf)
-    dist = distances(law, costs, bids, wins, reference) if reference is not None else {}
+    w_ref = wins if ref_wins is None else ref_wins
+    dist = distances(law, costs, bids, w_ref, reference) if reference is not None else {}
     return EpsilonResult(
         eps, ci, rel, costs, mean_gain, z_star, util, M, loss, rel_loss, u, wins, dist,
         loss_ci, (float(rel_ci[0]), float(rel_ci[1])),
@@ -656,7 +681,8 @@ def _t_half(sample: Sample, x: np.ndarray, mean: float) -> float:
 
 def distances(law, costs, bids, wins, reference: BidFn) -> dict:
     """L2 (prior-weighted) and L∞ distances of the bids to ``reference`` at the
-    evaluation costs, over all of them and over those winning >= 1% of the time."""
+    evaluation costs, over all of them and over those whose ``wins`` (the reference's
+    win rates, when it is known for every class) are >= 1%."""
     diff = np.abs(bids - np.asarray(reference(costs), dtype=float))
     w = prior_weights(law, costs)
     active = wins >= WIN_SHARE

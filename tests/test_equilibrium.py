@@ -573,3 +573,122 @@ def test_the_opponent_sample_is_unbiased(tilt):
     for x in (0.05, 0.227, 0.5, 0.8):
         above = np.array([np.all(c[o] > x) for c, o in zip(s.costs, others, strict=True)])
         assert s.mean(above.astype(float)) == pytest.approx((1 - x) ** 3, abs=0.015)
+
+
+# ---- issue #48: honest numbers, grids by quantile, kinks kept ----------------------------
+def _reserve_game_bid(c):
+    """1-unit first price, 3 x U[0, 1], reserve 0.6: b(c) = c + int_c^0.6 (1 - t)^2 dt /
+    (1 - c)^2 = c + ((1 - c)^3 - 0.4^3) / (3 (1 - c)^2) below 0.6 (tests/bne_reference.py,
+    (1)), truth above."""
+    c = np.asarray(c, dtype=float)
+    inside = c + ((1 - c) ** 3 - 0.4**3) / (3 * np.maximum(1 - c, 1e-9) ** 2)
+    return np.where(c < 0.6, inside, c)
+
+
+def test_distances_count_the_costs_the_reference_wins():
+    """Bids that price costs in [0.5, 0.6] out (0.65 > the reserve: they never sell) are
+    0.65 - b(c) >= 0.05 from the reference there, where the reference wins with
+    probability >= (1 - 0.6)^2 = 16%: L-inf on the costs that win must see it (the
+    issue's complaint: measured on the costs the *solver's* bids let win, it did not)."""
+    from bne_reference import FirstPriceReserve
+
+    def priced_out(c):
+        c = np.asarray(c, dtype=float)
+        return np.where((c >= 0.5) & (c < 0.6), 0.65, _reserve_game_bid(c))
+
+    e = bne_epsilon(FirstPriceReserve(1, 0.6), "uniform:0:1", 3, priced_out,
+                    np.random.default_rng(0), reference=_reserve_game_bid, **CHECK)  # fmt: skip
+    gap = 0.65 - float(_reserve_game_bid(0.5))  # the smallest gap on [0.5, 0.6): 0.124
+    assert e.distances["linf_active"] >= gap - 1e-9
+    assert e.distances["active_top"] >= 0.55
+
+
+def test_epsilon_is_refined_until_two_densities_agree():
+    """2 sellers U[0, 1], the closed form except truth on [0.2935, 0.2975]: a seller of
+    cost 0.2955 bidding its cost gets 0 where b(c) = (1 + c)/2 earns (b - c) P(the
+    other bids above b) = (1 - c)/2 (1 - c) = 0.2482 (the window's mass aside).  33 evaluation cells have no cost in the window (centres 0.2879, 0.3182);
+    66 do (0.2955): the refined epsilon finds the gain, the unrefined one does not."""
+
+    def hole(c):
+        c = np.asarray(c, dtype=float)
+        return np.where((c > 0.2935) & (c < 0.2975), c, closed_form(c, 2))
+
+    def check(**kw):
+        opts = dict(samples=256, eval_grid=33, **kw)
+        return bne_epsilon(FirstPrice(1), "uniform:0:1", 2, hole, np.random.default_rng(0), **opts)
+
+    coarse, refined = check(eval_refine=0), check()
+    assert coarse.epsilon < 0.01  # the window missed
+    assert abs(refined.epsilon - (1 - 0.2955) ** 2 / 2) < 0.02
+    assert refined.eval_cells >= 66 and refined.agreed
+
+
+def test_converged_only_when_the_verification_certifies():
+    """A rule that fires (gain, with gain_tol huge) but a verification that cannot certify
+    (verify_tol tiny): not converged, and the printout says so beside the path."""
+    r = symmetric_bne(FIRST_PRICE, "uniform:0:1", 2, np.random.default_rng(0), **SMALL,
+                      max_iter=12, gain_tol=1e9, tol=1e-12, verify_tol=1e-12)  # fmt: skip
+    assert r.stopped_by == "gain" and r.converged is False
+    assert r.summary()["converged"] is False
+    text = r.format()
+    assert "converged: False" in text and "not certified" in text
+    assert f"path                  {r.options['path']}" in text
+
+
+def test_the_printout_names_the_path_it_ran():
+    """On the outcome path "max_iter" says nothing of the interim path (issue #48, 6)."""
+
+    class OnlyOutcome:
+        def outcome(self, reports, rng=None):
+            r = np.asarray(reports, dtype=float)
+            eps = (r == r.min()).astype(float)
+            return eps, r * eps
+
+    r = symmetric_bne(OnlyOutcome(), "uniform:0:1", 2, np.random.default_rng(0),
+                      samples=32, grid=5, eval_grid=5, max_iter=2)  # fmt: skip
+    assert r.options["path"] == "outcome" and r.stopped_by == "max_iter"
+    assert "interim" not in r.format() and "outcome" in r.format()
+
+
+def test_an_ic_mechanism_stops_at_the_first_verification():
+    """uniform-price is dominant-strategy IC: truth, verified gain 0, one iteration."""
+    r = symmetric_bne("uniform-price", "uniform:0:1", 4, np.random.default_rng(0), **SMALL)
+    assert (r.iterations, r.stopped_by, r.converged) == (1, "verified", True)
+    assert r.epsilon == 0.0
+    np.testing.assert_allclose(r.bids, r.costs, atol=1e-6)
+
+
+def test_progress_bar_numbers_are_finite():
+    from market_sim.equilibrium import _shown
+
+    assert _shown(residual=0.1, gain=0.2, eps=float("nan")) == {"residual": "0.1", "gain": "0.2"}
+    # pay-as-bid at the truth: utility 0; the responses' gain is relative to u + gain
+    r = symmetric_bne("pay-as-bid", "uniform:1:5", 3, np.random.default_rng(0), samples=64,
+                      grid=5, eval_grid=5, max_iter=2)  # fmt: skip
+    assert 0.0 <= r.options["training_gain"] <= 1.0
+
+
+def test_no_smoothing_across_the_cost_above_which_nothing_sells():
+    """Responses min(c + 0.2, 0.7) below c = 0.6, which sell (reports up to 0.7 do), and
+    0.75 + c / 4 above, which do not: the spline fits the selling piece only (within its
+    range), the rest is kept as it is."""
+    from market_sim.equilibrium import _smooth
+
+    c = np.linspace(0, 1, 41)
+    br = np.where(c < 0.6, np.minimum(c + 0.2, 0.7), 0.75 + c / 4)
+    out = _smooth(c, br, 6, z_live=0.7)
+    np.testing.assert_array_equal(out[c >= 0.6], br[c >= 0.6])
+    assert np.all(out[c < 0.6] <= 0.7 + 1e-12)
+
+
+def test_grids_follow_the_law():
+    """F(c) = sqrt(c): half the sellers have costs below 0.25; the solve's grid and the
+    evaluation costs put more than 35% of their points there (an even grid: a quarter)."""
+    from market_sim.distributions import as_distribution
+    from market_sim.equilibrium import _focused
+    from market_sim.equilibrium_game import eval_costs_for
+
+    law = as_distribution("beta:0.5:1:0:1")
+    for pts in (_focused(law, 1.0, 33), eval_costs_for(law, 1.0, 33)):
+        assert np.mean(pts < 0.25) > 0.35
+        assert pts.min() < 1e-3
