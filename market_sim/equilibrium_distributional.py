@@ -23,13 +23,16 @@ report b_k against the others' mixed strategies:
   every bid of the grid (its ``deviations``, a batched ``outcome`` or a loop).
 
 The learning dynamic is simultaneous online dual averaging with the entropic regulariser
-(SODA's): Y_g += eta_t u_g / scale, s_g[i, :] = softmax(Y_g[i, :]), eta_t = ``step`` x
-t^-0.05, ``scale`` the first iteration's largest |u|.  It stops when every class's
-relative utility loss on the grid, 1 - u_g(s) / u_g(best response), is at most
+(SODA's): Y_g[i] += eta_t u_g[i] / max_k u_g[i, k], s_g[i] = softmax(Y_g[i]), eta_t =
+``step`` x t^-0.05 (SODA's heuristic step, relative to each node's stake), in two stages
+(an even bid grid, then one that follows the first stage's bids; ``solve_distributional``);
+the strategies returned are the iterates' average weighted by t.  It stops when every
+class's relative utility loss on the grid, 1 - u_g(s) / u_g(best response), is at most
 ``eps_tol`` (1e-4, SODA's), else after ``max_iter``.  The result is a
-:class:`MixedSolution`; ``market_sim.equilibrium.bne(..., method="distributional")``
-turns it into a ``BNEResult`` (each class's mean bid per cost node as its bid function,
-the spread beside it) and verifies it with the pure solver's verification.
+:class:`MixedSolution`; ``bid_tables`` turns each class's strategy into a bid table
+(purified, smoothed in the quantile, kinks kept; ``mean_bid_table``), and
+``market_sim.equilibrium.bne(..., method="distributional")`` verifies those with the pure
+solver's verification.
 """
 
 from __future__ import annotations
