@@ -496,7 +496,7 @@ def live_top(strategy: MixedStrategy, support: tuple[float, float]) -> float:
 
 
 #: the smoothing candidates (a knot every so many cost nodes) the exact path chooses from
-KNOT_CHOICES = (8, 12, 16, 24)
+KNOT_CHOICES = (6, 8, 12, 16, 20, 24, 28)
 
 
 @dataclass(frozen=True)
