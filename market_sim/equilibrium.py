@@ -33,6 +33,12 @@ from typing import Any
 
 import numpy as np
 
+from .equilibrium_distributional import (
+    DistOptions,
+    bid_tables,
+    live_top,
+    solve_distributional,
+)
 from .equilibrium_game import (
     SENTINELS,
     BidFn,
@@ -64,6 +70,7 @@ __all__ = [
     "BNEResult",
     "ClassBid",
     "EpsilonResult",
+    "METHODS",
     "bne",
     "bne_sweep",
     "symmetric_bne",
@@ -203,7 +210,8 @@ class BNEResult:
         verification certifies it (``converged``)."""
         rule = self.stopped_by
         text = f"{rule}: {STOPPING_RULES.get(rule, '?')}"
-        if rule in ("max_iter", "stalled") and self.options.get("path") == "interim":
+        pure = self.options.get("method") != "distributional"  # it returns the average
+        if rule in ("max_iter", "stalled") and self.options.get("path") == "interim" and pure:
             text += " (the best iterate is returned)"
         elif not self.converged and rule not in ("max_iter", "stalled"):
             text += f"; not certified: verified epsilon / u > {self.options.get('verify_tol')}"
@@ -220,6 +228,7 @@ class BNEResult:
             ("iterations", f"{s['iterations']} (converged: {s['converged']})"),
             ("stopped by", self._stopped_text()),
             ("residual sup|BR - b|", f"{s['residual']:.3g} (its rule: <= {self._tol_abs():.3g})"),
+            ("method", str(s.get("method", "pure"))),
             ("epsilon", f"{s['epsilon']:.3g}"),
             ("95% CI", f"[{lo:.3g}, {hi:.3g}]"),
             ("epsilon / utility", f"{s['epsilon_relative']:.3g} (the utility at the same costs)"),
@@ -228,6 +237,21 @@ class BNEResult:
             ("mean markup b(c) - c", f"{s['mean_markup']:.4g}"),
             ("seconds", f"{s['seconds']:.1f}"),
         ]
+        if s.get("method") == "distributional":  # its residual is the grid's utility loss
+            at = [k for k, _ in rows].index("residual sup|BR - b|")
+            rows[at] = (
+                "utility loss (grid)",
+                f"{s['residual']:.3g} (its rule: <= {s['eps_tol']:.3g})",
+            )
+            rows.insert(
+                at + 1,
+                (
+                    "mixed (spread)",
+                    ", ".join(
+                        f"{m} ({x:.3g})" for m, x in zip(s["mixed"], s["spread"], strict=True)
+                    ),
+                ),
+            )
         if len(self.classes) > 1:
             rows.insert(
                 6, ("epsilon by class", ", ".join(f"{e:.3g}" for e in self.epsilon_by_group))
@@ -559,6 +583,7 @@ STOPPING_RULES = {
     "stalled": "interim path, patience > 0: no smaller exact epsilon for `patience` "
     "iterations (the best iterate is returned; not converged)",
     "max_iter": "max_iter iterations",
+    "utility_loss": "distributional: every class's relative utility loss on the grid <= eps_tol",
 }
 
 
@@ -796,6 +821,7 @@ def bne(
     reference=None,
     bid_max: float | None = None,
     progress: bool = False,
+    method: str = "pure",
     **options,
 ) -> BNEResult:
     """A Bayes-Nash equilibrium of ``mechanism`` (a name, spec, class, instance or object
@@ -809,7 +835,12 @@ def bne(
     eval_samples, check_grid, refine (the verification); and the market settings mu,
     sigma, gamma, privacy (docs/equilibrium.md).  ``init``: the starting bid function(s)
     ("truth", a function, a list per class or a BNEResult); ``reference``: bid
-    function(s) to measure L2 / L∞ distances to.  Same ``rng`` state, same result."""
+    function(s) to measure L2 / L∞ distances to.  ``method``: "pure" (bid functions,
+    above), "distributional" (mixed strategies on a discretised game, ``DIST_OPTIONS``)
+    or "auto" (``METHODS``).  Same ``rng`` state, same result."""
+    if method != "pure":
+        called = dict(n_sellers=n_sellers, init=init, reference=reference, bid_max=bid_max)
+        return _by_method(method, mechanism, population, rng, called, bool(progress), options)
     t0 = time.perf_counter()
     context = {k: options.pop(k) for k in list(options) if k in CONTEXT_KEYS}
     opt = _options(options)
@@ -835,6 +866,7 @@ def bne(
     r = _result(setup, opt, state, trace, checks, oracle, time.perf_counter() - t0, context)
     called = dict(n_sellers=setup.classes.n, init=_described(init), progress=bool(progress))
     called["reference"] = _described(reference)
+    called["method"] = "pure"
     return dataclasses.replace(r, options={**r.options, **called})
 
 
@@ -1045,3 +1077,112 @@ def figure(result: BNEResult):
 def plot(result: BNEResult, path) -> None:
     """:func:`figure` written to ``path`` (PNG) atomically."""
     save_png(figure(result), path, dpi=100)
+
+
+# ---- the second method: distributional strategies -----------------------------------------
+#: ``bne``'s methods: "pure" (damped best responses of bid functions), "distributional"
+#: (mixed strategies on a discretised game, ``market_sim.equilibrium_distributional``),
+#: "auto" (both when the mechanism has an exact ``interim``, else the pure one and the
+#: distributional one only if the pure one fails its verification; the better verified
+#: one is returned; docs/equilibrium.md, "Which method")
+METHODS = ("pure", "distributional", "auto")
+#: the distributional method's options (besides the verification's ``_VERIFY_KEYS``)
+DIST_OPTIONS = {f.name: f.default for f in dataclasses.fields(DistOptions)}
+_VERIFY_KEYS = ("samples", "eval_grid", "eval_samples", "check_grid", "refine", "deviators")
+
+
+def _by_method(method, mechanism, population, rng, called, progress, options) -> BNEResult:
+    """``bne`` with ``method`` "distributional" or "auto"."""
+    if method not in METHODS:
+        raise MarketSimError(f"method must be one of {', '.join(METHODS)} (got {method!r})")
+    if method == "distributional":
+        return _distributional(mechanism, population, rng, called, progress, options)
+    return _auto(mechanism, population, rng, called, progress, options)
+
+
+def _split_options(options: dict) -> tuple[DistOptions, _Options, dict]:
+    """The distributional solver's options, the verification's and the market settings;
+    an option of the pure method only is refused (one line)."""
+    context = {k: options[k] for k in options if k in CONTEXT_KEYS}
+    rest = {k: v for k, v in options.items() if k not in CONTEXT_KEYS}
+    known = set(DIST_OPTIONS) | set(_VERIFY_KEYS)
+    unknown = sorted(set(rest) - known)
+    if unknown:
+        where = "applies to method='pure' only" if unknown[0] in OPTIONS else "is unknown"
+        raise MarketSimError(
+            f"option {unknown[0]!r} {where} (method='distributional' takes: "
+            f"{', '.join(sorted(known))})"
+        )
+    dopt = DistOptions(**{k: v for k, v in rest.items() if k in DIST_OPTIONS}).checked()
+    return dopt, _options({k: v for k, v in rest.items() if k in _VERIFY_KEYS}), context
+
+
+def _distributional(mechanism, population, rng, called, progress, options) -> BNEResult:
+    """``bne(..., method="distributional")``: mixed strategies by dual averaging on the
+    discretised game, each class's mean bid per cost node as its bid function, verified
+    by the pure solver's verification (``_verify``: fresh opponents playing the mean
+    bids, every report of the range searched)."""
+    t0 = time.perf_counter()
+    if not (isinstance(called["init"], str) and called["init"] == "truth"):
+        raise MarketSimError("init applies to method='pure' only")
+    dopt, vopt, context = _split_options(options)
+    setup = _setup(mechanism, population, called["n_sellers"], rng, context, called["bid_max"])
+    laws = setup.classes.laws
+    references = _per_class(called["reference"], len(laws), "reference")
+    sol = solve_distributional(setup.mech, setup.classes, setup.z_range, rng, dopt, progress)
+    tables, knot_every, smoothed_eps = bid_tables(setup.mech, setup.classes, sol, setup.z_range)
+    c_tops = [live_top(s, law.support) for s, law in zip(sol.strategies, laws, strict=True)]
+    oracle = Oracle(setup.mech)
+    bidfns = [_linear(c, b) for c, b in tables]
+    checks = _verify(setup, vopt, oracle, bidfns, None, c_tops, setup.z_range[1], rng, references)
+    state = _State([c for c, _ in tables], [b for _, b in tables], c_tops, setup.z_range[1])
+    trace = _Trace(sol.iterations, sol.stopped_by, list(sol.history), best=sol.iterations)
+    r = _result(setup, vopt, state, trace, checks, oracle, time.perf_counter() - t0, context)
+    recorded = {
+        **dataclasses.asdict(dopt),
+        **{k: getattr(vopt, k) for k in _VERIFY_KEYS},
+        "verify_tol": vopt.verify_tol,
+        "method": "distributional",
+        "path": sol.path,
+        "calls": sol.calls + oracle.calls,
+        "utility_loss": sol.utility_loss,
+        "knot_every": knot_every,
+        "training_epsilon": smoothed_eps,
+        "spread": [s.live_spread for s in sol.strategies],
+        "mixed": [s.mixed for s in sol.strategies],
+        "bid_max": setup.z_range[1],
+        "n_sellers": setup.classes.n,
+        "init": "truth",
+        "reference": _described(called["reference"]),
+        "progress": progress,
+        **{k: r.options[k] for k in CONTEXT_KEYS},
+    }
+    converged = sol.stopped_by == "utility_loss" and r.epsilon_relative <= vopt.verify_tol
+    return dataclasses.replace(r, converged=converged, residual=sol.utility_loss, options=recorded)
+
+
+def _auto(mechanism, population, rng, called, progress, options) -> BNEResult:
+    """``method="auto"`` (``METHODS``): the pure solve, and the distributional one when
+    the mechanism has an exact ``interim`` or the pure one's verified relative epsilon
+    is above its ``verify_tol``; the one with the smaller verified relative epsilon is
+    returned, ``options["method_reason"]`` says why (both numbers)."""
+    pure_only = {k: v for k, v in options.items() if k in OPTIONS or k in CONTEXT_KEYS}
+    pure = bne(mechanism, population, rng, method="pure", progress=progress, **called, **pure_only)
+    exact = pure.options.get("path") == "interim"
+    if not exact and pure.epsilon_relative <= pure.options.get("verify_tol", 0.01):
+        why = "pure: no exact interim and its verified epsilon is within verify_tol"
+        return dataclasses.replace(pure, options={**pure.options, "method_reason": why})
+    dist_only = {
+        k: v for k, v in options.items()
+        if k in DIST_OPTIONS or k in _VERIFY_KEYS or k in CONTEXT_KEYS
+    }  # fmt: skip
+    dist = _distributional(
+        mechanism, population, rng, {**called, "init": "truth"}, progress, dist_only
+    )
+    best, other = (dist, pure) if dist.epsilon_relative < pure.epsilon_relative else (pure, dist)
+    why = (
+        f"{best.options['method']}: verified epsilon / utility {best.epsilon_relative:.3g} "
+        f"against {other.epsilon_relative:.3g} for {other.options['method']} "
+        f"({'an exact interim: both run' if exact else 'the pure one failed verify_tol'})"
+    )
+    return dataclasses.replace(best, options={**best.options, "method_reason": why})

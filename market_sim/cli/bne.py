@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from ..distributions import parse_distribution
-from ..equilibrium import OPTIONS, bne
+from ..equilibrium import DIST_OPTIONS, METHODS, OPTIONS, bne
 from ..errors import MarketSimError
 from .arguments import (
     add_cost_law,
@@ -71,7 +71,18 @@ def add_parser(subparsers):
     ):
         default = D[flag.replace("-", "_")]
         shown = "automatic" if default is None else default
-        a.add_argument(f"--{flag}", type=kind, default=default, help=f"{text} (default {shown})")
+        # None unless given: --method distributional has its own defaults (DIST_OPTIONS)
+        a.add_argument(f"--{flag}", type=kind, default=None, help=f"{text} (default {shown})")
+    a.add_argument(
+        "--method",
+        choices=METHODS,
+        default="pure",
+        help="pure: bid functions by damped best responses; distributional: mixed "
+        "strategies on a discretised game (all-pay contests, reserves); auto: by the rule "
+        "of docs/equilibrium.md, saying which (default pure)",
+    )
+    a.add_argument("--step", type=positive("step"), default=None,
+                   help="distributional: the dual averaging's step (default 1)")  # fmt: skip
     a.add_argument(
         "--resample",
         choices=("yes", "no"),
@@ -99,7 +110,8 @@ def run(args) -> int:
         population, n = parse_distribution(args.dist, iron=args.iron), args.sellers
     context = market_settings(args)
     out = output_folder(args)
-    opts = {k: getattr(args, k) for k in OPTIONS if getattr(args, k, None) is not None}
+    names = [*OPTIONS, *DIST_OPTIONS]
+    opts = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
     if args.resample is not None:
         opts["resample"] = args.resample == "yes"
     result = bne(
@@ -108,6 +120,7 @@ def run(args) -> int:
         np.random.default_rng(args.seed),
         n_sellers=n,
         progress=not args.quiet,
+        method=args.method,
         **opts,
         **context,
     )
