@@ -46,12 +46,17 @@ max_s u_s(x) - sum_s x_s u_s(x) (>= 0; 0 exactly at a Nash equilibrium).
 Candidates with regret <= ``regret_tol`` x (payoff range) are kept and
 deduplicated; when none qualifies the least-regret one is reported.
 
-**Regret intervals.**  The bootstrap resamples the seeds (with replacement, jointly
-across profiles).  An estimated equilibrium's interval is one-sided, [0, q]
-(:func:`equilibrium_regret_bounds`): q is the 95% quantile of the regret, in the
-estimated game, of each replicate's own equilibrium.  ``regret_ci(mixture)`` of a
-mixture fixed in advance (a pure profile) is the percentile interval of that
-mixture's regret under the replicates.
+**Regret intervals.**  The seed is the unit: each seed's markets give a payoff table
+of their own, and the estimate is their mean.  For a fixed mixture x the gains
+G_s(x) = u_s(x) - x.u(x) are linear in the table, so their noise is a mean over seeds;
+its law is drawn by a Gaussian multiplier bootstrap over the seeds (with a common
+chi-square scale: each studentized coordinate is then t with samples - 1 degrees of
+freedom, :func:`gain_noise`).  An estimated equilibrium's interval is one-sided,
+[0, q] (:func:`regret_upper_bounds`): a band for max_s G_s(x) uniform over the simplex,
+so it holds for a mixture chosen from the data.  ``regret_test(mixture)`` of a mixture
+fixed in advance tests "it is an equilibrium" (regret 0) with the max-t statistic and
+bounds its regret; ``regret_ci(mixture)`` is the two-sided interval from its bounds
+(:func:`regret_test`; docs/egta.md has the proofs and the coverage table).
 """
 
 from __future__ import annotations
@@ -86,6 +91,13 @@ __all__ = [
     "dpr_exact",
     "dpr_game",
     "equilibrium_regret_bounds",
+    "gains",
+    "simplex_grid",
+    "GainNoise",
+    "gain_noise",
+    "regret_upper_bounds",
+    "RegretTest",
+    "regret_test",
     "seat_layout",
     "find_equilibria",
     "replicator_dynamics",
@@ -350,13 +362,6 @@ def _table_regrets(game: SymmetricGame, tables: np.ndarray, xs: np.ndarray) -> n
     return np.maximum(u.max(axis=1) - np.sum(xs * u, axis=1), 0.0)
 
 
-def _boot_regrets(game: SymmetricGame, tables: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Regret of the fixed mixture x under each bootstrap payoff table (B x P x S)."""
-    return _table_regrets(
-        game, tables, np.broadcast_to(game._mix(x), (tables.shape[0], len(game.strategies)))
-    )
-
-
 def _replicate_equilibria(
     game: SymmetricGame, tables: np.ndarray, starts, *, max_iter: int = 5000, tol: float = 1e-9
 ) -> np.ndarray:
@@ -391,7 +396,10 @@ def equilibrium_regret_bounds(
     an equilibrium of the payoff table estimates[r] (R x P x S, a mean over seeds), from
     its bootstrap replicates tables[r] (R x B x P x S: seeds resampled).
 
-    An estimated equilibrium has regret 0 in its own table by construction, so the regret
+    The former method, kept to measure against (benchmarks/egta_coverage.py): it
+    under-covers where the estimate sits on the simplex's boundary (0% when the estimate
+    is a pure profile and the truth is mixed) and at low signal; ``egta`` uses
+    :func:`regret_upper_bounds`.  An estimated equilibrium has regret 0 in its own table by construction, so the regret
     of the same mixture under the replicates is biased up and its percentile interval
     excludes the point estimate.  The bootstrap principle instead: estimates[r] plays the
     truth and each replicate the estimate; the replicate's own equilibrium x*_b (near
@@ -408,12 +416,143 @@ def equilibrium_regret_bounds(
     return np.quantile(regrets, level, axis=1)
 
 
+# ---- regret bounds that hold their level ------------------------------------------------------
+def gains(game: SymmetricGame, tables: np.ndarray, xs: np.ndarray) -> np.ndarray:
+    """G_s(x; table) = u_s(x) - sum_t x_t u_t(x), the gain of a player switching from the
+    mixture x to s (..., M x S), for payoff tables (..., P x S) at mixtures xs (M x S).
+    For a fixed x it is linear in the table, and the regret is max_s G_s(x) (>= 0, since
+    sum_s x_s G_s(x) = 0)."""
+    S = len(game.strategies)
+    xs = game._mix(np.atleast_2d(xs))
+    dev = np.asarray(tables)[..., _dev_rows(game), np.arange(S)[:, None]]  # (..., S, K)
+    u = np.einsum("...sk,mk->...ms", dev, game._others_prob(xs))
+    return u - np.sum(xs * u, axis=-1, keepdims=True)
+
+
+def simplex_grid(S: int, max_points: int = 600) -> np.ndarray:
+    """The mixtures with shares in multiples of 1/k (rows), k the largest (<= 200) with at
+    most ``max_points`` of them: 201 points for 2 strategies, 496 (k = 30) for 3."""
+    k = 1
+    while k < 200 and math.comb(k + S, S - 1) <= max_points:
+        k += 1
+    return _compositions(k, S) / k
+
+
+@dataclass(frozen=True)
+class GainNoise:
+    """The estimated gains at mixtures xs and draws of their studentized noise.
+
+    ``mean`` (M x S): G_s(x) of the mean table (a mean over K seeds); ``se`` (M x S): its
+    standard error, sd over the seeds' own tables / sqrt(K) (0 where every seed agrees);
+    ``draws`` (B x M x S): Z*_b = D*_b / se, D*_b a Gaussian-multiplier draw of the
+    noise Ghat - G (its covariance across all x and s is the seeds'), divided by one
+    common sqrt(chi2_{K-1}/(K-1)) per draw, so that each coordinate is t with K - 1
+    degrees of freedom, the exact law of a studentized mean of Gaussian seeds."""
+
+    mean: np.ndarray
+    se: np.ndarray
+    draws: np.ndarray
+
+
+def gain_noise(
+    game: SymmetricGame, seed_tables: np.ndarray, xs: np.ndarray, n_boot: int, seed
+) -> GainNoise:
+    """:class:`GainNoise` of the gains at mixtures xs from the seeds' payoff tables
+    (K x P x S, one per seed; the estimate is their mean)."""
+    per_seed = gains(game, seed_tables, xs)  # (K, M, S), linear in each seed's table
+    K = per_seed.shape[0]
+    mean = per_seed.mean(axis=0)
+    if K < 2:
+        return GainNoise(mean, np.full_like(mean, np.inf), np.zeros((n_boot, *mean.shape)))
+    centred = (per_seed - mean).reshape(K, -1)
+    se = np.sqrt(np.sum(centred**2, axis=0) / (K * (K - 1)))
+    rng = np.random.default_rng(seed)
+    xi = rng.standard_normal((n_boot, K)) / math.sqrt(K * (K - 1))  # Var(xi @ centred) = se^2
+    scale = np.sqrt(rng.chisquare(K - 1, size=(n_boot, 1)) / (K - 1))
+    noisy = se > 1e-12 * (1.0 + np.max(np.abs(mean)))
+    z = np.divide(xi @ centred, se * scale, out=np.zeros((n_boot, se.size)), where=noisy)
+    return GainNoise(mean, se.reshape(mean.shape), z.reshape(n_boot, *mean.shape))
+
+
+def regret_upper_bounds(
+    game: SymmetricGame,
+    seed_tables: np.ndarray,
+    xs: np.ndarray,
+    *,
+    level: float = 0.95,
+    n_boot: int = 1000,
+    seed=None,
+) -> np.ndarray:
+    """Upper ends q(x) of one-sided ``level`` intervals [0, q(x)] for the true regret of
+    each mixture xs[r], valid simultaneously for every mixture, so also for mixtures
+    chosen from the same data (an estimated equilibrium).
+
+    c is the ``level`` quantile of sup_x max_s (-Z*_s(x)) over a grid of the simplex
+    (:func:`simplex_grid`) and xs, and q(x) = max(0, max_s Ghat_s(x) + c se_s(x)): on the
+    event sup_x max_s (G_s - Ghat_s)/se_s <= c, of probability ``level``, every G_s(x) is
+    below its bound, hence so is the regret max_s G_s(x) of every x (docs/egta.md)."""
+    xs = game._mix(np.atleast_2d(xs))
+    points = np.vstack([xs, simplex_grid(len(game.strategies))])
+    noise = gain_noise(game, seed_tables, points, n_boot, seed)
+    if not np.all(np.isfinite(noise.se)):
+        return np.full(xs.shape[0], np.inf)
+    c = np.quantile(np.max(-noise.draws, axis=(1, 2)), level)
+    upper = np.max(noise.mean + c * noise.se, axis=-1)[: xs.shape[0]]
+    return np.maximum(upper, 0.0)
+
+
+@dataclass(frozen=True)
+class RegretTest:
+    """Is a mixture x, fixed before the data, an equilibrium?  H0: its regret is 0.
+
+    ``regret``: the estimate max_s Ghat_s(x); ``p_value``: of H0 by the max-t statistic
+    T = max_s Ghat_s(x)/se_s(x), P*(max_s Z*_s(x) >= T) (the null's least favourable
+    point, every G_s(x) = 0: size <= 1 - level at any equilibrium, = at an interior one);
+    ``lower``, ``upper``: one-sided ``level`` bounds on the true regret (lower > 0 exactly
+    when p_value < 1 - level, up to the draws' resolution)."""
+
+    regret: float
+    p_value: float
+    lower: float
+    upper: float
+    level: float
+
+
+def regret_test(
+    game: SymmetricGame,
+    seed_tables: np.ndarray,
+    x,
+    *,
+    level: float = 0.95,
+    n_boot: int = 1000,
+    seed=None,
+) -> RegretTest:
+    """:class:`RegretTest` of the mixture x from the seeds' payoff tables (K x P x S):
+    ``lower`` = max(0, max_s Ghat_s - c_lo se_s), ``upper`` = max(0, max_s Ghat_s +
+    c_hi se_s), c_lo, c_hi the ``level`` quantiles of max_s Z*_s and max_s -Z*_s at x
+    (simultaneous over s: the regret is a max, and the bound on each gain holds at once)."""
+    x = game._mix(np.atleast_2d(x))
+    noise = gain_noise(game, seed_tables, x, n_boot, seed)
+    mean, se, z = noise.mean[0], noise.se[0], noise.draws[:, 0]
+    regret = max(float(np.max(mean)), 0.0)
+    if not np.all(np.isfinite(se)):
+        return RegretTest(regret, math.nan, 0.0, math.inf, level)
+    c_lo, c_hi = np.quantile(np.max(z, axis=1), level), np.quantile(np.max(-z, axis=1), level)
+    exact = se == 0  # gains known without noise (every seed agrees)
+    t_obs = np.max(np.where(exact, np.where(mean > 0, np.inf, -np.inf), mean / np.where(exact, 1, se)))
+    p_value = (1 + np.sum(np.max(z, axis=1) >= t_obs)) / (1 + z.shape[0])
+    lower = max(float(np.max(mean - c_lo * se)), 0.0)
+    upper = max(float(np.max(mean + c_hi * se)), 0.0)
+    return RegretTest(regret, float(p_value), lower, upper, level)
+
+
 # ---- results --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Equilibrium:
     """A symmetric mixed equilibrium of the meta-game: population shares, the regret
-    of that mixture and a one-sided bootstrap interval [0, q] of its true regret
-    (:func:`equilibrium_regret_bounds`)."""
+    of that mixture in the estimated table (0 up to the solver's tolerance) and a
+    one-sided 95% interval [0, q] of its true regret (:func:`regret_upper_bounds`: a band
+    uniform over the simplex, so valid although the mixture was chosen from the data)."""
 
     mixture: dict[str, float]
     regret: float
@@ -501,16 +640,31 @@ class EgtaResult:
         """Regret of a mixture ({spec: share} or shares in ``strategies`` order)."""
         return float(self.game.regret(self._as_vector(mixture)))
 
+    def seed_tables(self) -> np.ndarray:
+        """The reduced payoff table of each seed alone (samples x P x S); ``game`` has
+        their mean."""
+        return self._reduced(self.sample_payoffs.T)
+
+    def regret_test(
+        self, mixture, *, level: float = 0.95, n_boot: int | None = None
+    ) -> RegretTest:
+        """Test of "this mixture, fixed in advance, is an equilibrium" (its true regret is
+        0): the p-value and one-sided ``level`` bounds on the regret (:func:`regret_test`)."""
+        x = self.game._mix(self._as_vector(mixture))
+        return regret_test(
+            self.game, self.seed_tables(), x, level=level, n_boot=n_boot or self.n_boot,
+            seed=self.boot_seed,
+        )  # fmt: skip
+
     def regret_ci(
         self, mixture, *, level: float = 0.95, n_boot: int | None = None
     ) -> tuple[float, float]:
-        """Percentile bootstrap interval of the regret of a mixture fixed in advance (seeds
-        resampled); an estimated equilibrium's interval is its ``Equilibrium.regret_ci``."""
-        x = self.game._mix(self._as_vector(mixture))
-        tables = self._boot_games(n_boot or self.n_boot, self.boot_seed)
-        r = _boot_regrets(self.game, tables, x)
-        a = (1 - level) / 2
-        return float(np.quantile(r, a)), float(np.quantile(r, 1 - a))
+        """Two-sided ``level`` interval of the true regret of a mixture fixed in advance:
+        the one-sided (1 + level)/2 bounds of :meth:`regret_test`, so its lower end is
+        above 0 exactly when the test rejects "an equilibrium" at (1 - level)/2.  An
+        estimated equilibrium's interval is its ``Equilibrium.regret_ci``."""
+        t = self.regret_test(mixture, level=(1 + level) / 2, n_boot=n_boot)
+        return t.lower, t.upper
 
     # -- output ----------------------------------------------------------------------------
     def table(self) -> pd.DataFrame:
@@ -554,8 +708,10 @@ class EgtaResult:
             "reduction": self.reduction,
             "others_per_reduced_player": f"{self.n_sellers - 1}/{self.players - 1}",
             "payoff": "the deviator's mean utility per round; seats drawn per seed",
-            "equilibrium_regret_ci": "one-sided [0, q]: bootstrap at each replicate's own "
-            "equilibrium",
+            "equilibrium_regret_ci": "one-sided 95% [0, q]: a band uniform over the simplex "
+            "(valid for a mixture chosen from the data)",
+            "regret_ci": "two-sided 95% for a mixture fixed in advance; lower end > 0: "
+            "not an equilibrium (test at 2.5%)",
             "strategies": list(self.strategies),
             "samples": self.samples,
             "rounds": self.rounds,
@@ -859,17 +1015,14 @@ def _reduce(weights: np.ndarray, profiles: np.ndarray, per_profile: np.ndarray) 
 
 
 def _with_intervals(result: EgtaResult, found) -> EgtaResult:
-    """The result with its equilibria and their one-sided regret intervals."""
+    """The result with its equilibria and their one-sided regret intervals [0, q], q from
+    the band :func:`regret_upper_bounds` (valid for all of them at once)."""
     game = result.game
     eqs = []
     if found:
-        tables = result._boot_games(result.n_boot, result.boot_seed)
         xs = np.array([x for x, _ in found])
-        upper = equilibrium_regret_bounds(
-            game,
-            np.broadcast_to(game.payoffs, (len(found), *game.payoffs.shape)),
-            np.broadcast_to(tables, (len(found), *tables.shape)),
-            xs,
+        upper = regret_upper_bounds(
+            game, result.seed_tables(), xs, n_boot=result.n_boot, seed=result.boot_seed
         )
         for (x, r), q in zip(found, upper, strict=True):
             eqs.append(Equilibrium(game.mixture(x), r, (0.0, max(float(q), r))))
