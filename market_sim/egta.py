@@ -90,6 +90,7 @@ __all__ = [
     "dpr_support",
     "dpr_exact",
     "dpr_game",
+    "linear_game",
     "equilibrium_regret_bounds",
     "gains",
     "simplex_grid",
@@ -255,6 +256,24 @@ def dpr_game(
                 wk * float(np.asarray(payoff(f))[s]) for wk, f in zip(w, full, strict=True)
             )
     return SymmetricGame(tuple(strategies), int(players), profiles, pay)
+
+
+def linear_game(a, b, n_sellers: int, players: int = 4) -> SymmetricGame:
+    """The DPR of the ``n_sellers``-player game u_s(c) = a_s + b_s . (c - e_s), payoffs
+    linear in the others' counts c - e_s (``b`` S x S): the reduction is exact on it, so
+    its regret at any mixture is the full game's, a game with known payoffs on which to
+    check the intervals (docs/egta.md's coverage table)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    S = a.size
+    if b.shape != (S, S):
+        raise MarketSimError(f"a linear game needs b of shape {(S, S)} (got {b.shape})")
+    eye = np.eye(S)
+    return dpr_game(
+        [f"s{i}" for i in range(S)],
+        n_sellers,
+        players,
+        lambda c: [a[s] + b[s] @ (c - eye[s]) for s in range(S)],
+    )
 
 
 def _dpr_plan(S: int, n_sellers: int, players: int):

@@ -23,6 +23,7 @@ from market_sim.egta import (
     find_equilibria,
     gain_noise,
     gains,
+    linear_game,
     regret_test,
     regret_upper_bounds,
 )
@@ -204,13 +205,16 @@ def test_dpr_keeps_the_equilibrium_of_a_linear_game():
 )
 def test_ic_mechanism_truth_is_the_equilibrium(mechanism, samples, kw):
     """Under a posted price and the offline mechanism truth is dominant: all-truthful has
-    regret 0 (CI too), and shading everybody is not an equilibrium (a truthful seller gains)."""
+    regret 0, its interval [0, q] narrower than the gain of truth against shading, and
+    shading everybody is not an equilibrium (a truthful seller gains; with 10 seeds the
+    test rejects it at 2.5%; 4 seeds, a t with 3 degrees of freedom, are too few)."""
     r = egta(mechanism, DIST, 8, TS, samples, seed=0, **kw)
     assert [e.mixture for e in r.equilibria] == [{"truthful": 1.0, "shade:factor=1.3": 0.0}]
     e = r.equilibria[0]
-    assert e.regret == 0 and e.regret_ci == (0.0, 0.0)
-    assert r.regret({"shade:factor=1.3": 1}) > 0.005
-    assert r.regret_ci({"shade:factor=1.3": 1})[0] > 0
+    shade = {"shade:factor=1.3": 1}
+    assert e.regret == 0 and e.regret_ci[0] == 0 and e.regret_ci[1] < 0.5 * r.regret(shade)
+    assert r.regret(shade) > 0.005
+    assert samples < 10 or r.regret_ci(shade)[0] > 0
     # payoffs: mean utilities, >= 0 under an IR mechanism; truthful payoff in the
     # all-truthful profile averages all 8 sellers
     t = r.table()
@@ -292,7 +296,7 @@ def test_user_files_and_exact_pairing():
         assert np.all(pair[0] >= pair[1] - 1e-12)
     assert any(np.any(p[0] > p[1] + 1e-9) for p in others.values())  # shading loses somewhere
     assert r.equilibria[0].mixture == {"truthful": 1.0, shade: 0.0}
-    assert r.equilibria[0].regret_ci == (0.0, 0.0)
+    assert r.equilibria[0].regret_ci[0] == 0 and r.equilibria[0].regret_ci[1] < r.regret({shade: 1})
 
 
 def test_no_seat_is_favoured(tmp_path):
@@ -327,22 +331,8 @@ def test_no_seat_is_favoured(tmp_path):
     assert seller_0 - payoff > 10 * se  # seller 0 alone: 8/3 times as much
 
 
-def linear_count_game(a, b, n_sellers=13, players=4) -> SymmetricGame:
-    """The DPR of the N-seller game u_s(c) = a_s + b_s . (c - e_s) (linear in the others'
-    counts c - e_s): exact for such games (test above), so the reduced game's regret at any
-    mixture is the full game's, in closed form."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    S = len(a)
-    return dpr_game(
-        [f"s{i}" for i in range(S)],
-        n_sellers,
-        players,
-        lambda c: [a[s] + b[s] @ (c - np.eye(S)[s]) for s in range(S)],
-    )
-
-
 # d(x) = u_0(x) - u_1(x) = -0.1 + 0.19 x_1: the equilibrium x_1 = 10/19, regret 0.1 at all-s0
-MIXED = linear_count_game([0.4, 0.5], [[0, 0.19 / 12], [0, 0]])
+MIXED = linear_game([0.4, 0.5], [[0, 0.19 / 12], [0, 0]], 13)
 X_MIXED = np.array([9 / 19, 10 / 19])
 
 
@@ -353,7 +343,8 @@ def noisy_seeds(true: SymmetricGame, rng, reps: int, K: int, sd: float) -> np.nd
 
 
 def test_the_closed_form_game():
-    """The game the coverage tests use: u_0(x) - u_1(x) = -0.1 + 12 (0.19/12) x_1, so the
+    """The game the coverage tests use (13 sellers, 4 reduced players: DPR exact on a game
+    linear in the counts, tested above): u_0(x) - u_1(x) = -0.1 + 12 (0.19/12) x_1, so the
     regret is 0.1 at all-s0, 0.09 at all-s1 and 0 at x_1 = 10/19 (and nowhere else)."""
     assert MIXED.regret([1, 0]) == pytest.approx(0.1, abs=1e-12)
     assert MIXED.regret([0, 1]) == pytest.approx(0.09, abs=1e-12)
