@@ -100,15 +100,16 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     cells = [(g, sd, K) for g in GAMES for sd in (0.1, 0.3) for K in (10, 40)]
-    seeds = [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(args.seed).spawn(len(cells))]
+    seeds = [
+        int(s.generate_state(1)[0]) for s in np.random.SeedSequence(args.seed).spawn(len(cells))
+    ]
     t0 = time.perf_counter()
     with ProcessPoolExecutor(args.workers) as pool:
-        rows = list(
-            pool.map(
-                cell, *zip(*cells), *([v] * len(cells) for v in (args.reps, args.boot, args.former)),
-                seeds,
-            )
-        )  # fmt: skip
+        jobs = [
+            pool.submit(cell, *c, args.reps, args.boot, args.former, s)
+            for c, s in zip(cells, seeds, strict=True)
+        ]
+        rows = [job.result() for job in jobs]
     se = np.sqrt(LEVEL * (1 - LEVEL) / args.reps)
     print(f"nominal {LEVEL:.0%}; {args.reps} runs a cell (binomial sd of the coverage {se:.1%}); "
           f"{args.boot} draws")  # fmt: skip
@@ -118,7 +119,8 @@ def main(argv=None) -> int:
     for w in rows:
         former = "" if np.isnan(w["former"]) else f"{w['former']:.1%} ({args.former})"
         print(f"| {w['game']} | {w['sd']} | {w['K']} | {w['cover']:.1%} | {w['vertex']:.0%} | "
-              f"{w['cover_vertex']:.1%} | {w['median_q']:.3f} | {w['reject']:.1%} | {former} |")  # fmt: skip
+              f"{w['cover_vertex']:.1%} | {w['median_q']:.3f} | {w['reject']:.1%} | "
+              f"{former} |")  # fmt: skip
     print(f"{time.perf_counter() - t0:.0f} s")
     return 0 if min(w["cover"] for w in rows) >= 0.93 else 1
 

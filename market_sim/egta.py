@@ -415,17 +415,15 @@ def equilibrium_regret_bounds(
     an equilibrium of the payoff table estimates[r] (R x P x S, a mean over seeds), from
     its bootstrap replicates tables[r] (R x B x P x S: seeds resampled).
 
-    The former method, kept to measure against (benchmarks/egta_coverage.py): it
-    under-covers where the estimate sits on the simplex's boundary (0% when the estimate
-    is a pure profile and the truth is mixed) and at low signal; ``egta`` uses
-    :func:`regret_upper_bounds`.  An estimated equilibrium has regret 0 in its own table by construction, so the regret
-    of the same mixture under the replicates is biased up and its percentile interval
-    excludes the point estimate.  The bootstrap principle instead: estimates[r] plays the
-    truth and each replicate the estimate; the replicate's own equilibrium x*_b (near
-    equilibria[r]) has true regret R_b = regret of x*_b in estimates[r], and q_r is the
-    ``level`` quantile of the R_b.  The replicates are convex combinations of the seeds'
-    payoffs, so a strategy that does at least as well as another in every seed does so
-    in every replicate (a dominant strategy keeps the interval [0, 0])."""
+    The former method, kept to measure against (benchmarks/egta_coverage.py); ``egta``
+    uses :func:`regret_upper_bounds`.  An estimated equilibrium has regret 0 in its own
+    table by construction, so the regret of the same mixture under the replicates is
+    biased up.  The bootstrap principle instead: estimates[r] plays the truth and each
+    replicate the estimate; the replicate's own equilibrium x*_b (near equilibria[r]) has
+    true regret R_b = regret of x*_b in estimates[r], and q_r is the ``level`` quantile
+    of the R_b.  It under-covers where the estimate sits on the simplex's boundary and
+    the truth does not (the replicates' equilibria stay at the estimate's vertex: 6% of
+    such runs covered in docs/egta.md's game) and at low signal."""
     R, B = tables.shape[:2]
     centre = estimates[:, None]
     boot = tables.reshape(R * B, *tables.shape[2:])
@@ -558,7 +556,9 @@ def regret_test(
         return RegretTest(regret, math.nan, 0.0, math.inf, level)
     c_lo, c_hi = np.quantile(np.max(z, axis=1), level), np.quantile(np.max(-z, axis=1), level)
     exact = se == 0  # gains known without noise (every seed agrees)
-    t_obs = np.max(np.where(exact, np.where(mean > 0, np.inf, -np.inf), mean / np.where(exact, 1, se)))
+    t_obs = np.max(
+        np.where(exact, np.where(mean > 0, np.inf, -np.inf), mean / np.where(exact, 1, se))
+    )
     p_value = (1 + np.sum(np.max(z, axis=1) >= t_obs)) / (1 + z.shape[0])
     lower = max(float(np.max(mean - c_lo * se)), 0.0)
     upper = max(float(np.max(mean + c_hi * se)), 0.0)
@@ -664,9 +664,7 @@ class EgtaResult:
         their mean."""
         return self._reduced(self.sample_payoffs.T)
 
-    def regret_test(
-        self, mixture, *, level: float = 0.95, n_boot: int | None = None
-    ) -> RegretTest:
+    def regret_test(self, mixture, *, level: float = 0.95, n_boot: int | None = None) -> RegretTest:
         """Test of "this mixture, fixed in advance, is an equilibrium" (its true regret is
         0): the p-value and one-sided ``level`` bounds on the regret (:func:`regret_test`)."""
         x = self.game._mix(self._as_vector(mixture))
@@ -1111,30 +1109,14 @@ def egta(
     )  # fmt: skip
     game = SymmetricGame(strategies, players, reduced, _reduce(weights, reduced, Y.mean(axis=1)))
     result = EgtaResult(
-        mechanism=name,
-        dist=dist.spec,
-        n_sellers=n,
-        players=players,
-        samples=samples,
-        rounds=rounds,
-        last_rounds=last,
-        strategies=strategies,
-        game=game,
-        full_profiles=full,
-        deviator=dev,
-        sample_payoffs=Y,
-        weights=weights,
-        seats=seats,
-        equilibria=(),
-        n_boot=n_boot,
-        boot_seed=boot_seed,
-        seconds=0.0,
-        seed=seed,
+        mechanism=name, dist=dist.spec, n_sellers=n, players=players, samples=samples,
+        rounds=rounds, last_rounds=last, strategies=strategies, game=game, full_profiles=full,
+        deviator=dev, sample_payoffs=Y, weights=weights, seats=seats, equilibria=(),
+        n_boot=n_boot, boot_seed=boot_seed, seconds=0.0, seed=seed,
         context={k: v for k, v in context.items() if isinstance(v, (int, float, str, bool))},
-        population=pop.spec,
-        class_laws=tuple(law.spec for law in pop.laws),
+        population=pop.spec, class_laws=tuple(law.spec for law in pop.laws),
         deviator_class=pop.group[seats[:, 0]],
-    )
+    )  # fmt: skip
     result = _with_intervals(result, find_equilibria(game, regret_tol=regret_tol))
     return replace(result, seconds=time.perf_counter() - t0)
 
@@ -1148,114 +1130,134 @@ def plot(result: EgtaResult, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    game, names = result.game, result.strategies
-    S = len(names)
+    S = len(result.strategies)
     title = (
         f"EGTA: {result.mechanism}, {result.dist}, N={result.n_sellers} "
         f"(DPR {result.players} players, {result.samples} samples)"
     )
     if S == 2:
-        fig, (ax, low) = plt.subplots(
-            2, 1, figsize=(7.5, 6.4), sharex=True, gridspec_kw={"height_ratios": [3, 2]}
-        )
-        share = np.linspace(0, 1, 201)
-        X = np.column_stack([1 - share, share])
-        U = game.deviation_payoffs(X)
-        for s in range(S):
-            ax.plot(share, U[:, s], lw=2, label=f"payoff of {names[s]}")
-        # the gain of switching, a paired difference: its bootstrap band is narrow
-        boot = np.array(
-            [
-                np.diff(SymmetricGame(names, game.players, game.profiles, t).deviation_payoffs(X))
-                for t in result._boot_games(min(result.n_boot, 200), result.boot_seed)
-            ]
-        )[..., 0]
-        lo, hi = np.quantile(boot, [0.025, 0.975], axis=0)
-        low.plot(share, U[:, 1] - U[:, 0], color="C2", lw=2)
-        low.fill_between(share, lo, hi, color="C2", alpha=0.25, lw=0, label="95% bootstrap")
-        low.axhline(0, color="k", lw=0.8)
-        for e in result.equilibria:
-            x1 = e.mixture[names[1]]
-            for a in (ax, low):
-                a.axvline(x1, color="k", ls="--", lw=1)
-            ax.annotate(
-                f"equilibrium, regret {e.regret:.2g}",
-                (x1, ax.get_ylim()[1]),
-                textcoords="offset points",
-                xytext=(3 if x1 < 0.5 else -3, -12),
-                ha="left" if x1 < 0.5 else "right",
-                fontsize=8,
-            )
-        ax.set(ylabel="expected payoff\n(mean utility per round)")
-        ax.legend(loc="best", fontsize=9)
-        low.set(
-            xlabel=f"population share of {names[1]} (the rest: {names[0]})",
-            ylabel=f"gain of {names[1]}\nover {names[0]}",
-        )
-        low.legend(loc="best", fontsize=8)
+        fig = _plot_two(result, plt)
     elif S == 3:
-        fig, ax = plt.subplots(figsize=(7, 6))
-        k = 60
-        pts = np.array([(i, j, k - i - j) for i in range(k + 1) for j in range(k + 1 - i)]) / k
-        corners = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, np.sqrt(3) / 2]])
-        xy = pts @ corners
-        reg = np.asarray(game.regret(pts))
-        tc = ax.tricontourf(xy[:, 0], xy[:, 1], reg, levels=20, cmap="viridis_r")
-        fig.colorbar(tc, ax=ax, label="regret of the mixture")
-        ax.plot(*np.vstack([corners, corners[:1]]).T, color="k", lw=1)
-        for c, label, (dx, dy) in zip(corners, names, [(0, -16), (0, -16), (0, 8)], strict=True):
-            ax.annotate(label, c, textcoords="offset points", xytext=(dx, dy), ha="center")
-        for e in result.equilibria:
-            p = np.array([e.mixture[s] for s in names]) @ corners
-            ax.plot(*p, "r*", ms=14, mec="w")
-            ax.annotate(
-                f"regret {e.regret:.2g}", p, textcoords="offset points", xytext=(6, 6), fontsize=8
-            )
-        ax.set_aspect("equal")
-        ax.set(xlim=(-0.12, 1.12), ylim=(-0.1, 0.97))
-        ax.axis("off")
+        fig = _plot_three(result, plt)
     else:
-        # the gain of one seller switching from s (everybody's strategy) to t
-        gain = np.array(
-            [
-                game.deviation_payoffs(v) - game.deviation_payoffs(v)[i]
-                for i, v in enumerate(np.eye(S))
-            ]
-        )
-        fig, (ax, bars) = plt.subplots(
-            1, 2, figsize=(11, 0.9 * S + 2.2), gridspec_kw={"width_ratios": [3, 2]}
-        )
-        top = float(np.max(np.abs(gain))) or 1.0
-        im = ax.imshow(gain, cmap="RdBu_r", vmin=-top, vmax=top)
-        for i, j in itertools.product(range(S), range(S)):
-            dark = abs(gain[i, j]) > 0.6 * top
-            ax.text(
-                j,
-                i,
-                f"{gain[i, j]:.2g}",
-                ha="center",
-                va="center",
-                fontsize=8,
-                color="w" if dark else "k",
-            )
-        ax.set_xticks(range(S), names, rotation=20, ha="right", fontsize=8)
-        ax.set_yticks(range(S), [f"all {n}" for n in names], fontsize=8)
-        ax.set(xlabel="one seller switches to", title="gain of one seller's switch")
-        fig.colorbar(im, ax=ax, shrink=0.8)
-        left = np.zeros(len(result.equilibria))
-        for name in names:
-            w = np.array([e.mixture[name] for e in result.equilibria])
-            bars.barh(range(len(w)), w, left=left, label=name)
-            left += w
-        bars.set_yticks(
-            range(len(result.equilibria)),
-            [f"regret {e.regret:.2g}" for e in result.equilibria],
-            fontsize=8,
-        )
-        bars.invert_yaxis()
-        bars.set(xlabel="population share", xlim=(0, 1), title="equilibria")
-        bars.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=2)
+        fig = _plot_many(result, plt)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-
     save_png(fig, path, dpi=100)
+
+
+def _plot_two(result: EgtaResult, plt):
+    """u_s(x) against the share of the second strategy, and the gain of switching to it
+    with its pointwise bootstrap band; the equilibria marked."""
+    game, names = result.game, result.strategies
+    S = len(names)
+    fig, (ax, low) = plt.subplots(
+        2, 1, figsize=(7.5, 6.4), sharex=True, gridspec_kw={"height_ratios": [3, 2]}
+    )
+    share = np.linspace(0, 1, 201)
+    X = np.column_stack([1 - share, share])
+    U = game.deviation_payoffs(X)
+    for s in range(S):
+        ax.plot(share, U[:, s], lw=2, label=f"payoff of {names[s]}")
+    # the gain of switching, a paired difference: its bootstrap band is narrow
+    boot = np.array(
+        [
+            np.diff(SymmetricGame(names, game.players, game.profiles, t).deviation_payoffs(X))
+            for t in result._boot_games(min(result.n_boot, 200), result.boot_seed)
+        ]
+    )[..., 0]
+    lo, hi = np.quantile(boot, [0.025, 0.975], axis=0)
+    low.plot(share, U[:, 1] - U[:, 0], color="C2", lw=2)
+    low.fill_between(share, lo, hi, color="C2", alpha=0.25, lw=0, label="95% bootstrap")
+    low.axhline(0, color="k", lw=0.8)
+    for e in result.equilibria:
+        x1 = e.mixture[names[1]]
+        for a in (ax, low):
+            a.axvline(x1, color="k", ls="--", lw=1)
+        ax.annotate(
+            f"equilibrium, regret {e.regret:.2g}",
+            (x1, ax.get_ylim()[1]),
+            textcoords="offset points",
+            xytext=(3 if x1 < 0.5 else -3, -12),
+            ha="left" if x1 < 0.5 else "right",
+            fontsize=8,
+        )
+    ax.set(ylabel="expected payoff\n(mean utility per round)")
+    ax.legend(loc="best", fontsize=9)
+    low.set(
+        xlabel=f"population share of {names[1]} (the rest: {names[0]})",
+        ylabel=f"gain of {names[1]}\nover {names[0]}",
+    )
+    low.legend(loc="best", fontsize=8)
+    return fig
+
+
+def _plot_three(result: EgtaResult, plt):
+    """The regret over the simplex, the equilibria starred."""
+    game, names = result.game, result.strategies
+    fig, ax = plt.subplots(figsize=(7, 6))
+    k = 60
+    pts = np.array([(i, j, k - i - j) for i in range(k + 1) for j in range(k + 1 - i)]) / k
+    corners = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, np.sqrt(3) / 2]])
+    xy = pts @ corners
+    reg = np.asarray(game.regret(pts))
+    tc = ax.tricontourf(xy[:, 0], xy[:, 1], reg, levels=20, cmap="viridis_r")
+    fig.colorbar(tc, ax=ax, label="regret of the mixture")
+    ax.plot(*np.vstack([corners, corners[:1]]).T, color="k", lw=1)
+    for c, label, (dx, dy) in zip(corners, names, [(0, -16), (0, -16), (0, 8)], strict=True):
+        ax.annotate(label, c, textcoords="offset points", xytext=(dx, dy), ha="center")
+    for e in result.equilibria:
+        p = np.array([e.mixture[s] for s in names]) @ corners
+        ax.plot(*p, "r*", ms=14, mec="w")
+        ax.annotate(
+            f"regret {e.regret:.2g}", p, textcoords="offset points", xytext=(6, 6), fontsize=8
+        )
+    ax.set_aspect("equal")
+    ax.set(xlim=(-0.12, 1.12), ylim=(-0.1, 0.97))
+    ax.axis("off")
+    return fig
+
+
+def _plot_many(result: EgtaResult, plt):
+    """The gain of one seller's switch from every pure profile (a heatmap) and the
+    equilibria's shares as bars."""
+    game, names = result.game, result.strategies
+    S = len(names)
+    # the gain of one seller switching from s (everybody's strategy) to t
+    gain = np.array(
+        [game.deviation_payoffs(v) - game.deviation_payoffs(v)[i] for i, v in enumerate(np.eye(S))]
+    )
+    fig, (ax, bars) = plt.subplots(
+        1, 2, figsize=(11, 0.9 * S + 2.2), gridspec_kw={"width_ratios": [3, 2]}
+    )
+    top = float(np.max(np.abs(gain))) or 1.0
+    im = ax.imshow(gain, cmap="RdBu_r", vmin=-top, vmax=top)
+    for i, j in itertools.product(range(S), range(S)):
+        dark = abs(gain[i, j]) > 0.6 * top
+        ax.text(
+            j,
+            i,
+            f"{gain[i, j]:.2g}",
+            ha="center",
+            va="center",
+            fontsize=8,
+            color="w" if dark else "k",
+        )
+    ax.set_xticks(range(S), names, rotation=20, ha="right", fontsize=8)
+    ax.set_yticks(range(S), [f"all {n}" for n in names], fontsize=8)
+    ax.set(xlabel="one seller switches to", title="gain of one seller's switch")
+    fig.colorbar(im, ax=ax, shrink=0.8)
+    left = np.zeros(len(result.equilibria))
+    for name in names:
+        w = np.array([e.mixture[name] for e in result.equilibria])
+        bars.barh(range(len(w)), w, left=left, label=name)
+        left += w
+    bars.set_yticks(
+        range(len(result.equilibria)),
+        [f"regret {e.regret:.2g}" for e in result.equilibria],
+        fontsize=8,
+    )
+    bars.invert_yaxis()
+    bars.set(xlabel="population share", xlim=(0, 1), title="equilibria")
+    bars.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=2)
+    return fig
