@@ -25,6 +25,7 @@ the first ``--former`` runs with 100 resamples; slow).  Seeded: the same numbers
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
@@ -83,6 +84,7 @@ def cell(game: str, sd: float, K: int, reps: int, boot: int, former: int, seed) 
         if r < former:
             old.append(bool(truth[0] <= _former(true, rng, Y, xs)[0]))
     c, v = np.array(cover), np.array(vertex)
+    print(f"done: {game} sd {sd} K {K}", file=sys.stderr, flush=True)
     return {
         "game": game, "sd": sd, "K": K, "reps": reps, "cover": c.mean(),
         "vertex": v.mean(), "cover_vertex": c[v].mean() if v.any() else np.nan,
