@@ -120,8 +120,9 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|---|---|---|---|")
     for w in rows:
         former = "" if np.isnan(w["former"]) else f"{w['former']:.1%} ({args.former})"
+        there = "–" if np.isnan(w["cover_vertex"]) else f"{w['cover_vertex']:.1%}"
         print(f"| {w['game']} | {w['sd']} | {w['K']} | {w['cover']:.1%} | {w['vertex']:.0%} | "
-              f"{w['cover_vertex']:.1%} | {w['median_q']:.3f} | {w['reject']:.1%} | "
+              f"{there} | {w['median_q']:.3f} | {w['reject']:.1%} | "
               f"{former} |")  # fmt: skip
     print(f"{time.perf_counter() - t0:.0f} s")
     return 0 if min(w["cover"] for w in rows) >= 0.93 else 1
