@@ -475,7 +475,9 @@ def gain_noise(
     game: SymmetricGame, seed_tables: np.ndarray, xs: np.ndarray, n_boot: int, seed
 ) -> GainNoise:
     """:class:`GainNoise` of the gains at mixtures xs from the seeds' payoff tables
-    (K x P x S, one per seed; the estimate is their mean)."""
+    (K x P x S, one per seed; the estimate is their mean).  One seed has no spread: se is
+    then infinite (the bounds unbounded)."""
+    check_int("n_boot", n_boot, 1)
     per_seed = gains(game, seed_tables, xs)  # (K, M, S), linear in each seed's table
     K = per_seed.shape[0]
     mean = per_seed.mean(axis=0)
@@ -487,8 +489,14 @@ def gain_noise(
     xi = rng.standard_normal((n_boot, K)) / math.sqrt(K * (K - 1))  # Var(xi @ centred) = se^2
     scale = np.sqrt(rng.chisquare(K - 1, size=(n_boot, 1)) / (K - 1))
     noisy = se > 1e-12 * (1.0 + np.max(np.abs(mean)))
+    se = np.where(noisy, se, 0.0)
     z = np.divide(xi @ centred, se * scale, out=np.zeros((n_boot, se.size)), where=noisy)
     return GainNoise(mean, se.reshape(mean.shape), z.reshape(n_boot, *mean.shape))
+
+
+def _check_level(level) -> None:
+    if not (isinstance(level, (int, float)) and 0 < level < 1):
+        raise MarketSimError(f"level must be a number in (0, 1) (got {level!r})")
 
 
 def regret_upper_bounds(
@@ -508,6 +516,7 @@ def regret_upper_bounds(
     (:func:`simplex_grid`) and xs, and q(x) = max(0, max_s Ghat_s(x) + c se_s(x)): on the
     event sup_x max_s (G_s - Ghat_s)/se_s <= c, of probability ``level``, every G_s(x) is
     below its bound, hence so is the regret max_s G_s(x) of every x (docs/egta.md)."""
+    _check_level(level)
     xs = game._mix(np.atleast_2d(xs))
     points = np.vstack([xs, simplex_grid(len(game.strategies))])
     noise = gain_noise(game, seed_tables, points, n_boot, seed)
@@ -548,6 +557,7 @@ def regret_test(
     ``lower`` = max(0, max_s Ghat_s - c_lo se_s), ``upper`` = max(0, max_s Ghat_s +
     c_hi se_s), c_lo, c_hi the ``level`` quantiles of max_s Z*_s and max_s -Z*_s at x
     (simultaneous over s: the regret is a max, and the bound on each gain holds at once)."""
+    _check_level(level)
     x = game._mix(np.atleast_2d(x))
     noise = gain_noise(game, seed_tables, x, n_boot, seed)
     mean, se, z = noise.mean[0], noise.se[0], noise.draws[:, 0]

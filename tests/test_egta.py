@@ -451,6 +451,9 @@ def test_the_band_is_uniform_and_exact_where_the_seeds_agree():
     band = regret_upper_bounds(MIXED, y, xs, seed=1)
     pointwise = [regret_test(MIXED, y, x, seed=1).upper for x in xs]
     assert np.all(band >= np.array(pointwise) - 1e-12)
+    for bad in (1.5, 0, "0.9"):
+        with pytest.raises(MarketSimError, match="level must be a number in"):
+            regret_test(MIXED, y, X_MIXED, level=bad)
     common = rng.normal(size=(10, 1, 1))  # a seed's shock shared by every entry
     prisoners = two_player([[3, 0], [5, 1]])  # s1 dominates by 1 or 2
     seeds = prisoners.payoffs + common
