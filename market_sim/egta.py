@@ -46,12 +46,17 @@ max_s u_s(x) - sum_s x_s u_s(x) (>= 0; 0 exactly at a Nash equilibrium).
 Candidates with regret <= ``regret_tol`` x (payoff range) are kept and
 deduplicated; when none qualifies the least-regret one is reported.
 
-**Regret intervals.**  The bootstrap resamples the seeds (with replacement, jointly
-across profiles).  An estimated equilibrium's interval is one-sided, [0, q]
-(:func:`equilibrium_regret_bounds`): q is the 95% quantile of the regret, in the
-estimated game, of each replicate's own equilibrium.  ``regret_ci(mixture)`` of a
-mixture fixed in advance (a pure profile) is the percentile interval of that
-mixture's regret under the replicates.
+**Regret intervals.**  The seed is the unit: each seed's markets give a payoff table
+of their own, and the estimate is their mean.  For a fixed mixture x the gains
+G_s(x) = u_s(x) - x.u(x) are linear in the table, so their noise is a mean over seeds;
+its law is drawn by a Gaussian multiplier bootstrap over the seeds (with a common
+chi-square scale: each studentized coordinate is then t with samples - 1 degrees of
+freedom, :func:`gain_noise`).  An estimated equilibrium's interval is one-sided,
+[0, q] (:func:`regret_upper_bounds`): a band for max_s G_s(x) uniform over the simplex,
+so it holds for a mixture chosen from the data.  ``regret_test(mixture)`` of a mixture
+fixed in advance tests "it is an equilibrium" (regret 0) with the max-t statistic and
+bounds its regret; ``regret_ci(mixture)`` is the two-sided interval from its bounds
+(:func:`regret_test`; docs/egta.md has the proofs and the coverage table).
 """
 
 from __future__ import annotations
@@ -85,7 +90,15 @@ __all__ = [
     "dpr_support",
     "dpr_exact",
     "dpr_game",
+    "linear_game",
     "equilibrium_regret_bounds",
+    "gains",
+    "simplex_grid",
+    "GainNoise",
+    "gain_noise",
+    "regret_upper_bounds",
+    "RegretTest",
+    "regret_test",
     "seat_layout",
     "find_equilibria",
     "replicator_dynamics",
@@ -245,6 +258,24 @@ def dpr_game(
     return SymmetricGame(tuple(strategies), int(players), profiles, pay)
 
 
+def linear_game(a, b, n_sellers: int, players: int = 4) -> SymmetricGame:
+    """The DPR of the ``n_sellers``-player game u_s(c) = a_s + b_s . (c - e_s), payoffs
+    linear in the others' counts c - e_s (``b`` S x S): the reduction is exact on it, so
+    its regret at any mixture is the full game's, a game with known payoffs on which to
+    check the intervals (docs/egta.md's coverage table)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    S = a.size
+    if b.shape != (S, S):
+        raise MarketSimError(f"a linear game needs b of shape {(S, S)} (got {b.shape})")
+    eye = np.eye(S)
+    return dpr_game(
+        [f"s{i}" for i in range(S)],
+        n_sellers,
+        players,
+        lambda c: [a[s] + b[s] @ (c - eye[s]) for s in range(S)],
+    )
+
+
 def _dpr_plan(S: int, n_sellers: int, players: int):
     """The reduced profiles (P x S); the markets to simulate, as the deviator's strategy
     (F,) and the full profiles (F x S, the deviator included); and the weights
@@ -350,13 +381,6 @@ def _table_regrets(game: SymmetricGame, tables: np.ndarray, xs: np.ndarray) -> n
     return np.maximum(u.max(axis=1) - np.sum(xs * u, axis=1), 0.0)
 
 
-def _boot_regrets(game: SymmetricGame, tables: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Regret of the fixed mixture x under each bootstrap payoff table (B x P x S)."""
-    return _table_regrets(
-        game, tables, np.broadcast_to(game._mix(x), (tables.shape[0], len(game.strategies)))
-    )
-
-
 def _replicate_equilibria(
     game: SymmetricGame, tables: np.ndarray, starts, *, max_iter: int = 5000, tol: float = 1e-9
 ) -> np.ndarray:
@@ -391,14 +415,15 @@ def equilibrium_regret_bounds(
     an equilibrium of the payoff table estimates[r] (R x P x S, a mean over seeds), from
     its bootstrap replicates tables[r] (R x B x P x S: seeds resampled).
 
-    An estimated equilibrium has regret 0 in its own table by construction, so the regret
-    of the same mixture under the replicates is biased up and its percentile interval
-    excludes the point estimate.  The bootstrap principle instead: estimates[r] plays the
-    truth and each replicate the estimate; the replicate's own equilibrium x*_b (near
-    equilibria[r]) has true regret R_b = regret of x*_b in estimates[r], and q_r is the
-    ``level`` quantile of the R_b.  The replicates are convex combinations of the seeds'
-    payoffs, so a strategy that does at least as well as another in every seed does so
-    in every replicate (a dominant strategy keeps the interval [0, 0])."""
+    The former method, kept to measure against (benchmarks/egta_coverage.py); ``egta``
+    uses :func:`regret_upper_bounds`.  An estimated equilibrium has regret 0 in its own
+    table by construction, so the regret of the same mixture under the replicates is
+    biased up.  The bootstrap principle instead: estimates[r] plays the truth and each
+    replicate the estimate; the replicate's own equilibrium x*_b (near equilibria[r]) has
+    true regret R_b = regret of x*_b in estimates[r], and q_r is the ``level`` quantile
+    of the R_b.  It under-covers where the estimate sits on the simplex's boundary and
+    the truth does not (the replicates' equilibria stay at the estimate's vertex: 6% of
+    such runs covered in docs/egta.md's game) and at low signal."""
     R, B = tables.shape[:2]
     centre = estimates[:, None]
     boot = tables.reshape(R * B, *tables.shape[2:])
@@ -408,12 +433,155 @@ def equilibrium_regret_bounds(
     return np.quantile(regrets, level, axis=1)
 
 
+# ---- regret bounds that hold their level ------------------------------------------------------
+def gains(game: SymmetricGame, tables: np.ndarray, xs: np.ndarray) -> np.ndarray:
+    """G_s(x; table) = u_s(x) - sum_t x_t u_t(x), the gain of a player switching from the
+    mixture x to s (..., M x S), for payoff tables (..., P x S) at mixtures xs (M x S).
+    For a fixed x it is linear in the table, and the regret is max_s G_s(x) (>= 0, since
+    sum_s x_s G_s(x) = 0)."""
+    S = len(game.strategies)
+    xs = game._mix(np.atleast_2d(xs))
+    dev = np.asarray(tables)[..., _dev_rows(game), np.arange(S)[:, None]]  # (..., S, K)
+    u = np.einsum("...sk,mk->...ms", dev, game._others_prob(xs))
+    return u - np.sum(xs * u, axis=-1, keepdims=True)
+
+
+def simplex_grid(S: int, max_points: int = 600) -> np.ndarray:
+    """The mixtures with shares in multiples of 1/k (rows), k the largest (<= 200) with at
+    most ``max_points`` of them: 201 points for 2 strategies, 496 (k = 30) for 3."""
+    k = 1
+    while k < 200 and math.comb(k + S, S - 1) <= max_points:
+        k += 1
+    return _compositions(k, S) / k
+
+
+@dataclass(frozen=True)
+class GainNoise:
+    """The estimated gains at mixtures xs and draws of their studentized noise.
+
+    ``mean`` (M x S): G_s(x) of the mean table (a mean over K seeds); ``se`` (M x S): its
+    standard error, sd over the seeds' own tables / sqrt(K) (0 where every seed agrees);
+    ``draws`` (B x M x S): Z*_b = D*_b / se, D*_b a Gaussian-multiplier draw of the
+    noise Ghat - G (its covariance across all x and s is the seeds'), divided by one
+    common sqrt(chi2_{K-1}/(K-1)) per draw, so that each coordinate is t with K - 1
+    degrees of freedom, the exact law of a studentized mean of Gaussian seeds."""
+
+    mean: np.ndarray
+    se: np.ndarray
+    draws: np.ndarray
+
+
+def gain_noise(
+    game: SymmetricGame, seed_tables: np.ndarray, xs: np.ndarray, n_boot: int, seed
+) -> GainNoise:
+    """:class:`GainNoise` of the gains at mixtures xs from the seeds' payoff tables
+    (K x P x S, one per seed; the estimate is their mean).  One seed has no spread: se is
+    then infinite (the bounds unbounded)."""
+    check_int("n_boot", n_boot, 1)
+    per_seed = gains(game, seed_tables, xs)  # (K, M, S), linear in each seed's table
+    K = per_seed.shape[0]
+    mean = per_seed.mean(axis=0)
+    if K < 2:
+        return GainNoise(mean, np.full_like(mean, np.inf), np.zeros((n_boot, *mean.shape)))
+    centred = (per_seed - mean).reshape(K, -1)
+    se = np.sqrt(np.sum(centred**2, axis=0) / (K * (K - 1)))
+    rng = np.random.default_rng(seed)
+    xi = rng.standard_normal((n_boot, K)) / math.sqrt(K * (K - 1))  # Var(xi @ centred) = se^2
+    scale = np.sqrt(rng.chisquare(K - 1, size=(n_boot, 1)) / (K - 1))
+    noisy = se > 1e-12 * (1.0 + np.max(np.abs(mean)))
+    se = np.where(noisy, se, 0.0)
+    z = np.divide(xi @ centred, se * scale, out=np.zeros((n_boot, se.size)), where=noisy)
+    return GainNoise(mean, se.reshape(mean.shape), z.reshape(n_boot, *mean.shape))
+
+
+def _check_level(level) -> None:
+    if not (isinstance(level, (int, float)) and 0 < level < 1):
+        raise MarketSimError(f"level must be a number in (0, 1) (got {level!r})")
+
+
+def regret_upper_bounds(
+    game: SymmetricGame,
+    seed_tables: np.ndarray,
+    xs: np.ndarray,
+    *,
+    level: float = 0.95,
+    n_boot: int = 1000,
+    seed=None,
+) -> np.ndarray:
+    """Upper ends q(x) of one-sided ``level`` intervals [0, q(x)] for the true regret of
+    each mixture xs[r], valid simultaneously for every mixture, so also for mixtures
+    chosen from the same data (an estimated equilibrium).
+
+    c is the ``level`` quantile of sup_x max_s (-Z*_s(x)) over a grid of the simplex
+    (:func:`simplex_grid`) and xs, and q(x) = max(0, max_s Ghat_s(x) + c se_s(x)): on the
+    event sup_x max_s (G_s - Ghat_s)/se_s <= c, of probability ``level``, every G_s(x) is
+    below its bound, hence so is the regret max_s G_s(x) of every x (docs/egta.md)."""
+    _check_level(level)
+    xs = game._mix(np.atleast_2d(xs))
+    points = np.vstack([xs, simplex_grid(len(game.strategies))])
+    noise = gain_noise(game, seed_tables, points, n_boot, seed)
+    if not np.all(np.isfinite(noise.se)):
+        return np.full(xs.shape[0], np.inf)
+    c = np.quantile(np.max(-noise.draws, axis=(1, 2)), level)
+    upper = np.max(noise.mean + c * noise.se, axis=-1)[: xs.shape[0]]
+    return np.maximum(upper, 0.0)
+
+
+@dataclass(frozen=True)
+class RegretTest:
+    """Is a mixture x, fixed before the data, an equilibrium?  H0: its regret is 0.
+
+    ``regret``: the estimate max_s Ghat_s(x); ``p_value``: of H0 by the max-t statistic
+    T = max_s Ghat_s(x)/se_s(x), P*(max_s Z*_s(x) >= T) (the null's least favourable
+    point, every G_s(x) = 0: size <= 1 - level at any equilibrium, = at an interior one);
+    ``lower``, ``upper``: one-sided ``level`` bounds on the true regret (lower > 0 exactly
+    when p_value < 1 - level, up to the draws' resolution)."""
+
+    regret: float
+    p_value: float
+    lower: float
+    upper: float
+    level: float
+
+
+def regret_test(
+    game: SymmetricGame,
+    seed_tables: np.ndarray,
+    x,
+    *,
+    level: float = 0.95,
+    n_boot: int = 1000,
+    seed=None,
+) -> RegretTest:
+    """:class:`RegretTest` of the mixture x from the seeds' payoff tables (K x P x S):
+    ``lower`` = max(0, max_s Ghat_s - c_lo se_s), ``upper`` = max(0, max_s Ghat_s +
+    c_hi se_s), c_lo, c_hi the ``level`` quantiles of max_s Z*_s and max_s -Z*_s at x
+    (simultaneous over s: the regret is a max, and the bound on each gain holds at once)."""
+    _check_level(level)
+    x = game._mix(np.atleast_2d(x))
+    noise = gain_noise(game, seed_tables, x, n_boot, seed)
+    mean, se, z = noise.mean[0], noise.se[0], noise.draws[:, 0]
+    regret = max(float(np.max(mean)), 0.0)
+    if not np.all(np.isfinite(se)):
+        return RegretTest(regret, math.nan, 0.0, math.inf, level)
+    c_lo, c_hi = np.quantile(np.max(z, axis=1), level), np.quantile(np.max(-z, axis=1), level)
+    exact = se == 0  # gains known without noise (every seed agrees)
+    t_obs = np.max(
+        np.where(exact, np.where(mean > 0, np.inf, -np.inf), mean / np.where(exact, 1, se))
+    )
+    p_value = (1 + np.sum(np.max(z, axis=1) >= t_obs)) / (1 + z.shape[0])
+    lower = max(float(np.max(mean - c_lo * se)), 0.0)
+    upper = max(float(np.max(mean + c_hi * se)), 0.0)
+    return RegretTest(regret, float(p_value), lower, upper, level)
+
+
 # ---- results --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Equilibrium:
     """A symmetric mixed equilibrium of the meta-game: population shares, the regret
-    of that mixture and a one-sided bootstrap interval [0, q] of its true regret
-    (:func:`equilibrium_regret_bounds`)."""
+    of that mixture in the estimated table (0 up to the solver's tolerance) and a
+    one-sided 95% interval [0, q] of its true regret (:func:`regret_upper_bounds`: a band
+    uniform over the simplex, so valid although the mixture was chosen from the data)."""
 
     mixture: dict[str, float]
     regret: float
@@ -501,16 +669,29 @@ class EgtaResult:
         """Regret of a mixture ({spec: share} or shares in ``strategies`` order)."""
         return float(self.game.regret(self._as_vector(mixture)))
 
+    def seed_tables(self) -> np.ndarray:
+        """The reduced payoff table of each seed alone (samples x P x S); ``game`` has
+        their mean."""
+        return self._reduced(self.sample_payoffs.T)
+
+    def regret_test(self, mixture, *, level: float = 0.95, n_boot: int | None = None) -> RegretTest:
+        """Test of "this mixture, fixed in advance, is an equilibrium" (its true regret is
+        0): the p-value and one-sided ``level`` bounds on the regret (:func:`regret_test`)."""
+        x = self.game._mix(self._as_vector(mixture))
+        return regret_test(
+            self.game, self.seed_tables(), x, level=level, n_boot=n_boot or self.n_boot,
+            seed=self.boot_seed,
+        )  # fmt: skip
+
     def regret_ci(
         self, mixture, *, level: float = 0.95, n_boot: int | None = None
     ) -> tuple[float, float]:
-        """Percentile bootstrap interval of the regret of a mixture fixed in advance (seeds
-        resampled); an estimated equilibrium's interval is its ``Equilibrium.regret_ci``."""
-        x = self.game._mix(self._as_vector(mixture))
-        tables = self._boot_games(n_boot or self.n_boot, self.boot_seed)
-        r = _boot_regrets(self.game, tables, x)
-        a = (1 - level) / 2
-        return float(np.quantile(r, a)), float(np.quantile(r, 1 - a))
+        """Two-sided ``level`` interval of the true regret of a mixture fixed in advance:
+        the one-sided (1 + level)/2 bounds of :meth:`regret_test`, so its lower end is
+        above 0 exactly when the test rejects "an equilibrium" at (1 - level)/2.  An
+        estimated equilibrium's interval is its ``Equilibrium.regret_ci``."""
+        t = self.regret_test(mixture, level=(1 + level) / 2, n_boot=n_boot)
+        return t.lower, t.upper
 
     # -- output ----------------------------------------------------------------------------
     def table(self) -> pd.DataFrame:
@@ -554,8 +735,10 @@ class EgtaResult:
             "reduction": self.reduction,
             "others_per_reduced_player": f"{self.n_sellers - 1}/{self.players - 1}",
             "payoff": "the deviator's mean utility per round; seats drawn per seed",
-            "equilibrium_regret_ci": "one-sided [0, q]: bootstrap at each replicate's own "
-            "equilibrium",
+            "equilibrium_regret_ci": "one-sided 95% [0, q]: a band uniform over the simplex "
+            "(valid for a mixture chosen from the data)",
+            "regret_ci": "two-sided 95% for a mixture fixed in advance; lower end > 0: "
+            "not an equilibrium (test at 2.5%)",
             "strategies": list(self.strategies),
             "samples": self.samples,
             "rounds": self.rounds,
@@ -859,17 +1042,14 @@ def _reduce(weights: np.ndarray, profiles: np.ndarray, per_profile: np.ndarray) 
 
 
 def _with_intervals(result: EgtaResult, found) -> EgtaResult:
-    """The result with its equilibria and their one-sided regret intervals."""
+    """The result with its equilibria and their one-sided regret intervals [0, q], q from
+    the band :func:`regret_upper_bounds` (valid for all of them at once)."""
     game = result.game
     eqs = []
     if found:
-        tables = result._boot_games(result.n_boot, result.boot_seed)
         xs = np.array([x for x, _ in found])
-        upper = equilibrium_regret_bounds(
-            game,
-            np.broadcast_to(game.payoffs, (len(found), *game.payoffs.shape)),
-            np.broadcast_to(tables, (len(found), *tables.shape)),
-            xs,
+        upper = regret_upper_bounds(
+            game, result.seed_tables(), xs, n_boot=result.n_boot, seed=result.boot_seed
         )
         for (x, r), q in zip(found, upper, strict=True):
             eqs.append(Equilibrium(game.mixture(x), r, (0.0, max(float(q), r))))
@@ -939,30 +1119,14 @@ def egta(
     )  # fmt: skip
     game = SymmetricGame(strategies, players, reduced, _reduce(weights, reduced, Y.mean(axis=1)))
     result = EgtaResult(
-        mechanism=name,
-        dist=dist.spec,
-        n_sellers=n,
-        players=players,
-        samples=samples,
-        rounds=rounds,
-        last_rounds=last,
-        strategies=strategies,
-        game=game,
-        full_profiles=full,
-        deviator=dev,
-        sample_payoffs=Y,
-        weights=weights,
-        seats=seats,
-        equilibria=(),
-        n_boot=n_boot,
-        boot_seed=boot_seed,
-        seconds=0.0,
-        seed=seed,
+        mechanism=name, dist=dist.spec, n_sellers=n, players=players, samples=samples,
+        rounds=rounds, last_rounds=last, strategies=strategies, game=game, full_profiles=full,
+        deviator=dev, sample_payoffs=Y, weights=weights, seats=seats, equilibria=(),
+        n_boot=n_boot, boot_seed=boot_seed, seconds=0.0, seed=seed,
         context={k: v for k, v in context.items() if isinstance(v, (int, float, str, bool))},
-        population=pop.spec,
-        class_laws=tuple(law.spec for law in pop.laws),
+        population=pop.spec, class_laws=tuple(law.spec for law in pop.laws),
         deviator_class=pop.group[seats[:, 0]],
-    )
+    )  # fmt: skip
     result = _with_intervals(result, find_equilibria(game, regret_tol=regret_tol))
     return replace(result, seconds=time.perf_counter() - t0)
 
@@ -976,114 +1140,134 @@ def plot(result: EgtaResult, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    game, names = result.game, result.strategies
-    S = len(names)
+    S = len(result.strategies)
     title = (
         f"EGTA: {result.mechanism}, {result.dist}, N={result.n_sellers} "
         f"(DPR {result.players} players, {result.samples} samples)"
     )
     if S == 2:
-        fig, (ax, low) = plt.subplots(
-            2, 1, figsize=(7.5, 6.4), sharex=True, gridspec_kw={"height_ratios": [3, 2]}
-        )
-        share = np.linspace(0, 1, 201)
-        X = np.column_stack([1 - share, share])
-        U = game.deviation_payoffs(X)
-        for s in range(S):
-            ax.plot(share, U[:, s], lw=2, label=f"payoff of {names[s]}")
-        # the gain of switching, a paired difference: its bootstrap band is narrow
-        boot = np.array(
-            [
-                np.diff(SymmetricGame(names, game.players, game.profiles, t).deviation_payoffs(X))
-                for t in result._boot_games(min(result.n_boot, 200), result.boot_seed)
-            ]
-        )[..., 0]
-        lo, hi = np.quantile(boot, [0.025, 0.975], axis=0)
-        low.plot(share, U[:, 1] - U[:, 0], color="C2", lw=2)
-        low.fill_between(share, lo, hi, color="C2", alpha=0.25, lw=0, label="95% bootstrap")
-        low.axhline(0, color="k", lw=0.8)
-        for e in result.equilibria:
-            x1 = e.mixture[names[1]]
-            for a in (ax, low):
-                a.axvline(x1, color="k", ls="--", lw=1)
-            ax.annotate(
-                f"equilibrium, regret {e.regret:.2g}",
-                (x1, ax.get_ylim()[1]),
-                textcoords="offset points",
-                xytext=(3 if x1 < 0.5 else -3, -12),
-                ha="left" if x1 < 0.5 else "right",
-                fontsize=8,
-            )
-        ax.set(ylabel="expected payoff\n(mean utility per round)")
-        ax.legend(loc="best", fontsize=9)
-        low.set(
-            xlabel=f"population share of {names[1]} (the rest: {names[0]})",
-            ylabel=f"gain of {names[1]}\nover {names[0]}",
-        )
-        low.legend(loc="best", fontsize=8)
+        fig = _plot_two(result, plt)
     elif S == 3:
-        fig, ax = plt.subplots(figsize=(7, 6))
-        k = 60
-        pts = np.array([(i, j, k - i - j) for i in range(k + 1) for j in range(k + 1 - i)]) / k
-        corners = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, np.sqrt(3) / 2]])
-        xy = pts @ corners
-        reg = np.asarray(game.regret(pts))
-        tc = ax.tricontourf(xy[:, 0], xy[:, 1], reg, levels=20, cmap="viridis_r")
-        fig.colorbar(tc, ax=ax, label="regret of the mixture")
-        ax.plot(*np.vstack([corners, corners[:1]]).T, color="k", lw=1)
-        for c, label, (dx, dy) in zip(corners, names, [(0, -16), (0, -16), (0, 8)], strict=True):
-            ax.annotate(label, c, textcoords="offset points", xytext=(dx, dy), ha="center")
-        for e in result.equilibria:
-            p = np.array([e.mixture[s] for s in names]) @ corners
-            ax.plot(*p, "r*", ms=14, mec="w")
-            ax.annotate(
-                f"regret {e.regret:.2g}", p, textcoords="offset points", xytext=(6, 6), fontsize=8
-            )
-        ax.set_aspect("equal")
-        ax.set(xlim=(-0.12, 1.12), ylim=(-0.1, 0.97))
-        ax.axis("off")
+        fig = _plot_three(result, plt)
     else:
-        # the gain of one seller switching from s (everybody's strategy) to t
-        gain = np.array(
-            [
-                game.deviation_payoffs(v) - game.deviation_payoffs(v)[i]
-                for i, v in enumerate(np.eye(S))
-            ]
-        )
-        fig, (ax, bars) = plt.subplots(
-            1, 2, figsize=(11, 0.9 * S + 2.2), gridspec_kw={"width_ratios": [3, 2]}
-        )
-        top = float(np.max(np.abs(gain))) or 1.0
-        im = ax.imshow(gain, cmap="RdBu_r", vmin=-top, vmax=top)
-        for i, j in itertools.product(range(S), range(S)):
-            dark = abs(gain[i, j]) > 0.6 * top
-            ax.text(
-                j,
-                i,
-                f"{gain[i, j]:.2g}",
-                ha="center",
-                va="center",
-                fontsize=8,
-                color="w" if dark else "k",
-            )
-        ax.set_xticks(range(S), names, rotation=20, ha="right", fontsize=8)
-        ax.set_yticks(range(S), [f"all {n}" for n in names], fontsize=8)
-        ax.set(xlabel="one seller switches to", title="gain of one seller's switch")
-        fig.colorbar(im, ax=ax, shrink=0.8)
-        left = np.zeros(len(result.equilibria))
-        for name in names:
-            w = np.array([e.mixture[name] for e in result.equilibria])
-            bars.barh(range(len(w)), w, left=left, label=name)
-            left += w
-        bars.set_yticks(
-            range(len(result.equilibria)),
-            [f"regret {e.regret:.2g}" for e in result.equilibria],
-            fontsize=8,
-        )
-        bars.invert_yaxis()
-        bars.set(xlabel="population share", xlim=(0, 1), title="equilibria")
-        bars.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=2)
+        fig = _plot_many(result, plt)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-
     save_png(fig, path, dpi=100)
+
+
+def _plot_two(result: EgtaResult, plt):
+    """u_s(x) against the share of the second strategy, and the gain of switching to it
+    with its pointwise bootstrap band; the equilibria marked."""
+    game, names = result.game, result.strategies
+    S = len(names)
+    fig, (ax, low) = plt.subplots(
+        2, 1, figsize=(7.5, 6.4), sharex=True, gridspec_kw={"height_ratios": [3, 2]}
+    )
+    share = np.linspace(0, 1, 201)
+    X = np.column_stack([1 - share, share])
+    U = game.deviation_payoffs(X)
+    for s in range(S):
+        ax.plot(share, U[:, s], lw=2, label=f"payoff of {names[s]}")
+    # the gain of switching, a paired difference: its bootstrap band is narrow
+    boot = np.array(
+        [
+            np.diff(SymmetricGame(names, game.players, game.profiles, t).deviation_payoffs(X))
+            for t in result._boot_games(min(result.n_boot, 200), result.boot_seed)
+        ]
+    )[..., 0]
+    lo, hi = np.quantile(boot, [0.025, 0.975], axis=0)
+    low.plot(share, U[:, 1] - U[:, 0], color="C2", lw=2)
+    low.fill_between(share, lo, hi, color="C2", alpha=0.25, lw=0, label="95% bootstrap")
+    low.axhline(0, color="k", lw=0.8)
+    for e in result.equilibria:
+        x1 = e.mixture[names[1]]
+        for a in (ax, low):
+            a.axvline(x1, color="k", ls="--", lw=1)
+        ax.annotate(
+            f"equilibrium, regret {e.regret:.2g}",
+            (x1, ax.get_ylim()[1]),
+            textcoords="offset points",
+            xytext=(3 if x1 < 0.5 else -3, -12),
+            ha="left" if x1 < 0.5 else "right",
+            fontsize=8,
+        )
+    ax.set(ylabel="expected payoff\n(mean utility per round)")
+    ax.legend(loc="best", fontsize=9)
+    low.set(
+        xlabel=f"population share of {names[1]} (the rest: {names[0]})",
+        ylabel=f"gain of {names[1]}\nover {names[0]}",
+    )
+    low.legend(loc="best", fontsize=8)
+    return fig
+
+
+def _plot_three(result: EgtaResult, plt):
+    """The regret over the simplex, the equilibria starred."""
+    game, names = result.game, result.strategies
+    fig, ax = plt.subplots(figsize=(7, 6))
+    k = 60
+    pts = np.array([(i, j, k - i - j) for i in range(k + 1) for j in range(k + 1 - i)]) / k
+    corners = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, np.sqrt(3) / 2]])
+    xy = pts @ corners
+    reg = np.asarray(game.regret(pts))
+    tc = ax.tricontourf(xy[:, 0], xy[:, 1], reg, levels=20, cmap="viridis_r")
+    fig.colorbar(tc, ax=ax, label="regret of the mixture")
+    ax.plot(*np.vstack([corners, corners[:1]]).T, color="k", lw=1)
+    for c, label, (dx, dy) in zip(corners, names, [(0, -16), (0, -16), (0, 8)], strict=True):
+        ax.annotate(label, c, textcoords="offset points", xytext=(dx, dy), ha="center")
+    for e in result.equilibria:
+        p = np.array([e.mixture[s] for s in names]) @ corners
+        ax.plot(*p, "r*", ms=14, mec="w")
+        ax.annotate(
+            f"regret {e.regret:.2g}", p, textcoords="offset points", xytext=(6, 6), fontsize=8
+        )
+    ax.set_aspect("equal")
+    ax.set(xlim=(-0.12, 1.12), ylim=(-0.1, 0.97))
+    ax.axis("off")
+    return fig
+
+
+def _plot_many(result: EgtaResult, plt):
+    """The gain of one seller's switch from every pure profile (a heatmap) and the
+    equilibria's shares as bars."""
+    game, names = result.game, result.strategies
+    S = len(names)
+    # the gain of one seller switching from s (everybody's strategy) to t
+    gain = np.array(
+        [game.deviation_payoffs(v) - game.deviation_payoffs(v)[i] for i, v in enumerate(np.eye(S))]
+    )
+    fig, (ax, bars) = plt.subplots(
+        1, 2, figsize=(11, 0.9 * S + 2.2), gridspec_kw={"width_ratios": [3, 2]}
+    )
+    top = float(np.max(np.abs(gain))) or 1.0
+    im = ax.imshow(gain, cmap="RdBu_r", vmin=-top, vmax=top)
+    for i, j in itertools.product(range(S), range(S)):
+        dark = abs(gain[i, j]) > 0.6 * top
+        ax.text(
+            j,
+            i,
+            f"{gain[i, j]:.2g}",
+            ha="center",
+            va="center",
+            fontsize=8,
+            color="w" if dark else "k",
+        )
+    ax.set_xticks(range(S), names, rotation=20, ha="right", fontsize=8)
+    ax.set_yticks(range(S), [f"all {n}" for n in names], fontsize=8)
+    ax.set(xlabel="one seller switches to", title="gain of one seller's switch")
+    fig.colorbar(im, ax=ax, shrink=0.8)
+    left = np.zeros(len(result.equilibria))
+    for name in names:
+        w = np.array([e.mixture[name] for e in result.equilibria])
+        bars.barh(range(len(w)), w, left=left, label=name)
+        left += w
+    bars.set_yticks(
+        range(len(result.equilibria)),
+        [f"regret {e.regret:.2g}" for e in result.equilibria],
+        fontsize=8,
+    )
+    bars.invert_yaxis()
+    bars.set(xlabel="population share", xlim=(0, 1), title="equilibria")
+    bars.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=2)
+    return fig
