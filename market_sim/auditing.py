@@ -112,6 +112,7 @@ COLUMNS = [
     "profile",
     "monotone",
     "gain_se",
+    "tol",
     "profitable",
 ]
 EXIT_NOT_IC = 3
@@ -127,6 +128,7 @@ _JUMP_WIDTH = 1e-9  # bisection stops at this fraction of w
 _TAIL_SHARE = 0.1  # one draw carrying more of the sum of squares: unstable variance
 _N_STAGES = 3  # confirmation stages: n_confirm, 4x, 16x (capped by n_confirm_max)
 _CHUNK = 4096  # sellers per batch (memory; results do not depend on it)
+_PAY_REL = 1e-12  # the payments' rounding, relative to the seller's largest |payment|
 _LARGE = 256  # larger markets: 2 other sellers' reports per seller, no jumps in profiles
 
 
@@ -188,12 +190,18 @@ class AuditResult:
         if s.get("coalition_size"):
             parts.append(_coalition_sentence(s))
         if s.get("certified"):
-            parts.append(f"Certified: {s['certified']}")
+            parts.append(
+                f"Certified: {s['certified']} (the library's own mechanism, unmodified: "
+                "truthful for every report and every profile of the others, not only those "
+                "tried)"
+            )
             if s["ir_verdict"] == "ir":
                 parts.append(
                     "under a truthful mechanism utility falls with the cost, so IR at the "
                     "top of the support is IR for every cost"
                 )
+        elif (s.get("certificate_note") or "").startswith("not the library"):
+            parts.append(f"Not certified: {s['certificate_note']}")
         elif s.get("certificate_note"):
             parts.append(f"Not certified: {s['certificate_note']} (a rise between them is "
                          "not excluded)")  # fmt: skip
@@ -263,13 +271,21 @@ class AuditResult:
         return table + "\n" + self.statement()
 
 
+_TOL_WORDS = "its tolerance (1e-6 x its own support width x its largest eps; at most {:.3g})"
+
+
 def _ic_sentence(s) -> str:
     pct = _share(s["profitable_share_upper"])
+    tol = _TOL_WORDS.format(s["tol"])
     if s["verdict"] == "ic":
+        how = ("in expectation, confirmed on fresh draws at each seller's best report and at "
+               "a fresh random one" if s.get("monte_carlo") else "exactly")  # fmt: skip
         return (
-            f"no profitable misreport found among {s['n_candidates']} tried per seller and "
-            f"{s['n_profiles']} opponent profiles; at 95% confidence fewer than {pct} of "
-            f"random reports gain more than tol = {s['tol']:.3g}"
+            f"no seller gains more than {tol} at any of the {s['n_candidates']} reports tried "
+            f"per seller ({how}), in the drawn markets and {s['n_profiles']} opponent "
+            f"profiles; at 95% confidence fewer than {pct} of uniformly random reports gain "
+            "more. Not excluded: a gain inside a window narrower than the spacing of the "
+            "reports tried, or under profiles of the others not searched (docs/audit.md)"
         )
     if s["verdict"] == "inconclusive":
         return f"INCONCLUSIVE: {s['verdict_reason']}"
@@ -280,39 +296,51 @@ def _ic_sentence(s) -> str:
         return (
             f"NOT IC: {s['verdict_reason']}: in market {w['market']} (seller {w['seller']}'s "
             f"{w['profile']} profile) a seller of cost {w['cost']:.6g} gains {w['gain']:.3g} > "
-            f"tol = {s['tol']:.3g} by reporting {w['report']:.6g}"
+            f"its tol {w['tol']:.3g} by reporting {w['report']:.6g}"
         )
+    proof = "confirmed on fresh draws at 95% family-wise" if s.get("monte_carlo") else "exact"
     return (
         f"NOT IC: seller {w['seller']} of market {w['market']} (cost {w['cost']:.6g}, "
-        f"others {w['profile']}) gains {w['gain']:.3g} > tol = {s['tol']:.3g} by reporting "
-        f"{w['report']:.6g}; {s['n_profitable']} of {s['n_markets'] * s['n_sellers']} sellers "
-        f"have a confirmed profitable misreport; at 95% confidence fewer than {pct} of random "
-        "reports gain more than tol"
+        f"others {w['profile']}) gains {w['gain']:.3g} > its tol {w['tol']:.3g} by reporting "
+        f"{w['report']:.6g} ({proof}); {s['n_profitable']} of "
+        f"{s['n_markets'] * s['n_sellers']} sellers have a confirmed profitable misreport"
     )
 
 
 def _ir_sentence(s) -> str:
     if s["ir_verdict"] == "ir":
         ir = _share(s["ir_share_upper"])
+        where = (
+            "at the drawn costs and the top and bottom of each seller's own support (fresh "
+            "draws)" if s.get("monte_carlo") else "at the drawn costs, the top and bottom of "
+            "each seller's own support and every report tried taken as a type, in the drawn "
+            "markets and the opponent profiles"
+        )  # fmt: skip
         return (
-            "IR: no truthful utility below -tol at the drawn costs, the top or the bottom of "
-            f"the support (fewer than {ir} at 95%)"
+            f"IR: no own-type utility below minus its tolerance {where} (fewer than {ir} of "
+            "sellers at 95%)"
         )
     if s["ir_verdict"] == "inconclusive":
         return f"IR INCONCLUSIVE: {s['ir_reason']}"
+    w = s.get("ir_witness") or {}
+    typ = w.get("type")
+    at = f" (a seller of cost {typ:.6g})" if typ is not None and math.isfinite(typ) else ""
     return (
-        f"NOT IR: {s['ir_violations']} sellers' truthful utility is below -tol (least "
-        f"{s['min_ir_utility']:.3g}, {s['ir_where']})"
+        f"NOT IR: {s['ir_violations']} sellers have an own-type utility below minus their tol "
+        f"(least {s['min_ir_utility']:.3g}{at}, {s['ir_where']}, seller {w.get('seller')} of "
+        f"market {w.get('market')})"
     )
 
 
 def _detectable_sentence(s) -> str:
     if not s.get("monte_carlo"):
-        return "Exact expectations: a gain above tol would have been found at the reports tried"
+        return "Exact expectations: a gain above its tol at a report tried would have been found"
     return (
         f"The confirmation ({s['n_confirm']} to {s['n_confirm_max']} fresh draws) would have "
         f"confirmed a gain of {_fmt(s['detectable_gain'])} at a typical seller's best report "
-        f"with 95% probability; smaller gains can be missed"
+        "with 95% probability if the payments there vary as in the draws taken; an outcome "
+        f"rarer than about 3 in {s.get('confirm_draws_total') or s['n_confirm']} draws can "
+        "carry a gain no draw showed"
     )
 
 
@@ -482,8 +510,35 @@ def _pair(result, n, mech):
 
 # ---- the search ---------------------------------------------------------------------
 @dataclass(frozen=True)
+class _Rows:
+    """Each searched seller's own support: (k,) arrays of its bottom, top and lowest
+    report tried (populations: the seller's class law, never the pooled support)."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    floor: np.ndarray
+
+    @property
+    def width(self) -> np.ndarray:
+        return self.hi - self.lo
+
+    def col(self, name: str) -> np.ndarray:
+        return getattr(self, name)[:, None]
+
+    def clip(self, Z: np.ndarray) -> np.ndarray:
+        """Reports (k, ...) kept in each row's [floor, hi]."""
+        shape = (-1,) + (1,) * (Z.ndim - 1)
+        return np.clip(Z, self.floor.reshape(shape), self.hi.reshape(shape))
+
+    def take(self, idx) -> _Rows:
+        return _Rows(self.lo[idx], self.hi[idx], self.floor[idx])
+
+
+@dataclass(frozen=True)
 class _Plan:
-    """The search settings (see ``audit``); ``floor``: the lowest report tried."""
+    """The search settings (see ``audit``); ``lo``, ``hi``: the pooled support;
+    ``floor``: the lowest report tried there; ``ends``: (n, 2) each seller's own
+    support; ``floor_frac``: the floor as a fraction of each seller's width."""
 
     lo: float
     hi: float
@@ -497,14 +552,27 @@ class _Plan:
     max_others: int
     n_jumps: int
     max_profile_sellers: int
+    ends: np.ndarray | None = None
+    floor_frac: float = 0.0
 
     @property
     def width(self) -> float:
         return self.hi - self.lo
 
-    @property
-    def grid(self) -> np.ndarray:
-        return np.linspace(self.floor, self.hi, self.n_grid)[1:-1]
+    def rows(self, sellers=None) -> _Rows:
+        """The own supports of ``sellers`` (all when None)."""
+        ends = self.ends
+        if ends is None:
+            n = 1 if sellers is None else np.asarray(sellers).size
+            ends = np.tile([self.lo, self.hi], (n, 1))
+        elif sellers is not None:
+            ends = ends[np.asarray(sellers, dtype=int)]
+        lo, hi = ends[:, 0].astype(float), ends[:, 1].astype(float)
+        return _Rows(lo, hi, lo + self.floor_frac * (hi - lo))
+
+    def grid(self, R: _Rows) -> np.ndarray:
+        frac = np.linspace(0.0, 1.0, self.n_grid)[1:-1]
+        return R.col("floor") + (R.col("hi") - R.col("floor")) * frac
 
 
 @dataclass
@@ -522,6 +590,11 @@ class _Found:
     type_gain: np.ndarray  # best adjacent type gain per seller
     type_pair: np.ndarray  # (k, 2): (cost, report) of it
     cand_eps: np.ndarray | None = None  # (k,) largest eps over the seller's candidates
+    tol: np.ndarray = field(default_factory=lambda: np.empty(0))  # (k,) ``_tol``
+    scale: np.ndarray = field(default_factory=lambda: np.empty(0))  # w x own largest eps
+    own_low: np.ndarray | None = None  # (k,) least own-type utility over the reports tried
+    own_at: np.ndarray | None = None  # (k,) the report (= that type's cost) where it is
+    rand_tol: np.ndarray | None = None
     rand_gain: np.ndarray | None = None
     rand_se: np.ndarray | None = None
     violations: list = field(default_factory=list)
@@ -548,20 +621,21 @@ def _others(reports, sellers, cap):
     return order[win[keep].reshape(sellers.size, 2 * h)]
 
 
-def _base(c, others, P: _Plan, rand):
-    """The candidates of one group, with their kinds: truth first."""
+def _base(c, others, P: _Plan, R: _Rows, rand):
+    """The candidates of one group, with their kinds: truth first; each seller's own
+    support (``R``) for its endpoints, grid, probes and the clipping."""
     k = c.size
-    w = P.width
+    w = R.col("width")
     cols = {
         "truth": c[:, None],
-        "endpoints": np.tile([P.floor, P.hi], (k, 1)),
-        "grid": np.tile(P.grid, (k, 1)),
+        "endpoints": np.column_stack([R.floor, R.hi]),
+        "grid": P.grid(R),
         "probes": np.concatenate([c[:, None] - w * _PROBES, c[:, None] + w * _PROBES], axis=1),
-        "others": (others[:, :, None] + w * _STEPS).reshape(k, -1),
+        "others": (others[:, :, None] + w[:, :, None] * _STEPS).reshape(k, -1),
     }
     if rand is not None:
         cols["random"] = rand
-    Z = np.clip(np.concatenate(list(cols.values()), axis=1), P.floor, P.hi)
+    Z = R.clip(np.concatenate(list(cols.values()), axis=1))
     Z[:, 0] = c
     return Z, {kd: v.shape[1] for kd, v in cols.items() if kd != "truth"}
 
@@ -574,7 +648,7 @@ def _gains(U, T):
     return diff.mean(axis=0), se
 
 
-def _jumps(ev, sellers, Z, E, P: _Plan):
+def _jumps(ev, sellers, Z, E, P: _Plan, R: _Rows):
     """Bisection of the own allocation's jumps (eps means E at the reports Z, (k, C)):
     up to ``n_jumps`` per seller, to w 1e-9, then w 1e-6 either side.  Returns the
     reports tried with their utilities and eps per draw (empty when no jump)."""
@@ -586,7 +660,8 @@ def _jumps(ev, sellers, Z, E, P: _Plan):
         sec = np.where(dz > 0, de / np.where(dz > 0, dz, 1.0), 0.0)
     nb = np.maximum(np.pad(sec[:, :-1], ((0, 0), (1, 0))), np.pad(sec[:, 1:], ((0, 0), (0, 1))))
     scale = np.maximum(e.max(axis=1, keepdims=True), 1e-300)
-    jump = (sec > _JUMP_RATIO * nb) & (de > _MONO_TOL * scale) & (dz > 2 * _JUMP_WIDTH * P.width)
+    wide = dz > 2 * _JUMP_WIDTH * R.col("width")
+    jump = (sec > _JUMP_RATIO * nb) & (de > _MONO_TOL * scale) & wide
     rows = np.nonzero(jump.any(axis=1))[0]
     if rows.size == 0 or P.n_jumps == 0:
         return None
@@ -595,9 +670,9 @@ def _jumps(ev, sellers, Z, E, P: _Plan):
     pick = np.where(jump[rows[:, None], pick], pick, pick[:, :1])  # pad with the first
     a, b = z[rows[:, None], pick], z[rows[:, None], pick + 1]
     ea, eb = e[rows[:, None], pick], e[rows[:, None], pick + 1]
-    who = sellers[rows]
-    n_iter = int(min(40, math.ceil(math.log2(max(float((b - a).max()), 1e-300)
-                                             / (_JUMP_WIDTH * P.width)))))  # fmt: skip
+    who, Rj = sellers[rows], R.take(rows)
+    ratio = float(((b - a) / (_JUMP_WIDTH * Rj.col("width"))).max())
+    n_iter = int(min(40, math.ceil(math.log2(max(ratio, 1e-300)))))
     tried_z, tried_u, tried_e = [], [], []
     for _ in range(max(n_iter, 0)):
         mid = (a + b) / 2
@@ -609,8 +684,8 @@ def _jumps(ev, sellers, Z, E, P: _Plan):
         left = np.abs(ea - m) >= np.abs(m - eb)  # the bigger change is in [a, mid]
         b, eb = np.where(left, mid, b), np.where(left, m, eb)
         a, ea = np.where(left, a, mid), np.where(left, ea, m)
-    side = np.clip(np.concatenate([a - 1e-6 * P.width, b + 1e-6 * P.width], axis=1),
-                   P.floor, P.hi)  # fmt: skip
+    wj = 1e-6 * Rj.col("width")
+    side = Rj.clip(np.concatenate([a - wj, b + wj], axis=1))
     u, es = ev(who, side)
     tried_z.append(side)
     tried_u.append(u)
@@ -618,7 +693,7 @@ def _jumps(ev, sellers, Z, E, P: _Plan):
     return rows, np.concatenate(tried_z, 1), np.concatenate(tried_u, 2), np.concatenate(tried_e, 2)
 
 
-def _sections(ev, sellers, T, Z, G, P: _Plan):
+def _sections(ev, sellers, T, Z, G, P: _Plan, R: _Rows):
     """Multi-start section search: from each seller's ``n_starts`` best candidates,
     shrink the bracket between the start's neighbours (among Z) around the best of
     ``n_sections`` equally spaced points, ``n_iter`` times.  Returns the reports
@@ -636,7 +711,7 @@ def _sections(ev, sellers, T, Z, G, P: _Plan):
     frac = np.arange(1, P.n_sections + 1) / (P.n_sections + 1)
     tried_z, tried_g = [], []
     for _ in range(P.n_iter):
-        pts = np.clip(a[:, :, None] + (b - a)[:, :, None] * frac, P.floor, P.hi)  # (k, S, m)
+        pts = R.clip(a[:, :, None] + (b - a)[:, :, None] * frac)  # (k, S, m)
         U, _ = ev(sellers, pts.reshape(k, -1))
         g = _gains(U, T)[0].reshape(pts.shape)
         tried_z.append(pts.reshape(k, -1))
@@ -677,55 +752,46 @@ def _type_gains(Z, U, E, c):
     return both[rows, j], np.column_stack([cost, report])
 
 
-def _search(ev, sellers, c, others, P: _Plan, rand, tol_terms, certify, targeted=None):
-    """Search one group of sellers (one market or one opponent profile); ``targeted``:
-    the rows that get the jump bisection (default all)."""
-    Z, counts = _base(c, others, P, rand)
+def _tol(tol_terms, width, eps, pay) -> np.ndarray:
+    """Each seller's tolerance on its own scale: tol_factor x its support width x its
+    largest eps among its own reports (+ ``_PAY_REL`` x its largest |payment|, the
+    payments' rounding; + tol_abs, 0 by default).  No other seller's allocation moves
+    it, and scaling costs and payments by s scales it by s (docs/audit.md)."""
+    return tol_terms[0] * width * eps + _PAY_REL * pay + tol_terms[1]
+
+
+def _search(ev, sellers, c, others, P: _Plan, R: _Rows, rand, tol_terms, certify,
+            targeted=None):  # fmt: skip
+    """Search one group of sellers (one market or one opponent profile); ``R`` their
+    own supports; ``targeted``: the rows that get the jump bisection (default all)."""
+    Z, counts = _base(c, others, P, R, rand)
     U, E = ev(sellers, Z)
     T = U[:, :, 0]
     G, S = _gains(U, T)
     Em = E.mean(axis=0)
-    # this group's tolerance: at most the audit's (its eps_scale covers every market)
-    tol_hint = tol_terms[0] * P.width * float(Em[:, 0].max(initial=0.0)) + tol_terms[1]
     Zc, Uc, Ec = Z, U.mean(axis=0), Em  # the exact-path reports (checks, type gains)
     if not ev.mc:
-        t = np.arange(sellers.size) if targeted is None else targeted
-        jumped = _jumps(ev, sellers[t], Z[t], Em[t], P) if t.size else None
-        counts["jumps"] = 0
-        if jumped is not None:
-            rows, Zj, Uj, Ej = jumped
-            rows = t[rows]
-            counts["jumps"] = Zj.shape[1] * rows.size / max(sellers.size, 1)
-            pad = np.repeat(Z[:, :1], Zj.shape[1], axis=1)  # the truth: gain 0
-            padU = np.repeat(U[:, :, :1], Zj.shape[1], axis=2)
-            padE = np.repeat(E[:, :, :1], Zj.shape[1], axis=2)
-            pad[rows], padU[:, rows], padE[:, rows] = Zj, Uj, Ej
-            Zc = np.concatenate([Z, pad], axis=1)
-            Uc = np.concatenate([Uc, padU.mean(axis=0)], axis=1)
-            Ec = np.concatenate([Ec, padE.mean(axis=0)], axis=1)
-            Gj, Sj = _gains(padU, T)
-            G, S = np.concatenate([G, Gj], axis=1), np.concatenate([S, Sj], axis=1)
-    rowsk = np.arange(sellers.size)
-    v_top = Uc[:, 2] + (c - P.hi) * Ec[:, 2]  # column 2: the top (``_base``)
-    v_bottom = Uc[:, 1] + (c - P.floor) * Ec[:, 1]
-    found = _Found(sellers, T, Em[:, 0], c, np.zeros(c.size), np.zeros(c.size), v_top,
-                   v_bottom, np.full(c.size, -np.inf), np.column_stack([c, c]),
-                   counts=counts)  # fmt: skip
+        Zc, Uc, Ec, G, S = _with_jumps(ev, sellers, Z, U, E, G, S, P, R, targeted, counts)
+    found = _Found(sellers, T, Em[:, 0], c, np.zeros(c.size), np.zeros(c.size),
+                   Uc[:, 2] + (c - R.hi) * Ec[:, 2],  # column 2: the top (``_base``)
+                   Uc[:, 1] + (c - R.floor) * Ec[:, 1], np.full(c.size, -np.inf),
+                   np.column_stack([c, c]), counts=counts)  # fmt: skip
     found.cand_eps = Ec.max(axis=1)
+    pay = np.abs(Uc + c[:, None] * Ec).max(axis=1)
+    found.tol = _tol(tol_terms, R.width, found.cand_eps, pay)
+    found.scale = np.where(found.cand_eps > 0, R.width * found.cand_eps,
+                           np.where(pay > 0, pay, R.width))  # fmt: skip
     if not ev.mc:
         found.type_gain, found.type_pair = _type_gains(Zc, Uc, Ec, c)
+        own = Uc + (c[:, None] - Zc) * Ec  # a seller of cost z reporting z (Sec. IR, item 5)
+        j = np.argmin(own, axis=1)
+        rows = np.arange(c.size)
+        found.own_low, found.own_at = own[rows, j], Zc[rows, j]
     if rand is not None:
         r0 = Z.shape[1] - rand.shape[1]
         found.rand_gain, found.rand_se = G[:, r0 : Z.shape[1]], S[:, r0 : Z.shape[1]]
-    # monotonicity along the sorted own reports (and Myerson's check, exact only)
-    order = np.argsort(Zc, axis=1, kind="stable")
-    e_s, z_s = np.take_along_axis(Ec, order, axis=1), np.take_along_axis(Zc, order, axis=1)
-    rise = np.diff(e_s, axis=1) > _MONO_TOL * max(float(np.max(Ec)), 1e-300)
-    found.mono = np.asarray(~rise.any(axis=1))
-    found.violations = [
-        (int(r), float(z_s[r, j]), float(z_s[r, j + 1]), float(e_s[r, j]), float(e_s[r, j + 1]))
-        for r, j in zip(*np.nonzero(rise), strict=True)
-    ]
+        found.rand_tol = found.tol
+    _monotone(found, Zc, Ec)
     if certify and not ev.mc:
         from .certification import myerson_check
 
@@ -733,22 +799,84 @@ def _search(ev, sellers, c, others, P: _Plan, rand, tol_terms, certify, targeted
         found.check = myerson_check(Zc, Ec, pay, (P.lo, P.hi), sellers=sellers)
     Zall = Zc if not ev.mc else Z
     if P.refine and P.n_iter > 0 and rand is not None:
-        hot = np.nonzero(G.max(axis=1) > tol_hint / 10)[0]  # module doc: probes x 10
-        counts["local"] = 0
-        if hot.size:
-            Zl, Gl = _sections(ev, sellers[hot], T[:, hot], Zall[hot], G[hot], P)
-            counts["local"] = Zl.shape[1] * hot.size / sellers.size
-            padZ = np.repeat(Zall[:, :1], Zl.shape[1], axis=1)
-            padG = np.zeros((c.size, Zl.shape[1]))
-            padZ[hot], padG[hot] = Zl, Gl
-            Zall = np.concatenate([Zall, padZ], axis=1)
-            G = np.concatenate([G, padG], axis=1)
-            S = np.concatenate([S, np.zeros_like(padG)], axis=1)
-    j = np.argmax(G, axis=1)
-    found.best_gain = np.maximum(G[rowsk, j], 0.0)
-    found.best_se = np.where(G[rowsk, j] > 0, S[rowsk, j], 0.0)
-    found.best_report = np.where(G[rowsk, j] > 0, Zall[rowsk, j], c)
+        Zall, G, S = _refine(ev, sellers, T, Zall, G, S, P, R, found.tol, counts)
+    _best(found, Zall, G, S, c, ev.mc)
     return found
+
+
+def _with_jumps(ev, sellers, Z, U, E, G, S, P, R, targeted, counts):
+    """The jump bisection's reports appended (the truth padding the rows without)."""
+    Em = E.mean(axis=0)
+    Zc, Uc, Ec = Z, U.mean(axis=0), Em
+    t = np.arange(sellers.size) if targeted is None else targeted
+    jumped = _jumps(ev, sellers[t], Z[t], Em[t], P, R.take(t)) if t.size else None
+    counts["jumps"] = 0
+    if jumped is None:
+        return Zc, Uc, Ec, G, S
+    rows, Zj, Uj, Ej = jumped
+    rows = t[rows]
+    counts["jumps"] = Zj.shape[1] * rows.size / max(sellers.size, 1)
+    pad = np.repeat(Z[:, :1], Zj.shape[1], axis=1)  # the truth: gain 0
+    padU = np.repeat(U[:, :, :1], Zj.shape[1], axis=2)
+    padE = np.repeat(E[:, :, :1], Zj.shape[1], axis=2)
+    pad[rows], padU[:, rows], padE[:, rows] = Zj, Uj, Ej
+    Zc = np.concatenate([Z, pad], axis=1)
+    Uc = np.concatenate([Uc, padU.mean(axis=0)], axis=1)
+    Ec = np.concatenate([Ec, padE.mean(axis=0)], axis=1)
+    Gj, Sj = _gains(padU, U[:, :, 0])
+    return Zc, Uc, Ec, np.concatenate([G, Gj], axis=1), np.concatenate([S, Sj], axis=1)
+
+
+def _monotone(found, Zc, Ec) -> None:
+    """Monotonicity along each seller's sorted own reports (a rise beyond ``_MONO_TOL``
+    of that seller's own largest eps)."""
+    order = np.argsort(Zc, axis=1, kind="stable")
+    e_s, z_s = np.take_along_axis(Ec, order, axis=1), np.take_along_axis(Zc, order, axis=1)
+    scale = np.maximum(Ec.max(axis=1, keepdims=True), 1e-300)
+    rise = np.diff(e_s, axis=1) > _MONO_TOL * scale
+    found.mono = np.asarray(~rise.any(axis=1))
+    found.violations = [
+        (int(r), float(z_s[r, j]), float(z_s[r, j + 1]), float(e_s[r, j]), float(e_s[r, j + 1]))
+        for r, j in zip(*np.nonzero(rise), strict=True)
+    ]
+
+
+def _refine(ev, sellers, T, Zall, G, S, P, R, tol, counts):
+    """The local section search for the sellers whose best gain exceeds tol / 10
+    (module doc: a smooth gain above tol shows 0.19 tol at one of the probes)."""
+    c = Zall[:, 0]
+    hot = np.nonzero(G.max(axis=1) > tol / 10)[0]
+    counts["local"] = 0
+    if hot.size == 0:
+        return Zall, G, S
+    Zl, Gl = _sections(ev, sellers[hot], T[:, hot], Zall[hot], G[hot], P, R.take(hot))
+    counts["local"] = Zl.shape[1] * hot.size / sellers.size
+    padZ = np.repeat(c[:, None], Zl.shape[1], axis=1)
+    padG = np.zeros((c.size, Zl.shape[1]))
+    padZ[hot], padG[hot] = Zl, Gl
+    return (np.concatenate([Zall, padZ], axis=1), np.concatenate([G, padG], axis=1),
+            np.concatenate([S, np.zeros_like(padG)], axis=1))  # fmt: skip
+
+
+def _best(found, Zall, G, S, c, mc: bool) -> None:
+    """Each seller's best report.  Monte Carlo: always a misreport (the best of the
+    candidates other than the truth), so that its confirmation compares two reports
+    and its standard error is not 0 by construction (a truth confirmed against itself
+    would confirm nothing)."""
+    rows = np.arange(c.size)
+    if mc and G.shape[1] > 1:
+        Gm = np.where(np.abs(Zall - c[:, None]) > 0, G, -np.inf)
+        Gm[:, 0] = -np.inf
+        j = np.argmax(Gm, axis=1)
+        j = np.where(np.isfinite(Gm[rows, j]), j, 0)
+        found.best_gain = np.maximum(G[rows, j], 0.0)
+        found.best_se = S[rows, j]
+        found.best_report = Zall[rows, j]
+        return
+    j = np.argmax(G, axis=1)
+    found.best_gain = np.maximum(G[rows, j], 0.0)
+    found.best_se = np.where(G[rows, j] > 0, S[rows, j], 0.0)
+    found.best_report = np.where(G[rows, j] > 0, Zall[rows, j], c)
 
 
 # ---- one market: the drawn reports and the opponent profiles ------------------------
@@ -761,16 +889,18 @@ class _Market:
     truth: np.ndarray
     top: np.ndarray
     bottom: np.ndarray
-    profile_truth: np.ndarray  # least truthful utility over the profiles (exact)
     best_report: np.ndarray
     gain: np.ndarray
     gain_se: np.ndarray
+    gain_tol: np.ndarray  # the tolerance of the group the best gain was found in
+    tol: np.ndarray  # each seller's tolerance in the drawn market (``_tol``)
     profile: np.ndarray  # label of the best gain's profile
     best_group: np.ndarray
     type_gain: np.ndarray
     type_pair: np.ndarray
     type_profile: np.ndarray
-    type_tol: np.ndarray  # tol_factor x w x the largest eps among the seller's reports + tol_abs
+    type_tol: np.ndarray  # the tolerance of the group the type gain was found in
+    ir: _IR  # exact evaluations: the least utility + tol over every own type seen
     mono: np.ndarray
     truth_eps: np.ndarray
     payments: np.ndarray
@@ -784,25 +914,64 @@ class _Market:
     )  # Monte Carlo: quantity -> (mean, se, skew, stable, D)
 
 
+@dataclass
+class _IR:
+    """Per seller, the IR evidence of exact evaluations: the least margin u + tol over
+    every own-type utility the audit saw (the drawn cost, the top, the bottom, every
+    report tried as a type, in every profile), that utility, its type (cost) and where."""
+
+    margin: np.ndarray
+    utility: np.ndarray
+    cost: np.ndarray
+    where: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> _IR:
+        return cls(np.full(n, np.inf), np.full(n, np.inf), np.full(n, np.nan),
+                   np.full(n, "", dtype=object))  # fmt: skip
+
+    def add(self, sellers, found: _Found, label: str, costs) -> None:
+        """The group's own-type utilities of ``sellers`` (exact)."""
+        R = (found.truth.mean(axis=0), found.top, found.bottom, found.own_low)
+        where = (
+            "at the drawn cost",
+            "at the top of the own support",
+            "at the bottom of the own support",
+            "at a report tried, as a type",
+        )
+        at = (costs[sellers], None, None, found.own_at)
+        for u, w, cost in zip(R, where, at, strict=True):
+            if u is None:
+                continue
+            m = u + found.tol
+            better = m < self.margin[sellers]
+            idx = sellers[better]
+            self.margin[idx], self.utility[idx] = m[better], u[better]
+            self.cost[idx] = np.nan if cost is None else cost[better]
+            self.where[idx] = f"{w} ({label})"
+
+
 def _floor(mech, costs, P0: _Plan, rng, mc) -> tuple[float, str | None]:
-    """The lowest report the mechanism has an outcome for, alone and with every other
-    seller there too (the floor profile): the support's bottom, else the first of
-    c_low + w (1e-9, 1e-6, 1e-3) (the offline mechanism has no optimum at a report of
-    0 on a support starting at 0)."""
+    """The lowest report the mechanism has an outcome for (as a fraction f of each
+    seller's own width above its own bottom), alone and with every other seller there
+    too (the floor profile): f = 0, else the first of 1e-9, 1e-6, 1e-3 (the offline
+    mechanism has no optimum at a report of 0 on a support starting at 0)."""
     note = None
+    R0 = P0.rows(np.arange(costs.size))
     for f in _FLOORS:
-        z = P0.lo + f * P0.width
+        z = R0.lo + f * R0.width
         try:
-            for reports in (costs, np.full(costs.size, z)):
+            for reports in (costs, z):
+                trial = reports.copy()
+                trial[0] = z[0]
                 if mc:
-                    trial = reports.copy()
-                    trial[0] = z
                     mech.run(trial, np.random.default_rng(0))
                 else:
-                    _Exact(mech, reports, costs, rng)(np.array([0]), np.array([[z]]))
-            return z, note
+                    _Exact(mech, trial, costs, rng)(np.array([0]), np.array([[z[0]]]))
+            return f, note
         except MarketSimError as err:
-            note = f"no outcome at a report of {z:.6g} ({err}); lowest report tried c_low + w "
+            note = (f"no outcome at a report of {z[0]:.6g} ({err}); lowest report tried c_low "
+                    "+ w ")  # fmt: skip
     raise MarketSimError(f"{mechanism_name(mech)}: {note}no outcome near the support's bottom")
 
 
@@ -815,15 +984,17 @@ def _profile_sellers(costs, cap):
     return np.sort(order[np.unique(np.linspace(0, n - 1, cap).round().astype(int))])
 
 
-def _profile_groups(costs, P: _Plan):
+def _profile_groups(costs, P: _Plan, rng=None):
     """(kind, sellers, reports) for every opponent profile, sellers sharing a vector
-    grouped (``coalitions.opponent_profiles``, own entry aside)."""
+    grouped (``coalitions.opponent_profiles``, own entry aside; each other seller
+    within its own support)."""
     from .coalitions import opponent_profiles
 
+    R = P.rows(np.arange(costs.size))
     groups: dict[tuple, list] = {}
     vectors: dict[tuple, np.ndarray] = {}
     for i in _profile_sellers(costs, P.max_profile_sellers):
-        for kind, v in opponent_profiles(costs, (P.floor, P.hi), [i]).items():
+        for kind, v in opponent_profiles(costs, (R.floor, R.hi), [i], rng=rng).items():
             key = (kind, v.tobytes())  # the own entry is replaced by the candidates
             groups.setdefault(key, []).append(int(i))
             vectors[key] = v
@@ -832,7 +1003,8 @@ def _profile_groups(costs, P: _Plan):
 
 def _audit_market(mech, costs, P: _Plan, rng, mc, settings, progress_bar):
     """Search every seller of one market, then its opponent profiles."""
-    n, w = costs.size, P.width
+    n = costs.size
+    R = P.rows(np.arange(n))
     seeds = rng.integers(2**63, size=settings["n_draws"]) if mc else None
 
     def evaluator(reports, draws=None):
@@ -840,7 +1012,7 @@ def _audit_market(mech, costs, P: _Plan, rng, mc, settings, progress_bar):
             return _MonteCarlo(mech, reports, costs, seeds[:draws])
         return _Exact(mech, reports, costs, rng)
 
-    rand = np.clip(P.lo + w * (1.0 - rng.random((n, P.n_random))), P.floor, P.hi)  # (lo, hi]
+    rand = R.clip(R.col("lo") + R.col("width") * (1.0 - rng.random((n, P.n_random))))  # (lo, hi]
     ev = evaluator(costs)
     parts = []
     cap = P.max_others if n <= _LARGE else min(P.max_others, 2)
@@ -848,26 +1020,35 @@ def _audit_market(mech, costs, P: _Plan, rng, mc, settings, progress_bar):
     for a in range(0, n, _CHUNK):
         s = np.arange(a, min(a + _CHUNK, n))
         rows = np.nonzero(np.isin(s, targeted))[0]
-        parts.append(_search(ev, s, costs[s], costs[_others(costs, s, cap)], P, rand[s],
-                             settings["tol_terms"], True, rows))  # fmt: skip
+        parts.append(_search(ev, s, costs[s], costs[_others(costs, s, cap)], P, R.take(s),
+                             rand[s], settings["tol_terms"], True, rows))  # fmt: skip
         progress_bar.update(s.size)
-    found = _join(parts)
-    mk = _Market(
-        costs=costs, truth=found.truth.mean(axis=0), top=found.top, bottom=found.bottom,
-        profile_truth=np.full(n, np.inf), best_report=found.best_report.copy(),
-        gain=found.best_gain.copy(), gain_se=found.best_se.copy(),
-        profile=np.full(n, "market", dtype=object), best_group=np.zeros(n, dtype=int),
-        type_gain=found.type_gain.copy(), type_pair=found.type_pair.copy(),
-        type_profile=np.full(n, "market", dtype=object), mono=found.mono,
-        type_tol=settings["tol_terms"][0] * w * found.cand_eps + settings["tol_terms"][1],
-        truth_eps=found.truth_eps, payments=found.truth.mean(axis=0) + costs * found.truth_eps,
-        groups=[costs], found=found, profile_counts={}, profile_candidates=0.0, skipped=[],
-    )  # fmt: skip
+    mk = _new_market(costs, _join(parts), mc)
     # the profiles' search only selects (the confirmation draws afresh): a quarter of the draws
-    _search_profiles(mk, lambda v: evaluator(v, max(2, settings["n_draws"] // 4)), P, settings)
+    _search_profiles(mk, lambda v: evaluator(v, max(2, settings["n_draws"] // 4)), P, settings,
+                     rng)  # fmt: skip
     if mc:
         mk.stats = _confirm(mech, mk, P, rng, settings)
     return mk
+
+
+def _new_market(costs, found: _Found, mc: bool) -> _Market:
+    """One market's record from its drawn-market search."""
+    n = costs.size
+    ir = _IR.empty(n)
+    if not mc:
+        ir.add(np.arange(n), found, "market", costs)
+    return _Market(
+        costs=costs, truth=found.truth.mean(axis=0), top=found.top, bottom=found.bottom,
+        best_report=found.best_report.copy(), gain=found.best_gain.copy(),
+        gain_se=found.best_se.copy(), gain_tol=found.tol.copy(), tol=found.tol.copy(),
+        profile=np.full(n, "market", dtype=object), best_group=np.zeros(n, dtype=int),
+        type_gain=found.type_gain.copy(), type_pair=found.type_pair.copy(),
+        type_profile=np.full(n, "market", dtype=object), type_tol=found.tol.copy(), ir=ir,
+        mono=found.mono, truth_eps=found.truth_eps,
+        payments=found.truth.mean(axis=0) + costs * found.truth_eps,
+        groups=[costs], found=found, profile_counts={}, profile_candidates=0.0, skipped=[],
+    )  # fmt: skip
 
 
 def _join(parts: list[_Found]) -> _Found:
@@ -875,25 +1056,28 @@ def _join(parts: list[_Found]) -> _Found:
     if len(parts) == 1:
         parts[0].check = [parts[0].check]
         return parts[0]
+    keys = ("sellers", "truth", "truth_eps", "best_report", "best_gain", "best_se", "top",
+            "bottom", "type_gain", "type_pair", "mono", "cand_eps", "tol", "scale")  # fmt: skip
     cat = {k: np.concatenate([getattr(p, k) for p in parts], axis=-1 if k == "truth" else 0)
-           for k in ("sellers", "truth", "truth_eps", "best_report", "best_gain", "best_se",
-                     "top", "bottom", "type_gain", "type_pair", "mono", "cand_eps")}  # fmt: skip
+           for k in keys}  # fmt: skip
     out = _Found(**cat)  # type: ignore[arg-type]
-    out.rand_gain = np.concatenate([p.rand_gain for p in parts])
-    out.rand_se = np.concatenate([p.rand_se for p in parts])
+    for k in ("rand_gain", "rand_se", "rand_tol", "own_low", "own_at"):
+        vals = [getattr(p, k) for p in parts]
+        setattr(out, k, None if vals[0] is None else np.concatenate(vals))
     out.violations = [v for p in parts for v in p.violations]
     out.check = [p.check for p in parts]
     out.counts = parts[0].counts
     return out
 
 
-def _search_profiles(mk: _Market, evaluator, P: _Plan, settings) -> None:
+def _search_profiles(mk: _Market, evaluator, P: _Plan, settings, rng=None) -> None:
     """The opponent profiles: a gain there counts as a gain (ex-post IC is for every
-    profile of the others' reports); exact evaluations add their truthful utilities
-    to the IR check."""
+    profile of the others' reports), judged against that profile's tolerance; exact
+    evaluations add every own-type utility seen there to the IR evidence."""
     costs = mk.costs
     total = 0.0
-    for kind, sellers, reports in _profile_groups(costs, P):
+    mc = mk.found.truth.shape[0] > 1
+    for kind, sellers, reports in _profile_groups(costs, P, rng):
         values = np.unique(reports)
         if values.size == 1:  # floor, top, tied: one value, tried once
             oth = np.full((sellers.size, 1), values[0])
@@ -901,28 +1085,34 @@ def _search_profiles(mk: _Market, evaluator, P: _Plan, settings) -> None:
             oth = reports[_others(reports, sellers, P.max_others)]
         rows = None if costs.size <= _LARGE else np.empty(0, dtype=int)  # speed
         try:
-            f = _search(evaluator(reports), sellers, costs[sellers], oth, P, None,
-                        settings["tol_terms"], False, rows)  # fmt: skip
+            f = _search(evaluator(reports), sellers, costs[sellers], oth, P, P.rows(sellers),
+                        None, settings["tol_terms"], False, rows)  # fmt: skip
         except MarketSimError as err:
             mk.skipped.append(f"{kind}: {err}")
             continue
         mk.profile_counts[kind] = mk.profile_counts.get(kind, 0) + sellers.size
         total += sum(f.counts.values()) * sellers.size
         mk.groups.append(reports)
-        g = len(mk.groups) - 1
-        better = f.best_gain > mk.gain[sellers]
-        upd = sellers[better]
-        mk.gain[upd], mk.gain_se[upd] = f.best_gain[better], f.best_se[better]
-        mk.best_report[upd], mk.profile[upd], mk.best_group[upd] = f.best_report[better], kind, g
-        f_tol = settings["tol_terms"][0] * P.width * f.cand_eps + settings["tol_terms"][1]
-        tb = f.type_gain - f_tol > mk.type_gain[sellers] - mk.type_tol[sellers]
-        mk.type_gain[sellers[tb]], mk.type_pair[sellers[tb]] = f.type_gain[tb], f.type_pair[tb]
-        mk.type_profile[sellers[tb]], mk.type_tol[sellers[tb]] = kind, f_tol[tb]
-        if not mk.found.truth.shape[0] > 1:  # exact: IR under the profile too
-            t = f.truth.mean(axis=0)
-            mk.profile_truth[sellers] = np.minimum(mk.profile_truth[sellers], t)
+        _take_profile(mk, f, sellers, kind, len(mk.groups) - 1, mc)
     n_pairs = sum(mk.profile_counts.values())
     mk.profile_candidates = total / n_pairs if n_pairs else 0.0
+
+
+def _take_profile(mk: _Market, f: _Found, sellers, kind: str, g: int, mc: bool) -> None:
+    """Keep a profile's results where they exceed their tolerance by more than the
+    market's (gains and type gains, each against its own group's tolerance)."""
+    better = (f.best_gain > 0) & (f.best_gain - f.tol > mk.gain[sellers] - mk.gain_tol[sellers])
+    if mc:  # Monte Carlo: the search only selects; compare the gains
+        better = f.best_gain > mk.gain[sellers]
+    upd = sellers[better]
+    mk.gain[upd], mk.gain_se[upd] = f.best_gain[better], f.best_se[better]
+    mk.best_report[upd], mk.profile[upd], mk.best_group[upd] = f.best_report[better], kind, g
+    mk.gain_tol[upd] = f.tol[better]
+    tb = f.type_gain - f.tol > mk.type_gain[sellers] - mk.type_tol[sellers]
+    mk.type_gain[sellers[tb]], mk.type_pair[sellers[tb]] = f.type_gain[tb], f.type_pair[tb]
+    mk.type_profile[sellers[tb]], mk.type_tol[sellers[tb]] = kind, f.tol[tb]
+    if not mc:  # exact: IR under the profile too
+        mk.ir.add(sellers, f, f"others {kind}", mk.costs)
 
 
 # ---- Monte Carlo confirmation ---------------------------------------------------------
@@ -947,11 +1137,13 @@ def _confirm(mech, mk: _Market, P: _Plan, rng, settings) -> dict:
     Returns quantity -> (n, 5) moments (``_moments``)."""
     costs = mk.costs
     n = costs.size
-    names = ("gain", "truth", "top", "bottom")
+    names = ("gain", "explore", "truth", "top", "bottom")
     samples: dict[str, list] = {q: [np.empty(0)] * n for q in names}
     active, D = np.arange(n), settings["n_confirm"]
+    R = P.rows(np.arange(n))
+    explore = R.lo + R.width * (1.0 - rng.random(n))  # one fresh report per seller
     for stage in range(_N_STAGES):
-        new = _confirm_draws(mech, mk, P, active, rng.integers(2**63, size=D))
+        new = _confirm_draws(mech, mk, P, active, rng.integers(2**63, size=D), explore)
         for q in names:
             for k, i in enumerate(active):
                 samples[q][i] = np.concatenate([samples[q][i], new[q][:, k]])
@@ -970,13 +1162,13 @@ def _unsettled(stats, mk: _Market, P: _Plan, settings) -> np.ndarray:
     confidence bound still allows a gain (IR violation) beyond tol + the resolution
     (with this market's tol and scale, at most the audit's)."""
     st = {q: np.array(v, dtype=float) for q, v in stats.items()}
-    eps_scale = float(mk.truth_eps.max(initial=0.0))
-    tol = settings["tol_terms"][0] * P.width * eps_scale + settings["tol_terms"][1]
-    margin = settings["resolution"] * (P.width * eps_scale if eps_scale > 0 else P.width)
+    tol, margin = mk.tol, settings["resolution"] * mk.found.scale
     n_pairs = settings["n_pairs"]
-    g = st["gain"]
-    out = g[:, 3] == 0
-    out |= g[:, 0] + _critical(g, _bonferroni_z(n_pairs * _N_STAGES), -1) * g[:, 1] > tol + margin
+    out = np.zeros(len(st["gain"]), dtype=bool)
+    for g in (st["gain"], st["explore"]):
+        out |= g[:, 3] == 0
+        k_gain = _critical(g, _bonferroni_z(2 * n_pairs * _N_STAGES), -1)
+        out |= g[:, 0] + k_gain * g[:, 1] > mk.gain_tol + margin
     z_ir = _bonferroni_z(3 * n_pairs * _N_STAGES)
     for q in ("truth", "top", "bottom"):
         x = st[q]
@@ -984,15 +1176,18 @@ def _unsettled(stats, mk: _Market, P: _Plan, settings) -> np.ndarray:
     return out
 
 
-def _confirm_draws(mech, mk: _Market, P: _Plan, sellers, seeds) -> dict:
-    """One batch of fresh draws for ``sellers``: quantity -> (D, k) samples."""
+def _confirm_draws(mech, mk: _Market, P: _Plan, sellers, seeds, explore) -> dict:
+    """One batch of fresh draws for ``sellers``: quantity -> (D, k) samples; ``explore``
+    (n,): a report per seller drawn afresh, confirmed too (an outcome the search's few
+    draws never showed, a rare prize, is not tied to the report the search chose)."""
     costs = mk.costs
     c = costs[sellers]
+    R = P.rows(sellers)
     truth = np.array([mech.run(costs, np.random.default_rng(int(s))).utilities(costs)[sellers]
                       for s in seeds])  # fmt: skip
     in_market = mk.best_group[sellers] == 0
     best = np.where(in_market, mk.best_report[sellers], c)
-    cols = np.column_stack([np.full(c.size, P.floor), np.full(c.size, P.hi), best])
+    cols = np.column_stack([R.floor, R.hi, best, explore[sellers]])
     U, E = _loop(mech, costs, costs, sellers, cols, list(seeds))
     gain = U[:, :, 2] - truth
     for k in np.nonzero(~in_market)[0]:
@@ -1002,18 +1197,19 @@ def _confirm_draws(mech, mk: _Market, P: _Plan, sellers, seeds) -> dict:
         gain[:, k] = Ug[:, 0, 1] - Ug[:, 0, 0]
     return {
         "gain": gain,
+        "explore": U[:, :, 3] - truth,
         "truth": truth,
-        "bottom": U[:, :, 0] + (c - P.floor) * E[:, :, 0],
-        "top": U[:, :, 1] + (c - P.hi) * E[:, :, 1],
+        "bottom": U[:, :, 0] + (c - R.floor) * E[:, :, 0],
+        "top": U[:, :, 1] + (c - R.hi) * E[:, :, 1],
     }
 
 
 # ---- verdicts -----------------------------------------------------------------------
-def _tolerance(markets: list[_Market], P: _Plan, settings) -> tuple[float, float]:
-    """(tol, eps_scale): tol = tol_factor x w x eps_scale + tol_abs (module doc)."""
-    eps_scale = max(float(np.max(m.truth_eps)) for m in markets)
-    tol_factor, tol_abs = settings["tol_terms"]
-    return tol_factor * P.width * eps_scale + tol_abs, eps_scale
+def _tolerance(markets: list[_Market]) -> tuple[float, float]:
+    """(tol, eps_scale) for the summary: the largest per-seller tolerance used (each
+    seller is judged against its own, ``_tol``) and the largest truthful eps."""
+    tol = max(float(max(m.tol.max(), m.gain_tol.max(), m.type_tol.max())) for m in markets)
+    return tol, max(float(np.max(m.truth_eps)) for m in markets)
 
 
 def _critical(stats: np.ndarray, z: float, side: int) -> np.ndarray:
@@ -1023,35 +1219,48 @@ def _critical(stats: np.ndarray, z: float, side: int) -> np.ndarray:
     return z + np.maximum(0.0, -side * skew) * (2 * z * z + 1) / (6 * np.sqrt(D))
 
 
-def _decide(markets: list[_Market], tol: float, mc: bool, n_pairs: int, margin: float) -> dict:
-    """Per (market, seller): profitable / undecided gains and IR violations, and the
-    detectable sizes (Monte Carlo; module doc)."""
-    cat = {k: np.concatenate([getattr(m, k) for m in markets])
-           for k in ("gain", "gain_se", "truth", "top", "bottom", "profile_truth")}  # fmt: skip
+def _cat(markets, key: str) -> np.ndarray:
+    return np.concatenate([getattr(m, key) for m in markets])
+
+
+def _decide(markets: list[_Market], mc: bool, n_pairs: int, resolution: float) -> dict:
+    """Per (market, seller), each against its own tolerance: profitable / undecided
+    gains and IR violations, and the detectable sizes (Monte Carlo; module doc)."""
+    gain_tol, tol = _cat(markets, "gain_tol"), _cat(markets, "tol")
+    margin = resolution * np.concatenate([m.found.scale for m in markets])
+    base = {"gain_tol": gain_tol, "tol": tol, "margin": margin}
     if not mc:
-        ir_low = np.minimum.reduce([cat["truth"], cat["top"], cat["bottom"], cat["profile_truth"]])
-        return {
-            "profitable": cat["gain"] > tol,
+        ir_margin = np.concatenate([m.ir.margin for m in markets])
+        return base | {
+            "profitable": _cat(markets, "gain") > gain_tol,
             "undecided": np.zeros(n_pairs, dtype=bool),
-            "ir_bad": ir_low < -tol,
+            "ir_bad": ir_margin < 0,
             "ir_undecided": np.zeros(n_pairs, dtype=bool),
-            "ir_low": ir_low,
-            "detectable_gain": tol,
-            "detectable_ir": tol,
+            "ir_low": np.concatenate([m.ir.utility for m in markets]),
+            "ir_margin": ir_margin,
+            "detectable_gain": None,
+            "detectable_ir": None,
             "wide_gain": np.zeros(n_pairs, dtype=bool),
             "wide_ir": np.zeros(n_pairs, dtype=bool),
             "z": 0.0,
         }
+    return base | _decide_mc(markets, n_pairs, gain_tol, tol, margin)
+
+
+def _decide_mc(markets, n_pairs, gain_tol, tol, margin) -> dict:
+    """The Monte Carlo half of ``_decide``: the confirmation's statistics."""
     st = {q: np.concatenate([m.stats[q] for m in markets]) for q in markets[0].stats}
-    z_gain = _bonferroni_z(n_pairs * _N_STAGES)
-    g = st["gain"]
+    z_gain = _bonferroni_z(2 * n_pairs * _N_STAGES)
+    g, x = st["gain"], st["explore"]
     k_gain = _critical(g, z_gain, +1)
     lower = g[:, 0] - k_gain * g[:, 1]
     stable = g[:, 3] > 0
+    # the fresh report only raises doubt: a gain or a heavy tail there is not excluded
+    x_lower = x[:, 0] - _critical(x, z_gain, +1) * x[:, 1]
+    x_wide = (x[:, 0] + _critical(x, z_gain, -1) * x[:, 1] > tol + margin) | (x_lower > tol)
     z_ir = _bonferroni_z(3 * n_pairs * _N_STAGES)
-    ir_bad, ir_und, ir_det, ir_low = (np.zeros(n_pairs, dtype=bool), np.zeros(n_pairs, dtype=bool),
-                                      [], np.full(n_pairs, np.inf))  # fmt: skip
-    wide_ir = np.zeros(n_pairs, dtype=bool)
+    ir_bad, ir_und = np.zeros(n_pairs, dtype=bool), np.zeros(n_pairs, dtype=bool)
+    wide_ir, ir_det, ir_low = np.zeros(n_pairs, dtype=bool), [], np.full(n_pairs, np.inf)
     for q in ("truth", "top", "bottom"):
         k_ir = _critical(st[q], z_ir, -1)
         upper = st[q][:, 0] + k_ir * st[q][:, 1]
@@ -1060,36 +1269,39 @@ def _decide(markets: list[_Market], tol: float, mc: bool, n_pairs: int, margin: 
         ir_und |= ~ok & (upper < -tol)
         # the data allow a violation beyond the resolution: the lower bound is below it
         wide_ir |= st[q][:, 0] - _critical(st[q], z_ir, +1) * st[q][:, 1] < -tol - margin
-        ir_det.append((k_ir + _Z_POWER) * st[q][:, 1])
+        ir_det.append(tol + (k_ir + _Z_POWER) * st[q][:, 1])
         ir_low = np.minimum(ir_low, st[q][:, 0])
+    detectable = gain_tol + (k_gain + _Z_POWER) * g[:, 1]
     return {
-        "profitable": stable & (lower > tol),
-        "undecided": ~stable & (lower > tol),
+        "profitable": stable & (lower > gain_tol),
+        "undecided": ~stable & (lower > gain_tol),
         "ir_bad": ir_bad,
         "ir_undecided": ir_und,
         "ir_low": ir_low,
+        "ir_margin": ir_low + tol,
         "gain": g[:, 0],
         "gain_se": g[:, 1],
         "truth": st["truth"][:, 0],
         "top": st["top"][:, 0],
         "bottom": st["bottom"][:, 0],
-        "wide_gain": g[:, 0] + _critical(g, z_gain, -1) * g[:, 1] > tol + margin,
+        "wide_gain": (g[:, 0] + _critical(g, z_gain, -1) * g[:, 1] > gain_tol + margin) | x_wide,
         "wide_ir": wide_ir,
-        "detectable_gain": tol + float(np.median((k_gain + _Z_POWER) * g[:, 1])),
-        "detectable_gain_max": tol + float(np.max((k_gain + _Z_POWER) * g[:, 1])),
-        "detectable_ir": tol + float(np.median(np.concatenate(ir_det))),
+        "detectable_gain": float(np.median(detectable)),
+        "detectable_gain_max": float(np.max(detectable)),
+        "detectable_ir": float(np.median(np.concatenate(ir_det))),
         "z": z_gain,
         "draws_max": int(max(st[q][:, 4].max() for q in st)),
+        "draws_total": int(sum(m.stats["gain"][:, 4].sum() for m in markets)),
     }
 
 
-def _verdicts(d: dict, markets, violations, tol, margin, settings, mc, deterministic) -> dict:
+def _verdicts(d: dict, markets, violations, settings, mc, deterministic) -> dict:
     """IC and IR verdicts with their reasons and witnesses (module doc)."""
     n_per = markets[0].costs.size
     gain = d.get("gain", np.concatenate([m.gain for m in markets]))
     type_excess = np.concatenate([m.type_gain - m.type_tol for m in markets])
     type_gain = np.concatenate([m.type_gain for m in markets])
-    residual, res_tol = _residual_excess(markets, settings["tol_terms"], settings["width"])
+    residual, res_tol = _residual_excess(markets)
     out: dict = {"verdict_reason": None, "ir_reason": None}
     i_best = int(np.argmax(gain))
     out["verdict"], out["witness"] = "ic", _witness(markets, i_best, gain[i_best], n_per, "seller")
@@ -1135,8 +1347,8 @@ def _verdicts(d: dict, markets, violations, tol, margin, settings, mc, determini
         out["verdict"] = "inconclusive"
         out["verdict_reason"] = (
             f"no gain confirmed, but at {int(d['wide_gain'].sum())} sellers' best reports the "
-            f"draws allow a gain above tol + resolution {settings['resolution']:g} x w x "
-            f"eps_scale = {tol + margin:.3g}; more draws (n_confirm) are needed"
+            f"draws allow a gain above its tol + resolution {settings['resolution']:g} x its "
+            "own incentive scale (w x its largest eps); more draws (n_confirm) are needed"
         )
     if d["ir_bad"].any():
         out["ir_verdict"] = "not_ir"
@@ -1150,7 +1362,8 @@ def _verdicts(d: dict, markets, violations, tol, margin, settings, mc, determini
         out["ir_verdict"] = "inconclusive"
         out["ir_reason"] = (
             f"no IR violation confirmed, but for {int(d['wide_ir'].sum())} sellers the draws "
-            f"allow a truthful utility below -{tol + margin:.3g} (at the drawn cost, the top or "
+            "allow a truthful utility below -(its tol + resolution x its scale) (at the drawn "
+            "cost, the top or "
             "the bottom); more draws (n_confirm) are needed"
         )
     else:
@@ -1162,7 +1375,7 @@ def _verdicts(d: dict, markets, violations, tol, margin, settings, mc, determini
     return out
 
 
-def _residual_excess(markets, tol_terms, width) -> tuple[float, float]:
+def _residual_excess(markets) -> tuple[float, float]:
     """The identity residual of the seller where it most exceeds its tolerance (tol at
     the largest eps among its reports), and that tolerance."""
     best = (0.0, math.inf)
@@ -1172,7 +1385,7 @@ def _residual_excess(markets, tol_terms, width) -> tuple[float, float]:
             if ch is None:
                 continue
             size = ch.residuals.size
-            t = tol_terms[0] * width * mk.found.cand_eps[off : off + size] + tol_terms[1]
+            t = mk.found.tol[off : off + size]
             j = int(np.argmax(ch.residuals - t))
             if ch.residuals[j] - t[j] > best[0] - best[1]:
                 best = (float(ch.residuals[j]), float(t[j]))
@@ -1180,17 +1393,31 @@ def _residual_excess(markets, tol_terms, width) -> tuple[float, float]:
     return best
 
 
+def _ir_witness(markets, d: dict, n_per: int, mc: bool) -> dict:
+    """The seller whose IR margin (utility + its tol) is least: where, which type."""
+    flat = int(np.argmin(d["ir_margin"]))
+    m, i = divmod(flat, n_per)
+    if mc:
+        return {"market": m, "seller": i, "utility": float(d["ir_low"][flat]),
+                "tol": float(d["tol"][flat]),
+                "where": "at the drawn cost, the top or the bottom"}  # fmt: skip
+    ir = markets[m].ir
+    return {"market": m, "seller": i, "utility": float(ir.utility[i]), "type": float(ir.cost[i]),
+            "tol": float(d["tol"][flat]), "where": str(ir.where[i])}  # fmt: skip
+
+
 def _witness(markets, flat: int, gain: float, n_per: int, kind: str) -> dict:
     m, i = divmod(flat, n_per)
     mk = markets[m]
     if kind == "type":
         cost, report = (float(v) for v in mk.type_pair[i])
-        profile = str(mk.type_profile[i])
+        profile, tol = str(mk.type_profile[i]), float(mk.type_tol[i])
     else:
         cost, report, profile = float(mk.costs[i]), float(mk.best_report[i]), str(mk.profile[i])
+        tol = float(mk.gain_tol[i])
     return {"market": m, "seller": i, "cost": cost, "report": report, "gain": float(gain),
             "se": float(mk.gain_se[i]) if kind == "seller" else 0.0, "profile": profile,
-            "kind": kind}  # fmt: skip
+            "kind": kind, "tol": tol}  # fmt: skip
 
 
 def _table(markets: list[_Market], d: dict, groups):
@@ -1204,7 +1431,7 @@ def _table(markets: list[_Market], d: dict, groups):
             "market": m, "seller": np.arange(n), "cost": mk.costs, "truthful_utility": mk.truth,
             "utility_at_top": mk.top, "utility_at_bottom": mk.bottom,
             "best_report": mk.best_report, "max_gain": mk.gain, "profile": mk.profile,
-            "monotone": mk.mono, "gain_se": mk.gain_se,
+            "monotone": mk.mono, "gain_se": mk.gain_se, "tol": mk.gain_tol,
         }))  # fmt: skip
     table = pd.concat(rows, ignore_index=True)
     for col in ("gain", "gain_se", "truth", "top", "bottom"):
@@ -1246,6 +1473,13 @@ class _Source:
     population: Any = None
     given: np.ndarray | None = None
     given_data: list | None = None  # with ``given``: each market's (X, y)
+
+    def ends(self) -> np.ndarray:
+        """(n, 2): each seller's own support (a population: its class law's)."""
+        if self.population is None:
+            return np.tile([self.lo, self.hi], (self.n_sellers, 1))
+        laws = self.population.laws
+        return np.array([[float(v) for v in laws[int(g)].support] for g in self.population.group])
 
     def draw(self, m: int, rng):
         """(costs, class of each seller or None, data or None) of market m."""
@@ -1359,7 +1593,7 @@ def audit(
     n_starts: int = 2,
     n_sections: int = 4,
     tol_factor: float = 1e-6,
-    tol_abs: float = 1e-9,
+    tol_abs: float = 0.0,
     max_others: int = 16,
     n_jumps: int = 2,
     max_profile_sellers: int = 32,
@@ -1487,11 +1721,14 @@ def _coalition_size(k, n_sellers):
     return k
 
 
-def _plan(src: _Source, settings, floor=None) -> _Plan:
-    return _Plan(src.lo, src.hi, src.lo if floor is None else floor, settings["n_grid"],
+def _plan(src: _Source, settings, floor_frac: float = 0.0) -> _Plan:
+    """The search plan: each seller's own support (its class law's, in a population)
+    and the floor at ``floor_frac`` of its width above its bottom."""
+    return _Plan(src.lo, src.hi, src.lo + floor_frac * (src.hi - src.lo), settings["n_grid"],
                  settings["n_random"], bool(settings["refine"]), settings["n_starts"],
                  settings["n_sections"], settings["refine_iter"], settings["max_others"],
-                 settings["n_jumps"], settings["max_profile_sellers"])  # fmt: skip
+                 settings["n_jumps"], settings["max_profile_sellers"], src.ends(),
+                 floor_frac)  # fmt: skip
 
 
 def _draw(mech, src: _Source, n_markets, rng, settings):
@@ -1506,8 +1743,8 @@ def _draw(mech, src: _Source, n_markets, rng, settings):
         drawn.append(costs)
         groups.append(group)
         mechs.append(mech.with_data(*data) if getattr(mech, "needs_data", False) else mech)
-    floor, floor_note = _floor(_unchecked(mechs[0]), drawn[0], _plan(src, settings), rng, mc)
-    settings["plan"], settings["floor_note"] = _plan(src, settings, floor), floor_note
+    frac, floor_note = _floor(_unchecked(mechs[0]), drawn[0], _plan(src, settings), rng, mc)
+    settings["plan"], settings["floor_note"] = _plan(src, settings, frac), floor_note
     return drawn, (None if groups[0] is None else groups), mechs
 
 
@@ -1537,17 +1774,12 @@ def _unchecked(mech):
 
 def _result(mechanism, mech, mechs, src, markets, groups, rng, settings) -> AuditResult:
     """Tolerance, verdicts, the table and the summary."""
-    P: _Plan = settings["plan"]
     mc = _is_monte_carlo(mech)
     randomized = bool(getattr(mech, "randomized", False))
     n_pairs = len(markets) * src.n_sellers
-    tol, eps_scale = _tolerance(markets, P, settings)
-    scale = P.width * eps_scale if eps_scale > 0 else P.width
-    margin = settings["resolution"] * scale
-    d = _decide(markets, tol, mc, n_pairs, margin)
-    d["tol"] = tol
+    tol, eps_scale = _tolerance(markets)
+    d = _decide(markets, mc, n_pairs, settings["resolution"])
     checks = [ch for mk in markets for ch in (mk.found.check or []) if ch is not None]
-    settings["width"] = P.width
     violations = [(m, int(r[0]), *r[1:]) for m, mk in enumerate(markets)
                   for r in mk.found.violations]  # fmt: skip
     n_own = 0
@@ -1557,7 +1789,8 @@ def _result(mechanism, mech, mechs, src, markets, groups, rng, settings) -> Audi
             listed = [(m, x.seller, x.low, x.high, x.eps_low, x.eps_high) for x in own(mk.costs)]
             violations += listed
             n_own += len(listed)
-    v = _verdicts(d, markets, violations, tol, margin, settings, mc, not randomized)
+    v = _verdicts(d, markets, violations, settings, mc, not randomized)
+    v["ir_witness"] = _ir_witness(markets, d, src.n_sellers, mc)
     if mc:
         v["witness"]["se"] = float(d["gain_se"][v["witness"]["market"] * src.n_sellers
                                                + v["witness"]["seller"]])  # fmt: skip
@@ -1575,17 +1808,17 @@ def _summary(mechanism, mech, src, markets, table, d, v, tol, eps_scale, setting
     """The numbers of summary.json (module doc)."""
     P: _Plan = settings["plan"]
     mc = _is_monte_carlo(mech)
-    randomized = bool(getattr(mech, "randomized", False))
     n_pairs = table.shape[0]
     gains = table["max_gain"].to_numpy()
     G = table.groupby("market")["max_gain"].max().to_numpy()
     ci = _bootstrap_ci(G, rng, settings["n_boot"])
     RG = np.concatenate([mk.found.rand_gain for mk in markets], axis=0)
+    RT = np.concatenate([mk.found.rand_tol for mk in markets])
     if mc:
         RS = np.concatenate([mk.found.rand_se for mk in markets], axis=0)
-        n_prof_random = int(np.sum(RG - _bonferroni_z(RG.size) * RS > tol))
+        n_prof_random = int(np.sum(RG - _bonferroni_z(RG.size) * RS > RT[:, None]))
     else:
-        n_prof_random = int(np.sum(RG > tol))
+        n_prof_random = int(np.sum(RG > RT[:, None]))
     counts = dict(markets[0].found.counts)
     counts["jumps"] = float(np.mean([mk.found.counts.get("jumps", 0) for mk in markets]))
     counts["local"] = float(np.mean([mk.found.counts.get("local", 0) for mk in markets]))
@@ -1594,7 +1827,7 @@ def _summary(mechanism, mech, src, markets, table, d, v, tol, eps_scale, setting
         for k, n in mk.profile_counts.items():
             profiles[k] = profiles.get(k, 0) + n
     ir_low = d["ir_low"]
-    ir_where = _ir_where(table, d, markets)
+    ir_where = v["ir_witness"]["where"]
     by_kind = {k: int(round(val)) for k, val in counts.items()}
     checks = [ch for mk in markets for ch in (mk.found.check or []) if ch is not None]
     s = {
@@ -1628,7 +1861,8 @@ def _summary(mechanism, mech, src, markets, table, d, v, tol, eps_scale, setting
         "margin_z": d["z"],
         "mean_payment": float(np.mean([mk.payments.mean() for mk in markets])),
         "eps_scale": eps_scale,
-        "incentive_scale": P.width * eps_scale,
+        "incentive_scale": float(max(m.found.scale.max() for m in markets)),
+        "tol_min": float(min(m.tol.min() for m in markets)),
         "tol_factor": settings["tol_factor"],
         "tol_abs": settings["tol_abs"],
         "tol": tol,
@@ -1645,17 +1879,15 @@ def _summary(mechanism, mech, src, markets, table, d, v, tol, eps_scale, setting
         "n_random_reports": int(RG.size),
         "n_profitable_random": n_prof_random,
         "profitable_share_upper": clopper_pearson_upper(n_prof_random, RG.size),
-        "detectable_gain": d["detectable_gain"] if randomized else None,
-        "detectable_gain_max": d.get("detectable_gain_max") if randomized else None,
-        "detectable_ir_violation": d["detectable_ir"] if randomized else None,
+        "detectable_gain": d["detectable_gain"],
+        "confirm_draws_total": d.get("draws_total"),
+        "detectable_gain_max": d.get("detectable_gain_max"),
+        "detectable_ir_violation": d["detectable_ir"],
         "ir_violations": int(d["ir_bad"].sum()),
         "ir_share_upper": clopper_pearson_upper(int(d["ir_bad"].sum()), n_pairs),
         "min_truthful_utility": float(table["truthful_utility"].min()),
         "min_utility_top": float(table["utility_at_top"].min()),
         "min_utility_bottom": float(table["utility_at_bottom"].min()),
-        "min_utility_profiles": None
-        if mc
-        else float(min(mk.profile_truth.min() for mk in markets)),
         "min_ir_utility": float(ir_low.min()),
         "ir_where": ir_where,
         "monotonicity_violations": 0,
@@ -1676,17 +1908,6 @@ def _summary(mechanism, mech, src, markets, table, d, v, tol, eps_scale, setting
     return s
 
 
-def _ir_where(table, d, markets) -> str:
-    """Where the least IR utility is: at the drawn cost, the top, the bottom, a profile."""
-    low = float(d["ir_low"].min())
-    for col, label in (("truthful_utility", "at the drawn cost"),
-                       ("utility_at_top", "at the top of the support"),
-                       ("utility_at_bottom", "at the bottom of the support")):  # fmt: skip
-        if float(table[col].min()) <= low:
-            return label
-    return "in an opponent profile"
-
-
 def _certificate(mech, checks, n_reports) -> dict:
     """``certified`` (the library's offline and online allocations only) or the note
     of ``myerson_mechanism`` (docs/audit-certification.md)."""
@@ -1694,10 +1915,16 @@ def _certificate(mech, checks, n_reports) -> dict:
 
     if not checks:
         return {}
+    from .certification import certified_classes, unmodified
+
     verdicts = {certification(mech, ch) for ch in checks}
+    why = unmodified(mech) if isinstance(mech, certified_classes()) else None
+    note = certificate_note(mech, n_reports)
+    if why:  # the library's class, but not the library's object
+        note = f"not the library's own object ({why}); a search cannot prove IC"
     return {
         "certified": verdicts.pop() if len(verdicts) == 1 else None,
-        "certificate_note": certificate_note(mech, n_reports),
+        "certificate_note": note,
     }
 
 
@@ -1715,7 +1942,7 @@ def _by_class(table, src: _Source, d) -> list[dict]:
             "max_gain": float(part["max_gain"].max()),
             "n_profitable": int(d["profitable"][idx].sum()),
             "ir_violations": int(d["ir_bad"][idx].sum()),
-            "ir_violations_at_cost": int((part["truthful_utility"] < -d["tol"]).sum()),
+            "ir_violations_at_cost": int((part["truthful_utility"] < -d["tol"][idx]).sum()),
             "min_truthful_utility": float(part["truthful_utility"].min()),
         })  # fmt: skip
     return rows

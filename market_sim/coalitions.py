@@ -348,27 +348,30 @@ def _joint_reports(cm, mem, mult, rng, n_random_reports, lo, floor, hi):
     return joint, labels[1:]
 
 
-def opponent_profiles(reports, support, members) -> dict[str, np.ndarray]:
+def opponent_profiles(reports, support, members, rng=None) -> dict[str, np.ndarray]:
     """The others' reports in the targeted profiles of a group ``members`` (one seller
     for the unilateral audit, a coalition here): ``floor`` / ``top``: every other at
-    the support's bottom / top (``support`` = (lowest report, c_max)); ``tied``: every
-    other at the members' mean report; ``one_at_floor`` / ``one_at_top``: the others
+    its support's bottom / top (``support`` = (lowest report, c_max), numbers or one per
+    seller: each seller's own support); ``tied``: every other at the members' mean
+    report (within its own support); ``one_at_floor`` / ``one_at_top``: the others
     truthful but one non-member, the farthest from that end, moved to it.  The members'
     own entries are overwritten by the reports tried.  These are profiles no draw from
     the prior reliably produces (ex-post IC is a statement for every one)."""
     r = np.asarray(reports, dtype=float).reshape(-1)
-    lo, hi = (float(v) for v in support)
+    lo = np.broadcast_to(np.asarray(support[0], dtype=float), r.shape)
+    hi = np.broadcast_to(np.asarray(support[1], dtype=float), r.shape)
     mem = np.asarray(members, dtype=int).reshape(-1)
     out = {
-        "floor": np.full(r.size, lo),
-        "top": np.full(r.size, hi),
-        "tied": np.full(r.size, float(r[mem].mean())),
+        "floor": lo.copy(),
+        "top": hi.copy(),
+        "tied": np.clip(np.full(r.size, float(r[mem].mean())), lo, hi),
     }
     rest = np.setdiff1d(np.arange(r.size), mem)
     if rest.size:
         for label, end, far in (("one_at_floor", lo, np.argmax), ("one_at_top", hi, np.argmin)):
             v = r.copy()
-            v[rest[far(r[rest])]] = end
+            j = rest[far(r[rest])]
+            v[j] = end[j]
             out[label] = v
     return out
 
