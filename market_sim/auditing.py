@@ -422,11 +422,13 @@ class _Exact:
 
     mc = False
 
-    def __init__(self, mech, reports, costs, rng):
+    def __init__(self, mech, reports, costs, rng, force_outcome=False):
         self.mech, self.reports, self.costs = mech, reports, costs
         self.seed = int(rng.integers(2**63))  # one draw per market: common to all calls
         self.path = (
-            "deviations"
+            "outcome"
+            if force_outcome
+            else "deviations"
             if _overrides(mech, "deviations")
             else "utilities"
             if _overrides(mech, "deviation_utilities")
@@ -508,6 +510,27 @@ def _pair(result, n, mech):
     return eps, pay
 
 
+def _deviations_disagree(mech, costs, P, rng) -> str | None:
+    """A deterministic mechanism's ``deviations`` (or ``deviation_utilities``) checked
+    against ``outcome`` (what ``run`` pays: the mechanism) at four reports of up to four
+    sellers: why they disagree, or None.  The audit then calls ``outcome`` instead."""
+    ev = _Exact(mech, costs, costs, rng)
+    if ev.path == "outcome" or getattr(mech, "randomized", False):
+        return None
+    sellers = np.arange(min(4, costs.size))
+    R = P.rows(sellers)
+    cand = R.clip(np.column_stack([costs[sellers], R.floor, R.hi,
+                                   R.lo + R.width * rng.random(sellers.size)]))  # fmt: skip
+    u_dev, e_dev = ev(sellers, cand)
+    u_out, e_out = _loop(mech, costs, costs, sellers, cand, [None])
+    scale = float(np.max(np.abs(u_out)) + np.max(e_out) * float(R.width.max())) + 1e-300
+    gap = float(max(np.max(np.abs(u_dev - u_out)), np.max(np.abs(e_dev - e_out)) * R.width.max()))
+    if gap > 1e-9 * scale:
+        return (f"{ev.path} disagrees with outcome by {gap:.3g} at the reports checked; "
+                "outcome (what run pays) is audited")  # fmt: skip
+    return None
+
+
 # ---- the search ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Rows:
@@ -554,6 +577,7 @@ class _Plan:
     max_profile_sellers: int
     ends: np.ndarray | None = None
     floor_frac: float = 0.0
+    interior: bool = True
 
     @property
     def width(self) -> float:
@@ -988,7 +1012,7 @@ def _profile_groups(costs, P: _Plan, rng=None):
     """(kind, sellers, reports) for every opponent profile, sellers sharing a vector
     grouped (``coalitions.opponent_profiles``, own entry aside; each other seller
     within its own support)."""
-    from .coalitions import opponent_profiles
+    from .coalitions import interior_profiles, opponent_profiles
 
     R = P.rows(np.arange(costs.size))
     groups: dict[tuple, list] = {}
@@ -998,7 +1022,11 @@ def _profile_groups(costs, P: _Plan, rng=None):
             key = (kind, v.tobytes())  # the own entry is replaced by the candidates
             groups.setdefault(key, []).append(int(i))
             vectors[key] = v
-    return [(key[0], np.array(s), vectors[key]) for key, s in groups.items()]
+    out = [(key[0], np.array(s), vectors[key]) for key, s in groups.items()]
+    if rng is not None and P.interior:  # shared vectors: every profiled seller at once
+        searched = _profile_sellers(costs, P.max_profile_sellers)
+        out += [(kind, searched, v) for kind, v in interior_profiles(costs, (R.floor, R.hi), rng)]
+    return out
 
 
 def _audit_market(mech, costs, P: _Plan, rng, mc, settings, progress_bar):
@@ -1010,7 +1038,7 @@ def _audit_market(mech, costs, P: _Plan, rng, mc, settings, progress_bar):
     def evaluator(reports, draws=None):
         if mc:
             return _MonteCarlo(mech, reports, costs, seeds[:draws])
-        return _Exact(mech, reports, costs, rng)
+        return _Exact(mech, reports, costs, rng, settings.get("deviations_note") is not None)
 
     rand = R.clip(R.col("lo") + R.col("width") * (1.0 - rng.random((n, P.n_random))))  # (lo, hi]
     ev = evaluator(costs)
@@ -1755,6 +1783,9 @@ def _draw(mech, src: _Source, n_markets, rng, settings):
         mechs.append(mech.with_data(*data) if getattr(mech, "needs_data", False) else mech)
     frac, floor_note = _floor(_unchecked(mechs[0]), drawn[0], _plan(src, settings), rng, mc)
     settings["plan"], settings["floor_note"] = _plan(src, settings, frac), floor_note
+    settings["deviations_note"] = _deviations_disagree(  # its own stream: rng untouched
+        _unchecked(mechs[0]), drawn[0], settings["plan"], np.random.default_rng(0)
+    )
     return drawn, (None if groups[0] is None else groups), mechs
 
 
@@ -1857,6 +1888,7 @@ def _summary(mechanism, mech, src, markets, table, d, v, tol, eps_scale, setting
         "n_candidates": int(round(1 + sum(counts.values()))),
         "floor_report": P.floor,
         "floor_note": settings.get("floor_note"),
+        "deviations_note": settings.get("deviations_note"),
         "profiles_by_kind": profiles,
         "n_profiles": int(sum(profiles.values())),
         "n_profile_candidates": int(round(np.mean([mk.profile_candidates for mk in markets]))),

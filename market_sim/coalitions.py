@@ -63,6 +63,7 @@ from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
 
 __all__ = [
     "opponent_profiles",
+    "interior_profiles",
     "CoalitionResult",
     "CoalitionWitness",
     "coalition_search",
@@ -376,6 +377,56 @@ def opponent_profiles(reports, support, members, rng=None) -> dict[str, np.ndarr
     return out
 
 
+def interior_profiles(
+    reports, support, rng, *, k_max: int = 3, n_points: int = 2, n_bands: int = 2
+) -> list[tuple[str, np.ndarray]]:
+    """A space-filling design of interior profiles of the others' reports, one vector
+    per profile shared by every seller searched (each seller's own entry is replaced
+    by its candidates), as (kind, reports):
+
+    * ``k_at_end``: the k lowest reports at their floor and the rest at their top, and
+      the reverse (k = 1..k_max): k others below (above) every interior point;
+    * ``k_near_point``: k others within w 1e-3 of a point p (distinct), the rest at
+      their top, for ``n_points`` points p, one uniform in each of as many equal
+      parts of the support (a Latin design), k = 1..k_max;
+    * ``pair_tied``: the reports given, the two closest tied at their mean: exactly
+      one tie;
+    * ``band``: every report uniform in one of ``n_bands`` equal bands of the support.
+
+    ``support``: (lowest reports, tops), numbers or one per seller."""
+    r = np.asarray(reports, dtype=float).reshape(-1)
+    n = r.size
+    lo = np.broadcast_to(np.asarray(support[0], dtype=float), r.shape)
+    hi = np.broadcast_to(np.asarray(support[1], dtype=float), r.shape)
+    w = hi - lo
+    order = np.argsort(r, kind="stable")
+    out: list[tuple[str, np.ndarray]] = []
+    for k in range(1, min(k_max, n - 1) + 1):
+        for first, rest in ((lo, hi), (hi, lo)):
+            v = rest.copy()
+            pick = order[:k] if first is lo else order[::-1][:k]
+            v[pick] = first[pick]
+            out.append(("k_at_end", v))
+    points = (np.arange(n_points) + rng.random(n_points)) / max(n_points, 1)
+    for p in points:
+        for k in range(1, min(k_max, n - 1) + 1):
+            v = hi.copy()
+            pick = rng.choice(n, size=k, replace=False)
+            spread = (np.arange(k) - (k - 1) / 2) * 1e-3
+            v[pick] = np.clip(lo[pick] + w[pick] * (p + spread), lo[pick], hi[pick])
+            out.append(("k_near_point", v))
+    if n >= 3:
+        gaps = np.diff(r[order])
+        j = int(np.argmin(gaps))
+        v = r.copy()
+        v[order[j : j + 2]] = r[order[j : j + 2]].mean()
+        out.append(("pair_tied", v))
+    for b in range(n_bands):
+        u = (b + rng.random(n)) / n_bands
+        out.append(("band", lo + w * u))
+    return out
+
+
 def coalition_search(
     mech,
     costs,
@@ -484,12 +535,13 @@ def coalition_search(
     gains, ses, where = [], [], []
     tried: list[tuple[np.ndarray, np.ndarray, list[str], np.ndarray, str]] = []
     n_profiles = 0
+    interior = interior_profiles(c, (floor, hi), rng) if profiles else []
     for members, kind in coalitions.items():
         mem = np.array(members)
         joint, labels = _joint_reports(c[mem], mem, mult, rng, n_random_reports, lo, floor, hi)
         chosen = [("truthful", c)]
         if profiles:
-            chosen += list(opponent_profiles(c, (floor, hi), mem).items())
+            chosen += list(opponent_profiles(c, (floor, hi), mem).items()) + interior
         for label, others in chosen:
             ev.reports = others
             U = ev.utilities(mem, joint, mem)  # (B, s, D)
