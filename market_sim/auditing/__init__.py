@@ -112,17 +112,6 @@ __all__ = [
 ]
 
 
-__all__ = [
-    "audit",
-    "AuditResult",
-    "AuditWork",
-    "audit_work",
-    "audit_settings",
-    "audit_estimate_seconds",
-    "clopper_pearson_upper",
-]
-
-
 @dataclass
 class _Source:
     """Where the markets come from: a cost law (one class), a Population, or given costs."""

@@ -327,6 +327,43 @@ def _table(markets: list[_Market], d: dict, groups):
     return table[cols]
 
 
+def _random_reports(markets, mc: bool) -> tuple[int, int]:
+    """(random reports that gain more than their seller's tol, random reports tried);
+    Monte Carlo: by a Bonferroni margin over the search's draws."""
+    RG = np.concatenate([mk.found.rand_gain for mk in markets], axis=0)
+    RT = np.concatenate([mk.found.rand_tol for mk in markets])
+    if mc:
+        RS = np.concatenate([mk.found.rand_se for mk in markets], axis=0)
+        return int(np.sum(RG - _bonferroni_z(RG.size) * RS > RT[:, None])), int(RG.size)
+    return int(np.sum(RG > RT[:, None])), int(RG.size)
+
+
+def _plan_keys(P: _Plan) -> dict:
+    """The search settings, as recorded in the summary."""
+    return {
+        "n_grid": P.n_grid,
+        "n_random": P.n_random,
+        "n_probes": 2 * int(_PROBES.size),
+        "refine": P.refine,
+        "n_starts": P.n_starts,
+        "n_sections": P.n_sections,
+        "refine_iter": P.n_iter,
+    }
+
+
+def _counts(markets) -> tuple[dict, dict]:
+    """Candidates per seller by kind (jumps and local: the mean over markets) and the
+    opponent profiles searched by kind (seller x profile pairs)."""
+    counts = dict(markets[0].found.counts)
+    counts["jumps"] = float(np.mean([mk.found.counts.get("jumps", 0) for mk in markets]))
+    counts["local"] = float(np.mean([mk.found.counts.get("local", 0) for mk in markets]))
+    profiles: dict[str, int] = {}
+    for mk in markets:
+        for k, n in mk.profile_counts.items():
+            profiles[k] = profiles.get(k, 0) + n
+    return counts, profiles
+
+
 def _summary(mechanism, mech, src, markets, table, d, v, tol, eps_scale, settings, rng) -> dict:
     """The numbers of summary.json (module doc)."""
     P: _Plan = settings["plan"]
@@ -335,38 +372,17 @@ def _summary(mechanism, mech, src, markets, table, d, v, tol, eps_scale, setting
     gains = table["max_gain"].to_numpy()
     G = table.groupby("market")["max_gain"].max().to_numpy()
     ci = _bootstrap_ci(G, rng, settings["n_boot"])
-    RG = np.concatenate([mk.found.rand_gain for mk in markets], axis=0)
-    RT = np.concatenate([mk.found.rand_tol for mk in markets])
-    if mc:
-        RS = np.concatenate([mk.found.rand_se for mk in markets], axis=0)
-        n_prof_random = int(np.sum(RG - _bonferroni_z(RG.size) * RS > RT[:, None]))
-    else:
-        n_prof_random = int(np.sum(RG > RT[:, None]))
-    counts = dict(markets[0].found.counts)
-    counts["jumps"] = float(np.mean([mk.found.counts.get("jumps", 0) for mk in markets]))
-    counts["local"] = float(np.mean([mk.found.counts.get("local", 0) for mk in markets]))
-    profiles: dict[str, int] = {}
-    for mk in markets:
-        for k, n in mk.profile_counts.items():
-            profiles[k] = profiles.get(k, 0) + n
+    n_prof_random, n_random = _random_reports(markets, mc)
+    counts, profiles = _counts(markets)
     ir_low = d["ir_low"]
-    ir_where = v["ir_witness"]["where"]
-    by_kind = {k: int(round(val)) for k, val in counts.items()}
-    checks = [ch for mk in markets for ch in (mk.found.check or []) if ch is not None]
     s = {
         "mechanism": mechanism if isinstance(mechanism, str) else mechanism_name(mech),
         "dist": src.spec,
         "n_sellers": src.n_sellers,
         "n_markets": len(markets),
         "seed": None,  # the CLI records its --seed here
-        "n_grid": P.n_grid,
-        "n_random": P.n_random,
-        "n_probes": 2 * int(_PROBES.size),
-        "refine": P.refine,
-        "n_starts": P.n_starts,
-        "n_sections": P.n_sections,
-        "refine_iter": P.n_iter,
-        "candidates_by_kind": by_kind,
+        **_plan_keys(P),
+        "candidates_by_kind": {k: int(round(val)) for k, val in counts.items()},
         "n_candidates": int(round(1 + sum(counts.values()))),
         "floor_report": P.floor,
         "floor_note": settings.get("floor_note"),
@@ -400,9 +416,9 @@ def _summary(mechanism, mech, src, markets, table, d, v, tol, eps_scale, setting
         "share_profitable": float(np.mean(d["profitable"])),
         "n_profitable": int(d["profitable"].sum()),
         "n_undecided": int(d["undecided"].sum()),
-        "n_random_reports": int(RG.size),
+        "n_random_reports": n_random,
         "n_profitable_random": n_prof_random,
-        "profitable_share_upper": clopper_pearson_upper(n_prof_random, RG.size),
+        "profitable_share_upper": clopper_pearson_upper(n_prof_random, n_random),
         "detectable_gain": d["detectable_gain"],
         "confirm_draws_total": d.get("draws_total"),
         "detectable_gain_median": d.get("detectable_gain_median"),
@@ -413,7 +429,7 @@ def _summary(mechanism, mech, src, markets, table, d, v, tol, eps_scale, setting
         "min_utility_top": float(table["utility_at_top"].min()),
         "min_utility_bottom": float(table["utility_at_bottom"].min()),
         "min_ir_utility": float(ir_low.min()),
-        "ir_where": ir_where,
+        "ir_where": v["ir_witness"]["where"],
         "monotonicity_violations": 0,
         "identity_residual_max": None,
         "certified": None,
@@ -425,7 +441,8 @@ def _summary(mechanism, mech, src, markets, table, d, v, tol, eps_scale, setting
         "by_class": None,
     }
     s.update(v)
-    if checks:
+    checks = [ch for mk in markets for ch in (mk.found.check or []) if ch is not None]
+    if checks:  # Myerson's check (docs/audit-certification.md)
         s["identity_residual_max"] = max(ch.identity_residual_max for ch in checks)
         s["identity_residual_rel"] = max(ch.identity_residual_rel for ch in checks)
         s["myerson_monotone"] = all(ch.monotone for ch in checks)

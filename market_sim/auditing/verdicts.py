@@ -168,8 +168,7 @@ def _verdicts(d: dict, markets, violations, settings, mc, deterministic) -> dict
         out["ir_reason"] = (
             f"no IR violation confirmed, but for {int(d['wide_ir'].sum())} sellers the draws "
             "allow a truthful utility below -(its tol + resolution x its scale) (at the drawn "
-            "cost, the top or "
-            "the bottom); more draws (n_confirm) are needed"
+            "cost, the top or the bottom); more draws (n_confirm) are needed"
         )
     else:
         out["ir_verdict"] = "ir"
