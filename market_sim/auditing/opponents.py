@@ -13,6 +13,7 @@ from .search import _IR, _Found, _Market, _others, _Plan, _search
 
 _FLOORS = (0.0, 1e-9, 1e-6, 1e-3)  # the bottom report tried, + w x this, first defined
 _CHUNK = 4096  # sellers per batch (memory; results do not depend on it)
+_INTERIOR = ("k_at_end", "k_near_point", "pair_tied", "band")
 _LARGE = 256  # larger markets: 2 other sellers' reports per seller, no jumps in profiles
 
 
@@ -152,7 +153,10 @@ def _search_profiles(mk: _Market, evaluator, P: _Plan, settings, rng=None) -> No
             oth = np.full((sellers.size, 1), values[0])
         else:
             oth = reports[_others(reports, sellers, P.max_others)]
-        rows = None if costs.size <= _LARGE else np.empty(0, dtype=int)  # speed
+        # speed: the jump bisection in the targeted profiles only (not the interior
+        # design, whose gains the grid, the others' reports and the probes search)
+        jumps = costs.size <= _LARGE and kind not in _INTERIOR
+        rows = None if jumps else np.empty(0, dtype=int)
         try:
             f = _search(evaluator(reports), sellers, costs[sellers], oth, P, P.rows(sellers),
                         None, settings["tol_terms"], False, rows)  # fmt: skip
