@@ -233,9 +233,10 @@ def test_ic_mechanism_statement_and_bound():
     assert N == 5 * 3 * 32 and s["n_profitable_random"] == 0
     assert s["profitable_share_upper"] == pytest.approx(1 - 0.05 ** (1 / N), rel=1e-9)
     assert s["ir_share_upper"] == pytest.approx(1 - 0.05 ** (1 / 15), rel=1e-9)
-    assert f"among {s['n_candidates']} tried per seller" in s["statement"]
+    assert f"any of the {s['n_candidates']} reports tried per seller" in s["statement"]
     pct = f"{100 * s['profitable_share_upper']:.2g}%"
-    assert f"at 95% confidence fewer than {pct} of random reports gain more than" in s["statement"]
+    assert f"at 95% confidence fewer than {pct} of uniformly random reports" in s["statement"]
+    assert "Not excluded: a gain inside a window narrower than" in s["statement"]
     assert s["certified"] is None  # a user's class: judged by the search alone
 
 

@@ -25,41 +25,45 @@ unilateral misreport, all sellers of a market at once through the mechanism's
 Opponent profiles (``profiles_by_kind``): besides the drawn market, each seller
 (all in markets of up to ``max_profile_sellers``, else that many at evenly spaced
 cost ranks) is searched (endpoints, grid, others, jumps; no random nor local
-candidates) with the others at the floor, at the top, tied with it, and with one
-other (the one farthest from that end) at each end: ``coalitions.opponent_profiles``,
-which the coalition search uses too.
+candidates) with the others at their floor, at their top, tied with it, and with one
+other (the one farthest from that end) at its end (``coalitions.opponent_profiles``),
+and in a space-filling design of interior profiles shared by every seller (k others
+at an end, k near a point, one tied pair, bands: ``coalitions.interior_profiles``;
+no jumps there), which the coalition search uses too.
 
-Tolerance (on the scale of incentives; no transfer that leaves every eps and every
-payment difference unchanged can move it): ``tol = tol_factor x w x eps_scale +
-tol_abs``, eps_scale the largest truthful eps of the drawn markets.
+Each seller on its own support (its class law's in a population) and against its
+own tolerance (``search._tol``): tol_i = tol_factor x w_i x its largest eps among its
+own reports + 1e-12 x its largest |payment| (+ tol_abs, 0 by default); no other
+seller's allocation moves it and no absolute floor breaks scale invariance.
 
-Verdicts.  ``verdict``: ``not_ic`` iff a seller's best gain is confirmed above tol,
-or (exact evaluations) a type pair of adjacent candidates shows a gain above tol
-(a seller of cost z_j gains by reporting z_j+1: ``type_gain_max``), or (a
-deterministic mechanism) Myerson's identity residual exceeds tol (a proof of
-non-IC, docs/audit-certification.md); ``inconclusive`` (Monte Carlo only) when
-nothing is confirmed but the budget cannot decide (see below); else ``ic``.
-``ir_verdict`` alike from the truthful utilities at the drawn costs, at the top and
-the bottom of the support (each seller, the others' reports given) and, for exact
-evaluations, in every opponent profile.
+Verdicts.  ``verdict``: ``not_ic`` iff a seller's best gain is confirmed above its
+tol, or (exact evaluations) a type pair of adjacent candidates shows a gain above
+its tol (``type_gain_max``), or (a deterministic mechanism) eps rises with the own
+report or Myerson's identity residual exceeds its tol (proofs of non-IC,
+docs/audit-certification.md); ``inconclusive`` (Monte Carlo only) when nothing is
+confirmed but the draws cannot decide (see below); else ``ic``.  ``ir_verdict``
+from every own-type utility seen: the drawn cost, the top and the bottom of the own
+support and (exact evaluations) every report tried read as a type, in the market
+and every profile (``ir_witness``).  A user's ``deviations`` is checked against
+``outcome`` first (``deviations_note``; ``outcome`` is audited when they disagree).
 
 Monte Carlo (a ``randomized`` mechanism on the generic default): the search uses
 ``n_draws`` common draws (a quarter of them in the profiles: it only selects);
-each seller's best candidate and its IR quantities are then confirmed on fresh
-draws, ``n_confirm`` at first and 4x more (up to ``n_confirm_max``) where the
-variance is unstable (one draw carries more than 10% of the sum of squares) or the
-confidence bound still allows a gain (IR violation) beyond tol + ``resolution`` x
-w x eps_scale.  A gain is confirmed when the sample is stable and mean -
-k SE > tol, k = z + max(0, -skew)(2 z^2 + 1) / (6 sqrt D) (the Edgeworth term of
-the studentized mean, so that a left-skewed sample, the signature of a rare large
-loss, needs more), z the one-sided Bonferroni quantile for 5% over every candidate
-confirmed and every escalation stage; a would-be confirmation on an unstable sample
-is ``undecided``.  ``detectable_gain`` = tol + (k + 1.645) x the median SE: the
-smallest gain the audit would have confirmed with 95% probability at a typical
-seller's best candidate.  ``inconclusive`` iff nothing is confirmed and something
-is undecided or some seller's upper bound (mean + k SE) still exceeds tol +
-``resolution`` x w x eps_scale after ``n_confirm_max`` draws.  IR in expectation:
-the same, with the sign and the skew turned.
+each seller's best misreport (never the truth: confirmed against itself it would
+have SE 0 by construction), one fresh uniform report and its IR quantities are then
+confirmed on fresh draws, ``n_confirm`` at first and 4x more (up to
+``n_confirm_max``) where the variance is unstable (one draw carries more than 10%
+of the sum of squares) or the confidence bound still allows a gain (IR violation)
+beyond tol + ``resolution`` x the seller's incentive scale.  A gain is confirmed
+when the sample is stable and mean - k SE > tol, k = z + max(0, -skew)(2 z^2 + 1) /
+(6 sqrt D) (the Edgeworth term of the studentized mean), z the one-sided Bonferroni
+quantile for 5% over both reports of every seller and every escalation stage.
+``detectable_gain`` = max over sellers of tol + (k + 1.645) SE: a gain that large at
+any seller's best report would have been confirmed with 95% probability, if the
+payments there vary as in the draws taken.  ``inconclusive`` iff nothing is
+confirmed and something is undecided, or a bound still allows a gain beyond tol +
+the resolution after ``n_confirm_max`` draws, or the fresh report's sample is
+constant but for a few draws carrying its variance (rare large payments).
 
 Statistics (95%): ``max_gain_ci_low/high`` a percentile bootstrap CI (``n_boot``
 resamples of the markets) of the mean per-market largest gain;
