@@ -378,7 +378,14 @@ def opponent_profiles(reports, support, members, rng=None) -> dict[str, np.ndarr
 
 
 def interior_profiles(
-    reports, support, rng, *, k_max: int = 3, n_points: int = 2, n_bands: int = 2
+    reports,
+    support,
+    rng,
+    *,
+    k_max: int = 3,
+    n_points: int = 2,
+    n_bands: int = 2,
+    stratum: tuple[int, int] | None = None,
 ) -> list[tuple[str, np.ndarray]]:
     """A space-filling design of interior profiles of the others' reports, one vector
     per profile shared by every seller searched (each seller's own entry is replaced
@@ -388,7 +395,8 @@ def interior_profiles(
       the reverse (k = 1..k_max): k others below (above) every interior point;
     * ``k_near_point``: k others within w 1e-3 of a point p (distinct), the rest at
       their top, for ``n_points`` points p, one uniform in each of as many equal
-      parts of the support (a Latin design), k = 1..k_max;
+      parts of the support, or with ``stratum`` (m, K) of n_points K parts over the
+      audit's K markets (a Latin design), k = 1..k_max;
     * ``pair_tied``: the reports given, the two closest tied at their mean: exactly
       one tie;
     * ``band``: every report uniform in one of ``n_bands`` equal bands of the support.
@@ -407,7 +415,10 @@ def interior_profiles(
             pick = order[:k] if first is lo else order[::-1][:k]
             v[pick] = first[pick]
             out.append(("k_at_end", v))
-    points = (np.arange(n_points) + rng.random(n_points)) / max(n_points, 1)
+    m, K = (0, 1) if stratum is None else (int(stratum[0]), max(int(stratum[1]), 1))
+    # a Latin design over the audit's K markets (``stratum`` = (m, K)): point j of
+    # market m in part j K + m of n_points K equal parts (K = 20: every 2.5%)
+    points = (np.arange(n_points) * K + m + rng.random(n_points)) / (n_points * K)
     for p in points:
         for k in range(1, min(k_max, n - 1) + 1):
             v = hi.copy()

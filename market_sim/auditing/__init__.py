@@ -392,6 +392,7 @@ def _draw(mech, src: _Source, n_markets, rng, settings):
     outcome (on the first market) and the search plan, into ``settings``."""
     mc = _is_monte_carlo(mech)
     settings["n_pairs"] = n_markets * src.n_sellers
+    settings["n_markets"] = n_markets
     drawn, groups, mechs = [], [], []
     for m in range(n_markets):
         costs, group, data = src.draw(m, rng)
@@ -413,7 +414,9 @@ class _NoBar:
 
 def _audit_market_job(mech, costs, plan: _Plan, root: int, m: int, mc: bool, settings):
     """Task ``m`` of an audit: search market m with its own stream ``job_rng(root, m)``."""
-    return _audit_market(_unchecked(mech), costs, plan, job_rng(root, m), mc, settings, _NoBar())
+    return _audit_market(
+        _unchecked(mech), costs, plan, job_rng(root, m), mc, settings, _NoBar(), stratum=m
+    )
 
 
 def _unchecked(mech):

@@ -50,7 +50,7 @@ def _profile_sellers(costs, cap):
     return np.sort(order[np.unique(np.linspace(0, n - 1, cap).round().astype(int))])
 
 
-def _profile_groups(costs, P: _Plan, rng=None):
+def _profile_groups(costs, P: _Plan, rng=None, stratum=None):
     """(kind, sellers, reports) for every opponent profile, sellers sharing a vector
     grouped (``coalitions.opponent_profiles``, own entry aside; each other seller
     within its own support)."""
@@ -67,11 +67,12 @@ def _profile_groups(costs, P: _Plan, rng=None):
     out = [(key[0], np.array(s), vectors[key]) for key, s in groups.items()]
     if rng is not None and P.interior:  # shared vectors: every profiled seller at once
         searched = _profile_sellers(costs, P.max_profile_sellers)
-        out += [(kind, searched, v) for kind, v in interior_profiles(costs, (R.floor, R.hi), rng)]
+        design = interior_profiles(costs, (R.floor, R.hi), rng, stratum=stratum)
+        out += [(kind, searched, v) for kind, v in design]
     return out
 
 
-def _audit_market(mech, costs, P: _Plan, rng, mc, settings, progress_bar):
+def _audit_market(mech, costs, P: _Plan, rng, mc, settings, progress_bar, stratum=0):
     """Search every seller of one market, then its opponent profiles."""
     n = costs.size
     R = P.rows(np.arange(n))
@@ -95,8 +96,9 @@ def _audit_market(mech, costs, P: _Plan, rng, mc, settings, progress_bar):
         progress_bar.update(s.size)
     mk = _new_market(costs, _join(parts), mc)
     # the profiles' search only selects (the confirmation draws afresh): a quarter of the draws
-    _search_profiles(mk, lambda v: evaluator(v, max(2, settings["n_draws"] // 4)), P, settings,
-                     rng)  # fmt: skip
+    draws = max(2, settings["n_draws"] // 4)
+    strat = (stratum, settings.get("n_markets", 1))  # the markets share one Latin design
+    _search_profiles(mk, lambda v: evaluator(v, draws), P, settings, rng, strat)
     if mc:
         mk.stats = _confirm(mech, mk, P, rng, settings)
     return mk
@@ -140,14 +142,14 @@ def _join(parts: list[_Found]) -> _Found:
     return out
 
 
-def _search_profiles(mk: _Market, evaluator, P: _Plan, settings, rng=None) -> None:
+def _search_profiles(mk: _Market, evaluator, P: _Plan, settings, rng=None, stratum=None) -> None:
     """The opponent profiles: a gain there counts as a gain (ex-post IC is for every
     profile of the others' reports), judged against that profile's tolerance; exact
     evaluations add every own-type utility seen there to the IR evidence."""
     costs = mk.costs
     total = 0.0
     mc = mk.found.truth.shape[0] > 1
-    for kind, sellers, reports in _profile_groups(costs, P, rng):
+    for kind, sellers, reports in _profile_groups(costs, P, rng, stratum):
         values = np.unique(reports)
         if values.size == 1:  # floor, top, tied: one value, tried once
             oth = np.full((sellers.size, 1), values[0])
