@@ -332,8 +332,10 @@ def test_vickrey_is_ic_but_group_manipulable():
     s = res.summary
     assert s["verdict"] == "ic" and s["ir_verdict"] == "ir" and s["group_verdict"] == "not_ic"
     assert s["coalition_size"] == 2 and s["coalition_max_gain"] > s["tol"]
-    # every coalition also tried with the others in the 5 opponent profiles
-    assert s["coalition_profiles_tried"] == 5 * s["coalitions_tried"]
+    # every coalition also tried with the others in the 5 targeted opponent profiles and
+    # the 15 interior ones (k = 1..3 at either end: 6; k = 1..3 near 2 points: 6; one tied
+    # pair; 2 bands)
+    assert s["coalition_profiles_tried"] == (5 + 15) * s["coalitions_tried"]
     w = s["coalition_witness"]
     assert len(w["members"]) == 2 and w["gain"] > s["tol"]
     # the witness: the two cheapest of its market, the runner-up raising its report, and

@@ -506,7 +506,8 @@ def plot(result: AuditResult, path) -> None:
     g = t["max_gain"].to_numpy()
     pos = g[g > 0]
     if pos.size:
-        bins = np.geomspace(max(pos.min(), tol * 1e-3), max(pos.max(), tol * 10), 40)
+        low = max(pos.min(), tol * 1e-3)
+        bins = np.geomspace(low, max(pos.max(), tol * 10, low * 10), 40)
         ax.hist(np.clip(pos, bins[0], None), bins=bins, color="tab:blue")
         ax.set_xscale("log")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts of sellers
