@@ -324,10 +324,11 @@ def test_gain_just_under_another_report(seed):
     assert s["verdict"] == "not_ic"
     w = s["witness"]
     costs = res.table[res.table.market == w["market"]].cost.to_numpy()
-    others = costs  # the drawn market, or the opponent profile the witness names
-    if w["profile"] != "market":
-        others = opponent_profiles(costs, (LO, HI), [w["seller"]])[w["profile"]]
-    gap = np.delete(others, w["seller"]) - w["report"]
+    if w["profile"] in ("market", "floor", "top", "tied", "one_at_floor", "one_at_top"):
+        others = costs if w["profile"] == "market" else opponent_profiles(
+            costs, (LO, HI), [w["seller"]])[w["profile"]]  # fmt: skip
+        assert np.allclose(np.delete(others, w["seller"]), w["others"])
+    gap = np.asarray(w["others"]) - w["report"]  # the others' reports where it was found
     assert ((gap > 0) & (gap < 1e-8 * W)).any()  # just under another seller's report
     assert w["gain"] == pytest.approx(0.5, abs=1e-9)
     assert s["candidates_by_kind"]["others"] == 5 * (s["n_sellers"] - 1)
@@ -337,11 +338,22 @@ def test_gain_just_under_another_report(seed):
 def test_gain_needing_another_seller_at_the_top(seed):
     res = _audit(NeedsOneAtTop(), seed)
     s = _consistent(res)
-    assert s["verdict"] == "not_ic" and s["witness"]["profile"] in ("one_at_top", "top")
+    assert s["verdict"] == "not_ic" and HI in s["witness"]["others"]  # another at the top
     c, z = s["witness"]["cost"], s["witness"]["report"]
     assert z >= 4.9 and s["witness"]["gain"] == pytest.approx(0.5 - (z - c) ** 2 / 8, rel=1e-9)
-    assert s["n_profiles"] == 5 * s["n_sellers"] * s["n_markets"]
-    assert set(s["profiles_by_kind"]) == {"floor", "top", "tied", "one_at_floor", "one_at_top"}
+    # 5 targeted profiles and 15 interior ones (6 k_at_end, 6 k_near_point, 1 pair, 2 bands)
+    assert s["n_profiles"] == (5 + 15) * s["n_sellers"] * s["n_markets"]
+    assert set(s["profiles_by_kind"]) == {
+        "floor",
+        "top",
+        "tied",
+        "one_at_floor",
+        "one_at_top",
+        "k_at_end",
+        "k_near_point",
+        "pair_tied",
+        "band",
+    }
 
 
 @pytest.mark.parametrize("seed", SEEDS)

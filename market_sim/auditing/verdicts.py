@@ -216,9 +216,11 @@ def _witness(markets, flat: int, gain: float, n_per: int, kind: str) -> dict:
     if kind == "type":
         cost, report = (float(v) for v in mk.type_pair[i])
         profile, tol = str(mk.type_profile[i]), float(mk.type_tol[i])
+        others = None
     else:
         cost, report, profile = float(mk.costs[i]), float(mk.best_report[i]), str(mk.profile[i])
         tol = float(mk.gain_tol[i])
+        others = [float(x) for x in np.delete(mk.groups[int(mk.best_group[i])], i)]
     return {"market": m, "seller": i, "cost": cost, "report": report, "gain": float(gain),
             "se": float(mk.gain_se[i]) if kind == "seller" else 0.0, "profile": profile,
-            "kind": kind, "tol": tol}  # fmt: skip
+            "kind": kind, "tol": tol, "others": others}  # fmt: skip
