@@ -85,7 +85,7 @@ def test_example_deviations_match_the_generic_default():
                 reason="issue #48, open: the pure solver's epsilon at 4 sellers is 1.12% of the "
                 "utility once the evaluation is refined until two densities agree (the old "
                 "33-cell evaluation missed the gain and printed 0.53%); L-inf meets the bar. "
-                "method='distributional' meets it (test_equilibrium_distributional.py)",
+                "method='distributional' meets it (docs/equilibrium.md's conformance table)",
             ),
         ),
     ],
