@@ -163,11 +163,8 @@ def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
         head = head.replace("| seconds |", "| played | BNE epsilon | BNE L | seconds |")
     rows = [head, "|" + "---|" * (16 if eq else 13)]
     for _, r in lb.iterrows():
-        ic = "IC" if r["ic"] == "ic" else f"**{r['ic'].replace('_', ' ').upper()}**"
-        if r["ic"] in ("not_audited", TRUSTED):
-            ic = "not audited" if r["ic"] == "not_audited" else "IC (proof)"
-        ir = "IR" if r["ir"] == "ir" else ("n/a" if r["ir"] == "not_audited" else "**NOT IR**")
-        ir = "IR (proof)" if r["ir"] == TRUSTED_IR else ir
+        ic = _IC_TEXT.get(r["ic"], f"**{r['ic'].replace('_', ' ').upper()}**")
+        ir = _IR_TEXT.get(r["ir"], "**NOT IR**")
         diff = (
             "baseline"
             if r["mechanism"] == s["baseline"]
@@ -369,10 +366,9 @@ def compare(
     audited = _audited(audit, labels, trusted, at)
     given = _given_bids(bids, labels)
     search = dict(n_grid=n_grid, n_random=n_random, refine=refine, refine_iter=refine_iter)
-    settings = _settings(labels, specs, populations, n_markets, baseline, ctx, bool(audited),
-                         search, seed)  # fmt: skip
-    settings |= {"at": at, "bne_options": dict(bne_options or {}), "audited": sorted(audited),
-                 "trusted": sorted(trusted)}  # fmt: skip
+    settings = _settings(labels, specs, populations, n_markets, baseline, ctx,
+                         (audited, trusted), search, seed)  # fmt: skip
+    settings |= {"at": at, "bne_options": dict(bne_options or {})}
     settings["bids"] = {
         k: v if isinstance(v, str) else type(v).__name__ for k, v in (bids or {}).items()
     }
@@ -487,6 +483,9 @@ AT = ("truth", "equilibrium")
 
 # The ic and ir columns of a mechanism the library proves IC and IR, not audited here.
 TRUSTED, TRUSTED_IR = "ic (library proof)", "ir (library proof)"
+# How the table prints a verdict (anything else is a flagged one, in bold)
+_IC_TEXT = {"ic": "IC", "not_audited": "not audited", TRUSTED: "IC (proof)"}
+_IR_TEXT = {"ir": "IR", "not_audited": "n/a", TRUSTED_IR: "IR (proof)"}
 
 
 def _check_at(at) -> None:
@@ -794,7 +793,9 @@ def _paired_rows(m: int, per: dict, labels, baseline) -> list[dict]:
     ]
 
 
-def _settings(labels, specs, populations, n_markets, baseline, ctx, audit, search, seed):
+def _settings(labels, specs, populations, n_markets, baseline, ctx, which, search, seed):
+    """The settings recorded with the result; ``which`` = (audited labels, trusted labels)."""
+    audited, trusted = which
     pops = list(populations.values())
     one = pops[0]
     plain = all(p.is_plain for p in pops)
@@ -806,7 +807,9 @@ def _settings(labels, specs, populations, n_markets, baseline, ctx, audit, searc
         "n_markets": n_markets,
         "baseline": baseline,
         **ctx,
-        "audit": bool(audit),
+        "audit": bool(audited),
+        "audited": sorted(audited),
+        "trusted": sorted(trusted),
         "audit_search": dict(search),
         "confidence": LEVEL,
         "ci_method": "Student t over markets; paired t for differences",

@@ -124,12 +124,12 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-    _audit_arg(args)  # refused before any work
+    audit = _audit_arg(args)  # refused before any work
     pop = population_of(args)
     dist = pop if pop is not None else parse_distribution(args.dist, iron=args.iron)
     out = output_folder(args)
     where = executor_of(args)
-    result, stopped = resumable(out, lambda store: _compare(args, dist, pop, store, where))
+    result, stopped = resumable(out, lambda store: _compare(args, dist, pop, store, where, audit))
     if stopped is not None:
         return stopped
     result.settings["seed"] = args.seed
@@ -147,7 +147,7 @@ def _audit_arg(args):
     return False if args.no_audit else (args.audit or True)
 
 
-def _compare(args, dist, pop, store, where):
+def _compare(args, dist, pop, store, where, audit):
     from ..comparison import compare
 
     return compare(
@@ -161,7 +161,7 @@ def _compare(args, dist, pop, store, where):
         sigma=args.sigma,
         gamma=args.gamma,
         privacy=args.privacy,
-        audit=_audit_arg(args),
+        audit=audit,
         n_grid=args.grid,
         n_random=args.random,
         refine=not args.no_refine,
