@@ -43,6 +43,7 @@ __all__ = [
     "parse_spec",
     "check_params",
     "MECHANISMS",
+    "MULTIFIELD_MECHANISMS",
     "STRATEGIES",
     "SCENARIOS",
 ]
@@ -328,6 +329,31 @@ MECHANISMS = Registry(
         "first-price": "market_sim.mechanisms.first_price:FirstPrice",
     },
     _check_mechanism,
+)
+
+
+# Mechanisms reading several fields per seller (market_sim.mechanisms.multifield): a
+# separate kind, since they take records, not one cost per seller.
+def _check_multifield(obj, name):
+    if callable(getattr(obj, "outcome", None)) and hasattr(obj, "report_fields"):
+        return obj
+    raise MarketSimError(
+        f"multi-field mechanism {name!r} needs report_fields and an outcome method"
+    )
+
+
+MULTIFIELD_MECHANISMS = Registry(
+    "multi-field mechanism",
+    "market_sim.multifield_mechanisms",
+    {
+        "posted-price-caps": "market_sim.mechanisms.multifield:PostedPricePerUnit",
+        "cap-threshold": "market_sim.mechanisms.multifield:CapThreshold",
+        "fair-query-caps": "market_sim.mechanisms.multifield:FairQueryCaps",
+        "all-in": "market_sim.mechanisms.multifield:AllIn",
+        "vcg-procurement": "market_sim.mechanisms.multifield:VCGProcurement",
+        "csra": "market_sim.mechanisms.multifield:CSRA",
+    },
+    _check_multifield,
 )
 
 STRATEGIES = Registry(
