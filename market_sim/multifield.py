@@ -241,7 +241,7 @@ class MultiFieldPopulation:
             out["cost"] = np.stack([pop.sample(rng).costs for _ in range(m)])
             u = np.clip(pop.seller_laws.cdf(out["cost"].T).T, 1e-12, 1 - 1e-12)
         else:
-            u = rng.uniform(1e-12, 1 - 1e-12, size=out.shape)
+            u = np.asarray(rng.uniform(1e-12, 1 - 1e-12, size=out.shape))
             out["cost"] = self._by_class(pop.laws, u)
         z = stats.norm.ppf(u)  # the cost's copula latent
         for field, rho in (("cap", self.rho_cap), ("size", self.rho_size)):
