@@ -1,0 +1,343 @@
+"""The audit in several dimensions: misreports over every private field jointly.
+
+For a multi-field mechanism (``market_sim.mechanisms.multifield``) and a
+:class:`~market_sim.multifield.MultiFieldPopulation`, on ``n_markets`` drawn markets,
+each seller alone tries reports while the others report the truth (verified fields are
+always the truth).  Its candidates, counted per field:
+
+1. **per field**: a ``field_grid``-point grid over the field's support, the other
+   fields at the truth (a cost-only audit is this step for the cost);
+2. **joint**: the product of a ``joint_grid``-point grid per private field; it holds
+   the support's corners;
+3. **local search**: from its best candidate so far, ``local_steps`` rounds of moves
+   +-step along each field and one random direction in the joint space, the step
+   halved when nothing improves (steps start at a joint grid cell).
+
+A seller's utility of true type (c, cap) is t - c eps, or -inf when eps > cap
+(``multifield.utilities``): a misreport that makes the mechanism exceed the true cap is
+never a gain, and truth-telling that does is an IR violation of unbounded size.
+
+**Verdicts.**  IC: *not IC* with the largest gain found, its witness re-run exactly
+(the profile, the seller, its true type and report, both utilities), or *no gain
+found* with what was searched: evidence on these markets and candidates, never a
+proof.  IR: *not IR* with the worst truthful utility and its witness, or *IR on these
+markets*.  Nothing is certified that was not checked.
+
+:func:`grid_regret` is MFG-RegretNet's own measure (``exp_rq/guarantees_eval_baselines``):
+the cost alone on a 25-point grid of [0, 1], utilities ignoring caps, regret and IR
+normalised by the seller's cost of its allocation.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import MarketSimError
+from .mechanisms.base import Outcome, mechanism_name
+from .mechanisms.multifield import as_multifield_mechanism, utilities
+from .multifield import MultiFieldPopulation, as_multifield
+
+__all__ = ["JointAudit", "Witness", "joint_audit", "audit_types", "grid_regret", "PeerMeasure"]
+
+TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Witness:
+    """One seller of one market: its true type, its report, and both utilities (the
+    report's re-run on the exact profile)."""
+
+    market: int
+    seller: int
+    true: dict
+    report: dict
+    utility_truth: float
+    utility_report: float
+
+    @property
+    def gain(self) -> float:
+        return self.utility_report - self.utility_truth
+
+    def describe(self) -> str:
+        def rec(d):
+            return "(" + ", ".join(f"{k}={v:.6g}" for k, v in d.items()) + ")"
+
+        who = f"seller {self.seller} of market {self.market}, true {rec(self.true)}"
+        if self.report == self.true:
+            return f"{who}, reporting the truth: utility {self.utility_truth:.6g}"
+        return (
+            f"{who}, reporting {rec(self.report)}: utility {self.utility_truth:.6g} -> "
+            f"{self.utility_report:.6g}"
+        )
+
+
+@dataclass(frozen=True)
+class JointAudit:
+    """What the joint audit found (module docstring)."""
+
+    mechanism: str
+    private: tuple[str, ...]
+    n_markets: int
+    n_sellers: int
+    candidates: dict
+    """Candidates per seller: per field (the one-field grid), ``joint``, ``local``, ``total``."""
+    regret: np.ndarray = field(repr=False)
+    """(markets, sellers): the largest gain found over the truth (0 when none; nan where
+    the truthful utility is -inf)."""
+    truthful_utility: np.ndarray = field(repr=False)
+    ic_witness: Witness | None
+    ir_witness: Witness | None
+
+    @property
+    def ic_refuted(self) -> bool:
+        return self.ic_witness is not None
+
+    @property
+    def ir_refuted(self) -> bool:
+        return self.ir_witness is not None
+
+    @property
+    def share_gaining(self) -> float:
+        return float(np.mean(np.nan_to_num(self.regret) > TOL))
+
+    @property
+    def max_gain(self) -> float:
+        return float(np.nanmax(self.regret, initial=0.0))
+
+    @property
+    def share_ir_violations(self) -> float:
+        return float(np.mean(self.truthful_utility < -TOL))
+
+    @property
+    def share_cap_exceeded(self) -> float:
+        return float(np.mean(np.isneginf(self.truthful_utility)))
+
+    @property
+    def ic_verdict(self) -> str:
+        if self.ic_witness is not None:
+            return f"not IC: {self.ic_witness.describe()} (gain {self.ic_witness.gain:.6g})"
+        counts = ", ".join(f"{k} {v}" for k, v in self.candidates.items())
+        return (
+            f"no profitable misreport of {', '.join(self.private)} found among the candidates "
+            f"per seller ({counts}) on {self.n_markets} markets of {self.n_sellers} sellers: "
+            "evidence on these markets, not a proof of IC"
+        )
+
+    @property
+    def ir_verdict(self) -> str:
+        w = self.ir_witness
+        if w is None:
+            return (
+                f"IR on these markets: every truthful utility of {self.n_markets} x "
+                f"{self.n_sellers} sellers is >= -{TOL:g}"
+            )
+        unbounded = (
+            " (eps above the true cap: an unbounded loss)" if np.isneginf(w.utility_truth) else ""
+        )
+        return f"not IR: {w.describe()}{unbounded}"
+
+
+# ---- candidates ----------------------------------------------------------------------------
+def _field_grid(pop: MultiFieldPopulation, name: str, points: int) -> np.ndarray:
+    lo, hi = pop.support(name)
+    grid = np.linspace(lo, hi, points)
+    return np.unique(np.round(grid)) if name == "size" else grid
+
+
+def _candidate_grid(pop, private, field_grid: int, joint_grid: int) -> tuple[list, dict]:
+    """Per-field grids (others at the truth: nan marks 'truth') and the joint product."""
+    rows: list[tuple] = []
+    counts: dict = {}
+    for j, name in enumerate(private):
+        g = _field_grid(pop, name, field_grid)
+        counts[name] = int(g.size)
+        for v in g:
+            row = [np.nan] * len(private)
+            row[j] = v
+            rows.append(tuple(row))
+    axes = [_field_grid(pop, name, joint_grid) for name in private]
+    joint = list(itertools.product(*axes))
+    counts["joint"] = len(joint)
+    return rows + joint, counts
+
+
+def _candidates(types_i: np.ndarray, grid: list, private) -> np.ndarray:
+    """(markets, K) records for one seller: the grid with nan filled by the truth."""
+    m, K = types_i.shape[0], len(grid)
+    out = np.repeat(types_i[:, None], K, axis=1)
+    g = np.asarray(grid, dtype=float).reshape(K, len(private))
+    for j, name in enumerate(private):
+        col = np.broadcast_to(g[:, j], (m, K))
+        out[name] = np.where(np.isnan(col), out[name], col)
+    return out
+
+
+def _utility_of(mech, types, seller: int, cand: np.ndarray) -> np.ndarray:
+    """Seller ``seller``'s utility (true type from ``types``) at each candidate, others truthful."""
+    m, K = cand.shape
+    profiles = np.repeat(types[:, None, :], K, axis=1)
+    profiles[:, :, seller] = cand
+    out = mech.run(profiles)
+    mine = Outcome(out.eps[:, :, seller], out.payments[:, :, seller])
+    return utilities(mine, np.broadcast_to(types[:, seller][:, None], (m, K)))
+
+
+def _local_search(mech, pop, types, seller, private, cells, best, best_u, steps, rng):
+    """Moves +-step per field and one random direction from the best point, the step
+    starting at a joint grid cell and halved when nothing improves."""
+    lo = np.array([pop.support(f)[0] for f in private])
+    hi = np.array([pop.support(f)[1] for f in private])
+    step = np.broadcast_to((hi - lo) / max(cells - 1, 1), (best.shape[0], len(private))).copy()
+    d = len(private)
+    for _ in range(steps):
+        moves = np.concatenate([np.eye(d), -np.eye(d), rng.standard_normal((1, d))])
+        x = np.stack([best[f] for f in private], axis=-1)  # (m, d)
+        trial = np.clip(x[:, None, :] + moves[None] * step[:, None, :], lo, hi)
+        if "size" in private:
+            j = private.index("size")
+            trial[..., j] = np.round(trial[..., j])
+        cand = np.repeat(best[:, None], moves.shape[0], axis=1)
+        for j, name in enumerate(private):
+            cand[name] = trial[..., j]
+        u = _utility_of(mech, types, seller, cand)
+        k = np.argmax(u, axis=1)
+        better = u[np.arange(u.shape[0]), k] > best_u + TOL
+        best = np.where(better, cand[np.arange(u.shape[0]), k], best)
+        best_u = np.where(better, u[np.arange(u.shape[0]), k], best_u)
+        step = np.where(better[:, None], step, step / 2)
+    return best, best_u
+
+
+# ---- the audit ---------------------------------------------------------------------------
+def _witness(mech, types, market, seller, report) -> Witness:
+    """Both utilities re-run on the exact profile (the market's truthful reports)."""
+    truth = types[market]
+    lie = truth.copy()
+    lie[seller] = report
+    u_truth = float(utilities(mech.run(truth), truth)[seller])
+    u_lie = float(utilities(mech.run(lie), truth)[seller])
+    names = types.dtype.names or ()
+    return Witness(
+        int(market),
+        int(seller),
+        {f: float(truth[seller][f]) for f in names},
+        {f: float(report[f]) for f in names},
+        u_truth,
+        u_lie,
+    )
+
+
+def audit_types(
+    mechanism,
+    population,
+    types: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    private: tuple[str, ...] | None = None,
+    field_grid: int = 25,
+    joint_grid: int = 9,
+    local_steps: int = 12,
+) -> JointAudit:
+    """The joint audit on the given true types (markets x sellers records)."""
+    mech = as_multifield_mechanism(mechanism)
+    pop = as_multifield(population)
+    private = tuple(pop.private if private is None else private)
+    for name in private:
+        if name not in (types.dtype.names or ()):
+            raise MarketSimError(f"private field {name!r} is not in the types")
+    grid, counts = _candidate_grid(pop, private, field_grid, joint_grid)
+    m, n = types.shape
+    regret, u_truth = np.zeros((m, n)), np.empty((m, n))
+    best_reports = types.copy()
+    for i in range(n):
+        cand = np.concatenate([types[:, i : i + 1], _candidates(types[:, i], grid, private)], 1)
+        u = _utility_of(mech, types, i, cand)  # column 0: the truth
+        u0, k = u[:, 0], np.argmax(u, axis=1)
+        best, best_u = cand[np.arange(m), k], u[np.arange(m), k]
+        search = (mech, pop, types, i, private, joint_grid)
+        best, best_u = _local_search(*search, best, best_u, local_steps, rng)
+        u_truth[:, i] = u0
+        with np.errstate(invalid="ignore"):
+            gain = np.where(np.isneginf(u0), np.nan, np.maximum(best_u - u0, 0.0))
+        regret[:, i], best_reports[:, i] = gain, best
+    counts["local"] = local_steps * (2 * len(private) + 1)
+    counts["total"] = len(grid) + counts["local"]
+    return JointAudit(
+        mechanism_name(mech),
+        private,
+        m,
+        n,
+        counts,
+        regret,
+        u_truth,
+        _ic_witness(mech, types, regret, best_reports),
+        _ir_witness(mech, types, u_truth),
+    )
+
+
+def _ic_witness(mech, types, regret, best_reports) -> Witness | None:
+    r = np.nan_to_num(regret, nan=0.0)
+    if not np.any(r > TOL):
+        return None
+    j, i = np.unravel_index(np.argmax(r), r.shape)
+    w = _witness(mech, types, j, i, best_reports[j, i])
+    return w if w.gain > TOL else None
+
+
+def _ir_witness(mech, types, u_truth) -> Witness | None:
+    if not np.any(u_truth < -TOL):
+        return None
+    j, i = np.unravel_index(np.argmin(u_truth), u_truth.shape)
+    return _witness(mech, types, j, i, types[j, i])
+
+
+def joint_audit(
+    mechanism,
+    population,
+    n_markets: int = 50,
+    rng: np.random.Generator | None = None,
+    **settings,
+) -> JointAudit:
+    """Draw ``n_markets`` markets of ``population`` and audit ``mechanism`` jointly over its
+    private fields (module docstring); ``settings`` go to :func:`audit_types`."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError("rng must be a numpy.random.Generator")
+    pop = as_multifield(population)
+    types = pop.draw(n_markets, rng)
+    return audit_types(mechanism, pop, types, rng, **settings)
+
+
+# ---- the peers' measure ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class PeerMeasure:
+    """MFG-RegretNet's regret and IR violation per seller, normalised (module docstring)."""
+
+    regret: np.ndarray = field(repr=False)
+    ir_violation: np.ndarray = field(repr=False)
+
+
+def grid_regret(mechanism, types: np.ndarray, points: int = 25) -> PeerMeasure:
+    """Each seller alone reports a cost on ``points`` evenly spaced in [0, 1] (its other
+    fields true); utility t - v eps ignoring caps; regret max(0, best - truthful) and IR
+    violation max(0, -truthful), both over v eps if above 1e-5, else over
+    max(v clip(cap, 0.1, 5), 0.02) (never below 1e-4), as MFG-RegretNet computes them."""
+    mech = as_multifield_mechanism(mechanism)
+    m, n = types.shape
+    v = types["cost"]
+    truth = mech.run(types)
+    u0 = truth.payments - v * truth.eps
+    bid_cap = np.clip(types["cap"], 0.1, 5.0) if "cap" in (types.dtype.names or ()) else 1.0
+    denom = np.where(v * truth.eps > 1e-5, v * truth.eps, np.maximum(v * bid_cap, 0.02))
+    denom = np.maximum(denom, 1e-4)
+    best = u0.copy()
+    grid = np.linspace(0.0, 1.0, points)
+    for i in range(n):
+        profiles = np.repeat(types[:, None, :], points, axis=1)
+        profiles["cost"][:, :, i] = grid
+        out = mech.run(profiles)
+        u = out.payments[:, :, i] - v[:, i : i + 1] * out.eps[:, :, i]
+        best[:, i] = np.maximum(best[:, i], u.max(axis=1))
+    return PeerMeasure(np.maximum(best - u0, 0.0) / denom, np.maximum(-u0, 0.0) / denom)
