@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .correlation import _t_half_width as _half_width  # the 95% t half-width
 from .figures import outside_legend, saved_figure
 
 KEYS = ["mechanism", "budget"]
@@ -36,16 +37,6 @@ COLUMN_MEANINGS = {
     "cap_exceeded": "share of truthful sellers whose cap the mechanism exceeds (utility -inf)",
     "*_ci": "half-width of the 95% t interval over replications",
 }
-
-
-def _half_width(values) -> float:
-    from scipy import stats
-
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if v.size < 2:
-        return np.nan
-    return float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size))
 
 
 def summarise(df: pd.DataFrame) -> pd.DataFrame:
