@@ -243,6 +243,11 @@ def audit_types(
 ) -> JointAudit:
     """The joint audit on the given true types (markets x sellers records)."""
     mech = as_multifield_mechanism(mechanism)
+    if getattr(mech, "randomized", False):
+        raise MarketSimError(
+            f"{mechanism_name(mech)} is randomized: the joint audit compares exact outcomes "
+            "(deterministic mechanisms only)"
+        )
     pop = as_multifield(population)
     private = tuple(pop.private if private is None else private)
     for name in private:

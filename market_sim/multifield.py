@@ -42,6 +42,7 @@ import numpy as np
 
 from .distributions import CostDistribution, parse_distribution
 from .errors import MarketSimError
+from .population import _KEYS as _POPULATION_KEYS
 from .population import Population, as_population
 
 __all__ = [
@@ -296,6 +297,9 @@ class MultiFieldPopulation:
             key, eq, value = opt.partition("=")
             if eq and key.strip() in _KEYS:
                 mine[key.strip()] = value.strip()
+            elif opt.strip() and key.strip() not in _POPULATION_KEYS:
+                keys = ", ".join(_POPULATION_KEYS + _KEYS)
+                raise MarketSimError(f"population option {opt!r}: use key=value, key one of {keys}")
             else:
                 rest.append(opt)
         for key in ("rho_cap", "rho_size"):

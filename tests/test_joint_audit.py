@@ -12,6 +12,7 @@ import pytest
 from market_sim.joint_audit import audit_types, grid_regret, joint_audit
 from market_sim.mechanisms.base import Outcome
 from market_sim.mechanisms.multifield import (
+    CSRA,
     CapThreshold,
     FairQueryCaps,
     MultiFieldMechanism,
@@ -171,3 +172,27 @@ def test_the_peers_measure_by_hand():
     assert joint.ic_refuted
     w = joint.ic_witness
     assert w.report["cap"] != w.true["cap"]
+
+
+def test_a_private_size_is_searched_on_whole_numbers():
+    """CSRA pays in proportion to the reported size too (q_i grows with |D_i|): with the
+    size private the audit searches it (whole numbers only) and finds gains from it."""
+    pop = MultiFieldPopulation.parse(
+        "4*uniform:0:1;cap=uniform:0.1:5;size=integers:10:500;private=cost,cap,size"
+    )
+    types = pop.draw(6, np.random.default_rng(10))
+    a = audit_types(CSRA(budget=5.0), pop, types, np.random.default_rng(11), local_steps=3)
+    assert a.private == ("cost", "cap", "size") and a.candidates["size"] == 25
+    assert a.ic_refuted and float(a.ic_witness.report["size"]).is_integer()
+
+
+def test_a_randomized_mechanism_is_refused():
+    from market_sim.errors import MarketSimError
+    from market_sim.mechanisms.multifield import OneField
+
+    class Coin(CapThreshold):
+        randomized = True
+
+    with pytest.raises(MarketSimError, match="randomized"):
+        joint_audit(Coin(k=2), POP, 2, np.random.default_rng(0))
+    assert OneField(Coin(k=2)).randomized  # a wrapper reports the wrapped flag

@@ -84,6 +84,7 @@ def test_per_class_laws_and_spec_round_trip():
         ("10*uniform:0:1;cap=uniform:1:2;private=cost,quality", "unknown field"),
         ("10*uniform:0:1;rho_cap=2", "rho_cap"),
         ("5*uniform:0:1+5*uniform:0:2;cap=uniform:1:2|uniform:1:2|uniform:1:3", "2 classes"),
+        ("10*uniform:0:1;quality=uniform:1:2", "key one of .*cap, size, private"),
     ],
 )
 def test_bad_input_is_one_line(spec, words):
@@ -203,3 +204,11 @@ def test_registered_and_built_by_name():
         mech.run(records(cost=[0.1, 0.2]))
     with pytest.raises(MarketSimError, match="budget"):
         as_multifield_mechanism("all-in:budget=-1")
+
+
+def test_a_mechanism_declaring_an_unknown_field_is_refused():
+    class Quality(PostedPricePerUnit):
+        report_fields = ("cost", "quality")
+
+    with pytest.raises(MarketSimError, match="unknown field 'quality'"):
+        as_multifield_mechanism(Quality())

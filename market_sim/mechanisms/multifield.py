@@ -43,6 +43,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import MarketSimError
+from ..multifield import FIELDS
 from .base import Outcome, as_mechanism, mechanism_name
 
 __all__ = [
@@ -115,6 +116,10 @@ class OneField(MultiFieldMechanism):
     def name(self) -> str:  # type: ignore[override]
         return mechanism_name(self.mechanism)
 
+    @property
+    def randomized(self) -> bool:  # type: ignore[override]
+        return bool(getattr(self.mechanism, "randomized", False))
+
     def outcome(self, reports, rng=None) -> Outcome:
         costs = reports["cost"].reshape(-1, reports.shape[-1])
         eps, pay = np.empty(costs.shape), np.empty(costs.shape)
@@ -130,19 +135,32 @@ def as_multifield_mechanism(spec, **context) -> MultiFieldMechanism:
     from ..registry import MULTIFIELD_MECHANISMS, check_params
 
     if isinstance(spec, MultiFieldMechanism):
-        return spec
+        return _checked(spec)
     if isinstance(spec, str):
         name, params = MULTIFIELD_MECHANISMS.parse(spec)
         if name in MULTIFIELD_MECHANISMS.names():
             cls = MULTIFIELD_MECHANISMS.load(name)
             check_params(cls, params, f"mechanism {name!r}")
             try:
-                return cls(**params)
+                return _checked(cls(**params))
             except TypeError as exc:
                 raise MarketSimError(f"mechanism {name!r}: {exc}") from None
     if hasattr(spec, "report_fields") and callable(getattr(spec, "outcome", None)):
-        return spec
+        return _checked(spec)
     return OneField(as_mechanism(spec, **context))
+
+
+def _checked(mech):
+    """A mechanism whose declared fields are all known fields."""
+    fields = tuple(getattr(mech, "report_fields", ()))
+    unknown = [f for f in fields if f not in FIELDS]
+    if unknown or "cost" not in fields:
+        what = f"unknown field {unknown[0]!r}" if unknown else "no cost"
+        raise MarketSimError(
+            f"{mechanism_name(mech)} declares {what}: report_fields are among "
+            f"{', '.join(FIELDS)}, the cost first"
+        )
+    return mech
 
 
 # ---- shared steps -------------------------------------------------------------------------
@@ -167,6 +185,18 @@ def _largest_k(ok: np.ndarray, *, prefix: bool) -> np.ndarray:
     if prefix:
         return np.cumprod(ok, axis=-1).sum(axis=-1)
     return np.max(np.where(ok, k, 0), axis=-1, initial=0)
+
+
+def _equal_split(ok, rank, by_position) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """MFG-RegretNet's baselines' step: k* = the largest k in 1..n-1 with ok[..., k - 1];
+    the sellers ranked below k* sell eps = 1/(n - k*).  Returns (eps, who wins, the
+    value of ``by_position`` at position k*, 0-based: the (k*+1)-th)."""
+    n = rank.shape[-1]
+    kstar = _largest_k(ok, prefix=False)[..., None]
+    e_star = np.where(kstar > 0, 1.0 / (n - kstar), 0.0)
+    at_next = np.take_along_axis(by_position, np.minimum(kstar, n - 1), axis=-1)
+    wins = rank < kstar
+    return np.where(wins, e_star, 0.0), wins, at_next
 
 
 def _caps(reports, default: float) -> np.ndarray:
@@ -316,11 +346,8 @@ class VCGProcurement(MultiFieldMechanism):
         r = np.take_along_axis(cost, order, axis=-1)
         k = np.arange(1, n)
         ok = k * r[..., 1:n] / (n - k) <= B
-        kstar = _largest_k(ok, prefix=False)[..., None]
-        e_star = np.where(kstar > 0, 1.0 / (n - kstar), 0.0)
-        next_cost = np.take_along_axis(r, np.minimum(kstar, n - 1), axis=-1)
-        wins = rank < kstar
-        return Outcome(np.where(wins, e_star, 0.0), np.where(wins, next_cost * e_star, 0.0))
+        eps, wins, next_cost = _equal_split(ok, rank, r)
+        return Outcome(eps, np.where(wins, next_cost * eps, 0.0))
 
 
 @dataclass(frozen=True)
@@ -354,11 +381,8 @@ class CSRA(MultiFieldMechanism):
         b_s = np.take_along_axis(bid, order, axis=-1)
         unit = b_s / q_s  # b_(j) / q_(j): the price per unit of quality at position j
         ok = unit[..., 1:n] * np.cumsum(q_s, axis=-1)[..., : n - 1] <= B
-        kstar = _largest_k(ok, prefix=False)[..., None]
-        e_star = np.where(kstar > 0, 1.0 / (n - kstar), 0.0)
-        scale = np.take_along_axis(unit, np.minimum(kstar, n - 1), axis=-1)
-        wins = rank < kstar
-        return Outcome(np.where(wins, e_star, 0.0), np.where(wins, scale * q, 0.0))
+        eps, wins, scale = _equal_split(ok, rank, unit)
+        return Outcome(eps, np.where(wins, scale * q, 0.0))
 
 
 @dataclass(frozen=True)
