@@ -67,6 +67,7 @@ COMMANDS = (
     "strategies",
     "audit",
     "compare",
+    "fields",
     "egta",
     "psro",
     "bne",

@@ -147,7 +147,16 @@ def as_multifield_mechanism(spec, **context) -> MultiFieldMechanism:
                 raise MarketSimError(f"mechanism {name!r}: {exc}") from None
     if hasattr(spec, "report_fields") and callable(getattr(spec, "outcome", None)):
         return _checked(spec)
-    return OneField(as_mechanism(spec, **context))
+    try:
+        return OneField(as_mechanism(spec, **context))
+    except MarketSimError as exc:
+        if isinstance(spec, str) and "unknown" in str(exc):
+            known = ", ".join(MULTIFIELD_MECHANISMS.names())
+            raise MarketSimError(
+                f"mechanism: unknown {spec!r} (multi-field: {known}; one-field: "
+                "market-sim mechanisms)"
+            ) from None
+        raise
 
 
 def _checked(mech):
