@@ -212,3 +212,15 @@ def test_a_mechanism_declaring_an_unknown_field_is_refused():
 
     with pytest.raises(MarketSimError, match="unknown field 'quality'"):
         as_multifield_mechanism(Quality())
+
+
+def test_with_data_the_costs_are_the_populations_and_caps_follow_them():
+    """With data the cost comes from Population.sample (its data copula); a cap with
+    rho_cap = 1 is a monotone function of the cost: F_cap^-1(F_cost(c)), here
+    0.1 + 4.9 c for c ~ U[0, 1] (exactly, up to the clipping of the uniform)."""
+    pop = MultiFieldPopulation.parse(
+        "8*uniform:0:1;data=synthetic;rho=-0.5;on=label_noise;n_test=10;cap=uniform:0.1:5;rho_cap=1"
+    )
+    t = pop.draw(4, np.random.default_rng(6))
+    assert t.shape == (4, 8)
+    assert t["cap"] == pytest.approx(0.1 + 4.9 * t["cost"], abs=1e-9)
