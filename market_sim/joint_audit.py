@@ -334,10 +334,13 @@ class JointComparison:
     """(mechanisms, markets): the total payment under truthful reports."""
     eps_bought: np.ndarray = field(repr=False)
     """(mechanisms, markets): the total eps bought under truthful reports."""
+    objective: np.ndarray = field(repr=False)
+    """(mechanisms, markets): Eq. 11 (003) with the payments made under truthful reports,
+    mu ||eps||_2 / sum eps + sigma / sum eps + gamma sum t (inf when nothing is bought)."""
 
     def rows(self) -> list[dict]:
         """One row per mechanism, ranked: no gain found before a gain, IR before not IR,
-        then by the largest gain and the share of sellers whose cap is exceeded."""
+        then by the mean objective (Eq. 11 with the payments made; lower is better)."""
         rows = [
             {
                 "mechanism": a.mechanism,
@@ -349,25 +352,32 @@ class JointComparison:
                 "cap_exceeded": a.share_cap_exceeded,
                 "mean_spend": float(self.spend[k].mean()),
                 "mean_eps": float(self.eps_bought[k].mean()),
+                "objective": float(self.objective[k].mean()),
             }
             for k, a in enumerate(self.audits)
         ]
         return sorted(
             rows,
-            key=lambda r: (
-                r["ic"] == "not IC",
-                r["ir"] == "not IR",
-                r["max_gain"],
-                r["cap_exceeded"],
-            ),
+            key=lambda r: (r["ic"] == "not IC", r["ir"] == "not IR", r["objective"]),
         )
 
 
 def compare_jointly(
-    mechanisms, population, n_markets: int = 50, rng: np.random.Generator | None = None, **settings
+    mechanisms,
+    population,
+    n_markets: int = 50,
+    rng: np.random.Generator | None = None,
+    *,
+    mu: float = 1.0,
+    sigma: float = 1.0,
+    gamma: float = 1.0,
+    **settings,
 ) -> JointComparison:
     """Audit each mechanism jointly on the same ``n_markets`` drawn markets (the same true
-    types; the same local-search directions: each audit's Generator from one seed)."""
+    types; the same local-search directions: each audit's Generator from one seed), and
+    score its truthful outcome by Eq. 11 with the payments made (``buyer_loss``)."""
+    from .mechanisms.offline import buyer_loss
+
     if not isinstance(rng, np.random.Generator):
         raise TypeError("rng must be a numpy.random.Generator")
     mechanisms = list(mechanisms)
@@ -377,14 +387,16 @@ def compare_jointly(
     pop = as_multifield(population)
     types = pop.draw(n_markets, rng)
     seed = int(rng.integers(2**63))
-    audits, spend, eps = [], [], []
+    audits, spend, eps, loss = [], [], [], []
     for spec, mech in zip(mechanisms, mechs, strict=True):
         audit = audit_types(mech, pop, types, np.random.default_rng(seed), **settings)
         audits.append(replace(audit, mechanism=spec) if isinstance(spec, str) else audit)
         out = mech.run(types)
         spend.append(out.payments.sum(axis=-1))
         eps.append(out.eps.sum(axis=-1))
-    return JointComparison(tuple(audits), np.array(spend), np.array(eps))
+        weights = dict(mu=mu, sigma=sigma, gamma=gamma)
+        loss.append([buyer_loss(e, t, **weights) for e, t in zip(out.eps, out.payments)])
+    return JointComparison(tuple(audits), np.array(spend), np.array(eps), np.array(loss))
 
 
 # ---- the peers' measure ----------------------------------------------------------------------

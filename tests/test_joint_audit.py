@@ -196,3 +196,25 @@ def test_a_randomized_mechanism_is_refused():
     with pytest.raises(MarketSimError, match="randomized"):
         joint_audit(Coin(k=2), POP, 2, np.random.default_rng(0))
     assert OneField(Coin(k=2)).randomized  # a wrapper reports the wrapped flag
+
+
+def test_compare_jointly_scores_eq_11_on_the_same_markets_and_ranks_the_truthful_first():
+    """Eq. 11 (003) with the payments made, by hand: mu ||eps||_2 / sum eps + sigma / sum eps
+    + gamma sum t, on the same types the comparison drew (same seed, drawn first)."""
+    from market_sim.joint_audit import compare_jointly
+    from market_sim.mechanisms.multifield import PostedPricePerUnit
+
+    mechs = ["fair-query-caps:budget=5", PostedPricePerUnit(price=0.6), CapThreshold(k=2)]
+    res = compare_jointly(mechs, POP, 6, np.random.default_rng(12), gamma=0.5, local_steps=2)
+    types = POP.draw(6, np.random.default_rng(12))
+    out = PostedPricePerUnit(price=0.6).run(types)
+    eta = out.eps.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        by_hand = np.linalg.norm(out.eps, axis=1) / eta + 1 / eta + 0.5 * out.payments.sum(axis=1)
+    by_hand = np.where(eta > 0, by_hand, np.inf)  # nothing bought: inf (buyer_loss)
+    assert res.objective[1] == pytest.approx(by_hand)
+    rows = res.rows()
+    assert rows[-1]["mechanism"] == "fair-query-caps:budget=5"  # not IC in cap: last
+    assert rows[-1]["ic"] == "not IC"
+    truthful = rows[:2]
+    assert truthful[0]["objective"] <= truthful[1]["objective"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .arguments import count, number
+from .arguments import count, number, positive
 
 
 def add_parser(subparsers):
@@ -14,7 +14,8 @@ def add_parser(subparsers):
         "(COUNT*LAW;cap=LAW;size=integers:LO:HI[;private=cost,cap]; docs/multifield.md), "
         "audit every --mechanism on them by misreporting every private field jointly "
         "(grids per field, the joint grid, a local search), and print a leaderboard with "
-        "each verdict. A seller whose cap is exceeded has an unbounded loss (not IR). "
+        "each verdict, ranked: no gain found first, then IR, then the mean of Eq. 11 with "
+        "the payments made (truthful reports; lower is better). A seller whose cap is exceeded has an unbounded loss (not IR). "
         "With --out FILE.csv also writes the table. Exit status 0, 2 on bad input.",
     )
     a.add_argument(
@@ -49,6 +50,10 @@ def add_parser(subparsers):
         default=12,
         help="rounds of local search (default 12)",
     )
+    for name in ("mu", "sigma", "gamma"):
+        a.add_argument(
+            f"--{name}", type=positive(name), default=1.0, help=f"Eq. 11's {name} (default 1)"
+        )
     a.add_argument("--out", metavar="FILE.csv", default=None, help="also write the table here")
     a.set_defaults(func=run)
     return a
@@ -70,6 +75,9 @@ def run(args) -> int:
         field_grid=args.field_grid,
         joint_grid=args.joint_grid,
         local_steps=args.local_steps,
+        mu=args.mu,
+        sigma=args.sigma,
+        gamma=args.gamma,
     )
     rows = result.rows()
     header = list(rows[0])
