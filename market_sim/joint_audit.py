@@ -395,7 +395,9 @@ def compare_jointly(
         spend.append(out.payments.sum(axis=-1))
         eps.append(out.eps.sum(axis=-1))
         weights = dict(mu=mu, sigma=sigma, gamma=gamma)
-        loss.append([buyer_loss(e, t, **weights) for e, t in zip(out.eps, out.payments)])
+        loss.append(
+            [buyer_loss(e, t, **weights) for e, t in zip(out.eps, out.payments, strict=True)]
+        )
     return JointComparison(tuple(audits), np.array(spend), np.array(eps), np.array(loss))
 
 

@@ -15,7 +15,8 @@ def add_parser(subparsers):
         "audit every --mechanism on them by misreporting every private field jointly "
         "(grids per field, the joint grid, a local search), and print a leaderboard with "
         "each verdict, ranked: no gain found first, then IR, then the mean of Eq. 11 with "
-        "the payments made (truthful reports; lower is better). A seller whose cap is exceeded has an unbounded loss (not IR). "
+        "the payments made (truthful reports; lower is better). A seller whose cap is "
+        "exceeded has an unbounded loss (not IR). "
         "With --out FILE.csv also writes the table. Exit status 0, 2 on bad input.",
     )
     a.add_argument(
