@@ -184,24 +184,38 @@ def _candidates(types_i: np.ndarray, grid: list, private) -> np.ndarray:
     return out
 
 
-def _utility_of(mech, types, seller: int, cand: np.ndarray) -> np.ndarray:
-    """Seller ``seller``'s utility (true type from ``types``) at each candidate, others truthful."""
+def _utility_of(mech, types, reports, seller: int, cand: np.ndarray) -> np.ndarray:
+    """Seller ``seller``'s utility (true type from ``types``) at each candidate, the others
+    reporting ``reports``."""
     m, K = cand.shape
-    profiles = np.repeat(types[:, None, :], K, axis=1)
+    profiles = np.repeat(reports[:, None, :], K, axis=1)
     profiles[:, :, seller] = cand
     out = mech.run(profiles)
     mine = Outcome(out.eps[:, :, seller], out.payments[:, :, seller])
     return utilities(mine, np.broadcast_to(types[:, seller][:, None], (m, K)))
 
 
-def _local_search(mech, pop, types, seller, private, cells, best, best_u, steps, rng):
+@dataclass(frozen=True)
+class _Search:
+    """What one seller tries: the mechanism, the fields, the grid and the local search."""
+
+    mech: object
+    pop: MultiFieldPopulation
+    private: tuple[str, ...]
+    grid: list
+    cells: int
+    steps: int
+
+
+def _local_search(s: _Search, types, reports, seller, best, best_u, rng):
     """Moves +-step per field and one random direction from the best point, the step
     starting at a joint grid cell and halved when nothing improves."""
-    lo = np.array([pop.support(f)[0] for f in private])
-    hi = np.array([pop.support(f)[1] for f in private])
-    step = np.broadcast_to((hi - lo) / max(cells - 1, 1), (best.shape[0], len(private))).copy()
+    private = s.private
+    lo = np.array([s.pop.support(f)[0] for f in private])
+    hi = np.array([s.pop.support(f)[1] for f in private])
+    step = np.broadcast_to((hi - lo) / max(s.cells - 1, 1), (best.shape[0], len(private))).copy()
     d = len(private)
-    for _ in range(steps):
+    for _ in range(s.steps):
         moves = np.concatenate([np.eye(d), -np.eye(d), rng.standard_normal((1, d))])
         x = np.stack([best[f] for f in private], axis=-1)  # (m, d)
         trial = np.clip(x[:, None, :] + moves[None] * step[:, None, :], lo, hi)
@@ -211,13 +225,48 @@ def _local_search(mech, pop, types, seller, private, cells, best, best_u, steps,
         cand = np.repeat(best[:, None], moves.shape[0], axis=1)
         for j, name in enumerate(private):
             cand[name] = trial[..., j]
-        u = _utility_of(mech, types, seller, cand)
+        u = _utility_of(s.mech, types, reports, seller, cand)
         k = np.argmax(u, axis=1)
-        better = u[np.arange(u.shape[0]), k] > best_u + TOL
-        best = np.where(better, cand[np.arange(u.shape[0]), k], best)
-        best_u = np.where(better, u[np.arange(u.shape[0]), k], best_u)
+        rows = np.arange(u.shape[0])
+        better = u[rows, k] > best_u + TOL
+        best = np.where(better, cand[rows, k], best)
+        best_u = np.where(better, u[rows, k], best_u)
         step = np.where(better[:, None], step, step / 2)
     return best, best_u
+
+
+def _best_responses(s: _Search, types, reports, rng):
+    """Every seller's best report found against the others' ``reports`` (per market):
+    (best reports, their utilities, the truth's utilities), each (markets, sellers)."""
+    m, n = types.shape
+    best_reports, best_u, u_truth = types.copy(), np.empty((m, n)), np.empty((m, n))
+    rows = np.arange(m)
+    for i in range(n):
+        cand = np.concatenate([types[:, i : i + 1], _candidates(types[:, i], s.grid, s.private)], 1)
+        u = _utility_of(s.mech, types, reports, i, cand)  # column 0: the truth
+        k = np.argmax(u, axis=1)
+        best, b_u = _local_search(s, types, reports, i, cand[rows, k], u[rows, k], rng)
+        best_reports[:, i], best_u[:, i], u_truth[:, i] = best, b_u, u[:, 0]
+    return best_reports, best_u, u_truth
+
+
+def _search(mechanism, population, types, private, field_grid, joint_grid, local_steps):
+    """The checked mechanism and population, and what each seller tries."""
+    mech = as_multifield_mechanism(mechanism)
+    if getattr(mech, "randomized", False):
+        raise MarketSimError(
+            f"{mechanism_name(mech)} is randomized: the joint audit compares exact outcomes "
+            "(deterministic mechanisms only)"
+        )
+    pop = as_multifield(population)
+    private = tuple(pop.private if private is None else private)
+    for name in private:
+        if name not in (types.dtype.names or ()):
+            raise MarketSimError(f"private field {name!r} is not in the types")
+    grid, counts = _candidate_grid(pop, private, field_grid, joint_grid)
+    counts["local"] = local_steps * (2 * len(private) + 1)
+    counts["total"] = len(grid) + counts["local"]
+    return _Search(mech, pop, private, grid, joint_grid, local_steps), counts
 
 
 # ---- the audit ---------------------------------------------------------------------------
@@ -251,39 +300,18 @@ def audit_types(
     local_steps: int = 12,
 ) -> JointAudit:
     """The joint audit on the given true types (markets x sellers records)."""
-    mech = as_multifield_mechanism(mechanism)
-    if getattr(mech, "randomized", False):
-        raise MarketSimError(
-            f"{mechanism_name(mech)} is randomized: the joint audit compares exact outcomes "
-            "(deterministic mechanisms only)"
-        )
-    pop = as_multifield(population)
-    private = tuple(pop.private if private is None else private)
-    for name in private:
-        if name not in (types.dtype.names or ()):
-            raise MarketSimError(f"private field {name!r} is not in the types")
-    grid, counts = _candidate_grid(pop, private, field_grid, joint_grid)
-    m, n = types.shape
-    regret, u_truth = np.zeros((m, n)), np.empty((m, n))
-    best_reports = types.copy()
-    for i in range(n):
-        cand = np.concatenate([types[:, i : i + 1], _candidates(types[:, i], grid, private)], 1)
-        u = _utility_of(mech, types, i, cand)  # column 0: the truth
-        u0, k = u[:, 0], np.argmax(u, axis=1)
-        best, best_u = cand[np.arange(m), k], u[np.arange(m), k]
-        search = (mech, pop, types, i, private, joint_grid)
-        best, best_u = _local_search(*search, best, best_u, local_steps, rng)
-        u_truth[:, i] = u0
-        with np.errstate(invalid="ignore"):
-            gain = np.where(np.isneginf(u0), np.nan, np.maximum(best_u - u0, 0.0))
-        regret[:, i], best_reports[:, i] = gain, best
-    counts["local"] = local_steps * (2 * len(private) + 1)
-    counts["total"] = len(grid) + counts["local"]
+    search, counts = _search(
+        mechanism, population, types, private, field_grid, joint_grid, local_steps
+    )
+    best_reports, best_u, u_truth = _best_responses(search, types, types, rng)
+    with np.errstate(invalid="ignore"):
+        regret = np.where(np.isneginf(u_truth), np.nan, np.maximum(best_u - u_truth, 0.0))
+    mech = search.mech
     return JointAudit(
         mechanism_name(mech),
-        private,
-        m,
-        n,
+        search.private,
+        types.shape[0],
+        types.shape[1],
         counts,
         regret,
         u_truth,
