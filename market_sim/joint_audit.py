@@ -49,6 +49,8 @@ __all__ = [
     "compare_jointly",
     "grid_regret",
     "PeerMeasure",
+    "FieldPlay",
+    "play_fields",
 ]
 
 TOL = 1e-9
@@ -427,6 +429,86 @@ def compare_jointly(
             [buyer_loss(e, t, **weights) for e, t in zip(out.eps, out.payments, strict=True)]
         )
     return JointComparison(tuple(audits), np.array(spend), np.array(eps), np.array(loss))
+
+
+# ---- sellers who misreport: best-response play ----------------------------------------------
+@dataclass(frozen=True)
+class FieldPlay:
+    """Rounds of one market where strategic sellers best-respond in every private field."""
+
+    mechanism: str
+    types: np.ndarray = field(repr=False)
+    """(sellers,) the true records."""
+    strategic: np.ndarray = field(repr=False)
+    """(sellers,) who best-responds (the others report the truth)."""
+    reports: np.ndarray = field(repr=False)
+    """(rounds, sellers) the records reported."""
+    eps: np.ndarray = field(repr=False)
+    payments: np.ndarray = field(repr=False)
+    utility: np.ndarray = field(repr=False)
+    """(rounds, sellers) utilities of the true types; -inf where eps exceeded a true cap."""
+
+    def rows(self) -> list[dict]:
+        """Per round: who misreports, the mean utility of the sellers whose cap was
+        respected and the smallest utility, caps exceeded, spend and eps bought."""
+        lied = np.zeros(self.reports.shape, dtype=bool)
+        for name in self.reports.dtype.names or ():
+            lied |= self.reports[name] != self.types[name][None, :]
+        return [
+            {
+                "round": r + 1,
+                "mechanism": self.mechanism,
+                "share_misreporting": float(lied[r].mean()),
+                "mean_utility": _finite_mean(self.utility[r]),
+                "min_utility": float(self.utility[r].min()),
+                "cap_exceeded": float(np.mean(np.isneginf(self.utility[r]))),
+                "spend": float(self.payments[r].sum()),
+                "eps_bought": float(self.eps[r].sum()),
+            }
+            for r in range(self.reports.shape[0])
+        ]
+
+
+def _finite_mean(u: np.ndarray) -> float:
+    finite = u[np.isfinite(u)]
+    return float(finite.mean()) if finite.size else float("nan")
+
+
+def play_fields(
+    mechanism,
+    population,
+    rounds: int = 5,
+    rng: np.random.Generator | None = None,
+    *,
+    strategic_share: float = 1.0,
+    private: tuple[str, ...] | None = None,
+    field_grid: int = 9,
+    joint_grid: int = 5,
+    local_steps: int = 4,
+) -> FieldPlay:
+    """One drawn market played ``rounds`` times.  Each round every strategic seller (a
+    random ``strategic_share`` of them) reports its best report found by the joint
+    search (:func:`audit_types`' candidates) against the others' reports of the round
+    before, the truth unless another report is strictly better by more than 1e-9; all
+    move at once.  The others report the truth."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError("rng must be a numpy.random.Generator")
+    if not 0 <= strategic_share <= 1:
+        raise MarketSimError(f"strategic_share must be in [0, 1], got {strategic_share!r}")
+    pop = as_multifield(population)
+    types = pop.draw(1, rng)
+    search, _ = _search(mechanism, pop, types, private, field_grid, joint_grid, local_steps)
+    n = types.shape[1]
+    strategic = rng.permutation(n) < round(strategic_share * n)
+    reports, history = types.copy(), []
+    for _ in range(int(rounds)):
+        best, best_u, u_truth = _best_responses(search, types, reports, rng)
+        move = strategic & (best_u[0] > u_truth[0] + TOL)
+        reports = np.where(move, best[0], types[0])[None, :]
+        out = search.mech.run(reports[0])
+        history.append((reports[0], out.eps, out.payments, utilities(out, types[0])))
+    stacked = [np.stack(h) for h in zip(*history, strict=True)]
+    return FieldPlay(mechanism_name(search.mech), types[0], strategic, *stacked)
 
 
 # ---- the peers' measure ----------------------------------------------------------------------

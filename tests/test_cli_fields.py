@@ -42,3 +42,12 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, extra, words
     err = capsys.readouterr().err.strip()
     assert words in err and "\n" not in err
     assert not out.exists()
+
+
+def test_rounds_play_one_market_with_best_responding_sellers(capsys):
+    argv = ["fields", "--population", POP, "--mechanism", "cap-threshold:k=3", *SMALL]
+    assert main([*argv, "--rounds", "2"]) == 0
+    printed = capsys.readouterr().out
+    play = printed.split("round,mechanism,share_misreporting", 1)[1].strip().splitlines()
+    assert len(play) == 3  # the header's rest and two rounds
+    assert play[1].startswith("1,cap-threshold:k=3,0,") and play[2].startswith("2,")

@@ -218,3 +218,41 @@ def test_compare_jointly_scores_eq_11_on_the_same_markets_and_ranks_the_truthful
     assert rows[-1]["ic"] == "not IC"
     truthful = rows[:2]
     assert truthful[0]["objective"] <= truthful[1]["objective"]
+
+
+# ---- best-response play ----------------------------------------------------------------
+PEERS = MultiFieldPopulation.parse("8*uniform:0:1;cap=uniform:0.1:5;size=integers:10:500")
+
+
+def test_play_under_a_truthful_mechanism_stays_truthful():
+    """cap-threshold is truthful in cost and cap whatever the others report (dominant
+    strategy, proof in its docstring): no report is strictly better than the truth, so
+    best-responding sellers keep reporting it, and nobody loses."""
+    from market_sim.joint_audit import play_fields
+
+    play = play_fields(CapThreshold(k=3), PEERS, 3, np.random.default_rng(13), local_steps=2)
+    rows = play.rows()
+    assert [r["share_misreporting"] for r in rows] == [0.0, 0.0, 0.0]
+    assert all(r["min_utility"] >= 0 for r in rows)
+
+
+def test_play_records_what_the_mechanism_gives_and_lies_only_where_it_pays():
+    from market_sim.joint_audit import play_fields
+    from market_sim.mechanisms.multifield import utilities
+
+    mech = CSRA(budget=5.0)
+    play = play_fields(mech, PEERS, 2, np.random.default_rng(14), local_steps=2)
+    truth = play.types
+    for r in range(2):  # every round's numbers are the mechanism's on those reports
+        out = mech.run(play.reports[r])
+        assert np.array_equal(play.eps[r], out.eps)
+        assert np.array_equal(play.utility[r], utilities(out, truth))
+    liars = np.flatnonzero(play.reports[0] != truth)
+    assert liars.size > 0  # CSRA pays for the reported cap
+    for i in liars:  # round 1: each lie beats the truth against truthful others
+        lie = truth.copy()
+        lie[i] = play.reports[0][i]
+        gain = utilities(mech.run(lie), truth)[i] - utilities(mech.run(truth), truth)[i]
+        assert gain > 1e-9
+    calm = play_fields(mech, PEERS, 1, np.random.default_rng(14), strategic_share=0.0)
+    assert np.array_equal(calm.reports[0], calm.types)

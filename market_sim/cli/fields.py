@@ -55,6 +55,19 @@ def add_parser(subparsers):
         a.add_argument(
             f"--{name}", type=positive(name), default=1.0, help=f"Eq. 11's {name} (default 1)"
         )
+    a.add_argument(
+        "--rounds",
+        type=number("rounds", int, lambda v: v >= 0, ">= 0"),
+        default=0,
+        help="also play one market this many rounds with best-responding sellers who "
+        "misreport any private field (default 0: no play)",
+    )
+    a.add_argument(
+        "--strategic-share",
+        type=number("strategic-share", float, lambda v: 0 <= v <= 1, "in [0, 1]"),
+        default=1.0,
+        help="share of sellers who best-respond in --rounds (default 1)",
+    )
     a.add_argument("--out", metavar="FILE.csv", default=None, help="also write the table here")
     a.set_defaults(func=run)
     return a
@@ -86,9 +99,35 @@ def run(args) -> int:
     print("\n".join(lines))
     for audit in result.audits:
         print(f"{audit.mechanism}: {audit.ic_verdict}; {audit.ir_verdict}")
+    if args.rounds:
+        _play(args)
     if args.out:
         atomic_write(args.out, lambda fh: fh.write(("\n".join(lines) + "\n").encode()))
     return 0
+
+
+def _play(args) -> None:
+    """Per round and mechanism: the play of one market (joint_audit.play_fields)."""
+    import numpy as np
+
+    from ..joint_audit import play_fields
+
+    lines = []
+    for spec in args.mechanism:
+        play = play_fields(
+            spec,
+            args.population,
+            args.rounds,
+            np.random.default_rng(args.seed),
+            strategic_share=args.strategic_share,
+            field_grid=args.field_grid,
+            joint_grid=args.joint_grid,
+            local_steps=args.local_steps,
+        )
+        rows = [{**r, "mechanism": spec} for r in play.rows()]
+        lines += [",".join(_cell(r[h]) for h in rows[0]) for r in rows]
+    print("\n" + ",".join(play.rows()[0]))
+    print("\n".join(lines))
 
 
 def _cell(v) -> str:
