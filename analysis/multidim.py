@@ -23,6 +23,7 @@ COLUMNS = [
     "joint_max_gain",
     "joint_share_ir",
     "cap_exceeded",
+    "joint_share_escaping",
 ]
 
 COLUMN_MEANINGS = {
@@ -30,11 +31,14 @@ COLUMN_MEANINGS = {
     "peer_share_gaining": "share of sellers with a positive regret under that measure",
     "peer_ir_violation": "its normalised IR violation max(0, -u) / (v eps), caps ignored",
     "peer_share_ir": "share of sellers with a positive IR violation under that measure",
-    "joint_share_gaining": "share of sellers the joint audit (cost and cap) finds a gain for",
+    "joint_share_gaining": "share of sellers the joint audit (cost and cap) finds a finite gain "
+    "for",
     "joint_mean_gain": "mean gain the joint audit finds (unnormalised; 0 where none)",
     "joint_max_gain": "largest gain the joint audit finds",
     "joint_share_ir": "share of truthful sellers with utility < -1e-9 (caps enforced)",
     "cap_exceeded": "share of truthful sellers whose cap the mechanism exceeds (utility -inf)",
+    "joint_share_escaping": "share of sellers whose cap the truth exceeds and who escape by a "
+    "misreport (an infinite gain; not in joint_share_gaining)",
     "*_ci": "half-width of the 95% t interval over replications",
 }
 

@@ -99,6 +99,9 @@ class JointAudit:
     """(markets, sellers): the largest gain found over the truth (0 when none; nan where
     the truthful utility is -inf)."""
     truthful_utility: np.ndarray = field(repr=False)
+    escaping: np.ndarray = field(repr=False)
+    """(markets, sellers): the truth exceeds the seller's cap (an unbounded loss) and a
+    report was found that does not: an infinite gain, kept out of ``regret``."""
     ic_witness: Witness | None
     ir_witness: Witness | None
 
@@ -127,9 +130,20 @@ class JointAudit:
         return float(np.mean(np.isneginf(self.truthful_utility)))
 
     @property
+    def share_escaping(self) -> float:
+        return float(np.mean(self.escaping))
+
+    @property
     def ic_verdict(self) -> str:
         if self.ic_witness is not None:
-            return f"not IC: {self.ic_witness.describe()} (gain {self.ic_witness.gain:.6g})"
+            text = f"not IC: {self.ic_witness.describe()} (gain {self.ic_witness.gain:.6g})"
+            k = int(self.escaping.sum())
+            if k:
+                text += (
+                    f"; {k} of {self.escaping.size} sellers, whose cap the truth exceeds, "
+                    "escape that unbounded loss by a misreport"
+                )
+            return text
         counts = ", ".join(f"{k} {v}" for k, v in self.candidates.items())
         return (
             f"no profitable misreport of {', '.join(self.private)} found among the candidates "
@@ -306,8 +320,10 @@ def audit_types(
         mechanism, population, types, private, field_grid, joint_grid, local_steps
     )
     best_reports, best_u, u_truth = _best_responses(search, types, types, rng)
+    unbounded = np.isneginf(u_truth)
     with np.errstate(invalid="ignore"):
-        regret = np.where(np.isneginf(u_truth), np.nan, np.maximum(best_u - u_truth, 0.0))
+        regret = np.where(unbounded, np.nan, np.maximum(best_u - u_truth, 0.0))
+    escaping = unbounded & np.isfinite(best_u)
     mech = search.mech
     return JointAudit(
         mechanism_name(mech),
@@ -317,16 +333,21 @@ def audit_types(
         counts,
         regret,
         u_truth,
-        _ic_witness(mech, types, regret, best_reports),
+        escaping,
+        _ic_witness(mech, types, regret, escaping, best_reports),
         _ir_witness(mech, types, u_truth),
     )
 
 
-def _ic_witness(mech, types, regret, best_reports) -> Witness | None:
+def _ic_witness(mech, types, regret, escaping, best_reports) -> Witness | None:
+    """The largest finite gain's witness; else an escape from an unbounded loss."""
     r = np.nan_to_num(regret, nan=0.0)
-    if not np.any(r > TOL):
+    if np.any(r > TOL):
+        j, i = np.unravel_index(np.argmax(r), r.shape)
+    elif np.any(escaping):
+        j, i = np.unravel_index(np.argmax(escaping), escaping.shape)
+    else:
         return None
-    j, i = np.unravel_index(np.argmax(r), r.shape)
     w = _witness(mech, types, j, i, best_reports[j, i])
     return w if w.gain > TOL else None
 

@@ -123,6 +123,7 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
             "joint_max_gain": audit.max_gain,
             "joint_share_ir": audit.share_ir_violations,
             "cap_exceeded": audit.share_cap_exceeded,
+            "joint_share_escaping": audit.share_escaping,
             "joint_ic_refuted": audit.ic_refuted,
             "max_spend_over_budget": float(spend.max() / params["budget"]),
         }

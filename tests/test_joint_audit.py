@@ -157,7 +157,13 @@ def test_cap_exceeded_is_an_unbounded_ir_violation():
     w = a.ir_witness
     assert w is not None and w.seller == 0 and w.utility_truth == -np.inf
     assert "unbounded" in a.ir_verdict and a.share_cap_exceeded == pytest.approx(1 / 4)
-    assert np.isnan(a.regret[0, 0])  # no regret is measured from an unbounded loss
+    assert np.isnan(a.regret[0, 0])  # no finite regret is measured from an unbounded loss
+    # ... but reporting a cost above r_(3) = 0.3 takes seller 0 out of the purchase
+    # (utility 0 > -inf): an escape, so not IC either, and the verdict says so
+    assert a.escaping[0, 0] and a.share_escaping == pytest.approx(1 / 4)
+    w = a.ic_witness
+    assert w is not None and w.seller == 0 and w.gain == np.inf and w.report["cost"] > 0.3
+    assert "escape that unbounded loss" in a.ic_verdict
 
 
 def test_the_peers_measure_by_hand():

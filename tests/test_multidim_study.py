@@ -28,6 +28,9 @@ def test_tiny_table_and_figure(tmp_path):
     # ignores caps: the peers see no IR violation, the joint audit sees caps exceeded
     assert s.loc["pac", "peer_share_gaining"] == 0 and s.loc["pac", "joint_share_gaining"] == 0
     assert s.loc["pac", "peer_share_ir"] == 0 and s.loc["pac", "cap_exceeded"] > 0
+    # ... and those sellers escape by reporting a high cost: not IC once caps count
+    assert s.loc["pac", "joint_share_escaping"] == s.loc["pac", "cap_exceeded"]
+    assert s.loc["cap-threshold", "joint_share_escaping"] == 0
     # CSRA pays in proportion to the reported cap: the joint audit finds more gainers
     assert s.loc["csra", "joint_share_gaining"] > s.loc["csra", "peer_share_gaining"]
     assert (df.max_spend_over_budget <= 1 + 1e-9).all()  # every mechanism within budget
