@@ -15,13 +15,19 @@ always the truth).  Its candidates, counted per field:
 
 A seller's utility of true type (c, cap) is t - c eps, or -inf when eps > cap
 (``multifield.utilities``): a misreport that makes the mechanism exceed the true cap is
-never a gain, and truth-telling that does is an IR violation of unbounded size.
+never a gain, and truth-telling that does is an IR violation of unbounded size; a seller
+in that case that finds a report keeping eps within its cap *escapes* (an infinite gain,
+an IC violation counted apart from the finite regret).
 
 **Verdicts.**  IC: *not IC* with the largest gain found, its witness re-run exactly
 (the profile, the seller, its true type and report, both utilities), or *no gain
 found* with what was searched: evidence on these markets and candidates, never a
 proof.  IR: *not IR* with the worst truthful utility and its witness, or *IR on these
 markets*.  Nothing is certified that was not checked.
+
+:func:`compare_jointly` audits several mechanisms on the same markets and scores them by
+Eq. 11 (003); :func:`play_fields` plays one market in rounds with sellers who
+best-respond in every private field (the same search against the others' reports).
 
 :func:`grid_regret` is MFG-RegretNet's own measure (``exp_rq/guarantees_eval_baselines``):
 the cost alone on a 25-point grid of [0, 1], utilities ignoring caps, regret and IR
