@@ -42,7 +42,6 @@ import numpy as np
 
 from .distributions import CostDistribution, parse_distribution
 from .errors import MarketSimError
-from .population import _KEYS as _POPULATION_KEYS
 from .population import Population, as_population
 
 __all__ = [
@@ -297,9 +296,6 @@ class MultiFieldPopulation:
             key, eq, value = opt.partition("=")
             if eq and key.strip() in _KEYS:
                 mine[key.strip()] = value.strip()
-            elif opt.strip() and key.strip() not in _POPULATION_KEYS:
-                keys = ", ".join(_POPULATION_KEYS + _KEYS)
-                raise MarketSimError(f"population option {opt!r}: use key=value, key one of {keys}")
             else:
                 rest.append(opt)
         for key in ("rho_cap", "rho_size"):
@@ -308,7 +304,14 @@ class MultiFieldPopulation:
                     mine[key] = float(mine[key])
                 except ValueError:
                     raise MarketSimError(f"{key}={mine[key]!r} must be a number") from None
-        return cls(Population.parse(";".join(rest)), **mine)
+        try:
+            population = Population.parse(";".join(rest))
+        except MarketSimError as exc:  # name this layer's keys beside the population's
+            text = str(exc)
+            if text.startswith("population option") and "key one of" in text:
+                text += ", " + ", ".join(_KEYS)
+            raise MarketSimError(text) from None
+        return cls(population, **mine)
 
 
 def as_multifield(x, n_sellers: int | None = None) -> MultiFieldPopulation:
