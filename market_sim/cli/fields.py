@@ -93,9 +93,7 @@ def run(args) -> int:
         sigma=args.sigma,
         gamma=args.gamma,
     )
-    rows = result.rows()
-    header = list(rows[0])
-    lines = [",".join(header)] + [",".join(_cell(r[h]) for h in header) for r in rows]
+    lines = _csv(result.rows())
     print("\n".join(lines))
     for audit in result.audits:
         print(f"{audit.mechanism}: {audit.ic_verdict}; {audit.ir_verdict}")
@@ -112,7 +110,7 @@ def _play(args) -> None:
 
     from ..joint_audit import play_fields
 
-    lines = []
+    rows = []
     for spec in args.mechanism:
         play = play_fields(
             spec,
@@ -124,11 +122,15 @@ def _play(args) -> None:
             joint_grid=args.joint_grid,
             local_steps=args.local_steps,
         )
-        rows = [{**r, "mechanism": spec} for r in play.rows()]
-        lines += [",".join(_cell(r[h]) for h in rows[0]) for r in rows]
-    print("\n" + ",".join(play.rows()[0]))
-    print("\n".join(lines))
+        rows += [{**r, "mechanism": spec} for r in play.rows()]
+    print("\n" + "\n".join(_csv(rows)))
 
 
-def _cell(v) -> str:
-    return f"{v:.6g}" if isinstance(v, float) else str(v)
+def _csv(rows: list[dict]) -> list[str]:
+    """A header line and a line per row (numbers to 6 significant digits)."""
+
+    def cell(v) -> str:
+        return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+    header = list(rows[0])
+    return [",".join(header)] + [",".join(cell(r[h]) for h in header) for r in rows]
