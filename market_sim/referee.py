@@ -145,7 +145,7 @@ def referee(
     tol = table["tol"].to_numpy(dtype=float) if "tol" in table else float(result.summary["tol"])
     audit_regret = table["max_gain"].to_numpy(dtype=float).clip(min=0.0)
     truthful = table["truthful_utility"].to_numpy(dtype=float)
-    peers = {"gradient ascent": [], f"{grid_points}-point grid": []}
+    peers: dict[str, list[np.ndarray]] = {"gradient ascent": [], f"{grid_points}-point grid": []}
     for c in costs:
         peers["gradient ascent"].append(
             gradient_ascent_regret(mech, c, law.support, rng, steps=steps, step=step)
