@@ -110,6 +110,10 @@ class JointAudit:
     report was found that does not: an infinite gain, kept out of ``regret``."""
     ic_witness: Witness | None
     ir_witness: Witness | None
+    types: np.ndarray | None = field(default=None, repr=False)
+    """(markets, sellers): the true records audited."""
+    best_reports: np.ndarray | None = field(default=None, repr=False)
+    """(markets, sellers): each seller's best report found (its truth when none gains)."""
 
     @property
     def ic_refuted(self) -> bool:
@@ -342,6 +346,8 @@ def audit_types(
         escaping,
         _ic_witness(mech, types, regret, escaping, best_reports),
         _ir_witness(mech, types, u_truth),
+        types,
+        best_reports,
     )
 
 
