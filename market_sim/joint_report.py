@@ -198,8 +198,14 @@ def _plot_audit(a: JointAudit, path) -> None:
     right.scatter(cost[finite], u[finite], s=8, color="tab:blue", label="truthful utility")
     if not finite.all():
         floor = float(u[finite].min()) if finite.any() else 0.0
-        right.scatter(cost[~finite], np.full((~finite).sum(), floor), s=14, color="tab:red",
-                      marker="v", label="cap exceeded (-inf)")  # fmt: skip
+        right.scatter(
+            cost[~finite],
+            np.full((~finite).sum(), floor),
+            s=14,
+            color="tab:red",
+            marker="v",
+            label="cap exceeded (-inf)",
+        )
     right.axhline(0.0, color="k", lw=0.8, ls="--")
     right.legend(loc="best")
     right.set(xlabel="true cost", ylabel="utility", title=f"IR: {a.mechanism}")
@@ -234,12 +240,15 @@ class FieldCompareResult:
     def write(self, folder) -> Path:
         """DIR/leaderboard.csv, paired.csv, markets.csv and summary.json, atomically."""
         out = _folder(folder)
-        for name, frame in zip(COMPARE_FILES[:3], (self.leaderboard, self.paired, self.markets),
-                               strict=True):  # fmt: skip
+        for name, frame in zip(
+            COMPARE_FILES[:3], (self.leaderboard, self.paired, self.markets), strict=True
+        ):
             data = frame.to_csv(index=False).encode()
             atomic_write(out / name, lambda fh, d=data: fh.write(d))
-        doc = {**self.settings, "verdicts": {a.mechanism: [a.ic_verdict, a.ir_verdict]
-                                             for a in self.audits}}  # fmt: skip
+        doc = {
+            **self.settings,
+            "verdicts": {a.mechanism: [a.ic_verdict, a.ir_verdict] for a in self.audits},
+        }
         text = (json.dumps(json_plain(doc), indent=2) + "\n").encode()
         atomic_write(out / "summary.json", lambda fh: fh.write(text))
         return out
@@ -269,17 +278,24 @@ def compare_fields(
         mechanisms, population, n_markets, rng, mu=mu, sigma=sigma, gamma=gamma, **settings
     )
     per = {
-        label: {"objective": result.objective[k], "payment": result.spend[k],
-                "eps": result.eps_bought[k]}  # fmt: skip
+        label: {
+            "objective": result.objective[k],
+            "payment": result.spend[k],
+            "eps": result.eps_bought[k],
+        }
         for k, label in enumerate(labels)
     }
-    rows = [_leaderboard_row(label, a, per[label]) for label, a in zip(labels, result.audits,
-                                                                        strict=True)]  # fmt: skip
+    rows = [
+        _leaderboard_row(label, a, per[label])
+        for label, a in zip(labels, result.audits, strict=True)
+    ]
     rows.sort(key=lambda r: (r["ic"] == "not IC", r["ir"] == "not IR", r["objective"]))
     paired = [_paired_row(label, baseline, per) for label in labels if label != baseline]
     markets = pd.concat(
-        [pd.DataFrame({"mechanism": label, "market": np.arange(n_markets), **per[label]})
-         for label in labels]  # fmt: skip
+        [
+            pd.DataFrame({"mechanism": label, "market": np.arange(n_markets), **per[label]})
+            for label in labels
+        ]
     )
     the_settings = {
         "mechanisms": labels,
@@ -293,13 +309,24 @@ def compare_fields(
         **settings,
     }
     return FieldCompareResult(
-        pd.DataFrame(rows), pd.DataFrame(paired, columns=_PAIRED), markets.reset_index(drop=True),
-        the_settings, result.audits,
-    )  # fmt: skip
+        pd.DataFrame(rows),
+        pd.DataFrame(paired, columns=_PAIRED),
+        markets.reset_index(drop=True),
+        the_settings,
+        result.audits,
+    )
 
 
-_PAIRED = ["mechanism", "baseline", "objective_diff", "objective_diff_low",
-           "objective_diff_high", "payment_diff", "payment_diff_low", "payment_diff_high"]  # fmt: skip
+_PAIRED = [
+    "mechanism",
+    "baseline",
+    "objective_diff",
+    "objective_diff_low",
+    "objective_diff_high",
+    "payment_diff",
+    "payment_diff_low",
+    "payment_diff_high",
+]
 
 
 def _leaderboard_row(label: str, a: JointAudit, scores: dict) -> dict:
