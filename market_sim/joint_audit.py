@@ -38,9 +38,11 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 import numpy as np
 
+from .agents.fields import FieldRound, FieldStrategy
 from .errors import MarketSimError
 from .mechanisms.base import Outcome, mechanism_name
 from .mechanisms.multifield import as_multifield_mechanism, utilities
@@ -57,6 +59,7 @@ __all__ = [
     "PeerMeasure",
     "FieldPlay",
     "play_fields",
+    "BestResponseFields",
 ]
 
 TOL = 1e-9
@@ -542,6 +545,26 @@ def play_fields(
         history.append((reports[0], out.eps, out.payments, utilities(out, types[0])))
     stacked = [np.stack(h) for h in zip(*history, strict=True)]
     return FieldPlay(mechanism_name(search.mech), types[0], strategic, *stacked)
+
+
+@dataclass(frozen=True)
+class BestResponseFields(FieldStrategy):
+    """The simulation's best response (``market_sim.agents.fields``): each of its sellers
+    reports the best report the joint search finds against the others' reports of the
+    round before (:func:`play_fields`' step), the truth unless strictly better by 1e-9."""
+
+    name: ClassVar[str] = "best-response"
+    field_grid: int = 9
+    joint_grid: int = 5
+    local_steps: int = 4
+
+    def report(self, round: FieldRound, rng: np.random.Generator) -> np.ndarray:
+        types = round.types[None, :]
+        search, _ = _search(round.mechanism, round.population, types, None, self.field_grid,
+                            self.joint_grid, self.local_steps)  # fmt: skip
+        best, best_u, u_truth = _best_responses(search, types, round.last_reports[None, :], rng)
+        move = best_u[0] > u_truth[0] + TOL
+        return np.where(move, best[0], types[0])[round.mine]
 
 
 # ---- the peers' measure ----------------------------------------------------------------------
