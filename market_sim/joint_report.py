@@ -95,6 +95,7 @@ class JointAuditReport:
             ("markets x sellers", f"{s['n_markets']} x {s['n_sellers']}"),
             ("private / verified fields", f"{s['private']} / {s['verified'] or '-'}"),
             ("reports tried per seller", f"{s['n_candidates']} ({kinds})"),
+            ("opponent profiles tried", f"{len(s['profiles'])} per seller"),
             ("largest gain of a misreport", f"{s['max_gain']:.3g}"),
             ("sellers with a profitable misreport", f"{s['n_profitable']} of {n_pairs}"),
             ("sellers escaping an exceeded cap", f"{s['n_escaping']} of {n_pairs}"),
@@ -141,6 +142,9 @@ def _audit_table(a: JointAudit) -> pd.DataFrame:
     for name in a.private:
         cols[f"best_{name}"] = a.best_reports[name].ravel()
     cols["max_gain"] = a.regret.ravel()
+    if a.profile_regret:  # the largest gain over the opponent profiles (inf: an escape)
+        stacked = np.stack([np.nan_to_num(g, nan=0.0) for g in a.profile_regret.values()])
+        cols["profile_max_gain"] = stacked.max(axis=0).ravel()
     cols["cap_exceeded"] = np.isneginf(a.truthful_utility).ravel()
     cols["escaping"] = a.escaping.ravel()
     cols["profitable"] = (np.nan_to_num(a.regret) > TOL).ravel() | a.escaping.ravel()
@@ -160,6 +164,7 @@ def _audit_summary(a: JointAudit, population: str, seed) -> dict:
         "verified": ", ".join(f for f in names or () if f not in a.private),
         "candidates_by_kind": {k: v for k, v in a.candidates.items() if k != "total"},
         "n_candidates": a.candidates["total"],
+        "profiles": list(a.profile_regret),
         "max_gain": a.max_gain,
         "n_profitable": int(np.sum(np.nan_to_num(a.regret) > TOL)),
         "share_profitable": a.share_gaining,

@@ -170,6 +170,7 @@ def _run_fields(args) -> int:
     found = joint_audit(
         mech, pop, args.markets, np.random.default_rng(args.seed), field_grid=args.grid,
         local_steps=steps,
+        profiles=True,
     )  # fmt: skip
     report = JointAuditReport(replace(found, mechanism=args.mechanism), pop.spec, args.seed)
     print(report.format())

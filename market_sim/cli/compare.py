@@ -168,7 +168,7 @@ def _run_fields(args) -> int:
     result = compare_fields(
         args.mechanism, pop, args.markets, np.random.default_rng(args.seed),
         baseline=args.baseline, mu=args.mu, sigma=args.sigma, gamma=args.gamma,
-        field_grid=args.grid, local_steps=0 if args.no_refine else 12,
+        field_grid=args.grid, local_steps=0 if args.no_refine else 12, profiles=True,
     )  # fmt: skip
     result.settings["seed"] = args.seed
     print(result.format())
