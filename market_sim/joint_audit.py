@@ -153,6 +153,17 @@ class JointAudit:
     def share_escaping(self) -> float:
         return float(np.mean(self.escaping))
 
+    def verdict_columns(self) -> dict:
+        """The leaderboards' IC and IR columns."""
+        return {
+            "ic": "not IC" if self.ic_refuted else "no gain found",
+            "ir": "not IR" if self.ir_refuted else "IR here",
+            "share_gaining": self.share_gaining,
+            "max_gain": self.max_gain,
+            "share_not_ir": self.share_ir_violations,
+            "cap_exceeded": self.share_cap_exceeded,
+        }
+
     @property
     def ic_verdict(self) -> str:
         if self.ic_witness is not None:
@@ -522,12 +533,7 @@ class JointComparison:
         rows = [
             {
                 "mechanism": a.mechanism,
-                "ic": "not IC" if a.ic_refuted else "no gain found",
-                "ir": "not IR" if a.ir_refuted else "IR here",
-                "share_gaining": a.share_gaining,
-                "max_gain": a.max_gain,
-                "share_not_ir": a.share_ir_violations,
-                "cap_exceeded": a.share_cap_exceeded,
+                **a.verdict_columns(),
                 "mean_spend": float(self.spend[k].mean()),
                 "mean_eps": float(self.eps_bought[k].mean()),
                 "objective": float(self.objective[k].mean()),

@@ -339,12 +339,7 @@ def _leaderboard_row(label: str, a: JointAudit, scores: dict) -> dict:
     pay, pay_lo, pay_hi = t_interval(scores["payment"])
     return {
         "mechanism": label,
-        "ic": "not IC" if a.ic_refuted else "no gain found",
-        "ir": "not IR" if a.ir_refuted else "IR here",
-        "share_gaining": a.share_gaining,
-        "max_gain": a.max_gain,
-        "share_not_ir": a.share_ir_violations,
-        "cap_exceeded": a.share_cap_exceeded,
+        **a.verdict_columns(),
         "objective": obj,
         "objective_low": obj_lo,
         "objective_high": obj_hi,
