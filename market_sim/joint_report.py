@@ -97,6 +97,7 @@ class JointAuditReport:
             ("reports tried per seller", f"{s['n_candidates']} ({kinds})"),
             ("opponent profiles tried", f"{len(s['profiles'])} per seller"),
             ("largest gain of a misreport", f"{s['max_gain']:.3g}"),
+            ("largest gain, opponent profiles", _gain(s["profile_max_gain"])),
             ("sellers with a profitable misreport", f"{s['n_profitable']} of {n_pairs}"),
             ("sellers escaping an exceeded cap", f"{s['n_escaping']} of {n_pairs}"),
             ("sellers violating IR", f"{s['ir_violations']} of {n_pairs}"),
@@ -143,7 +144,7 @@ def _audit_table(a: JointAudit) -> pd.DataFrame:
         cols[f"best_{name}"] = a.best_reports[name].ravel()
     cols["max_gain"] = a.regret.ravel()
     if a.profile_regret:  # the largest gain over the opponent profiles (inf: an escape)
-        stacked = np.stack([np.nan_to_num(g, nan=0.0) for g in a.profile_regret.values()])
+        stacked = np.stack([np.where(np.isnan(g), 0.0, g) for g in a.profile_regret.values()])
         cols["profile_max_gain"] = stacked.max(axis=0).ravel()
     cols["cap_exceeded"] = np.isneginf(a.truthful_utility).ravel()
     cols["escaping"] = a.escaping.ravel()
@@ -166,6 +167,7 @@ def _audit_summary(a: JointAudit, population: str, seed) -> dict:
         "n_candidates": a.candidates["total"],
         "profiles": list(a.profile_regret),
         "max_gain": a.max_gain,
+        "profile_max_gain": _profile_max_gain(a),
         "n_profitable": int(np.sum(np.nan_to_num(a.regret) > TOL)),
         "share_profitable": a.share_gaining,
         "n_escaping": int(a.escaping.sum()),
@@ -179,6 +181,19 @@ def _audit_summary(a: JointAudit, population: str, seed) -> dict:
         "ir_statement": a.ir_verdict,
         "certified": None,
     }
+
+
+def _profile_max_gain(a: JointAudit) -> float | None:
+    """The largest finite gain over the opponent profiles (None when none was tried)."""
+    if not a.profile_regret:
+        return None
+    gains = np.concatenate([g.ravel() for g in a.profile_regret.values()])
+    finite = gains[np.isfinite(gains)]
+    return float(finite.max(initial=0.0))
+
+
+def _gain(v: float | None) -> str:
+    return "not tried" if v is None else f"{v:.3g}"
 
 
 def _plot_audit(a: JointAudit, path) -> None:

@@ -61,6 +61,11 @@ def test_audit_of_csra_finds_a_gain_the_table_re_runs(tmp_path, capsys):
     gain = _utility(mech, lie, truth[i], i) - _utility(mech, truth, truth[i], i)
     assert gain == pytest.approx(best.max_gain, rel=1e-9) and gain > 0
     assert summary["max_gain"] == pytest.approx(gain, rel=1e-9)
+    # the verdict's witness is the strongest finite gain, drawn market or opponent profile
+    against = table.profile_max_gain[np.isfinite(table.profile_max_gain)].max()
+    assert summary["profile_max_gain"] == pytest.approx(against)
+    strongest = max(summary["max_gain"], summary["profile_max_gain"])
+    assert f"(gain {strongest:.6g})" in summary["ic_statement"]
 
 
 def test_audit_of_a_mechanism_proved_truthful_exits_0(capsys):
