@@ -17,7 +17,7 @@ fill the IC and IR columns.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +27,8 @@ from .comparison import t_interval
 from .errors import MarketSimError
 from .files import atomic_write, json_plain, save_png
 from .joint_audit import TOL, JointAudit, compare_jointly
-from .multifield import FIELD_OPTIONS
+from .mechanisms.multifield import as_multifield_mechanism
+from .multifield import FIELD_OPTIONS, as_multifield
 
 __all__ = [
     "AUDIT_FILES",
@@ -294,9 +295,12 @@ def compare_fields(
     baseline = labels[0] if baseline is None else baseline
     if baseline not in labels:
         raise MarketSimError(f"--baseline {baseline!r} is not a --mechanism ({', '.join(labels)})")
-    result = compare_jointly(
-        mechanisms, population, n_markets, rng, mu=mu, sigma=sigma, gamma=gamma, **settings
-    )
+    pop = as_multifield(population)
+    weights = dict(mu=mu, sigma=sigma, gamma=gamma)
+    mechs = [as_multifield_mechanism(m, population=pop.population, **weights) for m in mechanisms]
+    result = compare_jointly(mechs, pop, n_markets, rng, **weights, **settings)
+    pairs = zip(result.audits, labels, strict=True)
+    audits = tuple(replace(a, mechanism=label) for a, label in pairs)
     per = {
         label: {
             "objective": result.objective[k],
@@ -305,10 +309,7 @@ def compare_fields(
         }
         for k, label in enumerate(labels)
     }
-    rows = [
-        _leaderboard_row(label, a, per[label])
-        for label, a in zip(labels, result.audits, strict=True)
-    ]
+    rows = [_leaderboard_row(label, a, per[label]) for label, a in zip(labels, audits, strict=True)]
     rows.sort(key=lambda r: (r["ic"] == "not IC", r["ir"] == "not IR", r["objective"]))
     paired = [_paired_row(label, baseline, per) for label in labels if label != baseline]
     markets = pd.concat(
@@ -319,7 +320,7 @@ def compare_fields(
     )
     the_settings = {
         "mechanisms": labels,
-        "population": str(population),
+        "population": pop.spec,
         "n_markets": n_markets,
         "baseline": baseline,
         "mu": mu,
@@ -333,7 +334,7 @@ def compare_fields(
         pd.DataFrame(paired, columns=_PAIRED),
         markets.reset_index(drop=True),
         the_settings,
-        result.audits,
+        audits,
     )
 
 

@@ -144,3 +144,19 @@ def test_cli_simulate_refuses_one_field_settings(tmp_path, capsys):
     assert main([*argv, "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert "--budget is not available" in err and "\n" not in err and not out.exists()
+
+
+def test_a_one_field_mechanism_is_built_for_the_population_and_reads_the_costs():
+    """``offline`` needs the cost law: the model builds it from the population's costs,
+    and its eps are the one-field mechanism's on the true costs (caps ignored by it,
+    exceeded ones counted)."""
+    from market_sim.mechanisms.base import as_mechanism
+    from market_sim.population import Population
+
+    pop = "5*uniform:0.1:1;cap=uniform:0.1:5"
+    model = _run("offline", population=pop, rounds=1, settings=dict(mu=1.0, sigma=2.0))
+    one_field = as_mechanism("offline", population=Population.parse("5*uniform:0.1:1"), sigma=2.0)
+    out = one_field.run(model.types["cost"])
+    a = model.agent_frame()
+    assert a.eps.to_numpy() == pytest.approx(out.eps)
+    assert list(a.cap_exceeded) == list(out.eps > model.types["cap"] * (1 + 1e-9))

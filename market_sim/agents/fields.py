@@ -137,7 +137,9 @@ def as_field_strategy(spec) -> FieldStrategy:
 class FieldMarketModel(mesa.Model):
     """Sellers with several fields over ``rounds`` rounds (module docstring).
     ``strategy``: a spec or strategy, or ``{spec: share}`` with shares summing to at most
-    1 (the rest truthful); sellers are assigned to strategies at random."""
+    1 (the rest truthful); sellers are assigned to strategies at random.  A one-field
+    mechanism is built for the population's costs with ``settings`` (mu, sigma, gamma,
+    privacy) and reads the costs only."""
 
     def __init__(
         self,
@@ -149,6 +151,7 @@ class FieldMarketModel(mesa.Model):
         xi: float = 1.0,
         seed: int | None = None,
         rng: np.random.Generator | None = None,
+        settings: dict | None = None,
     ):
         if seed is not None and rng is not None:
             raise MarketSimError("give seed or rng, not both")
@@ -158,9 +161,11 @@ class FieldMarketModel(mesa.Model):
             raise MarketSimError(f"xi must be in (0, 1] (got {xi!r})")
         rng = rng if rng is not None else np.random.default_rng(seed)
         super().__init__(rng=rng)
-        self.mechanism = as_multifield_mechanism(mechanism)
-        self.mechanism_name = mechanism_name(self.mechanism)
         self.population = as_multifield(population)
+        self.mechanism = as_multifield_mechanism(
+            mechanism, population=self.population.population, **(settings or {})
+        )
+        self.mechanism_name = mechanism_name(self.mechanism)
         self.rounds, self.xi, self.round = int(rounds), float(xi), 0
         self.types = self.population.draw(1, self.rng)[0]
         n = self.n_sellers = self.types.shape[0]

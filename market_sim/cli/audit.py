@@ -164,7 +164,8 @@ def _run_fields(args) -> int:
             f"--sellers {args.sellers} conflicts with the population's {pop.n_sellers} "
             "sellers (omit --sellers)"
         )
-    mech = as_multifield_mechanism(args.mechanism, **market_settings(args))
+    context = market_settings(args)
+    mech = as_multifield_mechanism(args.mechanism, population=pop.population, **context)
     out = output_folder(args)
     steps = 0 if args.no_refine else 12
     found = joint_audit(

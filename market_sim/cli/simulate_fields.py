@@ -43,9 +43,11 @@ def run_fields(args, strategy, fraction) -> int:
         strategy = {strategy: share}
     out = Path(args.out)
     check_simulate_out(out)
+    settings = dict(mu=args.mu, sigma=args.sigma, gamma=args.gamma)
     model = FieldMarketModel(
-        args.mechanism, pop, strategy=strategy, rounds=args.rounds, xi=args.xi, seed=args.seed
-    )
+        args.mechanism, pop, strategy=strategy, rounds=args.rounds, xi=args.xi, seed=args.seed,
+        settings=settings,
+    )  # fmt: skip
     model.run_model()
     model_df, agent_df = model.model_frame(), model.agent_frame()
     out.mkdir(parents=True, exist_ok=True)
