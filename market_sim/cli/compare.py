@@ -155,7 +155,7 @@ def _run_fields(args) -> int:
              ("--at equilibrium", args.at == "equilibrium")) if v]  # fmt: skip
     if given:
         raise MarketSimError(f"{given[0]} is not available for sellers with several fields")
-    sizes = args.sellers or [100]
+    sizes = args.sellers or [20]
     if len(sizes) > 1:
         raise MarketSimError("one --sellers for sellers with several fields")
     pop = as_multifield(args.population or f"{sizes[0]}*{args.dist}")
