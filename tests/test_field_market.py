@@ -118,6 +118,8 @@ def test_same_seed_same_numbers_and_a_mix_of_strategies():
         ({"strategy": {"shade-cap": 0.7, "shade-cost": 0.6}}, "sum to <= 1"),
         ({"strategy": "shade-cap", "population": "6*uniform:0:1"}, "no cap field"),
         ({"rounds": 0}, "rounds must be"),
+        ({"strategy": "nosuch"}, "unknown 'nosuch'"),
+        ({"strategy": "shade-cap:nope=1"}, "no parameter 'nope'"),
     ],
 )
 def test_bad_settings_are_one_line(kwargs, words):
