@@ -328,6 +328,7 @@ MECHANISMS = Registry(
         "proportional-share": "market_sim.mechanisms.proportional_share:ProportionalShare",
         "optimal-posted-price": "market_sim.mechanisms.optimal_posted_price:OptimalPostedPrice",
         "first-price": "market_sim.mechanisms.first_price:FirstPrice",
+        "onnx": "market_sim.mechanisms.onnx_network:OnnxMechanism",
     },
     _check_mechanism,
 )

@@ -68,6 +68,7 @@ COMMANDS = (
     "audit",
     "compare",
     "fields",
+    "referee",
     "egta",
     "psro",
     "bne",

@@ -60,7 +60,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import MarketSimError
-from ..registry import MECHANISMS, check_params, parse_spec
+from ..registry import MECHANISMS, check_params
 
 __all__ = [
     "Mechanism",
@@ -320,7 +320,7 @@ def as_mechanism(obj, *, population=None, **context) -> Mechanism:
     if population is not None:
         return _for_population(obj, population, context)
     if isinstance(obj, str):
-        name, params = parse_spec(obj)
+        name, params = MECHANISMS.parse(obj)  # NAME:VALUE for a spec_argument (onnx:PATH)
         found = MECHANISMS.load(name)
         if params:
             if not isinstance(found, type):
@@ -352,7 +352,7 @@ def as_mechanism(obj, *, population=None, **context) -> Mechanism:
 def _mechanism_class(obj):
     """The class ``as_mechanism`` would build ``obj`` from (its type for an instance)."""
     if isinstance(obj, str):
-        found = MECHANISMS.load(parse_spec(obj)[0])
+        found = MECHANISMS.load(MECHANISMS.parse(obj)[0])
         return found if isinstance(found, type) else type(found)
     return obj if isinstance(obj, type) else type(obj)
 
