@@ -38,9 +38,11 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 import numpy as np
 
+from .agents.fields import FieldRound, FieldStrategy
 from .errors import MarketSimError
 from .mechanisms.base import Outcome, mechanism_name
 from .mechanisms.multifield import as_multifield_mechanism, utilities
@@ -57,6 +59,7 @@ __all__ = [
     "PeerMeasure",
     "FieldPlay",
     "play_fields",
+    "BestResponseFields",
 ]
 
 TOL = 1e-9
@@ -73,6 +76,8 @@ class Witness:
     report: dict
     utility_truth: float
     utility_report: float
+    profile: str = "market"
+    """``market``: the drawn market's truthful others; else the opponent profile's label."""
 
     @property
     def gain(self) -> float:
@@ -83,6 +88,8 @@ class Witness:
             return "(" + ", ".join(f"{k}={v:.6g}" for k, v in d.items()) + ")"
 
         who = f"seller {self.seller} of market {self.market}, true {rec(self.true)}"
+        if self.profile != "market":
+            who += f", against the opponent profile {self.profile}"
         if self.report == self.true:
             return f"{who}, reporting the truth: utility {self.utility_truth:.6g}"
         return (
@@ -110,6 +117,13 @@ class JointAudit:
     report was found that does not: an infinite gain, kept out of ``regret``."""
     ic_witness: Witness | None
     ir_witness: Witness | None
+    types: np.ndarray | None = field(default=None, repr=False)
+    """(markets, sellers): the true records audited."""
+    best_reports: np.ndarray | None = field(default=None, repr=False)
+    """(markets, sellers): each seller's best report found (its truth when none gains)."""
+    profile_regret: dict = field(default_factory=dict, repr=False)
+    """Opponent profile label -> (markets, sellers) the largest gain found there (inf: an
+    escape from an exceeded cap; nan: an exceeded cap with no escape found)."""
 
     @property
     def ic_refuted(self) -> bool:
@@ -139,6 +153,17 @@ class JointAudit:
     def share_escaping(self) -> float:
         return float(np.mean(self.escaping))
 
+    def verdict_columns(self) -> dict:
+        """The leaderboards' IC and IR columns."""
+        return {
+            "ic": "not IC" if self.ic_refuted else "no gain found",
+            "ir": "not IR" if self.ir_refuted else "IR here",
+            "share_gaining": self.share_gaining,
+            "max_gain": self.max_gain,
+            "share_not_ir": self.share_ir_violations,
+            "cap_exceeded": self.share_cap_exceeded,
+        }
+
     @property
     def ic_verdict(self) -> str:
         if self.ic_witness is not None:
@@ -151,10 +176,15 @@ class JointAudit:
                 )
             return text
         counts = ", ".join(f"{k} {v}" for k, v in self.candidates.items())
+        against = (
+            f" and {len(self.profile_regret)} opponent profiles per seller"
+            if self.profile_regret
+            else ""
+        )
         return (
             f"no profitable misreport of {', '.join(self.private)} found among the candidates "
-            f"per seller ({counts}) on {self.n_markets} markets of {self.n_sellers} sellers: "
-            "evidence on these markets, not a proof of IC"
+            f"per seller ({counts}) on {self.n_markets} markets of {self.n_sellers} "
+            f"sellers{against}: evidence on these markets, not a proof of IC"
         )
 
     @property
@@ -262,14 +292,22 @@ def _best_responses(s: _Search, types, reports, rng):
     (best reports, their utilities, the truth's utilities), each (markets, sellers)."""
     m, n = types.shape
     best_reports, best_u, u_truth = types.copy(), np.empty((m, n)), np.empty((m, n))
-    rows = np.arange(m)
     for i in range(n):
-        cand = np.concatenate([types[:, i : i + 1], _candidates(types[:, i], s.grid, s.private)], 1)
-        u = _utility_of(s.mech, types, reports, i, cand)  # column 0: the truth
-        k = np.argmax(u, axis=1)
-        best, b_u = _local_search(s, types, reports, i, cand[rows, k], u[rows, k], rng)
-        best_reports[:, i], best_u[:, i], u_truth[:, i] = best, b_u, u[:, 0]
+        best_reports[:, i], best_u[:, i], u_truth[:, i] = _best_response_of(
+            s, types, reports, i, rng
+        )
     return best_reports, best_u, u_truth
+
+
+def _best_response_of(s: _Search, types, reports, i: int, rng):
+    """Seller ``i``'s best report found against the others' ``reports``: (best report,
+    its utility, the truth's utility), each (markets,)."""
+    rows = np.arange(types.shape[0])
+    cand = np.concatenate([types[:, i : i + 1], _candidates(types[:, i], s.grid, s.private)], 1)
+    u = _utility_of(s.mech, types, reports, i, cand)  # column 0: the truth
+    k = np.argmax(u, axis=1)
+    best, b_u = _local_search(s, types, reports, i, cand[rows, k], u[rows, k], rng)
+    return best, b_u, u[:, 0]
 
 
 def _search(mechanism, population, types, private, field_grid, joint_grid, local_steps):
@@ -292,21 +330,25 @@ def _search(mechanism, population, types, private, field_grid, joint_grid, local
 
 
 # ---- the audit ---------------------------------------------------------------------------
-def _witness(mech, types, market, seller, report) -> Witness:
-    """Both utilities re-run on the exact profile (the market's truthful reports)."""
-    truth = types[market]
+def _witness(mech, types, market, seller, report, others=None, label="market") -> Witness:
+    """Both utilities re-run on the exact profile: the market's truthful reports, or the
+    opponent profile ``others`` (the seller's own entry its true type)."""
+    own = types[market]
+    truth = own.copy() if others is None else others[market].copy()
+    truth[seller] = own[seller]
     lie = truth.copy()
     lie[seller] = report
-    u_truth = float(utilities(mech.run(truth), truth)[seller])
-    u_lie = float(utilities(mech.run(lie), truth)[seller])
+    u_truth = float(utilities(mech.run(truth), own)[seller])
+    u_lie = float(utilities(mech.run(lie), own)[seller])
     names = types.dtype.names or ()
     return Witness(
         int(market),
         int(seller),
-        {f: float(truth[seller][f]) for f in names},
+        {f: float(own[seller][f]) for f in names},
         {f: float(report[f]) for f in names},
         u_truth,
         u_lie,
+        label,
     )
 
 
@@ -320,8 +362,11 @@ def audit_types(
     field_grid: int = 25,
     joint_grid: int = 9,
     local_steps: int = 12,
+    profiles: bool = False,
 ) -> JointAudit:
-    """The joint audit on the given true types (markets x sellers records)."""
+    """The joint audit on the given true types (markets x sellers records); with
+    ``profiles``, each seller also against the adversarial opponent profiles
+    (:func:`opponent_profiles`; the grids there, no local search)."""
     search, counts = _search(
         mechanism, population, types, private, field_grid, joint_grid, local_steps
     )
@@ -331,6 +376,11 @@ def audit_types(
         regret = np.where(unbounded, np.nan, np.maximum(best_u - u_truth, 0.0))
     escaping = unbounded & np.isfinite(best_u)
     mech = search.mech
+    witness = _ic_witness(mech, types, regret, escaping, best_reports)
+    against: dict = {}
+    if profiles:
+        against, found = _profile_search(replace(search, steps=0), types, rng)
+        witness = _stronger(witness, found)
     return JointAudit(
         mechanism_name(mech),
         search.private,
@@ -340,8 +390,11 @@ def audit_types(
         regret,
         u_truth,
         escaping,
-        _ic_witness(mech, types, regret, escaping, best_reports),
+        witness,
         _ir_witness(mech, types, u_truth),
+        types,
+        best_reports,
+        against,
     )
 
 
@@ -356,6 +409,85 @@ def _ic_witness(mech, types, regret, escaping, best_reports) -> Witness | None:
         return None
     w = _witness(mech, types, j, i, best_reports[j, i])
     return w if w.gain > TOL else None
+
+
+# ---- adversarial opponent profiles -----------------------------------------------------------
+def opponent_profiles(pop, private, types: np.ndarray, seller: int) -> dict[str, np.ndarray]:
+    """The others' reports (markets, sellers) that no draw reliably produces, for seller
+    ``seller`` (its own entry is its truth; the audit overwrites it with the reports
+    tried), mirroring the one-field audit's (``coalitions.opponent_profiles``) in every
+    private field at once: ``floor`` / ``top``: every other at the support's bottom /
+    top in every private field, and the mixed corners (``corner:cost=floor,cap=top``,
+    ...); ``tied``: every other's private fields equal to the seller's true ones;
+    ``one_at_floor`` / ``one_at_top``: the others truthful but the one whose cost is
+    farthest from that end, moved to it in every private field; ``band_25`` /
+    ``band_50`` / ``band_75``: every other at that share of each field's support.  The
+    others' verified fields stay true."""
+    lo = {f: pop.support(f)[0] for f in private}
+    hi = {f: pop.support(f)[1] for f in private}
+
+    def at(values: dict) -> np.ndarray:
+        prof = types.copy()
+        for f, v in values.items():
+            prof[f] = np.round(v) if f == "size" else v
+        prof[:, seller] = types[:, seller]
+        return prof
+
+    out: dict[str, np.ndarray] = {}
+    for ends in itertools.product(("floor", "top"), repeat=len(private)):
+        label = (
+            ends[0]
+            if len(set(ends)) == 1
+            else "corner:" + ",".join(f"{f}={e}" for f, e in zip(private, ends, strict=True))
+        )
+        pairs = zip(private, ends, strict=True)
+        out[label] = at({f: lo[f] if e == "floor" else hi[f] for f, e in pairs})
+    out["tied"] = at({f: types[f][:, seller : seller + 1] for f in private})
+    others = np.delete(np.arange(types.shape[1]), seller)
+    if others.size:
+        cost = types["cost"][:, others]
+        for label, end, far in (("one_at_floor", lo, np.argmax), ("one_at_top", hi, np.argmin)):
+            prof = types.copy()
+            who = others[far(cost, axis=1)]
+            for f in private:
+                prof[f][np.arange(types.shape[0]), who] = end[f]
+            out[label] = prof
+    for q in (25, 50, 75):
+        out[f"band_{q}"] = at({f: lo[f] + q / 100 * (hi[f] - lo[f]) for f in private})
+    return out
+
+
+def _profile_search(s: _Search, types, rng) -> tuple[dict, Witness | None]:
+    """Every seller against every opponent profile: the gains per profile label
+    (markets, sellers) and the strongest witness found, re-run exactly."""
+    m, n = types.shape
+    gains: dict[str, np.ndarray] = {}
+    top: tuple = (-np.inf, None)
+    for i in range(n):
+        for label, prof in opponent_profiles(s.pop, s.private, types, i).items():
+            best, b_u, u0 = _best_response_of(s, types, prof, i, rng)
+            escape = np.where(np.isfinite(b_u), np.inf, np.nan)
+            with np.errstate(invalid="ignore"):
+                g = np.where(np.isneginf(u0), escape, np.maximum(b_u - u0, 0.0))
+            gains.setdefault(label, np.zeros((m, n)))[:, i] = g
+            score = np.where(np.isinf(g), 0.0, np.nan_to_num(g)) + np.isinf(g) * TOL * 2
+            j = int(np.argmax(score))
+            if score[j] > max(top[0], TOL):
+                top = (score[j], (j, i, best[j], prof, label))
+    if top[1] is None:
+        return gains, None
+    j, i, report, prof, label = top[1]
+    w = _witness(s.mech, types, j, i, report, prof, label)
+    return gains, w if w.gain > TOL else None
+
+
+def _stronger(a: Witness | None, b: Witness | None) -> Witness | None:
+    """The witness with the larger finite gain (an escape, infinite, only when neither
+    gain is finite)."""
+    found = [w for w in (a, b) if w is not None]
+    if not found:
+        return None
+    return max(found, key=lambda w: (np.isfinite(w.gain), w.gain if np.isfinite(w.gain) else 0))
 
 
 def _ir_witness(mech, types, u_truth) -> Witness | None:
@@ -401,12 +533,7 @@ class JointComparison:
         rows = [
             {
                 "mechanism": a.mechanism,
-                "ic": "not IC" if a.ic_refuted else "no gain found",
-                "ir": "not IR" if a.ir_refuted else "IR here",
-                "share_gaining": a.share_gaining,
-                "max_gain": a.max_gain,
-                "share_not_ir": a.share_ir_violations,
-                "cap_exceeded": a.share_cap_exceeded,
+                **a.verdict_columns(),
                 "mean_spend": float(self.spend[k].mean()),
                 "mean_eps": float(self.eps_bought[k].mean()),
                 "objective": float(self.objective[k].mean()),
@@ -536,6 +663,26 @@ def play_fields(
         history.append((reports[0], out.eps, out.payments, utilities(out, types[0])))
     stacked = [np.stack(h) for h in zip(*history, strict=True)]
     return FieldPlay(mechanism_name(search.mech), types[0], strategic, *stacked)
+
+
+@dataclass(frozen=True)
+class BestResponseFields(FieldStrategy):
+    """The simulation's best response (``market_sim.agents.fields``): each of its sellers
+    reports the best report the joint search finds against the others' reports of the
+    round before (:func:`play_fields`' step), the truth unless strictly better by 1e-9."""
+
+    name: ClassVar[str] = "best-response"
+    field_grid: int = 9
+    joint_grid: int = 5
+    local_steps: int = 4
+
+    def report(self, round: FieldRound, rng: np.random.Generator) -> np.ndarray:
+        types = round.types[None, :]
+        search, _ = _search(round.mechanism, round.population, types, None, self.field_grid,
+                            self.joint_grid, self.local_steps)  # fmt: skip
+        best, best_u, u_truth = _best_responses(search, types, round.last_reports[None, :], rng)
+        move = best_u[0] > u_truth[0] + TOL
+        return np.where(move, best[0], types[0])[round.mine]
 
 
 # ---- the peers' measure ----------------------------------------------------------------------

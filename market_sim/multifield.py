@@ -46,6 +46,7 @@ from .population import Population, as_population
 
 __all__ = [
     "FIELDS",
+    "FIELD_OPTIONS",
     "IntegerLaw",
     "MultiFieldPopulation",
     "as_multifield",
@@ -55,6 +56,7 @@ __all__ = [
 
 FIELDS = ("cost", "cap", "size")
 _KEYS = ("cap", "size", "private", "rho_cap", "rho_size")
+FIELD_OPTIONS = _KEYS  # the spec options of this layer (the others are the population's)
 
 
 def record_dtype(fields) -> np.dtype:

@@ -44,6 +44,7 @@ __all__ = [
     "check_params",
     "MECHANISMS",
     "MULTIFIELD_MECHANISMS",
+    "FIELD_STRATEGIES",
     "STRATEGIES",
     "SCENARIOS",
 ]
@@ -355,6 +356,26 @@ MULTIFIELD_MECHANISMS = Registry(
         "csra": "market_sim.mechanisms.multifield:CSRA",
     },
     _check_multifield,
+)
+
+
+# Strategies of sellers with several fields (market_sim.agents.fields): they return records.
+def _check_field_strategy(obj, name):
+    if callable(getattr(obj, "report", None)):
+        return obj
+    raise MarketSimError(f"multi-field strategy {name!r} needs a report method")
+
+
+FIELD_STRATEGIES = Registry(
+    "multi-field strategy",
+    "market_sim.field_strategies",
+    {
+        "truthful": "market_sim.agents.fields:TruthfulFields",
+        "shade-cost": "market_sim.agents.fields:ShadeCost",
+        "shade-cap": "market_sim.agents.fields:ShadeCap",
+        "best-response": "market_sim.joint_audit:BestResponseFields",
+    },
+    _check_field_strategy,
 )
 
 STRATEGIES = Registry(
