@@ -160,8 +160,10 @@ def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
         "| payment | bought | empty | max gain | IC | IR | IC rank | seconds |"
     )
     if eq:
-        head = head.replace("| seconds |", "| played | BNE epsilon | BNE L | seconds |")
-    rows = [head, "|" + "---|" * (16 if eq else 13)]
+        head = head.replace(
+            "| seconds |", "| played | BNE epsilon | BNE epsilon / u | BNE L | seconds |"
+        )
+    rows = [head, "|" + "---|" * (17 if eq else 13)]
     for _, r in lb.iterrows():
         ic = _IC_TEXT.get(r["ic"], f"**{r['ic'].replace('_', ' ').upper()}**")
         ir = _IR_TEXT.get(r["ir"], "**NOT IR**")
@@ -179,6 +181,7 @@ def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
             f"| {ic} | {ir} | {rank_ic} | "
             + (
                 f"{r['played']} | {_num(r['bne_epsilon'], 3)} "
+                f"| {_num(r.get('bne_epsilon_relative', math.nan), 3)} "
                 f"| {_num(r['bne_relative_loss'], 3)} | "
                 if eq
                 else ""
@@ -187,6 +190,8 @@ def _table(lb: pd.DataFrame, m: int, s: dict) -> str:
         )
     rows.append("")
     rows.append(_theory(lb) if not eq else _theory_at_equilibrium(lb))
+    if eq:
+        rows += _uncertified_equilibria(lb)
     played = (
         "At equilibrium: a mechanism neither found IC by the audit nor proved IC by the "
         "library ('IC (proof)': offline and online, built from their names, are not "
@@ -257,6 +262,22 @@ def _theory(lb: pd.DataFrame) -> str:
         "be beaten, so this is sampling noise (see the paired intervals) or a mechanism "
         "the audit could not show manipulable."
     )
+
+
+def _uncertified_equilibria(lb: pd.DataFrame) -> list[str]:
+    """One warning line per mechanism played at a BNE the solver did not certify."""
+    if "bne_converged" not in lb:
+        return []
+    out = []
+    for _, r in lb.iterrows():
+        converged = r["bne_converged"]
+        if r["played"] == "equilibrium" and converged is not None and not bool(converged):
+            out.append(
+                f"Warning: {r['mechanism']}'s BNE is not certified (verified epsilon / "
+                f"utility {_num(r['bne_epsilon_relative'], 3)} > the solver's tolerance): its "
+                "row is an approximate equilibrium (docs/equilibrium.md)."
+            )
+    return out
 
 
 def _theory_at_equilibrium(lb: pd.DataFrame) -> str:
@@ -566,6 +587,8 @@ def _play_columns(play) -> dict:
         "bne_epsilon": math.nan if r is None else r.epsilon,
         "bne_epsilon_ci_high": math.nan if r is None else r.epsilon_ci[1],
         "bne_relative_loss": math.nan if r is None else r.relative_loss,
+        "bne_epsilon_relative": math.nan if r is None else r.epsilon_relative,
+        "bne_converged": None if r is None else bool(r.converged),
     }
 
 

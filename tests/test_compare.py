@@ -352,3 +352,24 @@ def test_audit_only_some_mechanisms_and_trust_only_the_librarys_own():
         "not_audited",
         "equilibrium",
     )
+
+
+def test_an_uncertified_equilibrium_is_flagged_below_the_table():
+    """The leaderboard at equilibrium prints each BNE's epsilon / utility and warns when
+    the solver did not certify the equilibrium (its row is then an approximation); the
+    warning follows the BNE's own ``converged``, so it is checked against it here."""
+    from market_sim.comparison import _uncertified_equilibria
+
+    lb = pd.DataFrame(
+        [
+            dict(rank=1, mechanism="offline", played="truth", bne_converged=None,
+                 bne_epsilon_relative=math.nan),
+            dict(rank=2, mechanism="pay-as-bid", played="equilibrium", bne_converged=False,
+                 bne_epsilon_relative=5.11),
+            dict(rank=3, mechanism="first-price", played="equilibrium", bne_converged=True,
+                 bne_epsilon_relative=0.004),
+        ]
+    )  # fmt: skip
+    lines = _uncertified_equilibria(lb)
+    assert len(lines) == 1 and "pay-as-bid's BNE is not certified" in lines[0]
+    assert "5.11" in lines[0]
