@@ -120,9 +120,12 @@ def _deviations_disagree(mech, costs, P, rng) -> str | None:
     """A deterministic mechanism's ``deviations`` (or ``deviation_utilities``) checked
     against ``outcome`` (what ``run`` pays: the mechanism) at four reports of up to four
     sellers: why they disagree, or None.  The audit then calls ``outcome`` instead."""
+    from ..certification import unmodified
+
     ev = _Exact(mech, costs, costs, rng)
-    if ev.path == "outcome" or getattr(mech, "randomized", False):
-        return None
+    if ev.path == "outcome" or getattr(mech, "randomized", False) or unmodified(mech) is None:
+        return None  # the library's own unmodified offline or online mechanism: its code
+    # is what a certificate trusts (``certification.unmodified``); not re-checked
     sellers = np.arange(min(4, costs.size))
     R = P.rows(sellers)
     cand = R.clip(np.column_stack([costs[sellers], R.floor, R.hi,

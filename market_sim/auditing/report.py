@@ -441,12 +441,20 @@ def _summary(mechanism, mech, src, markets, table, d, v, tol, eps_scale, setting
         "by_class": None,
     }
     s.update(v)
-    checks = [ch for mk in markets for ch in (mk.found.check or []) if ch is not None]
-    if checks:  # Myerson's check (docs/audit-certification.md)
-        s["identity_residual_max"] = max(ch.identity_residual_max for ch in checks)
-        s["identity_residual_rel"] = max(ch.identity_residual_rel for ch in checks)
-        s["myerson_monotone"] = all(ch.monotone for ch in checks)
+    s.update(_myerson_keys(markets))
     return s
+
+
+def _myerson_keys(markets) -> dict:
+    """The summary's keys of Myerson's check (docs/audit-certification.md), if run."""
+    checks = [ch for mk in markets for ch in (mk.found.check or []) if ch is not None]
+    if not checks:
+        return {}
+    return {
+        "identity_residual_max": max(ch.identity_residual_max for ch in checks),
+        "identity_residual_rel": max(ch.identity_residual_rel for ch in checks),
+        "myerson_monotone": all(ch.monotone for ch in checks),
+    }
 
 
 def _certificate(mech, checks, n_reports) -> dict:
