@@ -14,7 +14,8 @@ from .search import _IR, _Found, _Market, _others, _Plan, _search
 _FLOORS = (0.0, 1e-9, 1e-6, 1e-3)  # the bottom report tried, + w x this, first defined
 _CHUNK = 4096  # sellers per batch (memory; results do not depend on it)
 _INTERIOR = ("k_at_end", "k_near_point", "pair_tied", "band")
-_SHARE = 3  # markets sharing one interior design (each searches every 3rd profile)
+_SHARE = 3  # markets sharing one interior design (each: every 3rd profile of a kind
+# whose profiles do not depend on the market's stratum)
 _LARGE = 256  # larger markets: 2 other sellers' reports per seller, no jumps in profiles
 
 
@@ -69,10 +70,12 @@ def _profile_groups(costs, P: _Plan, rng=None, stratum=None):
     if rng is not None and P.interior:  # shared vectors: every profiled seller at once
         searched = _profile_sellers(costs, P.max_profile_sellers)
         design = interior_profiles(costs, (R.floor, R.hi), rng, stratum=stratum)
-        # the audit's markets share the design: market m searches its profiles j = m mod s
+        # the markets share the design: market m searches every k_near_point profile (a
+        # Latin design over the markets) and the others j with j = m mod s
         m, K = (0, 1) if stratum is None else stratum
         s = max(1, min(K, _SHARE))
-        out += [(kind, searched, v) for j, (kind, v) in enumerate(design) if j % s == m % s]
+        out += [(kind, searched, v) for j, (kind, v) in enumerate(design)
+                if kind == "k_near_point" or j % s == m % s]  # fmt: skip
     return out
 
 
