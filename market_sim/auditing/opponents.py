@@ -163,8 +163,8 @@ def _search_profiles(mk: _Market, evaluator, P: _Plan, settings, rng=None, strat
         interior = kind in _INTERIOR
         if interior and not mc:  # a seller with an exact witness needs no more profiles
             sellers = sellers[mk.gain[sellers] <= mk.gain_tol[sellers]]
-            if sellers.size == 0:
-                continue
+        if sellers.size == 0:
+            continue
         values = np.unique(reports)
         if values.size == 1:  # floor, top, tied: one value, tried once
             oth = np.full((sellers.size, 1), values[0])
