@@ -380,9 +380,11 @@ def test_the_markets_share_one_interior_design(k):
 @pytest.mark.parametrize("seed", SEEDS)
 def test_myerson_over_a_rising_window_is_caught_and_not_certified(seed):
     # its deviations integrate the window its outcome's quadrature misses: the audit
-    # evaluates outcome (each call an adaptive integral), so one market of 4 sellers
-    mech = myerson_mechanism(_window, DIST, vectorized=True, name="window")
-    res = _audit(mech, seed, n=4, k=1, n_grid=33)
+    # evaluates outcome (each call an adaptive integral), so one market of 3 sellers and
+    # the integrals to 1e-5 (the verdict rests on eps, which no payment can repair)
+    mech = myerson_mechanism(_window, DIST, vectorized=True, name="window", tol=1e-5,
+                             jump_tol=1e-6)  # fmt: skip
+    res = _audit(mech, seed, n=3, k=1, n_grid=33)
     s = _consistent(res)
     assert s["certified"] is None and s["verdict"] == "not_ic"
     assert s["monotonicity_violations"] > 0
