@@ -64,6 +64,7 @@ __all__ = [
     "certification",
     "certificate_note",
     "certified_classes",
+    "unmodified",
     "CERTIFIED",
 ]
 
@@ -280,9 +281,50 @@ def certification(mech, check: MyersonCheck) -> str | None:
     reports tried is not excluded): :func:`certificate_note` says so instead."""
     if getattr(mech, "randomized", False):
         return None
-    if type(mech) not in certified_classes():
+    if unmodified(mech) is not None:
         return None
     return CERTIFIED if check.passed else None
+
+
+def unmodified(mech) -> str | None:
+    """None when ``mech`` is one of the library's own certified mechanisms, unmodified;
+    else why not.  The object is checked, not its class: its class IS one of
+    :func:`certified_classes` (a subclass may override ``outcome``, ``deviations`` or
+    anything they call), nothing callable is bound on the instance (an ``outcome`` or
+    ``deviations`` set on the object shadows the class's), and its cost law is the
+    library's own (``CostDistribution`` or ``SellerLaws``, by class identity, with
+    nothing callable bound on it, each class law alike).  Every method the outcome
+    uses is then the library's; the numbers on the instance (mu, sigma, gamma, the
+    cut-off) are parameters the theorem holds for (docs/audit-certification.md)."""
+    if type(mech) not in certified_classes():
+        return f"{type(mech).__qualname__} is not the library's offline or online class"
+    bound = _bound_callables(mech)
+    if bound:
+        return f"{', '.join(bound)} set on the instance"
+    law = getattr(mech, "dist", None)
+    return _own_law(law)
+
+
+def _bound_callables(obj) -> list[str]:
+    """Names of callables set on ``obj`` itself (shadowing or adding methods)."""
+    return sorted(k for k, v in vars(obj).items() if callable(v))
+
+
+def _own_law(law) -> str | None:
+    """None when ``law`` is the library's own cost law (or per-seller laws of them)."""
+    from .distributions import CostDistribution, SellerLaws
+
+    if type(law) is SellerLaws:
+        for sub in law.laws:
+            why = _own_law(sub)
+            if why:
+                return why
+        return None if not _bound_callables(law) else "a callable set on the seller laws"
+    if type(law) is not CostDistribution:
+        return f"its cost law is a {type(law).__qualname__}, not the library's"
+    if _bound_callables(law):
+        return f"{', '.join(_bound_callables(law))} set on its cost law"
+    return None
 
 
 def certificate_note(mech, n_reports: int) -> str | None:

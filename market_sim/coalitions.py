@@ -63,6 +63,7 @@ from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
 
 __all__ = [
     "opponent_profiles",
+    "interior_profiles",
     "CoalitionResult",
     "CoalitionWitness",
     "coalition_search",
@@ -348,28 +349,92 @@ def _joint_reports(cm, mem, mult, rng, n_random_reports, lo, floor, hi):
     return joint, labels[1:]
 
 
-def opponent_profiles(reports, support, members) -> dict[str, np.ndarray]:
+def opponent_profiles(reports, support, members, rng=None) -> dict[str, np.ndarray]:
     """The others' reports in the targeted profiles of a group ``members`` (one seller
     for the unilateral audit, a coalition here): ``floor`` / ``top``: every other at
-    the support's bottom / top (``support`` = (lowest report, c_max)); ``tied``: every
-    other at the members' mean report; ``one_at_floor`` / ``one_at_top``: the others
+    its support's bottom / top (``support`` = (lowest report, c_max), numbers or one per
+    seller: each seller's own support); ``tied``: every other at the members' mean
+    report (within its own support); ``one_at_floor`` / ``one_at_top``: the others
     truthful but one non-member, the farthest from that end, moved to it.  The members'
     own entries are overwritten by the reports tried.  These are profiles no draw from
     the prior reliably produces (ex-post IC is a statement for every one)."""
     r = np.asarray(reports, dtype=float).reshape(-1)
-    lo, hi = (float(v) for v in support)
+    lo = np.broadcast_to(np.asarray(support[0], dtype=float), r.shape)
+    hi = np.broadcast_to(np.asarray(support[1], dtype=float), r.shape)
     mem = np.asarray(members, dtype=int).reshape(-1)
     out = {
-        "floor": np.full(r.size, lo),
-        "top": np.full(r.size, hi),
-        "tied": np.full(r.size, float(r[mem].mean())),
+        "floor": lo.copy(),
+        "top": hi.copy(),
+        "tied": np.clip(np.full(r.size, float(r[mem].mean())), lo, hi),
     }
     rest = np.setdiff1d(np.arange(r.size), mem)
     if rest.size:
         for label, end, far in (("one_at_floor", lo, np.argmax), ("one_at_top", hi, np.argmin)):
             v = r.copy()
-            v[rest[far(r[rest])]] = end
+            j = rest[far(r[rest])]
+            v[j] = end[j]
             out[label] = v
+    return out
+
+
+def interior_profiles(
+    reports,
+    support,
+    rng,
+    *,
+    k_max: int = 3,
+    n_points: int = 2,
+    n_bands: int = 2,
+    stratum: tuple[int, int] | None = None,
+) -> list[tuple[str, np.ndarray]]:
+    """A space-filling design of interior profiles of the others' reports, one vector
+    per profile shared by every seller searched (each seller's own entry is replaced
+    by its candidates), as (kind, reports):
+
+    * ``k_at_end``: the k lowest reports at their floor and the rest at their top, and
+      the reverse (k = 1..k_max): k others below (above) every interior point;
+    * ``k_near_point``: k others within w 1e-3 of a point p (distinct), the rest at
+      their top, for ``n_points`` points p, one uniform in each of as many equal
+      parts of the support, or with ``stratum`` (m, K) of n_points K parts over the
+      audit's K markets (a Latin design), k = 1..k_max;
+    * ``pair_tied``: the reports given, the two closest tied at their mean: exactly
+      one tie;
+    * ``band``: every report uniform in one of ``n_bands`` equal bands of the support.
+
+    ``support``: (lowest reports, tops), numbers or one per seller."""
+    r = np.asarray(reports, dtype=float).reshape(-1)
+    n = r.size
+    lo = np.broadcast_to(np.asarray(support[0], dtype=float), r.shape)
+    hi = np.broadcast_to(np.asarray(support[1], dtype=float), r.shape)
+    w = hi - lo
+    order = np.argsort(r, kind="stable")
+    out: list[tuple[str, np.ndarray]] = []
+    for k in range(1, min(k_max, n - 1) + 1):
+        for first, rest in ((lo, hi), (hi, lo)):
+            v = rest.copy()
+            pick = order[:k] if first is lo else order[::-1][:k]
+            v[pick] = first[pick]
+            out.append(("k_at_end", v))
+    m, K = (0, 1) if stratum is None else (int(stratum[0]), max(int(stratum[1]), 1))
+    # a Latin design over the audit's K markets (``stratum`` = (m, K)): point j of
+    # market m in part j K + m of n_points K equal parts (K = 20: every 2.5%)
+    points = (np.arange(n_points) * K + m + rng.random(n_points)) / (n_points * K)
+    for p in points:
+        for k in range(1, min(k_max, n - 1) + 1):
+            v = hi.copy()
+            pick = rng.choice(n, size=k, replace=False)
+            spread = (np.arange(k) - (k - 1) / 2) * 1e-3
+            v[pick] = np.clip(lo[pick] + w[pick] * (p + spread), lo[pick], hi[pick])
+            out.append(("k_near_point", v))
+    if n >= 3:
+        gaps = np.diff(r[order])
+        j = int(np.argmin(gaps))
+        v = r.copy()
+        v[order[j : j + 2]] = r[order[j : j + 2]].mean()
+        out.append(("pair_tied", v))
+    for b in range(n_bands):
+        u = (b + rng.random(n)) / n_bands
+        out.append(("band", lo + w * u))
     return out
 
 
@@ -481,12 +546,13 @@ def coalition_search(
     gains, ses, where = [], [], []
     tried: list[tuple[np.ndarray, np.ndarray, list[str], np.ndarray, str]] = []
     n_profiles = 0
+    interior = interior_profiles(c, (floor, hi), rng) if profiles else []
     for members, kind in coalitions.items():
         mem = np.array(members)
         joint, labels = _joint_reports(c[mem], mem, mult, rng, n_random_reports, lo, floor, hi)
         chosen = [("truthful", c)]
         if profiles:
-            chosen += list(opponent_profiles(c, (floor, hi), mem).items())
+            chosen += list(opponent_profiles(c, (floor, hi), mem).items()) + interior
         for label, others in chosen:
             ev.reports = others
             U = ev.utilities(mem, joint, mem)  # (B, s, D)
