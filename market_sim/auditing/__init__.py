@@ -402,8 +402,9 @@ def _draw(mech, src: _Source, n_markets, rng, settings):
     frac, floor_note = _floor(_unchecked(mechs[0]), drawn[0], _plan(src, settings), rng, mc)
     settings["plan"], settings["floor_note"] = _plan(src, settings, frac), floor_note
     settings["deviations_note"] = _deviations_disagree(  # its own stream: rng untouched
-        _unchecked(mechs[0]), drawn[0], settings["plan"], np.random.default_rng(0)
-    )
+        _unchecked(mechs[0]), drawn[0], settings["plan"], np.random.default_rng(0),
+        settings["tol_factor"],
+    )  # fmt: skip
     return drawn, (None if groups[0] is None else groups), mechs
 
 

@@ -116,10 +116,13 @@ def _pair(result, n, mech):
     return eps, pay
 
 
-def _deviations_disagree(mech, costs, P, rng) -> str | None:
+def _deviations_disagree(mech, costs, P, rng, tol_factor: float = 1e-6) -> str | None:
     """A deterministic mechanism's ``deviations`` (or ``deviation_utilities``) checked
     against ``outcome`` (what ``run`` pays: the mechanism) at four reports of up to four
-    sellers: why they disagree, or None.  The audit then calls ``outcome`` instead."""
+    sellers: why they disagree, or None.  The audit then calls ``outcome`` instead.
+    They disagree when they differ by more than a hundredth of the tolerance factor
+    (relative to the utilities' scale): a smaller gap is two quadratures of one integral
+    (myerson_mechanism: ~1e-9) and cannot carry a gain of the tolerance."""
     from ..certification import unmodified
 
     ev = _Exact(mech, costs, costs, rng)
@@ -134,7 +137,7 @@ def _deviations_disagree(mech, costs, P, rng) -> str | None:
     u_out, e_out = _loop(mech, costs, costs, sellers, cand, [None])
     scale = float(np.max(np.abs(u_out)) + np.max(e_out) * float(R.width.max())) + 1e-300
     gap = float(max(np.max(np.abs(u_dev - u_out)), np.max(np.abs(e_dev - e_out)) * R.width.max()))
-    if gap > 1e-9 * scale:
+    if gap > max(1e-9, 0.01 * tol_factor) * scale:
         return (f"{ev.path} disagrees with outcome by {gap:.3g} at the reports checked; "
                 "outcome (what run pays) is audited")  # fmt: skip
     return None
