@@ -19,7 +19,11 @@ flipped for the sellers whose latent noise g ~ N(0, 1) exceeds Phi^-1(1 - label_
 breast-cancer table (569 rows, 30 features), standardised and scaled so ||x|| <= 1 on
 the whole table, sellers' rows drawn without replacement and the rows not sold held out
 for testing.  A CSV path: numeric feature columns and a binary label column (``label=``,
-default ``label``, else the last column), prepared as Wisconsin.
+default the column named ``label``; a CSV without one needs ``label=``), prepared as
+Wisconsin.  ``on=name:COL`` names a column even when its name is a number (``on=1`` is
+feature index 1).  An option the data source does not take (``d``, ``label_noise`` and
+``n_test`` are synthetic's, ``label`` a CSV's) is refused, and so is ``rho`` on a
+constant column.
 
 **Dependence** (a Gaussian copula with correlation ``rho`` between each seller's cost and
 its ``on``).  The target T_i is turned into an exactly uniform U_i by its probability
@@ -171,9 +175,20 @@ def _read_csv(path: str, label: str | None):
         df = pd.read_csv(path)
     except Exception as exc:  # pandas raises many types for bad CSV
         raise MarketSimError(f"data {path}: cannot read CSV ({type(exc).__name__})") from None
-    col = label if label is not None else ("label" if "label" in df.columns else df.columns[-1])
+    if label is None and "label" not in df.columns:
+        raise MarketSimError(
+            f"data {path}: no column named label; name the label column with label=COLUMN "
+            f"(columns: {', '.join(map(str, df.columns))})"
+        )
+    col = "label" if label is None else label
     if col not in df.columns:
         raise MarketSimError(f"data {path}: no label column {col!r} (columns: {list(df.columns)})")
+    missing = int(df[col].isna().sum())
+    if missing:
+        raise MarketSimError(
+            f"data {path}: label {col!r} is missing in {missing} row(s) "
+            f"(first at row {int(np.argmax(df[col].isna().to_numpy())) + 1})"
+        )
     feats = df.drop(columns=[col])
     if feats.shape[1] == 0 or len(df) < 2:
         raise MarketSimError(f"data {path}: needs at least one feature column and two rows")
@@ -266,6 +281,7 @@ class Population:
     def _check(self) -> None:
         if not isinstance(self.rho, int | float) or not -1 <= self.rho <= 1:
             raise MarketSimError(f"rho must be a number in [-1, 1], got {self.rho!r}")
+        _refuse_unused({k: getattr(self, k) for k in ("data", *_KEYS[3:])}, given=False)
         if self.data is None:
             if self.on is not None or self.rho != 0:
                 raise MarketSimError("rho and on need data= (synthetic, wisconsin or a CSV path)")
@@ -305,6 +321,14 @@ class Population:
             choices = f"label, a feature index 0..{len(names) - 1} or a column name"
         if not ok:
             raise MarketSimError(f"on={on!r} is not a target of data {self.data}: use {choices}")
+        if self.data != "synthetic" and on != "label" and self.rho != 0:
+            X, _, names = _table(self.data or "", self.label)
+            j = names.index(on) if isinstance(on, str) else int(on)
+            if np.ptp(X[:, j]) == 0:
+                raise MarketSimError(
+                    f"on={on!r}: column {names[j]!r} of data {self.data} is constant, so "
+                    "costs cannot depend on it (rho would be ignored)"
+                )
 
     def _check_rows(self) -> None:
         """A table must keep rows back for testing."""
@@ -428,6 +452,8 @@ class Population:
         for key in _KEYS:
             value = getattr(self, key)
             if value != getattr(Population, key, None) and value is not None:
+                if key == "on" and isinstance(value, str) and value.lstrip("-").isdigit():
+                    value = f"name:{value}"  # a column whose name is a number
                 text += f";{key}={value}"
         return text
 
@@ -500,10 +526,39 @@ def _options(options: list[str]) -> dict:
                     f"population option {key}={value!r} must be an integer"
                 ) from None
         elif key == "on":
-            kw[key] = int(value) if value.lstrip("-").isdigit() else value
+            # on=name:COL names a column, even one whose name is a number
+            name, colon, col = value.partition(":")
+            if colon and name.strip() == "name":
+                kw[key] = col.strip()
+            else:
+                kw[key] = int(value) if value.lstrip("-").isdigit() else value
         else:
             kw[key] = value
+    _refuse_unused(kw, given=True)
     return kw
+
+
+#: The options each kind of data source takes (besides data, rho, on).
+_TAKES = {"synthetic": ("d", "label_noise", "n_test"), "wisconsin": (), "csv": ("label",)}
+
+
+def _refuse_unused(kw: dict, given: bool) -> None:
+    """Refuse, in one line, an option the population's data source does not take (``given``:
+    every key of ``kw`` was written by the user; else only values off their defaults)."""
+    data = kw.get("data")
+    kind = None if data is None else data if data in ("synthetic", "wisconsin") else "csv"
+    takes = () if kind is None else _TAKES[kind]
+    for key in ("d", "label_noise", "n_test", "label"):
+        if key not in kw or key in takes:
+            continue
+        if not given and kw[key] == getattr(Population, key):
+            continue
+        where = "without data=" if kind is None else f"with data={data}"
+        users = [k for k, v in _TAKES.items() if key in v]
+        raise MarketSimError(
+            f"population option {key}= has no effect {where} (only data="
+            f"{' or '.join(u if u != 'csv' else 'a CSV path' for u in users)} takes it)"
+        )
 
 
 def _typed(key: str, value: str, kind, noun: str):

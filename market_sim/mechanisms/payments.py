@@ -1063,6 +1063,8 @@ def _adaptive(eps_of, rows, a, b, n_quad, first=None):
         a, b = np.concatenate((a, mid)), np.concatenate((mid, b))
         atol = np.concatenate((atol, atol))
         q = rule(rows, a, b, shape, jac) if rows.size else np.zeros(0)
+    if not out:
+        return np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0)
     cols = zip(*out, strict=True)
     return tuple(np.concatenate(c) for c in cols)
 
@@ -1412,12 +1414,12 @@ class OfflineCurves:
         shape, jac = gauss_legendre_cos(self.n_quad)
         gl = np.flatnonzero(kind == 0)
         if gl.size:
-
-            def eps_of(rows, zz):
-                return self._alloc(who[rows], zz)[0]
-
-            pos, _, _, q = _adaptive(eps_of, gl, z[gl], e[gl], self.n_quad)
-            np.add.at(part, pos, q)
+            # z's piece is one of the sub-intervals ``_adaptive`` accepted when the curve
+            # was built (its rule checked there): the rule on [z, end] is enough
+            width = e[gl] - z[gl]
+            nodes = z[gl, None] + width[:, None] * shape[None, :]
+            vals = self._alloc(np.repeat(who[gl], shape.size), nodes.ravel())[0]
+            part[gl] = width * (_finite(vals.reshape(nodes.shape)) @ jac)
         mid = np.flatnonzero(kind == 1)
         if mid.size:
             part[mid] = (e[mid] - z[mid]) * _finite(
