@@ -323,7 +323,7 @@ class Population:
             raise MarketSimError(f"on={on!r} is not a target of data {self.data}: use {choices}")
         if self.data != "synthetic" and on != "label" and self.rho != 0:
             X, _, names = _table(self.data or "", self.label)
-            j = names.index(on) if isinstance(on, str) else int(on)
+            j = names.index(on) if isinstance(on, str) else int(on or 0)  # (on is set here)
             if np.ptp(X[:, j]) == 0:
                 raise MarketSimError(
                     f"on={on!r}: column {names[j]!r} of data {self.data} is constant, so "
