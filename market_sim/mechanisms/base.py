@@ -132,7 +132,7 @@ def mechanism_name(mech) -> str:
 def as_outcome(result: Any, n: int, who: str = "mechanism") -> Outcome:
     """An :class:`Outcome` from what ``outcome`` returned: an Outcome, an object with
     ``eps`` and ``payments``, or an ``(eps, payments)`` pair; checked to hold ``n``
-    finite numbers each with eps >= 0."""
+    finite numbers each with eps >= 0 (eps may be +inf: a zero-cost limit)."""
     if isinstance(result, Outcome):
         eps, pay, info = result.eps, result.payments, result.info
     elif hasattr(result, "eps") and hasattr(result, "payments"):
@@ -152,10 +152,12 @@ def as_outcome(result: Any, n: int, who: str = "mechanism") -> Outcome:
     for label, arr in (("eps", eps), ("payments", pay)):
         if arr.size != n:
             raise MarketSimError(f"{who}: {label} has {arr.size} entries for {n} reports")
-        if not np.all(np.isfinite(arr)):
+        # eps = +inf is the offline mechanism's zero-cost limit (data released without
+        # noise at a report of virtual cost 0, ``offline._zero_cost_limit``)
+        ok = np.isfinite(arr) | (np.isposinf(arr) if label == "eps" else False)
+        if not np.all(ok):
             raise MarketSimError(
-                f"{who}: {label} contains NaN or inf "
-                f"(first at seller {int(np.argmin(np.isfinite(arr)))})"
+                f"{who}: {label} contains NaN or inf (first at seller {int(np.argmin(ok))})"
             )
     if np.any(eps < 0):
         raise MarketSimError(

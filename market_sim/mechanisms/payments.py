@@ -74,6 +74,7 @@ _REL_TOL = 1e-15  # piece ends are located to this relative width
 _MAX_PIECES = 10_000
 _SKIP = 1e-10  # relative width skipped past each change of piece
 _TIE = 1e-12  # relative loss difference taken for a tie of two cells
+_ABOVE_ZERO = 1e-300  # where the piece that starts at a report of value 0 is named
 
 
 def _rows(kernel, xi, p, target, margin_mode, *args):
@@ -86,6 +87,10 @@ def _rows(kernel, xi, p, target, margin_mode, *args):
     kernel(as_float(xi), as_float(p), target, margin_mode, *args, *out)
     return out
 
+
+#: The cell label of a report of value 0 in a market whose outcome is the zero-cost
+#: limit (``offline._zero_cost_limit``): eps_i = +inf there, at that one report.
+ZERO_LIMIT = -4
 
 _PSI_ZERO = (
     "no optimum when a seller reports virtual cost 0 (the bottom "
@@ -150,6 +155,8 @@ class _UncappedOracle:
         # kept only because the bound delta is infinite there.
         finite = np.isfinite(self.vnext)
         self.independent_above = float(self.vn[finite].max()) if finite.any() else np.inf
+        # sellers of value 0 in the full market (their limit outcome, ``_zero_limit``)
+        self.w0 = float(G.w[0]) if G.v[0] == 0 else 0.0
 
     def _run(self, xi, p, target, margin_mode):
         """The compiled oracle (``_offline_kernel.uncapped_rows``)."""
@@ -255,11 +262,31 @@ class _UncappedOracle:
             # a report with psi = +inf is never bought, even when nobody else is there
             lost = ~(np.isfinite(loss_t.min(axis=1)) | np.isposinf(p))
             col = np.where(lost, np.where(p > 0, -2, -3), col)
-        if np.any(col == -3):
+        zl = self._zero_limit(xi, p)
+        if zl is not None:  # rows whose moved market has sellers of value 0
+            rows, deg, ek, ck = zl
+            e[rows] = np.where(deg, np.where(p[rows] == 0, np.inf, 0.0), ek)
+            col[rows] = np.where(deg, np.where(p[rows] == 0, ZERO_LIMIT, -1), ck)
+        if np.any(col == -3):  # (cannot happen: a row with no KKT point at p = 0 is a limit)
             raise MarketSimError(_PSI_ZERO)
         for r in np.flatnonzero(col == -2):
             e[r], col[r] = self._resolve(xi[r], p[r])
         return e, col
+
+    def _zero_limit(self, xi, p):
+        """The rows whose moved market has w0 >= 1 sellers of value 0, with, per row,
+        whether its outcome is the zero-cost limit (``offline._zero_cost_limit``: no
+        KKT point beats the infimum 1 / sqrt(w0) of loss / mu, as ``solve`` decides)
+        and eps_i, cell by the numpy table (these rows are rare).  None if no row."""
+        w0 = self.w0 - (xi == 0) + (p == 0)
+        rows = np.flatnonzero(w0 >= 1)
+        if not rows.size:
+            return None
+        loss_t, loss_s, eps, _ = self._table(xi[rows], p[rows])
+        deg = ~(loss_t.min(axis=1) < 1.0 / np.sqrt(w0[rows]))
+        j = self._pick(loss_t, loss_s)
+        ek = np.where(j > 0, eps[np.arange(rows.size), j], 0.0)
+        return rows, deg, ek, np.where(ek > 0, 2 * j - 1, -1)
 
     def _resolve(self, xi: float, p: float) -> tuple[float, int]:
         """(eps_i, cell) of one row by an exact solve of the moved market, for a row where
@@ -284,15 +311,27 @@ class _UncappedOracle:
         root, >= 0 where that cell is the optimum and < 0 where it is not:
         min(slack of the cell, least loss of the other cells - loss of the cell),
         over exactly valid roots.  Its zero is the change of piece (``_illinois``)."""
-        if self.kernel is not None:
-            return self._run(xi, p, cell, True)[2]
+        w0 = self.w0 - (xi == 0) + (p == 0)
+        deg = np.flatnonzero(w0 >= 1)  # the zero-cost limit competes (``_zero_limit``)
+        if self.kernel is None:
+            return self._margin_table(xi, p, cell, w0)
+        out = self._run(xi, p, cell, True)[2]
+        if deg.size:
+            out[deg] = self._margin_table(xi[deg], p[deg], cell[deg], w0[deg])
+        return out
+
+    def _margin_table(self, xi, p, cell, w0):
+        """:meth:`margin` by the numpy table, the zero-cost limit's loss 1 / sqrt(w0)
+        among the other cells' (rows with w0 >= 1)."""
         _, loss_s, _, slack = self._table(xi, p)
+        limit = np.where(w0 >= 1, 1.0 / np.sqrt(np.maximum(w0, 1.0)), np.inf)
         rows = np.arange(xi.shape[0])
         j = (cell + 1) // 2
         own = loss_s[rows, j]
         loss_s[rows, j] = np.inf
         with np.errstate(invalid="ignore"):
-            gap = np.where(np.isfinite(own), loss_s.min(axis=1) - own, -np.inf)
+            other = np.minimum(loss_s.min(axis=1), limit)
+            gap = np.where(np.isfinite(own), other - own, -np.inf)
         sl = slack[rows, j]
         return np.where(sl < 0, sl, np.minimum(sl, gap))
 
@@ -396,11 +435,12 @@ class _CappedOracle:
     def eps(self, sellers, xi, p):
         """(eps_i, cell) as ``_UncappedOracle.eps``; cell -1 when seller i is not bought."""
         e, col, _ = self._run(xi, p, np.zeros(xi.size, np.int64), False)
-        if np.any(col == -3):
-            raise MarketSimError(
-                "no optimum when sellers with virtual cost 0 (the bottom of a support "
-                "that starts at 0) can absorb all the weight"
-            )
+        # -3: the greedy allocation wins with x.a = 0 (sellers of value 0 absorb all the
+        # weight): the zero-cost limit (``offline._zero_cost_limit``), eps_i = +inf for a
+        # seller at value 0, else 0
+        limit = col == -3
+        e[limit] = np.where(p[limit] == 0, np.inf, 0.0)
+        col[limit] = np.where(p[limit] == 0, ZERO_LIMIT, -1)
         if np.any(col == -2):
             raise RuntimeError("payment oracle found no KKT point; please report this market")
         return e, col
@@ -724,8 +764,23 @@ def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only, backend):
             oracle, refine, method, sellers, gamma * psi[sellers], costs[sellers],
             eps[sellers], law, gamma, n_quad,
         )  # fmt: skip
-    pay[bought] = costs[bought] * eps[bought] + integral
+    pay[bought] = _cost_of(costs[bought], eps[bought]) + integral
     return eps, pay
+
+
+def _finite(eps):
+    """eps with +inf (at a report of value 0 only, ``ZERO_LIMIT``) read as 0: a quadrature
+    node underflows to that one point only in a piece of width ~1e-300, and one point
+    does not change an integral (eps_i ~ C / sqrt(z) near it is integrable)."""
+    return np.where(np.isinf(eps), 0.0, eps)
+
+
+def _cost_of(c, eps):
+    """c eps, with c eps = 0 where eps = +inf at c = 0 (a report of virtual cost 0 in the
+    zero-cost limit: c eps(c) -> 0 as c -> 0, docs/mathematics.md), +inf where c > 0."""
+    with np.errstate(invalid="ignore"):
+        out = c * eps
+    return np.where(np.isnan(out) & (c == 0), 0.0, out)
 
 
 def _law_integrals(oracle, refine, method, sellers, x, costs, eps, law, gamma, n_quad):
@@ -738,7 +793,7 @@ def _law_integrals(oracle, refine, method, sellers, x, costs, eps, law, gamma, n
 
     integral = np.empty(sellers.size)
     # sellers deep at the cap: integrals interpolated in the cost (see _smooth_integrals)
-    deep = x < getattr(oracle, "smooth_below", -np.inf)
+    deep = (x < getattr(oracle, "smooth_below", -np.inf)) & np.isfinite(eps)
     if method in ("auto", "pruned") and np.count_nonzero(deep) > _SMOOTH_MIN:
         rows = np.flatnonzero(deep)
         integral[rows] = _smooth_integrals(lambda r: integrals(rows[r]), costs[rows], eps[rows])
@@ -858,11 +913,17 @@ def _integrate_segment(
         """(eps, cell) of sellers idx (positions in ``sellers``) reporting z."""
         return oracle.eps(sellers[idx], xi[idx], values(z))
 
+    def eps_of(idx, z):
+        return alloc(idx, z)[0]
+
     every = np.arange(lo.size)
     _, cell_top = alloc(every, np.full(lo.shape, top))
     # searches start from top, or from where the oracle knows nobody is bought
     z_hi = _least_z(values, bottom, top, getattr(oracle, "p_max", np.inf))
     cur, cur_cell = lo.copy(), alloc(every, lo)[1]
+    at_limit = np.flatnonzero(cur_cell == ZERO_LIMIT)
+    if at_limit.size:  # eps_i = +inf at z = 0 only: its piece is the one just above 0
+        cur_cell[at_limit] = alloc(at_limit, lo[at_limit] + _ABOVE_ZERO)[1]
     integral = np.zeros(lo.shape)
     shape, jac = gauss_legendre_cos(n_quad)
     rec = []
@@ -914,10 +975,17 @@ def _integrate_segment(
             stray = (cells != cur_cell[ok, None]) & (width[:, None] > 0)
             bad = stray.any(axis=1)
             good = ok[~bad]
-            piece = width[~bad] * (vals[~bad] @ jac)
-            integral[good] += piece
+            piece = _adaptive(
+                eps_of,
+                good,
+                cur[good],
+                end[good],
+                n_quad,
+                width[~bad] * (_finite(vals[~bad]) @ jac),
+            )
+            np.add.at(integral, piece[0], piece[3])
             if record:
-                rec.append((good, cur[good], end[good], piece, np.zeros(good.size, np.int8)))
+                rec.append((*piece, np.zeros(piece[0].size, np.int8)))
             unchecked[good] = False
             redo = ok[bad]
             if redo.size:
@@ -933,11 +1001,16 @@ def _integrate_segment(
         pending &= todo
         idx = np.flatnonzero(pending)
         if idx.size:
+            # [a, b] (~1e-15 wide, holding the change) by the midpoint rule, [b, b + skip]
+            # (in the next cell, or where two cells give the same eps) by quadrature
             nxt = np.minimum(b[idx] + skip, top)
-            sliver = (nxt - a[idx]) * alloc(idx, 0.5 * (a[idx] + nxt))[0]
+            sliver = (b[idx] - a[idx]) * _finite(alloc(idx, 0.5 * (a[idx] + b[idx]))[0])
             integral[idx] += sliver
+            after = _adaptive(eps_of, idx, b[idx], nxt, n_quad)
+            np.add.at(integral, after[0], after[3])
             if record:
-                rec.append((idx, a[idx], nxt, sliver, np.ones(idx.size, np.int8)))
+                rec.append((idx, a[idx], b[idx], sliver, np.ones(idx.size, np.int8)))
+                rec.append((*after, np.zeros(after[0].size, np.int8)))
             cur[idx] = nxt
             cur_cell[idx] = alloc(idx, nxt)[1]
             pending &= cur_cell >= 0
@@ -947,6 +1020,53 @@ def _integrate_segment(
         return integral, None
     # (callers record only for sellers bought at their start, so rec is not empty)
     return integral, tuple(np.concatenate(col) for col in zip(*rec, strict=True))
+
+
+_QUAD_RTOL = 1e-13  # a piece's rule is accepted when a rule of half its nodes agrees to this
+_QUAD_DEPTH = 200  # halvings at most (a piece of ~1e-60 of its width is accepted as it is)
+
+
+def _adaptive(eps_of, rows, a, b, n_quad, first=None):
+    """int_a^b eps (one interval per entry of ``rows``) by the cos-mapped Gauss-Legendre
+    rule (``quadrature.gauss_legendre_cos``), halved until the ``n_quad``-node rule and
+    the ``n_quad // 2``-node one agree to _QUAD_RTOL of the interval's integral or to
+    _QUAD_RTOL of the whole interval's (the curve's structure on a scale far below the
+    interval's width, e.g. opponents at the floor of a support at 1e-9 of its width,
+    needs the halving: one rule there errs by 1e-4).  ``eps_of(rows, z)`` evaluates;
+    ``first``: the ``n_quad`` rule on [a, b] if already known.  Returns the accepted
+    sub-intervals (rows, starts, ends, integrals), each a smooth piece of the curve."""
+    shape, jac = gauss_legendre_cos(n_quad)
+    half, jac_h = gauss_legendre_cos(max(n_quad // 2, 2))
+
+    def rule(r, lo, hi, nodes, weights):
+        z = lo[:, None] + (hi - lo)[:, None] * nodes[None, :]
+        vals = eps_of(np.repeat(r, nodes.size), z.ravel()).reshape(z.shape)
+        return (hi - lo) * (_finite(vals) @ weights)
+
+    rows, a, b = np.asarray(rows), np.asarray(a, float), np.asarray(b, float)
+    q = rule(rows, a, b, shape, jac) if first is None else np.asarray(first, float)
+    atol = _QUAD_RTOL * np.abs(q)
+    out = []
+    for depth in range(_QUAD_DEPTH + 1):
+        if not rows.size:
+            break
+        q_half = rule(rows, a, b, half, jac_h)
+        err = np.abs(q - q_half)
+        done = (err <= np.maximum(_QUAD_RTOL * np.abs(q), atol)) | ~(b > a)
+        if depth == _QUAD_DEPTH:
+            done[:] = True
+        out.append((rows[done], a[done], b[done], q[done]))
+        split = ~done
+        rows, a, b, atol = rows[split], a[split], b[split], atol[split]
+        mid = a + 0.5 * (b - a)
+        rows = np.concatenate((rows, rows))
+        a, b = np.concatenate((a, mid)), np.concatenate((mid, b))
+        atol = np.concatenate((atol, atol))
+        q = rule(rows, a, b, shape, jac) if rows.size else np.zeros(0)
+    if not out:
+        return np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0)
+    cols = zip(*out, strict=True)
+    return tuple(np.concatenate(c) for c in cols)
 
 
 def _least_z(values, lo: float, hi: float, p_max: float) -> float:
@@ -1240,13 +1360,13 @@ class OfflineCurves:
     def payments_at(self, Z, sellers=None) -> np.ndarray:
         """Myerson payment t_i(Z[r, j]) = z eps_i(z) + int_z^{c_high} eps_i (Eq. 8, 003)."""
         Z, sellers = self._prepare(Z, sellers)
-        return Z * self._eps(Z, sellers) + self._tail(Z, sellers)
+        return _cost_of(Z, self._eps(Z, sellers)) + self._tail(Z, sellers)
 
     def outcome_at(self, Z, sellers=None) -> tuple[np.ndarray, np.ndarray]:
         """(eps_at(Z), payments_at(Z)), eps evaluated once."""
         Z, sellers = self._prepare(Z, sellers)
         eps = self._eps(Z, sellers)
-        return eps, Z * eps + self._tail(Z, sellers)
+        return eps, _cost_of(Z, eps) + self._tail(Z, sellers)
 
     def utilities(self, Z, true_costs, sellers=None) -> np.ndarray:
         """payments_at(Z) - true_costs[:, None] * eps_at(Z) (true_costs per row of Z)."""
@@ -1255,7 +1375,9 @@ class OfflineCurves:
         if c.size != sellers.size:
             raise MarketSimError("one true cost per row of Z is needed")
         eps = self._eps(Z, sellers)
-        return Z * eps + self._tail(Z, sellers) - c[:, None] * eps
+        # at a report of value 0 eps = +inf: t = tail, and the cost is -inf unless c = 0
+        cost = _cost_of(np.broadcast_to(c[:, None], Z.shape), eps)
+        return _cost_of(Z, eps) + self._tail(Z, sellers) - cost
 
     def _tail(self, Z, sellers):
         """int_z^{c_high} eps_i for each entry: the rest of z's piece by Gauss-Legendre
@@ -1292,12 +1414,16 @@ class OfflineCurves:
         shape, jac = gauss_legendre_cos(self.n_quad)
         gl = np.flatnonzero(kind == 0)
         if gl.size:
+            # z's piece is one of the sub-intervals ``_adaptive`` accepted when the curve
+            # was built (its rule checked there): the rule on [z, end] is enough
             width = e[gl] - z[gl]
             nodes = z[gl, None] + width[:, None] * shape[None, :]
             vals = self._alloc(np.repeat(who[gl], shape.size), nodes.ravel())[0]
-            part[gl] = width * (vals.reshape(nodes.shape) @ jac)
+            part[gl] = width * (_finite(vals.reshape(nodes.shape)) @ jac)
         mid = np.flatnonzero(kind == 1)
         if mid.size:
-            part[mid] = (e[mid] - z[mid]) * self._alloc(who[mid], 0.5 * (z[mid] + e[mid]))[0]
+            part[mid] = (e[mid] - z[mid]) * _finite(
+                self._alloc(who[mid], 0.5 * (z[mid] + e[mid]))[0]
+            )
         out.ravel()[after] += part[back]
         return out
