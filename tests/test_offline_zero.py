@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from market_sim.distributions import uniform
+from market_sim.distributions import parse_distribution, uniform
 from market_sim.mechanisms.base import as_mechanism
 from market_sim.mechanisms.offline import solve
 from market_sim.mechanisms.payments import OfflineCurves, offline_payments
@@ -117,3 +117,47 @@ def test_utility_at_zero_is_minus_inf_for_a_positive_cost_and_finite_at_zero():
     u = cur.utilities(np.array([[0.0, 0.3], [0.0, 0.1]]), [0.3, 0.0], sellers=[0, 1])
     assert u[0, 0] == -np.inf and np.isfinite(u[0, 1])
     assert np.isfinite(u[1, 0]) and u[1, 0] >= u[1, 1]  # truth is best for the zero-cost seller
+
+
+def _floor_reference(law, r, i):
+    """t_i = r_i eps_i(r_i) + int_{r_i}^{h} eps_i, eps_i from ``solve`` (numpy backend) and
+    scipy's quad on pieces cut where the bought set changes (bisected to 1e-15 from a grid
+    geometric near the floor, where eps_i varies on the scale of the opponents' values),
+    each piece split again at that grid's points."""
+    lo, hi = law.support
+
+    def solved(z):
+        rr = r.copy()
+        rr[i] = z
+        return solve(law.virtual_cost(rr), **KW, backend="numpy").eps
+
+    w = hi - lo
+    grid = lo + w * np.concatenate((np.geomspace(1e-12, 1e-3, 40), np.linspace(1e-3, 1, 60)))
+    grid = np.unique(np.append(grid[grid > r[i]], r[i]))
+    cuts = [r[i]]
+    for a, b in zip(grid[:-1], grid[1:], strict=True):
+        if np.any((solved(a) > 0) != (solved(b) > 0)):
+            while b - a > 1e-15 * w:
+                m = 0.5 * (a + b)
+                a, b = (m, b) if np.all((solved(m) > 0) == (solved(a) > 0)) else (a, m)
+            cuts.append(0.5 * (a + b))
+    edges = np.unique(np.concatenate((cuts, [hi], grid[grid < cuts[-1]])))
+    kw = dict(epsabs=0.0, epsrel=1e-13, limit=200)
+    tail = sum(integrate.quad(lambda z: solved(z)[i], a, b, **kw)[0]
+               for a, b in zip(edges[:-1], edges[1:], strict=True))  # fmt: skip
+    return r[i] * solved(r[i])[i] + tail
+
+
+@pytest.mark.parametrize("spec", ["uniform:0:1", "beta:2:5:0:2"])
+def test_floor_profile_payments_equal_a_high_precision_reference(spec):
+    """The audit's floor profile (opponents at the bottom of the support + 1e-9 of its
+    width, psi ~ 1e-9): eps_i varies on that scale at the start of a piece ~1e-4 wide,
+    where one Gauss-Legendre rule errs by ~7e-5 (the pre-#47 payments)."""
+    law = parse_distribution(spec)
+    lo, hi = law.support
+    floor = lo + 1e-9 * (hi - lo)
+    for own in (floor, lo + 1e-6 * (hi - lo)):
+        r = np.r_[own, np.full(9, floor)]
+        eps, pay = offline_payments(r, law, **KW)
+        assert eps[0] > 0
+        assert pay[0] == pytest.approx(_floor_reference(law, r, 0), rel=1e-9)

@@ -60,6 +60,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import MarketSimError
+from ..privacy.limit import privacy_cost
 from ..registry import MECHANISMS, check_params, parse_spec
 
 __all__ = [
@@ -83,8 +84,8 @@ class Outcome:
     info: dict = field(default_factory=dict, compare=False)
 
     def utilities(self, costs) -> np.ndarray:
-        """t_i - c_i eps_i."""
-        return self.payments - np.asarray(costs, dtype=float) * self.eps
+        """t_i - c_i eps_i (c_i eps_i = 0 at c_i = 0, eps_i = +inf: ``privacy.limit``)."""
+        return self.payments - privacy_cost(costs, self.eps)
 
 
 def in_own_support(dist, c, what: str = "report", sellers=None) -> np.ndarray:

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import MarketSimError
+from ..privacy.limit import scaled, weights
 
 __all__ = [
     "OfflineResult",
@@ -91,20 +92,21 @@ def _as_psi(psi) -> np.ndarray:
 
 
 def proxy_loss(a, eta, psi, *, mu, sigma, gamma) -> float:
-    """Eq. 11 (003) at (a, eta): mu ||a|| + sigma/eta + gamma eta sum a_i psi_i."""
+    """Eq. 11 (003) at (a, eta): mu ||a|| + sigma/eta + gamma eta sum a_i psi_i; at
+    eta = +inf (the zero-cost limit) sigma / eta = 0 and eta x 0 = 0."""
     a = np.asarray(a, dtype=float)
     psi = np.asarray(psi, dtype=float)
     lin = float(np.dot(a[a > 0], psi[a > 0]))
-    return float(mu * np.linalg.norm(a) + sigma / eta + gamma * eta * lin)
+    return float(mu * np.linalg.norm(a) + sigma / eta + gamma * float(scaled(lin, eta)))
 
 
 def proxy_loss_of_eps(eps, psi, *, mu, sigma, gamma) -> float:
-    """Eq. 11 (003) of what was bought: eta = sum eps, a = eps / eta (inf if nothing)."""
-    eps = np.asarray(eps, dtype=float)
-    eta = float(eps.sum())
+    """Eq. 11 (003) of what was bought: eta = sum eps, a = eps / eta (inf if nothing);
+    eps_i = +inf entries read as their limit (``privacy.limit.weights``)."""
+    a, eta = weights(eps)
     if eta <= 0:
         return np.inf
-    return proxy_loss(eps / eta, eta, psi, mu=mu, sigma=sigma, gamma=gamma)
+    return proxy_loss(a, eta, psi, mu=mu, sigma=sigma, gamma=gamma)
 
 
 def buyer_loss(eps, payments, *, mu: float, sigma: float, gamma: float) -> float:

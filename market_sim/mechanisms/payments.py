@@ -61,11 +61,12 @@ import numpy as np
 
 from ..distributions import CostDistribution, SellerLaws
 from ..errors import MarketSimError
+from ..privacy.limit import privacy_cost
 from . import offline
 from .base import in_own_support as _in_support
 from .base import seller_ends as _ends
 from .offline import _Groups, _positive_roots, check_params, solve
-from .quadrature import gauss_legendre_cos
+from .quadrature import gauss_legendre_cos, resolution_error
 
 __all__ = ["OfflineCurves", "offline_payments", "seller_utility"]
 
@@ -764,7 +765,7 @@ def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only, backend):
             oracle, refine, method, sellers, gamma * psi[sellers], costs[sellers],
             eps[sellers], law, gamma, n_quad,
         )  # fmt: skip
-    pay[bought] = _cost_of(costs[bought], eps[bought]) + integral
+    pay[bought] = privacy_cost(costs[bought], eps[bought]) + integral
     return eps, pay
 
 
@@ -773,14 +774,6 @@ def _finite(eps):
     node underflows to that one point only in a piece of width ~1e-300, and one point
     does not change an integral (eps_i ~ C / sqrt(z) near it is integrable)."""
     return np.where(np.isinf(eps), 0.0, eps)
-
-
-def _cost_of(c, eps):
-    """c eps, with c eps = 0 where eps = +inf at c = 0 (a report of virtual cost 0 in the
-    zero-cost limit: c eps(c) -> 0 as c -> 0, docs/mathematics.md), +inf where c > 0."""
-    with np.errstate(invalid="ignore"):
-        out = c * eps
-    return np.where(np.isnan(out) & (c == 0), 0.0, out)
 
 
 def _law_integrals(oracle, refine, method, sellers, x, costs, eps, law, gamma, n_quad):
@@ -975,14 +968,7 @@ def _integrate_segment(
             stray = (cells != cur_cell[ok, None]) & (width[:, None] > 0)
             bad = stray.any(axis=1)
             good = ok[~bad]
-            piece = _adaptive(
-                eps_of,
-                good,
-                cur[good],
-                end[good],
-                n_quad,
-                width[~bad] * (_finite(vals[~bad]) @ jac),
-            )
+            piece = _adaptive(eps_of, good, cur[good], end[good], n_quad, vals[~bad])
             np.add.at(integral, piece[0], piece[3])
             if record:
                 rec.append((*piece, np.zeros(piece[0].size, np.int8)))
@@ -1006,7 +992,7 @@ def _integrate_segment(
             nxt = np.minimum(b[idx] + skip, top)
             sliver = (b[idx] - a[idx]) * _finite(alloc(idx, 0.5 * (a[idx] + b[idx]))[0])
             integral[idx] += sliver
-            after = _adaptive(eps_of, idx, b[idx], nxt, n_quad)
+            after = _adaptive(eps_of, idx, b[idx], nxt, _SLIVER_NODES)
             np.add.at(integral, after[0], after[3])
             if record:
                 rec.append((idx, a[idx], b[idx], sliver, np.ones(idx.size, np.int8)))
@@ -1022,47 +1008,50 @@ def _integrate_segment(
     return integral, tuple(np.concatenate(col) for col in zip(*rec, strict=True))
 
 
-_QUAD_RTOL = 1e-13  # a piece's rule is accepted when a rule of half its nodes agrees to this
+_QUAD_RTOL = 1e-13  # a piece is accepted when its rule's estimated error is below this
+_QUAD_SAFETY = 10.0  # ``resolution_error`` is within ~3x on algebraic tails (its tests)
 _QUAD_DEPTH = 200  # halvings at most (a piece of ~1e-60 of its width is accepted as it is)
+_SLIVER_NODES = 12  # the rule on the ~1e-10 wide sliver past each change of piece (with
+# fewer, ``resolution_error`` cannot tell a linear eps from the map's own curvature)
 
 
-def _adaptive(eps_of, rows, a, b, n_quad, first=None):
+def _adaptive(eps_of, rows, a, b, n_quad, values=None):
     """int_a^b eps (one interval per entry of ``rows``) by the cos-mapped Gauss-Legendre
-    rule (``quadrature.gauss_legendre_cos``), halved until the ``n_quad``-node rule and
-    the ``n_quad // 2``-node one agree to _QUAD_RTOL of the interval's integral or to
-    _QUAD_RTOL of the whole interval's (the curve's structure on a scale far below the
-    interval's width, e.g. opponents at the floor of a support at 1e-9 of its width,
-    needs the halving: one rule there errs by 1e-4).  ``eps_of(rows, z)`` evaluates;
-    ``first``: the ``n_quad`` rule on [a, b] if already known.  Returns the accepted
-    sub-intervals (rows, starts, ends, integrals), each a smooth piece of the curve."""
+    rule (``quadrature.gauss_legendre_cos``), halved where its own values say it has not
+    resolved the curve (``quadrature.resolution_error``: the error estimated from the
+    Legendre coefficients of the same n_quad values, no extra evaluation) beyond
+    _QUAD_RTOL of the interval's integral or of the whole interval's.  A smooth piece
+    (nearly all of them) costs the one rule; structure on a scale far below the
+    interval's width (opponents at the floor of a support at 1e-9 of its width: one
+    rule there errs by 1e-4) is halved down to its scale.  ``eps_of(rows, z)``
+    evaluates; ``values``: eps at the rule's nodes on [a, b] if already known.  Returns
+    the accepted sub-intervals (rows, starts, ends, integrals), each a smooth piece."""
     shape, jac = gauss_legendre_cos(n_quad)
-    half, jac_h = gauss_legendre_cos(max(n_quad // 2, 2))
 
-    def rule(r, lo, hi, nodes, weights):
-        z = lo[:, None] + (hi - lo)[:, None] * nodes[None, :]
-        vals = eps_of(np.repeat(r, nodes.size), z.ravel()).reshape(z.shape)
-        return (hi - lo) * (_finite(vals) @ weights)
+    def sample(r, lo, hi):
+        z = lo[:, None] + (hi - lo)[:, None] * shape[None, :]
+        return _finite(eps_of(np.repeat(r, shape.size), z.ravel()).reshape(z.shape))
 
     rows, a, b = np.asarray(rows), np.asarray(a, float), np.asarray(b, float)
-    q = rule(rows, a, b, shape, jac) if first is None else np.asarray(first, float)
-    atol = _QUAD_RTOL * np.abs(q)
-    out = []
+    vals = sample(rows, a, b) if values is None else _finite(np.asarray(values, float))
+    atol, out = None, []
     for depth in range(_QUAD_DEPTH + 1):
         if not rows.size:
             break
-        q_half = rule(rows, a, b, half, jac_h)
-        err = np.abs(q - q_half)
-        done = (err <= np.maximum(_QUAD_RTOL * np.abs(q), atol)) | ~(b > a)
+        width = b - a
+        q = width * (vals @ jac)
+        atol = _QUAD_RTOL * np.abs(q) if atol is None else atol
+        err = _QUAD_SAFETY * width * resolution_error(vals)
+        done = (err <= np.maximum(_QUAD_RTOL * np.abs(q), atol)) | ~(width > 0)
         if depth == _QUAD_DEPTH:
             done[:] = True
         out.append((rows[done], a[done], b[done], q[done]))
         split = ~done
         rows, a, b, atol = rows[split], a[split], b[split], atol[split]
         mid = a + 0.5 * (b - a)
-        rows = np.concatenate((rows, rows))
+        rows, atol = np.concatenate((rows, rows)), np.concatenate((atol, atol))
         a, b = np.concatenate((a, mid)), np.concatenate((mid, b))
-        atol = np.concatenate((atol, atol))
-        q = rule(rows, a, b, shape, jac) if rows.size else np.zeros(0)
+        vals = sample(rows, a, b) if rows.size else np.zeros((0, shape.size))
     if not out:
         return np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0)
     cols = zip(*out, strict=True)
@@ -1360,13 +1349,13 @@ class OfflineCurves:
     def payments_at(self, Z, sellers=None) -> np.ndarray:
         """Myerson payment t_i(Z[r, j]) = z eps_i(z) + int_z^{c_high} eps_i (Eq. 8, 003)."""
         Z, sellers = self._prepare(Z, sellers)
-        return _cost_of(Z, self._eps(Z, sellers)) + self._tail(Z, sellers)
+        return privacy_cost(Z, self._eps(Z, sellers)) + self._tail(Z, sellers)
 
     def outcome_at(self, Z, sellers=None) -> tuple[np.ndarray, np.ndarray]:
         """(eps_at(Z), payments_at(Z)), eps evaluated once."""
         Z, sellers = self._prepare(Z, sellers)
         eps = self._eps(Z, sellers)
-        return eps, _cost_of(Z, eps) + self._tail(Z, sellers)
+        return eps, privacy_cost(Z, eps) + self._tail(Z, sellers)
 
     def utilities(self, Z, true_costs, sellers=None) -> np.ndarray:
         """payments_at(Z) - true_costs[:, None] * eps_at(Z) (true_costs per row of Z)."""
@@ -1376,8 +1365,8 @@ class OfflineCurves:
             raise MarketSimError("one true cost per row of Z is needed")
         eps = self._eps(Z, sellers)
         # at a report of value 0 eps = +inf: t = tail, and the cost is -inf unless c = 0
-        cost = _cost_of(np.broadcast_to(c[:, None], Z.shape), eps)
-        return _cost_of(Z, eps) + self._tail(Z, sellers) - cost
+        cost = privacy_cost(np.broadcast_to(c[:, None], Z.shape), eps)
+        return privacy_cost(Z, eps) + self._tail(Z, sellers) - cost
 
     def _tail(self, Z, sellers):
         """int_z^{c_high} eps_i for each entry: the rest of z's piece by Gauss-Legendre
