@@ -18,7 +18,11 @@ active set, or the cap starts to bind): we find those points by a search on
 the cell (checked again on each piece's quadrature nodes) and integrate each
 smooth piece by Gauss-Legendre after z = a + (b-a)(1 - cos theta)/2, which
 also smooths the square-root end of a branch of the optimum that ends in a
-fold.  Unbought sellers are paid 0.
+fold.  A piece's rule is accepted when its own values show it has resolved the
+curve (``quadrature.resolution_error``: the Legendre coefficients of the same
+values, no extra evaluation); else the piece is halved (a curve that varies on a
+scale far below the piece's width, as with opponents at the floor of a support,
+where one rule errs by ~1e-4).  Unbought sellers are paid 0.
 
 Evaluating eps_i(z) is a full solve of a market in which one value moved.
 Without a cap this is cheap: the stationary points of the solution family are
