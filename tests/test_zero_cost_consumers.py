@@ -105,3 +105,16 @@ def test_a_simulated_round_with_reports_of_zero_has_no_nan():
     row = m.datacollector.get_model_vars_dataframe().iloc[-1]
     assert row["buyer_loss"] == pytest.approx(1 / np.sqrt(2) + row["total_payment"], rel=1e-12)
     assert not np.isnan(row[["buyer_loss", "proxy_loss", "total_payment"]].to_numpy(float)).any()
+
+
+def test_deviation_utilities_at_a_report_of_zero():
+    """Seller 0 of cost 0 reporting 0 (eps = +inf): utility = its payment, finite, and no
+    report beats the truth; a seller of cost 0.3 reporting 0 has utility -inf."""
+    from market_sim.mechanisms.base import as_mechanism
+
+    mech = as_mechanism("offline", dist="uniform:0:1", mu=1.0, sigma=1.0, gamma=1.0)
+    reports = np.array([0.0, 0.3, 0.7, 0.2])
+    cand = np.array([[0.0, 0.1, 0.5], [0.0, 0.3, 0.5]])
+    u = mech.deviation_utilities([0, 1], cand, [0.0, 0.3], reports)
+    assert np.isfinite(u[0]).all() and u[0, 0] >= u[0, 1:].max() - 1e-12
+    assert u[1, 0] == -INF and np.isfinite(u[1, 1:]).all()

@@ -254,7 +254,8 @@ class Mechanism:
     ) -> np.ndarray:
         """(k, n) utilities t - c eps of ``deviations`` at true costs ``true_costs[k]``."""
         dev = self.deviations(sellers, candidates, reports, rng)
-        return dev.payments - np.asarray(true_costs, dtype=float).reshape(-1, 1) * dev.eps
+        cost = np.asarray(true_costs, dtype=float).reshape(-1, 1)
+        return dev.payments - privacy_cost(cost, dev.eps)  # 0 x inf = 0 (privacy.limit)
 
     def utilities(
         self, i: int, candidates, true_cost: float, reports, rng: np.random.Generator | None = None
