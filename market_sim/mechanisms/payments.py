@@ -996,7 +996,7 @@ def _integrate_segment(
             nxt = np.minimum(b[idx] + skip, top)
             sliver = (b[idx] - a[idx]) * _finite(alloc(idx, 0.5 * (a[idx] + b[idx]))[0])
             integral[idx] += sliver
-            after = _adaptive(eps_of, idx, b[idx], nxt, _SLIVER_NODES)
+            after = _fixed_rule(eps_of, idx, b[idx], nxt, _SLIVER_NODES)
             np.add.at(integral, after[0], after[3])
             if record:
                 rec.append((idx, a[idx], b[idx], sliver, np.ones(idx.size, np.int8)))
@@ -1014,9 +1014,23 @@ def _integrate_segment(
 
 _QUAD_RTOL = 1e-13  # a piece is accepted when its rule's estimated error is below this
 _QUAD_SAFETY = 10.0  # ``resolution_error`` is within ~3x on algebraic tails (its tests)
+_SPLIT_RTOL = 1e-11  # two halves that sum to their parent's rule to this are accepted
 _QUAD_DEPTH = 200  # halvings at most (a piece of ~1e-60 of its width is accepted as it is)
-_SLIVER_NODES = 12  # the rule on the ~1e-10 wide sliver past each change of piece (with
-# fewer, ``resolution_error`` cannot tell a linear eps from the map's own curvature)
+_MIN_WIDTH = 1e-12  # relative to its position: an interval this narrow is not halved
+_SLIVER_NODES = 12  # the fixed rule on the ~1e-10 wide sliver past each change of piece
+
+
+def _fixed_rule(eps_of, rows, a, b, n_quad):
+    """int_a^b eps by the ``n_quad``-node cos-mapped rule, not halved: the sliver past a
+    change of piece, where a solver may flicker between two cells of (nearly) equal eps
+    (no estimate converges there; the error is at most its width times that gap), and
+    where near the floor of a support eps varies on the sliver's own scale (the rule
+    resolves it; the former midpoint rule did not).  As ``_adaptive``'s return."""
+    shape, jac = gauss_legendre_cos(n_quad)
+    rows, a, b = np.asarray(rows), np.asarray(a, float), np.asarray(b, float)
+    z = a[:, None] + (b - a)[:, None] * shape[None, :]
+    vals = _finite(eps_of(np.repeat(rows, shape.size), z.ravel()).reshape(z.shape))
+    return rows, a, b, (b - a) * (vals @ jac)
 
 
 def _adaptive(eps_of, rows, a, b, n_quad, values=None):
@@ -1038,7 +1052,7 @@ def _adaptive(eps_of, rows, a, b, n_quad, values=None):
 
     rows, a, b = np.asarray(rows), np.asarray(a, float), np.asarray(b, float)
     vals = sample(rows, a, b) if values is None else _finite(np.asarray(values, float))
-    atol, out = None, []
+    atol, parent, out = None, None, []
     for depth in range(_QUAD_DEPTH + 1):
         if not rows.size:
             break
@@ -1046,11 +1060,21 @@ def _adaptive(eps_of, rows, a, b, n_quad, values=None):
         q = width * (vals @ jac)
         atol = _QUAD_RTOL * np.abs(q) if atol is None else atol
         err = _QUAD_SAFETY * width * resolution_error(vals)
-        done = (err <= np.maximum(_QUAD_RTOL * np.abs(q), atol)) | ~(width > 0)
+        # an interval at the resolution of its reports has nothing left to resolve
+        done = (err <= np.maximum(_QUAD_RTOL * np.abs(q), atol)) | ~(
+            width > _MIN_WIDTH * (np.abs(a) + np.abs(b))
+        )
+        if parent is not None:  # halves that sum to their parent's rule: converged (a
+            # floor of rounding in eps, e.g. a re-solve per point, is not split forever)
+            h = rows.size // 2
+            pair = q[:h] + q[h:]
+            agree = np.abs(pair - parent) <= np.maximum(_SPLIT_RTOL * np.abs(pair), atol[:h])
+            done |= np.concatenate((agree, agree))
         if depth == _QUAD_DEPTH:
             done[:] = True
         out.append((rows[done], a[done], b[done], q[done]))
         split = ~done
+        parent = q[split]
         rows, a, b, atol = rows[split], a[split], b[split], atol[split]
         mid = a + 0.5 * (b - a)
         rows, atol = np.concatenate((rows, rows)), np.concatenate((atol, atol))

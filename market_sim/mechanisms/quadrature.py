@@ -32,7 +32,8 @@ def gauss_legendre_cos(n: int) -> tuple[np.ndarray, np.ndarray]:
     return shape, jac
 
 
-_NOISE = 64 * np.finfo(float).eps  # relative size of a coefficient that is rounding
+_NOISE = 1e-12  # a coefficient this small against the values' size is treated as 0:
+# rounding of eps itself (a cubic root, a re-solve), far below the payments' 1e-9
 
 
 @cache
