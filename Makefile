@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_audit.py --json benchmarks/audit.json
 	$(BIN)/python benchmarks/bench_ledger.py --json benchmarks/ledger.json
 	$(BIN)/python benchmarks/bench_compare.py --json benchmarks/compare.json
+	$(BIN)/python benchmarks/bench_compare_equilibrium.py --json benchmarks/compare_equilibrium.json
 	$(BIN)/python benchmarks/bench_execution.py --json benchmarks/execution.json
 	$(BIN)/python benchmarks/bench_env.py
 	$(BIN)/python benchmarks/bench_data_dependent.py

@@ -27,11 +27,20 @@ REGRET_FALLBACK = ("mean_regret", "ex-post regret this round")
 # distances of the learners' round from the BNE (summarised, not plotted)
 DISTANCES = {
     "bne_linf": "largest |report - b(c)| over costs winning >= 1% at the BNE",
+    "bne_action_gap": "largest distance from b(c) to the learner's nearest action, over the "
+    "same costs (how close the action set lets a learner get)",
     "bne_utility_gap": "mean utility minus the utility at the BNE (same costs)",
     "collusion_index": "Calvano et al.'s Delta: 0 at the equilibrium, 1 at the sellers' "
     "joint-profit maximum",
     "collusion_index_markup": "the same Delta with 1 at the best common markup",
 }
+
+
+def _action_gap(r) -> str:
+    """The sentence part on the action set's distance to b(c), when the summary has it."""
+    if "bne_action_gap_late" in r and np.isfinite(r.bne_action_gap_late):
+        return f" (its nearest action {_fmt(r.bne_action_gap_late)} away)"
+    return ""
 
 
 def _ci(x) -> float:
@@ -186,6 +195,7 @@ SHORT = {
     "bne_loss_ratio": "BNE loss ratio",
     "bne_payment_ratio": "BNE payment ratio",
     "bne_linf": "max |report - b(c)|",
+    "bne_action_gap": "max |nearest action - b(c)|",
     "bne_utility_gap": "utility - BNE's",
     "collusion_index": "collusion index",
     "collusion_index_markup": "collusion index (markup)",
@@ -278,7 +288,8 @@ def findings(df: pd.DataFrame) -> list[str]:
             dist = ""
             if "bne_linf_late" in r and np.isfinite(r.bne_linf_late):
                 dist = (
-                    f"; L-inf to the BNE bid {_fmt(r.bne_linf_late, r.bne_linf_ci_late)}, "
+                    f"; L-inf to the BNE bid {_fmt(r.bne_linf_late, r.bne_linf_ci_late)}"
+                    f"{_action_gap(r)}, "
                     f"utility minus the BNE's "
                     f"{_fmt(r.bne_utility_gap_late, r.bne_utility_gap_ci_late)}"
                 )

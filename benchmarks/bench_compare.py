@@ -40,7 +40,8 @@ def cost_only(m: int) -> list[str]:
     return [
         name
         for name in MECHANISMS.names()
-        if not getattr(as_mechanism(name, dist=LAW, n_sellers=m), "needs_data", False)
+        if not getattr(MECHANISMS.load(name), "spec_argument", "")  # onnx:PATH needs a file
+        and not getattr(as_mechanism(name, dist=LAW, n_sellers=m), "needs_data", False)
     ]
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -71,6 +72,8 @@ CASES = [
      ASYMMETRIC, {"samples": 4096}, 30),
     ("IC mechanism: uniform-price, 4 sellers", "uniform-price", [("uniform:0:1", 4)], None,
      {}, 2),
+    ("IC mechanism: offline, 5 sellers, samples=128", "offline", [("uniform:1:5", 5)], None,
+     {"samples": 128}, 2),
 ]  # fmt: skip
 
 
@@ -165,28 +168,33 @@ def main(argv=None):
     if args.validate:
         validate(args.only)
         return
-    print(f"# bne, seed 0; {platform.machine()}, {time.strftime('%F')}")
-    print("| case | path | seconds | target | evaluations | iterations | epsilon / utility "
-          "| L-inf (wins >= 1%) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"# bne, seed 0; {platform.machine()}, {time.strftime('%F %H:%M')}, "
+          f"load average {os.getloadavg()[0]:.1f} at the start")  # fmt: skip
+    print("| case | path | seconds | CPU seconds | target | evaluations | iterations "
+          "| epsilon / utility | L-inf (wins >= 1%) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
     rows = []
     for label, mech, pop, ref, opts, target in CASES:
+        cpu0 = time.process_time()
         r = bne(mech, pop, np.random.default_rng(0), reference=ref, **opts)
+        cpu = time.process_time() - cpu0  # the process's own: what a free core would take
         linf = max(
             (c.check.distances.get("linf_active", np.nan) for c in r.classes), default=np.nan
         )
         eps_rel = max(c.check.epsilon_relative for c in r.classes)
         ok = "✓" if r.seconds <= target else "✗"
         print(
-            f"| {label} | {r.options['path']} | {r.seconds:.1f} | <= {target} s {ok} | "
+            f"| {label} | {r.options['path']} | {r.seconds:.1f} | {cpu:.1f} | <= {target} s {ok} | "
             f"{r.options['calls']} | {r.iterations} ({r.stopped_by}) | {eps_rel:.3g} | {linf:.3g} |"
         )
         rows.append(
-            dict(case=label, path=r.options["path"], seconds=r.seconds, target=target,
+            dict(case=label, path=r.options["path"], seconds=r.seconds, cpu_seconds=cpu,
+                 target=target,
                  calls=r.options["calls"], iterations=r.iterations,
                  stopped_by=r.stopped_by, epsilon=r.epsilon, epsilon_relative=eps_rel,
                  linf_active=linf)
         )  # fmt: skip
+    print(f"(load average {os.getloadavg()[0]:.1f} at the end)")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=2)

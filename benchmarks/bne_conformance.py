@@ -42,6 +42,9 @@ TABLE_GAMES = (
     "asym-3",
     "asym-reserve",
     "pab-2unit-beta",
+    "pab-3unit-beta",
+    "power-0.3-3",
+    "asym-3b",
 )
 METHOD_NAMES = ("pure", "distributional")
 WIN_SHARE = 0.01

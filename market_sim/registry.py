@@ -43,6 +43,8 @@ __all__ = [
     "parse_spec",
     "check_params",
     "MECHANISMS",
+    "MULTIFIELD_MECHANISMS",
+    "FIELD_STRATEGIES",
     "STRATEGIES",
     "SCENARIOS",
 ]
@@ -326,8 +328,54 @@ MECHANISMS = Registry(
         "proportional-share": "market_sim.mechanisms.proportional_share:ProportionalShare",
         "optimal-posted-price": "market_sim.mechanisms.optimal_posted_price:OptimalPostedPrice",
         "first-price": "market_sim.mechanisms.first_price:FirstPrice",
+        "onnx": "market_sim.mechanisms.onnx_network:OnnxMechanism",
     },
     _check_mechanism,
+)
+
+
+# Mechanisms reading several fields per seller (market_sim.mechanisms.multifield): a
+# separate kind, since they take records, not one cost per seller.
+def _check_multifield(obj, name):
+    if callable(getattr(obj, "outcome", None)) and hasattr(obj, "report_fields"):
+        return obj
+    raise MarketSimError(
+        f"multi-field mechanism {name!r} needs report_fields and an outcome method"
+    )
+
+
+MULTIFIELD_MECHANISMS = Registry(
+    "multi-field mechanism",
+    "market_sim.multifield_mechanisms",
+    {
+        "posted-price-caps": "market_sim.mechanisms.multifield:PostedPricePerUnit",
+        "cap-threshold": "market_sim.mechanisms.multifield:CapThreshold",
+        "fair-query-caps": "market_sim.mechanisms.multifield:FairQueryCaps",
+        "all-in": "market_sim.mechanisms.multifield:AllIn",
+        "vcg-procurement": "market_sim.mechanisms.multifield:VCGProcurement",
+        "csra": "market_sim.mechanisms.multifield:CSRA",
+    },
+    _check_multifield,
+)
+
+
+# Strategies of sellers with several fields (market_sim.agents.fields): they return records.
+def _check_field_strategy(obj, name):
+    if callable(getattr(obj, "report", None)):
+        return obj
+    raise MarketSimError(f"multi-field strategy {name!r} needs a report method")
+
+
+FIELD_STRATEGIES = Registry(
+    "multi-field strategy",
+    "market_sim.field_strategies",
+    {
+        "truthful": "market_sim.agents.fields:TruthfulFields",
+        "shade-cost": "market_sim.agents.fields:ShadeCost",
+        "shade-cap": "market_sim.agents.fields:ShadeCap",
+        "best-response": "market_sim.joint_audit:BestResponseFields",
+    },
+    _check_field_strategy,
 )
 
 STRATEGIES = Registry(

@@ -239,20 +239,44 @@ def _outcome_and_utilities(model, reports, costs, rng):
     return loss, float(np.sum(out.payments)), np.asarray(out.eps), out.utilities(costs)
 
 
-def bne_distance(bne, cost, report, utility, bne_utility) -> dict:
+def bne_distance(bne, cost, report, utility, bne_utility, arms=None) -> dict:
     """How far the learners' round is from the BNE on the same costs: ``bne_linf``, the
     largest |report - b(c)| over the sellers whose cost wins at least 1% of the time at
     the BNE (the solver's verification says which), and ``bne_utility_gap``, the mean
-    utility of a seller minus its utility had everyone played b (same costs, same seed)."""
+    utility of a seller minus its utility had everyone played b (same costs, same seed).
+    ``arms``: (n, K) each seller's reports at its learner's arms (NaN rows for sellers
+    without arms), or None; then ``bne_action_gap``, the largest distance from b(c) to
+    the nearest arm over the same sellers: how close the action set lets a learner get
+    to the equilibrium (0 when b(c) is an arm; NaN without arms)."""
     ch = bne.check
     winning = ch.eval_costs[ch.win_rates >= 0.01]
     top = float(winning.max()) if winning.size else -np.inf
     sel = cost <= top
-    gap = np.abs(report - np.asarray(bne.bid(cost), dtype=float))
+    bid = np.asarray(bne.bid(cost), dtype=float)
+    gap = np.abs(report - bid)
+    action_gap = np.nan
+    if arms is not None:
+        nearest = np.nanmin(np.abs(arms - bid[:, None]), axis=1, initial=np.inf)
+        known = sel & np.isfinite(nearest)
+        action_gap = float(nearest[known].max()) if known.any() else np.nan
     return {
         "bne_linf": float(gap[sel].max()) if sel.any() else np.nan,
+        "bne_action_gap": action_gap,
         "bne_utility_gap": float(np.mean(utility - bne_utility)),
     }
+
+
+def learner_arm_table(model, active) -> np.ndarray | None:
+    """(participating sellers, K) reports at every arm of the sellers' learners (NaN
+    where a seller has fewer arms or none); None when no seller learns over arms."""
+    groups = model.learner_arms()
+    if not groups:
+        return None
+    k = max(a.shape[1] for _, a in groups)
+    table = np.full((model.n_sellers, k), np.nan)
+    for ids, a in groups:
+        table[ids, : a.shape[1]] = a
+    return table[active]
 
 
 def _ratio(reports, costs, mask) -> float:
@@ -327,7 +351,7 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
                 "bne_epsilon": float(bne.epsilon),
                 "bne_epsilon_relative": float(bne.epsilon_relative),
                 "bne_relative_loss": float(bne.relative_loss),
-                **bne_distance(bne, cost, report, u_now, u_bne),
+                **bne_distance(bne, cost, report, u_now, u_bne, learner_arm_table(model, active)),
             }
         rows.append(row)
     frame = model.model_frame()

@@ -452,6 +452,13 @@ def _games() -> dict[str, Callable[[], Profile]]:
             ["uniform:0:1", "beta:2:2:0:1"], [1, 2], reserve=0.7
         ),
         "pab-3unit-beta": lambda: symmetric_profile("beta:2:3:0:1", 6, k=3),
+        # games added after the solvers were tuned (issue #48, item 5): a power law
+        # F(c) = c^0.3 (Beta(0.3, 1): density singular at 0, more than √c), and three
+        # unlike classes (Beta(1, 3) not in asym-3)
+        "power-0.3-3": lambda: symmetric_profile("beta:0.3:1:0:1", 3),
+        "asym-3b": lambda: asymmetric_profile(
+            ["uniform:0:1", "beta:2:2:0:1", "beta:1:3:0:1"], [1, 1, 1]
+        ),
         "pab-2unit-beta": lambda: symmetric_profile("beta:2:2:0:1", 5, k=2),
     }
 

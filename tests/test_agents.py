@@ -18,6 +18,10 @@ def test_every_mechanism_and_strategy_runs(mechanism, strategy, tmp_path):
     if strategy == "bne":  # it needs a bid table: here b(c) = (1 + c) / 2 on U[0, 1]
         (tmp_path / "bid.csv").write_text("cost,bid\n0,0.5\n1,1\n")
         strategy = f"bne:{tmp_path / 'bid.csv'}"
+    if mechanism == "onnx":  # it needs a network: a posted price of 0.6 (tests/onnx_networks.py)
+        from onnx_networks import posted_price
+
+        mechanism = f"onnx:{posted_price(tmp_path / 'posted.onnx')}"
     m = MarketModel(
         n, mechanism=mechanism, strategy=strategy, seed=3, measure_regret=False, data=data, **SMALL
     )

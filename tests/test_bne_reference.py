@@ -17,7 +17,10 @@ from bne_reference import (
 
 from market_sim.mechanisms.first_price import asymmetric_first_price_bid
 
-FAST = ["uniform-4", "sqrt-3", "reserve-3", "all-pay-4", "pab-3unit-beta", "asym-reserve"]
+FAST = [
+    "uniform-4", "sqrt-3", "reserve-3", "all-pay-4", "pab-3unit-beta", "asym-reserve",
+    "power-0.3-3", "asym-3b",
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", FAST)

@@ -183,13 +183,27 @@ def test_bne_distance_is_zero_at_the_bne_and_the_largest_gap_otherwise():
     cost = np.linspace(1.0, 5.0, 9)
     b = bne.bid(cost)
     u = np.arange(9.0)
-    same = study.bne_distance(bne, cost, b, u, u)
-    assert same == {"bne_linf": 0.0, "bne_utility_gap": 0.0}
+    same = study.bne_distance(bne, cost, b, u, u, arms=np.column_stack([cost, b]))
+    assert same == {"bne_linf": 0.0, "bne_action_gap": 0.0, "bne_utility_gap": 0.0}
     ch = bne.check
     top = ch.eval_costs[ch.win_rates >= 0.01].max()
     off = study.bne_distance(bne, cost, cost + 0.1, u + 1.0, u)
     assert off["bne_linf"] == pytest.approx(np.max(np.abs(cost + 0.1 - b)[cost <= top]))
     assert off["bne_utility_gap"] == 1.0
+    assert np.isnan(off["bne_action_gap"])  # no arms given
+    # the default arms of the learners (above=16): cost + (5 - cost) j / 16; the nearest
+    # one to b(c) is |x - round(x)| (5 - c) / 16 away, x = 16 (b - c) / (5 - c)
+    arms = cost[:, None] + (5.0 - cost)[:, None] * np.arange(17) / 16
+    x = 16 * (b - cost) / np.where(cost < 5, 5.0 - cost, 1.0)
+    want = (np.abs(x - np.round(x)) * (5.0 - cost) / 16)[cost <= top].max()
+    got = study.bne_distance(bne, cost, b, u, u, arms=arms)["bne_action_gap"]
+    assert got == pytest.approx(want, abs=1e-12) and got <= (5.0 - cost[0]) / 32 + 1e-12
+    # NaN rows (sellers without arms) are left out
+    arms[0] = np.nan
+    nan_row = study.bne_distance(bne, cost, b, u, u, arms=arms)["bne_action_gap"]
+    assert nan_row == pytest.approx(
+        (np.abs(x - np.round(x)) * (5.0 - cost) / 16)[1:][(cost <= top)[1:]].max(), abs=1e-12
+    )
 
 
 def test_collusion_index_is_zero_at_truth_and_one_at_the_joint_profit_reference():

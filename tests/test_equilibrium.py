@@ -38,6 +38,7 @@ FIRST_PRICE = f"{Path(__file__).resolve().parent.parent / 'examples' / 'first_pr
 FIRST_PRICE += ":FirstPriceProcurement"
 SMALL = dict(samples=128, grid=9, eval_grid=9)
 CHECK = dict(samples=128, eval_grid=9)  # bne_epsilon's options
+CHECK_FEW = dict(CHECK, samples=32)
 FAST = dict(SMALL, max_iter=10)
 TOL_K_UNIT = 0.01  # L-infinity on the costs winning >= 1% of the time (issue #38's bar)
 TOL_ASYM = 0.02
@@ -72,27 +73,15 @@ def test_example_deviations_match_the_generic_default():
             np.testing.assert_allclose(fast.payments, slow.payments)
 
 
-@pytest.mark.parametrize(
-    "m, samples, tol",
-    [
-        (2, 4096, 0.01),
-        pytest.param(
-            4,
-            4096,
-            0.01,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="issue #48, open: the pure solver's epsilon at 4 sellers is 1.12% of the "
-                "utility once the evaluation is refined until two densities agree (the old "
-                "33-cell evaluation missed the gain and printed 0.53%); L-inf meets the bar. "
-                "method='distributional' meets it (docs/equilibrium.md's conformance table)",
-            ),
-        ),
-    ],
-)
-def test_first_price_matches_the_closed_form(m, samples, tol):
+@pytest.mark.parametrize("m", [2, 4])
+def test_first_price_matches_the_closed_form(m):
+    """The sampled (``deviations``) path on the closed form, 4096 draws: L∞ and L2 within
+    0.01 on the costs that win >= 1%, verified epsilon within 1% of the utility.  At 4
+    sellers the last iterate failed (verified 1.12%, exact 1.47%; issue #48, a strict
+    xfail): the tail average of the iterates (``_tail_average``) is returned."""
+    tol = 0.01
     r = symmetric_bne(
-        FIRST_PRICE, "uniform:0:1", m, np.random.default_rng(0), samples=samples,
+        FIRST_PRICE, "uniform:0:1", m, np.random.default_rng(0), samples=4096,
         reference=lambda c: closed_form(c, m),
     )  # fmt: skip
     d = r.check.distances
@@ -102,7 +91,8 @@ def test_first_price_matches_the_closed_form(m, samples, tol):
     assert np.max(np.abs(r.bid(c) - closed_form(c, m))) == pytest.approx(d["linf_active"])
     # epsilon: at most 1% of the utility at stake (issue #38's bar), far below truth's
     assert r.epsilon_relative <= 0.01
-    truth = bne_epsilon(FIRST_PRICE, "uniform:0:1", m, "truth", np.random.default_rng(1))
+    # (truth's gain is of the order of its markup: a small check finds it)
+    truth = bne_epsilon(FIRST_PRICE, "uniform:0:1", m, "truth", np.random.default_rng(1), **CHECK)
     assert truth.epsilon_ci[0] > 10 * r.epsilon
     # bnelearn's metrics: 0 <= L = 1 - u / (u + l) < 1, and l <= epsilon
     ch = r.check
@@ -420,15 +410,36 @@ def test_stopping_rules_say_which_fired():
                       verify_tol=1e-12, gain_tol=1e-12, tol=1e-12)  # fmt: skip
     assert (r.stopped_by, r.converged, r.iterations) == ("max_iter", False, 30)
     assert r.summary()["stopped_by"] == "max_iter"
+    assert "averaged are returned" in r.format()  # the sampled path's tail average
+
+
+def test_tail_average_interpolates_each_iterate():
+    """Two iterates on different grids, b1(c) = c on {0, 1} and b2 = min(2c, 1) on
+    {0, 0.5, 1}; at the final costs {0, 0.25, 0.5, 1}: (0 + 0)/2, (0.25 + 0.5)/2,
+    (0.5 + 1)/2, (1 + 1)/2."""
+    from market_sim.equilibrium import _tail_average
+
+    tail = [
+        ([np.array([0.0, 1.0])], [np.array([0.0, 1.0])]),
+        ([np.array([0.0, 0.5, 1.0])], [np.array([0.0, 1.0, 1.0])]),
+    ]
+    out = _tail_average([np.array([0.0, 0.25, 0.5, 1.0])], tail)
+    np.testing.assert_allclose(out[0], [0.0, 0.375, 0.75, 1.0])
 
 
 @pytest.mark.parametrize("mech", ["posted-price", "offline"])
 def test_ic_mechanisms_give_truth_with_zero_epsilon(mech):
     r = symmetric_bne(mech, "uniform:1:5", 5, np.random.default_rng(0), **SMALL)
     assert r.converged and r.iterations == 1 and r.stopped_by == "residual"
+    # the first verification (a quarter of the draws) found no gain beyond float noise
+    # (offline's integrated payments leave 1e-18): it is the result's, not re-run on
+    # 4 x samples fresh draws (issue #48: an IC mechanism stops at the first one)
+    assert r.check.eval_markets == SMALL["samples"] // 4
     np.testing.assert_allclose(r.bids, r.costs, atol=1e-5 * 4)
     assert r.epsilon <= 1e-9 and r.epsilon_ci[1] <= 1e-9
-    e = bne_epsilon(mech, "uniform:1:5", 5, "truth", np.random.default_rng(1), **CHECK)
+    # both are dominant-strategy IC (no deviation gains in any market), so a few markets
+    # of another seed test it as well as many: 32 (offline's payments cost 0.1 s a market)
+    e = bne_epsilon(mech, "uniform:1:5", 5, "truth", np.random.default_rng(1), **CHECK_FEW)
     assert e.epsilon <= 1e-9
 
 

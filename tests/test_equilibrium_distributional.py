@@ -162,6 +162,8 @@ def test_auto_says_which_method_and_why():
     why = r.options["method_reason"]
     assert r.options["method"] in ("pure", "distributional")
     assert why.startswith(r.options["method"]) and "both run" in why
+    # the printed block says it as summary.json does (issue #48)
+    assert r.summary()["method_reason"] == why and why in r.format()
 
 
 def test_conformance_table_claims():

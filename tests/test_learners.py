@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from market_sim.agents import MarketModel, SellerGroup, Strategy, as_strategy
-from market_sim.agents.learners import DEFAULT_MULTIPLIERS, Exp3, Hedge, QLearning
+from market_sim.agents.learners import DEFAULT_ABOVE, DEFAULT_MULTIPLIERS, Exp3, Hedge, QLearning
 from market_sim.cli import main
 from market_sim.distributions import parse_distribution
 from market_sim.errors import MarketSimError
@@ -99,9 +99,10 @@ def test_exp3_importance_weighted_update():
     w = np.exp(0.5 * g / 2)
     np.testing.assert_allclose(e.probabilities()[0], 0.5 * w / w.sum() + 0.25)
     # Auer et al. (2002) Cor. 3.2: gamma = min(1, sqrt(K ln K / ((e - 1) T)))
-    d = Exp3()
+    d = Exp3()  # default arms: above=16, K = 17
     d.start(1, _stub(rounds=1000))
-    assert d.rate == pytest.approx(math.sqrt(7 * math.log(7) / ((math.e - 1) * 1000)))
+    assert d.n_arms == DEFAULT_ABOVE + 1 == 17
+    assert d.rate == pytest.approx(math.sqrt(17 * math.log(17) / ((math.e - 1) * 1000)))
 
 
 def _play(learner, table: np.ndarray, seed: int = 3) -> np.ndarray:
@@ -123,7 +124,10 @@ def _play(learner, table: np.ndarray, seed: int = 3) -> np.ndarray:
     return arms
 
 
-@pytest.mark.parametrize("make", [lambda: Exp3(), lambda: Hedge()])
+@pytest.mark.parametrize(
+    "make",
+    [lambda: Exp3(multipliers=DEFAULT_MULTIPLIERS), lambda: Hedge(multipliers=DEFAULT_MULTIPLIERS)],
+)
 def test_a_shift_of_the_utilities_does_not_change_the_play(make):
     """Issue #49: Exp3's reward range always included 0, so utilities in [10, 11] were
     squeezed into [0.91, 1] and it played nearly uniformly (regret 474 at T = 10^4).
@@ -217,8 +221,9 @@ def _brute_force_regret(model, agent_df):
 @pytest.mark.parametrize(
     "mechanism, strategy",
     [
+        ("pay-as-bid", "hedge:multipliers=0.8,0.9,1,1.1,1.25,1.5,2"),
+        ("pay-as-bid", "exp3:multipliers=0.8,0.9,1,1.1,1.25,1.5,2"),
         ("pay-as-bid", "hedge"),
-        ("pay-as-bid", "exp3"),
         ("online", "q-learning:grid=5"),
         ("private-posted-price", "hedge"),
     ],
@@ -232,8 +237,10 @@ def test_external_regret_is_best_fixed_arm_minus_realised(mechanism, strategy):
     got = agent_df.pivot(index="round", columns="seller_id", values="external_regret").to_numpy()
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(model_df.avg_external_regret, np.nanmean(want, axis=1), rtol=1e-9)
-    if mechanism == "pay-as-bid":  # sellers who undercut lose and sit the next round out
+    if "multipliers" in strategy:  # sellers who undercut lose and sit the next round out
         assert (agent_df.utility < 0).any()
+    elif mechanism == "pay-as-bid":  # the default arms (above=16) never report below cost
+        assert (agent_df.utility >= 0).all() and (agent_df.report >= agent_df.cost).all()
 
 
 def test_hedge_regret_falls_toward_zero_under_the_online_mechanism():
@@ -253,7 +260,13 @@ def test_hedge_regret_falls_toward_zero_under_the_online_mechanism():
 
 def test_exp3_regret_falls_with_the_counterfactuals_measured():
     m = MarketModel(
-        40, dist="uniform:1:5", mechanism="online", strategy="exp3", rounds=400, seed=1, n_grid=3
+        40,
+        dist="uniform:1:5",
+        mechanism="online",
+        strategy="exp3:multipliers=0.8,0.9,1,1.1,1.25,1.5,2",  # 7 arms (17 learn slower)
+        rounds=400,
+        seed=1,
+        n_grid=3,
     )
     r = m.run()[0].avg_external_regret.to_numpy()
     assert r[-1] < 0.5 * r[9] and r[-1] < r[199] < r[99]  # bandit: slower than hedge
@@ -273,12 +286,39 @@ def test_hedge_regret_falls_under_pay_as_bid():
     assert r[-1] < 0.5 * r[:10].max()
 
 
+def test_default_arms_reach_every_bid_between_cost_and_top():
+    """Issue #51: the default action set (above=16) holds the truth and the top, and
+    every bid b in [c, top] lies within (top - c) / 32 of an arm (so it contains the
+    BNE bids of first-price-like mechanisms, which lie there); the old multipliers
+    (x0.8 .. x2) reach no bid above 2c, which on Beta(2, 5) costs on [0, 2] excludes
+    the BNE bids of the cheapest sellers."""
+    h = Hedge()
+    model = _stub(rounds=10)
+    model.dist = SimpleNamespace(support=(0.0, 2.0))
+    cost = np.array([0.0, 0.05, 0.4, 1.3, 2.0])
+    arms = h.arm_reports(SimpleNamespace(cost=cost), model)
+    assert arms.shape == (5, DEFAULT_ABOVE + 1)
+    np.testing.assert_array_equal(arms[:, 0], cost)  # arm 0: the truth
+    np.testing.assert_allclose(arms[:, -1], 2.0)  # the last arm: the top
+    bids = cost[:, None] + (2.0 - cost)[:, None] * np.linspace(
+        0, 1, 3201
+    )  # holds the cell midpoints
+    nearest = np.abs(bids[:, :, None] - arms[:, None, :]).min(axis=2).max(axis=1)
+    np.testing.assert_allclose(nearest, (2.0 - cost) / 32, atol=1e-12)
+    # the reports of chosen arms are the same numbers as arm_reports
+    arm = np.array([0, 3, 16, 7, 5])
+    np.testing.assert_array_equal(
+        h._reports_of(arm, SimpleNamespace(cost=cost), model), arms[np.arange(5), arm]
+    )
+    assert max(DEFAULT_MULTIPLIERS) * 0.05 <= 0.1 < arms[1, 1]  # old reach vs the first markup
+
+
 def test_hedge_under_the_offline_mechanism_ends_on_the_truth():
     m = MarketModel(
         10,
         dist="uniform:1:5",
         mechanism="offline",
-        strategy="hedge",
+        strategy="hedge:multipliers=0.8,0.9,1,1.1,1.25,1.5,2",
         rounds=60,
         seed=4,
         measure_regret=False,
@@ -289,7 +329,7 @@ def test_hedge_under_the_offline_mechanism_ends_on_the_truth():
     learned = h.S > 1e-9  # sellers whose arms ever differed (the others are indifferent)
     assert learned.sum() >= 3
     p = h.probabilities()[learned]
-    truth = 2  # DEFAULT_MULTIPLIERS = (0.8, 0.9, 1.0, ...)
+    truth = 2  # multipliers (0.8, 0.9, 1.0, ...)
     # no arm beats the truth (IC): it has the largest probability (ties: arms that never sell)
     assert (p[:, truth] >= p.max(axis=1) - 1e-12).all()
     # sellers the truth sold for: the truth is strictly the most likely arm, and clearly so
@@ -357,7 +397,9 @@ def test_learners_mix_with_other_strategies_and_sellers_who_sit_out():
         ("q-learning:state=price", "state must be one of"),
         ("hedge:multipliers=0", "multipliers must be"),
         ("hedge:grid=0", "grid must be an integer"),
-        ("hedge:grid=3:multipliers=1,2", "multipliers or grid, not both"),
+        ("hedge:grid=3:multipliers=1,2", "give one of multipliers, grid or above"),
+        ("hedge:above=0", "above must be an integer >= 1"),
+        ("exp3:above=4:grid=2", "give one of multipliers, grid or above"),
         ("exp3:horizon=0", "horizon must be"),
     ],
 )

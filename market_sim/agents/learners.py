@@ -5,11 +5,22 @@ group path: one instance serves its whole group and keeps per-seller state in
 arrays indexed by ``group.rows``; every random draw comes from ``model.rng``
 (one uniform per deciding seller per round).
 
-**Arms** (all three): ``multipliers`` (default ``DEFAULT_MULTIPLIERS``, which
-include 1.0, the truth): arm j reports ``cost * multipliers[j]`` clipped to the
-support; or ``grid=n``: arm 0 is the truth and arms 1..n the midpoints of n
-equal cells of the support (``model.report_grid``, the grid best responses and
-regret use).  Ties between arms go to the truth (then to the multiplier
+**Arms** (all three), one of:
+
+* ``above=n`` (the default, n = ``DEFAULT_ABOVE`` = 16): arm j reports
+  ``cost + (top - cost) j / n``, j = 0..n: the truth (arm 0), then n + 1 evenly
+  spaced reports up to the top of the support.  Every bid between the cost and
+  the top is within (top - cost) / (2n) of an arm, so the action set contains the
+  equilibrium of the first-price-like mechanisms (whose BNE bids lie in [c, top])
+  to that resolution; the dynamics study reports the distance (``bne_action_gap``).
+* ``multipliers=(...)``: arm j reports ``cost * multipliers[j]`` clipped to the
+  support (``DEFAULT_MULTIPLIERS`` = 0.8 ... 2.0, the default of earlier versions,
+  misses the BNE bids of cheap sellers: on Beta(2, 5) costs on [0, 2] a seller of
+  cost 0.05 bids far above 2 x 0.05).
+* ``grid=n``: arm 0 is the truth and arms 1..n the midpoints of n equal cells of
+  the support (``model.report_grid``, the grid best responses and regret use).
+
+Ties between arms go to the truth (then to the lowest markup, or the multiplier
 nearest 1).
 
 **Regret.**  The learners declare their arms (``arm_reports``), so the model
@@ -41,10 +52,31 @@ import numpy as np
 from ..errors import MarketSimError
 from .strategies import SellerGroup, Strategy
 
-__all__ = ["DEFAULT_MULTIPLIERS", "Hedge", "Exp3", "QLearning"]
+__all__ = ["DEFAULT_ABOVE", "DEFAULT_MULTIPLIERS", "Hedge", "Exp3", "QLearning"]
 
-#: default arms: report multipliers of the true cost (1.0 is the truth)
+#: the arms of ``multipliers=`` in earlier versions (1.0 is the truth); no longer the default:
+#: on Beta(2, 5) costs they miss the BNE bids of the cheapest sellers (issue #51)
 DEFAULT_MULTIPLIERS = (0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0)
+#: default arms: ``above=16``, 17 reports evenly spaced from the true cost to the top
+DEFAULT_ABOVE = 16
+
+
+def _multipliers(value, who: str) -> np.ndarray:
+    """``multipliers=``: a non-empty list of finite numbers > 0."""
+    if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+        value = (value,)
+    try:
+        arr = np.asarray(value, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise MarketSimError(f"{who}: multipliers must be numbers > 0 (got {value!r})") from None
+    if arr.size == 0 or not np.all(np.isfinite(arr)) or arr.min() <= 0:
+        raise MarketSimError(f"{who}: multipliers must be a non-empty list of numbers > 0")
+    return arr
+
+
+def _markups(cost, top: float, fraction) -> np.ndarray:
+    """The ``above`` arms: cost + fraction (top - cost), from the truth (0) to the top (1)."""
+    return cost + np.maximum(top - cost, 0.0) * fraction
 
 
 def _positive(value, what: str, who: str) -> float:
@@ -67,37 +99,34 @@ def _horizon(value, who: str) -> int | None:
 
 @dataclass
 class _ArmLearner(Strategy):
-    """Arms (multipliers or a grid) and the per-seller bookkeeping shared by the learners."""
+    """Arms (markups, multipliers or a grid) and the per-seller bookkeeping shared by
+    the learners."""
 
     multipliers: tuple | None = None
     grid: int | None = None
+    above: int | None = None
 
     def __post_init__(self):
         who = self.name or type(self).__name__
-        if self.grid is not None:
-            if self.multipliers is not None:
-                raise MarketSimError(f"{who}: give multipliers or grid, not both")
-            g = self.grid
-            if not (isinstance(g, (int, np.integer)) and not isinstance(g, bool) and g >= 1):
-                raise MarketSimError(f"{who}: grid must be an integer >= 1 (got {g!r})")
-            self._mults = None
-            # arm 0 the truth, then the cell midpoints: the truth wins ties
-            self._order = np.arange(int(g) + 1)
-            return
-        mults = DEFAULT_MULTIPLIERS if self.multipliers is None else self.multipliers
-        if isinstance(mults, (int, float, np.number)) and not isinstance(mults, bool):
-            mults = (mults,)
-        try:
-            arr = np.asarray(mults, dtype=float).reshape(-1)
-        except (TypeError, ValueError):
+        given = [k for k in ("multipliers", "grid", "above") if getattr(self, k) is not None]
+        if len(given) > 1:
             raise MarketSimError(
-                f"{who}: multipliers must be numbers > 0 (got {mults!r})"
-            ) from None
-        if arr.size == 0 or not np.all(np.isfinite(arr)) or arr.min() <= 0:
-            raise MarketSimError(f"{who}: multipliers must be a non-empty list of numbers > 0")
-        self._mults = arr
-        # arms by distance of their multiplier from 1 (stable): the truth wins ties
-        self._order = np.argsort(np.abs(np.log(arr)), kind="stable")
+                f"{who}: give one of multipliers, grid or above, not {' and '.join(given)}"
+            )
+        self._mults = None
+        if self.multipliers is not None:
+            self._kind = "multipliers"
+            self._mults = _multipliers(self.multipliers, who)
+            # arms by distance of their multiplier from 1 (stable): the truth wins ties
+            self._order = np.argsort(np.abs(np.log(self._mults)), kind="stable")
+            return
+        self._kind = "grid" if self.grid is not None else "above"
+        n = self.grid if self.grid is not None else self.above
+        n = DEFAULT_ABOVE if n is None else n
+        if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1):
+            raise MarketSimError(f"{who}: {self._kind} must be an integer >= 1 (got {n!r})")
+        # arm 0 the truth, then the grid's points in order: the truth wins ties
+        self._order = np.arange(int(n) + 1)
 
     @property
     def n_arms(self) -> int:
@@ -105,18 +134,23 @@ class _ArmLearner(Strategy):
 
     def arm_reports(self, sellers: SellerGroup, model) -> np.ndarray:
         """(len(sellers), K): each seller's report at every arm."""
-        if self._mults is None:
-            return model.report_grid(sellers.cost, int(self._order.size - 1))
+        n = int(self._order.size - 1)
+        if self._kind == "grid":
+            return model.report_grid(sellers.cost, n)
         lo, hi = model.dist.support
+        if self._kind == "above":
+            return _markups(sellers.cost[:, None], hi, np.arange(n + 1) / n)
         return np.clip(sellers.cost[:, None] * self._mults, lo, hi)
 
     def _reports_of(self, arm: np.ndarray, sellers: SellerGroup, model) -> np.ndarray:
         """The report of each seller's chosen arm (the same numbers as ``arm_reports``)."""
         lo, hi = model.dist.support
-        if self._mults is None:
-            n = self._order.size - 1
+        n = self._order.size - 1
+        if self._kind == "grid":
             mids = lo + (hi - lo) * (np.arange(n) + 0.5) / n  # as model.report_grid
             return np.where(arm == 0, sellers.cost, mids[np.maximum(arm - 1, 0)])
+        if self._kind == "above":
+            return _markups(sellers.cost, hi, arm / n)
         return np.clip(sellers.cost * self._mults[arm], lo, hi)
 
     def _greedy(self, values: np.ndarray) -> np.ndarray:

@@ -807,6 +807,18 @@ class MarketModel(mesa.Model):
                         one = SellerGroup.of_one(self.seller(i))
                         g.copies[row].observe_arms(one, arm_u[j : j + 1], self)
 
+    def learner_arms(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each learner group's action set this round: a list of (seller ids, (n, K)
+        reports at every arm) over its participating sellers (groups whose strategy
+        declares no arms are left out)."""
+        out = []
+        for gi in self._learners:
+            g = self.groups[gi]
+            sel = self._group_view(g)
+            if len(sel):
+                out.append((np.asarray(sel.ids), self._arm_reports(g, sel)))
+        return out
+
     def _arm_reports(self, g: _Group, sel: SellerGroup) -> np.ndarray:
         if g.copies is None:
             arms = g.strategy.arm_reports(sel, self)

@@ -67,6 +67,8 @@ COMMANDS = (
     "strategies",
     "audit",
     "compare",
+    "fields",
+    "referee",
     "egta",
     "psro",
     "bne",

@@ -124,6 +124,10 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
+    from ..joint_report import is_multifield
+
+    if is_multifield(args.population, args.mechanism):
+        return _run_fields(args)
     audit = _audit_arg(args)  # refused before any work
     pop = population_of(args)
     dist = pop if pop is not None else parse_distribution(args.dist, iron=args.iron)
@@ -137,6 +141,40 @@ def run(args) -> int:
     if out is not None:
         result.write(out)
         print(f"written to {out}: " + ", ".join(_files()))
+    return 0
+
+
+def _run_fields(args) -> int:
+    """Multi-field mechanisms ranked on the same markets, each audited jointly
+    (joint_report.compare_fields; docs/multifield.md)."""
+    from ..joint_report import COMPARE_FILES, compare_fields
+    from ..multifield import as_multifield
+
+    given = [o for o, v in (("--no-audit", args.no_audit), ("--audit", args.audit),
+             ("--bids", args.bids), ("--iron", args.iron),
+             ("--at equilibrium", args.at == "equilibrium")) if v]  # fmt: skip
+    if given:
+        raise MarketSimError(f"{given[0]} is not available for sellers with several fields")
+    sizes = args.sellers or [20]
+    if len(sizes) > 1:
+        raise MarketSimError("one --sellers for sellers with several fields")
+    pop = as_multifield(args.population or f"{sizes[0]}*{args.dist}")
+    if args.sellers and args.sellers[0] != pop.n_sellers:
+        raise MarketSimError(
+            f"--sellers {args.sellers[0]} conflicts with the population's {pop.n_sellers} "
+            "sellers (omit --sellers)"
+        )
+    out = output_folder(args)
+    result = compare_fields(
+        args.mechanism, pop, args.markets, np.random.default_rng(args.seed),
+        baseline=args.baseline, mu=args.mu, sigma=args.sigma, gamma=args.gamma,
+        field_grid=args.grid, local_steps=0 if args.no_refine else 12, profiles=True,
+    )  # fmt: skip
+    result.settings["seed"] = args.seed
+    print(result.format())
+    if out is not None:
+        result.write(out)
+        print(f"written to {out}: " + ", ".join(COMPARE_FILES))
     return 0
 
 

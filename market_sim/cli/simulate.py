@@ -202,11 +202,16 @@ def _checked_settings(args):
 
 def run(args) -> int:
     from ..agents import MarketModel
+    from ..joint_report import is_multifield
     from ..privacy.release import StatisticRelease
 
     budget = _checked_settings(args)
-    market = _market_arg(args)
     strategy, fraction = _strategy_arg(args.strategy)
+    if is_multifield(args.population, [args.mechanism]):  # sellers with several fields
+        from .simulate_fields import run_fields
+
+        return run_fields(args, strategy, fraction)
+    market = _market_arg(args)
     out = Path(args.out)
     check_simulate_out(out)
     model = MarketModel(

@@ -61,7 +61,7 @@ import numpy as np
 
 from ..errors import MarketSimError
 from ..privacy.limit import privacy_cost
-from ..registry import MECHANISMS, check_params, parse_spec
+from ..registry import MECHANISMS, check_params
 
 __all__ = [
     "Mechanism",
@@ -324,7 +324,7 @@ def as_mechanism(obj, *, population=None, **context) -> Mechanism:
     if population is not None:
         return _for_population(obj, population, context)
     if isinstance(obj, str):
-        name, params = parse_spec(obj)
+        name, params = MECHANISMS.parse(obj)  # NAME:VALUE for a spec_argument (onnx:PATH)
         found = MECHANISMS.load(name)
         if params:
             if not isinstance(found, type):
@@ -356,7 +356,7 @@ def as_mechanism(obj, *, population=None, **context) -> Mechanism:
 def _mechanism_class(obj):
     """The class ``as_mechanism`` would build ``obj`` from (its type for an instance)."""
     if isinstance(obj, str):
-        found = MECHANISMS.load(parse_spec(obj)[0])
+        found = MECHANISMS.load(MECHANISMS.parse(obj)[0])
         return found if isinstance(found, type) else type(found)
     return obj if isinstance(obj, type) else type(obj)
 

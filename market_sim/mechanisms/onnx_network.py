@@ -1,0 +1,164 @@
+"""A mechanism brought as a network: an ONNX file evaluated with onnxruntime on the CPU.
+
+Any model exported to ONNX (PyTorch's ``torch.onnx.export``, TensorFlow's tf2onnx,
+JAX through jax2onnx) is a mechanism here when it has **the signature**:
+
+* **one input**, the reports: a float tensor (``float32`` or ``float64``) of shape
+  ``(batch, n_sellers)``, one market per row, the sellers on the last axis.  Declare
+  the batch axis dynamic so a whole audit's deviations go through in a few calls; a
+  fixed batch of 1 also works (one call per market, slower).
+* **two outputs**, ε and the payments, each ``(batch, n_sellers)``: the outputs named
+  ``eps`` and ``payments`` when both names exist, else the first two in order.
+
+The network must be deterministic (the same reports give the same ε and payments);
+ε must be finite and ≥ 0.  Every violation of the signature is a one-line
+:class:`~market_sim.errors.MarketSimError` naming it.
+
+``market-sim audit --mechanism onnx:path/model.onnx`` (and the same spec in compare,
+bne and simulate) builds it; in Python ``OnnxMechanism("path/model.onnx")``.  The audit
+evaluates deviations in batches (``deviations`` below), and never certifies a network:
+a certificate needs the library's own, unmodified mechanism with a proof
+(docs/audit-certification.md); for a network the audit reports what its search found.
+
+onnxruntime is an optional dependency (the ``neural`` extra:
+``pip install 'market_sim[neural]'``); importing this module does not need it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from ..errors import MarketSimError
+from .base import Mechanism, Outcome, _deviation_args
+
+__all__ = ["OnnxMechanism", "BATCH_ROWS"]
+
+#: rows (trial markets) per onnxruntime call in ``deviations``
+BATCH_ROWS = 16384
+
+_DTYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64}
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _session(path: Path):
+    """An onnxruntime CPU session of ``path`` (one line on a missing package or a bad file)."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise MarketSimError(
+            "onnx mechanisms need onnxruntime: pip install 'market_sim[neural]'"
+        ) from None
+    if not path.is_file():
+        raise MarketSimError(f"onnx mechanism: {path}: no such file")
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # errors only: no warnings on stderr
+    try:
+        return ort.InferenceSession(
+            str(path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:  # onnxruntime raises its own exception types
+        raise MarketSimError(
+            f"onnx mechanism: {path} is not a loadable ONNX model: {_first_line(exc)}"
+        ) from None
+
+
+def _signature(session, path: Path) -> tuple[str, np.dtype, tuple[str, str], object]:
+    """(input name, input dtype, (eps output, payments output), declared batch size)."""
+    inputs, outputs = session.get_inputs(), session.get_outputs()
+    if len(inputs) != 1:
+        raise MarketSimError(
+            f"onnx mechanism {path.name}: the network must take one input (the reports), "
+            f"it takes {len(inputs)}: {', '.join(i.name for i in inputs)}"
+        )
+    inp = inputs[0]
+    if inp.type not in _DTYPES:
+        raise MarketSimError(
+            f"onnx mechanism {path.name}: the input must be float or double, not {inp.type}"
+        )
+    if len(inp.shape) != 2:
+        raise MarketSimError(
+            f"onnx mechanism {path.name}: the input must be (batch, n_sellers), its shape "
+            f"is {inp.shape}"
+        )
+    if len(outputs) < 2:
+        raise MarketSimError(
+            f"onnx mechanism {path.name}: the network must give two outputs (eps, payments), "
+            f"it gives {len(outputs)}"
+        )
+    names = [o.name for o in outputs]
+    pair = ("eps", "payments") if {"eps", "payments"} <= set(names) else (names[0], names[1])
+    return inp.name, np.dtype(_DTYPES[inp.type]), pair, inp.shape[0]
+
+
+class OnnxMechanism(Mechanism):
+    """A mechanism given as an ONNX network (reports in; eps and payments out): see the
+    module docstring for the signature."""
+
+    name: ClassVar[str] = "onnx"
+    spec_argument: ClassVar[str] = "path"  # onnx:PATH is onnx with path=PATH
+
+    def __init__(self, path, dist=None, n_sellers=None):
+        self.path = Path(str(path))
+        self._session = _session(self.path)
+        self._input, self._dtype, self._outputs, batch = _signature(self._session, self.path)
+        self._batch = batch if isinstance(batch, int) and batch > 0 else None
+        self.n_sellers = n_sellers
+
+    def __getstate__(self):  # sessions do not pickle: worker processes reload the file
+        return {"path": self.path, "n_sellers": self.n_sellers}
+
+    def __setstate__(self, state):
+        self.__init__(state["path"], n_sellers=state["n_sellers"])
+
+    def evaluate(self, reports) -> tuple[np.ndarray, np.ndarray]:
+        """(eps, payments), each (rows, n), of the markets ``reports`` (rows, n), float64."""
+        r = np.ascontiguousarray(np.asarray(reports, dtype=float).reshape(len(reports), -1))
+        if self._batch is not None and r.shape[0] != self._batch:
+            parts = [self.evaluate(r[i : i + self._batch]) for i in range(0, len(r), self._batch)]
+            return np.vstack([p[0] for p in parts]), np.vstack([p[1] for p in parts])
+        try:
+            eps, pay = self._session.run(list(self._outputs), {self._input: r.astype(self._dtype)})
+        except Exception as exc:
+            raise MarketSimError(
+                f"onnx mechanism {self.path.name}: the network failed on reports of shape "
+                f"{r.shape}: {_first_line(exc)}"
+            ) from None
+        eps, pay = np.asarray(eps, dtype=float), np.asarray(pay, dtype=float)
+        if eps.shape != r.shape or pay.shape != r.shape:
+            raise MarketSimError(
+                f"onnx mechanism {self.path.name}: outputs {self._outputs} must have the "
+                f"reports' shape {r.shape}, got {eps.shape} and {pay.shape}"
+            )
+        return eps, pay
+
+    def outcome(self, reports, rng=None) -> Outcome:
+        eps, pay = self.evaluate(np.asarray(reports, dtype=float)[None, :])
+        return Outcome(eps[0], pay[0])
+
+    def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
+        """Every (seller, candidate) trial market in batches of ``BATCH_ROWS`` rows: row
+        k J + j is ``reports`` with seller ``sellers[k]`` at ``candidates[k, j]``."""
+        sellers, cand, reports = _deviation_args(sellers, candidates, reports)
+        k, j = cand.shape
+        who = np.repeat(sellers, j)
+        rows = np.arange(k * j)
+        eps, pay = np.empty(k * j), np.empty(k * j)
+        flat = cand.reshape(-1)
+        for a in range(0, k * j, BATCH_ROWS):
+            b = min(a + BATCH_ROWS, k * j)
+            trial = np.broadcast_to(reports, (b - a, reports.size)).copy()
+            trial[rows[a:b] - a, who[a:b]] = flat[a:b]
+            e, p = self.evaluate(trial)
+            eps[a:b], pay[a:b] = e[rows[a:b] - a, who[a:b]], p[rows[a:b] - a, who[a:b]]
+        if not (np.all(np.isfinite(eps)) and np.all(np.isfinite(pay))):
+            raise MarketSimError(
+                f"onnx mechanism {self.path.name}: eps and payments must be finite"
+            )
+        return Outcome(eps.reshape(k, j), pay.reshape(k, j))
