@@ -49,6 +49,7 @@ from .mechanisms.base import as_mechanism, mechanism_name
 from .mechanisms.offline import buyer_loss, proxy_loss_of_eps
 from .parameters import check_int
 from .population import Population, as_population
+from .privacy.limit import weights
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -729,10 +730,11 @@ def _class_parts(out, group, classes: int, data_loss: float, gamma: float) -> di
     """Class j's part of a market's objective: its share of the eps bought times the data
     terms of Eq. 11, plus gamma times its payments (the parts add up to the objective;
     all inf when nothing is bought); its payments and number bought."""
-    eps_j = np.bincount(group, weights=out.eps, minlength=classes)
+    a, eta = weights(out.eps)  # the shares a (eps_i = +inf: their limit, privacy.limit)
     pay_j = np.bincount(group, weights=out.payments, minlength=classes)
-    total = eps_j.sum()
-    share = eps_j / total if total > 0 else np.full(classes, math.inf)
+    share = (
+        np.bincount(group, weights=a, minlength=classes) if eta > 0 else np.full(classes, math.inf)
+    )
     with np.errstate(invalid="ignore"):
         part = np.where(np.isfinite(data_loss), share * data_loss, math.inf) + gamma * pay_j
     n_j = np.bincount(group, weights=out.eps > 0, minlength=classes)

@@ -54,6 +54,7 @@ from .mechanisms.base import Mechanism, as_mechanism
 from .mechanisms.budgeted import Budgeted, Caps
 from .population import Population, as_population
 from .privacy.ledger import PrivacyLedger, accountant_class
+from .privacy.limit import privacy_cost
 
 try:
     from gymnasium import Env as _GymEnv
@@ -206,11 +207,11 @@ class MarketCore:
         out = self._round_mechanism(ids).run(z, self.rng)
         cost = self.cost[ids]
         if self.ledger is None:
-            u = out.payments - cost * out.eps  # t_i - c_i eps_i
+            u = out.utilities(cost)  # t_i - c_i eps_i
             gone = np.zeros(z.size, dtype=bool)
         else:  # c_i x the increase of the composed loss (docs/ledger.md)
             idx = np.arange(self.n)[ids]
-            u = out.payments - cost * self.ledger.charge(idx, out.eps)
+            u = out.payments - privacy_cost(cost, self.ledger.charge(idx, out.eps))
             gone = self.ledger.exhausted()[idx]
         self.report[ids], self.eps[ids], self.payment[ids], self.utility[ids] = (
             z,

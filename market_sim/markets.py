@@ -14,6 +14,7 @@ import numpy as np
 from . import __version__
 from .errors import MarketSimError
 from .estimates import SLOW_SECONDS, capped_offline_seconds, format_duration
+from .privacy.limit import privacy_cost
 
 __all__ = ["read_costs", "run_market", "cutoff_cost"]
 
@@ -139,7 +140,7 @@ def run_market(
             "a": a,
             "eps": eps,
             "payment": pay,
-            "utility": pay - costs * eps,
+            "utility": pay - privacy_cost(costs, eps),  # 0 x inf = 0 (privacy.limit)
         }
     )
     summary.update(

@@ -19,7 +19,11 @@ flipped for the sellers whose latent noise g ~ N(0, 1) exceeds Phi^-1(1 - label_
 breast-cancer table (569 rows, 30 features), standardised and scaled so ||x|| <= 1 on
 the whole table, sellers' rows drawn without replacement and the rows not sold held out
 for testing.  A CSV path: numeric feature columns and a binary label column (``label=``,
-default ``label``, else the last column), prepared as Wisconsin.
+default the column named ``label``; a CSV without one needs ``label=``), prepared as
+Wisconsin.  ``on=name:COL`` names a column even when its name is a number (``on=1`` is
+feature index 1).  An option the data source does not take (``d``, ``label_noise`` and
+``n_test`` are synthetic's, ``label`` a CSV's) is refused, and so is ``rho`` on a
+constant column.
 
 **Dependence** (a Gaussian copula with correlation ``rho`` between each seller's cost and
 its ``on``).  The target T_i is turned into an exactly uniform U_i by its probability
@@ -171,9 +175,20 @@ def _read_csv(path: str, label: str | None):
         df = pd.read_csv(path)
     except Exception as exc:  # pandas raises many types for bad CSV
         raise MarketSimError(f"data {path}: cannot read CSV ({type(exc).__name__})") from None
-    col = label if label is not None else ("label" if "label" in df.columns else df.columns[-1])
+    if label is None and "label" not in df.columns:
+        raise MarketSimError(
+            f"data {path}: no column named label; name the label column with label=COLUMN "
+            f"(columns: {', '.join(map(str, df.columns))})"
+        )
+    col = "label" if label is None else label
     if col not in df.columns:
         raise MarketSimError(f"data {path}: no label column {col!r} (columns: {list(df.columns)})")
+    missing = int(df[col].isna().sum())
+    if missing:
+        raise MarketSimError(
+            f"data {path}: label {col!r} is missing in {missing} row(s) "
+            f"(first at row {int(np.argmax(df[col].isna().to_numpy())) + 1})"
+        )
     feats = df.drop(columns=[col])
     if feats.shape[1] == 0 or len(df) < 2:
         raise MarketSimError(f"data {path}: needs at least one feature column and two rows")
@@ -266,6 +281,7 @@ class Population:
     def _check(self) -> None:
         if not isinstance(self.rho, int | float) or not -1 <= self.rho <= 1:
             raise MarketSimError(f"rho must be a number in [-1, 1], got {self.rho!r}")
+        _refuse_unused({k: getattr(self, k) for k in ("data", *_KEYS[3:])}, given=False)
         if self.data is None:
             if self.on is not None or self.rho != 0:
                 raise MarketSimError("rho and on need data= (synthetic, wisconsin or a CSV path)")
@@ -305,6 +321,14 @@ class Population:
             choices = f"label, a feature index 0..{len(names) - 1} or a column name"
         if not ok:
             raise MarketSimError(f"on={on!r} is not a target of data {self.data}: use {choices}")
+        if self.data != "synthetic" and on != "label" and self.rho != 0:
+            X, _, names = _table(self.data or "", self.label)
+            j = names.index(on) if isinstance(on, str) else int(on or 0)  # (on is set here)
+            if np.ptp(X[:, j]) == 0:
+                raise MarketSimError(
+                    f"on={on!r}: column {names[j]!r} of data {self.data} is constant, so "
+                    "costs cannot depend on it (rho would be ignored)"
+                )
 
     def _check_rows(self) -> None:
         """A table must keep rows back for testing."""
@@ -395,13 +419,20 @@ class Population:
         """psi_i(c) = c + G_i(c) / g_i(c) under seller i's cost law given its data (default:
         at its drawn cost): the virtual cost of an oracle platform that knows the copula.
 
-        With U_i ~ U[a_i, b_i] given the data (``market.band``), z(c) = Phi^-1(F_g(c)) and
-        s = sqrt(1 - rho^2): G_i(c) = E Phi((z - rho Phi^-1(U)) / s) and g_i(c) =
-        f_g(c) / phi(z) E phi((z - rho Phi^-1(U)) / s) / s, the expectations by 48-point
-        Gauss-Legendre quadrature over the band.  Without dependence it is psi_g(c).
-        """
-        from scipy import stats
+        Given the data U_i ~ U[a_i, b_i] (``market.band``), so W = Phi^-1(U_i) is a
+        standard normal truncated to [t_a, t_b] = Phi^-1([a_i, b_i]).  With z(c) =
+        Phi^-1(F_g(c)), s = sqrt(1 - rho^2) and Z = rho W + s xi (xi ~ N(0, 1)), the cost
+        is F_g^-1(Phi(Z)), so, in closed form (no quadrature meets Phi^-1's end
+        singularities):
 
+            G_i(c) = P(Z <= z, t_a <= W <= t_b) / (b - a)
+                   = [Phi2(t_b, z; rho) - Phi2(t_a, z; rho)] / (b - a),
+            g_i(c) = f_g(c) [Phi((t_b - rho z) / s) - Phi((t_a - rho z) / s)] / (b - a),
+
+        the second because phi(w) phi((z - rho w) / s) = phi(z) phi((w - rho z) / s);
+        Phi2 is the bivariate normal law (``_bivariate_normal_cdf``, by Owen's T).
+        Without dependence it is psi_g(c).
+        """
         c = market.costs if costs is None else np.asarray(costs, dtype=float)
         laws = SellerLaws(self.laws, market.group)
         if market.band is None or self.rho == 0:
@@ -411,18 +442,7 @@ class Population:
                 "at |rho| = 1 a cost given its data has no density (it is a function of "
                 "the data, or a truncation of its law): no conditional virtual cost"
             )
-        a, b = (np.asarray(v, dtype=float) for v in market.band)
-        x, w = np.polynomial.legendre.leggauss(48)
-        u = a[:, None] + (b - a)[:, None] * (x[None, :] + 1) / 2
-        wt = np.clip(stats.norm.ppf(np.clip(u, 1e-15, 1 - 1e-15)), -8.5, 8.5)
-        s = np.sqrt(1 - self.rho**2)
-        F, f = laws.cdf(c), laws.pdf(c)
-        z = stats.norm.ppf(np.clip(F, 1e-300, 1 - 1e-16))
-        arg = (z[:, None] - self.rho * wt) / s
-        G = stats.norm.cdf(arg) @ w / 2
-        g = f / stats.norm.pdf(z) * (stats.norm.pdf(arg) @ w / 2) / s
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(F <= 0, c, c + G / g)
+        return _conditional_psi(c, laws.cdf(c), laws.pdf(c), market.band, self.rho)
 
     # ---- text ----------------------------------------------------------------------------
     @property
@@ -432,6 +452,8 @@ class Population:
         for key in _KEYS:
             value = getattr(self, key)
             if value != getattr(Population, key, None) and value is not None:
+                if key == "on" and isinstance(value, str) and value.lstrip("-").isdigit():
+                    value = f"name:{value}"  # a column whose name is a number
                 text += f";{key}={value}"
         return text
 
@@ -504,10 +526,39 @@ def _options(options: list[str]) -> dict:
                     f"population option {key}={value!r} must be an integer"
                 ) from None
         elif key == "on":
-            kw[key] = int(value) if value.lstrip("-").isdigit() else value
+            # on=name:COL names a column, even one whose name is a number
+            name, colon, col = value.partition(":")
+            if colon and name.strip() == "name":
+                kw[key] = col.strip()
+            else:
+                kw[key] = int(value) if value.lstrip("-").isdigit() else value
         else:
             kw[key] = value
+    _refuse_unused(kw, given=True)
     return kw
+
+
+#: The options each kind of data source takes (besides data, rho, on).
+_TAKES = {"synthetic": ("d", "label_noise", "n_test"), "wisconsin": (), "csv": ("label",)}
+
+
+def _refuse_unused(kw: dict, given: bool) -> None:
+    """Refuse, in one line, an option the population's data source does not take (``given``:
+    every key of ``kw`` was written by the user; else only values off their defaults)."""
+    data = kw.get("data")
+    kind = None if data is None else data if data in ("synthetic", "wisconsin") else "csv"
+    takes = () if kind is None else _TAKES[kind]
+    for key in ("d", "label_noise", "n_test", "label"):
+        if key not in kw or key in takes:
+            continue
+        if not given and kw[key] == getattr(Population, key):
+            continue
+        where = "without data=" if kind is None else f"with data={data}"
+        users = [k for k, v in _TAKES.items() if key in v]
+        raise MarketSimError(
+            f"population option {key}= has no effect {where} (only data="
+            f"{' or '.join(u if u != 'csv' else 'a CSV path' for u in users)} takes it)"
+        )
 
 
 def _typed(key: str, value: str, kind, noun: str):
@@ -542,3 +593,61 @@ def as_population(x, n_sellers: int | None = None) -> Population:
             "(omit n_sellers)"
         )
     return pop
+
+
+def _conditional_psi(c, F, f, band, rho: float) -> np.ndarray:
+    """c + G / g of :meth:`Population.conditional_virtual_cost` (its docstring)."""
+    from scipy.special import ndtr, ndtri
+
+    a, b = (np.asarray(v, dtype=float) for v in band)
+    ta, tb = ndtri(a), ndtri(b)  # -inf / +inf at a = 0 / b = 1
+    s = np.sqrt(1 - rho**2)
+    z = ndtri(np.clip(F, 0.0, 1.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        G = _bivariate_normal_cdf(tb, z, rho) - _bivariate_normal_cdf(ta, z, rho)
+        g = f * (ndtr((tb - rho * z) / s) - ndtr((ta - rho * z) / s))
+        ratio = G / g
+        # a narrow band (a feature's value: a point, or a tie's width) would lose digits
+        # in those differences: there G / g = E_W Phi((z - rho W) / s) / E_W g(c | W), the
+        # expectations by Gauss-Legendre in t = Phi^-1(u) (smooth on a finite interval)
+        narrow = np.flatnonzero(np.isfinite(ta) & np.isfinite(tb) & (tb - ta < 1.0))
+        if narrow.size:
+            x, w = np.polynomial.legendre.leggauss(16)
+            lo, hi, zz = ta[narrow, None], tb[narrow, None], z[narrow, None]
+            t = lo + (hi - lo) * (x[None, :] + 1) / 2
+            wt = w[None, :] * np.exp(-0.5 * t * t)  # the weight phi(t), up to a constant
+            num = (ndtr((zz - rho * t) / s) * wt).sum(axis=1)
+            # phi((z - rho t) / s) / phi(z) = phi((t - rho z) / s) / phi(t)
+            den = f[narrow] * (np.exp(-0.5 * ((t - rho * zz) / s) ** 2) * w).sum(axis=1) / s
+            ratio[narrow] = num / den
+        return np.where(F <= 0, c, c + ratio)
+
+
+def _bivariate_normal_cdf(h, k, rho: float) -> np.ndarray:
+    """P(X <= h, Y <= k) for standard normals of correlation |rho| < 1, to rounding, by
+    Owen's T (Owen 1956, Eq. 2.1): Phi2 = (Phi(h) + Phi(k)) / 2 - T(h, a_h) - T(k, a_k)
+    - beta, a_h = (k - rho h) / (h s), a_k = (h - rho k) / (k s), s = sqrt(1 - rho^2),
+    beta = 1/2 when h k < 0 or (h k = 0 and h + k < 0), else 0; h or k infinite by the
+    margins.  At h = 0, T(0, a) = arctan(a) / (2 pi) -> sign(a) / 4 as a -> +-inf, which
+    a_h = +-inf gives (``scipy.special.owens_t`` takes infinite a)."""
+    from scipy.special import ndtr, owens_t
+
+    h, k = np.broadcast_arrays(np.asarray(h, dtype=float), np.asarray(k, dtype=float))
+    s = np.sqrt(1 - rho**2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        both = np.sqrt((1 - rho) / (1 + rho))  # h = k = 0: the limit along h = k
+        a_h = np.where((h == 0) & (k == 0), both, _ratio(k - rho * h, h * s))
+        a_k = np.where((h == 0) & (k == 0), both, _ratio(h - rho * k, k * s))
+        hk = h * k
+        beta = np.where((hk < 0) | ((hk == 0) & (h + k < 0)), 0.5, 0.0)
+        core = 0.5 * (ndtr(h) + ndtr(k)) - owens_t(h, a_h) - owens_t(k, a_k) - beta
+    out = np.where(np.isfinite(h) & np.isfinite(k), core, 0.0)
+    out = np.where(np.isposinf(h), ndtr(k), out)
+    out = np.where(np.isposinf(k) & ~np.isinf(h), ndtr(h), out)
+    out = np.where(np.isneginf(h) | np.isneginf(k), 0.0, out)
+    return np.clip(out, 0.0, 1.0)
+
+
+def _ratio(num, den):
+    """num / den, x / 0 read as sign(x) inf (0 / 0 as 0: only where h = k = 0, set apart)."""
+    return np.where(den == 0, np.where(num == 0, 0.0, np.sign(num) * np.inf), num / den)

@@ -806,7 +806,7 @@ def _mean_utility(mech, sample: _Sample, reports: np.ndarray) -> float:
     total = 0.0
     for k in range(sample.markets):
         out = mech.run(reports[k], np.random.default_rng(sample.seeds[k]))
-        total += float(np.mean(out.payments - sample.costs[k] * out.eps))
+        total += float(np.mean(out.utilities(sample.costs[k])))
     return total / sample.markets
 
 

@@ -169,8 +169,6 @@ def test_errors_are_clear():
         solve([0.5, np.nan], mu=1, sigma=1, gamma=1)
     with pytest.raises(MarketSimError, match="non-empty"):
         solve([], mu=1, sigma=1, gamma=1)
-    with pytest.raises(MarketSimError, match="no optimum"):
-        solve([0.0, 1.0], mu=1, sigma=1, gamma=1)
     with pytest.raises(MarketSimError, match="cannot sum to 1"):
         solve([0.5, np.inf, np.inf], mu=1, sigma=1, gamma=1, k=1)
 

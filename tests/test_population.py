@@ -189,3 +189,40 @@ def test_conditional_virtual_cost_is_the_marginal_one_without_dependence():
     with pytest.raises(MarketSimError, match="no density"):
         tied = Population([("uniform:0:1", 5)], data="synthetic", rho=1.0, on="label")
         tied.conditional_virtual_cost(tied.sample(rng(1)))
+
+
+def test_every_population_option_acts_or_is_refused(tmp_path):
+    """#47: options a data source does not take, rho on a constant column, a column whose
+    name is a number, no silent label column, and the missing-label count."""
+    with pytest.raises(MarketSimError, match="d= has no effect with data=wisconsin"):
+        Population.parse("10*uniform:0:1;data=wisconsin;label_noise=0.4;d=3")
+    with pytest.raises(MarketSimError, match="d= has no effect with data=wisconsin"):
+        Population.parse("10*uniform:0:1;data=wisconsin;d=5")  # even at its default
+    with pytest.raises(MarketSimError, match="label= has no effect with data=synthetic"):
+        Population([("uniform:0:1", 5)], data="synthetic", label="y")
+    with pytest.raises(MarketSimError, match="d= has no effect without data="):
+        Population.parse("10*uniform:0:1;d=3")
+    r = rng(2)
+    x = r.normal(size=(40, 2))
+    path = tmp_path / "rows.csv"
+    lines = ["1,flat,b,label"] + [f"{u},7,{v},{int(u > 0)}" for u, v in x]
+    path.write_text("\n".join(lines))
+    with pytest.raises(MarketSimError, match="column 'flat' .* is constant"):
+        Population([("uniform:0:1", 10)], data=str(path), rho=0.5, on="flat")
+    # on=name:1 is the column named "1" (feature 0 here), on=1 feature index 1 ("flat")
+    pop = Population.parse(f"10*uniform:0:1;data={path};rho=0.9;on=name:1")
+    assert pop.on == "1" and "on=name:1" in pop.spec
+    assert Population.parse(pop.spec).on == "1"
+    mk = pop.sample(rng(3))
+    assert stats.spearmanr(mk.costs, mk.data[0][:, 0])[0] > 0.5
+    with pytest.raises(MarketSimError, match="column 'flat' .* is constant"):
+        Population.parse(f"10*uniform:0:1;data={path};rho=0.9;on=1")
+    nolabel = tmp_path / "nolabel.csv"
+    nolabel.write_text("\n".join(["a,b"] + [f"{u},{int(v > 0)}" for u, v in x]))
+    with pytest.raises(MarketSimError, match="no column named label; name the label column"):
+        Population([("uniform:0:1", 10)], data=str(nolabel))
+    gaps = tmp_path / "gaps.csv"
+    gaps.write_text("\n".join(["a,label"] + [f"{u}," + ("" if i == 4 else str(int(v > 0)))
+                                              for i, (u, v) in enumerate(x)]))  # fmt: skip
+    with pytest.raises(MarketSimError, match="label 'label' is missing in 1 row"):
+        Population([("uniform:0:1", 10)], data=str(gaps))

@@ -38,6 +38,7 @@ from ..mechanisms.budgeted import Budgeted, Caps
 from ..mechanisms.offline import buyer_loss, proxy_loss_of_eps
 from ..population import Population, as_population
 from ..privacy.ledger import PrivacyLedger, accountant_class
+from ..privacy.limit import privacy_cost
 from ..privacy.release import StatisticRelease
 from .strategies import (
     SellerGroup,
@@ -221,12 +222,14 @@ class PlatformAgent(mesa.Agent):
         m = self.model
         m.eps[active], m.payment[active] = outcome.eps, outcome.payments
         if m.ledger is None:
-            m.utility[active] = outcome.payments - m.cost[active] * outcome.eps
+            m.utility[active] = outcome.payments - privacy_cost(m.cost[active], outcome.eps)
         else:  # cost = c_i x the increase of the composed loss (docs/ledger.md)
             ids = np.arange(m.n_sellers)[active]
             m.loss_increase[:] = 0.0
             m.loss_increase[ids] = m.ledger.charge(ids, outcome.eps)
-            m.utility[active] = outcome.payments - m.cost[active] * m.loss_increase[active]
+            m.utility[active] = outcome.payments - privacy_cost(
+                m.cost[active], m.loss_increase[active]
+            )
             m._exhausted = m.ledger.exhausted()
         self.total_payment = float(outcome.payments.sum())
         self.n_bought = int(np.count_nonzero(outcome.eps))

@@ -49,6 +49,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import MarketSimError
+from ..privacy.limit import privacy_cost
 from ..registry import STRATEGIES, check_params
 
 __all__ = [
@@ -366,7 +367,7 @@ class Collusion(Strategy):
                 trial = model.reports.copy()
                 trial[idx] = _clip(model, cost * mult)
                 out = model.mechanism.run(trial, model.rng)
-                totals.append(float(np.sum(out.payments[idx] - cost * out.eps[idx])))
+                totals.append(float(np.sum(out.payments[idx] - privacy_cost(cost, out.eps[idx]))))
             j = int(np.argmax(totals))
             base = totals[self.multipliers.index(1.0)]
             if totals[j] > base + self.tol * max(1.0, abs(base)):

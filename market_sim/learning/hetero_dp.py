@@ -124,8 +124,14 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
             if self.a is not None or self.eta is not None:
                 raise MarketSimError("give either epsilons or (a, eta), not both")
             eps = np.asarray(self.epsilons, dtype=float).ravel()
-            if eps.size != m or not np.all(np.isfinite(eps)) or eps.min() < 0 or eps.sum() <= 0:
-                raise MarketSimError(f"epsilons must be {m} finite values >= 0 with a positive sum")
+            ok = eps.size == m and not np.isnan(eps).any() and eps.min() >= 0 and eps.sum() > 0
+            if not ok:
+                raise MarketSimError(f"epsilons must be {m} values >= 0 with a positive sum")
+            inf = np.isposinf(eps)
+            if inf.any():  # the offline mechanism's zero-cost limit (docs/mathematics.md):
+                # a uniform on the eps_i = +inf rows, eta = +inf, no noise (the limit of
+                # eps / sum eps, as ``privacy.limit.weights``; learning stays apart from it)
+                return inf / float(inf.sum()), np.inf
             return eps / eps.sum(), float(eps.sum())
         if self.a is None or self.eta is None:
             raise MarketSimError("give epsilons, or both a and eta")
@@ -170,7 +176,8 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
             s[:, None] * Z, a, eta, lam, _rng(self.random_state)
         )
         self.coef_ = w / self.data_norm
-        self.eps_ = a * eta
+        with np.errstate(invalid="ignore"):  # 0 x inf = 0: a row of weight 0 is unused
+            self.eps_ = np.where(a > 0, a * eta, 0.0)
         self.privacy_guarantees_ = self.eps_ + 2.0 * log1p(a / lam)  # Prop. II.2, Eq. 24-25
         self.a_, self.eta_ = a, eta
         return self

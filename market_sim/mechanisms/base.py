@@ -60,6 +60,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import MarketSimError
+from ..privacy.limit import privacy_cost
 from ..registry import MECHANISMS, check_params
 
 __all__ = [
@@ -83,8 +84,8 @@ class Outcome:
     info: dict = field(default_factory=dict, compare=False)
 
     def utilities(self, costs) -> np.ndarray:
-        """t_i - c_i eps_i."""
-        return self.payments - np.asarray(costs, dtype=float) * self.eps
+        """t_i - c_i eps_i (c_i eps_i = 0 at c_i = 0, eps_i = +inf: ``privacy.limit``)."""
+        return self.payments - privacy_cost(costs, self.eps)
 
 
 def in_own_support(dist, c, what: str = "report", sellers=None) -> np.ndarray:
@@ -132,7 +133,7 @@ def mechanism_name(mech) -> str:
 def as_outcome(result: Any, n: int, who: str = "mechanism") -> Outcome:
     """An :class:`Outcome` from what ``outcome`` returned: an Outcome, an object with
     ``eps`` and ``payments``, or an ``(eps, payments)`` pair; checked to hold ``n``
-    finite numbers each with eps >= 0."""
+    finite numbers each with eps >= 0 (eps may be +inf: a zero-cost limit)."""
     if isinstance(result, Outcome):
         eps, pay, info = result.eps, result.payments, result.info
     elif hasattr(result, "eps") and hasattr(result, "payments"):
@@ -152,10 +153,12 @@ def as_outcome(result: Any, n: int, who: str = "mechanism") -> Outcome:
     for label, arr in (("eps", eps), ("payments", pay)):
         if arr.size != n:
             raise MarketSimError(f"{who}: {label} has {arr.size} entries for {n} reports")
-        if not np.all(np.isfinite(arr)):
+        # eps = +inf is the offline mechanism's zero-cost limit (data released without
+        # noise at a report of virtual cost 0, ``offline._zero_cost_limit``)
+        ok = np.isfinite(arr) | (np.isposinf(arr) if label == "eps" else False)
+        if not np.all(ok):
             raise MarketSimError(
-                f"{who}: {label} contains NaN or inf "
-                f"(first at seller {int(np.argmin(np.isfinite(arr)))})"
+                f"{who}: {label} contains NaN or inf (first at seller {int(np.argmin(ok))})"
             )
     if np.any(eps < 0):
         raise MarketSimError(
@@ -251,7 +254,8 @@ class Mechanism:
     ) -> np.ndarray:
         """(k, n) utilities t - c eps of ``deviations`` at true costs ``true_costs[k]``."""
         dev = self.deviations(sellers, candidates, reports, rng)
-        return dev.payments - np.asarray(true_costs, dtype=float).reshape(-1, 1) * dev.eps
+        cost = np.asarray(true_costs, dtype=float).reshape(-1, 1)
+        return dev.payments - privacy_cost(cost, dev.eps)  # 0 x inf = 0 (privacy.limit)
 
     def utilities(
         self, i: int, candidates, true_cost: float, reports, rng: np.random.Generator | None = None

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import MarketSimError
+from ..privacy.limit import scaled, weights
 
 __all__ = [
     "OfflineResult",
@@ -91,20 +92,21 @@ def _as_psi(psi) -> np.ndarray:
 
 
 def proxy_loss(a, eta, psi, *, mu, sigma, gamma) -> float:
-    """Eq. 11 (003) at (a, eta): mu ||a|| + sigma/eta + gamma eta sum a_i psi_i."""
+    """Eq. 11 (003) at (a, eta): mu ||a|| + sigma/eta + gamma eta sum a_i psi_i; at
+    eta = +inf (the zero-cost limit) sigma / eta = 0 and eta x 0 = 0."""
     a = np.asarray(a, dtype=float)
     psi = np.asarray(psi, dtype=float)
     lin = float(np.dot(a[a > 0], psi[a > 0]))
-    return float(mu * np.linalg.norm(a) + sigma / eta + gamma * eta * lin)
+    return float(mu * np.linalg.norm(a) + sigma / eta + gamma * float(scaled(lin, eta)))
 
 
 def proxy_loss_of_eps(eps, psi, *, mu, sigma, gamma) -> float:
-    """Eq. 11 (003) of what was bought: eta = sum eps, a = eps / eta (inf if nothing)."""
-    eps = np.asarray(eps, dtype=float)
-    eta = float(eps.sum())
+    """Eq. 11 (003) of what was bought: eta = sum eps, a = eps / eta (inf if nothing);
+    eps_i = +inf entries read as their limit (``privacy.limit.weights``)."""
+    a, eta = weights(eps)
     if eta <= 0:
         return np.inf
-    return proxy_loss(eps / eta, eta, psi, mu=mu, sigma=sigma, gamma=gamma)
+    return proxy_loss(a, eta, psi, mu=mu, sigma=sigma, gamma=gamma)
 
 
 def buyer_loss(eps, payments, *, mu: float, sigma: float, gamma: float) -> float:
@@ -376,11 +378,11 @@ def solve(
     """Global minimiser of Eq. 11 (003) for virtual costs ``psi``.
 
     ``k`` adds the cap a_i <= k/m (Remark IV.1, 003); ``k=None`` or k >= m
-    means no cap.  Sellers with psi = +inf are never bought.  Raises
-    :class:`MarketSimError` when the problem has no minimiser: when sellers
-    with psi = 0 can take all of the weight, eta -> inf is free and the loss
-    tends to mu ||a|| without reaching it, unless a finite eta does better
-    (then that finite optimum is returned).
+    means no cap.  Sellers with psi = +inf are never bought.  When sellers
+    with psi = 0 can take all of the weight and no finite eta does better, the
+    problem has no minimiser (the loss tends to mu ||a|| as eta -> inf); the
+    outcome is then the limit of the optimum (``_zero_cost_limit``): eps = +inf
+    for those sellers, eta = +inf.
 
     ``backend``: ``"numpy"`` (the vectorised reference), ``"numba"`` (the
     compiled kernel; an error if numba does not work) or ``"auto"`` (the kernel
@@ -422,11 +424,7 @@ def solve(
 
     cand = _best_candidate(G, kappa, s)
     if lin_greedy == 0 and not (cand.loss.size and cand.loss.min() < best_loss):
-        raise MarketSimError(
-            "no optimum: sellers with virtual cost 0 (a cost at the bottom of a support that "
-            "starts at 0) can absorb all of the weight, and the loss only tends to its infimum "
-            "as eta -> inf"
-        )
+        return _zero_cost_limit(x, mu)
     with np.errstate(invalid="ignore"):
         if cand.loss.size and cand.loss.min() < best_loss:
             i = int(np.argmin(cand.loss))
@@ -449,6 +447,29 @@ def solve(
         lam=float(lam_cut),
         proxy_loss=proxy_loss(a, eta, psi, mu=mu, sigma=sigma, gamma=gamma),
         n_bought=int(np.count_nonzero(eps)),
+    )
+
+
+def _zero_cost_limit(x: np.ndarray, mu: float) -> OfflineResult:
+    """The outcome of Eq. 11 (003) when the w0 sellers of value x = 0 can absorb all the
+    weight and no allocation with x.a > 0 does better (docs/mathematics.md, "Reports of
+    virtual cost 0").  The infimum mu / sqrt(w0) is then not attained: it is the limit of
+    a = uniform on the zero sellers, eta -> inf.  It is also the limit of the optimum of
+    every nearby market whose zero values are raised to small positive ones, so it is
+    the mechanism's outcome there: eps_i = +inf (the data released without noise) for
+    the zero sellers, 0 for the others, eta = +inf, and the cut-off lam the least
+    positive value (a seller is bought iff x_i < lam)."""
+    zero = x == 0
+    w0 = int(np.count_nonzero(zero))
+    a = np.where(zero, 1.0 / w0, 0.0)
+    above = x[(x > 0) & np.isfinite(x)]
+    return OfflineResult(
+        eps=np.where(zero, np.inf, 0.0),
+        a=a,
+        eta=np.inf,
+        lam=float(above.min()) if above.size else np.inf,
+        proxy_loss=float(mu / np.sqrt(w0)),  # sigma / eta -> 0 and eta x.a = 0
+        n_bought=w0,
     )
 
 
@@ -574,11 +595,8 @@ def _solve_kernel(K, psi, mu, sigma, gamma, kappa) -> OfflineResult:
     best_loss = norm_greedy + 2 * np.sqrt(s * lin_greedy)
     found = n > 0 and loss < best_loss
     if lin_greedy == 0 and not found:
-        raise MarketSimError(
-            "no optimum: sellers with virtual cost 0 (a cost at the bottom of a support that "
-            "starts at 0) can absorb all of the weight, and the loss only tends to its infimum "
-            "as eta -> inf"
-        )
+        del xs
+        return _zero_cost_limit(gamma * psi, mu)
     if found:  # re-solve the winning cell from exact sums
         N, m1, V, _ = K.seg_stats(xs, c_end, end)
         Nc, _, _, sum_capped = K.seg_stats(xs, 0, c_end)

@@ -18,7 +18,11 @@ active set, or the cap starts to bind): we find those points by a search on
 the cell (checked again on each piece's quadrature nodes) and integrate each
 smooth piece by Gauss-Legendre after z = a + (b-a)(1 - cos theta)/2, which
 also smooths the square-root end of a branch of the optimum that ends in a
-fold.  Unbought sellers are paid 0.
+fold.  A piece's rule is accepted when its own values show it has resolved the
+curve (``quadrature.resolution_error``: the Legendre coefficients of the same
+values, no extra evaluation); else the piece is halved (a curve that varies on a
+scale far below the piece's width, as with opponents at the floor of a support,
+where one rule errs by ~1e-4).  Unbought sellers are paid 0.
 
 Evaluating eps_i(z) is a full solve of a market in which one value moved.
 Without a cap this is cheap: the stationary points of the solution family are
@@ -61,11 +65,12 @@ import numpy as np
 
 from ..distributions import CostDistribution, SellerLaws
 from ..errors import MarketSimError
+from ..privacy.limit import privacy_cost
 from . import offline
 from .base import in_own_support as _in_support
 from .base import seller_ends as _ends
 from .offline import _Groups, _positive_roots, check_params, solve
-from .quadrature import gauss_legendre_cos
+from .quadrature import gauss_legendre_cos, resolution_error
 
 __all__ = ["OfflineCurves", "offline_payments", "seller_utility"]
 
@@ -74,6 +79,7 @@ _REL_TOL = 1e-15  # piece ends are located to this relative width
 _MAX_PIECES = 10_000
 _SKIP = 1e-10  # relative width skipped past each change of piece
 _TIE = 1e-12  # relative loss difference taken for a tie of two cells
+_ABOVE_ZERO = 1e-300  # where the piece that starts at a report of value 0 is named
 
 
 def _rows(kernel, xi, p, target, margin_mode, *args):
@@ -86,6 +92,10 @@ def _rows(kernel, xi, p, target, margin_mode, *args):
     kernel(as_float(xi), as_float(p), target, margin_mode, *args, *out)
     return out
 
+
+#: The cell label of a report of value 0 in a market whose outcome is the zero-cost
+#: limit (``offline._zero_cost_limit``): eps_i = +inf there, at that one report.
+ZERO_LIMIT = -4
 
 _PSI_ZERO = (
     "no optimum when a seller reports virtual cost 0 (the bottom "
@@ -150,6 +160,8 @@ class _UncappedOracle:
         # kept only because the bound delta is infinite there.
         finite = np.isfinite(self.vnext)
         self.independent_above = float(self.vn[finite].max()) if finite.any() else np.inf
+        # sellers of value 0 in the full market (their limit outcome, ``_zero_limit``)
+        self.w0 = float(G.w[0]) if G.v[0] == 0 else 0.0
 
     def _run(self, xi, p, target, margin_mode):
         """The compiled oracle (``_offline_kernel.uncapped_rows``)."""
@@ -255,11 +267,31 @@ class _UncappedOracle:
             # a report with psi = +inf is never bought, even when nobody else is there
             lost = ~(np.isfinite(loss_t.min(axis=1)) | np.isposinf(p))
             col = np.where(lost, np.where(p > 0, -2, -3), col)
-        if np.any(col == -3):
+        zl = self._zero_limit(xi, p)
+        if zl is not None:  # rows whose moved market has sellers of value 0
+            rows, deg, ek, ck = zl
+            e[rows] = np.where(deg, np.where(p[rows] == 0, np.inf, 0.0), ek)
+            col[rows] = np.where(deg, np.where(p[rows] == 0, ZERO_LIMIT, -1), ck)
+        if np.any(col == -3):  # (cannot happen: a row with no KKT point at p = 0 is a limit)
             raise MarketSimError(_PSI_ZERO)
         for r in np.flatnonzero(col == -2):
             e[r], col[r] = self._resolve(xi[r], p[r])
         return e, col
+
+    def _zero_limit(self, xi, p):
+        """The rows whose moved market has w0 >= 1 sellers of value 0, with, per row,
+        whether its outcome is the zero-cost limit (``offline._zero_cost_limit``: no
+        KKT point beats the infimum 1 / sqrt(w0) of loss / mu, as ``solve`` decides)
+        and eps_i, cell by the numpy table (these rows are rare).  None if no row."""
+        w0 = self.w0 - (xi == 0) + (p == 0)
+        rows = np.flatnonzero(w0 >= 1)
+        if not rows.size:
+            return None
+        loss_t, loss_s, eps, _ = self._table(xi[rows], p[rows])
+        deg = ~(loss_t.min(axis=1) < 1.0 / np.sqrt(w0[rows]))
+        j = self._pick(loss_t, loss_s)
+        ek = np.where(j > 0, eps[np.arange(rows.size), j], 0.0)
+        return rows, deg, ek, np.where(ek > 0, 2 * j - 1, -1)
 
     def _resolve(self, xi: float, p: float) -> tuple[float, int]:
         """(eps_i, cell) of one row by an exact solve of the moved market, for a row where
@@ -284,15 +316,27 @@ class _UncappedOracle:
         root, >= 0 where that cell is the optimum and < 0 where it is not:
         min(slack of the cell, least loss of the other cells - loss of the cell),
         over exactly valid roots.  Its zero is the change of piece (``_illinois``)."""
-        if self.kernel is not None:
-            return self._run(xi, p, cell, True)[2]
+        w0 = self.w0 - (xi == 0) + (p == 0)
+        deg = np.flatnonzero(w0 >= 1)  # the zero-cost limit competes (``_zero_limit``)
+        if self.kernel is None:
+            return self._margin_table(xi, p, cell, w0)
+        out = self._run(xi, p, cell, True)[2]
+        if deg.size:
+            out[deg] = self._margin_table(xi[deg], p[deg], cell[deg], w0[deg])
+        return out
+
+    def _margin_table(self, xi, p, cell, w0):
+        """:meth:`margin` by the numpy table, the zero-cost limit's loss 1 / sqrt(w0)
+        among the other cells' (rows with w0 >= 1)."""
         _, loss_s, _, slack = self._table(xi, p)
+        limit = np.where(w0 >= 1, 1.0 / np.sqrt(np.maximum(w0, 1.0)), np.inf)
         rows = np.arange(xi.shape[0])
         j = (cell + 1) // 2
         own = loss_s[rows, j]
         loss_s[rows, j] = np.inf
         with np.errstate(invalid="ignore"):
-            gap = np.where(np.isfinite(own), loss_s.min(axis=1) - own, -np.inf)
+            other = np.minimum(loss_s.min(axis=1), limit)
+            gap = np.where(np.isfinite(own), other - own, -np.inf)
         sl = slack[rows, j]
         return np.where(sl < 0, sl, np.minimum(sl, gap))
 
@@ -396,11 +440,12 @@ class _CappedOracle:
     def eps(self, sellers, xi, p):
         """(eps_i, cell) as ``_UncappedOracle.eps``; cell -1 when seller i is not bought."""
         e, col, _ = self._run(xi, p, np.zeros(xi.size, np.int64), False)
-        if np.any(col == -3):
-            raise MarketSimError(
-                "no optimum when sellers with virtual cost 0 (the bottom of a support "
-                "that starts at 0) can absorb all the weight"
-            )
+        # -3: the greedy allocation wins with x.a = 0 (sellers of value 0 absorb all the
+        # weight): the zero-cost limit (``offline._zero_cost_limit``), eps_i = +inf for a
+        # seller at value 0, else 0
+        limit = col == -3
+        e[limit] = np.where(p[limit] == 0, np.inf, 0.0)
+        col[limit] = np.where(p[limit] == 0, ZERO_LIMIT, -1)
         if np.any(col == -2):
             raise RuntimeError("payment oracle found no KKT point; please report this market")
         return e, col
@@ -724,8 +769,15 @@ def _payments(costs, dist, mu, sigma, gamma, k, n_quad, method, only, backend):
             oracle, refine, method, sellers, gamma * psi[sellers], costs[sellers],
             eps[sellers], law, gamma, n_quad,
         )  # fmt: skip
-    pay[bought] = costs[bought] * eps[bought] + integral
+    pay[bought] = privacy_cost(costs[bought], eps[bought]) + integral
     return eps, pay
+
+
+def _finite(eps):
+    """eps with +inf (at a report of value 0 only, ``ZERO_LIMIT``) read as 0: a quadrature
+    node underflows to that one point only in a piece of width ~1e-300, and one point
+    does not change an integral (eps_i ~ C / sqrt(z) near it is integrable)."""
+    return np.where(np.isinf(eps), 0.0, eps)
 
 
 def _law_integrals(oracle, refine, method, sellers, x, costs, eps, law, gamma, n_quad):
@@ -738,7 +790,7 @@ def _law_integrals(oracle, refine, method, sellers, x, costs, eps, law, gamma, n
 
     integral = np.empty(sellers.size)
     # sellers deep at the cap: integrals interpolated in the cost (see _smooth_integrals)
-    deep = x < getattr(oracle, "smooth_below", -np.inf)
+    deep = (x < getattr(oracle, "smooth_below", -np.inf)) & np.isfinite(eps)
     if method in ("auto", "pruned") and np.count_nonzero(deep) > _SMOOTH_MIN:
         rows = np.flatnonzero(deep)
         integral[rows] = _smooth_integrals(lambda r: integrals(rows[r]), costs[rows], eps[rows])
@@ -858,11 +910,17 @@ def _integrate_segment(
         """(eps, cell) of sellers idx (positions in ``sellers``) reporting z."""
         return oracle.eps(sellers[idx], xi[idx], values(z))
 
+    def eps_of(idx, z):
+        return alloc(idx, z)[0]
+
     every = np.arange(lo.size)
     _, cell_top = alloc(every, np.full(lo.shape, top))
     # searches start from top, or from where the oracle knows nobody is bought
     z_hi = _least_z(values, bottom, top, getattr(oracle, "p_max", np.inf))
     cur, cur_cell = lo.copy(), alloc(every, lo)[1]
+    at_limit = np.flatnonzero(cur_cell == ZERO_LIMIT)
+    if at_limit.size:  # eps_i = +inf at z = 0 only: its piece is the one just above 0
+        cur_cell[at_limit] = alloc(at_limit, lo[at_limit] + _ABOVE_ZERO)[1]
     integral = np.zeros(lo.shape)
     shape, jac = gauss_legendre_cos(n_quad)
     rec = []
@@ -914,10 +972,10 @@ def _integrate_segment(
             stray = (cells != cur_cell[ok, None]) & (width[:, None] > 0)
             bad = stray.any(axis=1)
             good = ok[~bad]
-            piece = width[~bad] * (vals[~bad] @ jac)
-            integral[good] += piece
+            piece = _adaptive(eps_of, good, cur[good], end[good], n_quad, vals[~bad])
+            np.add.at(integral, piece[0], piece[3])
             if record:
-                rec.append((good, cur[good], end[good], piece, np.zeros(good.size, np.int8)))
+                rec.append((*piece, np.zeros(piece[0].size, np.int8)))
             unchecked[good] = False
             redo = ok[bad]
             if redo.size:
@@ -933,11 +991,16 @@ def _integrate_segment(
         pending &= todo
         idx = np.flatnonzero(pending)
         if idx.size:
+            # [a, b] (~1e-15 wide, holding the change) by the midpoint rule, [b, b + skip]
+            # (in the next cell, or where two cells give the same eps) by quadrature
             nxt = np.minimum(b[idx] + skip, top)
-            sliver = (nxt - a[idx]) * alloc(idx, 0.5 * (a[idx] + nxt))[0]
+            sliver = (b[idx] - a[idx]) * _finite(alloc(idx, 0.5 * (a[idx] + b[idx]))[0])
             integral[idx] += sliver
+            after = _fixed_rule(eps_of, idx, b[idx], nxt, _SLIVER_NODES)
+            np.add.at(integral, after[0], after[3])
             if record:
-                rec.append((idx, a[idx], nxt, sliver, np.ones(idx.size, np.int8)))
+                rec.append((idx, a[idx], b[idx], sliver, np.ones(idx.size, np.int8)))
+                rec.append((*after, np.zeros(after[0].size, np.int8)))
             cur[idx] = nxt
             cur_cell[idx] = alloc(idx, nxt)[1]
             pending &= cur_cell >= 0
@@ -947,6 +1010,80 @@ def _integrate_segment(
         return integral, None
     # (callers record only for sellers bought at their start, so rec is not empty)
     return integral, tuple(np.concatenate(col) for col in zip(*rec, strict=True))
+
+
+_QUAD_RTOL = 1e-13  # a piece is accepted when its rule's estimated error is below this
+_QUAD_SAFETY = 10.0  # ``resolution_error`` is within ~3x on algebraic tails (its tests)
+_SPLIT_RTOL = 1e-11  # two halves that sum to their parent's rule to this are accepted
+_QUAD_DEPTH = 200  # halvings at most (a piece of ~1e-60 of its width is accepted as it is)
+_MIN_WIDTH = 1e-12  # relative to its position: an interval this narrow is not halved
+_SLIVER_NODES = 12  # the fixed rule on the ~1e-10 wide sliver past each change of piece
+
+
+def _fixed_rule(eps_of, rows, a, b, n_quad):
+    """int_a^b eps by the ``n_quad``-node cos-mapped rule, not halved: the sliver past a
+    change of piece, where a solver may flicker between two cells of (nearly) equal eps
+    (no estimate converges there; the error is at most its width times that gap), and
+    where near the floor of a support eps varies on the sliver's own scale (the rule
+    resolves it; the former midpoint rule did not).  As ``_adaptive``'s return."""
+    shape, jac = gauss_legendre_cos(n_quad)
+    rows, a, b = np.asarray(rows), np.asarray(a, float), np.asarray(b, float)
+    z = a[:, None] + (b - a)[:, None] * shape[None, :]
+    vals = _finite(eps_of(np.repeat(rows, shape.size), z.ravel()).reshape(z.shape))
+    return rows, a, b, (b - a) * (vals @ jac)
+
+
+def _adaptive(eps_of, rows, a, b, n_quad, values=None):
+    """int_a^b eps (one interval per entry of ``rows``) by the cos-mapped Gauss-Legendre
+    rule (``quadrature.gauss_legendre_cos``), halved where its own values say it has not
+    resolved the curve (``quadrature.resolution_error``: the error estimated from the
+    Legendre coefficients of the same n_quad values, no extra evaluation) beyond
+    _QUAD_RTOL of the interval's integral or of the whole interval's.  A smooth piece
+    (nearly all of them) costs the one rule; structure on a scale far below the
+    interval's width (opponents at the floor of a support at 1e-9 of its width: one
+    rule there errs by 1e-4) is halved down to its scale.  ``eps_of(rows, z)``
+    evaluates; ``values``: eps at the rule's nodes on [a, b] if already known.  Returns
+    the accepted sub-intervals (rows, starts, ends, integrals), each a smooth piece."""
+    shape, jac = gauss_legendre_cos(n_quad)
+
+    def sample(r, lo, hi):
+        z = lo[:, None] + (hi - lo)[:, None] * shape[None, :]
+        return _finite(eps_of(np.repeat(r, shape.size), z.ravel()).reshape(z.shape))
+
+    rows, a, b = np.asarray(rows), np.asarray(a, float), np.asarray(b, float)
+    vals = sample(rows, a, b) if values is None else _finite(np.asarray(values, float))
+    atol, parent, out = None, None, []
+    for depth in range(_QUAD_DEPTH + 1):
+        if not rows.size:
+            break
+        width = b - a
+        q = width * (vals @ jac)
+        atol = _QUAD_RTOL * np.abs(q) if atol is None else atol
+        err = _QUAD_SAFETY * width * resolution_error(vals)
+        # an interval at the resolution of its reports has nothing left to resolve
+        done = (err <= np.maximum(_QUAD_RTOL * np.abs(q), atol)) | ~(
+            width > _MIN_WIDTH * (np.abs(a) + np.abs(b))
+        )
+        if parent is not None:  # halves that sum to their parent's rule: converged (a
+            # floor of rounding in eps, e.g. a re-solve per point, is not split forever)
+            h = rows.size // 2
+            pair = q[:h] + q[h:]
+            agree = np.abs(pair - parent) <= np.maximum(_SPLIT_RTOL * np.abs(pair), atol[:h])
+            done |= np.concatenate((agree, agree))
+        if depth == _QUAD_DEPTH:
+            done[:] = True
+        out.append((rows[done], a[done], b[done], q[done]))
+        split = ~done
+        parent = q[split]
+        rows, a, b, atol = rows[split], a[split], b[split], atol[split]
+        mid = a + 0.5 * (b - a)
+        rows, atol = np.concatenate((rows, rows)), np.concatenate((atol, atol))
+        a, b = np.concatenate((a, mid)), np.concatenate((mid, b))
+        vals = sample(rows, a, b) if rows.size else np.zeros((0, shape.size))
+    if not out:
+        return np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0)
+    cols = zip(*out, strict=True)
+    return tuple(np.concatenate(c) for c in cols)
 
 
 def _least_z(values, lo: float, hi: float, p_max: float) -> float:
@@ -1240,13 +1377,13 @@ class OfflineCurves:
     def payments_at(self, Z, sellers=None) -> np.ndarray:
         """Myerson payment t_i(Z[r, j]) = z eps_i(z) + int_z^{c_high} eps_i (Eq. 8, 003)."""
         Z, sellers = self._prepare(Z, sellers)
-        return Z * self._eps(Z, sellers) + self._tail(Z, sellers)
+        return privacy_cost(Z, self._eps(Z, sellers)) + self._tail(Z, sellers)
 
     def outcome_at(self, Z, sellers=None) -> tuple[np.ndarray, np.ndarray]:
         """(eps_at(Z), payments_at(Z)), eps evaluated once."""
         Z, sellers = self._prepare(Z, sellers)
         eps = self._eps(Z, sellers)
-        return eps, Z * eps + self._tail(Z, sellers)
+        return eps, privacy_cost(Z, eps) + self._tail(Z, sellers)
 
     def utilities(self, Z, true_costs, sellers=None) -> np.ndarray:
         """payments_at(Z) - true_costs[:, None] * eps_at(Z) (true_costs per row of Z)."""
@@ -1255,7 +1392,9 @@ class OfflineCurves:
         if c.size != sellers.size:
             raise MarketSimError("one true cost per row of Z is needed")
         eps = self._eps(Z, sellers)
-        return Z * eps + self._tail(Z, sellers) - c[:, None] * eps
+        # at a report of value 0 eps = +inf: t = tail, and the cost is -inf unless c = 0
+        cost = privacy_cost(np.broadcast_to(c[:, None], Z.shape), eps)
+        return privacy_cost(Z, eps) + self._tail(Z, sellers) - cost
 
     def _tail(self, Z, sellers):
         """int_z^{c_high} eps_i for each entry: the rest of z's piece by Gauss-Legendre
@@ -1292,12 +1431,16 @@ class OfflineCurves:
         shape, jac = gauss_legendre_cos(self.n_quad)
         gl = np.flatnonzero(kind == 0)
         if gl.size:
+            # z's piece is one of the sub-intervals ``_adaptive`` accepted when the curve
+            # was built (its rule checked there): the rule on [z, end] is enough
             width = e[gl] - z[gl]
             nodes = z[gl, None] + width[:, None] * shape[None, :]
             vals = self._alloc(np.repeat(who[gl], shape.size), nodes.ravel())[0]
-            part[gl] = width * (vals.reshape(nodes.shape) @ jac)
+            part[gl] = width * (_finite(vals.reshape(nodes.shape)) @ jac)
         mid = np.flatnonzero(kind == 1)
         if mid.size:
-            part[mid] = (e[mid] - z[mid]) * self._alloc(who[mid], 0.5 * (z[mid] + e[mid]))[0]
+            part[mid] = (e[mid] - z[mid]) * _finite(
+                self._alloc(who[mid], 0.5 * (z[mid] + e[mid]))[0]
+            )
         out.ravel()[after] += part[back]
         return out

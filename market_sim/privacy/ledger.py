@@ -142,7 +142,10 @@ def rr_rdp(eps, orders=RDP_ORDERS) -> np.ndarray:
     a = np.asarray(orders, dtype=float).reshape(1, -1)
     if np.any(a <= 1):
         raise MarketSimError("rr_rdp: orders must be > 1")
-    return (np.logaddexp(a * e, (1 - a) * e) - np.logaddexp(0.0, e)) / (a - 1)
+    with np.errstate(invalid="ignore"):
+        r = (np.logaddexp(a * e, (1 - a) * e) - np.logaddexp(0.0, e)) / (a - 1)
+    # e = +inf (the data given without noise, ``privacy.limit``): R_a = +inf, not inf - inf
+    return np.where(np.isposinf(e), np.inf, r)
 
 
 # The RDP bound of any e-DP mechanism (RR dominates them all).
@@ -455,7 +458,11 @@ class PrivacyLedger:
             if self.tight is not None:
                 self.tight.record(ids[pos], eps[pos])
             self.rounds[ids[pos]] += 1
-        return np.maximum(self.spent[ids] - before, 0.0)
+        with np.errstate(invalid="ignore"):
+            rise = np.maximum(self.spent[ids] - before, 0.0)
+        # an event at eps = +inf (data given without noise, ``privacy.limit``) raises the
+        # loss without bound even where it was already +inf (inf - inf is not 0)
+        return np.where(np.isposinf(eps), np.inf, rise)
 
 
 def spent_under(
