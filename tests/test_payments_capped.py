@@ -68,12 +68,14 @@ def _adaptive(c, dist, kw, i):
     return c[i] * eps_i(c[i]) + tail
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 2**32 - 1), st.sampled_from(DISTS))
 def test_pruned_capped_payments_equal_the_resolve_reference(seed, dist):
-    """The reference bisects its pieces and integrates each by 32-point Gauss-Legendre:
-    on some markets that is only good to ~1e-11 (test_where_they_differ_...).  At most
-    10 sellers: with k near 1 the reference takes up to a minute at 20."""
+    """The reference bisects its pieces and integrates each by 32-point Gauss-Legendre,
+    halved where the rule has not resolved the piece (issue #47): a re-solve per point
+    has rounding noise, so most pieces cost three rules, and 10 examples (20 before)
+    keep the test near its former time.  At most 10 sellers: with k near 1 the
+    reference takes up to a minute at 20."""
     c, kw = _draw(seed, dist, max_m=10)
     try:
         e1, t1 = offline_payments(c, dist, **kw, method="resolve")
