@@ -68,7 +68,9 @@ def onnx_model(network: MechanismNetwork):
         import onnx
         from onnx import TensorProto, helper, numpy_helper
     except ImportError:
-        raise MarketSimError("writing a network needs onnx: pip install 'market_sim[neural]'") from None
+        raise MarketSimError(
+            "writing a network needs onnx: pip install 'market_sim[neural]'"
+        ) from None
     g = _Graph(helper, numpy_helper)
     g.axes("axis_sellers", [1])
     g.axes("axis_last", [-1])
