@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import MarketSimError
+from ..files import atomic_write
 from .network import TOWERS, MechanismNetwork
 
 __all__ = ["onnx_model", "write_onnx", "OPSET"]
@@ -100,8 +101,7 @@ def onnx_model(network: MechanismNetwork):
 
 def write_onnx(network: MechanismNetwork, path) -> Path:
     """Write ``network`` to ``path`` (an .onnx file) and return the path."""
-    import onnx
-
+    model = onnx_model(network)
     path = Path(path)
-    onnx.save(onnx_model(network), str(path))
+    atomic_write(path, lambda fh: fh.write(model.SerializeToString()))
     return path
