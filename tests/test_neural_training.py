@@ -23,19 +23,7 @@ def test_train_without_jax_is_one_line_and_writes_nothing(tmp_path, monkeypatch,
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
     assert "pip install 'market_sim[neural]'" in err[0]
-    assert not out.exists() or not any(out.iterdir())
-
-
-@pytest.mark.parametrize("argv, message", [
-    (["--sellers", "1"], "n_sellers must be >= 2"),
-    (["--dist", "nonsense:1"], "nonsense"),
-])  # fmt: skip
-def test_train_refuses_bad_input(tmp_path, capsys, argv, message):
-    out = tmp_path / "run"
-    code = main(["train", "--iterations", "2", "--out", str(out), *argv])
-    err = capsys.readouterr().err
-    assert code == 2 and message in err and "Traceback" not in err
-    assert not out.exists() or not any(out.iterdir())
+    assert not out.exists()  # docs/reliability.md's table checks the other refusals
 
 
 def test_config_checks():

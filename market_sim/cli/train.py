@@ -20,7 +20,8 @@ def add_parser(subparsers):
         "DIR/training.csv and DIR/training.png, and print the regret the training measured. "
         "Needs pip install 'market_sim[neural]'. Exit status 0, 2 on bad input.",
     )
-    a.add_argument("--sellers", type=count("sellers"), default=10, help="sellers (default 10)")
+    two = number("sellers", int, lambda v: v >= 2, ">= 2")
+    a.add_argument("--sellers", type=two, default=10, help="sellers (default 10)")
     a.add_argument("--dist", default="uniform:0:1", metavar="SPEC",
                    help="cost law (default uniform:0:1)")  # fmt: skip
     add_output(a, quiet="no progress lines (stderr)")
@@ -50,7 +51,6 @@ def run(args) -> int:
     from ..neural.outputs import write_training
     from ..neural.training import TrainingConfig, import_jax, train
 
-    out = output_folder(args)
     config = TrainingConfig(
         n_sellers=args.sellers, dist=args.dist, iterations=args.iterations, batch=args.batch,
         hidden=args.hidden, layers=args.layers, eps_max=args.eps_max, mu=args.mu,
@@ -59,6 +59,7 @@ def run(args) -> int:
     )  # fmt: skip
     config.check()
     import_jax()  # one line when JAX is missing, before any work
+    out = output_folder(args)
     every = max(1, args.iterations // 20)
 
     def progress(row):
