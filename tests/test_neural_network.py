@@ -83,3 +83,21 @@ def test_onnx_export_equals_the_numpy_forward(tmp_path):
     trial = r[0].copy()
     trial[3] = 0.2
     assert dev.payments[1, 1] == pytest.approx(net.outputs(trial[None])[1][0, 3], rel=1e-12)
+
+
+def test_the_trainings_deviation_utilities_are_the_mechanisms(tmp_path):
+    """The trial markets the training's regret is measured on (seller i at its misreport,
+    the others truthful) give the utilities the audit's mechanism interface gives."""
+    from market_sim.mechanisms.onnx_network import OnnxMechanism
+    from market_sim.neural.export import write_onnx
+    from market_sim.neural.training import deviation_utilities
+
+    net = initial_network(4, np.random.default_rng(13), hidden=6)
+    gen = np.random.default_rng(14)
+    costs, mis = gen.uniform(0, 1, (3, 4)), gen.uniform(0, 1, (2, 3, 4))
+    got = deviation_utilities(net.params, mis, costs, net.eps_max, net.low, net.high)
+    mech = OnnxMechanism(write_onnx(net, tmp_path / "m.onnx"))
+    for s in range(2):
+        for b in range(3):
+            want = mech.deviation_utilities(range(4), mis[s, b][:, None], costs[b], costs[b])
+            np.testing.assert_allclose(got[s, b], want[:, 0], rtol=1e-10, atol=1e-12)

@@ -41,7 +41,14 @@ from ..errors import MarketSimError
 from ..mechanisms.offline import check_params
 from .network import MechanismNetwork, forward, initial_network
 
-__all__ = ["TrainingConfig", "TrainingResult", "train", "HISTORY_COLUMNS", "import_jax"]
+__all__ = [
+    "TrainingConfig",
+    "TrainingResult",
+    "train",
+    "deviation_utilities",
+    "HISTORY_COLUMNS",
+    "import_jax",
+]
 
 HISTORY_COLUMNS = (
     "iteration",
@@ -129,6 +136,19 @@ def import_jax():
     return jax, jnp, optax
 
 
+def deviation_utilities(params, misreports, costs, eps_max, low, high, xp=np):
+    """Seller i's utility t_i - c_i eps_i when it reports misreports[s, b, i] and the
+    others of market b report their costs truthfully: (starts, batch, n)."""
+    n = costs.shape[-1]
+    own = xp.eye(n, dtype=bool)
+    # [s, b, i, j]: seller i's trial market, its own report misreports[s, b, i]
+    reports = xp.where(own, misreports[..., :, None], costs[None, :, None, :])
+    eps, pay = forward(params, reports, eps_max, low, high, xp)
+    eps_own = xp.diagonal(eps, axis1=-2, axis2=-1)
+    pay_own = xp.diagonal(pay, axis1=-2, axis2=-1)
+    return pay_own - costs * eps_own
+
+
 def _functions(cfg: TrainingConfig, low: float, high: float):
     """The jitted training step and the regret measurement (closures over the config)."""
     jax, jnp, optax = import_jax()
@@ -138,15 +158,7 @@ def _functions(cfg: TrainingConfig, low: float, high: float):
         return forward(params, reports, cfg.eps_max, low, high, jnp)
 
     def deviation_utility(params, misreports, costs):
-        """u_i at misreport[s, b, i], the others truthful: (starts, batch, n)."""
-        n = costs.shape[-1]
-        own = jnp.eye(n, dtype=bool)
-        # [s, b, i, j]: seller i's trial market, its own report misreport[s, b, i]
-        reports = jnp.where(own, misreports[..., :, None], costs[None, :, None, :])
-        eps, pay = outcome(params, reports)
-        eps_own = jnp.diagonal(eps, axis1=-2, axis2=-1)
-        pay_own = jnp.diagonal(pay, axis1=-2, axis2=-1)
-        return pay_own - costs * eps_own
+        return deviation_utilities(params, misreports, costs, cfg.eps_max, low, high, jnp)
 
     def ascend(params, starts, costs, steps):
         grad = jax.grad(lambda m: jnp.sum(deviation_utility(params, m, costs)))
