@@ -14,6 +14,7 @@
     market-sim bne --mechanism SPEC --dist SPEC --sellers N --seed S [--out DIR]
     market-sim egta --mechanism SPEC --dist SPEC --sellers N --strategy SPEC --strategy SPEC
                     [--strategy SPEC ...] --samples K --seed S [--out DIR]
+    market-sim train --sellers N --dist SPEC --out DIR --seed S --iterations N  (neural extra)
     market-sim mechanisms | strategies
     market-sim demo  [--out demo_output] [--seed 0] [--sellers 200]
     market-sim viz   [--host 127.0.0.1] [--port 8765]      (needs the viz extra)
@@ -69,6 +70,7 @@ COMMANDS = (
     "compare",
     "fields",
     "referee",
+    "train",
     "egta",
     "psro",
     "bne",
