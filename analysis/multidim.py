@@ -90,7 +90,12 @@ def plot(df: pd.DataFrame, path=None):
                 )
             a.set_yticks(range(len(mechs)), mechs)
             a.set_ylim(len(mechs) - 0.5, -0.5)
-            a.set(xlim=(-0.03, 1.03), title=title, xlabel="share (95% CI over replications)")
+            a.set(
+                xlim=(-0.03, 1.03),
+                title=title,
+                xlabel="share (95% CI over replications)",
+                ylabel="mechanism",
+            )
             a.grid(axis="x", color="0.9")
         outside_legend(fig, *ax[0].get_legend_handles_labels(), ncols=len(budgets))
         fig.suptitle("The peers' cost-only measure (hollow) against the joint audit (filled)")

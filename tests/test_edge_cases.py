@@ -74,8 +74,12 @@ def test_when_nobody_can_be_bought_the_error_says_why():
 
     with pytest.raises(MarketSimError, match="finite virtual cost"):
         solve([np.inf, np.inf], mu=1.0, sigma=1.0, gamma=1.0)
-    with pytest.raises(MarketSimError, match="virtual cost 0"):
-        solve([0.0, 0.0], mu=1.0, sigma=1.0, gamma=1.0)  # eta -> inf is free: no minimiser
+    # virtual cost 0 everywhere: eta -> inf is free, so Eq. 11 has no minimiser; its limit
+    # (issue #47, docs/mathematics.md): the zero-psi sellers split the weight, eps = +inf,
+    # and the loss is mu ||a|| = mu / sqrt(2)
+    zero = solve([0.0, 0.0], mu=1.0, sigma=1.0, gamma=1.0)
+    assert np.isinf(zero.eps).all() and np.isinf(zero.eta)
+    assert zero.proxy_loss == pytest.approx(np.sqrt(0.5), rel=1e-12)
     # ... unless spreading the weight onto a costly seller at a finite eta does better
     res = solve([0.0, 0.0, 0.5], mu=1.0, sigma=1e-6, gamma=1.0)
     assert res.eps[2] > 0 and np.isfinite(res.eta) and res.proxy_loss < np.sqrt(0.5)

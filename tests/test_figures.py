@@ -372,6 +372,14 @@ def _wisconsin(p, rng, r):
     return rows
 
 
+def _multidim(p, rng, r):
+    """The study's own rows at a tiny size (its table needs its own measures)."""
+    from market_sim.scenarios import multidim
+
+    tiny = dict(sellers=6, profiles=4, cost_grid=25, field_grid=5, joint_grid=3, local_steps=2)
+    return multidim.run({**p, **tiny}, rng)
+
+
 SYNTHETIC = {
     "asymptotic": _asymptotic,
     "collaborative": _collaborative,
@@ -381,6 +389,7 @@ SYNTHETIC = {
     "ic_scaling": _ic_scaling,
     "ic_stress": _ic_stress,
     "ir": _ir,
+    "multidim": _multidim,
     "online_vs_offline": _online_vs_offline,
     "private_mechanisms": _private_mechanisms,
     "repeated": _repeated,
