@@ -112,7 +112,7 @@ def test_audited_leaderboard_ranks_offline_first_among_ic(tmp_path):
     res = compare(
         ["pay-as-bid", "posted-price", "offline", "online"],
         "uniform:0:1",
-        30,
+        20,
         6,
         np.random.default_rng(5),
         n_grid=9,
