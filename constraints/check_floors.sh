@@ -10,7 +10,8 @@ FLOORS=constraints/floors.txt
 # One test file per dependency the floors must hold for: mesa (agents), scikit-learn
 # (learning), numpy.trapezoid + scipy (privacy, distributions), pandas + pyarrow + tqdm
 # + threadpoolctl (runner; its two tests that start Dask are deselected: dask is not floor-pinned),
-# matplotlib (cli demo), dp-accounting (the ledger's pld accountant).  Deselected for time: the slowest agents case (data-dependent
+# matplotlib (cli demo), dp-accounting (the ledger's pld accountant), onnx + onnxruntime
+# (the agents test runs an `onnx:` network).  Deselected for time: the slowest agents case (data-dependent
 # best responders, ~10 min on a loaded machine).
 SMOKE=(tests/test_agents.py tests/test_learning.py tests/test_privacy.py
        tests/test_distributions.py tests/test_runner.py tests/test_cli.py
@@ -29,7 +30,7 @@ echo "floors: $("$py" --version) in $venv"
 "$py" -m pip install --quiet --upgrade pip
 # -c pins every package named in floors.txt that the install pulls in.
 pins=$(grep -Ev '^\s*(#|$)' "$FLOORS" | sed 's/\s*#.*//' | sed -E 's/==.*//')
-"$py" -m pip install --quiet -c "$FLOORS" -e . $(grep -E '^(pytest|hypothesis|dp-accounting)$' <<<"$pins")
+"$py" -m pip install --quiet -c "$FLOORS" -e . $(grep -E '^(pytest|hypothesis|dp-accounting|onnx|onnxruntime)$' <<<"$pins")
 "$py" -m pip check
 
 # Each floor must be what got installed (catches a floor the resolver could not use,
