@@ -53,8 +53,9 @@ def test_training_is_seeded_follows_regretnet_and_exports_exactly(tmp_path):
     assert h.loc[3, "lambda_regret"] == pytest.approx(5.0 + 1.0 * h.loc[2, "mean_regret"])
     assert h.loc[3, "lambda_ir"] == pytest.approx(5.0 + 1.0 * h.loc[2, "ir_violation"])
     assert h.loc[3, "rho"] == pytest.approx(1.1) and h.loc[2, "rho"] == 1.0
-    paths = write_training(first, tmp_path)
-    assert {p.name for p in tmp_path.iterdir()} >= {"model.onnx", "training.csv", "training.png"}
+    out = tmp_path / "not" / "there"  # --out names a folder that does not exist yet
+    paths = write_training(first, out)
+    assert {p.name for p in out.iterdir()} >= {"model.onnx", "training.csv", "training.png"}
     r = np.random.default_rng(12).uniform(0, 1, (20, 3))
     eps, pay = OnnxMechanism(paths["model"]).evaluate(r)
     net = first.network

@@ -35,8 +35,10 @@ def training_figure(history):
 
 
 def write_training(result: TrainingResult, out) -> dict[str, Path]:
-    """Write the run's three files into the folder ``out``; their paths by kind."""
+    """Write the run's three files into the folder ``out`` (created, with its parents,
+    as ``--out`` promises: the CLI checked it can be, before training); their paths."""
     out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     paths = {"model": out / "model.onnx", "history": out / "training.csv"}
     paths["figure"] = out / "training.png"
     write_onnx(result.network, paths["model"])
