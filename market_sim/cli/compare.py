@@ -36,6 +36,18 @@ def add_parser(subparsers):
         "task (a market's audit, a mechanism's scores) in DIR/tasks at once, so the same "
         "command resumes. Exit status 0, 2 on bad input.",
     )
+    _add_market_options(a)
+    _add_audit_options(a)
+    _add_play_options(a)
+    add_output(a, "no progress bars (stderr)", required=False)
+    add_executor(a, "audits and scores")
+    a.set_defaults(func=run)
+    return a
+
+
+def _add_market_options(a) -> None:
+    """What is compared on which markets: --mechanism, --baseline, the cost law, --sellers,
+    --markets, --seed and the objective's weights."""
     a.add_argument(
         "--mechanism",
         action="append",
@@ -74,6 +86,11 @@ def add_parser(subparsers):
         ("privacy", "epsilon of the private mechanisms' price / cut-off choice"),
     ):
         a.add_argument(f"--{name}", type=positive(name), default=1.0, help=f"{what}, default 1")
+
+
+def _add_audit_options(a) -> None:
+    """How each mechanism is audited on the markets: --grid, --random, --no-refine,
+    --no-audit, --audit."""
     a.add_argument(
         "--grid",
         type=number("grid", int, lambda v: v >= 2, ">= 2"),
@@ -95,6 +112,10 @@ def add_parser(subparsers):
         metavar="LABEL",
         help="audit only this mechanism (its label in the table; repeat for others)",
     )
+
+
+def _add_play_options(a) -> None:
+    """What the sellers report: --at truth or equilibrium, --bne-samples, --bids."""
     a.add_argument(
         "--at",
         choices=("truth", "equilibrium"),
@@ -117,10 +138,6 @@ def add_parser(subparsers):
         help="the sellers of mechanism LABEL play a given bid function (the bid.csv of "
         "market-sim bne) instead of the truth or a solved BNE (repeat for others)",
     )
-    add_output(a, "no progress bars (stderr)", required=False)
-    add_executor(a, "audits and scores")
-    a.set_defaults(func=run)
-    return a
 
 
 def run(args) -> int:

@@ -21,6 +21,17 @@ def add_parser(subparsers):
         "(one row per seller and round), DIR/model.csv (one row per round) and "
         "DIR/simulation.png.",
     )
+    _add_market_options(sim)
+    _add_privacy_options(sim)
+    _add_seller_options(sim)
+    _add_output_options(sim)
+    add_output(sim)
+    sim.set_defaults(func=run)
+    return sim
+
+
+def _add_market_options(sim) -> None:
+    """Who sells and under which mechanism: --population, --mechanism."""
     sim._option_string_actions["--dist"].required = False  # or --population
     sim.add_argument("--population", metavar="SPEC", help="the sellers (docs/population.md)")
     sim.add_argument(
@@ -32,6 +43,11 @@ def add_parser(subparsers):
         "private-posted-price, private-cutoff, ...), module:Class or "
         "path/to/file.py:Class, with parameters as :key=value (default offline)",
     )
+
+
+def _add_privacy_options(sim) -> None:
+    """The privacy of the price choice and of the released statistics, and the sellers'
+    lifetime budgets: --privacy, --release, --payment-bound, --budget, --accountant."""
     sim.add_argument(
         "--privacy",
         type=float,
@@ -53,17 +69,6 @@ def add_parser(subparsers):
         help="public cap the released total payment is clipped to (needs --release)",
     )
     sim.add_argument(
-        "--strategy",
-        action="append",
-        default=None,
-        metavar="SPEC[@FRACTION]",
-        help="a registered strategy (see `market-sim strategies`), module:Class or "
-        "path/to/file.py:Class, with parameters as :key=value (shade:factor=1.3), or "
-        "bne:DIR/bid.csv (play the bid function market-sim bne wrote); "
-        "repeat with @FRACTION for a mixed population (shade@0.3 --strategy "
-        "best-response@0.2); default truthful",
-    )
-    sim.add_argument(
         "--budget",
         metavar="EPS[:DELTA]",
         default=None,
@@ -79,6 +84,22 @@ def add_parser(subparsers):
         help="how a seller's sales compose (each as randomized response at its eps, the "
         "worst eps-DP mechanism): basic (the sum), rdp or pld "
         "(pld needs the accounting extra); default basic; needs --budget",
+    )
+
+
+def _add_seller_options(sim) -> None:
+    """How the sellers behave and arrive: --strategy, --sellers, --rounds, --seed, --xi,
+    --strategic-fraction, --new-costs."""
+    sim.add_argument(
+        "--strategy",
+        action="append",
+        default=None,
+        metavar="SPEC[@FRACTION]",
+        help="a registered strategy (see `market-sim strategies`), module:Class or "
+        "path/to/file.py:Class, with parameters as :key=value (shade:factor=1.3), or "
+        "bne:DIR/bid.csv (play the bid function market-sim bne wrote); "
+        "repeat with @FRACTION for a mixed population (shade@0.3 --strategy "
+        "best-response@0.2); default truthful",
     )
     sim.add_argument("--sellers", type=count("sellers"), help="number of sellers (default 20)")
     sim.add_argument("--rounds", type=count("rounds"), default=3, help="number of rounds")
@@ -97,6 +118,16 @@ def add_parser(subparsers):
         "needs one --strategy without @FRACTION)",
     )
     sim.add_argument(
+        "--new-costs",
+        action="store_true",
+        help="redraw every seller's cost each round (the Bayesian game a BNE solves); "
+        "default: costs drawn once",
+    )
+
+
+def _add_output_options(sim) -> None:
+    """What is measured and written besides the rounds: --data, --animate, --no-regret."""
+    sim.add_argument(
         "--data",
         action="store_true",
         help="give each seller a synthetic data point; the platform trains the "
@@ -108,19 +139,10 @@ def add_parser(subparsers):
         help="also write DIR/simulation.gif: reports vs costs and eps, round by round",
     )
     sim.add_argument(
-        "--new-costs",
-        action="store_true",
-        help="redraw every seller's cost each round (the Bayesian game a BNE solves); "
-        "default: costs drawn once",
-    )
-    sim.add_argument(
         "--no-regret",
         action="store_true",
         help="do not measure each seller's regret (faster at large m)",
     )
-    add_output(sim)
-    sim.set_defaults(func=run)
-    return sim
 
 
 def _market_arg(args) -> dict:
@@ -201,12 +223,10 @@ def _checked_settings(args):
 
 
 def run(args) -> int:
-    from ..agents import MarketModel
-    from ..joint_report import is_multifield
-    from ..privacy.release import StatisticRelease
-
     budget = _checked_settings(args)
     strategy, fraction = _strategy_arg(args.strategy)
+    from ..joint_report import is_multifield
+
     if is_multifield(args.population, [args.mechanism]):  # sellers with several fields
         from .simulate_fields import run_fields
 
@@ -214,7 +234,26 @@ def run(args) -> int:
     market = _market_arg(args)
     out = Path(args.out)
     check_simulate_out(out)
-    model = MarketModel(
+    model = _model(args, market, strategy, fraction, budget)
+    warn_if_not_private(args.privacy, model.base_mechanism, model.mechanism_name)
+    _warn_if_slow(model, args.rounds)
+    _play(model, args.rounds, args.quiet)
+    files, ledger = _write_outputs(out, args, model, budget)
+    print(model.model_frame().to_string(index=False))
+    if ledger is not None:
+        print(_ledger_line(ledger, args.accountant, budget))
+    for name, caveat in _caveats(model):
+        print(f"note ({name}): {caveat}")
+    print(f"written to {out}: {', '.join(files)}, manifest.json")
+    return 0
+
+
+def _model(args, market: dict, strategy, fraction, budget):
+    """The MarketModel the options describe."""
+    from ..agents import MarketModel
+    from ..privacy.release import StatisticRelease
+
+    return MarketModel(
         **market,
         mechanism=args.mechanism,
         strategy=strategy,
@@ -234,24 +273,33 @@ def run(args) -> int:
         budget=budget,
         accountant=args.accountant,
     )
-    warn_if_not_private(args.privacy, model.base_mechanism, model.mechanism_name)
-    _warn_if_slow(model, args.rounds)
+
+
+def _play(model, rounds: int, quiet: bool) -> None:
+    """Every round of ``model``, with a progress bar on stderr unless ``quiet``."""
     from tqdm import tqdm
 
     with tqdm(
-        total=args.rounds, desc="rounds", unit="round", file=sys.stderr, disable=args.quiet or None
+        total=rounds, desc="rounds", unit="round", file=sys.stderr, disable=quiet or None
     ) as bar:
         while model.running:
             model.step()
             bar.update(1)
-    model_df, agent_df = model.model_frame(), model.agent_frame()
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(
-        str(out / "agents.csv"), lambda fh: fh.write(agent_df.to_csv(index=False).encode())
-    )
-    atomic_write(str(out / "model.csv"), lambda fh: fh.write(model_df.to_csv(index=False).encode()))
+
+
+def _write_csv(path: Path, frame) -> None:
+    atomic_write(str(path), lambda fh: fh.write(frame.to_csv(index=False).encode()))
+
+
+def _write_outputs(out: Path, args, model, budget):
+    """agents.csv, model.csv, the figure (and animation), the ledger with a budget, and the
+    manifest; (the files written, the ledger frame or None)."""
     from market_sim.analysis.simulation import animate_simulation, plot_simulation
 
+    model_df, agent_df = model.model_frame(), model.agent_frame()
+    out.mkdir(parents=True, exist_ok=True)
+    _write_csv(out / "agents.csv", agent_df)
+    _write_csv(out / "model.csv", model_df)
     label = args.mechanism if len(args.mechanism) < 40 else model.mechanism_name
     plot_simulation(
         agent_df,
@@ -260,34 +308,30 @@ def run(args) -> int:
         f"{label}, {', '.join(model.strategy_names)}, {model.n_sellers} sellers",
         data=model.platform.test_data is not None,
     )
+    files = ["agents.csv", "model.csv", "simulation.png"]
     if args.animate:
         animate_simulation(agent_df, out / "simulation.gif")
-    files = ["agents.csv", "model.csv", "simulation.png"] + (
-        ["simulation.gif"] if args.animate else []
-    )
+        files.append("simulation.gif")
     ledger = None
     if budget is not None:
         ledger = model.ledger_frame()
-        atomic_write(
-            str(out / "ledger.csv"), lambda fh: fh.write(ledger.to_csv(index=False).encode())
-        )
+        _write_csv(out / "ledger.csv", ledger)
         files.append("ledger.csv")
     write_simulate_manifest(out, args, model, files)
-    print(model_df.to_string(index=False))
-    if ledger is not None:
-        spent = ", ".join(
-            f"{c[len('spent_') :]} {ledger[c].mean():.4g}" for c in ledger if c.startswith("spent_")
-        )
-        print(
-            f"ledger ({args.accountant}, budget {budget.eps:g}"
-            + (f" at delta {budget.delta:g}" if budget.delta else ", pure DP")
-            + f"): {int((ledger.sales > 0).sum())} of {len(ledger)} sellers sold, "
-            f"{ledger.sales.mean():.3g} sales a seller; mean loss per seller: {spent}"
-        )
-    for name, caveat in _caveats(model):
-        print(f"note ({name}): {caveat}")
-    print(f"written to {out}: {', '.join(files)}, manifest.json")
-    return 0
+    return files, ledger
+
+
+def _ledger_line(ledger, accountant: str, budget) -> str:
+    """One line: who sold, how often, and what each accountant says was spent."""
+    spent = ", ".join(
+        f"{c[len('spent_') :]} {ledger[c].mean():.4g}" for c in ledger if c.startswith("spent_")
+    )
+    return (
+        f"ledger ({accountant}, budget {budget.eps:g}"
+        + (f" at delta {budget.delta:g}" if budget.delta else ", pure DP")
+        + f"): {int((ledger.sales > 0).sum())} of {len(ledger)} sellers sold, "
+        f"{ledger.sales.mean():.3g} sales a seller; mean loss per seller: {spent}"
+    )
 
 
 def _caveats(model) -> list[tuple[str, str]]:
