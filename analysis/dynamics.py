@@ -241,11 +241,26 @@ def _fmt(v, ci=np.nan) -> str:
 def findings(df: pd.DataFrame) -> list[str]:
     """What the results say, one paragraph per question, every number from ``df``."""
     t = summarise(df)
-    out = []
     m_top = int(t.m.max())
     t = t[t.m == m_top]
     ic = t[t.truth_gain <= IC_TOL]
     non_ic = t[t.truth_gain > IC_TOL]
+    # the bought sellers' reports set the payments: compare those when measured
+    col = "bought_report_ratio" if "bne_bought_report_ratio" in non_ic else "report_ratio"
+    what = (
+        "bought sellers' mean report/cost" if col == "bought_report_ratio" else "mean report/cost"
+    )
+    out: list[str] = []
+    _ic_findings(out, ic, m_top)
+    _bne_findings(out, non_ic, m_top, col, what)
+    _q_learning_findings(out, non_ic, col, what)
+    _collusion_findings(out, t, m_top)
+    _regret_findings(out, t, m_top)
+    return out
+
+
+def _ic_findings(out: list[str], ic: pd.DataFrame, m_top: int) -> None:
+    """Under the IC mechanisms: do the learners reach truth?"""
     share = "share_bought_misreporting"
     lines = []
     for mech, part in ic.groupby("mechanism"):
@@ -266,13 +281,12 @@ def findings(df: pd.DataFrame) -> list[str]:
             f"{WINDOW:.0%} of the rounds (mean ± 95% CI over replications; 'reaches truth' "
             f"when the upper end is <= {TRUTH_SHARE:g}): " + "; ".join(lines) + "."
         )
-    lines = []
-    # the bought sellers' reports set the payments: compare those when measured
-    col = "bought_report_ratio" if "bne_bought_report_ratio" in non_ic else "report_ratio"
+
+
+def _bne_findings(out: list[str], non_ic: pd.DataFrame, m_top: int, col: str, what: str) -> None:
+    """Under the non-IC mechanisms: where the learners end against the symmetric BNE."""
     bcol = f"bne_{col}"
-    what = (
-        "bought sellers' mean report/cost" if col == "bought_report_ratio" else ("mean report/cost")
-    )
+    lines = []
     for mech, part in non_ic.groupby("mechanism"):
         if bcol not in part or not np.isfinite(part[bcol]).any():
             continue
@@ -311,6 +325,11 @@ def findings(df: pd.DataFrame) -> list[str]:
             f"Non-IC mechanisms, m = {m_top}, {what} over the last {WINDOW:.0%} of the "
             f"rounds ('at the BNE' within {BNE_CLOSE:g}): " + "; ".join(lines) + "."
         )
+
+
+def _q_learning_findings(out: list[str], non_ic: pd.DataFrame, col: str, what: str) -> None:
+    """Do the Q-learners overbid together beyond the BNE?"""
+    bcol = f"bne_{col}"
     is_q = non_ic.learner.str.startswith("q-learning")
     q = non_ic[is_q]
     if len(q) and bcol in q:
@@ -343,6 +362,10 @@ def findings(df: pd.DataFrame) -> list[str]:
         )
     elif len(non_ic):
         out.append("Q-learners: none in these results.")
+
+
+def _collusion_findings(out: list[str], t: pd.DataFrame, m_top: int) -> None:
+    """Calvano et al.'s collusion index per learner and mechanism."""
     if "collusion_index_late" in t:
         has = t[np.isfinite(t["collusion_index_late"])]
         markup = "collusion_index_markup_late" in t
@@ -358,6 +381,10 @@ def findings(df: pd.DataFrame) -> list[str]:
                 f"of the rounds, m = {m_top}; 0 = the equilibrium, 1 = the sellers' joint-profit "
                 "maximum): " + "; ".join(parts) + "."
             )
+
+
+def _regret_findings(out: list[str], t: pd.DataFrame, m_top: int) -> None:
+    """How each learner's regret moves from the first to the last rounds."""
     reg = next((c for c in ("avg_external_regret", "mean_regret") if f"{c}_late" in t), None)
     if reg is not None:
         has = t[np.isfinite(t[f"{reg}_late"]) & np.isfinite(t[f"{reg}_early"])]
@@ -375,7 +402,6 @@ def findings(df: pd.DataFrame) -> list[str]:
             + f". It falls for {falls} of {len(has)} mechanism x learner pairs"
             + (f" (not measured for {', '.join(missing)})." if missing else ".")
         )
-    return out
 
 
 def plot(df: pd.DataFrame, path=None):
