@@ -123,6 +123,39 @@ def optimal_noise(
     ('l1', 'l2', 'asymmetric' = |x| + 1[x > 0]|x|, or a vectorised callable) on
     [-support, support] (default 4 Delta f) cut into cells of width ``beta``;
     ``grid`` and ``lower_bound``: see the module docstring."""
+    c = _checked_loss(sensitivity, epsilon, delta, loss, beta, support, monotone, grid,
+                      lower_bound)  # fmt: skip
+    L = 4 * sensitivity if support is None else float(support)
+    n_half, centers, a, b = _cells(L, beta, grid)
+    N = centers.size
+    nodes, weights = np.polynomial.legendre.leggauss(16)
+    cbar = _cell_means(c, a, b, nodes, weights)
+    cost_j = np.asarray(c(np.clip(0.0, a, b)), dtype=float) if lower_bound else cbar
+    K = int(np.ceil(sensitivity / beta - 1e-12))
+    shifts = [k for k in range(-K, K + 1) if k != 0]
+    n_var = N * (1 + len(shifts))  # p (N), then the slack s_k (N each) of every shift
+    A_ub, b_ub = _privacy_constraints(N, shifts, epsilon, delta)
+    if monotone:
+        M = _monotone_rows(N, n_half, grid, n_var)
+        A_ub = sparse.vstack([A_ub, M])
+        b_ub = np.concatenate([b_ub, np.zeros(M.shape[0])])
+    A_eq = sparse.hstack([sparse.csr_matrix(np.ones((1, N))), sparse.csr_matrix((1, n_var - N))])
+    cost = np.concatenate([cost_j, np.zeros(n_var - N)])
+    res = linprog(
+        cost, A_ub=A_ub.tocsr(), b_ub=b_ub, A_eq=A_eq, b_eq=[1.0], bounds=(0, None), method="highs"
+    )
+    if res.status != 0:
+        raise MarketSimError(f"the noise LP failed: {res.message}")
+    p = np.maximum(res.x[:N], 0.0)
+    p /= p.sum()
+    return PiecewiseUniformNoise(
+        centers=centers, masses=p, beta=float(beta), expected_loss=float(p @ cost_j)
+    )
+
+
+def _checked_loss(sensitivity, epsilon, delta, loss, beta, support, monotone, grid,
+                  lower_bound):  # fmt: skip
+    """Refuse bad options in one line; the loss as a function."""
     _check(sensitivity, epsilon, delta)
     if not (np.isfinite(beta) and beta > 0):
         raise MarketSimError(f"beta must be a finite number > 0 (got {beta!r})")
@@ -136,23 +169,27 @@ def optimal_noise(
     L = 4 * sensitivity if support is None else float(support)
     if not (np.isfinite(L) and L > 0):
         raise MarketSimError(f"support must be a finite number > 0 (got {support!r})")
+    return c
+
+
+def _cells(L: float, beta: float, grid: str):
+    """(n_half, centres, left ends, right ends) of the cells of width ``beta`` on [-L, L]."""
     n_half = int(np.ceil(L / beta - 1e-9))
     if grid == "centered":
         centers = beta * np.arange(-n_half, n_half + 1)
     else:
         centers = beta * (np.arange(-n_half, n_half) + 0.5)
-    N = centers.size
-    if not (n_half >= 1 and N <= 20_001):
+    if not (n_half >= 1 and centers.size <= 20_001):
         raise MarketSimError("support / beta gives no interval or more than 20001 intervals")
     a, b = centers - beta / 2, centers + beta / 2
     if grid == "breakpoints":  # edges exactly at the multiples of beta
         a, b = beta * np.arange(-n_half, n_half), beta * np.arange(-n_half + 1, n_half + 1)
-    nodes, weights = np.polynomial.legendre.leggauss(16)
-    cbar = _cell_means(c, a, b, nodes, weights)
-    cost_j = np.asarray(c(np.clip(0.0, a, b)), dtype=float) if lower_bound else cbar
-    K = int(np.ceil(sensitivity / beta - 1e-12))
-    shifts = [k for k in range(-K, K + 1) if k != 0]
-    # variables: p (N), then s_k (N each); constraints s_kj - p_j + e^eps p_{j-k} >= 0
+    return n_half, centers, a, b
+
+
+def _privacy_constraints(N: int, shifts: list[int], epsilon: float, delta: float):
+    """(A_ub, b_ub) of (eps, delta)-DP for every shift k of the cells:
+    s_kj - p_j + e^eps p_{j-k} >= 0 and sum_j s_kj <= delta."""
     n_var = N * (1 + len(shifts))
     rows, cols, vals = [], [], []
     ee = np.exp(epsilon)
@@ -169,33 +206,21 @@ def optimal_noise(
     A_ub = sparse.csr_matrix(
         (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(r, n_var)
     )
-    b_ub = np.zeros(r)
     budget = sparse.kron(sparse.eye(len(shifts)), np.ones((1, N)))  # sum_j s_kj <= delta
     A_ub = sparse.vstack([A_ub, sparse.hstack([sparse.csr_matrix((len(shifts), N)), budget])])
-    b_ub = np.concatenate([b_ub, np.full(len(shifts), delta)])
-    if monotone:  # p non-increasing away from 0 on both sides: p_outer - p_inner <= 0
-        if grid == "centered":
-            right, left = n_half, n_half  # the centre cell leads both sides
-        else:
-            right, left = n_half, n_half - 1  # the cells [0, beta) and [-beta, 0)
-        outer = np.r_[np.arange(right + 1, N), np.arange(left - 1, -1, -1)]
-        inner = np.r_[np.arange(right, N - 1), np.arange(left, 0, -1)]
-        t = np.arange(outer.size)
-        M = sparse.csr_matrix(
-            (np.r_[np.ones(t.size), -np.ones(t.size)], (np.r_[t, t], np.r_[outer, inner])),
-            shape=(t.size, n_var),
-        )
-        A_ub = sparse.vstack([A_ub, M])
-        b_ub = np.concatenate([b_ub, np.zeros(t.size)])
-    A_eq = sparse.hstack([sparse.csr_matrix(np.ones((1, N))), sparse.csr_matrix((1, n_var - N))])
-    cost = np.concatenate([cost_j, np.zeros(n_var - N)])
-    res = linprog(
-        cost, A_ub=A_ub.tocsr(), b_ub=b_ub, A_eq=A_eq, b_eq=[1.0], bounds=(0, None), method="highs"
-    )
-    if res.status != 0:
-        raise MarketSimError(f"the noise LP failed: {res.message}")
-    p = np.maximum(res.x[:N], 0.0)
-    p /= p.sum()
-    return PiecewiseUniformNoise(
-        centers=centers, masses=p, beta=float(beta), expected_loss=float(p @ cost_j)
+    return A_ub, np.concatenate([np.zeros(r), np.full(len(shifts), delta)])
+
+
+def _monotone_rows(N: int, n_half: int, grid: str, n_var: int):
+    """Rows p_outer - p_inner <= 0: p non-increasing away from 0 on both sides."""
+    if grid == "centered":
+        right, left = n_half, n_half  # the centre cell leads both sides
+    else:
+        right, left = n_half, n_half - 1  # the cells [0, beta) and [-beta, 0)
+    outer = np.r_[np.arange(right + 1, N), np.arange(left - 1, -1, -1)]
+    inner = np.r_[np.arange(right, N - 1), np.arange(left, 0, -1)]
+    t = np.arange(outer.size)
+    return sparse.csr_matrix(
+        (np.r_[np.ones(t.size), -np.ones(t.size)], (np.r_[t, t], np.r_[outer, inner])),
+        shape=(t.size, n_var),
     )
