@@ -660,35 +660,22 @@ def psro(
     oracle = _oracle(
         mech, law, check_int("grid", grid, 3), check_int("bid_grid", bid_grid, 3), temperature
     )
-    mixtures, regrets, lower, utilities = [], [], [], []
-    converged = False
     where: dict[str, Any] = dict(
         workers=workers, executor=executor, address=address, preload=_PRELOAD
     )
     meta = _MetaGame(mech, fresh, pop, law, where)  # held out: BR cannot exploit its noise
-    for it in range(1, iterations + 1):
-        x = _solve(meta, n, players)  # step 1: the meta-equilibrium
-        resp = oracle.respond(sample, fresh, pop, x)  # steps 2-3
-        mixtures.append({s.name: float(v) for s, v in zip(pop, x, strict=True)})
-        regrets.append(resp.regret)
-        lower.append(resp.regret_response)
-        utilities.append(resp.utility)
-        if resp.regret <= tol * abs(resp.utility):  # the best candidate's regret
-            converged = True
-            break
-        if it < iterations:  # step 4
-            pop.append(_interp_strategy(f"br{it}", oracle.grid, resp.bids))
+    trace = _iterate(meta, oracle, sample, fresh, pop, n, players, iterations, tol)
     lo, hi = law.support
     return PsroResult(
         mechanism=mechanism if isinstance(mechanism, str) else mechanism_name(mech),
         dist=law.spec,
         n_sellers=n,
         strategies=tuple(pop),
-        mixtures=tuple(mixtures),
-        regret=tuple(regrets),
-        utility=tuple(utilities),
-        regret_response=tuple(lower),
-        converged=converged,
+        mixtures=tuple(trace["mixtures"]),
+        regret=tuple(trace["regret"]),
+        utility=tuple(trace["utility"]),
+        regret_response=tuple(trace["regret_response"]),
+        converged=trace["converged"],
         seconds=time.perf_counter() - t0,
         options={
             "markets": markets,
@@ -700,6 +687,27 @@ def psro(
             **context,
         },
     )
+
+
+def _iterate(meta, oracle, sample, fresh, pop: list, n: int, players: int, iterations: int,
+             tol: float) -> dict:  # fmt: skip
+    """PSRO's loop (the module doc's steps 1-4), growing ``pop`` in place: per iteration
+    the meta-equilibrium's mixture, its regret, the best response's own regret and the
+    utility; ``converged`` when the regret fell to ``tol`` x the utility."""
+    trace: dict = dict(mixtures=[], regret=[], regret_response=[], utility=[], converged=False)
+    for it in range(1, iterations + 1):
+        x = _solve(meta, n, players)  # step 1: the meta-equilibrium
+        resp = oracle.respond(sample, fresh, pop, x)  # steps 2-3
+        trace["mixtures"].append({s.name: float(v) for s, v in zip(pop, x, strict=True)})
+        trace["regret"].append(resp.regret)
+        trace["regret_response"].append(resp.regret_response)
+        trace["utility"].append(resp.utility)
+        if resp.regret <= tol * abs(resp.utility):  # the best candidate's regret
+            trace["converged"] = True
+            break
+        if it < iterations:  # step 4
+            pop.append(_interp_strategy(f"br{it}", oracle.grid, resp.bids))
+    return trace
 
 
 def figure(result: PsroResult):
