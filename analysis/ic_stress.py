@@ -51,18 +51,13 @@ def plot(df, path=None):
     """Largest regret per round and share misreporting (columns) for every mechanism
     x strategy (rows), one row of panels per cost law; marker: strategic fraction,
     bars: 95% CI over replications. The control's rows are shaded red."""
-    from matplotlib.lines import Line2D
-
     t = by_replication(df)
     mechs = sorted(t.mechanism.unique(), key=lambda m: (m == CONTROL, m))
     strategies = sorted(t.strategy.unique())
     fractions = sorted(t.strategic_fraction.unique())
     dists = sorted(t.dist.unique())
     rows = [(m, s) for m in mechs for s in strategies]
-    ypos = {r: i for i, r in enumerate(rows)}
     markers = dict(zip(fractions, "os^v", strict=False))
-    offsets = np.linspace(-0.2, 0.2, len(fractions)) if len(fractions) > 1 else [0.0]
-    labels = [f"{m} · {s}" for m, s in rows]
     with saved_figure(
         path,
         len(METRICS),
@@ -72,63 +67,9 @@ def plot(df, path=None):
     ) as (fig, ax):
         for i, dist in enumerate(dists):
             for j, (col, name) in enumerate(METRICS.items()):
-                a = ax[i, j]
-                control_rows = [ypos[r] for r in rows if r[0] == CONTROL]
-                if control_rows:
-                    a.axhspan(
-                        min(control_rows) - 0.5,
-                        max(control_rows) + 0.5,
-                        color=CONTROL_COLOR,
-                        alpha=0.1,
-                        lw=0,
-                    )
-                a.axvline(0, color="k", lw=1)
-                part = t[t.dist == dist]
-                for k, frac in enumerate(fractions):
-                    sel = part[part.strategic_fraction == frac]
-                    ys = np.array(
-                        [ypos[(m, s)] for m, s in zip(sel.mechanism, sel.strategy, strict=True)]
-                    )
-                    for s_i, strat in enumerate(strategies):
-                        mask = (sel.strategy == strat).to_numpy()
-                        if not mask.any():
-                            continue
-                        a.errorbar(
-                            sel[col][mask],
-                            ys[mask] + offsets[k],
-                            xerr=sel[f"{col}_ci"][mask].fillna(0),
-                            fmt=markers[frac],
-                            color=PALETTE[s_i % len(PALETTE)],
-                            capsize=2,
-                            ms=5,
-                        )
-                a.set_yticks(range(len(rows)), labels, fontsize=8)
-                for tick, (m, _) in zip(a.get_yticklabels(), rows, strict=True):
-                    if m == CONTROL:
-                        tick.set_color(CONTROL_COLOR)
-                a.set_ylim(len(rows) - 0.5, -0.5)
-                a.grid(axis="x", color="0.9")
-                a.set(
-                    xlabel=name + (" (utility)" if col == "max_regret" else ""),
-                    ylabel="mechanism · strategy",
-                    title=f"{name}, {dist}",
-                )
-                if col == "share_misreporting":
-                    a.set_xlim(-0.03, 1.03)
-        handles = [
-            Line2D([], [], color=PALETTE[i % len(PALETTE)], marker="o", ls="", label=s)
-            for i, s in enumerate(strategies)
-        ]
-        handles += [
-            Line2D([], [], color="0.3", marker=markers[f], ls="", label=f"strategic fraction {f:g}")
-            for f in fractions
-        ]
-        if CONTROL in mechs:
-            from matplotlib.patches import Patch
-
-            handles.append(
-                Patch(color=CONTROL_COLOR, alpha=0.25, label=f"{CONTROL}: the negative control")
-            )
+                _panel(ax[i, j], t[t.dist == dist], col, f"{name}, {dist}", rows, markers)
+                ax[i, j].set_xlabel(name + (" (utility)" if col == "max_regret" else ""))
+        handles = _legend_handles(strategies, fractions, markers, CONTROL in mechs)
         outside_legend(fig, handles, [h.get_label() for h in handles], ncols=4)
         reps = int(t.replications.min())
         fig.suptitle(
@@ -136,6 +77,67 @@ def plot(df, path=None):
             + (", 95% CI over replications" if reps > 1 else " (one replication: no CI)")
         )
     return fig
+
+
+def _panel(a, part, col: str, title: str, rows: list, markers: dict) -> None:
+    """One panel: ``col`` per (mechanism, strategy) row of ``part`` (one cost law), a marker
+    per strategic fraction, the control's rows shaded."""
+    strategies = sorted({s for _, s in rows})
+    fractions = list(markers)
+    ypos = {r: i for i, r in enumerate(rows)}
+    offsets = np.linspace(-0.2, 0.2, len(fractions)) if len(fractions) > 1 else [0.0]
+    control_rows = [ypos[r] for r in rows if r[0] == CONTROL]
+    if control_rows:
+        a.axhspan(
+            min(control_rows) - 0.5, max(control_rows) + 0.5, color=CONTROL_COLOR, alpha=0.1, lw=0
+        )
+    a.axvline(0, color="k", lw=1)
+    for k, frac in enumerate(fractions):
+        sel = part[part.strategic_fraction == frac]
+        ys = np.array([ypos[(m, s)] for m, s in zip(sel.mechanism, sel.strategy, strict=True)])
+        for s_i, strat in enumerate(strategies):
+            mask = (sel.strategy == strat).to_numpy()
+            if not mask.any():
+                continue
+            a.errorbar(
+                sel[col][mask],
+                ys[mask] + offsets[k],
+                xerr=sel[f"{col}_ci"][mask].fillna(0),
+                fmt=markers[frac],
+                color=PALETTE[s_i % len(PALETTE)],
+                capsize=2,
+                ms=5,
+            )
+    a.set_yticks(range(len(rows)), [f"{m} · {s}" for m, s in rows], fontsize=8)
+    for tick, (m, _) in zip(a.get_yticklabels(), rows, strict=True):
+        if m == CONTROL:
+            tick.set_color(CONTROL_COLOR)
+    a.set_ylim(len(rows) - 0.5, -0.5)
+    a.grid(axis="x", color="0.9")
+    a.set(ylabel="mechanism · strategy", title=title)
+    if col == "share_misreporting":
+        a.set_xlim(-0.03, 1.03)
+
+
+def _legend_handles(strategies: list, fractions: list, markers: dict, control: bool) -> list:
+    """A colour per strategy, a marker per strategic fraction, and the control's shade."""
+    from matplotlib.lines import Line2D
+
+    handles = [
+        Line2D([], [], color=PALETTE[i % len(PALETTE)], marker="o", ls="", label=s)
+        for i, s in enumerate(strategies)
+    ]
+    handles += [
+        Line2D([], [], color="0.3", marker=markers[f], ls="", label=f"strategic fraction {f:g}")
+        for f in fractions
+    ]
+    if control:
+        from matplotlib.patches import Patch
+
+        handles.append(
+            Patch(color=CONTROL_COLOR, alpha=0.25, label=f"{CONTROL}: the negative control")
+        )
+    return handles
 
 
 def section(df, folder):
