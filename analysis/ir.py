@@ -47,65 +47,9 @@ def plot(df, path=None):
         squeeze=False,
         gridspec_kw=dict(height_ratios=[3, 2]),
     ) as (fig, ax):
-        offsets = np.linspace(-0.18, 0.18, len(sizes)) if len(sizes) > 1 else [0.0]
-        y = {m: i for i, m in enumerate(mechs)}
         top_u = max(float(s.median_utility.max()), float(s.min_utility.max()), TOL)
         for j, dist in enumerate(dists):
-            up, down = ax[0, j], ax[1, j]
-            part = s[s.dist == dist]
-            up.axvspan(-TOL, TOL, color="0.85", lw=0)
-            up.axvline(0, color="k", lw=1)
-            down.axvline(0, color="k", lw=1)
-            for k, n in enumerate(sizes):
-                rows = part[part.sellers == n]
-                ys = np.array([y[m] for m in rows.mechanism]) + offsets[k]
-                lost = rows.min_utility < -TOL
-                up.hlines(ys, rows.min_utility, rows.median_utility, color=f"C{k}", lw=1)
-                up.plot(
-                    rows.median_utility,
-                    ys,
-                    "o",
-                    mfc="none",
-                    ms=10,
-                    color=f"C{k}",
-                    label=f"median utility, {n} sellers",
-                )
-                up.plot(
-                    rows.min_utility,
-                    ys,
-                    "D",
-                    ms=5,
-                    color=f"C{k}",
-                    label=f"smallest utility, {n} sellers",
-                )
-                if lost.any():
-                    up.plot(rows.min_utility[lost], ys[lost.to_numpy()], "x", color="r", ms=10)
-                down.plot(
-                    rows.worst_share_negative,
-                    ys,
-                    "D",
-                    ms=5,
-                    color=f"C{k}",
-                    label=f"smallest utility, {n} sellers",
-                )
-            up.set_xscale("symlog", linthresh=TOL, linscale=1.5)
-            up.set_xticks(_symlog_ticks(top_u))
-            up.set_xlim(-2 * TOL, top_u * 3)
-            up.set(
-                xlabel="truthful utility (symmetric log)",
-                ylabel="mechanism",
-                title=f"{dist}: utilities (grey: |u| <= 1e-9)",
-            )
-            down.set(
-                xlim=(-0.04, 1.0),
-                xlabel="share with utility < -1e-9 (worst round)",
-                ylabel="mechanism",
-                title=f"{dist}: sellers who lost",
-            )
-            for a in (up, down):
-                a.set_yticks(range(len(mechs)), mechs)
-                a.set_ylim(len(mechs) - 0.5, -0.5)
-                a.grid(axis="x", color="0.9")
+            _law_panels(ax[0, j], ax[1, j], s[s.dist == dist], dist, mechs, sizes, top_u)
         outside_legend(
             fig,
             *ax[0, 0].get_legend_handles_labels(),
@@ -113,6 +57,46 @@ def plot(df, path=None):
         )
         fig.suptitle("IR: no truthful seller loses (diamonds on or right of the zero line)")
     return fig
+
+
+def _law_panels(up, down, part, dist: str, mechs: list, sizes: list, top_u: float) -> None:
+    """One cost law's two panels: utilities (``up``) and the share who lost (``down``)."""
+    offsets = np.linspace(-0.18, 0.18, len(sizes)) if len(sizes) > 1 else [0.0]
+    y = {m: i for i, m in enumerate(mechs)}
+    up.axvspan(-TOL, TOL, color="0.85", lw=0)
+    up.axvline(0, color="k", lw=1)
+    down.axvline(0, color="k", lw=1)
+    for k, n in enumerate(sizes):
+        rows = part[part.sellers == n]
+        ys = np.array([y[m] for m in rows.mechanism]) + offsets[k]
+        lost = rows.min_utility < -TOL
+        up.hlines(ys, rows.min_utility, rows.median_utility, color=f"C{k}", lw=1)
+        up.plot(rows.median_utility, ys, "o", mfc="none", ms=10, color=f"C{k}",
+                label=f"median utility, {n} sellers")  # fmt: skip
+        up.plot(rows.min_utility, ys, "D", ms=5, color=f"C{k}",
+                label=f"smallest utility, {n} sellers")  # fmt: skip
+        if lost.any():
+            up.plot(rows.min_utility[lost], ys[lost.to_numpy()], "x", color="r", ms=10)
+        down.plot(rows.worst_share_negative, ys, "D", ms=5, color=f"C{k}",
+                  label=f"smallest utility, {n} sellers")  # fmt: skip
+    up.set_xscale("symlog", linthresh=TOL, linscale=1.5)
+    up.set_xticks(_symlog_ticks(top_u))
+    up.set_xlim(-2 * TOL, top_u * 3)
+    up.set(
+        xlabel="truthful utility (symmetric log)",
+        ylabel="mechanism",
+        title=f"{dist}: utilities (grey: |u| <= 1e-9)",
+    )
+    down.set(
+        xlim=(-0.04, 1.0),
+        xlabel="share with utility < -1e-9 (worst round)",
+        ylabel="mechanism",
+        title=f"{dist}: sellers who lost",
+    )
+    for a in (up, down):
+        a.set_yticks(range(len(mechs)), mechs)
+        a.set_ylim(len(mechs) - 0.5, -0.5)
+        a.grid(axis="x", color="0.9")
 
 
 def section(df, folder):
