@@ -100,38 +100,17 @@ def run_market(
         "gamma": gamma,
     }
     if mechanism == "offline":
-        from .mechanisms.offline import solve
-        from .mechanisms.payments import capped_oracle_compiled, offline_payments
-
-        res = solve(psi, mu=mu, sigma=sigma, gamma=gamma, k=k)
-        if warn is not None and k is not None and k < costs.size:
-            compiled = capped_oracle_compiled()
-            seconds = capped_offline_seconds(costs.size, res.n_bought, compiled=compiled)
-            if seconds > SLOW_SECONDS:
-                why = "" if compiled else " (without numba each payment re-solves the market)"
-                warn(
-                    f"the capped payments (--k) of {res.n_bought} bought sellers of "
-                    f"{costs.size} will take {format_duration(seconds)} by the cost model"
-                    f"{why}; without --k they take seconds"
-                )
-        eps, pay = offline_payments(
-            costs, dist, mu=mu, sigma=sigma, gamma=gamma, k=k, n_quad=n_quad
+        eps, pay, a, eta, cutoff, loss = _offline_market(
+            costs, dist, psi, mu=mu, sigma=sigma, gamma=gamma, k=k, n_quad=n_quad, warn=warn
         )
-        a, eta, cutoff, loss = res.a, res.eta, res.lam, res.proxy_loss
         summary["k"] = k
     else:
-        from .mechanisms.offline import proxy_loss_of_eps
-        from .mechanisms.online import OnlineMechanism
-
         if k is not None:
             raise MarketSimError("--k applies to the offline mechanism only")
         planned = int(planned_m or costs.size)
-        mech = OnlineMechanism(dist, planned, mu=mu, sigma=sigma, gamma=gamma, rule=rule)
-        eps, pay = mech.eps(costs), mech.payments(costs)
-        eta = float(eps.sum())
-        a = eps / eta if eta > 0 else np.zeros_like(eps)
-        cutoff = mech.cutoff
-        loss = proxy_loss_of_eps(eps, psi, mu=mu, sigma=sigma, gamma=gamma)
+        eps, pay, a, eta, cutoff, loss = _online_market(
+            costs, dist, psi, planned, mu=mu, sigma=sigma, gamma=gamma, rule=rule
+        )
         summary.update(rule=rule, planned_m=planned)
     table = pd.DataFrame(
         {
@@ -153,6 +132,40 @@ def run_market(
         version=__version__,
     )
     return table, summary
+
+
+def _offline_market(costs, dist, psi, *, mu, sigma, gamma, k, n_quad, warn):
+    """Alg. 2 of 003 with Myerson payments: (eps, payments, a, eta, lambda, proxy loss);
+    ``warn`` once first when the capped payments will be slow."""
+    from .mechanisms.offline import solve
+    from .mechanisms.payments import capped_oracle_compiled, offline_payments
+
+    res = solve(psi, mu=mu, sigma=sigma, gamma=gamma, k=k)
+    if warn is not None and k is not None and k < costs.size:
+        compiled = capped_oracle_compiled()
+        seconds = capped_offline_seconds(costs.size, res.n_bought, compiled=compiled)
+        if seconds > SLOW_SECONDS:
+            why = "" if compiled else " (without numba each payment re-solves the market)"
+            warn(
+                f"the capped payments (--k) of {res.n_bought} bought sellers of "
+                f"{costs.size} will take {format_duration(seconds)} by the cost model"
+                f"{why}; without --k they take seconds"
+            )
+    eps, pay = offline_payments(costs, dist, mu=mu, sigma=sigma, gamma=gamma, k=k, n_quad=n_quad)
+    return eps, pay, res.a, res.eta, res.lam, res.proxy_loss
+
+
+def _online_market(costs, dist, psi, planned: int, *, mu, sigma, gamma, rule):
+    """Alg. 3 of 003 with ``planned`` arrivals: (eps, payments, a, eta, cut-off, proxy loss)."""
+    from .mechanisms.offline import proxy_loss_of_eps
+    from .mechanisms.online import OnlineMechanism
+
+    mech = OnlineMechanism(dist, planned, mu=mu, sigma=sigma, gamma=gamma, rule=rule)
+    eps, pay = mech.eps(costs), mech.payments(costs)
+    eta = float(eps.sum())
+    a = eps / eta if eta > 0 else np.zeros_like(eps)
+    loss = proxy_loss_of_eps(eps, psi, mu=mu, sigma=sigma, gamma=gamma)
+    return eps, pay, a, eta, mech.cutoff, loss
 
 
 def cutoff_cost(dist, cutoff: float, gamma: float) -> float:
