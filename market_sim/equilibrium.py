@@ -1161,7 +1161,8 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
     laws = setup.classes.laws
     references = _per_class(called["reference"], len(laws), "reference")
     sol = solve_distributional(setup.mech, setup.classes, setup.z_range, rng, dopt, progress)
-    tables, knot_every, smoothed_eps = bid_tables(setup.mech, setup.classes, sol, setup.z_range)
+    chosen = bid_tables(setup.mech, setup.classes, sol, setup.z_range)
+    tables = chosen.tables
     c_tops = [live_top(s, law.support) for s, law in zip(sol.strategies, laws, strict=True)]
     oracle = Oracle(setup.mech)
     auto = vopt.for_path(oracle.path, len(laws))  # the verification's automatic eval_refine
@@ -1179,8 +1180,9 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
         "path": sol.path,
         "calls": sol.calls + oracle.calls,
         "utility_loss": sol.utility_loss,
-        "knot_every": knot_every,
-        "training_epsilon": smoothed_eps,
+        "knot_every": chosen.knot_every,
+        "envelope_steps": chosen.envelope_steps,
+        "training_epsilon": chosen.exact_epsilon,
         "spread": [s.live_spread for s in sol.strategies],
         "mixed": [s.mixed for s in sol.strategies],
         "bid_max": setup.z_range[1],
