@@ -154,16 +154,36 @@ def test_bad_input_is_one_line(kw, message):
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
-def test_auto_says_which_method_and_why():
-    """A mechanism with an exact interim: both run, the one with the smaller verified
-    relative epsilon is returned, and ``method_reason`` names both numbers."""
-    r = bne(FirstPrice(1), [("uniform:0:1", 3)], np.random.default_rng(0), method="auto",
-            max_iter=300, samples=128)  # fmt: skip
+def test_auto_is_the_default_and_says_which_method_and_why():
+    """No method given: ``auto``.  A mechanism with an exact interim and no solver option
+    given: the distributional method (its tables' exact epsilon within verify_tol, so
+    nothing else runs); ``method_reason`` names the rule and the numbers, in the printed
+    block as in summary.json (issue #48)."""
+    r = bne(FirstPrice(1), [("uniform:0:1", 3)], np.random.default_rng(0), samples=128)
     why = r.options["method_reason"]
-    assert r.options["method"] in ("pure", "distributional")
-    assert why.startswith(r.options["method"]) and "both run" in why
-    # the printed block says it as summary.json does (issue #48)
+    assert r.options["method"] == "distributional"
+    assert why.startswith("distributional: an exact interim") and "exact" in why
+    assert r.options["training_epsilon"] <= 0.01
     assert r.summary()["method_reason"] == why and why in r.format()
+
+
+@pytest.mark.parametrize(
+    "mech, kw, method, reason",
+    [
+        (FirstPrice(1), dict(damping=0.1), "pure", "options of the pure method given (damping)"),
+        (FirstPrice(1), dict(grid=9), "pure", "options of the pure method given (grid)"),
+        (FirstPrice(1), dict(step=2.0), "distributional", "options only it reads (step)"),
+        (FirstPrice(1), dict(samples=64, mu=0.1), "distributional", "an exact interim"),
+        ("uniform-price", dict(), "pure", "no exact interim"),
+    ],
+)
+def test_auto_choice_follows_the_rule(mech, kw, method, reason):
+    """docs/equilibrium.md, "Which method": the options given, then the mechanism."""
+    from market_sim.equilibrium import _auto_choice
+
+    called = dict(n_sellers=None, init="truth", reference=None, bid_max=None)
+    got, why = _auto_choice(mech, [("uniform:0:1", 3)], called, kw)
+    assert got == method and why.startswith(reason)
 
 
 def test_conformance_table_claims():
