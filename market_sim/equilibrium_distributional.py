@@ -527,9 +527,7 @@ class Tables:
     exact_epsilon: float
 
 
-def bid_tables(
-    mech, classes: Classes, sol: MixedSolution, z_range: tuple[float, float]
-) -> Tables:
+def bid_tables(mech, classes: Classes, sol: MixedSolution, z_range: tuple[float, float]) -> Tables:
     """Each class's bid table (``mean_bid_table``), then on the exact path the best of
     the candidates by their exact relative epsilon (``_exact_relative_epsilon``: every
     report of the range searched against the tables' exact report laws, at quantile and
