@@ -1245,15 +1245,13 @@ def _auto(mechanism, population, rng, called, progress, options) -> BNEResult:
     exact_eps = r.options.get("training_epsilon", math.nan)
     if why != "an exact interim" or exact_eps <= r.options.get("verify_tol", 0.01):
         text = f"{first}: {why}; verified epsilon / utility {r.epsilon_relative:.3g}"
-        if first == "distributional" and math.isfinite(exact_eps):
-            text += f", exact {exact_eps:.3g}"
         return dataclasses.replace(r, options={**r.options, "method_reason": text})
     other = _auto_pure(mechanism, population, rng, called, progress, options)
     best, worse = (other, r) if other.epsilon_relative < r.epsilon_relative else (r, other)
     text = (
         f"{best.options['method']}: verified epsilon / utility {best.epsilon_relative:.3g} "
         f"against {worse.epsilon_relative:.3g} for {worse.options['method']} (both run: "
-        f"the distributional one's exact epsilon {exact_eps:.3g} is above verify_tol)"
+        "the distributional tables' exact epsilon is above verify_tol)"
     )
     return dataclasses.replace(best, options={**best.options, "method_reason": text})
 

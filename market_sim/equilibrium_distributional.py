@@ -37,6 +37,7 @@ solver's verification.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from dataclasses import dataclass, field
@@ -562,24 +563,43 @@ def bid_tables(mech, classes: Classes, sol: MixedSolution, z_range: tuple[float,
         eps = _exact_relative_epsilon(oracle, classes, tabs, cdfs, z_range)
         if eps < best.exact_epsilon:
             best = Tables(tabs, best.knot_every, step, eps)
-    return best
+    dense = _refined_exact_epsilon(oracle, classes, best.tables, cdfs, z_range)
+    return dataclasses.replace(best, exact_epsilon=max(best.exact_epsilon, dense))
 
 
-def _exact_relative_epsilon(oracle, classes: Classes, tabs, cdfs, z_range) -> float:
+def _refined_exact_epsilon(oracle, classes: Classes, tabs, cdfs, z_range) -> float:
+    """The chosen tables' exact relative epsilon measured denser until two successive
+    densities agree (within 5% of the larger, or 1e-5): costs 128, 256, 512 quantiles
+    and as many even costs, reports 4 x as dense as the choice's search, 6 rounds of
+    refinement; the largest value seen (a printed epsilon is never smaller than a
+    denser evaluation finds, issue #48)."""
+    search = _Search(check_grid=4 * _Search.check_grid, refine=6)
+    seen: list[float] = []
+    for cells in (128, 256, 512):
+        seen.append(_exact_relative_epsilon(oracle, classes, tabs, cdfs, z_range, cells, search))
+        if len(seen) > 1 and abs(seen[-1] - seen[-2]) <= max(0.05 * max(seen[-2:]), 1e-5):
+            break
+    return max(seen)
+
+
+def _exact_relative_epsilon(
+    oracle, classes: Classes, tabs, cdfs, z_range, cells: int = 64, search: _Search | None = None
+) -> float:
     """The largest over the classes of the exact relative epsilon of the tables
-    (``interim_epsilon``) at 64 quantile and 63 even costs of each law."""
+    (``interim_epsilon``) at ``cells`` quantile and ``cells`` - 1 even costs of each law."""
     mono = [(c, np.maximum.accumulate(b)) for c, b in tabs]
     laws_of = Interim(classes, [c for c, _ in mono], [b for _, b in mono], cdfs)
     eps = 0.0
     for g, law in enumerate(classes.laws):
         lo, hi = law.support
-        costs = np.union1d(
-            np.asarray(law.ppf((np.arange(64) + 0.5) / 64)), np.linspace(lo, hi, 65)[1:-1]
-        )
+        q = (np.arange(cells) + 0.5) / cells
+        costs = np.union1d(np.asarray(law.ppf(q)), np.linspace(lo, hi, cells + 1)[1:-1])
         costs = np.clip(costs, lo, hi)
         bids = np.interp(costs, *tabs[g])
         eps = max(
             eps,
-            interim_epsilon(oracle, laws_of, g, law, costs, bids, z_range, z_range[1], _Search()),
+            interim_epsilon(
+                oracle, laws_of, g, law, costs, bids, z_range, z_range[1], search or _Search()
+            ),
         )
     return eps

@@ -167,7 +167,7 @@ def test_auto_is_the_default_and_says_which_method_and_why():
     r = bne(FirstPrice(1), [("uniform:0:1", 3)], np.random.default_rng(0), samples=128)
     why = r.options["method_reason"]
     assert r.options["method"] == "distributional"
-    assert why.startswith("distributional: an exact interim") and "exact" in why
+    assert why.startswith("distributional: an exact interim") and "verified" in why
     assert r.options["training_epsilon"] <= 0.01
     assert r.summary()["method_reason"] == why and why in r.format()
 
