@@ -577,7 +577,9 @@ def _play(mech, pop: Population, ic, at, bne_seed, bne_options, ctx, given=None)
     from .equilibrium import bne
 
     context = {k: ctx[k] for k in ("mu", "sigma", "gamma", "privacy")}
-    r = bne(mech, pop, np.random.default_rng(bne_seed), **{**context, **(bne_options or {})})
+    # the pure method unless asked (its numbers are the ones docs/compare.md shows)
+    kw = {"method": "pure", **context, **(bne_options or {})}
+    r = bne(mech, pop, np.random.default_rng(bne_seed), **kw)
     return {"played": "equilibrium", "bne": r}
 
 

@@ -51,6 +51,7 @@ from .equilibrium_game import (
     best_response,
     eval_costs_for,
     interim_epsilon,
+    interim_of,
     isotonic,
     measure,
     prior_weights,
@@ -590,6 +591,8 @@ STOPPING_RULES = {
     "iterations (the best iterate is returned; not converged)",
     "max_iter": "max_iter iterations",
     "utility_loss": "distributional: every class's relative utility loss on the grid <= eps_tol",
+    "tables_epsilon": "distributional, interim path: the returned tables' exact relative "
+    "epsilon (every report searched against their exact report laws) <= verify_tol",
 }
 
 
@@ -852,7 +855,7 @@ def bne(
     reference=None,
     bid_max: float | None = None,
     progress: bool = False,
-    method: str = "pure",
+    method: str = "auto",
     **options,
 ) -> BNEResult:
     """A Bayes-Nash equilibrium of ``mechanism`` (a name, spec, class, instance or object
@@ -868,7 +871,9 @@ def bne(
     ("truth", a function, a list per class or a BNEResult); ``reference``: bid
     function(s) to measure L2 / L∞ distances to.  ``method``: "pure" (bid functions,
     above), "distributional" (mixed strategies on a discretised game, ``DIST_OPTIONS``)
-    or "auto" (``METHODS``).  Same ``rng`` state, same result."""
+    or "auto" (the default: the one suited to the mechanism and the options given,
+    ``_auto``; ``options["method"]`` and ``["method_reason"]`` say which and why).  Same
+    ``rng`` state, same result."""
     if method != "pure":
         called = dict(n_sellers=n_sellers, init=init, reference=reference, bid_max=bid_max)
         return _by_method(method, mechanism, population, rng, called, bool(progress), options)
@@ -1161,7 +1166,8 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
     laws = setup.classes.laws
     references = _per_class(called["reference"], len(laws), "reference")
     sol = solve_distributional(setup.mech, setup.classes, setup.z_range, rng, dopt, progress)
-    tables, knot_every, smoothed_eps = bid_tables(setup.mech, setup.classes, sol, setup.z_range)
+    chosen = bid_tables(setup.mech, setup.classes, sol, setup.z_range)
+    tables = chosen.tables
     c_tops = [live_top(s, law.support) for s, law in zip(sol.strategies, laws, strict=True)]
     oracle = Oracle(setup.mech)
     auto = vopt.for_path(oracle.path, len(laws))  # the verification's automatic eval_refine
@@ -1179,8 +1185,9 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
         "path": sol.path,
         "calls": sol.calls + oracle.calls,
         "utility_loss": sol.utility_loss,
-        "knot_every": knot_every,
-        "training_epsilon": smoothed_eps,
+        "knot_every": chosen.knot_every,
+        "envelope_steps": chosen.envelope_steps,
+        "training_epsilon": chosen.exact_epsilon,
         "spread": [s.live_spread for s in sol.strategies],
         "mixed": [s.mixed for s in sol.strategies],
         "bid_max": setup.z_range[1],
@@ -1190,32 +1197,68 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
         "progress": progress,
         **{k: r.options[k] for k in CONTEXT_KEYS},
     }
-    converged = sol.stopped_by == "utility_loss" and r.epsilon_relative <= vopt.verify_tol
-    return dataclasses.replace(r, converged=converged, residual=sol.utility_loss, options=recorded)
+    # certified by the dynamic's rule, or on the interim path by the tables' exact epsilon
+    # (the envelope step: the dynamic's grid game need not converge for them to be exact)
+    rule = sol.stopped_by
+    if rule != "utility_loss" and chosen.exact_epsilon <= vopt.verify_tol:
+        rule = "tables_epsilon"
+    converged = rule != "max_iter" and r.epsilon_relative <= vopt.verify_tol
+    return dataclasses.replace(
+        r, converged=converged, residual=sol.utility_loss, options=recorded, stopped_by=rule
+    )
+
+
+def _auto_choice(mechanism, population, called, options) -> tuple[str, str]:
+    """``method="auto"``'s first pick and why (``METHODS``; docs/equilibrium.md, "Which
+    method"): the pure method when the call is the pure method's (an option only it
+    reads, or one both read with different meanings: grid, bid_grid, max_iter, eps_tol;
+    an ``init``), when the sellers have data, or when the mechanism has no exact
+    ``interim`` (the distributional method's sampled path costs ``markets`` x
+    ``bid_grid`` outcomes per class and iteration); else the distributional one (exact
+    utilities on the grid and the envelope step: cheap, and it holds all-pay contests,
+    reserves and singular laws)."""
+    solver = sorted(set(options) - set(_VERIFY_KEYS) - set(CONTEXT_KEYS))
+    own = [k for k in solver if k in DIST_OPTIONS and k not in OPTIONS]
+    if own and len(own) == len(solver):
+        return "distributional", f"options only it reads ({', '.join(own)})"
+    if solver:
+        return "pure", f"options of the pure method given ({', '.join(solver)})"
+    if not (isinstance(called["init"], str) and called["init"] == "truth"):
+        return "pure", "an init given"
+    context = {k: options[k] for k in options if k in CONTEXT_KEYS}
+    probe = np.random.default_rng(0)  # the setup draws nothing; the caller's rng untouched
+    setup = _setup(mechanism, population, called["n_sellers"], probe, context, called["bid_max"])
+    if getattr(setup.mech, "needs_data", False) or interim_of(setup.mech) is None:
+        return "pure", "no exact interim (the distributional sampled path is slow)"
+    return "distributional", "an exact interim"
 
 
 def _auto(mechanism, population, rng, called, progress, options) -> BNEResult:
-    """``method="auto"`` (``METHODS``): the pure solve, and the distributional one when
-    the mechanism has an exact ``interim`` or the pure one's verified relative epsilon
-    is above its ``verify_tol``; the one with the smaller verified relative epsilon is
-    returned, ``options["method_reason"]`` says why (both numbers)."""
-    pure_only = {k: v for k, v in options.items() if k in OPTIONS or k in CONTEXT_KEYS}
-    pure = bne(mechanism, population, rng, method="pure", progress=progress, **called, **pure_only)
-    exact = pure.options.get("path") == "interim"
-    if not exact and pure.epsilon_relative <= pure.options.get("verify_tol", 0.01):
-        why = "pure: no exact interim and its verified epsilon is within verify_tol"
-        return dataclasses.replace(pure, options={**pure.options, "method_reason": why})
-    dist_only = {
-        k: v for k, v in options.items()
-        if k in DIST_OPTIONS or k in _VERIFY_KEYS or k in CONTEXT_KEYS
-    }  # fmt: skip
-    dist = _distributional(
-        mechanism, population, rng, {**called, "init": "truth"}, progress, dist_only
-    )
-    best, other = (dist, pure) if dist.epsilon_relative < pure.epsilon_relative else (pure, dist)
-    why = (
+    """``method="auto"`` (the default): the method ``_auto_choice`` picks.  When that is
+    the distributional one for its exact interim and its tables' exact relative epsilon
+    (``training_epsilon``) is above ``verify_tol``, the pure one runs too and the one
+    with the smaller verified relative epsilon is returned.  ``options["method_reason"]``
+    says which and why (the rule, and both numbers when both ran)."""
+    first, why = _auto_choice(mechanism, population, called, options)
+    run = {"pure": _auto_pure, "distributional": _auto_distributional}
+    r = run[first](mechanism, population, rng, called, progress, options)
+    exact_eps = r.options.get("training_epsilon", math.nan)
+    if why != "an exact interim" or exact_eps <= r.options.get("verify_tol", 0.01):
+        text = f"{first}: {why}; verified epsilon / utility {r.epsilon_relative:.3g}"
+        return dataclasses.replace(r, options={**r.options, "method_reason": text})
+    other = _auto_pure(mechanism, population, rng, called, progress, options)
+    best, worse = (other, r) if other.epsilon_relative < r.epsilon_relative else (r, other)
+    text = (
         f"{best.options['method']}: verified epsilon / utility {best.epsilon_relative:.3g} "
-        f"against {other.epsilon_relative:.3g} for {other.options['method']} "
-        f"({'an exact interim: both run' if exact else 'the pure one failed verify_tol'})"
+        f"against {worse.epsilon_relative:.3g} for {worse.options['method']} (both run: "
+        "the distributional tables' exact epsilon is above verify_tol)"
     )
-    return dataclasses.replace(best, options={**best.options, "method_reason": why})
+    return dataclasses.replace(best, options={**best.options, "method_reason": text})
+
+
+def _auto_pure(mechanism, population, rng, called, progress, options) -> BNEResult:
+    return bne(mechanism, population, rng, method="pure", progress=progress, **called, **options)
+
+
+def _auto_distributional(mechanism, population, rng, called, progress, options) -> BNEResult:
+    return _distributional(mechanism, population, rng, called, progress, options)

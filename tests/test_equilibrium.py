@@ -351,7 +351,7 @@ def test_asymmetric_interim_solve_meets_the_bar():
     utilities returns its best iterate, whose exact epsilon it reports."""
     r = bne(
         FirstPrice(1), [("uniform:1:2", 1), ("uniform:0:2", 1)], np.random.default_rng(0),
-        samples=2048, reference=ASYMMETRIC,
+        samples=2048, reference=ASYMMETRIC, method="pure",
     )  # fmt: skip
     assert r.options["path"] == "interim" and r.stopped_by in ("epsilon", "stalled", "max_iter")
     assert r.options["training_epsilon"] <= 0.01

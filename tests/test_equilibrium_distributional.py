@@ -109,12 +109,17 @@ def test_first_price_closed_form_and_a_cross_check_of_the_pure_solver():
 def test_all_pay_contest_within_the_bar():
     """The all-pay contest, 4 x U[0, 1]: z(c) = 1 - 3/4 (1 - c)^4 (tests/bne_reference.py,
     (2)); L∞ <= 0.01 on the costs where the reference wins >= 1% ((1 - c)^3 >= 0.01:
-    c <= 0.78); the pure bid-function solver's failure on it was L∞ 0.22 (issue #48)."""
+    c <= 0.78); the pure bid-function solver's failure on it was L∞ 0.22 (issue #48).
+    The exact relative gain of the returned bids (the independent measure:
+    bne_reference's exact best response) at most 1%: 1.16% before the envelope step
+    (docs/equilibrium.md, step 6d), which is recorded as kept."""
     p = all_pay_profile(4)
     r = bne(AllPayContest(), p.population, np.random.default_rng(0), method="distributional",
             samples=256)  # fmt: skip
     c = np.linspace(0, 0.78, 157)
     assert np.max(np.abs(r.bid(c) - p.bids[0](c))) <= 0.01
+    assert _conformance().exact_relative_gain(p, r, 0) <= 0.01
+    assert r.options["envelope_steps"] == 1
 
 
 def test_same_seed_same_numbers_on_the_sampled_path():
@@ -154,16 +159,36 @@ def test_bad_input_is_one_line(kw, message):
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
-def test_auto_says_which_method_and_why():
-    """A mechanism with an exact interim: both run, the one with the smaller verified
-    relative epsilon is returned, and ``method_reason`` names both numbers."""
-    r = bne(FirstPrice(1), [("uniform:0:1", 3)], np.random.default_rng(0), method="auto",
-            max_iter=300, samples=128)  # fmt: skip
+def test_auto_is_the_default_and_says_which_method_and_why():
+    """No method given: ``auto``.  A mechanism with an exact interim and no solver option
+    given: the distributional method (its tables' exact epsilon within verify_tol, so
+    nothing else runs); ``method_reason`` names the rule and the numbers, in the printed
+    block as in summary.json (issue #48)."""
+    r = bne(FirstPrice(1), [("uniform:0:1", 3)], np.random.default_rng(0), samples=128)
     why = r.options["method_reason"]
-    assert r.options["method"] in ("pure", "distributional")
-    assert why.startswith(r.options["method"]) and "both run" in why
-    # the printed block says it as summary.json does (issue #48)
+    assert r.options["method"] == "distributional"
+    assert why.startswith("distributional: an exact interim") and "verified" in why
+    assert r.options["training_epsilon"] <= 0.01
     assert r.summary()["method_reason"] == why and why in r.format()
+
+
+@pytest.mark.parametrize(
+    "mech, kw, method, reason",
+    [
+        (FirstPrice(1), dict(damping=0.1), "pure", "options of the pure method given (damping)"),
+        (FirstPrice(1), dict(grid=9), "pure", "options of the pure method given (grid)"),
+        (FirstPrice(1), dict(step=2.0), "distributional", "options only it reads (step)"),
+        (FirstPrice(1), dict(samples=64, mu=0.1), "distributional", "an exact interim"),
+        ("uniform-price", dict(), "pure", "no exact interim"),
+    ],
+)
+def test_auto_choice_follows_the_rule(mech, kw, method, reason):
+    """docs/equilibrium.md, "Which method": the options given, then the mechanism."""
+    from market_sim.equilibrium import _auto_choice
+
+    called = dict(n_sellers=None, init="truth", reference=None, bid_max=None)
+    got, why = _auto_choice(mech, [("uniform:0:1", 3)], called, kw)
+    assert got == method and why.startswith(reason)
 
 
 def test_conformance_table_claims():

@@ -76,10 +76,10 @@ def add_parser(subparsers):
     a.add_argument(
         "--method",
         choices=METHODS,
-        default="pure",
+        default="auto",
         help="pure: bid functions by damped best responses; distributional: mixed "
         "strategies on a discretised game (all-pay contests, reserves); auto: by the rule "
-        "of docs/equilibrium.md, saying which (default pure)",
+        "of docs/equilibrium.md, saying which (default auto)",
     )
     a.add_argument("--step", type=positive("step"), default=None,
                    help="distributional: the dual averaging's step (default 1)")  # fmt: skip
