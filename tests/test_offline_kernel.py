@@ -238,3 +238,105 @@ def test_fallback_without_numba_in_a_fresh_process():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "1"
+
+
+def _uncapped_cells(xs, s):
+    """Per cell n of sorted xs (c = 0): (pre-screen drops it, cell_loss's loss)."""
+    from market_sim.mechanisms import _offline_kernel as K
+
+    G = offline._Groups.of(xs)
+    ref, U = G.ref, len(G.v)
+    scale = 1e-9 * (abs(ref) + abs(G.v[-1]) + 1e-300)
+    out = []
+    for n in range(1, U + 1):
+        v, v_next = G.v[n - 1], (G.v[n] if n < U else np.inf)
+        N, S1, S2 = G.Nw[n], G.S1[n], G.S2[n]
+        drop = K._uncapped_keeps_sign(N, S1, S2, v - ref, v_next - ref, ref, s, scale)
+        loss = K.cell_loss(
+            0.0, N, 0.0, 0.0, S1, S2, ref, 1.0, s, v, v_next, -np.inf, -np.inf, scale, 0.0, False
+        )[0]
+        out.append((drop, loss))
+    return out
+
+
+@needs_numba
+def test_uncapped_pre_screen_never_drops_a_cell_with_a_root():
+    """The division-free pre-screen of ``uncapped_best`` drops only cells whose screen and
+    roots find nothing (so the kernel's choice is the reference's), on cells built to
+    sit on the edge: the next value placed at the cell's own root lam (1 + delta),
+    |delta| down to 1e-13, so that the root is at the end of its interval; scales 1e-6 to
+    1e6, negative values, ties.  It must also drop almost every other cell (else the
+    kernel is no faster)."""
+    from market_sim.mechanisms import _offline_kernel as K
+
+    rng = np.random.default_rng(47)
+    kept_roots = dropped = total = 0
+    for trial in range(40):
+        n = int(rng.integers(2, 30))
+        base = np.sort(rng.uniform(0, 1, n))
+        if trial % 3 == 1:
+            base = np.round(base, 1)
+        shift, scale_x = rng.choice([0.0, -0.3, 5.0]), 10.0 ** rng.uniform(-6, 6)
+        xs = (base + shift) * scale_x
+        s = 10.0 ** rng.uniform(-4, 4) / scale_x
+        G = offline._Groups.of(xs)
+        N, d1 = G.Nw[-1], G.S1[-1] / G.Nw[-1]
+        V = max(G.S2[-1] / N - d1 * d1, 0.0)
+        m1 = d1 + G.ref
+        for u in K.positive_roots(s * N, s * N * V - m1, V):
+            if not u > 0:
+                continue
+            for delta in (-1e-9, -1e-13, 0.0, 1e-13, 1e-9, 1e-3):
+                nxt = (m1 + u) * (1 + delta) if m1 + u != 0 else delta
+                if nxt <= xs[-1]:
+                    continue
+                cells = _uncapped_cells(np.append(xs, [nxt, nxt + abs(nxt) + 1.0]), s)
+                for drop, loss in cells:
+                    total += 1
+                    dropped += drop
+                    if np.isfinite(loss):
+                        kept_roots += 1
+                        assert not drop
+    assert kept_roots >= 100
+    big = np.sort(rng.uniform(0, 2, 3000))
+    cells = _uncapped_cells(big, 1.0)
+    assert sum(d for d, _ in cells) >= 0.99 * len(cells)
+
+
+@needs_numba
+def test_capped_pre_screen_never_drops_a_cell_with_a_root():
+    """The same for ``capped_best``'s pre-screen over every cell (c < n) of small markets
+    (ties, scales 1e-6 to 1e6, negative values, caps from 1.05 to 10 sellers' share)."""
+    from market_sim.mechanisms import _offline_kernel as K
+
+    rng = np.random.default_rng(48)
+    kept_roots = dropped = total = 0
+    for trial in range(80):
+        m = int(rng.integers(4, 40))
+        base = rng.uniform(0, 1, m)
+        if trial % 3 == 1:
+            base = np.round(base, 1)
+        scale_x = 10.0 ** rng.uniform(-6, 6)
+        xs = np.sort((base + rng.choice([0.0, -0.3, 5.0])) * scale_x)
+        kappa = rng.uniform(1.05, 10.0) / m
+        s = 10.0 ** rng.uniform(-4, 4) / scale_x
+        G = offline._Groups.of(xs)
+        ref, v, U = G.ref, G.v, len(G.v)
+        scale = 1e-9 * (abs(ref) + abs(v[-1]) + 1e-300)
+        for n in range(1, U + 1):
+            v_n, v_next = v[n - 1], (v[n] if n < U else np.inf)
+            for c in range(n):
+                Nc = G.Nw[c]
+                v_c = v[c - 1] if c > 0 else -np.inf
+                args = (Nc, G.Nw[n] - Nc, G.S1[c], G.S2[c], G.S1[n], G.S2[n], ref, kappa, s)
+                drop = K._capped_keeps_sign(
+                    *args, v_n - ref, v_next - ref, v_c - ref, v[c] - ref, scale
+                )
+                loss = K.cell_loss(*args, v_n, v_next, v_c, v[c], scale, 0.0, True)[0]
+                total += 1
+                dropped += drop
+                if np.isfinite(loss):
+                    kept_roots += 1
+                    assert not drop
+    assert kept_roots >= 100
+    assert dropped >= 0.8 * total

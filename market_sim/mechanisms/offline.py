@@ -82,12 +82,15 @@ def check_params(
         raise MarketSimError(f"k must be >= 1 (got {k!r}); a_i <= k/m needs k*m/m >= 1")
 
 
-def _as_psi(psi) -> np.ndarray:
+_BAD_PSI = "virtual costs must not be NaN or -inf"
+
+
+def _as_psi(psi, *, check_values: bool = True) -> np.ndarray:
     psi = np.asarray(psi, dtype=float)
     if psi.ndim != 1 or psi.size == 0:
         raise MarketSimError("psi must be a non-empty 1-D array of virtual costs")
-    if np.isnan(psi).any() or np.isneginf(psi).any():
-        raise MarketSimError("virtual costs must not be NaN or -inf")
+    if check_values and (np.isnan(psi).any() or np.isneginf(psi).any()):
+        raise MarketSimError(_BAD_PSI)
     return psi
 
 
@@ -393,7 +396,7 @@ def solve(
     check_params(mu, sigma, gamma, k)
     if backend not in ("auto", "numpy", "numba"):
         raise MarketSimError(f"unknown backend {backend!r} (auto, numpy or numba)")
-    psi = _as_psi(psi)
+    psi = _as_psi(psi, check_values=False)  # the values: by the kernel's first pass or below
     m = psi.size
     kappa = 1.0 if (k is None or k >= m) else float(k) / m
     if backend == "numba" or (backend == "auto" and m >= KERNEL_MIN_M):
@@ -402,6 +405,7 @@ def solve(
             return _solve_kernel(kern, psi, float(mu), float(sigma), float(gamma), kappa)
         if backend == "numba":
             raise MarketSimError(f"backend='numba' is unavailable: {_kernel_error}")
+    psi = _as_psi(psi)
     x = gamma * psi
     xs = np.sort(x[np.isfinite(x)])
     if xs.size * kappa < 1 - 1e-12:
@@ -545,11 +549,11 @@ def _solve_kernel(K, psi, mu, sigma, gamma, kappa) -> OfflineResult:
     sorted values (8m bytes) and the two outputs as the only m-sized arrays."""
     m = psi.size
     psi = np.ascontiguousarray(psi)  # one compiled signature
-    xs = gamma * psi
-    finite = np.isfinite(xs)
-    if not finite.all():
-        xs = xs[finite]
-    del finite
+    xs = np.empty(m)
+    n_finite, bad = K.scaled_finite(psi, gamma, xs)  # one pass: the checks and gamma psi
+    if bad:
+        raise MarketSimError(_BAD_PSI)
+    xs = xs[:n_finite] if n_finite < m else xs
     xs.sort()
     if xs.size * kappa < 1 - 1e-12:
         raise MarketSimError(
