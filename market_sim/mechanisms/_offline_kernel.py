@@ -6,9 +6,13 @@ search over the staircase.  Here the same arithmetic runs as scalar loops:
 
 * ``uncapped_best``: one streaming pass over the sorted values, groups of equal
   values and their shifted running sums formed on the fly, each cell screened
-  by scalars and its cubic (Eq. 14, 003) solved only when it survives;
+  by scalars and its cubic (Eq. 14, 003) solved only when it survives; a
+  division-free pre-screen (``_uncapped_keeps_sign``, proved to drop only cells
+  the screen drops) keeps the screen itself for the few cells near a root;
 * ``capped_best``: the staircase c*(j) by a galloping search that starts from
-  the previous answer (c* moves by O(1) per step), fused with the cell screen;
+  the previous answer (c* moves by O(1) per step), fused with the cell screen
+  (pre-screened as above, ``_capped_keeps_sign``) and a lower bound of each
+  cell's loss against the greedy allocation's (``_capped_loss_floor``);
 * ``allocate`` / ``finish``: Eq. 13 (003) written into a caller-owned array and
   its sums, so no m-sized temporaries.
 
@@ -107,20 +111,17 @@ def _signs_apart(a, P, Q, Pm, Qm, XL, XR):
     1e-8 M, or G (convex) is below -1e-8 M at both ends.  Everything is multiplied by
     XL XR > 0 (no division, T = XL XR M); an overflow makes T infinite or a NaN, and
     T <= 1e-100 (an underflow may have lost a term): both say no."""
-    if not XL > 0:
-        return False
     a1 = a * XL * XL * XL * XR  # XL XR a XL^2
     a2 = P * XL * XR
     a3 = Q * XL  # XL XR Q / XR
     t2 = a * XL * XR * XR * XR  # XL XR a XR^2 (>= a1 as computed: an overflow of a1 is one of T)
     t3 = Q * XR  # XL XR Q / XL
     T = Pm * XL * XR + t2 + Qm * XR
-    if not (T > 1e-100 and T < _INF):
-        return False
     margin = 1e-8 * T
-    if a1 + a2 + a3 > margin:
-        return True
-    return a1 + a2 + t3 < -margin and t2 + a2 + a3 < -margin
+    above = a1 + a2 + a3 > margin
+    below = (a1 + a2 + t3 < -margin) & (t2 + a2 + a3 < -margin)
+    # branch-free: the outcome of each cell is hard to predict
+    return (XL > 0) & (T > 1e-100) & (T < _INF) & (above | below)
 
 
 @njit(**_JIT)
@@ -147,28 +148,22 @@ def _capped_keeps_sign(Nc, N, S1c, S2c, S1n, S2n, ref, kappa, s, y_n, y_next, y_
     if not abs(Rb) >= 1e-5 * R:
         return False
     D1 = S1n - S1c
-    XL = N * y_n - D1
-    XR = N * y_next - D1
-    f = R / Rb
-    B0 = (N * y_c - D1) * f
-    B1 = (N * y_c1 - D1) * f
-    if Rb < 0:
-        B0, B1 = B1, B0
     widen = 2 * N * scale
-    XL = max(max(XL, B0) - widen, 0.0)
-    XR = min(XR, B1) + widen
-    if not XR > XL:
-        return XR <= XL  # empty (a NaN keeps the cell)
+    f = R / Rb
+    E0 = (N * y_c - D1) * f  # the band's ends (N y - D1) R / Rb
+    E1 = (N * y_c1 - D1) * f
+    XL = max(max(N * y_n - D1, min(E0, E1)) - widen, 0.0)
+    XR = min(N * y_next - D1, max(E0, E1)) + widen
     D2m = N * (S2n - S2c)
     D1s = D1 * D1
     W = D2m - D1s
     R2 = R * R
     C1 = kappa * (S1c + ref * Nc)
     P = R2 * (s * W - N * C1 - R * (ref * N + D1))
-    Q = R2 * R * W
     a = s * (R2 + Nc * kappa * kappa * N)
-    Pm = R2 * (s * (D2m + D1s) + N * kappa * (abs(S1c) + abs(ref) * Nc) + R * (abs(ref) * N + abs(D1)))
-    return _signs_apart(a, P, Q, Pm, R2 * R * (D2m + D1s), XL, XR)
+    Pm = R2 * (s * (D2m + D1s) + N * kappa * (abs(S1c) + abs(ref) * Nc) + R * (abs(ref) * N + D1))
+    # an empty interval (as the screen finds it; a NaN keeps the cell) or no sign change
+    return (XR <= XL) | _signs_apart(a, P, R2 * R * W, Pm, R2 * R * (D2m + D1s), XL, XR)
 
 
 @njit(**_JIT)
@@ -415,10 +410,26 @@ def cstar(j, guess, v, Nw, S1, U, Q, ref):
 
 
 @njit(**_JIT)
-def capped_best(v, Nw, S1, S2, U, kappa, s):
+def _capped_loss_floor(Nc, N, S1c, ref, kappa, v_band):
+    """A lower bound of the loss / mu (Eq. 11, 003, at eta's optimum) of every allocation
+    of cell (c, n): Nc sellers at kappa, N in the band sharing R = 1 - Nc kappa, each of
+    value >= v_band (the band's lowest value).  ||a||^2 >= Nc kappa^2 + R^2 / N (equal
+    shares) and x.a >= kappa sum_capped + R v_band, so the loss sqrt(||a||^2) +
+    2 sqrt(s x.a) is at least the returned pair's norm + 2 sqrt(s lin)."""
+    R = 1.0 - Nc * kappa
+    norm = math.sqrt(Nc * kappa * kappa + R * R / N)
+    lin = kappa * (S1c + ref * Nc) + R * v_band
+    return norm, lin
+
+
+@njit(**_JIT)
+def capped_best(v, Nw, S1, S2, U, kappa, s, cutoff):
     """Best cell (c, n) with the cap a_i <= kappa, over the cells next to the staircase.
 
-    Returns (c, n, u, loss); n = 0 if no cell holds a KKT point.
+    Returns (c, n, u, loss); n = 0 if no cell holds a KKT point.  Cells whose loss is
+    surely above ``cutoff`` (``_capped_loss_floor``, with a 1e-9 relative margin) are
+    skipped: the caller passes the greedy allocation's loss, which it keeps unless a
+    cell does better, so a skipped cell can be neither that cell nor the argmin.
     """
     Q = 1.0 / kappa
     ref = v[0]
@@ -439,6 +450,9 @@ def capped_best(v, Nw, S1, S2, U, kappa, s):
                 Nc, Nw[n] - Nc, S1[c], S2[c], S1[n], S2[n], ref, kappa, s,
                 v_n - ref, v_next - ref, v_c - ref, v[c] - ref, scale,
             ):  # fmt: skip
+                continue
+            norm, lin = _capped_loss_floor(Nc, Nw[n] - Nc, S1[c], ref, kappa, v[c])
+            if norm + 2 * math.sqrt(s * max(lin, 0.0)) > min(cutoff, best) * (1 + 1e-9):
                 continue
             loss, u = cell_loss(
                 Nc,
@@ -539,7 +553,7 @@ def warm_up():
     U = count_groups(xs)
     v, Nw, S1, S2 = np.empty(U), np.empty(U + 1), np.empty(U + 1), np.empty(U + 1)
     group(xs, v, Nw, S1, S2, True)
-    capped_best(v, Nw, S1, S2, U, 0.5, 1.0)
+    capped_best(v, Nw, S1, S2, U, 0.5, 1.0, np.inf)
     greedy_group(Nw, U, 0.5)
     seg_stats(xs, 0, 2)
     a, eps = np.empty(xs.size), np.empty(xs.size)

@@ -576,10 +576,6 @@ def _solve_kernel(K, psi, mu, sigma, gamma, kappa) -> OfflineResult:
         v = xs if U == xs.size else np.empty(U)
         Nw, S1, S2 = np.empty(U + 1), np.empty(U + 1), np.empty(U + 1)
         K.group(xs, v, Nw, S1, S2, U != xs.size)
-        c, n, u, loss = K.capped_best(v, Nw, S1, S2, U, kappa, s)
-        c_end, end = int(Nw[c]), int(Nw[n])
-        v_cap = float(v[c - 1]) if c > 0 else -np.inf
-        v_top = float(v[n - 1]) if n > 0 else np.nan
         g = K.greedy_group(Nw, U, kappa)
         wg = float(Nw[g + 1] - Nw[g])
         share = (1.0 - Nw[g] * kappa) / wg
@@ -590,6 +586,12 @@ def _solve_kernel(K, psi, mu, sigma, gamma, kappa) -> OfflineResult:
         del w_head
         norm_greedy = np.sqrt(kappa**2 * Nw[g] + share**2 * wg)
         lam_greedy = float(v[g + 1]) if g + 1 < U else np.inf
+        # cells surely worse than the greedy allocation cannot change the outcome
+        cutoff = norm_greedy + 2 * np.sqrt(s * lin_greedy) if lin_greedy >= 0 else np.inf
+        c, n, u, loss = K.capped_best(v, Nw, S1, S2, U, kappa, s, float(cutoff))
+        c_end, end = int(Nw[c]), int(Nw[n])
+        v_cap = float(v[c - 1]) if c > 0 else -np.inf
+        v_top = float(v[n - 1]) if n > 0 else np.nan
         del v, Nw, S1, S2
     if lin_greedy < 0:
         raise MarketSimError(
