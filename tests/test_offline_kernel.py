@@ -259,6 +259,30 @@ def _uncapped_cells(xs, s):
     return out
 
 
+def _drawn_market(rng, trial, m):
+    """(sorted values, s): U[0, 1] values, rounded to 0.1 (ties) every third trial,
+    shifted by 0, -0.3 (negative values) or 5 and scaled by 1e-6..1e6; s = sigma / mu^2
+    over 1e-4..1e4 relative to the scale."""
+    base = rng.uniform(0, 1, m)
+    if trial % 3 == 1:
+        base = np.round(base, 1)
+    scale_x = 10.0 ** rng.uniform(-6, 6)
+    xs = np.sort((base + rng.choice([0.0, -0.3, 5.0])) * scale_x)
+    return xs, 10.0 ** rng.uniform(-4, 4) / scale_x
+
+
+def _drops(cells):
+    """(cells with a root, cells dropped) of (dropped, loss) pairs; a dropped cell with a
+    root (a finite loss) fails the test."""
+    roots = dropped = 0
+    for drop, loss in cells:
+        dropped += drop
+        if np.isfinite(loss):
+            roots += 1
+            assert not drop
+    return roots, dropped
+
+
 @needs_numba
 def test_uncapped_pre_screen_never_drops_a_cell_with_a_root():
     """The division-free pre-screen of ``uncapped_best`` drops only cells whose screen and
@@ -270,15 +294,9 @@ def test_uncapped_pre_screen_never_drops_a_cell_with_a_root():
     from market_sim.mechanisms import _offline_kernel as K
 
     rng = np.random.default_rng(47)
-    kept_roots = dropped = total = 0
+    roots = 0
     for trial in range(40):
-        n = int(rng.integers(2, 30))
-        base = np.sort(rng.uniform(0, 1, n))
-        if trial % 3 == 1:
-            base = np.round(base, 1)
-        shift, scale_x = rng.choice([0.0, -0.3, 5.0]), 10.0 ** rng.uniform(-6, 6)
-        xs = (base + shift) * scale_x
-        s = 10.0 ** rng.uniform(-4, 4) / scale_x
+        xs, s = _drawn_market(rng, trial, int(rng.integers(2, 30)))
         G = offline._Groups.of(xs)
         N, d1 = G.Nw[-1], G.S1[-1] / G.Nw[-1]
         V = max(G.S2[-1] / N - d1 * d1, 0.0)
@@ -288,19 +306,12 @@ def test_uncapped_pre_screen_never_drops_a_cell_with_a_root():
                 continue
             for delta in (-1e-9, -1e-13, 0.0, 1e-13, 1e-9, 1e-3):
                 nxt = (m1 + u) * (1 + delta) if m1 + u != 0 else delta
-                if nxt <= xs[-1]:
-                    continue
-                cells = _uncapped_cells(np.append(xs, [nxt, nxt + abs(nxt) + 1.0]), s)
-                for drop, loss in cells:
-                    total += 1
-                    dropped += drop
-                    if np.isfinite(loss):
-                        kept_roots += 1
-                        assert not drop
-    assert kept_roots >= 100
-    big = np.sort(rng.uniform(0, 2, 3000))
-    cells = _uncapped_cells(big, 1.0)
-    assert sum(d for d, _ in cells) >= 0.99 * len(cells)
+                if nxt > xs[-1]:
+                    extended = np.append(xs, [nxt, nxt + abs(nxt) + 1.0])
+                    roots += _drops(_uncapped_cells(extended, s))[0]
+    assert roots >= 100
+    cells = _uncapped_cells(np.sort(rng.uniform(0, 2, 3000)), 1.0)
+    assert _drops(cells)[1] >= 0.99 * len(cells)
 
 
 @needs_numba
@@ -310,16 +321,11 @@ def test_capped_pre_screen_never_drops_a_cell_with_a_root():
     from market_sim.mechanisms import _offline_kernel as K
 
     rng = np.random.default_rng(48)
-    kept_roots = dropped = total = 0
-    for trial in range(80):
+    cells = []
+    for trial in range(120):
         m = int(rng.integers(4, 40))
-        base = rng.uniform(0, 1, m)
-        if trial % 3 == 1:
-            base = np.round(base, 1)
-        scale_x = 10.0 ** rng.uniform(-6, 6)
-        xs = np.sort((base + rng.choice([0.0, -0.3, 5.0])) * scale_x)
+        xs, s = _drawn_market(rng, trial, m)
         kappa = rng.uniform(1.05, 10.0) / m
-        s = 10.0 ** rng.uniform(-4, 4) / scale_x
         G = offline._Groups.of(xs)
         ref, v, U = G.ref, G.v, len(G.v)
         scale = 1e-9 * (abs(ref) + abs(v[-1]) + 1e-300)
@@ -333,10 +339,7 @@ def test_capped_pre_screen_never_drops_a_cell_with_a_root():
                     *args, v_n - ref, v_next - ref, v_c - ref, v[c] - ref, scale
                 )
                 loss = K.cell_loss(*args, v_n, v_next, v_c, v[c], scale, 0.0, True)[0]
-                total += 1
-                dropped += drop
-                if np.isfinite(loss):
-                    kept_roots += 1
-                    assert not drop
-    assert kept_roots >= 100
-    assert dropped >= 0.8 * total
+                cells.append((drop, loss))
+    roots, dropped = _drops(cells)
+    assert roots >= 100
+    assert dropped >= 0.8 * len(cells)
