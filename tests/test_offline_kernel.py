@@ -343,3 +343,22 @@ def test_capped_pre_screen_never_drops_a_cell_with_a_root():
     roots, dropped = _drops(cells)
     assert roots >= 100
     assert dropped >= 0.8 * len(cells)
+
+
+@needs_numba
+def test_fused_first_pass_checks_and_filters_like_numpy():
+    """The kernel's one pass over psi (``scaled_finite``) refuses NaN and -inf with the
+    numpy path's message and drops what gamma psi sends to +inf (psi = inf, or 1e308
+    times gamma = 10) as the numpy path's filter does."""
+    psi = np.random.default_rng(5).uniform(0, 1, 600)
+    for bad in (np.nan, -np.inf):
+        wrong = psi.copy()
+        wrong[7] = bad
+        ref, got = both(wrong, mu=1.0, sigma=1.0, gamma=1.0)
+        assert ref == got == "virtual costs must not be NaN or -inf"
+    huge = psi.copy()
+    huge[[3, 9]] = np.inf, 1e308
+    with np.errstate(over="ignore"):
+        ref, got = both(huge, mu=1.0, sigma=1.0, gamma=10.0, k=2.0)
+    assert_same(ref, got)
+    assert got.eps[3] == got.eps[9] == 0.0
