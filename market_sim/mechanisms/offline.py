@@ -282,7 +282,7 @@ def _cell_candidates(G: _Groups, c, n, kappa: float, s: float) -> _Candidates:
     """Roots of the cells' cubics that are consistent with their cell.
 
     A cheap screen first keeps the cells whose admissible u-interval can hold
-    a root: there g(u) = A u + p + q/u (= cubic / u) is convex, so a root
+    a root: there g(u) = A u^2 + p + q/u (= cubic / u) is convex, so a root
     needs g >= 0 at an end and g <= 0 at an end or at its minimum.
     """
     Nc = G.Nw[c]
