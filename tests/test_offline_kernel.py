@@ -238,3 +238,127 @@ def test_fallback_without_numba_in_a_fresh_process():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "1"
+
+
+def _uncapped_cells(xs, s):
+    """Per cell n of sorted xs (c = 0): (pre-screen drops it, cell_loss's loss)."""
+    from market_sim.mechanisms import _offline_kernel as K
+
+    G = offline._Groups.of(xs)
+    ref, U = G.ref, len(G.v)
+    scale = 1e-9 * (abs(ref) + abs(G.v[-1]) + 1e-300)
+    out = []
+    for n in range(1, U + 1):
+        v, v_next = G.v[n - 1], (G.v[n] if n < U else np.inf)
+        N, S1, S2 = G.Nw[n], G.S1[n], G.S2[n]
+        drop = K._uncapped_keeps_sign(N, S1, S2, v - ref, v_next - ref, ref, s, scale)
+        loss = K.cell_loss(
+            0.0, N, 0.0, 0.0, S1, S2, ref, 1.0, s, v, v_next, -np.inf, -np.inf, scale, 0.0, False
+        )[0]
+        out.append((drop, loss))
+    return out
+
+
+def _drawn_market(rng, trial, m):
+    """(sorted values, s): U[0, 1] values, rounded to 0.1 (ties) every third trial,
+    shifted by 0, -0.3 (negative values) or 5 and scaled by 1e-6..1e6; s = sigma / mu^2
+    over 1e-4..1e4 relative to the scale."""
+    base = rng.uniform(0, 1, m)
+    if trial % 3 == 1:
+        base = np.round(base, 1)
+    scale_x = 10.0 ** rng.uniform(-6, 6)
+    xs = np.sort((base + rng.choice([0.0, -0.3, 5.0])) * scale_x)
+    return xs, 10.0 ** rng.uniform(-4, 4) / scale_x
+
+
+def _drops(cells):
+    """(cells with a root, cells dropped) of (dropped, loss) pairs; a dropped cell with a
+    root (a finite loss) fails the test."""
+    roots = dropped = 0
+    for drop, loss in cells:
+        dropped += drop
+        if np.isfinite(loss):
+            roots += 1
+            assert not drop
+    return roots, dropped
+
+
+@needs_numba
+def test_uncapped_pre_screen_never_drops_a_cell_with_a_root():
+    """The division-free pre-screen of ``uncapped_best`` drops only cells whose screen and
+    roots find nothing (so the kernel's choice is the reference's), on cells built to
+    sit on the edge: the next value placed at the cell's own root lam (1 + delta),
+    |delta| down to 1e-13, so that the root is at the end of its interval; scales 1e-6 to
+    1e6, negative values, ties.  It must also drop almost every other cell (else the
+    kernel is no faster)."""
+    from market_sim.mechanisms import _offline_kernel as K
+
+    rng = np.random.default_rng(47)
+    roots = 0
+    for trial in range(40):
+        xs, s = _drawn_market(rng, trial, int(rng.integers(2, 30)))
+        G = offline._Groups.of(xs)
+        N, d1 = G.Nw[-1], G.S1[-1] / G.Nw[-1]
+        V = max(G.S2[-1] / N - d1 * d1, 0.0)
+        m1 = d1 + G.ref
+        for u in K.positive_roots(s * N, s * N * V - m1, V):
+            if not u > 0:
+                continue
+            for delta in (-1e-9, -1e-13, 0.0, 1e-13, 1e-9, 1e-3):
+                nxt = (m1 + u) * (1 + delta) if m1 + u != 0 else delta
+                if nxt > xs[-1]:
+                    extended = np.append(xs, [nxt, nxt + abs(nxt) + 1.0])
+                    roots += _drops(_uncapped_cells(extended, s))[0]
+    assert roots >= 100
+    cells = _uncapped_cells(np.sort(rng.uniform(0, 2, 3000)), 1.0)
+    assert _drops(cells)[1] >= 0.99 * len(cells)
+
+
+@needs_numba
+def test_capped_pre_screen_never_drops_a_cell_with_a_root():
+    """The same for ``capped_best``'s pre-screen over every cell (c < n) of small markets
+    (ties, scales 1e-6 to 1e6, negative values, caps from 1.05 to 10 sellers' share)."""
+    from market_sim.mechanisms import _offline_kernel as K
+
+    rng = np.random.default_rng(48)
+    cells = []
+    for trial in range(120):
+        m = int(rng.integers(4, 40))
+        xs, s = _drawn_market(rng, trial, m)
+        kappa = rng.uniform(1.05, 10.0) / m
+        G = offline._Groups.of(xs)
+        ref, v, U = G.ref, G.v, len(G.v)
+        scale = 1e-9 * (abs(ref) + abs(v[-1]) + 1e-300)
+        for n in range(1, U + 1):
+            v_n, v_next = v[n - 1], (v[n] if n < U else np.inf)
+            for c in range(n):
+                Nc = G.Nw[c]
+                v_c = v[c - 1] if c > 0 else -np.inf
+                args = (Nc, G.Nw[n] - Nc, G.S1[c], G.S2[c], G.S1[n], G.S2[n], ref, kappa, s)
+                drop = K._capped_keeps_sign(
+                    *args, v_n - ref, v_next - ref, v_c - ref, v[c] - ref, scale
+                )
+                loss = K.cell_loss(*args, v_n, v_next, v_c, v[c], scale, 0.0, True)[0]
+                cells.append((drop, loss))
+    roots, dropped = _drops(cells)
+    assert roots >= 100
+    assert dropped >= 0.8 * len(cells)
+
+
+@needs_numba
+def test_fused_first_pass_checks_and_filters_like_numpy():
+    """The kernel's one pass over psi (``scaled_finite``) refuses NaN and -inf with the
+    numpy path's message and drops what gamma psi sends to +inf (psi = inf, or 1e308
+    times gamma = 10) as the numpy path's filter does."""
+    psi = np.random.default_rng(5).uniform(0, 1, 600)
+    for bad in (np.nan, -np.inf):
+        wrong = psi.copy()
+        wrong[7] = bad
+        ref, got = both(wrong, mu=1.0, sigma=1.0, gamma=1.0)
+        assert ref == got == "virtual costs must not be NaN or -inf"
+    huge = psi.copy()
+    huge[[3, 9]] = np.inf, 1e308
+    with np.errstate(over="ignore"):
+        ref, got = both(huge, mu=1.0, sigma=1.0, gamma=10.0, k=2.0)
+    assert_same(ref, got)
+    assert got.eps[3] == got.eps[9] == 0.0

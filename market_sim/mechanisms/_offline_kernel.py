@@ -6,9 +6,13 @@ search over the staircase.  Here the same arithmetic runs as scalar loops:
 
 * ``uncapped_best``: one streaming pass over the sorted values, groups of equal
   values and their shifted running sums formed on the fly, each cell screened
-  by scalars and its cubic (Eq. 14, 003) solved only when it survives;
+  by scalars and its cubic (Eq. 14, 003) solved only when it survives; a
+  division-free pre-screen (``_uncapped_keeps_sign``, proved to drop only cells
+  the screen drops) keeps the screen itself for the few cells near a root;
 * ``capped_best``: the staircase c*(j) by a galloping search that starts from
-  the previous answer (c* moves by O(1) per step), fused with the cell screen;
+  the previous answer (c* moves by O(1) per step), fused with the cell screen
+  (pre-screened as above, ``_capped_keeps_sign``) and a lower bound of each
+  cell's loss against the greedy allocation's (``_capped_loss_floor``);
 * ``allocate`` / ``finish``: Eq. 13 (003) written into a caller-owned array and
   its sums, so no m-sized temporaries.
 
@@ -73,8 +77,98 @@ def positive_roots(A, p, q):
 
 
 @njit(**_JIT)
+def _uncapped_keeps_sign(N, S1, S2, y, y_next, ref, s, scale):
+    """True only where ``cell_loss`` of the uncapped cell (N sellers, shifted sums S1, S2,
+    lam in (v, v_next], y = v - ref) surely fails its screen; no division.
+
+    In X = N u the cell's g (``_g_changes_sign``) is g(X / N) = (s X^2 + P + W / X) / N with
+    W = N S2 - S1^2 (= N^2 V) and P = s W - ref N - S1 (= N p), and the admissible interval
+    is [N (y - scale) - S1, N (y_next + scale) - S1]; widened here by N scale on both sides
+    it holds the screen's interval whatever the rounding (< 1e-15 N (|ref| + |v_last|),
+    and scale = 1e-9 (|ref| + |v_last|)).  Then as in ``_signs_apart``, with the magnitudes
+    Pm = s (N S2 + S1^2) + |ref| N + S1 >= |P| and Wm = N S2 + S1^2 >= W bounding every
+    rounding of p and q (the screen's V = S2 / N - d1^2 included) and a margin 1e-8 T
+    (the screen's tolerance is below 4e-10 T, T = XL XR (Pm + s XR^2 + Wm / XL)):
+    g > 0 on all the interval when its lower bound s XL^2 + P + W / XR is above it, and g
+    (convex) is < 0 on all of it when both ends are below minus it.  An overflow, an
+    infinite end (the last cell) or XL = 0 keeps the cell.
+    """
+    XL = max(N * (y - 2 * scale) - S1, 0.0)
+    XR = N * (y_next + 2 * scale) - S1
+    NS2 = N * S2
+    S1s = S1 * S1
+    W = NS2 - S1s
+    P = s * W - ref * N - S1
+    Pm = s * (NS2 + S1s) + abs(ref) * N + S1
+    return _signs_apart(s, P, W, Pm, NS2 + S1s, XL, XR)
+
+
+@njit(**_JIT)
+def _signs_apart(a, P, Q, Pm, Qm, XL, XR):
+    """Whether G(X) = a X^2 + P + Q / X (a > 0, Q >= 0) keeps one sign on [XL, XR] by more
+    than 1e-8 M, M = Pm + a XR^2 + Qm / XL (Pm >= |P|, Qm >= |Q|: the magnitudes of the
+    terms the caller's screen rounds): its lower bound a XL^2 + P + Q / XR is above
+    1e-8 M, or G (convex) is below -1e-8 M at both ends.  Everything is multiplied by
+    XL XR > 0 (no division, T = XL XR M); an overflow makes T infinite or a NaN, and
+    T <= 1e-100 (an underflow may have lost a term): both say no."""
+    a1 = a * XL * XL * XL * XR  # XL XR a XL^2
+    a2 = P * XL * XR
+    a3 = Q * XL  # XL XR Q / XR
+    t2 = a * XL * XR * XR * XR  # XL XR a XR^2 (>= a1 as computed: an overflow of a1 is one of T)
+    t3 = Q * XR  # XL XR Q / XL
+    T = Pm * XL * XR + t2 + Qm * XR
+    margin = 1e-8 * T
+    above = a1 + a2 + a3 > margin
+    below = (a1 + a2 + t3 < -margin) & (t2 + a2 + a3 < -margin)
+    # branch-free: the outcome of each cell is hard to predict
+    return (XL > 0) & (T > 1e-100) & (T < _INF) & (above | below)
+
+
+@njit(**_JIT)
+def _capped_keeps_sign(Nc, N, S1c, S2c, S1n, S2n, ref, kappa, s, y_n, y_next, y_c, y_c1, scale):
+    """``_uncapped_keeps_sign`` for a capped cell (c, n) of ``capped_best`` (y = v - ref
+    at v_n, v_{n+1}, v_c, v_{c+1}): True only where ``cell_loss`` surely finds no root.
+
+    With R = 1 - Nc kappa, D1 = S1n - S1c, W = N (S2n - S2c) - D1^2, C1 as in cell_loss and
+    X = N u, the cell's g times R^2 N is G(X) = a X^2 + P + Q / X with
+    a = s (R^2 + Nc kappa^2 N), P = R^2 (s W - N C1 - R (ref N + D1)), Q = R^3 W.  The lam
+    interval is N (y_n, y_next] - D1 and the band beta X in [N y_c - D1, N y_c1 - D1],
+    beta = (R - kappa N) / R.  Where |beta| >= 1e-5 each end has a rounding below
+    1e-11 N (|ref| + |v_last|) (the screen's too), so widening the intersection by
+    2 N scale holds the screen's interval (widened by N scale); an empty one is
+    rejected as the screen does.  T bounds every term the screen rounds (its tolerance
+    is below 4e-10 T, see ``_uncapped_keeps_sign``).  |beta| < 1e-5 keeps the cell.
+    """
+    if not N > 0:
+        return True  # cell_loss: no cell
+    R = 1.0 - Nc * kappa
+    if not R > 0:
+        return True
+    Rb = R - kappa * N
+    if not abs(Rb) >= 1e-5 * R:
+        return False
+    D1 = S1n - S1c
+    widen = 2 * N * scale
+    f = R / Rb
+    E0 = (N * y_c - D1) * f  # the band's ends (N y - D1) R / Rb
+    E1 = (N * y_c1 - D1) * f
+    XL = max(max(N * y_n - D1, min(E0, E1)) - widen, 0.0)
+    XR = min(N * y_next - D1, max(E0, E1)) + widen
+    D2m = N * (S2n - S2c)
+    D1s = D1 * D1
+    W = D2m - D1s
+    R2 = R * R
+    C1 = kappa * (S1c + ref * Nc)
+    P = R2 * (s * W - N * C1 - R * (ref * N + D1))
+    a = s * (R2 + Nc * kappa * kappa * N)
+    Pm = R2 * (s * (D2m + D1s) + N * kappa * (abs(S1c) + abs(ref) * Nc) + R * (abs(ref) * N + D1))
+    # an empty interval (as the screen finds it; a NaN keeps the cell) or no sign change
+    return (XR <= XL) | _signs_apart(a, P, R2 * R * W, Pm, R2 * R * (D2m + D1s), XL, XR)
+
+
+@njit(**_JIT)
 def _g_changes_sign(A, p, q, uL, uR):
-    """Whether g(u) = A u + p + q/u (the cubic over u) changes sign on [uL, uR], to a
+    """Whether g(u) = A u^2 + p + q/u (the cubic over u) changes sign on [uL, uR], to a
     rounding tolerance: its ends and, where inside, its minimum at u^3 = q / (2A)."""
     if uL > 0:
         gL = A * uL * uL + p + q / uL
@@ -197,13 +291,32 @@ def uncapped_best(xs, s):
         v_next = xs[j] if j < m else _INF
         if n == 1:
             w0, v1 = w, v_next
-        loss, u = cell_loss(
-            0.0, Nn, 0.0, 0.0, S1, S2, ref, 1.0, s, v, v_next, -_INF, -_INF, scale, vlast, False
-        )
-        if loss < best:
-            best, best_u, best_n, best_end = loss, u, n, j
+        if not _uncapped_keeps_sign(Nn, S1, S2, y, v_next - ref, ref, s, scale):
+            loss, u = cell_loss(
+                0.0, Nn, 0.0, 0.0, S1, S2, ref, 1.0, s, v, v_next, -_INF, -_INF, scale, vlast,
+                False,
+            )  # fmt: skip
+            if loss < best:
+                best, best_u, best_n, best_end = loss, u, n, j
         i = j
     return best_n, best_end, best_u, best, w0, v1
+
+
+@njit(**_JIT)
+def scaled_finite(psi, gamma, out):
+    """out[:k] = the finite values of gamma psi in order; returns (k, whether some psi is
+    NaN or -inf) in one pass (``offline._as_psi`` and ``solve``'s filter, fused)."""
+    k = 0
+    bad = False
+    for i in range(psi.size):
+        p = psi[i]
+        if math.isnan(p) or p == -_INF:
+            bad = True
+        x = gamma * p
+        if math.isfinite(x):
+            out[k] = x
+            k += 1
+    return k, bad
 
 
 @njit(**_JIT)
@@ -297,10 +410,26 @@ def cstar(j, guess, v, Nw, S1, U, Q, ref):
 
 
 @njit(**_JIT)
-def capped_best(v, Nw, S1, S2, U, kappa, s):
+def _capped_loss_floor(Nc, N, S1c, ref, kappa, v_band):
+    """A lower bound of the loss / mu (Eq. 11, 003, at eta's optimum) of every allocation
+    of cell (c, n): Nc sellers at kappa, N in the band sharing R = 1 - Nc kappa, each of
+    value >= v_band (the band's lowest value).  ||a||^2 >= Nc kappa^2 + R^2 / N (equal
+    shares) and x.a >= kappa sum_capped + R v_band, so the loss sqrt(||a||^2) +
+    2 sqrt(s x.a) is at least the returned pair's norm + 2 sqrt(s lin)."""
+    R = 1.0 - Nc * kappa
+    norm = math.sqrt(Nc * kappa * kappa + R * R / N)
+    lin = kappa * (S1c + ref * Nc) + R * v_band
+    return norm, lin
+
+
+@njit(**_JIT)
+def capped_best(v, Nw, S1, S2, U, kappa, s, cutoff):
     """Best cell (c, n) with the cap a_i <= kappa, over the cells next to the staircase.
 
-    Returns (c, n, u, loss); n = 0 if no cell holds a KKT point.
+    Returns (c, n, u, loss); n = 0 if no cell holds a KKT point.  Cells whose loss is
+    surely above ``cutoff`` (``_capped_loss_floor``, with a 1e-9 relative margin) are
+    skipped: the caller passes the greedy allocation's loss, which it keeps unless a
+    cell does better, so a skipped cell can be neither that cell nor the argmin.
     """
     Q = 1.0 / kappa
     ref = v[0]
@@ -317,6 +446,14 @@ def capped_best(v, Nw, S1, S2, U, kappa, s):
         for c in range(lo, hi + 1):
             Nc = Nw[c]
             v_c = v[c - 1] if c > 0 else -_INF
+            if _capped_keeps_sign(
+                Nc, Nw[n] - Nc, S1[c], S2[c], S1[n], S2[n], ref, kappa, s,
+                v_n - ref, v_next - ref, v_c - ref, v[c] - ref, scale,
+            ):  # fmt: skip
+                continue
+            norm, lin = _capped_loss_floor(Nc, Nw[n] - Nc, S1[c], ref, kappa, v[c])
+            if norm + 2 * math.sqrt(s * max(lin, 0.0)) > min(cutoff, best) * (1 + 1e-9):
+                continue
             loss, u = cell_loss(
                 Nc,
                 Nw[n] - Nc,
@@ -416,15 +553,17 @@ def warm_up():
     U = count_groups(xs)
     v, Nw, S1, S2 = np.empty(U), np.empty(U + 1), np.empty(U + 1), np.empty(U + 1)
     group(xs, v, Nw, S1, S2, True)
-    capped_best(v, Nw, S1, S2, U, 0.5, 1.0)
+    capped_best(v, Nw, S1, S2, U, 0.5, 1.0, np.inf)
     greedy_group(Nw, U, 0.5)
     seg_stats(xs, 0, 2)
     a, eps = np.empty(xs.size), np.empty(xs.size)
     total = allocate(xs, 1.0, 0.5, 0.25, 0.5, 0.75, 1.0, False, 0.0, 0.0, a)[0]
     finish(a, total, 1.0, eps)
+    scaled_finite(xs, 1.0, a)
     frozen = xs.copy()  # a read-only psi (e.g. np.frombuffer) is another numba type
     frozen.flags.writeable = False
     allocate(frozen, 1.0, 0.5, 0.25, 0.5, 0.75, 1.0, False, 0.0, 0.0, a)
+    scaled_finite(frozen, 1.0, a)
 
 
 # ---- the capped payment oracle (``payments._CappedOracle``) ---------------------------

@@ -82,12 +82,15 @@ def check_params(
         raise MarketSimError(f"k must be >= 1 (got {k!r}); a_i <= k/m needs k*m/m >= 1")
 
 
-def _as_psi(psi) -> np.ndarray:
+_BAD_PSI = "virtual costs must not be NaN or -inf"
+
+
+def _as_psi(psi, *, check_values: bool = True) -> np.ndarray:
     psi = np.asarray(psi, dtype=float)
     if psi.ndim != 1 or psi.size == 0:
         raise MarketSimError("psi must be a non-empty 1-D array of virtual costs")
-    if np.isnan(psi).any() or np.isneginf(psi).any():
-        raise MarketSimError("virtual costs must not be NaN or -inf")
+    if check_values and (np.isnan(psi).any() or np.isneginf(psi).any()):
+        raise MarketSimError(_BAD_PSI)
     return psi
 
 
@@ -279,7 +282,7 @@ def _cell_candidates(G: _Groups, c, n, kappa: float, s: float) -> _Candidates:
     """Roots of the cells' cubics that are consistent with their cell.
 
     A cheap screen first keeps the cells whose admissible u-interval can hold
-    a root: there g(u) = A u + p + q/u (= cubic / u) is convex, so a root
+    a root: there g(u) = A u^2 + p + q/u (= cubic / u) is convex, so a root
     needs g >= 0 at an end and g <= 0 at an end or at its minimum.
     """
     Nc = G.Nw[c]
@@ -393,7 +396,7 @@ def solve(
     check_params(mu, sigma, gamma, k)
     if backend not in ("auto", "numpy", "numba"):
         raise MarketSimError(f"unknown backend {backend!r} (auto, numpy or numba)")
-    psi = _as_psi(psi)
+    psi = _as_psi(psi, check_values=False)  # the values: by the kernel's first pass or below
     m = psi.size
     kappa = 1.0 if (k is None or k >= m) else float(k) / m
     if backend == "numba" or (backend == "auto" and m >= KERNEL_MIN_M):
@@ -402,6 +405,7 @@ def solve(
             return _solve_kernel(kern, psi, float(mu), float(sigma), float(gamma), kappa)
         if backend == "numba":
             raise MarketSimError(f"backend='numba' is unavailable: {_kernel_error}")
+    psi = _as_psi(psi)
     x = gamma * psi
     xs = np.sort(x[np.isfinite(x)])
     if xs.size * kappa < 1 - 1e-12:
@@ -545,11 +549,11 @@ def _solve_kernel(K, psi, mu, sigma, gamma, kappa) -> OfflineResult:
     sorted values (8m bytes) and the two outputs as the only m-sized arrays."""
     m = psi.size
     psi = np.ascontiguousarray(psi)  # one compiled signature
-    xs = gamma * psi
-    finite = np.isfinite(xs)
-    if not finite.all():
-        xs = xs[finite]
-    del finite
+    xs = np.empty(m)
+    n_finite, bad = K.scaled_finite(psi, gamma, xs)  # one pass: the checks and gamma psi
+    if bad:
+        raise MarketSimError(_BAD_PSI)
+    xs = xs[:n_finite] if n_finite < m else xs
     xs.sort()
     if xs.size * kappa < 1 - 1e-12:
         raise MarketSimError(
@@ -572,10 +576,6 @@ def _solve_kernel(K, psi, mu, sigma, gamma, kappa) -> OfflineResult:
         v = xs if U == xs.size else np.empty(U)
         Nw, S1, S2 = np.empty(U + 1), np.empty(U + 1), np.empty(U + 1)
         K.group(xs, v, Nw, S1, S2, U != xs.size)
-        c, n, u, loss = K.capped_best(v, Nw, S1, S2, U, kappa, s)
-        c_end, end = int(Nw[c]), int(Nw[n])
-        v_cap = float(v[c - 1]) if c > 0 else -np.inf
-        v_top = float(v[n - 1]) if n > 0 else np.nan
         g = K.greedy_group(Nw, U, kappa)
         wg = float(Nw[g + 1] - Nw[g])
         share = (1.0 - Nw[g] * kappa) / wg
@@ -586,6 +586,12 @@ def _solve_kernel(K, psi, mu, sigma, gamma, kappa) -> OfflineResult:
         del w_head
         norm_greedy = np.sqrt(kappa**2 * Nw[g] + share**2 * wg)
         lam_greedy = float(v[g + 1]) if g + 1 < U else np.inf
+        # cells surely worse than the greedy allocation cannot change the outcome
+        cutoff = norm_greedy + 2 * np.sqrt(s * lin_greedy) if lin_greedy >= 0 else np.inf
+        c, n, u, loss = K.capped_best(v, Nw, S1, S2, U, kappa, s, float(cutoff))
+        c_end, end = int(Nw[c]), int(Nw[n])
+        v_cap = float(v[c - 1]) if c > 0 else -np.inf
+        v_top = float(v[n - 1]) if n > 0 else np.nan
         del v, Nw, S1, S2
     if lin_greedy < 0:
         raise MarketSimError(
