@@ -380,6 +380,20 @@ def _multidim(p, rng, r):
     return multidim.run({**p, **tiny}, rng)
 
 
+def _learned(p, rng, r):
+    """The study's own rows at a tiny size, on an IC test network (tests/onnx_networks.py)."""
+    import tempfile
+    from pathlib import Path
+
+    from onnx_networks import smooth_myerson
+
+    from market_sim.scenarios import learned
+
+    net = smooth_myerson(Path(tempfile.mkdtemp()) / "net.onnx")
+    tiny = dict(network=str(net), sellers=4, markets=6, audit_markets=1, bne_max_iter=2)
+    return learned.run({**p, **tiny}, rng)
+
+
 SYNTHETIC = {
     "asymptotic": _asymptotic,
     "collaborative": _collaborative,
@@ -389,6 +403,7 @@ SYNTHETIC = {
     "ic_scaling": _ic_scaling,
     "ic_stress": _ic_stress,
     "ir": _ir,
+    "learned": _learned,
     "multidim": _multidim,
     "online_vs_offline": _online_vs_offline,
     "private_mechanisms": _private_mechanisms,

@@ -333,6 +333,7 @@ STUDIES = [
     "ic_scaling",
     "ic_stress",
     "ir",
+    "learned",
     "multidim",
     "online_vs_offline",
     "private_mechanisms",
