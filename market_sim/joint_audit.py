@@ -694,11 +694,18 @@ class PeerMeasure:
     ir_violation: np.ndarray = field(repr=False)
 
 
-def grid_regret(mechanism, types: np.ndarray, points: int = 25) -> PeerMeasure:
+def grid_regret(
+    mechanism, types: np.ndarray, points: int = 25, cap_points: int = 0
+) -> PeerMeasure:
     """Each seller alone reports a cost on ``points`` evenly spaced in [0, 1] (its other
     fields true); utility t - v eps ignoring caps; regret max(0, best - truthful) and IR
     violation max(0, -truthful), both over v eps if above 1e-5, else over
-    max(v clip(cap, 0.1, 5), 0.02) (never below 1e-4), as MFG-RegretNet computes them."""
+    max(v clip(cap, 0.1, 5), 0.02) (never below 1e-4), as MFG-RegretNet computes them.
+
+    ``cap_points`` > 0: the product of that cost grid with ``cap_points`` caps evenly
+    spaced in [0.1, 5], caps still ignored in the utility: the (v, eps) grid that the
+    peers' current ``guarantees_eval_baselines`` uses for CSRA and MFG-Pricing (25 x 12;
+    17 x 8 in their RQ1 script)."""
     mech = as_multifield_mechanism(mechanism)
     m, n = types.shape
     v = types["cost"]
@@ -708,10 +715,15 @@ def grid_regret(mechanism, types: np.ndarray, points: int = 25) -> PeerMeasure:
     denom = np.where(v * truth.eps > 1e-5, v * truth.eps, np.maximum(v * bid_cap, 0.02))
     denom = np.maximum(denom, 1e-4)
     best = u0.copy()
-    grid = np.linspace(0.0, 1.0, points)
+    costs = np.linspace(0.0, 1.0, points)
+    caps = np.linspace(0.1, 5.0, cap_points) if cap_points else None
+    if caps is not None:
+        costs, caps = (a.ravel() for a in np.meshgrid(costs, caps, indexing="ij"))
     for i in range(n):
-        profiles = np.repeat(types[:, None, :], points, axis=1)
-        profiles["cost"][:, :, i] = grid
+        profiles = np.repeat(types[:, None, :], costs.size, axis=1)
+        profiles["cost"][:, :, i] = costs
+        if caps is not None:
+            profiles["cap"][:, :, i] = caps
         out = mech.run(profiles)
         u = out.payments[:, :, i] - v[:, i : i + 1] * out.eps[:, :, i]
         best[:, i] = np.maximum(best[:, i], u.max(axis=1))
