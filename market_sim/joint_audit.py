@@ -45,7 +45,7 @@ import numpy as np
 from .agents.fields import FieldRound, FieldStrategy
 from .errors import MarketSimError
 from .mechanisms.base import Outcome, mechanism_name
-from .mechanisms.multifield import as_multifield_mechanism, utilities
+from .mechanisms.multifield import OneField, as_multifield_mechanism, utilities
 from .multifield import MultiFieldPopulation, as_multifield
 
 __all__ = [
@@ -240,10 +240,13 @@ def _utility_of(mech, types, reports, seller: int, cand: np.ndarray) -> np.ndarr
     """Seller ``seller``'s utility (true type from ``types``) at each candidate, the others
     reporting ``reports``."""
     m, K = cand.shape
-    profiles = np.repeat(reports[:, None, :], K, axis=1)
-    profiles[:, :, seller] = cand
-    out = mech.run(profiles)
-    mine = Outcome(out.eps[:, :, seller], out.payments[:, :, seller])
+    if isinstance(mech, OneField):  # its deviations: no whole-market run per candidate
+        mine = mech.deviations_of(reports, seller, cand)
+    else:
+        profiles = np.repeat(reports[:, None, :], K, axis=1)
+        profiles[:, :, seller] = cand
+        out = mech.run(profiles)
+        mine = Outcome(out.eps[:, :, seller], out.payments[:, :, seller])
     return utilities(mine, np.broadcast_to(types[:, seller][:, None], (m, K)))
 
 

@@ -74,7 +74,9 @@ def utilities(outcome: Outcome, types: np.ndarray) -> np.ndarray:
     """t - c eps for true types (records with ``cost``, optionally ``cap``); -inf where
     eps exceeds the true cap (an unbounded loss, module docstring)."""
     eps, pay = np.asarray(outcome.eps), np.asarray(outcome.payments)
-    u = pay - types["cost"] * eps
+    with np.errstate(invalid="ignore"):  # 0 x inf: an infinite eps is -inf below anyway
+        u = pay - types["cost"] * eps
+    u = np.where(np.isposinf(eps), -np.inf, u)  # beyond every cap
     if "cap" in (types.dtype.names or ()):
         u = np.where(eps > types["cap"] * (1 + CAP_TOL), -np.inf, u)
     return u
@@ -135,6 +137,25 @@ class OneField(MultiFieldMechanism):
             out = self.mechanism.run(c, rng)  # type: ignore[attr-defined]
             eps[row], pay[row] = out.eps, out.payments
         return Outcome(eps.reshape(reports.shape), pay.reshape(reports.shape))
+
+    def deviations_of(self, reports, seller: int, candidates, rng=None) -> Outcome:
+        """Seller ``seller``'s eps and payment when it alone reports each of
+        ``candidates`` ((markets, K) records), the others at ``reports`` ((markets, n)):
+        the one-field mechanism's ``deviations`` on the costs, each distinct cost once
+        per market (an offline mechanism answers from its payment curves, with no
+        re-solve per candidate; candidates differing in another field only are one).
+        eps may be +inf where the one-field mechanism gives it (a zero cost in the
+        offline limit): above every cap."""
+        costs, cand = reports["cost"], candidates["cost"]
+        eps, pay = np.empty(cand.shape), np.empty(cand.shape)
+        for row in range(cand.shape[0]):
+            distinct, where = np.unique(cand[row], return_inverse=True)
+            out = self.mechanism.deviations([seller], distinct[None, :], costs[row], rng)  # type: ignore[attr-defined]
+            eps[row] = np.asarray(out.eps, dtype=float)[0][where]
+            pay[row] = np.asarray(out.payments, dtype=float)[0][where]
+        if not np.all(np.isfinite(pay)) or np.any(np.isnan(eps)) or np.any(eps < 0):
+            raise MarketSimError(f"{self.name}: eps must be >= 0, payments finite")
+        return Outcome(eps, pay)
 
 
 def as_multifield_mechanism(spec, **context) -> MultiFieldMechanism:
