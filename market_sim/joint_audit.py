@@ -558,12 +558,17 @@ def compare_jointly(
     mu: float = 1.0,
     sigma: float = 1.0,
     gamma: float = 1.0,
+    store=None,
     **settings,
 ) -> JointComparison:
     """Audit each mechanism jointly on the same ``n_markets`` drawn markets (the same true
     types; the same local-search directions: each audit's Generator from one seed), and
-    score its truthful outcome by Eq. 11 with the payments made (``buyer_loss``)."""
-    from .mechanisms.offline import buyer_loss
+    score its truthful outcome by Eq. 11 with the payments made (``buyer_loss``).
+
+    One task per mechanism (``execution.run_jobs``); ``store``: a folder made by
+    ``execution.open_store`` where each finished mechanism is kept, so that the same call
+    after an interruption runs only the others (the same rng gives the same markets)."""
+    from .execution import Job, run_jobs
 
     if not isinstance(rng, np.random.Generator):
         raise TypeError("rng must be a numpy.random.Generator")
@@ -574,18 +579,30 @@ def compare_jointly(
     pop = as_multifield(population)
     types = pop.draw(n_markets, rng)
     seed = int(rng.integers(2**63))
-    audits, spend, eps, loss = [], [], [], []
-    for spec, mech in zip(mechanisms, mechs, strict=True):
-        audit = audit_types(mech, pop, types, np.random.default_rng(seed), **settings)
-        audits.append(replace(audit, mechanism=spec) if isinstance(spec, str) else audit)
-        out = mech.run(types)
-        spend.append(out.payments.sum(axis=-1))
-        eps.append(out.eps.sum(axis=-1))
-        weights = dict(mu=mu, sigma=sigma, gamma=gamma)
-        loss.append(
-            [buyer_loss(e, t, **weights) for e, t in zip(out.eps, out.payments, strict=True)]
-        )
-    return JointComparison(tuple(audits), np.array(spend), np.array(eps), np.array(loss))
+    weights = dict(mu=mu, sigma=sigma, gamma=gamma)
+    args = (pop, types, seed, weights, settings)
+    jobs = [
+        Job(f"arm-{k}-{mechanism_name(mech)}", _compare_arm, (mech, *args))
+        for k, mech in enumerate(mechs)
+    ]
+    arms = run_jobs(jobs, store=store)
+    audits = [
+        replace(audit, mechanism=spec) if isinstance(spec, str) else audit
+        for spec, (audit, *_) in zip(mechanisms, arms, strict=True)
+    ]
+    spend, eps, loss = (np.array([arm[j] for arm in arms]) for j in (1, 2, 3))
+    return JointComparison(tuple(audits), spend, eps, loss)
+
+
+def _compare_arm(mech, pop, types, seed: int, weights: dict, settings: dict) -> tuple:
+    """One mechanism of :func:`compare_jointly`: (its joint audit, spend, eps bought, Eq. 11
+    per market)."""
+    from .mechanisms.offline import buyer_loss
+
+    audit = audit_types(mech, pop, types, np.random.default_rng(seed), **settings)
+    out = mech.run(types)
+    loss = [buyer_loss(e, t, **weights) for e, t in zip(out.eps, out.payments, strict=True)]
+    return audit, out.payments.sum(axis=-1), out.eps.sum(axis=-1), np.array(loss)
 
 
 # ---- sellers who misreport: best-response play ----------------------------------------------
@@ -697,9 +714,7 @@ class PeerMeasure:
     ir_violation: np.ndarray = field(repr=False)
 
 
-def grid_regret(
-    mechanism, types: np.ndarray, points: int = 25, cap_points: int = 0
-) -> PeerMeasure:
+def grid_regret(mechanism, types: np.ndarray, points: int = 25, cap_points: int = 0) -> PeerMeasure:
     """Each seller alone reports a cost on ``points`` evenly spaced in [0, 1] (its other
     fields true); utility t - v eps ignoring caps; regret max(0, best - truthful) and IR
     violation max(0, -truthful), both over v eps if above 1e-5, else over

@@ -50,8 +50,9 @@ def test_the_joint_audit_asks_a_one_field_mechanism_for_deviations_not_runs():
     markets x 60+ candidates); now the whole-market runs are the witnesses' only."""
     pop = MultiFieldPopulation.parse(POP)
     CountingPostedPrice.calls = 0
-    audit = audit_types(OneField(CountingPostedPrice()), pop, pop.draw(3, np.random.default_rng(0)),
-                        np.random.default_rng(0), field_grid=9, joint_grid=5, local_steps=4)  # fmt: skip
+    types = pop.draw(3, np.random.default_rng(0))
+    audit = audit_types(OneField(CountingPostedPrice()), pop, types, np.random.default_rng(0),
+                        field_grid=9, joint_grid=5, local_steps=4)  # fmt: skip
     assert audit.candidates["total"] > 60
     assert CountingPostedPrice.calls <= 3 * 6  # at most a re-run per seller and market
     assert not audit.ic_refuted  # truthful: eps 1 may exceed a cap, but never by reporting
@@ -70,7 +71,8 @@ def test_offline_on_a_support_reaching_zero_is_audited():
     """It raised ('eps must be finite') at the cost grid's 0 and took minutes per market."""
     pop = MultiFieldPopulation.parse("5*uniform:0:1;cap=uniform:0.1:5;size=integers:10:500")
     mech = as_multifield_mechanism("offline", population=pop.population)
-    audit = audit_types(mech, pop, pop.draw(1, np.random.default_rng(2)),
-                        np.random.default_rng(0), field_grid=9, joint_grid=3, local_steps=0)  # fmt: skip
+    types = pop.draw(1, np.random.default_rng(2))
+    audit = audit_types(mech, pop, types, np.random.default_rng(0),
+                        field_grid=9, joint_grid=3, local_steps=0)  # fmt: skip
     assert np.all(np.isfinite(audit.truthful_utility) | np.isneginf(audit.truthful_utility))
     assert audit.candidates["cost"] == 9
