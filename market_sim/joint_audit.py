@@ -45,7 +45,7 @@ import numpy as np
 from .agents.fields import FieldRound, FieldStrategy
 from .errors import MarketSimError
 from .mechanisms.base import Outcome, mechanism_name
-from .mechanisms.multifield import as_multifield_mechanism, utilities
+from .mechanisms.multifield import OneField, as_multifield_mechanism, utilities
 from .multifield import MultiFieldPopulation, as_multifield
 
 __all__ = [
@@ -240,10 +240,13 @@ def _utility_of(mech, types, reports, seller: int, cand: np.ndarray) -> np.ndarr
     """Seller ``seller``'s utility (true type from ``types``) at each candidate, the others
     reporting ``reports``."""
     m, K = cand.shape
-    profiles = np.repeat(reports[:, None, :], K, axis=1)
-    profiles[:, :, seller] = cand
-    out = mech.run(profiles)
-    mine = Outcome(out.eps[:, :, seller], out.payments[:, :, seller])
+    if isinstance(mech, OneField):  # its deviations: no whole-market run per candidate
+        mine = mech.deviations_of(reports, seller, cand)
+    else:
+        profiles = np.repeat(reports[:, None, :], K, axis=1)
+        profiles[:, :, seller] = cand
+        out = mech.run(profiles)
+        mine = Outcome(out.eps[:, :, seller], out.payments[:, :, seller])
     return utilities(mine, np.broadcast_to(types[:, seller][:, None], (m, K)))
 
 
@@ -555,12 +558,17 @@ def compare_jointly(
     mu: float = 1.0,
     sigma: float = 1.0,
     gamma: float = 1.0,
+    store=None,
     **settings,
 ) -> JointComparison:
     """Audit each mechanism jointly on the same ``n_markets`` drawn markets (the same true
     types; the same local-search directions: each audit's Generator from one seed), and
-    score its truthful outcome by Eq. 11 with the payments made (``buyer_loss``)."""
-    from .mechanisms.offline import buyer_loss
+    score its truthful outcome by Eq. 11 with the payments made (``buyer_loss``).
+
+    One task per mechanism (``execution.run_jobs``); ``store``: a folder made by
+    ``execution.open_store`` where each finished mechanism is kept, so that the same call
+    after an interruption runs only the others (the same rng gives the same markets)."""
+    from .execution import Job, run_jobs
 
     if not isinstance(rng, np.random.Generator):
         raise TypeError("rng must be a numpy.random.Generator")
@@ -571,18 +579,30 @@ def compare_jointly(
     pop = as_multifield(population)
     types = pop.draw(n_markets, rng)
     seed = int(rng.integers(2**63))
-    audits, spend, eps, loss = [], [], [], []
-    for spec, mech in zip(mechanisms, mechs, strict=True):
-        audit = audit_types(mech, pop, types, np.random.default_rng(seed), **settings)
-        audits.append(replace(audit, mechanism=spec) if isinstance(spec, str) else audit)
-        out = mech.run(types)
-        spend.append(out.payments.sum(axis=-1))
-        eps.append(out.eps.sum(axis=-1))
-        weights = dict(mu=mu, sigma=sigma, gamma=gamma)
-        loss.append(
-            [buyer_loss(e, t, **weights) for e, t in zip(out.eps, out.payments, strict=True)]
-        )
-    return JointComparison(tuple(audits), np.array(spend), np.array(eps), np.array(loss))
+    weights = dict(mu=mu, sigma=sigma, gamma=gamma)
+    args = (pop, types, seed, weights, settings)
+    jobs = [
+        Job(f"arm-{k}-{mechanism_name(mech)}", _compare_arm, (mech, *args))
+        for k, mech in enumerate(mechs)
+    ]
+    arms = run_jobs(jobs, store=store)
+    audits = [
+        replace(audit, mechanism=spec) if isinstance(spec, str) else audit
+        for spec, (audit, *_) in zip(mechanisms, arms, strict=True)
+    ]
+    spend, eps, loss = (np.array([arm[j] for arm in arms]) for j in (1, 2, 3))
+    return JointComparison(tuple(audits), spend, eps, loss)
+
+
+def _compare_arm(mech, pop, types, seed: int, weights: dict, settings: dict) -> tuple:
+    """One mechanism of :func:`compare_jointly`: (its joint audit, spend, eps bought, Eq. 11
+    per market)."""
+    from .mechanisms.offline import buyer_loss
+
+    audit = audit_types(mech, pop, types, np.random.default_rng(seed), **settings)
+    out = mech.run(types)
+    loss = [buyer_loss(e, t, **weights) for e, t in zip(out.eps, out.payments, strict=True)]
+    return audit, out.payments.sum(axis=-1), out.eps.sum(axis=-1), np.array(loss)
 
 
 # ---- sellers who misreport: best-response play ----------------------------------------------
@@ -694,11 +714,16 @@ class PeerMeasure:
     ir_violation: np.ndarray = field(repr=False)
 
 
-def grid_regret(mechanism, types: np.ndarray, points: int = 25) -> PeerMeasure:
+def grid_regret(mechanism, types: np.ndarray, points: int = 25, cap_points: int = 0) -> PeerMeasure:
     """Each seller alone reports a cost on ``points`` evenly spaced in [0, 1] (its other
     fields true); utility t - v eps ignoring caps; regret max(0, best - truthful) and IR
     violation max(0, -truthful), both over v eps if above 1e-5, else over
-    max(v clip(cap, 0.1, 5), 0.02) (never below 1e-4), as MFG-RegretNet computes them."""
+    max(v clip(cap, 0.1, 5), 0.02) (never below 1e-4), as MFG-RegretNet computes them.
+
+    ``cap_points`` > 0: the product of that cost grid with ``cap_points`` caps evenly
+    spaced in [0.1, 5], caps still ignored in the utility: the (v, eps) grid that the
+    peers' current ``guarantees_eval_baselines`` uses for CSRA and MFG-Pricing (25 x 12;
+    17 x 8 in their RQ1 script)."""
     mech = as_multifield_mechanism(mechanism)
     m, n = types.shape
     v = types["cost"]
@@ -708,10 +733,15 @@ def grid_regret(mechanism, types: np.ndarray, points: int = 25) -> PeerMeasure:
     denom = np.where(v * truth.eps > 1e-5, v * truth.eps, np.maximum(v * bid_cap, 0.02))
     denom = np.maximum(denom, 1e-4)
     best = u0.copy()
-    grid = np.linspace(0.0, 1.0, points)
+    costs = np.linspace(0.0, 1.0, points)
+    caps = np.linspace(0.1, 5.0, cap_points) if cap_points else None
+    if caps is not None:
+        costs, caps = (a.ravel() for a in np.meshgrid(costs, caps, indexing="ij"))
     for i in range(n):
-        profiles = np.repeat(types[:, None, :], points, axis=1)
-        profiles["cost"][:, :, i] = grid
+        profiles = np.repeat(types[:, None, :], costs.size, axis=1)
+        profiles["cost"][:, :, i] = costs
+        if caps is not None:
+            profiles["cap"][:, :, i] = caps
         out = mech.run(profiles)
         u = out.payments[:, :, i] - v[:, i : i + 1] * out.eps[:, :, i]
         best[:, i] = np.maximum(best[:, i], u.max(axis=1))

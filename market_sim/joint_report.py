@@ -25,6 +25,7 @@ import pandas as pd
 
 from .comparison import t_interval
 from .errors import MarketSimError
+from .execution import open_store
 from .files import atomic_write, json_plain, save_png
 from .joint_audit import TOL, JointAudit, compare_jointly
 from .mechanisms.multifield import as_multifield_mechanism
@@ -42,7 +43,7 @@ __all__ = [
 
 EXIT_NOT_IC = 3  # the one-field audit's status when a verdict fails
 AUDIT_FILES = ("audit.csv", "summary.json", "audit.png")
-COMPARE_FILES = ("leaderboard.csv", "paired.csv", "markets.csv", "summary.json")
+COMPARE_FILES = ("leaderboard.csv", "paired.csv", "markets.csv", "summary.json", "compare.png")
 
 
 def is_multifield(population: str | None, mechanisms) -> bool:
@@ -272,7 +273,41 @@ class FieldCompareResult:
         }
         text = (json.dumps(json_plain(doc), indent=2) + "\n").encode()
         atomic_write(out / "summary.json", lambda fh: fh.write(text))
+        _plot_compare(self, out / "compare.png")
         return out
+
+
+def _plot_compare(result: FieldCompareResult, path) -> None:
+    """Two panels, one row per mechanism in the leaderboard's order: the mean objective
+    (Eq. 11 with the payments made) with its 95% CI, hollow where the joint audit found a
+    gain or an IR violation; and the joint audit's shares of sellers gaining, not IR and
+    with the cap exceeded under truth."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lb = result.leaderboard
+    y = np.arange(len(lb))[::-1]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 2.4 + 0.6 * len(lb)), sharey=True)
+    for yk, (_, row) in zip(y, lb.iterrows(), strict=True):
+        good = row["ic"] != "not IC" and row["ir"] != "not IR"
+        obj, lo, hi = row["objective"], row["objective_low"], row["objective_high"]
+        if np.isfinite(obj):
+            err = [[obj - lo if np.isfinite(lo) else 0.0], [hi - obj if np.isfinite(hi) else 0.0]]
+            left.errorbar([obj], [yk], xerr=err, fmt="o", color="tab:blue", capsize=3,
+                          mfc="tab:blue" if good else "white")  # fmt: skip
+    left.set(yticks=y, yticklabels=lb["mechanism"], title="objective (hollow: not IC or not IR)",
+             xlabel="mean objective, 95% CI (lower is better)")  # fmt: skip
+    h = 0.25
+    for j, (col, label) in enumerate((("share_gaining", "sellers gaining"),
+                                      ("share_not_ir", "sellers not IR"),
+                                      ("cap_exceeded", "cap exceeded under truth"))):  # fmt: skip
+        right.barh(y + (1 - j) * h, lb[col].to_numpy(dtype=float), height=h, label=label)
+    right.set(xlim=(0, 1), xlabel="share of sellers (joint audit)", title="incentives")
+    right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, fontsize=8)
+    fig.tight_layout()
+    save_png(fig, path)
 
 
 def compare_fields(
@@ -285,10 +320,13 @@ def compare_fields(
     mu: float = 1.0,
     sigma: float = 1.0,
     gamma: float = 1.0,
+    store=None,
     **settings,
 ) -> FieldCompareResult:
     """Rank ``mechanisms`` (specs, labels in the table) on the same ``n_markets`` drawn
-    markets of ``population`` (module docstring); ``settings`` go to the joint audit."""
+    markets of ``population`` (module docstring); ``settings`` go to the joint audit;
+    ``store``: a folder where each finished mechanism's audit is kept (the same call
+    resumes; ``execution.open_store``)."""
     labels = [str(m) for m in mechanisms]
     if len(set(labels)) != len(labels):
         raise MarketSimError("each --mechanism once: the labels must differ")
@@ -298,7 +336,11 @@ def compare_fields(
     pop = as_multifield(population)
     weights = dict(mu=mu, sigma=sigma, gamma=gamma)
     mechs = [as_multifield_mechanism(m, population=pop.population, **weights) for m in mechanisms]
-    result = compare_jointly(mechs, pop, n_markets, rng, **weights, **settings)
+    if store is not None:
+        request = {"mechanisms": labels, "population": pop.spec, "n_markets": n_markets,
+                   "rng": rng.bit_generator.state, **weights, **settings}  # fmt: skip
+        store = open_store(store, "compare-fields", request)
+    result = compare_jointly(mechs, pop, n_markets, rng, **weights, store=store, **settings)
     pairs = zip(result.audits, labels, strict=True)
     audits = tuple(replace(a, mechanism=label) for a, label in pairs)
     per = {

@@ -354,6 +354,7 @@ MULTIFIELD_MECHANISMS = Registry(
         "all-in": "market_sim.mechanisms.multifield:AllIn",
         "vcg-procurement": "market_sim.mechanisms.multifield:VCGProcurement",
         "csra": "market_sim.mechanisms.multifield:CSRA",
+        "mfg-pricing": "market_sim.mechanisms.multifield:MFGPricing",
     },
     _check_multifield,
 )

@@ -17,8 +17,9 @@ measures one mechanism at one budget two ways:
 Mechanisms (``market_sim.mechanisms.multifield``): ``pac`` (FairQuery, scale 1, caps
 not read: MFG-RegretNet's PAC), ``vcg`` (their budgeted VCG), ``csra`` (their CSRA-QMS),
 ``fair-query-caps`` (FL-Market's cap rule), ``all-in`` (FL-Market), ``posted-price``
-(price min(1, B / n) per unit, eps = min(cap, 1): never spends above B) and
-``cap-threshold`` (the 5 lowest costs, eps = min(cap, 1); truthful in cost and cap).
+(price min(1, B / n) per unit, eps = min(cap, 1): never spends above B),
+``cap-threshold`` (the 5 lowest costs, eps = min(cap, 1); truthful in cost and cap) and
+``mfg-pricing`` (their MFG-Pricing: every cap sold, B split in proportion).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ MECHANISMS = (
     "all-in",
     "posted-price",
     "cap-threshold",
+    "mfg-pricing",
 )
 BUDGETS = (10.0, 50.0, 100.0, 200.0)
 
@@ -88,6 +90,8 @@ def build(name: str, budget: float, sellers: int):
         return mf.FairQueryCaps(budget=budget)
     if name == "all-in":
         return mf.AllIn(budget=budget)
+    if name == "mfg-pricing":
+        return mf.MFGPricing(budget=budget)
     if name == "posted-price":
         return mf.PostedPricePerUnit(price=min(1.0, budget / sellers), e_max=1.0)
     return mf.CapThreshold(k=sellers // 2, e_max=1.0)

@@ -182,11 +182,14 @@ def _run_fields(args) -> int:
             "sellers (omit --sellers)"
         )
     out = output_folder(args)
-    result = compare_fields(
+    result, stopped = resumable(out, lambda store: compare_fields(
         args.mechanism, pop, args.markets, np.random.default_rng(args.seed),
         baseline=args.baseline, mu=args.mu, sigma=args.sigma, gamma=args.gamma,
         field_grid=args.grid, local_steps=0 if args.no_refine else 12, profiles=True,
-    )  # fmt: skip
+        store=store,
+    ))  # fmt: skip
+    if stopped is not None:
+        return stopped
     result.settings["seed"] = args.seed
     print(result.format())
     if out is not None:

@@ -25,7 +25,8 @@ def add_parser(subparsers):
         required=True,
         metavar="SPEC",
         help="a multi-field mechanism (posted-price-caps, cap-threshold, fair-query-caps, "
-        "all-in, vcg-procurement, csra; docs/multifield.md) as name or name:key=value, or a "
+        "all-in, vcg-procurement, csra, mfg-pricing; docs/multifield.md) as name or "
+        "name:key=value, or a "
         "one-field mechanism (it reads the cost only); repeat to compare",
     )
     a.add_argument(

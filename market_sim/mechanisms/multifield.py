@@ -33,6 +33,13 @@ The literature's mechanisms (each from its paper; fields, and what the paper cla
 - :class:`VCGProcurement`: MFG-RegretNet's budgeted VCG procurement baseline.
 - :class:`CSRA`: CSRA-QMS (IEEE TIFS 2024) as in MFG-RegretNet's baselines: a quality
   score from cap and size, winners paid in proportion to it.
+- :class:`MFGPricing`: MFG-RegretNet's MFG-Pricing baseline: every seller sells its
+  reported cap and the budget is split in proportion to the caps.
+
+The bi-dimensional procurement auction PEPAC of arXiv:1504.01020 (truthful in cost and
+capacity for linear revenue curves) is not implemented: only its abstract is reachable
+from here, and its allocation and payment rules are not given there.  ``CapThreshold``
+is a cap-respecting rule with its own proof instead.
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ __all__ = [
     "AllIn",
     "VCGProcurement",
     "CSRA",
+    "MFGPricing",
 ]
 
 CAP_TOL = 1e-9  # eps up to cap (1 + CAP_TOL) is within the cap (rounding)
@@ -66,7 +74,9 @@ def utilities(outcome: Outcome, types: np.ndarray) -> np.ndarray:
     """t - c eps for true types (records with ``cost``, optionally ``cap``); -inf where
     eps exceeds the true cap (an unbounded loss, module docstring)."""
     eps, pay = np.asarray(outcome.eps), np.asarray(outcome.payments)
-    u = pay - types["cost"] * eps
+    with np.errstate(invalid="ignore"):  # 0 x inf: an infinite eps is -inf below anyway
+        u = pay - types["cost"] * eps
+    u = np.where(np.isposinf(eps), -np.inf, u)  # beyond every cap
     if "cap" in (types.dtype.names or ()):
         u = np.where(eps > types["cap"] * (1 + CAP_TOL), -np.inf, u)
     return u
@@ -127,6 +137,25 @@ class OneField(MultiFieldMechanism):
             out = self.mechanism.run(c, rng)  # type: ignore[attr-defined]
             eps[row], pay[row] = out.eps, out.payments
         return Outcome(eps.reshape(reports.shape), pay.reshape(reports.shape))
+
+    def deviations_of(self, reports, seller: int, candidates, rng=None) -> Outcome:
+        """Seller ``seller``'s eps and payment when it alone reports each of
+        ``candidates`` ((markets, K) records), the others at ``reports`` ((markets, n)):
+        the one-field mechanism's ``deviations`` on the costs, each distinct cost once
+        per market (an offline mechanism answers from its payment curves, with no
+        re-solve per candidate; candidates differing in another field only are one).
+        eps may be +inf where the one-field mechanism gives it (a zero cost in the
+        offline limit): above every cap."""
+        costs, cand = reports["cost"], candidates["cost"]
+        eps, pay = np.empty(cand.shape), np.empty(cand.shape)
+        for row in range(cand.shape[0]):
+            distinct, where = np.unique(cand[row], return_inverse=True)
+            out = self.mechanism.deviations([seller], distinct[None, :], costs[row], rng)  # type: ignore[attr-defined]
+            eps[row] = np.asarray(out.eps, dtype=float)[0][where]
+            pay[row] = np.asarray(out.payments, dtype=float)[0][where]
+        if not np.all(np.isfinite(pay)) or np.any(np.isnan(eps)) or np.any(eps < 0):
+            raise MarketSimError(f"{self.name}: eps must be >= 0, payments finite")
+        return Outcome(eps, pay)
 
 
 def as_multifield_mechanism(spec, **context) -> MultiFieldMechanism:
@@ -365,26 +394,38 @@ class CSRA(MultiFieldMechanism):
     MFG-RegretNet's baselines (``baselines/csra.py``; honesty p(H) = 1).
 
     Quality q_i = (cap_i / sum cap)(size_i / sum size), bid b_i = c_i cap_i; sellers sorted
-    by q_i / b_i, largest first (b_i = 0 first: q/b = +inf, where the peers' code puts
-    them last); k* = the largest k in 1..n-1 with (b_(k+1) / q_(k+1)) sum_{j<=k} q_(j)
-    <= B; the k* first sell eps = 1/(n - k*), each paid (b_(k*+1) / q_(k*+1)) q_i.
-    The payment grows with the reported cap while eps does not: not truthful in cap.
+    by q_i / b_i, largest first, ties by index; k* = the largest k in 1..n-1 with
+    (b_(k+1) / q_(k+1)) sum_{j<=k} q_(j) <= B; the k* first sell eps = 1/(n - k*), each
+    paid (b_(k*+1) / q_(k*+1)) q_i.
+
+    A zero bid has q/b = +inf and ranks first (``zero_bid="first"``); the peers' code sets
+    q/b = 0 there and ranks it last (``zero_bid="last"`` reproduces it).
+
+    *Closed form* (the sums cancel): q_i / b_i = size_i / (c_i sum cap sum size), so the
+    order is by size_i / c_i whatever the caps, and a winner is paid
+    (c / size)_(k*+1) cap_i size_i: in proportion to its *reported* cap while eps does
+    not move, so not truthful in cap; and the payment is not tied to the winner's own cost
+    c_i / (n - k*), so a winner can be paid less (not IR) and a loser can gain by winning.
     """
 
     name: ClassVar[str] = "csra"
     report_fields: ClassVar[tuple[str, ...]] = ("cost", "cap", "size")
     budget: float = 50.0
+    zero_bid: str = "first"
 
     def __post_init__(self):
         _positive("budget", self.budget)
+        if self.zero_bid not in ("first", "last"):
+            raise MarketSimError(f"zero_bid must be 'first' or 'last', got {self.zero_bid!r}")
 
     def outcome(self, reports, rng=None) -> Outcome:
         n, B = reports.shape[-1], float(self.budget)
         cap, size = reports["cap"], reports["size"]
         q = (cap / cap.sum(axis=-1, keepdims=True)) * (size / size.sum(axis=-1, keepdims=True))
         bid = reports["cost"] * cap
+        at_zero = np.inf if self.zero_bid == "first" else 0.0
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(bid > 0, q / bid, np.inf)
+            ratio = np.where(bid > 0, q / bid, at_zero)
         order, rank = _sorted_by(-ratio)
         q_s = np.take_along_axis(q, order, axis=-1)
         b_s = np.take_along_axis(bid, order, axis=-1)
@@ -431,3 +472,40 @@ class AllIn(MultiFieldMechanism):
         price = np.where(W > 0, B / np.where(W > 0, W, 1.0), 0.0)[..., None]
         eps = np.where(wins, cap, 0.0)
         return Outcome(eps, eps * size * price)
+
+
+@dataclass(frozen=True)
+class MFGPricing(MultiFieldMechanism):
+    """MFG-Pricing as MFG-RegretNet's baseline (``baselines/mfg_pricing.py``; the paper cites
+    Hu-Bolz et al., High-Confidence Computing 2025, a mean-field data pricing strategy whose
+    own text is not reachable here): no auction, every seller sells its reported cap
+    clipped to [``cap_low``, ``cap_high``], eps_i = clip(cap_i), and the budget is split
+    in proportion, t_i = B eps_i / sum_j eps_j (the spend is exactly B).
+
+    *Properties* (proof sketch).  The cost report is never read: truthful in cost.  In
+    the cap, with S = sum_{j != i} eps_j and a report x = clip(cap') <= cap (a larger x
+    exceeds the true cap: -inf), u(x) = B x / (x + S) - c x is strictly concave
+    (u'' = -2 B S / (x + S)^3), so the best report is the projection of the stationary
+    point, x* = clip(sqrt(B S / c) - S, cap_low, min(cap, cap_high)) (c = 0: the top).
+    The truth, x = min(cap, cap_high), is a best report iff
+    c <= B S / (min(cap, cap_high) + S)^2; a higher cost gains by reporting a smaller
+    cap (not IC in cap).  IR: u(truth) = x (B / sum eps - c) >= 0 iff c <= B / sum eps;
+    with 10 sellers, caps <= 5 and costs <= 1 that holds for every profile when B >= 50,
+    and fails at B = 10 when sum eps > 10 / c.  A true cap below cap_low is exceeded.
+    """
+
+    name: ClassVar[str] = "mfg-pricing"
+    report_fields: ClassVar[tuple[str, ...]] = ("cost", "cap")
+    budget: float = 50.0
+    cap_low: float = 0.1
+    cap_high: float = 5.0
+
+    def __post_init__(self):
+        _positive("budget", self.budget)
+        _positive("cap_low", self.cap_low)
+        if not _positive("cap_high", self.cap_high) >= self.cap_low:
+            raise MarketSimError(f"cap_high must be >= cap_low, got {self.cap_high!r}")
+
+    def outcome(self, reports, rng=None) -> Outcome:
+        eps = np.clip(_caps(reports, self.cap_high), self.cap_low, self.cap_high)
+        return Outcome(eps, float(self.budget) * eps / eps.sum(axis=-1, keepdims=True))
