@@ -76,25 +76,25 @@ def grid(quick: bool = False) -> list[dict]:
     ]
 
 
+# The study's mechanisms at budget B for n sellers (module docstring): name -> builder,
+# each given the module market_sim.mechanisms.multifield, B and n.
+BUILDERS = {
+    "pac": lambda mf, b, n: mf.FairQueryCaps(budget=b, scale=1.0, respect_caps=False),
+    "vcg": lambda mf, b, n: mf.VCGProcurement(budget=b),
+    "csra": lambda mf, b, n: mf.CSRA(budget=b),
+    "fair-query-caps": lambda mf, b, n: mf.FairQueryCaps(budget=b),
+    "all-in": lambda mf, b, n: mf.AllIn(budget=b),
+    "mfg-pricing": lambda mf, b, n: mf.MFGPricing(budget=b),
+    "posted-price": lambda mf, b, n: mf.PostedPricePerUnit(price=min(1.0, b / n), e_max=1.0),
+    "cap-threshold": lambda mf, b, n: mf.CapThreshold(k=n // 2, e_max=1.0),
+}
+
+
 def build(name: str, budget: float, sellers: int):
     """The study's mechanism ``name`` at budget B (module docstring)."""
     from market_sim.mechanisms import multifield as mf
 
-    if name == "pac":
-        return mf.FairQueryCaps(budget=budget, scale=1.0, respect_caps=False)
-    if name == "vcg":
-        return mf.VCGProcurement(budget=budget)
-    if name == "csra":
-        return mf.CSRA(budget=budget)
-    if name == "fair-query-caps":
-        return mf.FairQueryCaps(budget=budget)
-    if name == "all-in":
-        return mf.AllIn(budget=budget)
-    if name == "mfg-pricing":
-        return mf.MFGPricing(budget=budget)
-    if name == "posted-price":
-        return mf.PostedPricePerUnit(price=min(1.0, budget / sellers), e_max=1.0)
-    return mf.CapThreshold(k=sellers // 2, e_max=1.0)
+    return BUILDERS[name](mf, budget, sellers)
 
 
 def run(params: dict, rng: np.random.Generator) -> list[dict]:
