@@ -123,7 +123,7 @@ def _legend_handles(strategies: list, fractions: list, markers: dict, control: b
     """A colour per strategy, a marker per strategic fraction, and the control's shade."""
     from matplotlib.lines import Line2D
 
-    handles = [
+    handles: list = [
         Line2D([], [], color=PALETTE[i % len(PALETTE)], marker="o", ls="", label=s)
         for i, s in enumerate(strategies)
     ]
