@@ -29,7 +29,10 @@ candidates) with the others at their floor, at their top, tied with it, and with
 other (the one farthest from that end) at its end (``coalitions.opponent_profiles``),
 and in a space-filling design of interior profiles shared by every seller (k others
 at an end, k near a point, one tied pair, bands: ``coalitions.interior_profiles``;
-no jumps there), which the coalition search uses too.
+no jumps there), which the coalition search uses too.  A market whose own check
+certifies the mechanism (``certification.certification``: the library's own,
+unmodified offline or online mechanism) searches none: the certificate covers every
+profile (``profiles_certified`` counts these markets; the statement says so).
 
 Each seller on its own support (its class law's in a population) and against its
 own tolerance (``search._tol``): tol_i = tol_factor x w_i x its largest eps among its

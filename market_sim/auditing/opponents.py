@@ -102,6 +102,12 @@ def _audit_market(mech, costs, P: _Plan, rng, mc, settings, progress_bar, stratu
                              rand[s], settings["tol_terms"], True, rows))  # fmt: skip
         progress_bar.update(s.size)
     mk = _new_market(costs, _join(parts), mc)
+    if not mc and _certified_here(mech, mk):
+        # the market's own check certifies the library's own, unmodified mechanism: a
+        # proof for every profile of the others (docs/audit-certification.md), which no
+        # search of profiles can add to; none is searched here (``profiles_certified``)
+        mk.profiles_certified = True
+        return mk
     # the profiles' search only selects (the confirmation draws afresh): a quarter of the draws
     draws = max(2, settings["n_draws"] // 4)
     strat = (stratum, settings.get("n_markets", 1))  # the markets share one Latin design
@@ -109,6 +115,16 @@ def _audit_market(mech, costs, P: _Plan, rng, mc, settings, progress_bar, stratu
     if mc:
         mk.stats = _confirm(mech, mk, P, rng, settings)
     return mk
+
+
+def _certified_here(mech, mk: _Market) -> bool:
+    """Whether this market's checks certify ``mech`` (``certification.certification``:
+    the library's own unmodified offline or online mechanism, monotone on every report
+    tried, Myerson's identity within its tolerance), each chunk's check alike."""
+    from ..certification import CERTIFIED, certification
+
+    checks = [ch for ch in (mk.found.check or []) if ch is not None]
+    return bool(checks) and all(certification(mech, ch) == CERTIFIED for ch in checks)
 
 
 def _new_market(costs, found: _Found, mc: bool) -> _Market:

@@ -428,6 +428,7 @@ class _Market:
     stats: dict = field(
         default_factory=dict
     )  # Monte Carlo: quantity -> (mean, se, skew, stable, D)
+    profiles_certified: bool = False  # no profile searched: the market's check certified
 
 
 @dataclass
