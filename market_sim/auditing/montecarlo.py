@@ -15,7 +15,8 @@ def _confirm(mech, mk: _Market, P: _Plan, rng, settings) -> dict:
     was found in) and for its truthful utility at its cost, the top and the bottom;
     more draws for the quantities still unsettled (``_unsettled``), up to
     ``n_confirm_max``: a later stage draws only those (a settled quantity keeps its
-    sample), 2x to 4x the draws so far, as many as their bounds want (``_draws_wanted``).  Returns quantity -> (n, 6) moments (``_moments``)."""
+    sample), 2x to 4x the draws so far, as many as their bounds want
+    (``_draws_wanted``).  Returns quantity -> (n, 6) moments (``_moments``)."""
     costs = mk.costs
     n = costs.size
     samples: dict[str, list] = {q: [np.empty(0)] * n for q in _NAMES}
@@ -47,7 +48,7 @@ def _confirm(mech, mk: _Market, P: _Plan, rng, settings) -> dict:
 _NAMES = ("gain", "explore", "truth", "top", "bottom")
 
 
-def _unsettled(stats, mk: _Market, P: _Plan, settings) -> dict:
+def _unsettled(stats, mk: _Market, P: _Plan, settings) -> tuple[dict, float]:
     """Per quantity, the sellers whose sample needs more draws: its variance is
     unstable, or its confidence bound still allows a gain (IR violation) beyond tol +
     the resolution (with this market's tol and scale, at most the audit's)."""

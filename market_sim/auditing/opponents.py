@@ -127,7 +127,8 @@ def _certified_here(mech, mk: _Market) -> bool:
     tried, Myerson's identity within its tolerance), each chunk's check alike."""
     from ..certification import CERTIFIED, certification
 
-    checks = [ch for ch in (mk.found.check or []) if ch is not None]
+    found_checks: list = mk.found.check if isinstance(mk.found.check, list) else []
+    checks = [ch for ch in found_checks if ch is not None]
     return bool(checks) and all(certification(mech, ch) == CERTIFIED for ch in checks)
 
 
