@@ -341,14 +341,13 @@ def test_gain_needing_another_seller_at_the_top(seed):
     assert s["verdict"] == "not_ic" and HI in s["witness"]["others"]  # another at the top
     c, z = s["witness"]["cost"], s["witness"]["report"]
     assert z >= 4.9 and s["witness"]["gain"] == pytest.approx(0.5 - (z - c) ** 2 / 8, rel=1e-9)
-    # the 5 targeted profiles for every seller of every market; the interior design (3 x
-    # 14 near-point profiles a market: 40 points over 3 markets at least; 9 more shared by
-    # the 3 markets) only by the sellers without a witness yet
+    # the 5 targeted profiles for every seller of every market; the interior design (6
+    # near-point profiles a market, 9 more shared by the 3 markets) only by the sellers
+    # without a witness yet
     by_kind, n = s["profiles_by_kind"], s["n_sellers"] * s["n_markets"]
     targeted = ("floor", "top", "tied", "one_at_floor", "one_at_top")
     assert all(by_kind[k] == n for k in targeted)
-    interior = sum(v for k, v in by_kind.items() if k not in targeted)
-    assert interior <= (3 * 3 * 14 + 9) * s["n_sellers"]
+    assert sum(v for k, v in by_kind.items() if k not in targeted) <= 27 * s["n_sellers"]
 
 
 class _Truthful(Mechanism):
@@ -361,17 +360,14 @@ class _Truthful(Mechanism):
 
 @pytest.mark.parametrize("k", [1, 3, 4])
 def test_the_markets_share_one_interior_design(k):
-    """Of the interior profiles of a market (6 k_at_end, 3 x P k_near_point, 1 tied pair,
-    2 bands: ``coalitions.interior_profiles``; P = max(2, ceil(40 / K)) points a market,
-    so that the K markets' Latin design has 40 points at least, in parts of 2.5% of the
-    support) market m searches the k_near_point ones and the others j with j = m mod
-    min(K, 3).  A truthful mechanism: no seller has a witness, so every seller searches
-    its market's share."""
+    """Of the 15 interior profiles of a market (6 k_at_end, 6 k_near_point, 1 tied pair, 2
+    bands: ``coalitions.interior_profiles``) market m searches the 6 k_near_point ones (a
+    Latin design over the markets) and the others j with j = m mod min(K, 3).  A truthful
+    mechanism: no seller has a witness, so every seller searches its market's share."""
     res = _audit(_Truthful(), 0, n=4, k=k, n_grid=9, n_random=4)
     s = _consistent(res)
     assert s["verdict"] == "ic" and s["ir_verdict"] == "ir"
-    points = max(2, -(-40 // k))
-    design = {"k_at_end": 6, "k_near_point": 3 * points, "pair_tied": 1, "band": 2}
+    design = {"k_at_end": 6, "k_near_point": 6, "pair_tied": 1, "band": 2}
     kinds = [kd for kd, m in design.items() for _ in range(m)]  # the design's order
     share = min(k, 3)
     want = {kd: 0 for kd in design}

@@ -16,8 +16,6 @@ _CHUNK = 4096  # sellers per batch (memory; results do not depend on it)
 _INTERIOR = ("k_at_end", "k_near_point", "pair_tied", "band")
 _SHARE = 3  # markets sharing one interior design (each: every 3rd profile of a kind
 # whose profiles do not depend on the market's stratum)
-_POINTS = 40  # k_near_point points over the audit's markets at least: a Latin design in
-# parts of 2.5% of the support, so every band 5% (+ 2e-3) wide holds one of them
 _LARGE = 256  # larger markets: 2 other sellers' reports per seller, no jumps in profiles
 
 
@@ -71,9 +69,7 @@ def _profile_groups(costs, P: _Plan, rng=None, stratum=None):
     out = [(key[0], np.array(s), vectors[key]) for key, s in groups.items()]
     if rng is not None and P.interior:  # shared vectors: every profiled seller at once
         searched = _profile_sellers(costs, P.max_profile_sellers)
-        K = 1 if stratum is None else max(int(stratum[1]), 1)
-        design = interior_profiles(costs, (R.floor, R.hi), rng, stratum=stratum,
-                                   n_points=max(2, -(-_POINTS // K)))  # fmt: skip
+        design = interior_profiles(costs, (R.floor, R.hi), rng, stratum=stratum)
         # the markets share the design: market m searches every k_near_point profile (a
         # Latin design over the markets) and the others j with j = m mod s
         m, K = (0, 1) if stratum is None else stratum
