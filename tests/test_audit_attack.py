@@ -627,6 +627,24 @@ def test_the_printed_detectable_gain_is_true():
         assert res.summary["verdict"] == "not_ic", res.summary["statement"]
 
 
+def test_a_normal_sample_is_stable_and_a_lone_outlier_is_not():
+    """The confirmation's stability rule: a normal sample of 64 draws is stable but in
+    about 1 of 1000 samples (a fixed 10% share flagged 54% of them, so a gain at
+    ``detectable_gain`` was undecided half the time); one draw apart from constant
+    ones is unstable (and rare) at every size."""
+    from market_sim.auditing.statistics import _moments
+
+    rng = np.random.default_rng(0)
+    for D in (64, 256):
+        unstable = [not _moments(rng.standard_normal(D))[3] for _ in range(2000)]
+        assert np.mean(unstable) < 0.01, D
+    for D in (4, 16, 64, 256, 4096):
+        x = np.zeros(D)
+        x[1] = 1.0
+        m = _moments(x)
+        assert not m[3] and m[5], D
+
+
 def test_a_repeated_candidate_is_evaluated_once():
     """``outcome`` once per distinct candidate of a seller (clipping and the others'
     reports repeat many), each utility T(z) - c eps(z) as if it had been called."""

@@ -383,6 +383,27 @@ def test_zero_random_budget_is_refused():
         _audit("posted-price", n_random=0)
 
 
+def test_profiles_are_searched_unless_the_market_certifies_the_mechanism():
+    """The certificate is a proof for every profile of the others: a market whose own
+    check certifies the library's unmodified mechanism searches no opponent profile (and
+    the statement says so).  The same object with a method bound on the instance is not
+    the library's object: no certificate, and every market searches its profiles."""
+    from market_sim.mechanisms.base import as_mechanism
+
+    law = parse_distribution(DIST)
+    s = _audit(as_mechanism("online", dist=law, n_sellers=4), n=4, k=2).summary
+    assert s["certified"] == "monotone allocation + Myerson payments"
+    assert s["profiles_certified"] == 2 and s["n_profiles"] == 0
+    assert "none in the 2 of 2 markets whose own check certified" in s["statement"]
+    twin = as_mechanism("online", dist=law, n_sellers=4)
+    object.__setattr__(twin, "outcome", twin.outcome)  # the same numbers, bound
+    t = _audit(twin, n=4, k=2).summary
+    assert t["certified"] is None and t["profiles_certified"] == 0
+    assert t["verdict"] == "ic" and t["ir_verdict"] == "ir"
+    assert all(t["profiles_by_kind"][kd] == 8 for kd in ("floor", "top", "tied"))
+    assert "none in the" not in t["statement"]
+
+
 # ---- the shared offline curves ----------------------------------------------------------
 def test_shared_offline_curves_match_own_curves(monkeypatch):
     """Sellers far above the cut-off share one curve; their utilities are those of their

@@ -29,7 +29,10 @@ candidates) with the others at their floor, at their top, tied with it, and with
 other (the one farthest from that end) at its end (``coalitions.opponent_profiles``),
 and in a space-filling design of interior profiles shared by every seller (k others
 at an end, k near a point, one tied pair, bands: ``coalitions.interior_profiles``;
-no jumps there), which the coalition search uses too.
+no jumps there), which the coalition search uses too.  A market whose own check
+certifies the mechanism (``certification.certification``: the library's own,
+unmodified offline or online mechanism) searches none: the certificate covers every
+profile (``profiles_certified`` counts these markets; the statement says so).
 
 Each seller on its own support (its class law's in a population) and against its
 own tolerance (``search._tol``): tol_i = tol_factor x w_i x its largest eps among its
@@ -48,13 +51,14 @@ and every profile (``ir_witness``).  A user's ``deviations`` is checked against
 ``outcome`` first (``deviations_note``; ``outcome`` is audited when they disagree).
 
 Monte Carlo (a ``randomized`` mechanism on the generic default): the search uses
-``n_draws`` common draws (a quarter of them in the profiles: it only selects);
+``n_draws`` common draws (an eighth of them, at least 2, in the profiles: it only selects);
 each seller's best misreport (never the truth: confirmed against itself it would
 have SE 0 by construction), one fresh uniform report and its IR quantities are then
-confirmed on fresh draws, ``n_confirm`` at first and 4x more (up to
-``n_confirm_max``) where the variance is unstable (one draw carries more than 10%
-of the sum of squares) or the confidence bound still allows a gain (IR violation)
-beyond tol + ``resolution`` x the seller's incentive scale.  A gain is confirmed
+confirmed on fresh draws, ``n_confirm`` at first and 2x to 4x more (up to
+``n_confirm_max``; only the quantities unsettled: ``montecarlo._confirm``) where the
+variance is unstable (one draw carries more than 10% of the sum of squares) or the
+confidence bound still allows a gain (IR violation) beyond tol + ``resolution`` x the
+seller's incentive scale.  A gain is confirmed
 when the sample is stable and mean - k SE > tol, k = z + max(0, -skew)(2 z^2 + 1) /
 (6 sqrt D) (the Edgeworth term of the studentized mean), z the one-sided Bonferroni
 quantile for 5% over both reports of every seller and every escalation stage.

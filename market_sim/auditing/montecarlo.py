@@ -13,53 +13,85 @@ from .statistics import _N_STAGES, _bonferroni_z, _critical, _moments
 def _confirm(mech, mk: _Market, P: _Plan, rng, settings) -> dict:
     """Fresh draws for each seller's best report (against the truth, in the profile it
     was found in) and for its truthful utility at its cost, the top and the bottom;
-    4x more draws for the sellers with an unstable quantity, up to ``n_confirm_max``.
-    Returns quantity -> (n, 6) moments (``_moments``)."""
+    more draws for the quantities still unsettled (``_unsettled``), up to
+    ``n_confirm_max``: a later stage draws only those (a settled quantity keeps its
+    sample), 2x to 4x the draws so far, as many as their bounds want
+    (``_draws_wanted``).  Returns quantity -> (n, 6) moments (``_moments``)."""
     costs = mk.costs
     n = costs.size
-    names = ("gain", "explore", "truth", "top", "bottom")
-    samples: dict[str, list] = {q: [np.empty(0)] * n for q in names}
-    active, D = np.arange(n), settings["n_confirm"]
+    samples: dict[str, list] = {q: [np.empty(0)] * n for q in _NAMES}
+    need = {q: np.ones(n, dtype=bool) for q in _NAMES}
+    D = settings["n_confirm"]
     R = P.rows(np.arange(n))
     explore = R.lo + R.width * (1.0 - rng.random(n))  # one fresh report per seller
     for stage in range(_N_STAGES):
-        new = _confirm_draws(mech, mk, P, active, rng.integers(2**63, size=D), explore)
-        for q in names:
+        active = np.flatnonzero(np.any([need[q] for q in _NAMES], axis=0))
+        new = _confirm_draws(mech, mk, P, active, rng.integers(2**63, size=D), explore,
+                             {q: need[q][active] for q in _NAMES})  # fmt: skip
+        for q in _NAMES:
             for k, i in enumerate(active):
-                samples[q][i] = np.concatenate([samples[q][i], new[q][:, k]])
-        stats = {q: [_moments(x) for x in samples[q]] for q in names}
-        unsettled = _unsettled(stats, mk, P, settings)
-        unstable = [i for i in active if unsettled[i]]
-        size = samples["gain"][0].size if not unstable else samples["gain"][unstable[0]].size
-        if not unstable or stage == _N_STAGES - 1 or size >= settings["n_confirm_max"]:
+                if need[q][i]:
+                    samples[q][i] = np.concatenate([samples[q][i], new[q][:, k]])
+        stats = {q: [_moments(x) for x in samples[q]] for q in _NAMES}
+        need, wanted = _unsettled(stats, mk, P, settings)
+        size = max(samples[q][i].size for q in _NAMES for i in range(n))
+        if not any(v.any() for v in need.values()) or stage == _N_STAGES - 1:
             break
-        active, D = np.array(unstable), min(3 * size, settings["n_confirm_max"] - size)
-    return {q: np.array(stats[q], dtype=float) for q in names}
+        if size >= settings["n_confirm_max"]:
+            break
+        # the next total: what the unsettled bounds want, between 2x and 4x the draws so far
+        total = int(min(max(wanted, 2 * size), 4 * size))
+        D = min(total, settings["n_confirm_max"]) - size
+    return {q: np.array(stats[q], dtype=float) for q in _NAMES}
 
 
-def _unsettled(stats, mk: _Market, P: _Plan, settings) -> np.ndarray:
-    """Sellers that need more draws: a quantity whose variance is unstable, or whose
-    confidence bound still allows a gain (IR violation) beyond tol + the resolution
-    (with this market's tol and scale, at most the audit's)."""
+_NAMES = ("gain", "explore", "truth", "top", "bottom")
+
+
+def _unsettled(stats, mk: _Market, P: _Plan, settings) -> tuple[dict, float]:
+    """Per quantity, the sellers whose sample needs more draws: its variance is
+    unstable, or its confidence bound still allows a gain (IR violation) beyond tol +
+    the resolution (with this market's tol and scale, at most the audit's)."""
     st = {q: np.array(v, dtype=float) for q, v in stats.items()}
     tol, margin = mk.tol, settings["resolution"] * mk.found.scale
     n_pairs = settings["n_pairs"]
-    out = np.zeros(len(st["gain"]), dtype=bool)
-    for g in (st["gain"], st["explore"]):
-        out |= g[:, 3] == 0
+    out, wanted = {}, 0.0
+    for q in ("gain", "explore"):
+        g = st[q]
         k_gain = _critical(g, _bonferroni_z(2 * n_pairs * _N_STAGES), -1)
-        out |= g[:, 0] + k_gain * g[:, 1] > mk.gain_tol + margin
+        out[q] = (g[:, 3] == 0) | (g[:, 0] + k_gain * g[:, 1] > mk.gain_tol + margin)
+        wanted = max(wanted, _draws_wanted(g, k_gain, mk.gain_tol + margin - g[:, 0], out[q]))
     z_ir = _bonferroni_z(3 * n_pairs * _N_STAGES)
     for q in ("truth", "top", "bottom"):
         x = st[q]
-        out |= (x[:, 3] == 0) | (x[:, 0] - _critical(x, z_ir, +1) * x[:, 1] < -tol - margin)
-    return out
+        k_ir = _critical(x, z_ir, +1)
+        out[q] = (x[:, 3] == 0) | (x[:, 0] - k_ir * x[:, 1] < -tol - margin)
+        wanted = max(wanted, _draws_wanted(x, k_ir, x[:, 0] + tol + margin, out[q]))
+    return out, wanted
 
 
-def _confirm_draws(mech, mk: _Market, P: _Plan, sellers, seeds, explore) -> dict:
-    """One batch of fresh draws for ``sellers``: quantity -> (D, k) samples; ``explore``
-    (n,): a report per seller drawn afresh, confirmed too (an outcome the search's few
-    draws never showed, a rare prize, is not tied to the report the search chose)."""
+def _draws_wanted(x, k, gap, unsettled) -> float:
+    """The sample size at which the unsettled rows' bound would settle if the mean and
+    the spread stayed as drawn: D (k SE / gap)^2, with a quarter more for the drift of
+    both; infinite (the next stage's 4x) for a row whose variance is unstable or whose
+    mean is itself past the boundary (gap <= 0).  The stages stay ``_N_STAGES`` (the
+    Bonferroni count): only their sizes follow the data."""
+    rows = np.flatnonzero(unsettled)
+    if not rows.size:
+        return 0.0
+    D, se, g = x[rows, 4], x[rows, 1], gap[rows]
+    bad = (x[rows, 3] == 0) | (g <= 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.where(bad, np.inf, 1.25 * D * (k[rows] * se / np.where(bad, 1.0, g)) ** 2)
+    return float(np.max(want))
+
+
+def _confirm_draws(mech, mk: _Market, P: _Plan, sellers, seeds, explore, need) -> dict:
+    """One batch of fresh draws for ``sellers``: quantity -> (D, k) samples (only the
+    entries ``need``, quantity -> (k,) bool, says are kept; the other columns repeat a
+    needed one and cost nothing); ``explore`` (n,): a report per seller drawn afresh,
+    confirmed too (an outcome the search's few draws never showed, a rare prize, is not
+    tied to the report the search chose)."""
     costs = mk.costs
     c = costs[sellers]
     R = P.rows(sellers)
@@ -68,9 +100,17 @@ def _confirm_draws(mech, mk: _Market, P: _Plan, sellers, seeds, explore) -> dict
     in_market = mk.best_group[sellers] == 0
     best = np.where(in_market, mk.best_report[sellers], c)
     cols = np.column_stack([R.floor, R.hi, best, explore[sellers]])
-    U, E = _loop(mech, costs, costs, sellers, cols, list(seeds))
+    want = np.column_stack([need["bottom"], need["top"], need["gain"] & in_market,
+                            need["explore"]])  # fmt: skip
+    rows = np.flatnonzero(want.any(axis=1))
+    first = cols[rows, np.argmax(want[rows], axis=1)]
+    cols[rows] = np.where(want[rows], cols[rows], first[:, None])  # repeats: evaluated once
+    U = np.zeros((len(seeds), sellers.size, 4))
+    E = np.zeros_like(U)
+    if rows.size:
+        U[:, rows], E[:, rows] = _loop(mech, costs, costs, sellers[rows], cols[rows], list(seeds))
     gain = U[:, :, 2] - truth
-    for k in np.nonzero(~in_market)[0]:
+    for k in np.flatnonzero(~in_market & need["gain"]):
         i = sellers[k]
         pair = np.array([[costs[i], mk.best_report[i]]])
         Ug, _ = _loop(mech, mk.groups[mk.best_group[i]], costs, np.array([i]), pair, list(seeds))

@@ -102,13 +102,30 @@ def _audit_market(mech, costs, P: _Plan, rng, mc, settings, progress_bar, stratu
                              rand[s], settings["tol_terms"], True, rows))  # fmt: skip
         progress_bar.update(s.size)
     mk = _new_market(costs, _join(parts), mc)
-    # the profiles' search only selects (the confirmation draws afresh): a quarter of the draws
-    draws = max(2, settings["n_draws"] // 4)
+    if not mc and _certified_here(mech, mk):
+        # the market's own check certifies the library's own, unmodified mechanism: a
+        # proof for every profile of the others (docs/audit-certification.md), which no
+        # search of profiles can add to; none is searched here (``profiles_certified``)
+        mk.profiles_certified = True
+        return mk
+    # the profiles' search only selects (the confirmation draws afresh): an eighth of the draws
+    draws = max(2, settings["n_draws"] // 8)
     strat = (stratum, settings.get("n_markets", 1))  # the markets share one Latin design
     _search_profiles(mk, lambda v: evaluator(v, draws), P, settings, rng, strat)
     if mc:
         mk.stats = _confirm(mech, mk, P, rng, settings)
     return mk
+
+
+def _certified_here(mech, mk: _Market) -> bool:
+    """Whether this market's checks certify ``mech`` (``certification.certification``:
+    the library's own unmodified offline or online mechanism, monotone on every report
+    tried, Myerson's identity within its tolerance), each chunk's check alike."""
+    from ..certification import CERTIFIED, certification
+
+    found_checks: list = mk.found.check if isinstance(mk.found.check, list) else []
+    checks = [ch for ch in found_checks if ch is not None]
+    return bool(checks) and all(certification(mech, ch) == CERTIFIED for ch in checks)
 
 
 def _new_market(costs, found: _Found, mc: bool) -> _Market:
@@ -185,18 +202,20 @@ def _search_profiles(mk: _Market, evaluator, P: _Plan, settings, rng=None, strat
 
 
 def _profile_search(ev, sellers, costs, oth, P: _Plan, settings, interior: bool):
-    """One profile's search: [(found, sellers)].  Targeted profiles: every candidate
-    kind with the jump bisection (markets up to ``_LARGE``).  Interior ones: the coarse
-    plan, then the full one (no bisection) for the sellers within reach."""
+    """One profile's search: [(found, sellers)].  Targeted profiles (exact
+    evaluations): every candidate kind with the jump bisection (markets up to
+    ``_LARGE``).  Interior ones, and every profile of a Monte Carlo search (it only
+    selects what the confirmation draws afresh): the coarse plan, then the full one (no
+    bisection) for the sellers within reach (a coarse gain 2 SE above tol / 10)."""
     terms = settings["tol_terms"]
-    if not interior:
+    if not interior and not ev.mc:
         rows = None if costs.size <= _LARGE else np.empty(0, dtype=int)
         return [(_search(ev, sellers, costs[sellers], oth, P, P.rows(sellers), None, terms,
                          False, rows), sellers)]  # fmt: skip
     none = np.empty(0, dtype=int)
     Pc = P.coarse()
     f = _search(ev, sellers, costs[sellers], oth, Pc, Pc.rows(sellers), None, terms, False, none)
-    near = (f.best_gain > f.tol / 10) | (f.type_gain > f.tol / 10)
+    near = (f.best_gain - 2.0 * f.best_se > f.tol / 10) | (f.type_gain > f.tol / 10)
     if not near.any():
         return [(f, sellers)]
     hot = sellers[near]

@@ -191,10 +191,10 @@ def _ic_sentence(s) -> str:
                "a fresh random one" if s.get("monte_carlo") else "exactly")  # fmt: skip
         return (
             f"no seller gains more than {tol} at any of the {s['n_candidates']} reports tried "
-            f"per seller ({how}), in the drawn markets and {s['n_profiles']} opponent "
-            f"profiles; at 95% confidence fewer than {pct} of uniformly random reports gain "
-            "more. Not excluded: a gain inside a window narrower than the spacing of the "
-            "reports tried, or under profiles of the others not searched (docs/audit.md)"
+            f"per seller ({how}), in the drawn markets and {_profiles_words(s)}; at 95% "
+            f"confidence fewer than {pct} of uniformly random reports gain more. Not "
+            "excluded: a gain inside a window narrower than the spacing of the reports "
+            "tried, or under profiles of the others not searched (docs/audit.md)"
         )
     if s["verdict"] == "inconclusive":
         return f"INCONCLUSIVE: {s['verdict_reason']}"
@@ -214,6 +214,17 @@ def _ic_sentence(s) -> str:
         f"{w['report']:.6g} ({proof}); {s['n_profitable']} of "
         f"{s['n_markets'] * s['n_sellers']} sellers have a confirmed profitable misreport"
     )
+
+
+def _profiles_words(s) -> str:
+    """The opponent profiles searched, and the markets whose own check certified the
+    mechanism (no profile searched there: the certificate covers every profile)."""
+    words = f"{s['n_profiles']} opponent profiles"
+    k = s.get("profiles_certified") or 0
+    if k:
+        words += (f" (none in the {k} of {s['n_markets']} markets whose own check certified "
+                  "the library's unmodified mechanism: no search adds to that proof)")  # fmt: skip
+    return words
 
 
 def _ir_sentence(s) -> str:
@@ -391,6 +402,7 @@ def _summary(mechanism, mech, src, markets, table, d, v, tol, eps_scale, setting
         "n_profiles": int(sum(profiles.values())),
         "n_profile_candidates": int(round(np.mean([mk.profile_candidates for mk in markets]))),
         "profiles_skipped": [x for mk in markets for x in mk.skipped],
+        "profiles_certified": int(sum(mk.profiles_certified for mk in markets)),
         "randomized": bool(getattr(mech, "randomized", False)),
         "monte_carlo": mc,
         "n_draws": settings["n_draws"] if mc else None,

@@ -358,11 +358,20 @@ def _monotone(found, Zc, Ec) -> None:
     ]
 
 
+def _within_reach(G, S, tol) -> np.ndarray:
+    """Sellers with a gain within reach of their tolerance: some candidate's gain G
+    exceeds tol / 10 by 2 of its standard errors S (exact: S = 0; a smooth gain above
+    tol shows 0.19 tol at one of the probes).  Monte Carlo: a gain that stands less
+    than 2 SE above tol / 10 in the search's draws is noise to them, which more
+    candidates ranked by the same draws cannot sort out (the confirmation decides)."""
+    return np.max(G - 2.0 * S, axis=1) > tol / 10
+
+
 def _refine(ev, sellers, T, Zall, G, S, P, R, tol, counts):
-    """The local section search for the sellers whose best gain exceeds tol / 10
-    (module doc: a smooth gain above tol shows 0.19 tol at one of the probes)."""
+    """The local section search for the sellers with a gain within reach of their
+    tolerance (``_within_reach``)."""
     c = Zall[:, 0]
-    hot = np.nonzero(G.max(axis=1) > tol / 10)[0]
+    hot = np.nonzero(_within_reach(G, S, tol))[0]
     counts["local"] = 0
     if hot.size == 0:
         return Zall, G, S
@@ -428,6 +437,7 @@ class _Market:
     stats: dict = field(
         default_factory=dict
     )  # Monte Carlo: quantity -> (mean, se, skew, stable, D)
+    profiles_certified: bool = False  # no profile searched: the market's check certified
 
 
 @dataclass

@@ -1161,6 +1161,16 @@ def _illinois(f, a, b, todo):
     return todo[~ok]
 
 
+def _curve_backend(backend: str) -> str:
+    """The oracle's backend for a curve: ``"auto"`` is the compiled kernel whatever the
+    market's size when numba works (a curve calls its oracle hundreds of times on a few
+    rows each, where numpy's per-call overhead dominates: the audit's offline curves
+    are ~4x faster compiled, ``benchmarks/bench_audit.py``), else numpy."""
+    if backend != "auto":
+        return backend
+    return "numba" if offline._kernel() is not None else "numpy"
+
+
 class OfflineCurves:
     """Each seller's allocation curve eps_i(z) (z its own report, the others at
     ``reports``) and the Myerson payment it implies (Eq. 8, 003),
@@ -1201,7 +1211,8 @@ class OfflineCurves:
         floor = _lowest_value(dist, gamma)  # the lowest report
         # the top of each seller's support (one number under one law)
         self._top = dist.support[1] if isinstance(dist, CostDistribution) else _ends(dist)[1]
-        self._oracle, self._refine = _oracle(self.psi, mu, sigma, gamma, k, method, floor, backend)
+        self._oracle, self._refine = _oracle(self.psi, mu, sigma, gamma, k, method, floor,
+                                             _curve_backend(backend))  # fmt: skip
         self._lo = np.full(self.reports.size, np.inf)  # each curve covers [_lo, c_high]
         # seller -> (starts, ends, kinds, tails: int from each start to c_high)
         self._curve: dict[int, tuple[np.ndarray, ...]] = {}

@@ -17,6 +17,7 @@ from market_sim.auditing import audit
 
 from . import (
     earlier,
+    hidden,
     interior,
     library,
     novel,
@@ -42,6 +43,7 @@ MODULES = (
     novel,
     structure,
     twins,
+    hidden,
 )
 CASES: list[Case] = [c for m in MODULES for c in m.CASES]
 KNOWN_WRONG_FILE = Path(__file__).with_name("KNOWN_WRONG.md")
