@@ -311,8 +311,10 @@ def test_at_equilibrium_offline_ranks_first_and_the_truth_table_says_truth():
     # the truth table's audit verdicts are not asserted (the audit at equilibrium is):
     # unaudited, it has the same markets (drawn before any audit)
     truth = compare(mechs, "uniform:0:1", 12, 8, 3, audit=False)
+    # 64 opponent draws, not 256: pay-as-bid's objective 1.682 (1.677 with 256) against
+    # offline's 1.568, its payment 0.364 (0.362) against 0.215 at truth, epsilon 0.007 (0.008)
     eq = compare(
-        mechs, "uniform:0:1", 12, 8, 3, at="equilibrium", bne_options={"samples": 256}, **kw
+        mechs, "uniform:0:1", 12, 8, 3, at="equilibrium", bne_options={"samples": 64}, **kw
     )
     lb = eq.leaderboard.set_index("mechanism")
     assert lb.loc["offline", "rank"] == 1 and lb.loc["offline", "played"] == "truth"
