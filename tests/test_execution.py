@@ -27,7 +27,7 @@ EGTA_ARGV = ["egta", "--mechanism", "pay-as-bid", "--dist", "uniform:1:5", "--se
              "--strategy", "truthful", "--strategy", "shade:factor=1.3", "--samples", "2",
              "--rounds", "2", "--boot", "50", "--quiet"]  # fmt: skip
 COMPARE_ARGV = ["compare", "--mechanism", "pay-as-bid", "--mechanism", "online", "--dist",
-                "uniform:0:1", "--sellers", "5", "--markets", "6", "--grid", "9", "--random",
+                "uniform:0:1", "--sellers", "8", "--markets", "6", "--grid", "9", "--random",
                 "4", "--quiet"]  # fmt: skip
 
 
