@@ -172,7 +172,8 @@ def test_every_mechanism_sees_the_same_markets_seeds_and_audit(tmp_path):
     f = tmp_path / "mine.py"
     f.write_text(USER)
     mechs = ["pay-as-bid", f"{f}:MyPayAsBid", "private-cutoff", f"{f}:MyCutoff"]
-    res = compare(mechs, "uniform:0:1", [8, 12], 4, 3, n_grid=5, n_random=4, refine=False)
+    # two sizes, each small: the equalities below hold by construction at any size
+    res = compare(mechs, "uniform:0:1", [4, 6], 4, 3, n_grid=5, n_random=4, refine=False)
     assert list(res.settings["mechanisms"]) == ["pay-as-bid", "MyPayAsBid", "private-cutoff",
                                                 "MyCutoff"]  # fmt: skip
     mk = res.markets.set_index(["n_sellers", "market", "mechanism"])["objective"].unstack()
@@ -181,12 +182,12 @@ def test_every_mechanism_sees_the_same_markets_seeds_and_audit(tmp_path):
     assert np.array_equal(mk["private-cutoff"], mk["MyCutoff"])
     assert not np.array_equal(mk["pay-as-bid"], mk["private-cutoff"])
     lb = res.leaderboard.set_index(["n_sellers", "mechanism"])
-    for m in (8, 12):  # the same misreports tried on the same markets
+    for m in (4, 6):  # the same misreports tried on the same markets
         assert lb.loc[(m, "pay-as-bid"), "max_gain"] == lb.loc[(m, "MyPayAsBid"), "max_gain"]
         assert lb.loc[(m, "private-cutoff"), "max_gain"] == lb.loc[(m, "MyCutoff"), "max_gain"]
     p = res.paired.set_index(["n_sellers", "mechanism"])
-    assert p.loc[(8, "MyPayAsBid"), "objective_diff_mean"] == 0.0
-    assert sorted(res.leaderboard["n_sellers"].unique()) == [8, 12]
+    assert p.loc[(4, "MyPayAsBid"), "objective_diff_mean"] == 0.0
+    assert sorted(res.leaderboard["n_sellers"].unique()) == [4, 6]
 
 
 def test_empty_markets_are_counted_and_make_the_mean_infinite(tmp_path):
@@ -307,9 +308,13 @@ def test_at_equilibrium_offline_ranks_first_and_the_truth_table_says_truth():
     pay-as-bid cannot beat it (at truth it can: its sellers do not shade)."""
     mechs = ["pay-as-bid", "offline"]
     kw = dict(n_grid=9, n_random=4, refine=False)
-    truth = compare(mechs, "uniform:0:1", 12, 8, 3, **kw)
+    # the truth table's audit verdicts are not asserted (the audit at equilibrium is):
+    # unaudited, it has the same markets (drawn before any audit)
+    truth = compare(mechs, "uniform:0:1", 12, 8, 3, audit=False)
+    # 64 opponent draws, not 256: pay-as-bid's objective 1.682 (1.677 with 256) against
+    # offline's 1.568, its payment 0.364 (0.362) against 0.215 at truth, epsilon 0.007 (0.008)
     eq = compare(
-        mechs, "uniform:0:1", 12, 8, 3, at="equilibrium", bne_options={"samples": 256}, **kw
+        mechs, "uniform:0:1", 12, 8, 3, at="equilibrium", bne_options={"samples": 64}, **kw
     )
     lb = eq.leaderboard.set_index("mechanism")
     assert lb.loc["offline", "rank"] == 1 and lb.loc["offline", "played"] == "truth"
@@ -344,8 +349,10 @@ def test_audit_only_some_mechanisms_and_trust_only_the_librarys_own():
     with pytest.raises(MarketSimError, match="'nonesuch' is not one of the mechanisms"):
         compare(["pay-as-bid", "offline"], "uniform:0:1", 6, 3, 3, audit=["nonesuch"])
     mine = as_mechanism("offline", dist="uniform:0:1", n_sellers=6)  # an instance
+    # the labels asserted do not depend on how well the BNE is solved: the least solver
+    bne = {"samples": 16, "max_iter": 1, "grid": 5, "bid_grid": 5, "eval_grid": 5, "check_grid": 9}
     eq = compare(["online", mine], "uniform:0:1", 6, 3, 3, at="equilibrium", audit=False,
-                 bne_options={"samples": 64, "max_iter": 2}, **kw)  # fmt: skip
+                 bne_options=bne, **kw)  # fmt: skip
     rows = eq.leaderboard.set_index("mechanism")
     assert (rows.loc["online", "ic"], rows.loc["online", "played"]) == (TRUSTED, "truth")
     assert (rows.loc["offline", "ic"], rows.loc["offline", "played"]) == (

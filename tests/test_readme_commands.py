@@ -27,7 +27,7 @@ NOT_RUN = {
     "market-sim compare --at equilibrium": "an option named in prose (docs/compare.md)",
     "market-sim audit": "named in the table of documentation pages",
 }
-SMALL = {"--markets": 2, "--sellers": 10}  # at most this many: seconds, not minutes
+SMALL = {"--markets": 2, "--sellers": 5}  # at most this many: seconds, not minutes
 EXIT = {"audit": 3}  # the README says pay-as-bid is not IC: exit status 3
 
 
@@ -52,7 +52,7 @@ def small(cmd: str) -> str:
 
 def test_small_cuts_sizes_only():
     assert small("market-sim audit --sellers 200 --markets 20 --seed 0") == (
-        "market-sim audit --sellers 10 --markets 2 --seed 0"
+        "market-sim audit --sellers 5 --markets 2 --seed 0"
     )
     assert small("market-sim x --markets 1") == "market-sim x --markets 1"
 
