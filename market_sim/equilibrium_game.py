@@ -25,6 +25,7 @@ SENTINELS = 17  # coarse reports over the whole range, always tried
 WIN_SHARE = 0.01  # a cost "wins" when it gets something at least this often
 _TIE = 1e-9  # a candidate must beat the current bid by this share of the utility scale
 _CHUNK = 250_000  # rows per call of a batched outcome
+_MEMOS = 8  # (sample, reports, class) whose outcome-loop columns the Oracle remembers
 
 
 # ---- the sellers ----------------------------------------------------------------------
@@ -281,6 +282,7 @@ class Oracle:
     exact: bool = False
     calls: int = 0  # report vectors evaluated (outcome rows or deviations entries)
     path: str = field(init=False)
+    _memos: list = field(init=False, default_factory=list, repr=False)
 
     def __post_init__(self):
         if self.exact and interim_of(self.mech) is not None:
@@ -300,14 +302,45 @@ class Oracle:
         if self.path == "interim":
             return self._interim(sample, g, Z)
         dev = sample.deviators[g]
-        self.calls += sample.markets * dev.shape[1] * Z.size
-        if sample.data is not None and self.path != "deviations":
-            return self._loop(sample, R, dev[:, 0], Z)  # one mechanism per market
         if self.path == "deviations":
+            self.calls += sample.markets * dev.shape[1] * Z.size
             return self._deviations(sample, R, dev, Z)
-        if self.path == "batched":
+        if self.path == "batched" and sample.data is None:
+            self.calls += sample.markets * Z.size
             return self._batched(sample, R, dev[:, 0], Z)
-        return self._loop(sample, R, dev[:, 0], Z)
+        return self._remembered(sample, R, g, Z)  # one outcome call per report vector
+
+    def _remembered(self, sample, R: np.ndarray, g: int, Z: np.ndarray):
+        """The loop over ``outcome`` at the reports of Z not yet evaluated against this
+        very (sample, R, g), the others from memory: a report vector is evaluated once
+        (the verification's denser costs and refinement rounds repeat reports; the
+        columns are the same numbers, market by market, with the same seeds)."""
+        if not np.all(np.isfinite(Z)):  # NaN is no key: evaluated as it comes
+            self.calls += sample.markets * Z.size
+            return self._loop(sample, R, sample.deviators[g][:, 0], Z)
+        memo = self._memo_for(sample, R, g)
+        wanted = Z.ravel().tolist()
+        new = sorted({z for z in wanted if z not in memo})
+        if new:
+            self.calls += sample.markets * len(new)
+            E, T = self._loop(sample, R, sample.deviators[g][:, 0], np.array(new))
+            memo.update({z: (E[:, k], T[:, k]) for k, z in enumerate(new)})
+        if not wanted:
+            return np.empty((sample.markets, 0)), np.empty((sample.markets, 0))
+        E = np.stack([memo[z][0] for z in wanted], axis=1)
+        T = np.stack([memo[z][1] for z in wanted], axis=1)
+        return E, T
+
+    def _memo_for(self, sample, R: np.ndarray, g: int) -> dict:
+        """The evaluated columns for (sample, R, g), by identity (the solver never writes
+        into a report matrix it has passed; the entry holds both, so no id is reused);
+        the last ``_MEMOS`` of them kept."""
+        for s, r, h, memo in self._memos:
+            if s is sample and r is R and h == g:
+                return memo
+        memo = {}
+        self._memos = [*self._memos[-(_MEMOS - 1) :], (sample, R, g, memo)]
+        return memo
 
     def _interim(self, laws: Interim, g: int, Z: np.ndarray):
         counts = np.array(laws.classes.counts) - (np.arange(len(laws.classes.counts)) == g)

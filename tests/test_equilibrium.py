@@ -723,3 +723,38 @@ def test_grids_follow_the_law():
     for pts in (_focused(law, 1.0, 33), eval_costs_for(law, 1.0, 33)):
         assert np.mean(pts < 0.25) > 0.35
         assert pts.min() < 1e-3
+
+
+class CountingPostedToLowest(PostedToLowest):
+    """PostedToLowest that counts its ``outcome`` calls (one report vector each)."""
+
+    calls = 0
+
+    def outcome(self, reports, rng=None):
+        self.calls += 1
+        return super().outcome(reports, rng)
+
+
+def test_the_outcome_loop_evaluates_each_report_vector_once():
+    """Issue #48 (speed): asked again for reports it has evaluated against the same
+    sample and opponents (a denser verification, a refinement round), the outcome loop
+    calls the black box only for the new reports, and every column equals a fresh
+    oracle's (the same numbers, market by market)."""
+    classes, _ = as_classes("uniform:0:1", 4)
+    sample = Sample(classes, 32, 1, np.random.default_rng(0))
+    R = reports_of(sample, classes, [lambda c: closed_form(c, 4)])
+    box = CountingPostedToLowest()
+    oracle = Oracle(as_mechanism(box))
+    first = np.linspace(0.1, 0.9, 9)
+    again = np.concatenate((first[::2], [0.15, 0.25], first[:2]))  # 5 old, 2 new, 2 repeated
+    oracle.eps_pay(sample, R, 0, first)
+    assert box.calls == 32 * 9
+    E, T = oracle.eps_pay(sample, R, 0, again)
+    assert box.calls == 32 * (9 + 2)
+    assert oracle.calls == box.calls  # the evaluations reported are the ones made
+    E0, T0 = Oracle(as_mechanism(PostedToLowest())).eps_pay(sample, R, 0, again)
+    np.testing.assert_array_equal(E, E0)
+    np.testing.assert_array_equal(T, T0)
+    # other opponents' reports (a new matrix): evaluated afresh
+    oracle.eps_pay(sample, R.copy(), 0, first[:1])
+    assert box.calls == 32 * 12
