@@ -313,7 +313,7 @@ class Oracle:
             return self._batched(sample, R, dev[:, 0], Z)
         return self._remembered(sample, R, g, Z)  # one outcome call per report vector
 
-    def _remembered(self, sample, R: np.ndarray, g: int, Z: np.ndarray):
+    def _remembered(self, sample, R: np.ndarray | None, g: int, Z: np.ndarray):
         """The loop over ``outcome`` at the reports of Z not yet evaluated against this
         very (sample, R, g), the others from memory: a report vector is evaluated once
         (the verification's denser costs and refinement rounds repeat reports; the
@@ -358,8 +358,10 @@ class Oracle:
             with warnings.catch_warnings():
                 warnings.simplefilter("error")
                 e, p = _batch_result(self.mech.outcome(X, np.random.default_rng(0)), X.shape, name)
-                rows = [as_outcome(self.mech.outcome(x, np.random.default_rng(j + 1)), x.size, name)
-                        for j, x in enumerate(X)]  # other seeds: a box that draws differs
+                rows = [
+                    as_outcome(self.mech.outcome(x, np.random.default_rng(j + 1)), x.size, name)
+                    for j, x in enumerate(X)
+                ]  # other seeds: a box that draws differs
         except Exception:  # a box written for one vector: any failure means "loop"
             return False
         self.calls += 2 * k
@@ -369,7 +371,7 @@ class Oracle:
             for j, o in enumerate(rows)
         )
 
-    def _memo_for(self, sample, R: np.ndarray, g: int) -> dict:
+    def _memo_for(self, sample, R: np.ndarray | None, g: int) -> dict:
         """The evaluated columns for (sample, R, g), by identity (the solver never writes
         into a report matrix it has passed; the entry holds both, so no id is reused);
         the last ``_MEMOS`` of them kept."""
