@@ -27,7 +27,7 @@ WIN_SHARE = 0.01  # a cost "wins" when it gets something at least this often
 _TIE = 1e-9  # a candidate must beat the current bid by this share of the utility scale
 _CHUNK = 250_000  # rows per call of a batched outcome
 _PROBE = 16  # markets of the one probe whether a black box takes a (B, n) batch
-_MEMOS = 8  # (sample, reports, class) whose outcome-loop columns the Oracle remembers
+_MEMOS = 4  # (sample, reports, class) whose loop columns are kept: a verification uses 3
 
 
 # ---- the sellers ----------------------------------------------------------------------
