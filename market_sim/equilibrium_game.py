@@ -10,6 +10,7 @@ functions: one evaluation of E and T at a vector of reports serves every cost.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -25,6 +26,8 @@ SENTINELS = 17  # coarse reports over the whole range, always tried
 WIN_SHARE = 0.01  # a cost "wins" when it gets something at least this often
 _TIE = 1e-9  # a candidate must beat the current bid by this share of the utility scale
 _CHUNK = 250_000  # rows per call of a batched outcome
+_PROBE = 16  # markets of the one probe whether a black box takes a (B, n) batch
+_MEMOS = 4  # (sample, reports, class) whose loop columns are kept: a verification uses 3
 
 
 # ---- the sellers ----------------------------------------------------------------------
@@ -281,6 +284,8 @@ class Oracle:
     exact: bool = False
     calls: int = 0  # report vectors evaluated (outcome rows or deviations entries)
     path: str = field(init=False)
+    _memos: list = field(init=False, default_factory=list, repr=False)
+    _rows_ok: bool | None = field(init=False, default=None, repr=False)  # takes (B, n)
 
     def __post_init__(self):
         if self.exact and interim_of(self.mech) is not None:
@@ -300,14 +305,82 @@ class Oracle:
         if self.path == "interim":
             return self._interim(sample, g, Z)
         dev = sample.deviators[g]
-        self.calls += sample.markets * dev.shape[1] * Z.size
-        if sample.data is not None and self.path != "deviations":
-            return self._loop(sample, R, dev[:, 0], Z)  # one mechanism per market
         if self.path == "deviations":
+            self.calls += sample.markets * dev.shape[1] * Z.size
             return self._deviations(sample, R, dev, Z)
-        if self.path == "batched":
+        if self.path == "batched" and sample.data is None:
+            self.calls += sample.markets * Z.size
             return self._batched(sample, R, dev[:, 0], Z)
-        return self._loop(sample, R, dev[:, 0], Z)
+        return self._remembered(sample, R, g, Z)  # one outcome call per report vector
+
+    def _remembered(self, sample, R: np.ndarray | None, g: int, Z: np.ndarray):
+        """The loop over ``outcome`` at the reports of Z not yet evaluated against this
+        very (sample, R, g), the others from memory: a report vector is evaluated once
+        (the verification's denser costs and refinement rounds repeat reports; the
+        columns are the same numbers, market by market, with the same seeds)."""
+        if not np.all(np.isfinite(Z)):  # NaN is no key: evaluated as it comes
+            self.calls += sample.markets * Z.size
+            return self._loop(sample, R, sample.deviators[g][:, 0], Z)
+        memo = self._memo_for(sample, R, g)
+        wanted = Z.ravel().tolist()
+        new = sorted({z for z in wanted if z not in memo})
+        if new:
+            self.calls += sample.markets * len(new)
+            E, T = self._evaluate(sample, R, sample.deviators[g][:, 0], np.array(new))
+            memo.update({z: (E[:, k], T[:, k]) for k, z in enumerate(new)})
+        if not wanted:
+            return np.empty((sample.markets, 0)), np.empty((sample.markets, 0))
+        E = np.stack([memo[z][0] for z in wanted], axis=1)
+        T = np.stack([memo[z][1] for z in wanted], axis=1)
+        return E, T
+
+    def _evaluate(self, sample, R, dev, Z):
+        """One batched ``outcome`` call per chunk of markets when the black box turned out
+        to take a (B, n) batch (``_takes_batches``, probed once), else the loop."""
+        if self._rows_ok is None:
+            self._rows_ok = self._takes_batches(sample, R, dev, Z)
+        if self._rows_ok:
+            return self._batched(sample, R, dev, Z)
+        return self._loop(sample, R, dev, Z)
+
+    def _takes_batches(self, sample, R, dev, Z) -> bool:
+        """Whether ``outcome`` of a (k, n) array of report vectors (the first k <= 16
+        markets, deviators at the first reports) returns, row by row, exactly what k
+        one-market calls return; never for a randomized mechanism, one with data per
+        market, or one that fails, warns or differs in a single bit (then the loop)."""
+        if getattr(self.mech, "randomized", False) or sample.data is not None:
+            return False
+        k = min(_PROBE, R.shape[0])
+        X = R[:k].copy()
+        X[np.arange(k), dev[:k]] = Z[np.arange(k) % Z.size]
+        name = mechanism_name(self.mech)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                e, p = _batch_result(self.mech.outcome(X, np.random.default_rng(0)), X.shape, name)
+                rows = [
+                    as_outcome(self.mech.outcome(x, np.random.default_rng(j + 1)), x.size, name)
+                    for j, x in enumerate(X)
+                ]  # other seeds: a box that draws differs
+        except Exception:  # a box written for one vector: any failure means "loop"
+            return False
+        self.calls += 2 * k
+        return all(
+            np.array_equal(e[j], np.asarray(o.eps, dtype=float))
+            and np.array_equal(p[j], np.asarray(o.payments, dtype=float))
+            for j, o in enumerate(rows)
+        )
+
+    def _memo_for(self, sample, R: np.ndarray | None, g: int) -> dict:
+        """The evaluated columns for (sample, R, g), by identity (the solver never writes
+        into a report matrix it has passed; the entry holds both, so no id is reused);
+        the last ``_MEMOS`` of them kept."""
+        for s, r, h, memo in self._memos:
+            if s is sample and r is R and h == g:
+                return memo
+        memo = {}
+        self._memos = [*self._memos[-(_MEMOS - 1) :], (sample, R, g, memo)]
+        return memo
 
     def _interim(self, laws: Interim, g: int, Z: np.ndarray):
         counts = np.array(laws.classes.counts) - (np.arange(len(laws.classes.counts)) == g)

@@ -723,3 +723,83 @@ def test_grids_follow_the_law():
     for pts in (_focused(law, 1.0, 33), eval_costs_for(law, 1.0, 33)):
         assert np.mean(pts < 0.25) > 0.35
         assert pts.min() < 1e-3
+
+
+class CountingPostedToLowest(PostedToLowest):
+    """PostedToLowest that counts its ``outcome`` calls (one report vector each)."""
+
+    calls = 0
+
+    def outcome(self, reports, rng=None):
+        self.calls += 1
+        return super().outcome(reports, rng)
+
+
+def test_the_outcome_loop_evaluates_each_report_vector_once():
+    """Issue #48 (speed): asked again for reports it has evaluated against the same
+    sample and opponents (a denser verification, a refinement round), the outcome loop
+    calls the black box only for the new reports, and every column equals a fresh
+    oracle's (the same numbers, market by market)."""
+    classes, _ = as_classes("uniform:0:1", 4)
+    sample = Sample(classes, 32, 1, np.random.default_rng(0))
+    R = reports_of(sample, classes, [lambda c: closed_form(c, 4)])
+    box = CountingPostedToLowest()
+    oracle = Oracle(as_mechanism(box))
+    first = np.linspace(0.1, 0.9, 9)
+    again = np.concatenate((first[::2], [0.15, 0.25], first[:2]))  # 5 old, 2 new, 2 repeated
+    oracle.eps_pay(sample, R, 0, first)
+    probe = box.calls - 32 * 9  # the one probe whether it takes a batch (it does not)
+    assert 0 <= probe <= 1 + 16
+    E, T = oracle.eps_pay(sample, R, 0, again)
+    assert box.calls == probe + 32 * (9 + 2)
+    E0, T0 = Oracle(as_mechanism(PostedToLowest())).eps_pay(sample, R, 0, again)
+    np.testing.assert_array_equal(E, E0)
+    np.testing.assert_array_equal(T, T0)
+    # other opponents' reports (a new matrix): evaluated afresh
+    oracle.eps_pay(sample, R.copy(), 0, first[:1])
+    assert box.calls == probe + 32 * 12
+
+
+class CountingRowwiseFirstPrice(BatchedFirstPrice):
+    """BatchedFirstPrice without the ``batched`` flag, counting its calls: a user's
+    box that happens to take a (B, n) batch row by row."""
+
+    batched = False
+    calls = 0
+
+    def outcome(self, reports, rng=None):
+        self.calls += 1
+        return super().outcome(reports, rng)
+
+
+class GlobalMinFirstPrice:
+    """First price written for one vector (``r.min()`` of everything): given a (B, n)
+    array, only the lowest report of the whole batch wins, so its rows are wrong."""
+
+    def outcome(self, reports, rng=None):
+        r = np.asarray(reports, dtype=float)
+        won = r == r.min()
+        eps = won / won.sum()
+        return eps, r * eps
+
+
+def test_a_black_box_that_takes_batches_is_found_and_one_that_does_not_is_looped():
+    """Issue #48 (speed): a box whose ``outcome`` of a (k, n) array equals k one-vector
+    calls row by row is then called once per chunk of markets (same numbers as the
+    loop); a box that is wrong on a batch (global minimum) is looped, and its numbers
+    are the one-vector first price's (from the batched flag's path, independently)."""
+    classes, _ = as_classes("uniform:0:1", 4)
+    sample = Sample(classes, 64, 1, np.random.default_rng(0))
+    R = reports_of(sample, classes, [lambda c: closed_form(c, 4)])
+    z = np.linspace(0.1, 0.9, 7)
+    truth = Oracle(as_mechanism(BatchedFirstPrice())).eps_pay(sample, R, 0, z)
+    rowwise = CountingRowwiseFirstPrice()
+    found = Oracle(as_mechanism(rowwise))
+    got = found.eps_pay(sample, R, 0, z)
+    assert rowwise.calls <= 1 + 16 + 1  # the probe (1 + 16) and one batch
+    looped = Oracle(as_mechanism(GlobalMinFirstPrice()))
+    kept = looped.eps_pay(sample, R, 0, z)
+    assert looped._rows_ok is False
+    for E, T in (got, kept):
+        np.testing.assert_array_equal(E, truth[0])
+        np.testing.assert_array_equal(T, truth[1])
