@@ -75,7 +75,9 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     if {"markets", "objective_difference_sd"} <= set(df):
         out["objective_difference_ci"] = g.apply(_pooled_half_width, include_groups=False)
     if "bne_converged" in df:
-        out["bne_converged"] = g["bne_converged"].agg(lambda v: bool(np.all(v.dropna())))
+        out["bne_converged"] = g["bne_converged"].agg(
+            lambda v: bool(np.all(v.dropna() > 0)) if v.notna().any() else np.nan
+        )
     out["replications"] = g.size()
     return out.reset_index()
 

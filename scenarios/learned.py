@@ -164,12 +164,16 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
     net = as_mechanism(f"onnx:{network_path(params['network'])}", dist=law, n_sellers=m)
     offline = as_mechanism("offline", dist=law, n_sellers=m)
     costs = np.vstack([law.sample(m, rng) for _ in range(params["markets"])])
-    row: dict = {}
+    # every row has every column (NaN where it does not apply), so that
+    # pandas.read_parquet(DIR / "results") reads them all from any one task's file
+    row: dict = dict(regrets(net, law, costs[:0], rng), bne_epsilon_relative=math.nan,
+                     bne_converged=math.nan)  # fmt: skip
     if params["at"] == "equilibrium":
         bne = equilibrium(net, params)
         reports = np.clip(bne.bid(costs), *law.support)
         row |= dict(
-            bne_epsilon_relative=float(bne.epsilon_relative), bne_converged=bool(bne.converged)
+            bne_epsilon_relative=float(bne.epsilon_relative),
+            bne_converged=float(bne.converged),  # 1 or 0 (NaN at truth)
         )
     else:
         reports = costs
