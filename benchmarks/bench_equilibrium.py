@@ -26,8 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from market_sim.equilibrium import bne
-from market_sim.mechanisms.first_price import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from shared_mechanisms import BatchedFirstPrice  # noqa: E402  (the same rule for a (B, n) batch)
+
+from market_sim.equilibrium import bne  # noqa: E402
+from market_sim.mechanisms.first_price import (  # noqa: E402
     FirstPrice,
     asymmetric_first_price_bid,
     first_price_bid,
@@ -41,18 +45,6 @@ class BlackBoxFirstPrice:
         r = np.asarray(reports, dtype=float)
         won = r == r.min()
         eps = won / won.sum()
-        return eps, r * eps
-
-
-class BatchedFirstPrice(BlackBoxFirstPrice):
-    """The same rule for a (B, n) batch of report vectors."""
-
-    batched = True
-
-    def outcome(self, reports, rng=None):
-        r = np.asarray(reports, dtype=float)
-        won = r == r.min(axis=-1, keepdims=True)
-        eps = won / won.sum(axis=-1, keepdims=True)
         return eps, r * eps
 
 
@@ -81,8 +73,7 @@ def games(only=None):
     """The reference games (tests/bne_reference.py) on the exact (interim) and on the
     sampled path: epsilon / u and L-inf on the costs where the reference wins >= 1%, the
     bars of issue #48 (1% and 0.01)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from bne_reference import GAMES
+    from bne_reference import GAMES  # tests/ is on the path (above)
 
     print("| game | path | seconds | iterations | converged | eps / u by class | "
           "L-inf (reference wins >= 1%) by class |")  # fmt: skip

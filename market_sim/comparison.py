@@ -389,11 +389,7 @@ def compare(
     given = _given_bids(bids, labels)
     search = dict(n_grid=n_grid, n_random=n_random, refine=refine, refine_iter=refine_iter)
     settings = _settings(labels, specs, populations, n_markets, baseline, ctx,
-                         (audited, trusted), search, seed)  # fmt: skip
-    settings |= {"at": at, "bne_options": dict(bne_options or {})}
-    settings["bids"] = {
-        k: v if isinstance(v, str) else type(v).__name__ for k, v in (bids or {}).items()
-    }
+                         (audited, trusted), search, seed, (at, bne_options, bids))  # fmt: skip
     where: dict[str, Any] = dict(
         workers=workers, executor=executor, address=address, preload=_PRELOAD
     )
@@ -401,9 +397,7 @@ def compare(
         store = open_store(store, "compare", {**settings, "rng_state": start_state})
     drawn = {m: _draw_markets(pop, n_markets, rng) for m, pop in populations.items()}
     bne_seeds = {m: int(rng.integers(2**63)) if at == "equilibrium" else 0 for m in populations}
-    arms = [
-        (m, label, mech) for m in populations for label, mech in zip(labels, built[m], strict=True)
-    ]
+    arms = _arms(populations, labels, built)
     verdicts = _audit_arms(arms, drawn, populations, search, (audited, trusted), where, store,
                            progress)  # fmt: skip
     played = _score_arms(arms, drawn, populations, verdicts, at, bne_seeds, bne_options, ctx,
@@ -820,9 +814,18 @@ def _paired_rows(m: int, per: dict, labels, baseline) -> list[dict]:
     ]
 
 
-def _settings(labels, specs, populations, n_markets, baseline, ctx, which, search, seed):
-    """The settings recorded with the result; ``which`` = (audited labels, trusted labels)."""
+def _arms(populations, labels, built):
+    """(size, label, mechanism) for every market size and every mechanism."""
+    return [
+        (m, label, mech) for m in populations for label, mech in zip(labels, built[m], strict=True)
+    ]
+
+
+def _settings(labels, specs, populations, n_markets, baseline, ctx, which, search, seed, play):
+    """The settings recorded with the result; ``which`` = (audited labels, trusted labels),
+    ``play`` = (at, bne_options, bids)."""
     audited, trusted = which
+    at, bne_options, bids = play
     pops = list(populations.values())
     one = pops[0]
     plain = all(p.is_plain for p in pops)
@@ -846,6 +849,10 @@ def _settings(labels, specs, populations, n_markets, baseline, ctx, which, searc
         settings["population"] = one.spec
     if one.n_classes > 1:
         settings["classes"] = [f"{c.count}*{c.law.spec}" for c in one.classes]
+    settings |= {"at": at, "bne_options": dict(bne_options or {})}
+    settings["bids"] = {
+        k: v if isinstance(v, str) else type(v).__name__ for k, v in (bids or {}).items()
+    }
     return settings
 
 

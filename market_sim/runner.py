@@ -680,7 +680,55 @@ def run_scenario(
     study = find_study(name)
     tasks = plan(name, seed=seed, quick=quick, reps=reps, overrides=overrides, study=study)
     out = Path(out)
-    # everything that can be refused is refused before the folder is touched
+    created = _prepare_folder(out, tasks, executor=executor, address=address, quick=quick)
+    names = {e.name for e in os.scandir(out / "results")}
+    todo = [t for t in tasks if not _finished(out, t, names)]
+    failed: list[Task] = []
+    bar = _progress_bar(study.name, len(tasks), len(tasks) - len(todo)) if progress else None
+
+    def stored(task, task_failed):
+        if task_failed:
+            failed.append(task)
+        if bar is not None:
+            bar.update()
+
+    def record(task, rows):
+        try:
+            _store(out, task, rows)
+        except OSError as exc:  # e.g. a full disk: stop, keep what is stored, say so
+            raise _write_failed(out, exc) from None
+        stored(task, rows[0]["status"] == "failed")
+
+    try:
+        if workers == 1 and executor == "local":
+            from threadpoolctl import threadpool_limits
+
+            with threadpool_limits(limits=1):  # once for the sweep, not per task
+                for t in todo:
+                    record(t, execute(t, study.obj))
+        elif executor == "local":
+            try:
+                _run_local_pool(todo, workers, out, record, stored)
+            except OSError as exc:
+                raise _write_failed(out, exc) from None
+        else:
+            try:
+                _run_dask(todo, workers, address, record)
+            except MarketSimError:
+                if created and not failed and not any((out / "results").iterdir()):
+                    _remove_fresh(out)  # e.g. the scheduler went away: nothing half-written
+                raise
+    finally:
+        if bar is not None:
+            bar.close()
+    return _summary(tasks, len(todo), failed, out)
+
+
+def _prepare_folder(
+    out: Path, tasks: list[Task], *, executor: str, address: str | None, quick: bool
+) -> bool:
+    """Refuse everything that can be refused before ``out`` is touched, then create its
+    results folder and write the manifest; True if ``out`` did not exist before."""
     check_writable_folder(out)
     if folder_kind(out) == "simulate":
         raise MarketSimError(
@@ -696,70 +744,33 @@ def run_scenario(
         if created:  # a fresh folder refused: leave nothing behind
             _remove_fresh(out)
         raise
-    names = {e.name for e in os.scandir(out / "results")}
-    todo = [t for t in tasks if not _finished(out, t, names)]
-    failed: list[Task] = []
-    bar = None
-    if progress:
-        from tqdm import tqdm
+    return created
 
-        bar = tqdm(
-            total=len(tasks),
-            initial=len(tasks) - len(todo),
-            unit="task",
-            desc=study.name,
-            file=sys.stderr,
-        )
 
-    def stored(task, task_failed):
-        if task_failed:
-            failed.append(task)
-        if bar is not None:
-            bar.update()
+def _progress_bar(desc: str, total: int, done: int):
+    """A tqdm bar on stderr counting the tasks, ``done`` of them finished before."""
+    from tqdm import tqdm
 
-    def record(task, rows):
-        try:
-            _store(out, task, rows)
-        except OSError as exc:  # e.g. a full disk: stop, keep what is stored, say so
-            raise MarketSimError(
-                f"could not write the results of a task to {out}/results "
-                f"({exc.strerror or exc}); free space and run the same "
-                f"command to resume"
-            ) from None
-        stored(task, rows[0]["status"] == "failed")
+    return tqdm(total=total, initial=done, unit="task", desc=desc, file=sys.stderr)
 
-    try:
-        if workers == 1 and executor == "local":
-            from threadpoolctl import threadpool_limits
 
-            with threadpool_limits(limits=1):  # once for the sweep, not per task
-                for t in todo:
-                    record(t, execute(t, study.obj))
-        elif executor == "local":
-            try:
-                _run_local_pool(todo, workers, out, record, stored)
-            except OSError as exc:
-                raise MarketSimError(
-                    f"could not write the results of a task to "
-                    f"{out}/results ({exc.strerror or exc}); free space and "
-                    f"run the same command to resume"
-                ) from None
-        else:
-            try:
-                _run_dask(todo, workers, address, record)
-            except MarketSimError:
-                if created and not failed and not any((out / "results").iterdir()):
-                    _remove_fresh(out)  # e.g. the scheduler went away: nothing half-written
-                raise
-    finally:
-        if bar is not None:
-            bar.close()
+def _write_failed(out: Path, exc: OSError) -> MarketSimError:
+    """The error for results that could not be written (e.g. a full disk)."""
+    return MarketSimError(
+        f"could not write the results of a task to {out}/results "
+        f"({exc.strerror or exc}); free space and run the same "
+        f"command to resume"
+    )
+
+
+def _summary(tasks: list[Task], ran: int, failed: list[Task], out: Path) -> RunSummary:
+    """The run's summary, its failed tasks in the plan's order."""
     order = {t.id: i for i, t in enumerate(tasks)}
     failed.sort(key=lambda t: order.get(t.id, 0))
     return RunSummary(
         total=len(tasks),
-        skipped=len(tasks) - len(todo),
-        ran=len(todo),
+        skipped=len(tasks) - ran,
+        ran=ran,
         failed=len(failed),
         out=out,
         failures=_failures(out, failed),

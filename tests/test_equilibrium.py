@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
+from shared_mechanisms import BatchedFirstPrice
 
 from market_sim.analysis.figures import figure_problems
 from market_sim.cli import main
@@ -135,19 +136,6 @@ def test_verification_finds_the_under_reporting_gain():
     assert lo > 0.12  # truth is not certified
     # and at every cost the measured gain tracks the exact one
     np.testing.assert_allclose(e.gains, posted_gain(e.eval_costs), atol=0.02)
-
-
-class BatchedFirstPrice:
-    """Single-unit first-price procurement written for a (B, n) batch of report
-    vectors (``batched = True``) as well as for one."""
-
-    batched = True
-
-    def outcome(self, reports, rng=None):
-        r = np.asarray(reports, dtype=float)
-        won = r == r.min(axis=-1, keepdims=True)
-        eps = won / won.sum(axis=-1, keepdims=True)
-        return eps, r * eps
 
 
 def test_the_three_evaluation_paths_agree():

@@ -301,6 +301,68 @@ def _joins(W_up, reach, k, j, w, tol):
 
 
 @njit(**_JIT)
+def _run_chain(SX, Cb, etas, mu, sigma, lam, kappas, k, u, gtol, xtol, max_iter, merge_tol,
+               best, w, c, v, bufs, profile_b, W_eta, W_up, reach):  # fmt: skip
+    """Chain k of ``solve_rows`` on one row (Cb its gamma psi): 0 from w = 0 upwards,
+    1 from w = 0 downwards, k >= 2 upwards from kappas[k - 2] u; keeps in profile_b and
+    W_eta the best objective and w at each eta.  Returns (best objective found so far,
+    False if a solve stalled)."""
+    J, m, d = etas.size, Cb.size, w.size
+    converged = True
+    for r in range(d):
+        w[r] = 0.0 if k < 2 else kappas[k - 2] * u[r]
+    for jj in range(J):
+        j = J - 1 - jj if k == 1 else jj
+        eta = etas[j]
+        for i in range(m):
+            c[i] = Cb[i] * eta
+        if (k == 1 or (k > 1 and jj > 0)) and _lower_bound(c, mu, v) + sigma / eta >= best:
+            continue  # eta_j cannot beat the best objective found (chain 0's, ...)
+        val, conv = _minimise(SX, w, c, mu, lam, gtol, xtol, max_iter, bufs)
+        if not conv:
+            converged = False
+        val += sigma / eta
+        best = min(best, val)
+        if val < profile_b[j]:
+            profile_b[j] = val
+            for r in range(d):
+                W_eta[j, r] = w[r]
+        if k == 1:
+            continue
+        for r in range(d):
+            W_up[k, j, r] = w[r]
+        reach[k] = j
+        if k >= 2 and _joins(W_up, reach, k, j, w, merge_tol):
+            break  # from here on an earlier upward chain's path: nothing new
+    return best, converged
+
+
+@njit(**_JIT)
+def _finish_row(SX, Cb, etas, mu, lam, profile_b, W_eta, w, c, t, loss, v, W_out_b, A_out_b):
+    """At the best eta of one row: its w into W_out_b, the allocation a = (v - tau)+
+    normalised into A_out_b; returns the eta's index."""
+    J, m, d = etas.size, Cb.size, w.size
+    jb = 0
+    for j in range(1, J):
+        if profile_b[j] < profile_b[jb]:
+            jb = j
+    for r in range(d):
+        W_out_b[r] = W_eta[jb, r]
+        w[r] = W_eta[jb, r]
+    for i in range(m):
+        c[i] = Cb[i] * etas[jb]
+    _, tau = _value(SX, w, c, mu, lam, t, loss, v)
+    s = 0.0
+    for i in range(m):
+        a = v[i] - tau
+        A_out_b[i] = a if a > 0 else 0.0
+        s += A_out_b[i]
+    for i in range(m):
+        A_out_b[i] /= s
+    return jb
+
+
+@njit(**_JIT)
 def solve_rows(SX, C, etas, mu, sigma, lam, kappas, reverse, gtol, xtol, max_iter, merge_tol,
                W_out, A_out, best_j, profile, ok):  # fmt: skip
     """Algorithm 4 for each row b of C (gamma psi of problem b): the objective at every
@@ -339,46 +401,12 @@ def solve_rows(SX, C, etas, mu, sigma, lam, kappas, reverse, gtol, xtol, max_ite
             reach[k] = -1
             if (k == 1 and not reverse) or (k >= 2 and not has_u):
                 continue
-            for r in range(d):
-                w[r] = 0.0 if k < 2 else kappas[k - 2] * u[r]
-            for jj in range(J):
-                j = J - 1 - jj if k == 1 else jj
-                eta = etas[j]
-                for i in range(m):
-                    c[i] = C[b, i] * eta
-                if (k == 1 or (k > 1 and jj > 0)) and _lower_bound(c, mu, v) + sigma / eta >= best:
-                    continue  # eta_j cannot beat the best objective found (chain 0's, ...)
-                val, conv = _minimise(SX, w, c, mu, lam, gtol, xtol, max_iter, bufs)
-                if not conv:
-                    ok[b] = False
-                val += sigma / eta
-                best = min(best, val)
-                if val < profile[b, j]:
-                    profile[b, j] = val
-                    for r in range(d):
-                        W_eta[j, r] = w[r]
-                if k == 1:
-                    continue
-                for r in range(d):
-                    W_up[k, j, r] = w[r]
-                reach[k] = j
-                if k >= 2 and _joins(W_up, reach, k, j, w, merge_tol):
-                    break  # from here on an earlier upward chain's path: nothing new
-        jb = 0
-        for j in range(1, J):
-            if profile[b, j] < profile[b, jb]:
-                jb = j
-        best_j[b] = jb
-        for r in range(d):
-            W_out[b, r] = W_eta[jb, r]
-            w[r] = W_eta[jb, r]
-        for i in range(m):
-            c[i] = C[b, i] * etas[jb]
-        _, tau = _value(SX, w, c, mu, lam, t, loss, v)
-        s = 0.0
-        for i in range(m):
-            a = v[i] - tau
-            A_out[b, i] = a if a > 0 else 0.0
-            s += A_out[b, i]
-        for i in range(m):
-            A_out[b, i] /= s
+            best, conv = _run_chain(
+                SX, C[b], etas, mu, sigma, lam, kappas, k, u, gtol, xtol, max_iter,
+                merge_tol, best, w, c, v, bufs, profile[b], W_eta, W_up, reach,
+            )  # fmt: skip
+            if not conv:
+                ok[b] = False
+        best_j[b] = _finish_row(
+            SX, C[b], etas, mu, lam, profile[b], W_eta, w, c, t, loss, v, W_out[b], A_out[b]
+        )

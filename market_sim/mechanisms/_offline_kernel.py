@@ -677,28 +677,21 @@ def _may_hold_root(A, p, q, m1, lo_l, hi_l, lo_t, hi_t, kN_R, vlast):
 
 
 @njit(**_JIT)
-def _capped_column(
-    Nc, SC, N, mean, M2, xs_, xi, st, p, lam_lo, lam_hi, t_lo, t_hi, kappa, s, sigma, vlast, full
-):
-    """One cell with seller i (true value xi, status xs_ in the full market's cell)
-    reporting p with status st (0 out, 1 band, 2 capped).  Returns (tolerant loss,
-    strict loss, eps_i of the strict root or else of the tolerant one, eps_i of the
-    tolerant one, slack, and the eight margins whose least is the slack, of the root
-    with the largest: lam - v_n, v_{n+1} - lam, band - v_c, v_{c+1} - band, seller i's
-    two (p - lam out; p - band, lam - p in the band; band - p at the cap), x.a, u).
-    Without ``full`` a cell whose bounds leave no room is skipped."""
+def _report_bounds(st, p, lam_lo, lam_hi, t_lo, t_hi):
+    """(lo_t, hi_t, lo_l, hi_l): the cell's bounds on band and lam narrowed by seller i
+    reporting p with status st (2 capped: band >= p; 1 band: band <= p <= lam; 0 out:
+    lam <= p)."""
     if st == 2:
-        lo_t, hi_t, lo_l, hi_l = max(t_lo, p), t_hi, lam_lo, lam_hi
-    elif st == 1:
-        lo_t, hi_t, lo_l, hi_l = t_lo, min(t_hi, p), max(lam_lo, p), lam_hi
-    else:
-        lo_t, hi_t, lo_l, hi_l = t_lo, t_hi, lam_lo, min(lam_hi, p)
-    lt, ls, es, et, slack = _INF, _INF, 0.0, 0.0, -_INF
-    T = (-_INF, -_INF, -_INF, -_INF, -_INF, -_INF, -_INF, -_INF)
-    if not full:
-        room = 2e-11 * (abs(lo_l) + abs(mean) + 1e-300)
-        if lo_l - hi_l > room or lo_t - hi_t > room:
-            return lt, ls, es, et, slack, T
+        return max(t_lo, p), t_hi, lam_lo, lam_hi
+    if st == 1:
+        return t_lo, min(t_hi, p), max(lam_lo, p), lam_hi
+    return t_lo, t_hi, lam_lo, min(lam_hi, p)
+
+
+@njit(**_JIT)
+def _moved_cell(Nc, SC, N, mean, M2, xs_, xi, st, p):
+    """The cell's (Nc, SC, N, mean, M2) once seller i leaves its place xs_ (value xi)
+    in the full market's cell and joins it at p with status st (Welford both ways)."""
     # seller i leaves its place in the full market's cell ...
     if xs_ == 2:
         Nc -= 1.0
@@ -721,6 +714,53 @@ def _capped_column(
         mean += d / N1
         M2 += d * (p - mean)
         N = N1
+    return Nc, SC, N, mean, M2
+
+
+@njit(**_JIT)
+def _root_margins(st, p, lam, band, lam_lo, lam_hi, t_lo, t_hi):
+    """The six bound margins of a root: lam - v_n, v_{n+1} - lam, band - v_c,
+    v_{c+1} - band, and seller i's two (see ``_capped_column``)."""
+    a0, a1, a2, a3 = lam - lam_lo, lam_hi - lam, band - t_lo, t_hi - band
+    if st == 2:
+        b0, b1 = band - p, _INF
+    elif st == 1:
+        b0, b1 = p - band, lam - p
+    else:
+        b0, b1 = p - lam, _INF
+    return a0, a1, a2, a3, b0, b1
+
+
+@njit(**_JIT)
+def _eps_of_status(st, p, lam, eta, rho, kappa):
+    """eps_i = eta a_i (Eq. 13, 003) with a_i = kappa at the cap, rho (lam - p)+ in
+    the band, 0 out."""
+    if st == 2:
+        return eta * kappa
+    if st == 1:
+        return eta * rho * max(lam - p, 0.0)
+    return 0.0
+
+
+@njit(**_JIT)
+def _capped_column(
+    Nc, SC, N, mean, M2, xs_, xi, st, p, lam_lo, lam_hi, t_lo, t_hi, kappa, s, sigma, vlast, full
+):
+    """One cell with seller i (true value xi, status xs_ in the full market's cell)
+    reporting p with status st (0 out, 1 band, 2 capped).  Returns (tolerant loss,
+    strict loss, eps_i of the strict root or else of the tolerant one, eps_i of the
+    tolerant one, slack, and the eight margins whose least is the slack, of the root
+    with the largest: lam - v_n, v_{n+1} - lam, band - v_c, v_{c+1} - band, seller i's
+    two (p - lam out; p - band, lam - p in the band; band - p at the cap), x.a, u).
+    Without ``full`` a cell whose bounds leave no room is skipped."""
+    lo_t, hi_t, lo_l, hi_l = _report_bounds(st, p, lam_lo, lam_hi, t_lo, t_hi)
+    lt, ls, es, et, slack = _INF, _INF, 0.0, 0.0, -_INF
+    T = (-_INF, -_INF, -_INF, -_INF, -_INF, -_INF, -_INF, -_INF)
+    if not full:
+        room = 2e-11 * (abs(lo_l) + abs(mean) + 1e-300)
+        if lo_l - hi_l > room or lo_t - hi_t > room:
+            return lt, ls, es, et, slack, T
+    Nc, SC, N, mean, M2 = _moved_cell(Nc, SC, N, mean, M2, xs_, xi, st, p)
     if not N > 0:
         return lt, ls, es, et, slack, T
     R = 1.0 - Nc * kappa
@@ -744,13 +784,7 @@ def _capped_column(
         lam = m1 + u
         band = lam - kappa * N * u / R
         lin = C1 + R * (m1 * u - V) / u
-        a0, a1, a2, a3 = lam - lam_lo, lam_hi - lam, band - t_lo, t_hi - band
-        if st == 2:
-            b0, b1 = band - p, _INF
-        elif st == 1:
-            b0, b1 = p - band, lam - p
-        else:
-            b0, b1 = p - lam, _INF
+        a0, a1, a2, a3, b0, b1 = _root_margins(st, p, lam, band, lam_lo, lam_hi, t_lo, t_hi)
         margin = min(min(min(a0, a1), min(a2, a3)), min(min(b0, b1), min(lin, u)))
         if not math.isfinite(margin):
             continue
@@ -769,12 +803,7 @@ def _capped_column(
         rho = R / (N * u)
         loss = math.sqrt(Nc * kappa**2 + rho * rho * N * (u * u + V)) + 2 * math.sqrt(s * lin)
         eta = math.sqrt(sigma / lin)  # Eq. 13 (003): eps_i = eta a_i
-        if st == 2:
-            e = eta * kappa
-        elif st == 1:
-            e = eta * rho * max(lam - p, 0.0)
-        else:
-            e = 0.0
+        e = _eps_of_status(st, p, lam, eta, rho, kappa)
         if loss < lt:
             lt, et = loss, e
         if margin >= 0 and loss < ls:
@@ -892,6 +921,69 @@ def _approach(t, t2, h, scale):
 
 
 @njit(**_JIT)
+def _step_ahead(z, vlast):
+    """(z + h, h, scale): the report a step h = 1e-7 scale ahead, for the margins' slopes."""
+    scale = abs(z) + abs(vlast) + 1e-300
+    h = 1e-7 * scale
+    return z + h, h, scale
+
+
+@njit(**_JIT)
+def _greedy_margin(j, ncol, gcol, LG, LG2, cut, lt2, tie, h, scale):
+    """The margin of greedy piece j (>= ncol): how far the greedy allocation's loss LG
+    stays below every cell's tolerant loss (``cut``; lt2 and LG2 a step h ahead)."""
+    best2 = _INF
+    for jj in range(ncol):
+        best2 = min(best2, lt2[jj])
+    cut2 = best2 - tie * abs(best2) if best2 < _INF else _INF
+    if j - ncol + 1 != gcol or not LG < _INF:
+        return -_INF
+    if cut == _INF:
+        return _INF
+    return _approach(cut - LG, cut2 - LG2, h, scale)
+
+
+@njit(**_JIT)
+def _cell_margin(j, ncol, LG, LG2, ls, ls2, T, T2, tie, h, scale):
+    """The margin of cell column j: min of its root's eight margins T and its strict
+    loss's gaps to the other columns and to the greedy loss LG (ls2, T2, LG2 a step h
+    ahead), each as ``_approach``'s distance."""
+    own, own2 = ls[j], ls2[j]
+    m = _INF
+    for t in range(8):
+        m = min(m, _approach(T[t], T2[t], h, scale))
+    if own < _INF and own2 < _INF:  # (else the slack above falls to 0 first)
+        for jj in range(ncol):
+            if jj != j and ls[jj] < _INF:
+                m = min(m, _approach(ls[jj] - own, ls2[jj] - own2, h, scale))
+        if LG < _INF:
+            gap, gap2 = LG - own + tie * abs(own), LG2 - own2 + tie * abs(own2)
+            m = min(m, _approach(gap, gap2, h, scale))
+    elif own == _INF and m >= 0:
+        m = -_INF
+    return m
+
+
+@njit(**_JIT)
+def _chosen_column(LG, cut, glin, eg, gcol, ncol, best_t, jt, best_s, js, ec, canonical, tie):
+    """(eps_i, column) of a row: the greedy allocation where it beats every cell's
+    tolerant loss by more than rounding, else the least strict (``canonical``, within
+    ``tie``) or tolerant loss; see ``capped_rows`` for the flags -1, -2, -3."""
+    if LG < cut:
+        if not glin > 0:
+            return 0.0, -3
+        return eg, (ncol - 1 + gcol if (gcol > 0 and eg > 0) else -1)
+    if best_t == _INF:
+        return 0.0, -2
+    if canonical and best_s <= best_t + tie * abs(best_t):
+        jj = js
+    else:
+        jj = jt
+    e = ec[jj] if jj > 0 else 0.0
+    return e, (jj if e > 0 else -1)
+
+
+@njit(**_JIT)
 def capped_rows(
     xi, p, target, margin_mode, canonical, lam_lo, lam_hi, t_lo, t_hi, Nc, SC, Nb, mb, M2b,
     stair, v, Nw, g, P, h0, kappa, s, sigma, vlast, vcmin, lam_top, tie,
@@ -932,9 +1024,7 @@ def capped_rows(
         (best_t, jt), (best_s, js) = _least(lt, ncol), _least(ls, ncol)
         cut = best_t - tie * abs(best_t) if best_t < _INF else _INF
         if margin_mode:
-            scale = abs(z) + abs(vlast) + 1e-300
-            h = 1e-7 * scale
-            z2 = z + h
+            z2, h, scale = _step_ahead(z, vlast)
             LG2 = _greedy_moved(x, z2, v, Nw, U, g, P, h0, kappa, s, sigma)[0]
             fast2 = x < vcmin and z2 < vcmin
             _capped_table(
@@ -942,49 +1032,13 @@ def capped_rows(
                 M2b, stair, kappa, s, sigma, vlast, lt2, ls2, ec2, sl2, T2,
             )  # fmt: skip
             if j >= ncol:  # a greedy piece: the greedy allocation must stay ahead
-                best2 = _INF
-                for jj in range(ncol):
-                    best2 = min(best2, lt2[jj])
-                cut2 = best2 - tie * abs(best2) if best2 < _INF else _INF
-                if j - ncol + 1 != gcol or not LG < _INF:
-                    out_margin[r] = -_INF
-                elif cut == _INF:
-                    out_margin[r] = _INF
-                else:
-                    out_margin[r] = _approach(cut - LG, cut2 - LG2, h, scale)
-                continue
-            own, own2 = ls[j], ls2[j]
-            m = _INF
-            for t in range(8):
-                m = min(m, _approach(T[t], T2[t], h, scale))
-            if own < _INF and own2 < _INF:  # (else the slack above falls to 0 first)
-                for jj in range(ncol):
-                    if jj != j and ls[jj] < _INF:
-                        m = min(m, _approach(ls[jj] - own, ls2[jj] - own2, h, scale))
-                if LG < _INF:
-                    gap, gap2 = LG - own + tie * abs(own), LG2 - own2 + tie * abs(own2)
-                    m = min(m, _approach(gap, gap2, h, scale))
-            elif own == _INF and m >= 0:
-                m = -_INF
-            out_margin[r] = m
-            continue
-        if LG < cut:
-            if not glin > 0:
-                out_eps[r], out_col[r] = 0.0, -3
+                out_margin[r] = _greedy_margin(j, ncol, gcol, LG, LG2, cut, lt2, tie, h, scale)
             else:
-                out_eps[r] = eg
-                out_col[r] = ncol - 1 + gcol if (gcol > 0 and eg > 0) else -1
+                out_margin[r] = _cell_margin(j, ncol, LG, LG2, ls, ls2, T, T2, tie, h, scale)
             continue
-        if best_t == _INF:
-            out_eps[r], out_col[r] = 0.0, -2
-            continue
-        if canonical and best_s <= best_t + tie * abs(best_t):
-            jj = js
-        else:
-            jj = jt
-        e = ec[jj] if jj > 0 else 0.0
-        out_eps[r] = e
-        out_col[r] = jj if e > 0 else -1
+        out_eps[r], out_col[r] = _chosen_column(
+            LG, cut, glin, eg, gcol, ncol, best_t, jt, best_s, js, ec, canonical, tie
+        )
 
 
 # ---- the uncapped payment oracle (``payments._UncappedOracle``) -----------------------

@@ -547,8 +547,56 @@ def _kernel():
 def _solve_kernel(K, psi, mu, sigma, gamma, kappa) -> OfflineResult:
     """``solve`` by the compiled kernel: same decisions as the numpy path, with the
     sorted values (8m bytes) and the two outputs as the only m-sized arrays."""
-    m = psi.size
     psi = np.ascontiguousarray(psi)  # one compiled signature
+    xs = _kernel_sorted_values(K, psi, gamma, kappa)
+    s = sigma / mu**2
+    if kappa >= 1.0:  # only c = 0 cells: one streaming pass
+        best = _kernel_uncapped_best(K, xs, s, kappa)
+    else:  # cells next to the staircase
+        best = _kernel_capped_best(K, xs, s, kappa)
+    if best.lin_greedy < 0:
+        raise MarketSimError(
+            "the problem is unbounded below: sellers with negative virtual "
+            "cost can absorb all of the weight"
+        )
+    best_loss = best.norm_greedy + 2 * np.sqrt(s * best.lin_greedy)
+    found = best.n > 0 and best.loss < best_loss
+    if best.lin_greedy == 0 and not found:
+        del xs
+        return _zero_cost_limit(gamma * psi, mu)
+    if found:  # re-solve the winning cell from exact sums
+        N, m1, V, _ = K.seg_stats(xs, best.c_end, best.end)
+        Nc, _, _, sum_capped = K.seg_stats(xs, 0, best.c_end)
+        with np.errstate(all="ignore"):
+            lam, rho = _cell_root(Nc, N, m1, V, sum_capped, kappa, s, float(best.u))
+    del xs
+    return _kernel_allocation(K, psi, mu, sigma, gamma, kappa, best, (lam, rho) if found else None)
+
+
+@dataclass(frozen=True)
+class _KernelBest:
+    """The kernel's search: the best cell (n > 0: its marginal group's end ``n``, the
+    sorted positions [c_end, end) of its band, root u and loss, values v_cap / v_top at
+    the cap's and the band's top) and the greedy allocation (its marginal value v_m,
+    share, x.a ``lin_greedy``, norm and cut-off lam)."""
+
+    n: int
+    c_end: int
+    end: int
+    u: float
+    loss: float
+    v_cap: float
+    v_top: float
+    share: float
+    v_m: float
+    lin_greedy: float
+    norm_greedy: float
+    lam_greedy: float
+
+
+def _kernel_sorted_values(K, psi, gamma, kappa):
+    """The finite values gamma psi, sorted; psi checked in the same pass."""
+    m = psi.size
     xs = np.empty(m)
     n_finite, bad = K.scaled_finite(psi, gamma, xs)  # one pass: the checks and gamma psi
     if bad:
@@ -559,65 +607,67 @@ def _solve_kernel(K, psi, mu, sigma, gamma, kappa) -> OfflineResult:
         raise MarketSimError(
             f"only {xs.size} sellers have a finite virtual cost; the cap a_i <= k/m cannot sum to 1"
         )
-    s = sigma / mu**2
-    if kappa >= 1.0:  # only c = 0 cells: one streaming pass
-        n, end, u, loss, w0, v1 = K.uncapped_best(xs, s)
-        c, c_end = 0, 0
-        v_cap = -np.inf
-        v_top = float(xs[end - 1]) if n > 0 else np.nan
-        # greedy (offline._greedy): all weight on the lowest group
-        share = (1.0 - 0.0 * kappa) / w0
-        v_m = float(xs[0])
-        lin_greedy = kappa * 0.0 + share * w0 * v_m
-        norm_greedy = np.sqrt(kappa**2 * 0.0 + share**2 * w0)
-        lam_greedy = float(v1)
-    else:  # cells next to the staircase
-        U = K.count_groups(xs)
-        v = xs if U == xs.size else np.empty(U)
-        Nw, S1, S2 = np.empty(U + 1), np.empty(U + 1), np.empty(U + 1)
-        K.group(xs, v, Nw, S1, S2, U != xs.size)
-        g = K.greedy_group(Nw, U, kappa)
-        wg = float(Nw[g + 1] - Nw[g])
-        share = (1.0 - Nw[g] * kappa) / wg
-        v_m = float(v[g])
-        # as offline._greedy / solve do (np.dot), so that ties break the same way
-        w_head = np.diff(Nw[: g + 1])
-        lin_greedy = kappa * float(np.dot(w_head, v[:g])) + share * wg * v_m
-        del w_head
-        norm_greedy = np.sqrt(kappa**2 * Nw[g] + share**2 * wg)
-        lam_greedy = float(v[g + 1]) if g + 1 < U else np.inf
-        # cells surely worse than the greedy allocation cannot change the outcome
-        cutoff = norm_greedy + 2 * np.sqrt(s * lin_greedy) if lin_greedy >= 0 else np.inf
-        c, n, u, loss = K.capped_best(v, Nw, S1, S2, U, kappa, s, float(cutoff))
-        c_end, end = int(Nw[c]), int(Nw[n])
-        v_cap = float(v[c - 1]) if c > 0 else -np.inf
-        v_top = float(v[n - 1]) if n > 0 else np.nan
-        del v, Nw, S1, S2
-    if lin_greedy < 0:
-        raise MarketSimError(
-            "the problem is unbounded below: sellers with negative virtual "
-            "cost can absorb all of the weight"
-        )
-    best_loss = norm_greedy + 2 * np.sqrt(s * lin_greedy)
-    found = n > 0 and loss < best_loss
-    if lin_greedy == 0 and not found:
-        del xs
-        return _zero_cost_limit(gamma * psi, mu)
-    if found:  # re-solve the winning cell from exact sums
-        N, m1, V, _ = K.seg_stats(xs, c_end, end)
-        Nc, _, _, sum_capped = K.seg_stats(xs, 0, c_end)
-        with np.errstate(all="ignore"):
-            lam, rho = _cell_root(Nc, N, m1, V, sum_capped, kappa, s, float(u))
-    del xs
+    return xs
+
+
+def _kernel_uncapped_best(K, xs, s, kappa) -> _KernelBest:
+    """kappa >= 1: only c = 0 cells, searched in one streaming pass."""
+    n, end, u, loss, w0, v1 = K.uncapped_best(xs, s)
+    # greedy (offline._greedy): all weight on the lowest group
+    share = (1.0 - 0.0 * kappa) / w0
+    v_m = float(xs[0])
+    return _KernelBest(
+        n=n, c_end=0, end=end, u=u, loss=loss, v_cap=-np.inf,
+        v_top=float(xs[end - 1]) if n > 0 else np.nan,
+        share=share, v_m=v_m,
+        lin_greedy=kappa * 0.0 + share * w0 * v_m,
+        norm_greedy=np.sqrt(kappa**2 * 0.0 + share**2 * w0),
+        lam_greedy=float(v1),
+    )  # fmt: skip
+
+
+def _kernel_capped_best(K, xs, s, kappa) -> _KernelBest:
+    """kappa < 1: the cells next to the staircase, those surely worse than the greedy
+    allocation skipped."""
+    U = K.count_groups(xs)
+    v = xs if U == xs.size else np.empty(U)
+    Nw, S1, S2 = np.empty(U + 1), np.empty(U + 1), np.empty(U + 1)
+    K.group(xs, v, Nw, S1, S2, U != xs.size)
+    g = K.greedy_group(Nw, U, kappa)
+    wg = float(Nw[g + 1] - Nw[g])
+    share = (1.0 - Nw[g] * kappa) / wg
+    v_m = float(v[g])
+    # as offline._greedy / solve do (np.dot), so that ties break the same way
+    lin_greedy = kappa * float(np.dot(np.diff(Nw[: g + 1]), v[:g])) + share * wg * v_m
+    norm_greedy = np.sqrt(kappa**2 * Nw[g] + share**2 * wg)
+    # cells surely worse than the greedy allocation cannot change the outcome
+    cutoff = norm_greedy + 2 * np.sqrt(s * lin_greedy) if lin_greedy >= 0 else np.inf
+    c, n, u, loss = K.capped_best(v, Nw, S1, S2, U, kappa, s, float(cutoff))
+    return _KernelBest(
+        n=n, c_end=int(Nw[c]), end=int(Nw[n]), u=u, loss=loss,
+        v_cap=float(v[c - 1]) if c > 0 else -np.inf,
+        v_top=float(v[n - 1]) if n > 0 else np.nan,
+        share=share, v_m=v_m, lin_greedy=lin_greedy, norm_greedy=norm_greedy,
+        lam_greedy=float(v[g + 1]) if g + 1 < U else np.inf,
+    )  # fmt: skip
+
+
+def _kernel_allocation(K, psi, mu, sigma, gamma, kappa, best, root) -> OfflineResult:
+    """Allocate by the winning cell's root (lam, rho), or greedily if ``root`` is None,
+    and finish: eta, eps and the proxy loss of the normalised allocation."""
+    m = psi.size
     a = np.empty(m)
-    if found:
+    if root is not None:
+        lam, rho = root
         sums = K.allocate(
-            psi, gamma, kappa, v_cap, v_top, float(lam), float(rho), False, 0.0, 0.0, a
+            psi, gamma, kappa, best.v_cap, best.v_top, float(lam), float(rho), False, 0.0, 0.0, a
         )
         lam_cut = float(lam)
     else:
-        sums = K.allocate(psi, gamma, kappa, -np.inf, -np.inf, 0.0, 0.0, True, v_m, float(share), a)
-        lam_cut = lam_greedy
+        sums = K.allocate(
+            psi, gamma, kappa, -np.inf, -np.inf, 0.0, 0.0, True, best.v_m, float(best.share), a
+        )
+        lam_cut = best.lam_greedy
     total, lin_x, lin_psi, norm2 = sums  # of the unnormalised a; a / total sums to 1
     eta = float(np.sqrt(sigma / (lin_x / total)))  # best eta for a: sqrt(sigma / x.a)
     eps = np.empty(m)

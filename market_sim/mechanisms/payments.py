@@ -900,90 +900,20 @@ def _integrate(oracle, refine, sellers, xi, lo, dist, gamma, n_quad, record):
 def _integrate_segment(
     oracle, refine, sellers, xi, lo, dist, gamma, n_quad, record, span=None
 ):  # fmt: skip
-    """``_integrate`` on ``span`` (default: the support), where psi is continuous."""
-    bottom, top = dist.support if span is None else span
-
-    def values(z):
-        return gamma * dist.virtual_cost(z)
-
-    def alloc(idx, z):
-        """(eps, cell) of sellers idx (positions in ``sellers``) reporting z."""
-        return oracle.eps(sellers[idx], xi[idx], values(z))
-
-    def eps_of(idx, z):
-        return alloc(idx, z)[0]
-
-    every = np.arange(lo.size)
-    _, cell_top = alloc(every, np.full(lo.shape, top))
-    # searches start from top, or from where the oracle knows nobody is bought
-    z_hi = _least_z(values, bottom, top, getattr(oracle, "p_max", np.inf))
-    cur, cur_cell = lo.copy(), alloc(every, lo)[1]
-    at_limit = np.flatnonzero(cur_cell == ZERO_LIMIT)
-    if at_limit.size:  # eps_i = +inf at z = 0 only: its piece is the one just above 0
-        cur_cell[at_limit] = alloc(at_limit, lo[at_limit] + _ABOVE_ZERO)[1]
-    integral = np.zeros(lo.shape)
-    shape, jac = gauss_legendre_cos(n_quad)
-    rec = []
-
-    def bisect(a, b, todo):
-        """Shrink [a, b] to a change of cell, keeping cell(a) == cur_cell != cell(b),
-        by sections: ``oracle.sections`` points a step (the former method)."""
-        sections = oracle.sections
-        frac = np.arange(1, sections + 1) / (sections + 1)
-        while todo.size:
-            width = b[todo] - a[todo]
-            todo = todo[width > _REL_TOL * (np.abs(a[todo]) + np.abs(b[todo]) + 1e-300)]
-            if not todo.size:
-                return
-            z = a[todo, None] + (b[todo] - a[todo])[:, None] * frac[None, :]
-            cells = alloc(np.repeat(todo, sections), z.ravel())[1].reshape(z.shape)
-            changed = cells != cur_cell[todo, None]
-            first = np.where(changed.any(axis=1), changed.argmax(axis=1), sections)
-            rows = np.arange(todo.size)
-            a_new = np.where(first > 0, z[rows, np.maximum(first - 1, 0)], a[todo])
-            b_new = np.where(first < sections, z[rows, np.minimum(first, sections - 1)], b[todo])
-            a[todo], b[todo] = a_new, b_new
-
-    def search(a, b, todo):
-        if refine:
-            todo = _illinois(
-                lambda idx, z: oracle.margin(xi[idx], values(z), cur_cell[idx]), a, b, todo
-            )
-        bisect(a, b, todo)
-
+    """``_integrate`` on ``span`` (default: the support), where psi is continuous:
+    piece after piece, each integrated in its cell, then the change past it."""
+    seg = _Segment(oracle, refine, sellers, xi, lo, dist, gamma, span)
+    shape, _ = gauss_legendre_cos(n_quad)
     skip = _SKIP * (dist.support[1] - dist.support[0])
-    pending = cur_cell >= 0  # sellers still integrating
+    pending = seg.cur_cell >= 0  # sellers still integrating
     for _ in range(_MAX_PIECES):
         if not pending.any():
             break
-        a, b = cur.copy(), np.where(cur < z_hi, z_hi, top)
-        todo = pending & (cur_cell != cell_top)
-        search(a, b, np.flatnonzero(todo))
-        end = np.where(todo, a, top)
-        unchecked = pending.copy()
-        while unchecked.any():
-            # integrate [cur, end] if every quadrature node lies in cur's cell; a node
-            # in another cell means the search stepped over a piece (cell A, B, A):
-            # search again below that node
-            ok = np.flatnonzero(unchecked)
-            width = end[ok] - cur[ok]
-            z = cur[ok, None] + width[:, None] * shape[None, :]
-            vals, cells = (v.reshape(z.shape) for v in alloc(np.repeat(ok, shape.size), z.ravel()))
-            stray = (cells != cur_cell[ok, None]) & (width[:, None] > 0)
-            bad = stray.any(axis=1)
-            good = ok[~bad]
-            piece = _adaptive(eps_of, good, cur[good], end[good], n_quad, vals[~bad])
-            np.add.at(integral, piece[0], piece[3])
-            if record:
-                rec.append((*piece, np.zeros(piece[0].size, np.int8)))
-            unchecked[good] = False
-            redo = ok[bad]
-            if redo.size:
-                a[redo] = cur[redo]
-                b[redo] = z[bad][np.arange(redo.size), stray[bad].argmax(axis=1)]
-                todo[redo] = True
-                search(a, b, redo)
-                end[redo] = a[redo]
+        a, b = seg.cur.copy(), np.where(seg.cur < seg.z_hi, seg.z_hi, seg.top)
+        todo = pending & (seg.cur_cell != seg.cell_top)
+        seg.search(a, b, np.flatnonzero(todo))
+        end = np.where(todo, a, seg.top)
+        seg.integrate_pieces(pending, a, b, end, todo, shape, n_quad, record)
         # the next piece starts just past the change, skipping the ~1e-11 wide zone
         # where a solver may pick either of two cells that give the same eps; the
         # sliver [a, b + skip] is integrated by the midpoint rule.  A seller whose
@@ -991,25 +921,118 @@ def _integrate_segment(
         pending &= todo
         idx = np.flatnonzero(pending)
         if idx.size:
-            # [a, b] (~1e-15 wide, holding the change) by the midpoint rule, [b, b + skip]
-            # (in the next cell, or where two cells give the same eps) by quadrature
-            nxt = np.minimum(b[idx] + skip, top)
-            sliver = (b[idx] - a[idx]) * _finite(alloc(idx, 0.5 * (a[idx] + b[idx]))[0])
-            integral[idx] += sliver
-            after = _fixed_rule(eps_of, idx, b[idx], nxt, _SLIVER_NODES)
-            np.add.at(integral, after[0], after[3])
-            if record:
-                rec.append((idx, a[idx], b[idx], sliver, np.ones(idx.size, np.int8)))
-                rec.append((*after, np.zeros(after[0].size, np.int8)))
-            cur[idx] = nxt
-            cur_cell[idx] = alloc(idx, nxt)[1]
-            pending &= cur_cell >= 0
+            seg.step_past_change(idx, a, b, skip, record)
+            pending &= seg.cur_cell >= 0
     else:
         raise RuntimeError("payment integral: too many pieces; please report this market")
     if not record:
-        return integral, None
+        return seg.integral, None
     # (callers record only for sellers bought at their start, so rec is not empty)
-    return integral, tuple(np.concatenate(col) for col in zip(*rec, strict=True))
+    return seg.integral, tuple(np.concatenate(col) for col in zip(*seg.rec, strict=True))
+
+
+class _Segment:
+    """The state of ``_integrate_segment`` on [bottom, top]: each seller's current
+    piece (its start ``cur`` and the oracle's cell ``cur_cell`` there), the integral
+    so far and, when recording, the pieces."""
+
+    def __init__(self, oracle, refine, sellers, xi, lo, dist, gamma, span):
+        self.oracle, self.refine, self.sellers, self.xi = oracle, refine, sellers, xi
+        self.dist, self.gamma = dist, gamma
+        self.bottom, self.top = dist.support if span is None else span
+        every = np.arange(lo.size)
+        _, self.cell_top = self.alloc(every, np.full(lo.shape, self.top))
+        # searches start from top, or from where the oracle knows nobody is bought
+        self.z_hi = _least_z(self.values, self.bottom, self.top, getattr(oracle, "p_max", np.inf))
+        self.cur, self.cur_cell = lo.copy(), self.alloc(every, lo)[1]
+        at_limit = np.flatnonzero(self.cur_cell == ZERO_LIMIT)
+        if at_limit.size:  # eps_i = +inf at z = 0 only: its piece is the one just above 0
+            self.cur_cell[at_limit] = self.alloc(at_limit, lo[at_limit] + _ABOVE_ZERO)[1]
+        self.integral = np.zeros(lo.shape)
+        self.rec = []
+
+    def values(self, z):
+        return self.gamma * self.dist.virtual_cost(z)
+
+    def alloc(self, idx, z):
+        """(eps, cell) of sellers idx (positions in ``sellers``) reporting z."""
+        return self.oracle.eps(self.sellers[idx], self.xi[idx], self.values(z))
+
+    def eps_of(self, idx, z):
+        return self.alloc(idx, z)[0]
+
+    def bisect(self, a, b, todo):
+        """Shrink [a, b] to a change of cell, keeping cell(a) == cur_cell != cell(b),
+        by sections: ``oracle.sections`` points a step (the former method)."""
+        sections = self.oracle.sections
+        frac = np.arange(1, sections + 1) / (sections + 1)
+        while todo.size:
+            width = b[todo] - a[todo]
+            todo = todo[width > _REL_TOL * (np.abs(a[todo]) + np.abs(b[todo]) + 1e-300)]
+            if not todo.size:
+                return
+            z = a[todo, None] + (b[todo] - a[todo])[:, None] * frac[None, :]
+            cells = self.alloc(np.repeat(todo, sections), z.ravel())[1].reshape(z.shape)
+            changed = cells != self.cur_cell[todo, None]
+            first = np.where(changed.any(axis=1), changed.argmax(axis=1), sections)
+            rows = np.arange(todo.size)
+            a_new = np.where(first > 0, z[rows, np.maximum(first - 1, 0)], a[todo])
+            b_new = np.where(first < sections, z[rows, np.minimum(first, sections - 1)], b[todo])
+            a[todo], b[todo] = a_new, b_new
+
+    def search(self, a, b, todo):
+        if self.refine:
+            oracle, xi, cur_cell = self.oracle, self.xi, self.cur_cell
+            todo = _illinois(
+                lambda idx, z: oracle.margin(xi[idx], self.values(z), cur_cell[idx]), a, b, todo
+            )
+        self.bisect(a, b, todo)
+
+    def integrate_pieces(self, pending, a, b, end, todo, shape, n_quad, record):
+        """Integrate [cur, end] of the pending sellers; ``a``, ``b``, ``end`` and
+        ``todo`` are updated in place for those whose search is redone."""
+        unchecked = pending.copy()
+        while unchecked.any():
+            # integrate [cur, end] if every quadrature node lies in cur's cell; a node
+            # in another cell means the search stepped over a piece (cell A, B, A):
+            # search again below that node
+            ok = np.flatnonzero(unchecked)
+            width = end[ok] - self.cur[ok]
+            z = self.cur[ok, None] + width[:, None] * shape[None, :]
+            vals, cells = (
+                v.reshape(z.shape) for v in self.alloc(np.repeat(ok, shape.size), z.ravel())
+            )
+            stray = (cells != self.cur_cell[ok, None]) & (width[:, None] > 0)
+            bad = stray.any(axis=1)
+            good = ok[~bad]
+            piece = _adaptive(self.eps_of, good, self.cur[good], end[good], n_quad, vals[~bad])
+            np.add.at(self.integral, piece[0], piece[3])
+            if record:
+                self.rec.append((*piece, np.zeros(piece[0].size, np.int8)))
+            unchecked[good] = False
+            redo = ok[bad]
+            if redo.size:
+                a[redo] = self.cur[redo]
+                b[redo] = z[bad][np.arange(redo.size), stray[bad].argmax(axis=1)]
+                todo[redo] = True
+                self.search(a, b, redo)
+                end[redo] = a[redo]
+
+    def step_past_change(self, idx, a, b, skip, record):
+        """[a, b] (~1e-15 wide, holding the change) by the midpoint rule, [b, b + skip]
+        (in the next cell, or where two cells give the same eps) by quadrature; the
+        sellers idx then start their next piece at b + skip."""
+        top = self.top
+        nxt = np.minimum(b[idx] + skip, top)
+        sliver = (b[idx] - a[idx]) * _finite(self.alloc(idx, 0.5 * (a[idx] + b[idx]))[0])
+        self.integral[idx] += sliver
+        after = _fixed_rule(self.eps_of, idx, b[idx], nxt, _SLIVER_NODES)
+        np.add.at(self.integral, after[0], after[3])
+        if record:
+            self.rec.append((idx, a[idx], b[idx], sliver, np.ones(idx.size, np.int8)))
+            self.rec.append((*after, np.zeros(after[0].size, np.int8)))
+        self.cur[idx] = nxt
+        self.cur_cell[idx] = self.alloc(idx, nxt)[1]
 
 
 _QUAD_RTOL = 1e-13  # a piece is accepted when its rule's estimated error is below this
