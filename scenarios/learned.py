@@ -31,8 +31,9 @@ Per task one row: the means over its markets of each mechanism's objective
 (``objective_difference``, learned minus offline) and its standard deviation, the
 payments, the sellers' mean utility, and under the network the share of sellers whose
 utility is below -1e-9 (``negative_utility_share``: IR violations at truth, ex-post losses
-at the equilibrium) and the most negative utility seen (``min_utility_learned``).  ``network`` names one of
-the networks shipped with the package (``SHIPPED``) or a path to an ``.onnx`` file.
+at the equilibrium) and the most negative utility seen (``min_utility_learned``).
+``network`` names one of the networks shipped with the package (``SHIPPED``) or a path to
+an ``.onnx`` file.
 """
 
 from __future__ import annotations

@@ -9,8 +9,15 @@ from market_sim.errors import MarketSimError
 from market_sim.mechanisms.offline import buyer_loss
 from market_sim.scenarios import learned
 
-TINY = dict(dist="uniform:0:1", sellers=4, markets=30, audit_markets=2, reference_seed=0,
-            bne_samples=64, bne_max_iter=4)
+TINY = dict(
+    dist="uniform:0:1",
+    sellers=4,
+    markets=30,
+    audit_markets=2,
+    reference_seed=0,
+    bne_samples=64,
+    bne_max_iter=4,
+)
 
 
 def _run(path, at, seed=0):
