@@ -149,3 +149,34 @@ def test_training_several_fields_is_seeded_and_exports_exactly(tmp_path):
     assert np.all(eps <= r[..., 1])
     with pytest.raises(MarketSimError, match="has 3 sellers, not 4"):
         TrainingConfig(n_sellers=4, population=SPEC).check()
+
+
+def test_the_regret_counts_a_misreport_above_the_true_cap_as_no_gain():
+    """Sellers of small true caps (<= 0.3) inflate their cap to 5: eps = min(network,
+    5) then exceeds every true cap (checked), which the seller never consented to
+    (utility -inf), so the training's regret is 0; the utilities ignoring the cap gain
+    (checked here too, so the rule is what makes the regret 0)."""
+    pytest.importorskip("jax", reason="training needs the neural extra (JAX + optax)")
+    import jax
+    import jax.numpy as jnp
+
+    from market_sim.neural.training import TrainingConfig, _functions, _Markets, own_outcomes
+
+    cfg = TrainingConfig(n_sellers=3, population=SPEC, ascent_steps=0)  # the starts as they are
+    layout = _Markets(cfg).layout
+    net = initial_network(3, np.random.default_rng(5), hidden=6, low=layout.low,
+                          high=layout.high, fields=layout.fields)  # fmt: skip
+    truth = np.random.default_rng(1).uniform([0, 0.1, 10], [0.2, 0.3, 500], (16, 3, 3))
+    inflated = truth.copy()
+    inflated[..., 1] = 5.0
+    starts = np.stack([truth, inflated])
+    eps, pay = own_outcomes(net.params, starts, truth, net.eps_max, net.low, net.high,
+                            np, net.fields)  # fmt: skip
+    assert np.all(eps[1] > truth[..., 1])
+    u = pay - truth[..., 0] * eps
+    assert np.all(np.maximum(u[1] - u[0], 0).mean(axis=0) > 0.05)  # what a blind count sees
+    _, _, measure = _functions(cfg, layout)
+    params = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), net.params)
+    f32 = (jnp.asarray(a, jnp.float32) for a in (truth, starts))
+    _, regret, _, _ = measure(params, *f32)
+    np.testing.assert_array_equal(np.asarray(regret), 0.0)
