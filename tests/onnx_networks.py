@@ -89,7 +89,10 @@ def posted_price_caps(path: Path, price=0.5, e_max=1.0, pay_the_report=False,
     inp = helper.make_tensor_value_info(
         "reports", TensorProto.DOUBLE, ["B", "n", len(fields) if width is None else width]
     )
-    outs = [helper.make_tensor_value_info(o, TensorProto.DOUBLE, ["B", "n"]) for o in ("eps", "payments")]
+    outs = [
+        helper.make_tensor_value_info(o, TensorProto.DOUBLE, ["B", "n"])
+        for o in ("eps", "payments")
+    ]
     graph = helper.make_graph(nodes, "mechanism", [inp], outs, initializer=consts)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8

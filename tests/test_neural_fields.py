@@ -120,7 +120,9 @@ def test_export_names_the_fields_caps_eps_and_equals_numpy(tmp_path):
                 assert e_own[s, b, i] == pytest.approx(e[0, i], rel=1e-12)
                 assert p_own[s, b, i] == pytest.approx(p[0, i], rel=1e-12)
     with pytest.raises(MarketSimError, match="the cost first"):
-        initial_network(3, np.random.default_rng(0), low=(0, 0), high=(1, 1), fields=("cap", "cost"))
+        initial_network(
+            3, np.random.default_rng(0), low=(0, 0), high=(1, 1), fields=("cap", "cost")
+        )
 
 
 def test_training_several_fields_is_seeded_and_exports_exactly(tmp_path):

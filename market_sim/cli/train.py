@@ -27,7 +27,7 @@ def add_parser(subparsers):
                    help="cost law (default uniform:0:1)")  # fmt: skip
     a.add_argument("--population", default=None, metavar="SPEC",
                    help="sellers with several fields instead of --dist, e.g. "
-                   "'10*uniform:0:1;cap=uniform:0.1:5;size=integers:10:500' (docs/neural.md)")  # fmt: skip
+                   "'10*uniform:0:1;cap=uniform:0.1:5;size=integers:10:500'")  # fmt: skip
     add_output(a, quiet="no progress lines (stderr)")
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     a.add_argument("--iterations", type=count("iterations"), default=1000,
@@ -52,10 +52,9 @@ def add_parser(subparsers):
 def run(args) -> int:
     import numpy as np
 
+    from ..multifield import MultiFieldPopulation
     from ..neural.outputs import write_training
     from ..neural.training import TrainingConfig, import_jax, train
-
-    from ..multifield import MultiFieldPopulation
 
     sellers = args.sellers
     if args.population is not None:

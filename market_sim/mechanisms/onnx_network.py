@@ -181,7 +181,7 @@ class OnnxMechanism(Mechanism):
         if eps.shape != r.shape[:2] or pay.shape != r.shape[:2]:
             raise MarketSimError(
                 f"onnx mechanism {self.path.name}: outputs {self._outputs} must have the "
-                f"shape {r.shape[:2]} of the markets, got {eps.shape} and {pay.shape}"
+                f"reports' shape {r.shape[:2]} (one per seller), got {eps.shape} and {pay.shape}"
             )
         return eps, pay
 
@@ -225,6 +225,8 @@ class OnnxFields(MultiFieldMechanism):
 
     def outcome(self, reports, rng=None) -> Outcome:
         n = reports.shape[-1]
-        x = np.stack([reports[f] for f in self.report_fields], axis=-1).reshape(-1, n, len(self.report_fields))
+        x = np.stack([reports[f] for f in self.report_fields], axis=-1).reshape(
+            -1, n, len(self.report_fields)
+        )
         eps, pay = self.network.evaluate(x)
         return Outcome(eps.reshape(reports.shape), pay.reshape(reports.shape))

@@ -69,8 +69,8 @@ class MechanismNetwork:
         r = np.asarray(reports, dtype=float)
         if r.shape[1:] != self.input_shape or r.ndim != 1 + len(self.input_shape):
             raise MarketSimError(
-                f"the network takes reports of shape (batch, {', '.join(map(str, self.input_shape))}"
-                f"), got {r.shape}"
+                f"the network takes reports of shape (batch, "
+                f"{', '.join(map(str, self.input_shape))}), got {r.shape}"
             )
         return forward(self.params, r, self.eps_max, self.low, self.high, np, self.fields)
 
@@ -146,7 +146,9 @@ def initial_network(
     width = 1 if fields is None else len(fields)
     if lows.shape != (width,) or highs.shape != (width,):
         raise MarketSimError(f"give one low and one high per field ({width}), not {lows.size}")
-    if not (np.all(np.isfinite(lows) & np.isfinite(highs)) and np.all((0 <= lows) & (lows < highs))):
+    if not (
+        np.all(np.isfinite(lows) & np.isfinite(highs)) and np.all((0 <= lows) & (lows < highs))
+    ):
         raise MarketSimError(f"each support must be 0 <= low < high (got {low}, {high})")
     params = {}
     for name in TOWERS:
