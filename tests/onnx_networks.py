@@ -55,3 +55,48 @@ def smooth_myerson(path: Path):
         helper.make_node("Add", ["reps", "tail"], ["payments"]),
     ]
     return _save(path, nodes, ["eps", "payments"], [_const("price", PRICE), _const("slope", SLOPE)])
+
+
+def posted_price_caps(path: Path, price=0.5, e_max=1.0, pay_the_report=False,
+                      fields=("cost", "cap", "size"), metadata=None, width=None):  # fmt: skip
+    """A several-field network, reports (B, n, F) with F = len(fields) (``width``
+    overrides the declared F) and metadata ``report_fields`` = ``metadata`` or the
+    fields: eps = [cost <= price] min(cap, e_max), payments = price eps.
+
+    That is ``PostedPricePerUnit(price, e_max)`` (market_sim.mechanisms.multifield),
+    truthful in cost and cap and IR; proof (its docstring): the outcome depends on the
+    seller's own report only; with true (c, k) a sale gives (p - c) min(k', e_max) when
+    min(k', e_max) <= k, else -inf, so for c <= p the best is the largest quantity not
+    above k, min(k, e_max), the truth's, and for c > p no sale (the truth's u = 0) is
+    best.  With ``pay_the_report`` the payment is cost' eps, not IC: a seller of cost
+    c < p gets 0 from the truth and (p - c) min(k, e_max) > 0 reporting (p, k)."""
+    ci, ki = fields.index("cost"), fields.index("cap")
+    nodes = [
+        helper.make_node("Gather", ["reports", "i_cost"], ["cost"], axis=2),
+        helper.make_node("Gather", ["reports", "i_cap"], ["cap"], axis=2),
+        helper.make_node("LessOrEqual", ["cost", "price"], ["sells"]),
+        helper.make_node("Cast", ["sells"], ["sold"], to=TensorProto.DOUBLE),
+        helper.make_node("Min", ["cap", "e_max"], ["quantity"]),
+        helper.make_node("Mul", ["sold", "quantity"], ["eps"]),
+        helper.make_node("Mul", ["cost" if pay_the_report else "price", "eps"], ["payments"]),
+    ]
+    consts = [
+        helper.make_tensor("i_cost", TensorProto.INT64, [], [ci]),
+        helper.make_tensor("i_cap", TensorProto.INT64, [], [ki]),
+        _const("price", price, TensorProto.DOUBLE),
+        _const("e_max", e_max, TensorProto.DOUBLE),
+    ]
+    inp = helper.make_tensor_value_info(
+        "reports", TensorProto.DOUBLE, ["B", "n", len(fields) if width is None else width]
+    )
+    outs = [
+        helper.make_tensor_value_info(o, TensorProto.DOUBLE, ["B", "n"])
+        for o in ("eps", "payments")
+    ]
+    graph = helper.make_graph(nodes, "mechanism", [inp], outs, initializer=consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    helper.set_model_props(model, {"report_fields": metadata or ",".join(fields)})
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+from ..errors import MarketSimError
 from .arguments import add_output, count, number, output_folder, positive
 
 
@@ -21,9 +22,12 @@ def add_parser(subparsers):
         "Needs pip install 'market_sim[neural]'. Exit status 0, 2 on bad input.",
     )
     two = number("sellers", int, lambda v: v >= 2, ">= 2")
-    a.add_argument("--sellers", type=two, default=10, help="sellers (default 10)")
+    a.add_argument("--sellers", type=two, default=None, help="sellers (default 10)")
     a.add_argument("--dist", default="uniform:0:1", metavar="SPEC",
                    help="cost law (default uniform:0:1)")  # fmt: skip
+    a.add_argument("--population", default=None, metavar="SPEC",
+                   help="sellers with several fields instead of --dist, e.g. "
+                   "'10*uniform:0:1;cap=uniform:0.1:5;size=integers:10:500'")  # fmt: skip
     add_output(a, quiet="no progress lines (stderr)")
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     a.add_argument("--iterations", type=count("iterations"), default=1000,
@@ -48,11 +52,21 @@ def add_parser(subparsers):
 def run(args) -> int:
     import numpy as np
 
+    from ..multifield import MultiFieldPopulation
     from ..neural.outputs import write_training
     from ..neural.training import TrainingConfig, import_jax, train
 
+    sellers = args.sellers
+    if args.population is not None:
+        sellers = MultiFieldPopulation.parse(args.population).n_sellers
+        if args.sellers not in (None, sellers):
+            raise MarketSimError(
+                f"--sellers {args.sellers} conflicts with the population's {sellers} sellers "
+                "(omit --sellers)"
+            )
     config = TrainingConfig(
-        n_sellers=args.sellers, dist=args.dist, iterations=args.iterations, batch=args.batch,
+        n_sellers=10 if sellers is None else sellers, dist=args.dist,
+        population=args.population, iterations=args.iterations, batch=args.batch,
         hidden=args.hidden, layers=args.layers, eps_max=args.eps_max, mu=args.mu,
         sigma=args.sigma, gamma=args.gamma, budget=args.budget,
         ascent_steps=args.ascent_steps, ascent_starts=args.ascent_starts,

@@ -177,7 +177,7 @@ def as_multifield_mechanism(spec, **context) -> MultiFieldMechanism:
     if hasattr(spec, "report_fields") and callable(getattr(spec, "outcome", None)):
         return _checked(spec)
     try:
-        return OneField(as_mechanism(spec, **context))
+        return _multifield_form(as_mechanism(spec, **context))
     except MarketSimError as exc:
         if isinstance(spec, str) and "unknown" in str(exc):
             known = ", ".join(MULTIFIELD_MECHANISMS.names())
@@ -186,6 +186,15 @@ def as_multifield_mechanism(spec, **context) -> MultiFieldMechanism:
                 "market-sim mechanisms)"
             ) from None
         raise
+
+
+def _multifield_form(mech):
+    """A one-field mechanism's form on records: its own multi-field form when it reads
+    several fields (``multifield()``, e.g. an ONNX network naming its fields), else
+    :class:`OneField`."""
+    form = getattr(mech, "multifield", None)
+    own = form() if callable(form) else None
+    return OneField(mech) if own is None else _checked(own)
 
 
 def _checked(mech):

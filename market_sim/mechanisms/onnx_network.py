@@ -10,6 +10,14 @@ JAX through jax2onnx) is a mechanism here when it has **the signature**:
 * **two outputs**, ε and the payments, each ``(batch, n_sellers)``: the outputs named
   ``eps`` and ``payments`` when both names exist, else the first two in order.
 
+**Several fields** (sellers with a cost, a privacy cap, a data size:
+``market_sim.mechanisms.multifield``): the input is ``(batch, n_sellers, F)`` and the
+model's metadata (``metadata_props``) names the fields of the last axis under the key
+``report_fields``, e.g. ``cost,cap,size`` (fields of ``market_sim.multifield.FIELDS``,
+the cost first).  Such a file is a multi-field mechanism: ``multifield()`` gives it
+with ``report_fields``, and the joint audit and ``market-sim audit --population
+'...;cap=...' --mechanism onnx:PATH`` take it so.  A file without the key is one-field.
+
 The network must be deterministic (the same reports give the same ε and payments);
 ε must be finite and ≥ 0.  Every violation of the signature is a one-line
 :class:`~market_sim.errors.MarketSimError` naming it.
@@ -26,6 +34,7 @@ onnxruntime is an optional dependency (the ``neural`` extra:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -33,8 +42,11 @@ import numpy as np
 
 from ..errors import MarketSimError
 from .base import Mechanism, Outcome, _deviation_args
+from .multifield import MultiFieldMechanism
 
-__all__ = ["OnnxMechanism", "BATCH_ROWS"]
+__all__ = ["OnnxMechanism", "OnnxFields", "BATCH_ROWS", "FIELDS_KEY"]
+
+FIELDS_KEY = "report_fields"  # the metadata key of a several-field network
 
 #: rows (trial markets) per onnxruntime call in ``deviations``
 BATCH_ROWS = 16384
@@ -69,7 +81,25 @@ def _session(path: Path):
         ) from None
 
 
-def _signature(session, path: Path) -> tuple[str, np.dtype, tuple[str, str], object]:
+def _fields(session, path: Path) -> tuple[str, ...] | None:
+    """The fields named in the metadata (``report_fields``), or None (one-field)."""
+    from ..multifield import FIELDS
+
+    text = session.get_modelmeta().custom_metadata_map.get(FIELDS_KEY)
+    if text is None:
+        return None
+    fields = tuple(f.strip() for f in text.split(","))
+    unknown = [f for f in fields if f not in FIELDS]
+    if unknown or fields[:1] != ("cost",) or len(set(fields)) != len(fields):
+        what = f"unknown field {unknown[0]!r}" if unknown else f"{text!r}"
+        raise MarketSimError(
+            f"onnx mechanism {path.name}: metadata {FIELDS_KEY} names {what}: distinct "
+            f"fields among {', '.join(FIELDS)}, the cost first"
+        )
+    return fields
+
+
+def _signature(session, path: Path, fields) -> tuple[str, np.dtype, tuple[str, str], object]:
     """(input name, input dtype, (eps output, payments output), declared batch size)."""
     inputs, outputs = session.get_inputs(), session.get_outputs()
     if len(inputs) != 1:
@@ -82,10 +112,13 @@ def _signature(session, path: Path) -> tuple[str, np.dtype, tuple[str, str], obj
         raise MarketSimError(
             f"onnx mechanism {path.name}: the input must be float or double, not {inp.type}"
         )
-    if len(inp.shape) != 2:
+    want = "(batch, n_sellers)" if fields is None else f"(batch, n_sellers, {len(fields)})"
+    last = None if fields is None else inp.shape[-1]
+    if len(inp.shape) != (2 if fields is None else 3) or (
+        isinstance(last, int) and last != len(fields or ())
+    ):
         raise MarketSimError(
-            f"onnx mechanism {path.name}: the input must be (batch, n_sellers), its shape "
-            f"is {inp.shape}"
+            f"onnx mechanism {path.name}: the input must be {want}, its shape is {inp.shape}"
         )
     if len(outputs) < 2:
         raise MarketSimError(
@@ -107,7 +140,9 @@ class OnnxMechanism(Mechanism):
     def __init__(self, path, dist=None, n_sellers=None):
         self.path = Path(str(path))
         self._session = _session(self.path)
-        self._input, self._dtype, self._outputs, batch = _signature(self._session, self.path)
+        self.fields = _fields(self._session, self.path)
+        signature = _signature(self._session, self.path, self.fields)
+        self._input, self._dtype, self._outputs, batch = signature
         self._batch = batch if isinstance(batch, int) and batch > 0 else None
         self.n_sellers = n_sellers
 
@@ -117,9 +152,21 @@ class OnnxMechanism(Mechanism):
     def __setstate__(self, state):
         self.__init__(state["path"], n_sellers=state["n_sellers"])
 
+    def multifield(self) -> OnnxFields | None:
+        """The multi-field mechanism of a several-field file, None for a one-field one."""
+        return None if self.fields is None else OnnxFields(self)
+
     def evaluate(self, reports) -> tuple[np.ndarray, np.ndarray]:
-        """(eps, payments), each (rows, n), of the markets ``reports`` (rows, n), float64."""
-        r = np.ascontiguousarray(np.asarray(reports, dtype=float).reshape(len(reports), -1))
+        """(eps, payments), each (rows, n), of the markets ``reports`` (rows, n), or
+        (rows, n, F) for a several-field file, float64."""
+        r = np.asarray(reports, dtype=float)
+        if self.fields is not None and r.ndim != 3:
+            raise MarketSimError(
+                f"onnx mechanism {self.path.name} reads {','.join(self.fields)} of each "
+                "seller: give it a population with these fields (--population "
+                "'N*LAW;cap=LAW', docs/multifield.md)"
+            )
+        r = np.ascontiguousarray(r.reshape(len(r), -1) if self.fields is None else r)
         if self._batch is not None and r.shape[0] != self._batch:
             parts = [self.evaluate(r[i : i + self._batch]) for i in range(0, len(r), self._batch)]
             return np.vstack([p[0] for p in parts]), np.vstack([p[1] for p in parts])
@@ -131,10 +178,10 @@ class OnnxMechanism(Mechanism):
                 f"{r.shape}: {_first_line(exc)}"
             ) from None
         eps, pay = np.asarray(eps, dtype=float), np.asarray(pay, dtype=float)
-        if eps.shape != r.shape or pay.shape != r.shape:
+        if eps.shape != r.shape[:2] or pay.shape != r.shape[:2]:
             raise MarketSimError(
                 f"onnx mechanism {self.path.name}: outputs {self._outputs} must have the "
-                f"reports' shape {r.shape}, got {eps.shape} and {pay.shape}"
+                f"reports' shape {r.shape[:2]} (one per seller), got {eps.shape} and {pay.shape}"
             )
         return eps, pay
 
@@ -162,3 +209,24 @@ class OnnxMechanism(Mechanism):
                 f"onnx mechanism {self.path.name}: eps and payments must be finite"
             )
         return Outcome(eps.reshape(k, j), pay.reshape(k, j))
+
+
+@dataclass(frozen=True)
+class OnnxFields(MultiFieldMechanism):
+    """A several-field ONNX network as a multi-field mechanism (the module docstring):
+    the records' fields, in the file's order, are the last axis of its input."""
+
+    network: OnnxMechanism
+    name: ClassVar[str] = "onnx"
+
+    @property
+    def report_fields(self) -> tuple[str, ...]:  # type: ignore[override]
+        return tuple(self.network.fields or ())
+
+    def outcome(self, reports, rng=None) -> Outcome:
+        n = reports.shape[-1]
+        x = np.stack([reports[f] for f in self.report_fields], axis=-1).reshape(
+            -1, n, len(self.report_fields)
+        )
+        eps, pay = self.network.evaluate(x)
+        return Outcome(eps.reshape(reports.shape), pay.reshape(reports.shape))

@@ -1,5 +1,6 @@
 """A learned procurement mechanism, trained here: RegretNet (Dütting et al. 2019) for
-one-field costs (issue #52, item 2; docs/neural.md).
+one-field costs and for sellers with several fields, cost, cap and size (issue #52,
+item 2; docs/neural.md).
 
 * ``network``: the weights and the forward pass (numpy, or jax.numpy when training):
   two permutation-equivariant towers (DeepSets), one for ε and one for the payments.

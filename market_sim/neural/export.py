@@ -5,6 +5,10 @@ signature of ``market_sim.mechanisms.onnx_network``: one input ``reports``
 (batch, n_sellers) with a dynamic batch axis, two outputs ``eps`` and ``payments``.
 Operators: Sub, Mul, Div, Unsqueeze, MatMul, ReduceSum, Add, Relu, Squeeze, Sigmoid
 (opset 17).  It needs the ``onnx`` package only (no JAX).
+
+A network of several fields takes ``reports`` (batch, n_sellers, F) and names its
+fields in the model's metadata (``metadata_props``: key ``report_fields``, value e.g.
+``cost,cap,size``, the order of the last axis); the cap is applied with Gather and Min.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from ..errors import MarketSimError
 from ..files import atomic_write
 from .network import TOWERS, MechanismNetwork
 
-__all__ = ["onnx_model", "write_onnx", "OPSET"]
+__all__ = ["onnx_model", "write_onnx", "OPSET", "FIELDS_KEY"]
 
 OPSET = 17
+FIELDS_KEY = "report_fields"  # the metadata key naming a several-field network's fields
 
 
 class _Graph:
@@ -76,25 +81,35 @@ def onnx_model(network: MechanismNetwork):
     g.axes("axis_sellers", [1])
     g.axes("axis_last", [-1])
     g.const("n_others", network.n_sellers - 1)
-    shifted = g.op("Sub", ["reports", g.const("low", network.low)], "shifted")
-    scaled = g.op("Div", [shifted, g.const("width", network.high - network.low)], "scaled")
-    x = g.op("Unsqueeze", [scaled, "axis_last"], "x")
+    fields = network.fields
+    low, high = np.asarray(network.low, float), np.asarray(network.high, float)
+    shifted = g.op("Sub", ["reports", g.const("low", low)], "shifted")
+    scaled = g.op("Div", [shifted, g.const("width", high - low)], "scaled")
+    x = scaled if fields else g.op("Unsqueeze", [scaled, "axis_last"], "x")
     z = {name: _tower(g, name, network.params[name], x) for name in TOWERS}
     alloc = g.op("Sigmoid", [z["allocation"]], "alloc_share")
-    eps = g.op("Mul", [alloc, g.const("eps_max", network.eps_max)], "eps")
+    eps = g.op("Mul", [alloc, g.const("eps_max", network.eps_max)], "eps_net")
+    if fields and "cap" in fields:  # eps = min(network's eps, reported cap)
+        g.axes("cap_index", fields.index("cap"))
+        cap = g.op("Gather", ["reports", "cap_index"], "reported_cap", axis=2)
+        eps = g.op("Min", [eps, cap], "eps_capped")
+    eps = g.op("Identity", [eps], "eps")
     pay_share = g.op("Sigmoid", [z["payment"]], "pay_share")
-    top = g.op("Mul", [eps, g.const("high", network.high)], "eps_times_high")
+    top = g.op("Mul", [eps, g.const("high", high.reshape(-1)[0])], "eps_times_high")
     g.op("Mul", [top, pay_share], "payments")
     shape: list[str | int | None] = ["batch", network.n_sellers]
     graph = helper.make_graph(
         g.nodes,
         "market_sim_regretnet",
-        [helper.make_tensor_value_info("reports", TensorProto.DOUBLE, shape)],
+        [helper.make_tensor_value_info("reports", TensorProto.DOUBLE,
+                                       shape + ([len(fields)] if fields else []))],
         [helper.make_tensor_value_info(o, TensorProto.DOUBLE, shape) for o in ("eps", "payments")],
         initializer=g.constants,
-    )
+    )  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = min(model.ir_version, 8)  # readable by onnxruntime >= 1.20
+    if fields:
+        helper.set_model_props(model, {FIELDS_KEY: ",".join(fields)})
     onnx.checker.check_model(model)
     return model
 

@@ -17,6 +17,16 @@ The payment is a learned fraction of the most any cost in the support could ask 
 ε_i, so individual rationality (payment >= c_i eps_i) is reachable for every c_i and is
 learned, not built in (as in RegretNet, where the payment is a fraction of the value).
 
+**Several fields** (issue #52; ``fields`` set, e.g. ``("cost", "cap", "size")``): the
+reports are (..., n, F), one column per field in ``market_sim.multifield.FIELDS``
+order, each scaled to [0, 1] by its own (low, high); the towers' first layer takes the
+F features.  With a ``cap`` field the allocation is capped by the reported cap,
+
+    eps_i = min(eps_max * sigmoid(z_alloc_i), reported cap_i)
+
+so a truthful seller's cap is never exceeded (FL-Market's construction, Zheng et al.
+2022); the payment is the same fraction of eps_i * high_cost as above.
+
 ``forward`` takes the array module (``xp``: numpy, or jax.numpy in training), so the
 trained network, its ONNX export (``export``) and the training share one definition.
 """
@@ -28,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import MarketSimError
+from ..multifield import FIELDS
 
 __all__ = ["MechanismNetwork", "forward", "initial_network", "TOWERS"]
 
@@ -43,17 +54,25 @@ class MechanismNetwork:
     params: dict
     n_sellers: int
     eps_max: float
-    low: float
-    high: float
+    low: float | tuple[float, ...]
+    high: float | tuple[float, ...]
+    fields: tuple[str, ...] | None = None
+    """None: one-field reports (batch, n); else the fields of reports (batch, n, F)."""
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """The shape of one market's reports: (n,) or (n, F)."""
+        return (self.n_sellers,) if self.fields is None else (self.n_sellers, len(self.fields))
 
     def outputs(self, reports) -> tuple[np.ndarray, np.ndarray]:
-        """(eps, payments), each (batch, n), of reports (batch, n), in float64."""
+        """(eps, payments), each (batch, n), of reports (batch, n) or (batch, n, F), float64."""
         r = np.asarray(reports, dtype=float)
-        if r.ndim != 2 or r.shape[1] != self.n_sellers:
+        if r.shape[1:] != self.input_shape or r.ndim != 1 + len(self.input_shape):
             raise MarketSimError(
-                f"the network takes reports of shape (batch, {self.n_sellers}), got {r.shape}"
+                f"the network takes reports of shape (batch, "
+                f"{', '.join(map(str, self.input_shape))}), got {r.shape}"
             )
-        return forward(self.params, r, self.eps_max, self.low, self.high, np)
+        return forward(self.params, r, self.eps_max, self.low, self.high, np, self.fields)
 
 
 def _sigmoid(z, xp):
@@ -76,11 +95,18 @@ def tower(layers, x, xp):
     return (h @ head["w"])[..., 0] + head["b"][0]
 
 
-def forward(params, reports, eps_max: float, low: float, high: float, xp=np):
-    """(eps, payments) of reports (..., n): the module docstring's equations."""
-    x = ((reports - low) / (high - low))[..., None]
+def forward(params, reports, eps_max: float, low, high, xp=np, fields=None):
+    """(eps, payments) of reports (..., n), or (..., n, F) with ``fields``: the module
+    docstring's equations."""
+    if fields is None:
+        x, high_cost = ((reports - low) / (high - low))[..., None], high
+    else:
+        lo, hi = xp.asarray(low), xp.asarray(high)
+        x, high_cost = (reports - lo) / (hi - lo), high[0]  # the cost is the first field
     eps = eps_max * _sigmoid(tower(params["allocation"], x, xp), xp)
-    payments = eps * high * _sigmoid(tower(params["payment"], x, xp), xp)
+    if fields is not None and "cap" in fields:  # never above the reported cap
+        eps = xp.minimum(eps, reports[..., list(fields).index("cap")])
+    payments = eps * high_cost * _sigmoid(tower(params["payment"], x, xp), xp)
     return eps, payments
 
 
@@ -100,10 +126,12 @@ def initial_network(
     hidden: int = 32,
     layers: int = 2,
     eps_max: float = 5.0,
-    low: float = 0.0,
-    high: float = 1.0,
+    low=0.0,
+    high=1.0,
+    fields: tuple[str, ...] | None = None,
 ) -> MechanismNetwork:
-    """Random weights drawn with ``rng`` (same seed, same network)."""
+    """Random weights drawn with ``rng`` (same seed, same network); with ``fields``,
+    ``low`` and ``high`` are one bound per field (the module docstring)."""
     if not isinstance(rng, np.random.Generator):
         raise MarketSimError("rng must be a numpy.random.Generator")
     if int(n_sellers) < 2:
@@ -112,13 +140,24 @@ def initial_network(
         raise MarketSimError(f"hidden and layers must be >= 1 (got {hidden}, {layers})")
     if not (np.isfinite(eps_max) and eps_max > 0):
         raise MarketSimError(f"eps_max must be a finite number > 0 (got {eps_max})")
-    if not (np.isfinite(low) and np.isfinite(high) and 0 <= low < high):
-        raise MarketSimError(f"the cost support must be 0 <= low < high (got {low}, {high})")
+    if fields is not None and (tuple(fields)[:1] != ("cost",) or not set(fields) <= set(FIELDS)):
+        raise MarketSimError(f"fields must be among {', '.join(FIELDS)}, the cost first: {fields}")
+    lows, highs = np.atleast_1d(np.asarray(low, float)), np.atleast_1d(np.asarray(high, float))
+    width = 1 if fields is None else len(fields)
+    if lows.shape != (width,) or highs.shape != (width,):
+        raise MarketSimError(f"give one low and one high per field ({width}), not {lows.size}")
+    if not (
+        np.all(np.isfinite(lows) & np.isfinite(highs)) and np.all((0 <= lows) & (lows < highs))
+    ):
+        raise MarketSimError(f"each support must be 0 <= low < high (got {low}, {high})")
     params = {}
     for name in TOWERS:
-        sizes = [1] + [int(hidden)] * int(layers)
+        sizes = [width] + [int(hidden)] * int(layers)
         stack = [_layer(rng, a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=True)]
         stack.append({"w": rng.normal(0.0, np.sqrt(1.0 / hidden), (int(hidden), 1)),
                       "b": np.zeros(1)})  # fmt: skip
         params[name] = stack
-    return MechanismNetwork(params, int(n_sellers), float(eps_max), float(low), float(high))
+    if fields is None:  # one-field
+        return MechanismNetwork(params, int(n_sellers), float(eps_max), float(low), float(high))
+    bounds = tuple(map(float, lows)), tuple(map(float, highs))
+    return MechanismNetwork(params, int(n_sellers), float(eps_max), *bounds, tuple(fields))
