@@ -22,8 +22,10 @@ _LARGE = 256  # larger markets: 2 other sellers' reports per seller, no jumps in
 def _floor(mech, costs, P0: _Plan, rng, mc) -> tuple[float, str | None]:
     """The lowest report the mechanism has an outcome for (as a fraction f of each
     seller's own width above its own bottom), alone and with every other seller there
-    too (the floor profile): f = 0, else the first of 1e-9, 1e-6, 1e-3 (the offline
-    mechanism has no optimum at a report of 0 on a support starting at 0)."""
+    too (the floor profile): f = 0, else the first of 1e-9, 1e-6, 1e-3.  The offline
+    mechanism's outcome at a report of 0 on a support starting at 0 (psi = 0) is the
+    zero-cost limit, eps = +inf with a finite payment, which exact evaluations accept
+    (``evaluate``'s module doc): its floor is the bottom itself."""
     note = None
     R0 = P0.rows(np.arange(costs.size))
     for f in _FLOORS:
