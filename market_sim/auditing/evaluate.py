@@ -213,7 +213,8 @@ def _deviations_disagree(mech, costs, P, rng, tol_factor: float = 1e-6) -> str |
     scale = float(np.max(np.abs(u_out[fin]), initial=0.0)
                   + np.max(e_out[fin], initial=0.0) * float(R.width.max())) + 1e-300  # fmt: skip
     with np.errstate(invalid="ignore"):  # inf - inf where both are the limit: masked
-        u_gap, e_gap = (np.abs(np.where(fin, a - b, 0.0)) for a, b in ((u_dev, u_out), (e_dev, e_out)))
+        u_gap = np.abs(np.where(fin, u_dev - u_out, 0.0))
+        e_gap = np.abs(np.where(fin, e_dev - e_out, 0.0))
     gap = float(max(np.max(u_gap), np.max(e_gap) * R.width.max()))
     if gap > max(1e-9, 0.01 * tol_factor) * scale:
         return (f"{ev.path} disagrees with outcome by {gap:.3g} at the reports checked; "
