@@ -154,3 +154,24 @@ def test_identity_at_the_limit():
     assert low.identity_residual_max == pytest.approx(0.06875 / 2, rel=1e-12)
     assert not low.passed
     assert myerson_check(z, eps(z), T(z) + 0.1 * (z == 0), (0.0, 1.0)).passed
+
+
+def test_offline_seller_of_cost_zero_is_paid_its_utility():
+    """A drawn cost of exactly 0 in the offline mechanism: seller 0 truthfully reports 0,
+    gets eps = +inf (psi = 0, the limit) and utility t - 0 x inf = t, its payment; the
+    summary and table stay finite (its eps = +inf is left out of eps_scale).  (Its t(0)
+    = int_0^1 eps_0 = 0.76076919985682 by an independent quadrature in z = s^2, 3 min:
+    not run here.)"""
+    from market_sim.auditing import _mechanism, _source
+
+    r = np.array([0.0, 0.3, 0.6, 0.9])
+    res = audit("offline", "uniform:0:1", 4, 1, np.random.default_rng(0), costs=r[None])
+    out = _mechanism("offline", _source("uniform:0:1", 4, 1, None, None), {}).outcome(r, None)
+    assert np.isposinf(out.eps[0]) and np.isfinite(out.payments[0]) and out.payments[0] > 0
+    tab = res.table
+    assert tab.truthful_utility[0] == pytest.approx(out.payments[0], rel=1e-12)
+    assert tab.utility_at_bottom[0] == pytest.approx(out.payments[0], rel=1e-12)
+    num = tab.select_dtypes("number").to_numpy(dtype=float)
+    assert np.isfinite(num).all()
+    assert np.isfinite(res.summary["eps_scale"]) and np.isfinite(res.summary["mean_payment"])
+    assert res.verdict == "ic" and res.ir_verdict == "ir"

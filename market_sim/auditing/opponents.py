@@ -7,6 +7,7 @@ import numpy as np
 
 from ..errors import MarketSimError
 from ..mechanisms.base import mechanism_name
+from ..privacy.limit import privacy_cost
 from .evaluate import _Exact, _MonteCarlo
 from .montecarlo import _confirm
 from .search import _IR, _Found, _Market, _others, _Plan, _search
@@ -144,7 +145,7 @@ def _new_market(costs, found: _Found, mc: bool) -> _Market:
         type_gain=found.type_gain.copy(), type_pair=found.type_pair.copy(),
         type_profile=np.full(n, "market", dtype=object), type_tol=found.tol.copy(), ir=ir,
         mono=found.mono, truth_eps=found.truth_eps,
-        payments=found.truth.mean(axis=0) + costs * found.truth_eps,
+        payments=found.truth.mean(axis=0) + privacy_cost(costs, found.truth_eps),
         groups=[costs], found=found, profile_counts={}, profile_candidates=0.0, skipped=[],
     )  # fmt: skip
 
