@@ -57,6 +57,7 @@ import numpy as np
 
 from .errors import MarketSimError
 from .mechanisms.myerson import Violation
+from .privacy.limit import privacy_cost
 
 __all__ = [
     "MyersonCheck",
@@ -124,7 +125,7 @@ class MyersonCheck:
         }
 
 
-def _as_table(a, label: str, shape=None) -> np.ndarray:
+def _as_table(a, label: str, shape=None, limit_ok=False) -> np.ndarray:
     try:
         out = np.asarray(a, dtype=float)
     except (TypeError, ValueError):
@@ -135,7 +136,7 @@ def _as_table(a, label: str, shape=None) -> np.ndarray:
         raise MarketSimError(f"{label} must be an (n_sellers, n_candidates) array")
     if shape is not None and out.shape != shape:
         raise MarketSimError(f"{label} has shape {out.shape}, candidates {shape}")
-    if not np.all(np.isfinite(out)):
+    if not np.all(np.isfinite(out) | (limit_ok & np.isposinf(out))):
         raise MarketSimError(f"{label} contains NaN or inf")
     return out
 
@@ -162,8 +163,12 @@ def myerson_check(
     is at most ``rtol`` x the payment scale.  Exact brackets, no quadrature: see the
     module doc.  Cost O(n K log K), vectorised over sellers."""
     z = _as_table(candidates, "candidates")
-    e = _as_table(eps, "eps", z.shape)
+    e = _as_table(eps, "eps", z.shape, limit_ok=True)
     t = _as_table(payments, "payments", z.shape)
+    if np.any(np.isposinf(e) & (z != 0)):
+        bad = z[np.isposinf(e) & (z != 0)][0]
+        raise MarketSimError(f"eps = +inf at a report of {bad:g} > 0 (only a report of 0 can "
+                             "have virtual cost 0, the zero-cost limit)")  # fmt: skip
     n, K = z.shape
     try:
         lo, hi = (float(v) for v in support)
@@ -188,11 +193,13 @@ def myerson_check(
     # sort each row by report (one argsort, gathered through flat indices)
     flat = (np.argsort(z, axis=1) + (K * np.arange(n))[:, None]).ravel()
     z, e, t = (a.ravel()[flat].reshape(n, K) for a in (z, e, t))
-    u = t - z * e  # truthful utility at each candidate cost
+    u = t - privacy_cost(z, e)  # truthful utility at each candidate cost (0 x inf = 0)
+    limit = np.isposinf(e)  # the zero-cost limit at a report of 0 (sorted first)
 
     # (M): eps non-increasing in the own report; at a repeated report eps must not differ
-    eps_scale = max(float(e.max()), 1e-300)
-    de = np.diff(e, axis=1)
+    eps_scale = max(float(np.where(limit, 0.0, e).max()), 1e-300)
+    with np.errstate(invalid="ignore"):  # inf - inf: two reports of 0, both the limit
+        de = np.nan_to_num(np.diff(e, axis=1), nan=0.0, posinf=np.inf, neginf=-np.inf)
     dz = np.diff(z, axis=1)
     rise = (de > mono_tol * eps_scale) | ((dz == 0) & (np.abs(de) > mono_tol * eps_scale))
     n_viol = int(np.count_nonzero(rise))
@@ -208,11 +215,14 @@ def myerson_check(
         )  # fmt: skip
 
     # (P): brackets (B) of int_{z_j}^{z_j+1} eps, the hull where eps rises
-    lower = np.minimum(e[:, 1:], e[:, :-1])
-    lower *= dz
-    upper = np.maximum(e[:, 1:], e[:, :-1])
-    upper *= dz
-    width = float((upper - lower).max(initial=0.0))
+    lower = privacy_cost(dz, np.minimum(e[:, 1:], e[:, :-1]))
+    upper = privacy_cost(dz, np.maximum(e[:, 1:], e[:, :-1]))
+    # the limit: int_0^z eps has no upper bracket (+inf), so the upper constraints from
+    # a report of 0 are void; their bracket is left out of the sums and the reports of
+    # 0 out of the maxima of f below (pairs a < b with a at the limit)
+    open_up = np.isinf(upper)
+    upper[open_up] = 0.0
+    width = float(np.where(open_up, 0.0, upper - lower).max(initial=0.0))
     # g = u + S^L(z_1 .. z_j), f = u + S^U(z_1 .. z_j): for a < b,
     # S^L_ab - (u_a - u_b) = g_b - g_a and (u_a - u_b) - S^U_ab = f_a - f_b
     g, f = np.zeros((n, K)), np.zeros((n, K))
@@ -224,14 +234,15 @@ def myerson_check(
     run = np.minimum.accumulate(g, axis=1)
     np.subtract(g, run, out=run)  # largest rise of g so far
     rise_g = run.max(axis=1)
-    run = np.maximum.accumulate(f, axis=1)
+    f_from = np.where(limit, -np.inf, f)  # no upper constraint starts at the limit
+    run = np.maximum.accumulate(f_from, axis=1)
     np.subtract(run, f, out=run)  # largest drop of f so far
     residuals = np.maximum(rise_g, run.max(axis=1)) / 2  # delta per seller
     # h = 0 pins v(c_max) = 0, the tail above z_K in [0, eps(z_K)(c_max - z_K)]:
     # v_a >= S^L(z_a .. z_K) = sum_lo - (g_a - u_a), v_a <= sum_hi + tail - (f_a - u_a)
-    tail_hi = e[:, -1] * (hi - z[:, -1])
+    tail_hi = privacy_cost(hi - z[:, -1], e[:, -1])
     below = sum_lo - g.min(axis=1)  # max_a of (least v_a) - u_a
-    above = f.max(axis=1) - sum_hi - tail_hi  # max_a of u_a - (largest v_a)
+    above = f_from.max(axis=1) - sum_hi - tail_hi  # max_a of u_a - (largest v_a)
     res_h0 = np.maximum(residuals, np.maximum(below, above).clip(min=0.0))
     scale = max(float(np.abs(t).max()), 1e-300)
     worst = int(np.argmax(residuals))

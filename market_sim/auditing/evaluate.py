@@ -1,5 +1,22 @@
 """Evaluating candidate reports: the mechanism's own ``deviations`` (checked against
-``outcome``), ``outcome`` once per candidate, or common random numbers (Monte Carlo)."""
+``outcome``), ``outcome`` once per candidate, or common random numbers (Monte Carlo).
+
+The zero-cost limit (market_sim/privacy/limit.py).  An exact evaluation accepts
+eps_i = +inf with a finite payment at a report of 0, and nothing else infinite:
+
+* psi(r) = r + F(r)/f(r) >= r (F, f >= 0), so psi(r) = 0 only at r = 0, on a support
+  starting at 0 (U[0, 1], Beta laws); eps = +inf at a report r > 0 has psi(r) > 0 and
+  is no limit of the mechanism: refused in one line (``_check_limit``), as are NaN or
+  infinite payments and NaN or -inf eps.
+* A seller of cost c > 0 reporting 0 gets u = t - c x inf = -inf: never a gain (the
+  search's max ignores it), and no IR question (its own type is c > 0, whose utility
+  is evaluated at its own report).  A seller of cost 0 reporting 0 gets u = t, its
+  payment (0 x inf = 0, ``privacy_cost``).
+* Its payment t is kept (``_Exact.floor_pay``): u = -inf does not carry it, and the
+  type gains, the own-type utilities and Myerson's identity need it (v(0) = t(0)).
+  Each seller has one report 0 per profile of the others, hence one such payment.
+
+Monte Carlo (randomized mechanisms on the generic default) still refuses +inf."""
 
 from __future__ import annotations
 
@@ -7,6 +24,7 @@ import numpy as np
 
 from ..errors import MarketSimError
 from ..mechanisms.base import Mechanism, as_outcome, mechanism_name
+from ..privacy.limit import privacy_cost
 
 
 def _overrides(mech, name: str) -> bool:
@@ -27,6 +45,7 @@ class _Exact:
     def __init__(self, mech, reports, costs, rng, force_outcome=False):
         self.mech, self.reports, self.costs = mech, reports, costs
         self.seed = int(rng.integers(2**63))  # one draw per market: common to all calls
+        self.floor_pay: dict[int, float] = {}  # seller -> t at its eps = +inf report (0)
         self.path = (
             "outcome"
             if force_outcome
@@ -40,7 +59,7 @@ class _Exact:
     def __call__(self, sellers, cand):
         mech, r, c = self.mech, self.reports, self.costs
         if self.path == "outcome":
-            u, e = _loop(mech, r, c, sellers, cand, [None])
+            u, e = _loop(mech, r, c, sellers, cand, [None], self.floor_pay)
             return u, e
         dev = mech.deviations(sellers, cand, r, np.random.default_rng(self.seed))
         eps = np.asarray(dev.eps, dtype=float).reshape(cand.shape)
@@ -48,13 +67,13 @@ class _Exact:
             u = mech.deviation_utilities(sellers, cand, c[sellers], r,
                                          np.random.default_rng(self.seed))  # fmt: skip
             u = np.asarray(u, dtype=float).reshape(cand.shape)
+            if not (np.all(np.isfinite(u)) and np.all(np.isfinite(eps))):  # no payment
+                raise MarketSimError(f"{mechanism_name(mech)}: eps or payments contain NaN or inf")
         else:
-            u = (
-                np.asarray(dev.payments, dtype=float).reshape(cand.shape)
-                - c[sellers][:, None] * eps
-            )
-        if not (np.all(np.isfinite(u)) and np.all(np.isfinite(eps))):
-            raise MarketSimError(f"{mechanism_name(mech)}: eps or payments contain NaN or inf")
+            pay = np.asarray(dev.payments, dtype=float).reshape(cand.shape)
+            _check_limit(mech, cand, eps, pay, np.zeros(cand.shape, dtype=bool))
+            u = pay - privacy_cost(c[sellers][:, None], eps)
+            _keep_floor_pay(self.floor_pay, sellers, eps, pay)
         return u[None], eps[None]
 
 
@@ -72,10 +91,12 @@ class _MonteCarlo:
         return _loop(self.mech, self.reports, self.costs, sellers, cand, self.seeds)
 
 
-def _loop(mech, reports, costs, sellers, cand, seeds):
+def _loop(mech, reports, costs, sellers, cand, seeds, floor_pay=None):
     """(D, k, C) utilities at the true costs and eps, ``outcome`` once per seller,
     distinct candidate and draw (a fresh generator per seed: common random numbers, so
-    a repeated candidate has the very same outcome and is not evaluated again)."""
+    a repeated candidate has the very same outcome and is not evaluated again).  Exact
+    evaluations (``floor_pay`` given) accept the zero-cost limit eps = +inf at a report
+    of 0 (``_check_limit``) and keep its payment there; Monte Carlo refuses it."""
     D = len(seeds)
     u = np.empty((D,) + cand.shape)
     e = np.empty((D,) + cand.shape)
@@ -83,7 +104,7 @@ def _loop(mech, reports, costs, sellers, cand, seeds):
     outcome, n = mech.outcome, reports.size
     streams = [_Stream(s) for s in seeds]
     for k, i in enumerate(sellers):
-        ci, keep = costs[i], trial[i]
+        keep = trial[i]
         values, where = np.unique(cand[k], return_inverse=True)
         uk, ek = np.empty((D, values.size)), np.empty((D, values.size))
         for j, z in enumerate(values):
@@ -91,14 +112,45 @@ def _loop(mech, reports, costs, sellers, cand, seeds):
             for d, stream in enumerate(streams):
                 eps_d, pay_d = _pair(outcome(trial.copy(), stream.fresh()), n, mech)
                 ek[d, j] = eps_d[i]
-                uk[d, j] = pay_d[i] - ci * eps_d[i]
+                uk[d, j] = pay_d[i]
         u[:, k], e[:, k] = uk[:, where.reshape(-1)], ek[:, where.reshape(-1)]
         trial[i] = keep
-    if not (np.all(np.isfinite(u)) and np.all(np.isfinite(e))):
-        raise MarketSimError(f"{mechanism_name(mech)}: eps or payments contain NaN or inf")
+    if floor_pay is None:  # Monte Carlo: no limit outcome
+        if not (np.all(np.isfinite(u)) and np.all(np.isfinite(e))):
+            raise MarketSimError(f"{mechanism_name(mech)}: eps or payments contain NaN or inf")
+    else:
+        _check_limit(mech, cand[None], e, u, np.zeros(u.shape, dtype=bool))
+        _keep_floor_pay(floor_pay, sellers, e[0], u[0])
     if np.any(e < 0):
         raise MarketSimError(f"{mechanism_name(mech)}: eps must be >= 0")
-    return u, e
+    return u - privacy_cost(np.asarray(costs, dtype=float)[sellers][:, None], e), e
+
+
+def _check_limit(mech, cand, eps, pay, neg_inf_ok) -> None:
+    """Refuse, in one line, what is not the zero-cost limit (privacy/limit.py): NaN or
+    -inf eps, eps = +inf at a report other than 0 (psi(r) = r + F(r)/f(r) >= r, so
+    psi = 0 needs r = 0: the module doc), or a payment (``pay``; utilities
+    with ``neg_inf_ok``) that is NaN or infinite."""
+    name = mechanism_name(mech)
+    inf = np.isposinf(eps)
+    if np.any(np.isnan(eps) | np.isneginf(eps)):
+        raise MarketSimError(f"{name}: eps or payments contain NaN or inf")
+    off = inf & (np.broadcast_to(cand, eps.shape) != 0)
+    if np.any(off):
+        z = float(np.broadcast_to(cand, eps.shape)[off][0])
+        raise MarketSimError(f"{name}: eps = +inf at a report of {z:.6g} > 0 (only a report of 0 "
+                             "can have virtual cost 0, the zero-cost limit)")  # fmt: skip
+    bad = ~np.isfinite(pay) & ~(neg_inf_ok & inf & np.isneginf(pay))
+    if np.any(bad):
+        raise MarketSimError(f"{name}: eps or payments contain NaN or inf")
+
+
+def _keep_floor_pay(store: dict, sellers, eps, pay) -> None:
+    """The payment at each seller's eps = +inf report (0: one report, one payment), which
+    its utility -inf at a cost c > 0 does not carry."""
+    rows, cols = np.nonzero(np.isposinf(eps))
+    for r, j in zip(rows, cols, strict=True):
+        store[int(sellers[r])] = float(pay[r, j])
 
 
 class _Stream:
@@ -154,9 +206,16 @@ def _deviations_disagree(mech, costs, P, rng, tol_factor: float = 1e-6) -> str |
     cand = R.clip(np.column_stack([costs[sellers], R.floor, R.hi,
                                    R.lo + R.width * rng.random(sellers.size)]))  # fmt: skip
     u_dev, e_dev = ev(sellers, cand)
-    u_out, e_out = _loop(mech, costs, costs, sellers, cand, [None])
-    scale = float(np.max(np.abs(u_out)) + np.max(e_out) * float(R.width.max())) + 1e-300
-    gap = float(max(np.max(np.abs(u_dev - u_out)), np.max(np.abs(e_dev - e_out)) * R.width.max()))
+    u_out, e_out = _loop(mech, costs, costs, sellers, cand, [None], {})
+    fin = np.isfinite(u_out) & np.isfinite(e_out)  # the limit eps = +inf: must agree exactly
+    if np.any((u_dev != u_out) & ~fin) or np.any((e_dev != e_out) & ~fin):
+        return "deviations disagrees with outcome at eps = +inf; outcome (what run pays) is audited"
+    scale = float(np.max(np.abs(u_out[fin]), initial=0.0)
+                  + np.max(e_out[fin], initial=0.0) * float(R.width.max())) + 1e-300  # fmt: skip
+    with np.errstate(invalid="ignore"):  # inf - inf where both are the limit: masked
+        u_gap = np.abs(np.where(fin, u_dev - u_out, 0.0))
+        e_gap = np.abs(np.where(fin, e_dev - e_out, 0.0))
+    gap = float(max(np.max(u_gap), np.max(e_gap) * R.width.max()))
     if gap > max(1e-9, 0.01 * tol_factor) * scale:
         return (f"{ev.path} disagrees with outcome by {gap:.3g} at the reports checked; "
                 "outcome (what run pays) is audited")  # fmt: skip

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..errors import MarketSimError
 from ..mechanisms.base import mechanism_name
+from ..privacy.limit import privacy_cost
 from .evaluate import _Exact, _MonteCarlo
 from .montecarlo import _confirm
 from .search import _IR, _Found, _Market, _others, _Plan, _search
@@ -22,8 +23,10 @@ _LARGE = 256  # larger markets: 2 other sellers' reports per seller, no jumps in
 def _floor(mech, costs, P0: _Plan, rng, mc) -> tuple[float, str | None]:
     """The lowest report the mechanism has an outcome for (as a fraction f of each
     seller's own width above its own bottom), alone and with every other seller there
-    too (the floor profile): f = 0, else the first of 1e-9, 1e-6, 1e-3 (the offline
-    mechanism has no optimum at a report of 0 on a support starting at 0)."""
+    too (the floor profile): f = 0, else the first of 1e-9, 1e-6, 1e-3.  The offline
+    mechanism's outcome at a report of 0 on a support starting at 0 (psi = 0) is the
+    zero-cost limit, eps = +inf with a finite payment, which exact evaluations accept
+    (``evaluate``'s module doc): its floor is the bottom itself."""
     note = None
     R0 = P0.rows(np.arange(costs.size))
     for f in _FLOORS:
@@ -142,7 +145,7 @@ def _new_market(costs, found: _Found, mc: bool) -> _Market:
         type_gain=found.type_gain.copy(), type_pair=found.type_pair.copy(),
         type_profile=np.full(n, "market", dtype=object), type_tol=found.tol.copy(), ir=ir,
         mono=found.mono, truth_eps=found.truth_eps,
-        payments=found.truth.mean(axis=0) + costs * found.truth_eps,
+        payments=found.truth.mean(axis=0) + privacy_cost(costs, found.truth_eps),
         groups=[costs], found=found, profile_counts={}, profile_candidates=0.0, skipped=[],
     )  # fmt: skip
 

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..privacy.limit import privacy_cost
+
 _MONO_TOL = 1e-9
 _PROBES = 10.0 ** -np.arange(1, 7)  # c +- w 10^-k
 _STEPS = np.array([-1e-6, -1e-9, 0.0, 1e-9, 1e-6])  # around another seller's report
@@ -172,13 +174,15 @@ def _jumps(ev, sellers, Z, E, P: _Plan, R: _Rows):
     order = np.argsort(Z, axis=1, kind="stable")
     z = np.take_along_axis(Z, order, axis=1)
     e = np.take_along_axis(E, order, axis=1)
-    dz, de = np.diff(z, axis=1), np.abs(np.diff(e, axis=1))
+    dz = np.diff(z, axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
+        de = np.abs(np.diff(e, axis=1))
         sec = np.where(dz > 0, de / np.where(dz > 0, dz, 1.0), 0.0)
     nb = np.maximum(np.pad(sec[:, :-1], ((0, 0), (1, 0))), np.pad(sec[:, 1:], ((0, 0), (0, 1))))
-    scale = np.maximum(e.max(axis=1, keepdims=True), 1e-300)
+    scale = np.maximum(_finite_max(e)[:, None], 1e-300)
     wide = dz > 2 * _JUMP_WIDTH * R.col("width")
-    jump = (sec > _JUMP_RATIO * nb) & (de > _MONO_TOL * scale) & wide
+    limit = np.isinf(e[:, :-1]) | np.isinf(e[:, 1:])  # eps = +inf at 0: no jump to bisect
+    jump = (sec > _JUMP_RATIO * nb) & (de > _MONO_TOL * scale) & wide & ~limit
     rows = np.nonzero(jump.any(axis=1))[0]
     if rows.size == 0 or P.n_jumps == 0:
         return None
@@ -245,19 +249,20 @@ def _sections(ev, sellers, T, Z, G, P: _Plan, R: _Rows):
     return np.concatenate(tried_z, axis=1), np.concatenate(tried_g, axis=1)
 
 
-def _type_gains(Z, U, E, c):
-    """Adjacent type gains on the sorted candidates (exact evaluations): a seller of
-    cost z_j reporting z_j+1 gains v_j+1 + (z_j+1 - z_j) eps_j+1 - v_j, one of cost
-    z_j+1 reporting z_j gains v_j - (z_j+1 - z_j) eps_j - v_j+1, with v(z) = t(z) - z
-    eps(z) = u_c(z) + (c - z) eps(z).  Returns the best per seller and its (cost,
-    report)."""
+def _type_gains(Z, T, E):
+    """Adjacent type gains on the sorted candidates (exact evaluations, payments T): a
+    seller of cost z_j reporting z_j+1 gains v_j+1 + (z_j+1 - z_j) eps_j+1 - v_j, one of
+    cost z_j+1 reporting z_j gains v_j - (z_j+1 - z_j) eps_j - v_j+1, with v(z) = t(z) -
+    z eps(z); each product by privacy.limit's rule (0 x inf = 0: v(0) = t(0); a type
+    z > 0 reporting 0 at eps = +inf gains -inf).  Returns the best per seller and its
+    (cost, report)."""
     order = np.argsort(Z, axis=1, kind="stable")
     z = np.take_along_axis(Z, order, axis=1)
     e = np.take_along_axis(E, order, axis=1)
-    v = np.take_along_axis(U, order, axis=1) + (c[:, None] - z) * e
+    v = np.take_along_axis(T, order, axis=1) - privacy_cost(z, e)
     dz = np.diff(z, axis=1)
-    down = v[:, 1:] + dz * e[:, 1:] - v[:, :-1]  # type z_j reports z_j+1
-    up = v[:, :-1] - dz * e[:, :-1] - v[:, 1:]  # type z_j+1 reports z_j
+    down = v[:, 1:] + privacy_cost(dz, e[:, 1:]) - v[:, :-1]  # type z_j reports z_j+1
+    up = v[:, :-1] - privacy_cost(dz, e[:, :-1]) - v[:, 1:]  # type z_j+1 reports z_j
     both = np.concatenate([down, up], axis=1)
     j = np.argmax(both, axis=1)
     rows = np.arange(Z.shape[0])
@@ -289,18 +294,18 @@ def _search(ev, sellers, c, others, P: _Plan, R: _Rows, rand, tol_terms, certify
     Zc, Uc, Ec = Z, U.mean(axis=0), Em  # the exact-path reports (checks, type gains)
     if not ev.mc:
         Zc, Uc, Ec, G, S = _with_jumps(ev, sellers, Z, U, E, G, S, P, R, targeted, counts)
+    Tc = _payments(ev, sellers, Uc, Ec, c)  # t = u + c eps, or the limit's at eps = +inf
+    own = Tc - privacy_cost(Zc, Ec)  # a seller of cost z reporting z (Sec. IR, item 5)
     found = _Found(sellers, T, Em[:, 0], c, np.zeros(c.size), np.zeros(c.size),
-                   Uc[:, 2] + (c - R.hi) * Ec[:, 2],  # column 2: the top (``_base``)
-                   Uc[:, 1] + (c - R.floor) * Ec[:, 1], np.full(c.size, -np.inf),
-                   np.column_stack([c, c]), counts=counts)  # fmt: skip
-    found.cand_eps = Ec.max(axis=1)
-    pay = np.abs(Uc + c[:, None] * Ec).max(axis=1)
+                   own[:, 2], own[:, 1],  # columns 2, 1: the top, the floor (``_base``)
+                   np.full(c.size, -np.inf), np.column_stack([c, c]), counts=counts)  # fmt: skip
+    found.cand_eps = _finite_max(Ec)  # the largest finite eps: +inf is the limit at 0
+    pay = np.abs(Tc).max(axis=1)
     found.tol = _tol(tol_terms, R.width, found.cand_eps, pay)
     found.scale = np.where(found.cand_eps > 0, R.width * found.cand_eps,
                            np.where(pay > 0, pay, R.width))  # fmt: skip
     if not ev.mc:
-        found.type_gain, found.type_pair = _type_gains(Zc, Uc, Ec, c)
-        own = Uc + (c[:, None] - Zc) * Ec  # a seller of cost z reporting z (Sec. IR, item 5)
+        found.type_gain, found.type_pair = _type_gains(Zc, Tc, Ec)
         j = np.argmin(own, axis=1)
         rows = np.arange(c.size)
         found.own_low, found.own_at = own[rows, j], Zc[rows, j]
@@ -312,13 +317,29 @@ def _search(ev, sellers, c, others, P: _Plan, R: _Rows, rand, tol_terms, certify
     if certify and not ev.mc:
         from ..certification import myerson_check
 
-        pay = Uc + c[:, None] * Ec  # t = u + c eps
-        found.check = myerson_check(Zc, Ec, pay, (P.lo, P.hi), sellers=sellers)
+        found.check = myerson_check(Zc, Ec, Tc, (P.lo, P.hi), sellers=sellers)
     Zall = Zc if not ev.mc else Z
     if P.refine and P.n_iter > 0 and rand is not None:
         Zall, G, S = _refine(ev, sellers, T, Zall, G, S, P, R, found.tol, counts)
     _best(found, Zall, G, S, c, ev.mc)
     return found
+
+
+def _finite_max(E) -> np.ndarray:
+    """Each row's largest finite eps (0 when none): the scale of a row holding the
+    zero-cost limit eps = +inf at a report of 0."""
+    return np.where(np.isfinite(E), E, 0.0).max(axis=1)
+
+
+def _payments(ev, sellers, U, E, c) -> np.ndarray:
+    """(k, C) payments: u + c eps, and at eps = +inf (a report of 0, the zero-cost
+    limit) the payment the evaluator kept there (u = -inf at c > 0 does not carry it)."""
+    with np.errstate(invalid="ignore"):  # -inf + inf at the limit: replaced below
+        T = U + privacy_cost(c[:, None], E)
+    rows, cols = np.nonzero(np.isposinf(E))
+    if rows.size:
+        T[rows, cols] = [ev.floor_pay[int(sellers[r])] for r in rows]
+    return T
 
 
 def _with_jumps(ev, sellers, Z, U, E, G, S, P, R, targeted, counts):
@@ -349,8 +370,9 @@ def _monotone(found, Zc, Ec) -> None:
     of that seller's own largest eps)."""
     order = np.argsort(Zc, axis=1, kind="stable")
     e_s, z_s = np.take_along_axis(Ec, order, axis=1), np.take_along_axis(Zc, order, axis=1)
-    scale = np.maximum(Ec.max(axis=1, keepdims=True), 1e-300)
-    rise = np.diff(e_s, axis=1) > _MONO_TOL * scale
+    scale = np.maximum(_finite_max(Ec)[:, None], 1e-300)
+    with np.errstate(invalid="ignore"):  # +inf then +inf (both at 0): no rise
+        rise = np.nan_to_num(np.diff(e_s, axis=1), nan=0.0) > _MONO_TOL * scale
     found.mono = np.asarray(~rise.any(axis=1))
     found.violations = [
         (int(r), float(z_s[r, j]), float(z_s[r, j + 1]), float(e_s[r, j]), float(e_s[r, j + 1]))

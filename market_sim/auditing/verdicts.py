@@ -13,9 +13,11 @@ from .statistics import _N_STAGES, _Z_POWER, _bonferroni_z, _critical
 
 def _tolerance(markets: list[_Market]) -> tuple[float, float]:
     """(tol, eps_scale) for the summary: the largest per-seller tolerance used (each
-    seller is judged against its own, ``_tol``) and the largest truthful eps."""
+    seller is judged against its own, ``_tol``) and the largest finite truthful eps (a
+    seller of cost 0 at the zero-cost limit has eps = +inf: evaluate's module doc)."""
     tol = max(float(max(m.tol.max(), m.gain_tol.max(), m.type_tol.max())) for m in markets)
-    return tol, max(float(np.max(m.truth_eps)) for m in markets)
+    eps = [m.truth_eps[np.isfinite(m.truth_eps)] for m in markets]
+    return tol, max(float(np.max(e, initial=0.0)) for e in eps)
 
 
 def _cat(markets, key: str) -> np.ndarray:
