@@ -483,7 +483,6 @@ def coalition_search(
         raise MarketSimError(f"probe_step must be a number > 0 (got {probe_step!r})")
     if not 0 < alpha < 1:
         raise MarketSimError(f"alpha must be in (0, 1) (got {alpha!r})")
-    n = c.size
     floor = lo + _FLOOR * (hi - lo) if floor is None else float(floor)
     randomized = bool(getattr(mech, "randomized", False))
     path = _member_outcomes(mech)
@@ -491,12 +490,29 @@ def coalition_search(
     D = max(int(getattr(mech, "n_draws", 64)), 2) if sampled else 1
     seeds = [int(s) for s in rng.integers(2**63, size=D)]
     ev = _Evaluator(mech, c, seeds, path)
-    everyone = np.arange(n)
+    window = (lo, floor, hi)
+    coalitions, setters = _candidate_coalitions(
+        ev, c, k, tol, window, n_probe, probe_step, n_random_coalitions, rng
+    )
+    found = _joint_search(ev, c, coalitions, mult, window, n_random_reports, profiles, rng)
+    z = 0.0
+    if sampled:
+        from scipy.stats import norm
 
+        z = float(norm.ppf(1 - alpha / max(found.gains.size, 1)))
+    return _result(found, coalitions, setters, ev, c, k, tol, z, randomized, D)
+
+
+def _candidate_coalitions(ev, c, k, tol, window, n_probe, probe_step, n_random, rng):
+    """The coalitions to try, each with the kind that proposed it (module doc): windows
+    around the cut-off, price setters and who gains when they move, random ones; and
+    the price setters (sellers whose move changes another's utility beyond ``tol``)."""
+    lo, floor, hi = window
+    n = c.size
+    everyone = np.arange(n)
     # who is bought at the truth
     eps_true = ev.outcomes(everyone[:0], np.empty((1, 0)), everyone)[0][0].mean(axis=1)
     bought = eps_true > _BOUGHT * max(float(eps_true.max()), 1e-300)
-
     # coalitions around the cut-off: windows over the k highest bought + k lowest unbought
     by_cost = np.argsort(c, kind="stable")
     b_sorted, u_sorted = by_cost[bought[by_cost]], by_cost[~bought[by_cost]]
@@ -538,11 +554,30 @@ def coalition_search(
             for s in range(1, gainers.size + 1):
                 add(np.r_[j, gainers[:s]], "price-setter")
 
-    for _ in range(int(n_random_coalitions)):
+    for _ in range(int(n_random)):
         s = int(rng.integers(2, k + 1))
         add(rng.choice(n, size=s, replace=False), "random")
+    return coalitions, setters
 
-    # joint misreports of every coalition, the others truthful and (profiles) targeted
+
+@dataclass(frozen=True)
+class _JointFound:
+    """Every joint report tried: its summed gain over the truth and standard error,
+    (tried entry, row) of each, and per tried entry (members, joint reports, moves,
+    per-member gains, the kind that proposed the coalition); the profiles searched."""
+
+    gains: np.ndarray
+    ses: np.ndarray
+    where: np.ndarray
+    tried: list
+    n_profiles: int
+
+
+def _joint_search(ev, c, coalitions, mult, window, n_random_reports, profiles, rng) -> _JointFound:
+    """Joint misreports of every coalition, the others truthful and (``profiles``) at
+    the targeted and interior opponent profiles."""
+    lo, floor, hi = window
+    D = len(ev.seeds)
     gains, ses, where = [], [], []
     tried: list[tuple[np.ndarray, np.ndarray, list[str], np.ndarray, str]] = []
     n_profiles = 0
@@ -567,18 +602,19 @@ def coalition_search(
             tried.append((mem, joint[1:], moves, per_member.mean(axis=2), kind))
         ev.reports = c
         n_profiles += len(chosen) - 1
-    G, S = np.concatenate(gains), np.concatenate(ses)
-    W = np.concatenate(where)
-    if sampled:
-        from scipy.stats import norm
+    return _JointFound(
+        np.concatenate(gains), np.concatenate(ses), np.concatenate(where), tried, n_profiles
+    )
 
-        z = float(norm.ppf(1 - alpha / max(G.size, 1)))
-    else:
-        z = 0.0
+
+def _result(found: _JointFound, coalitions, setters, ev, c, k, tol, z, randomized, D):
+    """The verdict: the joint report with the largest lower bound G - z SE is the witness;
+    group-IC when that bound is at most ``tol``."""
+    G, S, W = found.gains, found.ses, found.where
     lower = G - z * S
     best_i = int(np.argmax(lower))
     ci, bi = W[best_i]
-    mem, joint, labels, member_gain, chosen_as = tried[ci]
+    mem, joint, labels, member_gain, chosen_as = found.tried[ci]
     kinds = list(coalitions.values())
     best = CoalitionWitness(
         members=tuple(int(i) for i in mem),
@@ -605,5 +641,5 @@ def coalition_search(
         n_draws=D,
         z=z,
         coalitions_by_kind={kd: kinds.count(kd) for kd in ("cut-off", "price-setter", "random")},
-        n_profiles=n_profiles,
+        n_profiles=found.n_profiles,
     )
