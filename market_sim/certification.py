@@ -162,6 +162,38 @@ def myerson_check(
     ``mono_tol`` x the largest eps; ``rtol``: the identity holds when the residual
     is at most ``rtol`` x the payment scale.  Exact brackets, no quadrature: see the
     module doc.  Cost O(n K log K), vectorised over sellers."""
+    z, e, t, lo, hi, ids = _checked_tables(candidates, eps, payments, support, sellers,
+                                           mono_tol, rtol)  # fmt: skip
+    n, K = z.shape
+    # sort each row by report (one argsort, gathered through flat indices)
+    flat = (np.argsort(z, axis=1) + (K * np.arange(n))[:, None]).ravel()
+    z, e, t = (a.ravel()[flat].reshape(n, K) for a in (z, e, t))
+    n_viol, listed = _monotonicity(z, e, ids, mono_tol, max_listed)
+    residuals, res_h0, width = _identity_residuals(z, e, t, hi)
+    scale = max(float(np.abs(t).max()), 1e-300)
+    worst = int(np.argmax(residuals))
+    return MyersonCheck(
+        n_sellers=n,
+        n_candidates=K,
+        monotone=n_viol == 0,
+        n_violations=n_viol,
+        violations=listed,
+        residuals=residuals,
+        identity_residual_max=float(residuals[worst]),
+        identity_residual_rel=float(residuals[worst]) / scale,
+        identity_residual_h0_max=float(res_h0.max()),
+        identity_residual_h0_rel=float(res_h0.max()) / scale,
+        worst_seller=int(ids[worst]) if residuals[worst] > 0 else None,
+        payment_scale=scale,
+        bracket_width_rel=width / scale,
+        mono_tol=float(mono_tol),
+        rtol=float(rtol),
+    )
+
+
+def _checked_tables(candidates, eps, payments, support, sellers, mono_tol, rtol):
+    """The (n, K) tables, the support's ends and the sellers' ids, each refused in one
+    line when it is not what :func:`myerson_check` takes."""
     z = _as_table(candidates, "candidates")
     e = _as_table(eps, "eps", z.shape, limit_ok=True)
     t = _as_table(payments, "payments", z.shape)
@@ -189,14 +221,13 @@ def myerson_check(
         raise MarketSimError(f"sellers has {ids.size} ids for {n} rows of candidates")
     if n == 0 or K == 0:
         raise MarketSimError("myerson_check needs at least one seller and one candidate")
+    return z, e, t, lo, hi, ids
 
-    # sort each row by report (one argsort, gathered through flat indices)
-    flat = (np.argsort(z, axis=1) + (K * np.arange(n))[:, None]).ravel()
-    z, e, t = (a.ravel()[flat].reshape(n, K) for a in (z, e, t))
-    u = t - privacy_cost(z, e)  # truthful utility at each candidate cost (0 x inf = 0)
+
+def _monotonicity(z, e, ids, mono_tol: float, max_listed: int):
+    """(M) on rows sorted by report: eps non-increasing in the own report, and equal at a
+    repeated report; (number of violations, the largest ``max_listed`` of them)."""
     limit = np.isposinf(e)  # the zero-cost limit at a report of 0 (sorted first)
-
-    # (M): eps non-increasing in the own report; at a repeated report eps must not differ
     eps_scale = max(float(np.where(limit, 0.0, e).max()), 1e-300)
     with np.errstate(invalid="ignore"):  # inf - inf: two reports of 0, both the limit
         de = np.nan_to_num(np.diff(e, axis=1), nan=0.0, posinf=np.inf, neginf=-np.inf)
@@ -213,8 +244,17 @@ def myerson_check(
                       *sorted((float(e[r[j], c[j]]), float(e[r[j], c[j] + 1]))))
             for j in top
         )  # fmt: skip
+    return n_viol, listed
 
-    # (P): brackets (B) of int_{z_j}^{z_j+1} eps, the hull where eps rises
+
+def _identity_residuals(z, e, t, hi: float):
+    """(P) on rows sorted by report: per seller the smallest delta for which payments
+    within delta satisfy the identity's brackets (B), the same with v(c_max) = 0 pinned,
+    and the widest bracket (module doc)."""
+    u = t - privacy_cost(z, e)  # truthful utility at each candidate cost (0 x inf = 0)
+    limit = np.isposinf(e)  # the zero-cost limit at a report of 0 (sorted first)
+    dz = np.diff(z, axis=1)
+    # brackets (B) of int_{z_j}^{z_j+1} eps, the hull where eps rises
     lower = privacy_cost(dz, np.minimum(e[:, 1:], e[:, :-1]))
     upper = privacy_cost(dz, np.maximum(e[:, 1:], e[:, :-1]))
     # the limit: int_0^z eps has no upper bracket (+inf), so the upper constraints from
@@ -225,6 +265,7 @@ def myerson_check(
     width = float(np.where(open_up, 0.0, upper - lower).max(initial=0.0))
     # g = u + S^L(z_1 .. z_j), f = u + S^U(z_1 .. z_j): for a < b,
     # S^L_ab - (u_a - u_b) = g_b - g_a and (u_a - u_b) - S^U_ab = f_a - f_b
+    n, K = z.shape
     g, f = np.zeros((n, K)), np.zeros((n, K))
     np.cumsum(lower, axis=1, out=g[:, 1:])
     np.cumsum(upper, axis=1, out=f[:, 1:])
@@ -244,25 +285,7 @@ def myerson_check(
     below = sum_lo - g.min(axis=1)  # max_a of (least v_a) - u_a
     above = f_from.max(axis=1) - sum_hi - tail_hi  # max_a of u_a - (largest v_a)
     res_h0 = np.maximum(residuals, np.maximum(below, above).clip(min=0.0))
-    scale = max(float(np.abs(t).max()), 1e-300)
-    worst = int(np.argmax(residuals))
-    return MyersonCheck(
-        n_sellers=n,
-        n_candidates=K,
-        monotone=n_viol == 0,
-        n_violations=n_viol,
-        violations=listed,
-        residuals=residuals,
-        identity_residual_max=float(residuals[worst]),
-        identity_residual_rel=float(residuals[worst]) / scale,
-        identity_residual_h0_max=float(res_h0.max()),
-        identity_residual_h0_rel=float(res_h0.max()) / scale,
-        worst_seller=int(ids[worst]) if residuals[worst] > 0 else None,
-        payment_scale=scale,
-        bracket_width_rel=width / scale,
-        mono_tol=float(mono_tol),
-        rtol=float(rtol),
-    )
+    return residuals, res_h0, width
 
 
 def certified_classes() -> tuple[type, ...]:
