@@ -23,7 +23,7 @@ def add_parser(subparsers):
     )
     two = number("sellers", int, lambda v: v >= 2, ">= 2")
     a.add_argument("--sellers", type=two, default=None, help="sellers (default 10)")
-    a.add_argument("--dist", default="uniform:0:1", metavar="SPEC",
+    a.add_argument("--dist", default=None, metavar="SPEC",
                    help="cost law (default uniform:0:1)")  # fmt: skip
     a.add_argument("--population", default=None, metavar="SPEC",
                    help="sellers with several fields instead of --dist, e.g. "
@@ -57,6 +57,9 @@ def run(args) -> int:
     from ..neural.training import TrainingConfig, import_jax, train
 
     sellers = args.sellers
+    if args.population is not None and args.dist is not None:
+        raise MarketSimError("give one of --dist and --population (the population has its laws)")
+    dist = "uniform:0:1" if args.dist is None else args.dist
     if args.population is not None:
         sellers = MultiFieldPopulation.parse(args.population).n_sellers
         if args.sellers not in (None, sellers):
@@ -65,7 +68,7 @@ def run(args) -> int:
                 "(omit --sellers)"
             )
     config = TrainingConfig(
-        n_sellers=10 if sellers is None else sellers, dist=args.dist,
+        n_sellers=10 if sellers is None else sellers, dist=dist,
         population=args.population, iterations=args.iterations, batch=args.batch,
         hidden=args.hidden, layers=args.layers, eps_max=args.eps_max, mu=args.mu,
         sigma=args.sigma, gamma=args.gamma, budget=args.budget,
