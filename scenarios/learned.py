@@ -54,16 +54,22 @@ SHIPPED = {"regretnet-u01-m10": "regretnet-u01-m10.onnx"}
 IR_TOL = 1e-9  # a utility below -IR_TOL counts as a loss
 
 
-def _network(value) -> None:
-    """a shipped network (regretnet-u01-m10) or a path to an .onnx file"""
-    if not isinstance(value, str):
-        raise ValueError("not a name or a path")
-    if value not in SHIPPED and not (value.endswith(".onnx") and Path(value).is_file()):
-        raise ValueError(f"{value!r} is neither a shipped network nor an existing .onnx file")
+class _Network:
+    """The ``network`` parameter's declaration (market_sim.parameters): a shipped name or
+    an existing ``.onnx`` file."""
+
+    doc = "the learned mechanism played: a shipped network's name or an ONNX file"
+    allowed = "a shipped network (" + ", ".join(SHIPPED) + ") or a path to an .onnx file"
+
+    def check(self, value) -> None:
+        if not isinstance(value, str):
+            raise ValueError("not a name or a path")
+        if value not in SHIPPED and not (value.endswith(".onnx") and Path(value).is_file()):
+            raise ValueError(f"{value!r} is neither a shipped network nor an existing .onnx file")
 
 
 PARAMS = {  # what `--set` accepts (market_sim.parameters)
-    "network": _network,
+    "network": _Network(),
     "at": Choice("truth", "equilibrium", doc="the sellers report their costs or play the BNE"),
     "dist": Distribution(doc="the sellers' cost law (the network's training law)"),
     "sellers": Number(int, low=2, doc="sellers per market (the network's training size)"),

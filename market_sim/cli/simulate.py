@@ -6,10 +6,9 @@ import sys
 from pathlib import Path
 
 from ..errors import MarketSimError
-from ..files import atomic_write
 from .arguments import add_output, count, market_parent, population_of, warn
 from .settings import check_needs, warn_if_not_private
-from .simulate_files import check_simulate_out, write_simulate_manifest
+from .simulate_files import check_simulate_out, ledger_line, write_outputs
 
 
 def add_parser(subparsers):
@@ -238,10 +237,10 @@ def run(args) -> int:
     warn_if_not_private(args.privacy, model.base_mechanism, model.mechanism_name)
     _warn_if_slow(model, args.rounds)
     _play(model, args.rounds, args.quiet)
-    files, ledger = _write_outputs(out, args, model, budget)
+    files, ledger = write_outputs(out, args, model, budget)
     print(model.model_frame().to_string(index=False))
     if ledger is not None:
-        print(_ledger_line(ledger, args.accountant, budget))
+        print(ledger_line(ledger, args.accountant, budget))
     for name, caveat in _caveats(model):
         print(f"note ({name}): {caveat}")
     print(f"written to {out}: {', '.join(files)}, manifest.json")
@@ -285,53 +284,6 @@ def _play(model, rounds: int, quiet: bool) -> None:
         while model.running:
             model.step()
             bar.update(1)
-
-
-def _write_csv(path: Path, frame) -> None:
-    atomic_write(str(path), lambda fh: fh.write(frame.to_csv(index=False).encode()))
-
-
-def _write_outputs(out: Path, args, model, budget):
-    """agents.csv, model.csv, the figure (and animation), the ledger with a budget, and the
-    manifest; (the files written, the ledger frame or None)."""
-    from market_sim.analysis.simulation import animate_simulation, plot_simulation
-
-    model_df, agent_df = model.model_frame(), model.agent_frame()
-    out.mkdir(parents=True, exist_ok=True)
-    _write_csv(out / "agents.csv", agent_df)
-    _write_csv(out / "model.csv", model_df)
-    label = args.mechanism if len(args.mechanism) < 40 else model.mechanism_name
-    plot_simulation(
-        agent_df,
-        model_df,
-        out / "simulation.png",
-        f"{label}, {', '.join(model.strategy_names)}, {model.n_sellers} sellers",
-        data=model.platform.test_data is not None,
-    )
-    files = ["agents.csv", "model.csv", "simulation.png"]
-    if args.animate:
-        animate_simulation(agent_df, out / "simulation.gif")
-        files.append("simulation.gif")
-    ledger = None
-    if budget is not None:
-        ledger = model.ledger_frame()
-        _write_csv(out / "ledger.csv", ledger)
-        files.append("ledger.csv")
-    write_simulate_manifest(out, args, model, files)
-    return files, ledger
-
-
-def _ledger_line(ledger, accountant: str, budget) -> str:
-    """One line: who sold, how often, and what each accountant says was spent."""
-    spent = ", ".join(
-        f"{c[len('spent_') :]} {ledger[c].mean():.4g}" for c in ledger if c.startswith("spent_")
-    )
-    return (
-        f"ledger ({accountant}, budget {budget.eps:g}"
-        + (f" at delta {budget.delta:g}" if budget.delta else ", pure DP")
-        + f"): {int((ledger.sales > 0).sum())} of {len(ledger)} sellers sold, "
-        f"{ledger.sales.mean():.3g} sales a seller; mean loss per seller: {spent}"
-    )
 
 
 def _caveats(model) -> list[tuple[str, str]]:
