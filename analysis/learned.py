@@ -61,6 +61,8 @@ COLUMN_MEANINGS = {
     "bne_epsilon_relative": "the solver's verified epsilon of the BNE over the utility "
     "(at equilibrium only): how far b is from an exact equilibrium",
     "bne_converged": "whether a certifying stopping rule of the solver fired",
+    "objective_mu, objective_sigma, objective_gamma": "the Eq. 11 weights both mechanisms "
+    "were built and scored with (by default the ones the network was trained on)",
     "*_ci": "half-width of the 95% t interval over replications",
 }
 

@@ -33,7 +33,12 @@ payments, the sellers' mean utility, and under the network the share of sellers 
 utility is below -1e-9 (``negative_utility_share``: IR violations at truth, ex-post losses
 at the equilibrium) and the most negative utility seen (``min_utility_learned``).
 ``network`` names one of the networks shipped with the package (``SHIPPED``) or a path to
-an ``.onnx`` file.
+an ``.onnx`` file.  Both mechanisms are built and scored with the weights ``mu``,
+``sigma``, ``gamma`` of Eq. 11: by default (``network``) the weights the network was
+trained on, which ``market-sim train`` records in the file (``objective_weights``); a
+file without them needs the three given (``--set mu=... --set sigma=... --set
+gamma=...``), since scoring a network on an objective it was not trained for answers
+another question.  The row records the weights used (``objective_mu`` ...).
 """
 
 from __future__ import annotations
@@ -68,6 +73,26 @@ class _Network:
             raise ValueError(f"{value!r} is neither a shipped network nor an existing .onnx file")
 
 
+class _Weight:
+    """An Eq. 11 weight parameter: ``network`` (the weight the network was trained on,
+    from its file) or a positive number."""
+
+    allowed = "network (the weight in the network's file) or a number > 0"
+
+    def __init__(self, doc: str) -> None:
+        self.doc = doc + "; network: the one it was trained on"
+
+    def check(self, value) -> None:
+        if value == "network":
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError("not 'network' or a number")
+        if not (0 < value < math.inf):
+            raise ValueError("not a positive finite number")
+
+
+WEIGHTS = ("mu", "sigma", "gamma")
+
 PARAMS = {  # what `--set` accepts (market_sim.parameters)
     "network": _Network(),
     "at": Choice("truth", "equilibrium", doc="the sellers report their costs or play the BNE"),
@@ -78,6 +103,9 @@ PARAMS = {  # what `--set` accepts (market_sim.parameters)
     "reference_seed": Number(int, low=0, doc="seed of the BNE the sellers play"),
     "bne_samples": Number(int, low=1, doc="opponent draws of the BNE solver"),
     "bne_max_iter": Number(int, low=1, doc="best-response iterations of the BNE solver"),
+    "mu": _Weight("weight of ||eps||_2 / sum(eps) in Eq. 11 (003)"),
+    "sigma": _Weight("price of the privacy noise, sigma / sum(eps) in Eq. 11 (003)"),
+    "gamma": _Weight("weight of the payments in Eq. 11 (003)"),
 }
 
 
@@ -91,6 +119,9 @@ def grid(quick: bool = False) -> list[dict]:
         reference_seed=0,
         bne_samples=64 if quick else 256,
         bne_max_iter=4 if quick else 40,
+        mu="network",
+        sigma="network",
+        gamma="network",
     )
     return [dict(common, at=at) for at in ("truth", "equilibrium")]
 
@@ -128,8 +159,26 @@ def equilibrium(mech, params: dict):
     return _BNE[key]
 
 
-def market_outcomes(mech, reports: np.ndarray, costs: np.ndarray) -> dict[str, np.ndarray]:
-    """Per market (rows of ``reports``): the objective (Eq. 11 of 003 with the payments),
+def objective_weights(params: dict, net) -> dict[str, float]:
+    """mu, sigma, gamma: the parameters', with ``network`` read from the network's file
+    (``OnnxMechanism.objective_weights``); one line when the file does not record them."""
+    trained = getattr(net, "objective_weights", None)
+    if trained is None and any(params[k] == "network" for k in WEIGHTS):
+        from market_sim.errors import MarketSimError
+
+        raise MarketSimError(
+            f"network {params['network']!r} does not record the objective it was trained on "
+            "(ONNX metadata objective_weights): give --set mu=... --set sigma=... --set gamma=..."
+        )
+    recorded = dict(zip(WEIGHTS, trained or (), strict=False))
+    return {k: float(recorded[k] if params[k] == "network" else params[k]) for k in WEIGHTS}
+
+
+def market_outcomes(
+    mech, reports: np.ndarray, costs: np.ndarray, weights: dict[str, float]
+) -> dict[str, np.ndarray]:
+    """Per market (rows of ``reports``): the objective (Eq. 11 of 003 with the payments
+    and ``weights``),
     the total payment, the sellers' mean and least utility at true ``costs`` and the
     share of sellers whose utility is below -IR_TOL."""
     from market_sim.mechanisms.offline import buyer_loss
@@ -139,7 +188,7 @@ def market_outcomes(mech, reports: np.ndarray, costs: np.ndarray) -> dict[str, n
     for r, c in zip(reports, costs, strict=True):
         o = mech.run(r)
         u = o.utilities(c)
-        out["objective"].append(buyer_loss(o.eps, o.payments, mu=1.0, sigma=1.0, gamma=1.0))
+        out["objective"].append(buyer_loss(o.eps, o.payments, **weights))
         out["payment"].append(float(np.sum(o.payments)))
         out["utility"].append(float(np.mean(u)))
         out["least"].append(float(np.min(u)))
@@ -169,12 +218,14 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
     law = as_distribution(params["dist"])
     m = params["sellers"]
     net = as_mechanism(f"onnx:{network_path(params['network'])}", dist=law, n_sellers=m)
-    offline = as_mechanism("offline", dist=law, n_sellers=m)
+    weights = objective_weights(params, net)
+    offline = as_mechanism("offline", dist=law, n_sellers=m, **weights)
     costs = np.vstack([law.sample(m, rng) for _ in range(params["markets"])])
     # every row has every column (NaN where it does not apply), so that
     # pandas.read_parquet(DIR / "results") reads them all from any one task's file
     row: dict = dict(regrets(net, law, costs[:0], rng), bne_epsilon_relative=math.nan,
                      bne_converged=math.nan)  # fmt: skip
+    row |= {f"objective_{k}": v for k, v in weights.items()}
     if params["at"] == "equilibrium":
         bne = equilibrium(net, params)
         reports = np.clip(bne.bid(costs), *law.support)
@@ -185,8 +236,8 @@ def run(params: dict, rng: np.random.Generator) -> list[dict]:
     else:
         reports = costs
         row |= regrets(net, law, costs[: params["audit_markets"]], rng)
-    learned = market_outcomes(net, reports, costs)
-    best = market_outcomes(offline, costs, costs)
+    learned = market_outcomes(net, reports, costs, weights)
+    best = market_outcomes(offline, costs, costs, weights)
     diff = learned["objective"] - best["objective"]
     return [
         dict(

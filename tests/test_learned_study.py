@@ -17,11 +17,26 @@ TINY = dict(
     reference_seed=0,
     bne_samples=64,
     bne_max_iter=4,
+    mu=1.0,
+    sigma=1.0,
+    gamma=1.0,
 )
 
 
-def _run(path, at, seed=0):
-    return learned.run(dict(TINY, network=str(path), at=at), np.random.default_rng(seed))[0]
+def _record_objective(path, text):
+    """``path`` with the metadata objective_weights = ``text`` (the graph unchanged)."""
+    import onnx
+    from onnx import helper
+
+    model = onnx.load(str(path))
+    helper.set_model_props(model, {"objective_weights": text})
+    onnx.save(model, str(path))
+    return path
+
+
+def _run(path, at, seed=0, **weights):
+    params = dict(TINY, network=str(path), at=at, **weights)
+    return learned.run(params, np.random.default_rng(seed))[0]
 
 
 def test_an_ic_network_has_no_regret_is_beaten_by_offline_and_its_equilibrium_is_truth(tmp_path):
@@ -67,6 +82,56 @@ def test_a_pay_the_report_network_regret_is_the_price_minus_the_cost(tmp_path):
         by_hand.append(buyer_loss(eps, c * eps, mu=1.0, sigma=1.0, gamma=1.0))
     assert np.isfinite(by_hand).all()  # every market buys someone (this seed)
     assert row["objective_learned"] == pytest.approx(np.mean(by_hand), rel=1e-6)
+
+
+def test_both_mechanisms_are_scored_on_the_weights_the_network_was_trained_on(tmp_path):
+    """mu, sigma, gamma = network: the weights recorded in the file (here 2, 3, 0.5, not
+    the defaults 1, 1, 1), for both mechanisms.  By hand on the same markets: the
+    posted price's Eq. 11 with those weights, and offline *built* with them (its
+    allocation depends on them, Eq. 11's minimiser) scored with them.  Given weights
+    win over the file's; a file without them and a weight left to ``network`` is one
+    line naming the metadata key."""
+    from market_sim.mechanisms.base import as_mechanism
+
+    price, w = 0.9, dict(mu=2.0, sigma=3.0, gamma=0.5)
+    net = _record_objective(
+        posted_price(tmp_path / "pp.onnx", price=price), "mu=2,sigma=3,gamma=0.5"
+    )
+    row = _run(net, "truth", seed=4, mu="network", sigma="network", gamma="network")
+    assert (row["objective_mu"], row["objective_sigma"], row["objective_gamma"]) == (2.0, 3.0, 0.5)
+    rng = np.random.default_rng(4)
+    costs = np.vstack([rng.uniform(0, 1, TINY["sellers"]) for _ in range(TINY["markets"])])
+    offline = as_mechanism("offline", dist="uniform:0:1", n_sellers=TINY["sellers"], **w)
+    posted, best = [], []
+    for c in costs:
+        eps = (c.astype(np.float32) <= np.float32(price)).astype(float)
+        posted.append(buyer_loss(eps, price * eps, **w))
+        o = offline.run(c)
+        best.append(buyer_loss(o.eps, o.payments, **w))
+    assert row["objective_learned"] == pytest.approx(np.mean(posted), rel=1e-6)
+    assert row["objective_offline"] == pytest.approx(np.mean(best), rel=1e-9)
+    default_offline = as_mechanism("offline", dist="uniform:0:1", n_sellers=TINY["sellers"])
+    unit = np.mean([buyer_loss(default_offline.run(c).eps, default_offline.run(c).payments, **w)
+                    for c in costs])  # fmt: skip
+    assert abs(unit - np.mean(best)) > 1e-6  # the weights did change offline's allocation
+    given = _run(net, "truth", seed=4, mu=1.0, sigma=1.0, gamma=1.0)
+    assert given["objective_mu"] == 1.0
+    assert given["objective_learned"] != pytest.approx(row["objective_learned"], rel=1e-3)
+    bare = posted_price(tmp_path / "bare.onnx", price=price)
+    with pytest.raises(MarketSimError, match="objective_weights.*--set mu="):
+        _run(bare, "truth", mu="network", sigma=1.0, gamma=1.0)
+    bad = _record_objective(posted_price(tmp_path / "bad.onnx"), "mu=1,sigma=-2,gamma=1")
+    with pytest.raises(MarketSimError, match="objective_weights is 'mu=1,sigma=-2,gamma=1'"):
+        _run(bad, "truth")
+
+
+def test_the_shipped_network_records_the_weights_it_was_trained_on():
+    """Its README's command trains with the defaults mu = sigma = gamma = 1."""
+    from market_sim.mechanisms.onnx_network import OnnxMechanism
+
+    net = OnnxMechanism(learned.network_path("regretnet-u01-m10"))
+    assert net.objective_weights == (1.0, 1.0, 1.0)
+    assert learned.grid()[0]["mu"] == "network"
 
 
 def test_the_study_refuses_a_network_that_is_not_there():

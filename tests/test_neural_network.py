@@ -85,6 +85,21 @@ def test_onnx_export_equals_the_numpy_forward(tmp_path):
     assert dev.payments[1, 1] == pytest.approx(net.outputs(trial[None])[1][0, 3], rel=1e-12)
 
 
+def test_the_onnx_file_records_the_training_objective(tmp_path):
+    """write_onnx writes (mu, sigma, gamma) exactly (repr) and OnnxMechanism reads them
+    back; a network without them writes no key, and reads back None."""
+    import dataclasses
+
+    from market_sim.mechanisms.onnx_network import OnnxMechanism
+    from market_sim.neural.export import write_onnx
+
+    net = initial_network(3, np.random.default_rng(2), hidden=4)
+    weights = (0.1 + 0.2, 3.0, 1e-7)  # 0.30000000000000004: exact only through repr
+    trained = dataclasses.replace(net, objective=weights)
+    assert OnnxMechanism(write_onnx(trained, tmp_path / "w.onnx")).objective_weights == weights
+    assert OnnxMechanism(write_onnx(net, tmp_path / "n.onnx")).objective_weights is None
+
+
 def test_the_trainings_deviation_utilities_are_the_mechanisms(tmp_path):
     """The trial markets the training's regret is measured on (seller i at its misreport,
     the others truthful) give the utilities the audit's mechanism interface gives."""

@@ -43,7 +43,7 @@ def test_training_is_seeded_follows_regretnet_and_exports_exactly(tmp_path):
     from market_sim.neural.outputs import write_training
     from market_sim.neural.training import train
 
-    config = TrainingConfig(**SMALL)
+    config = TrainingConfig(**SMALL, mu=2.0, sigma=0.5)  # weights the file must record
     first = train(config, np.random.default_rng(11))
     again = train(config, np.random.default_rng(11))
     assert first.history.equals(again.history)
@@ -63,3 +63,6 @@ def test_training_is_seeded_follows_regretnet_and_exports_exactly(tmp_path):
                                net.low, net.high, jnp)  # fmt: skip
     np.testing.assert_allclose(eps, np.asarray(jax_eps), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(pay, np.asarray(jax_pay), rtol=1e-5, atol=1e-6)
+    # the file records the objective it was trained on (the learned study scores on it)
+    want = (config.mu, config.sigma, config.gamma)
+    assert OnnxMechanism(paths["model"]).objective_weights == want

@@ -18,6 +18,11 @@ the cost first).  Such a file is a multi-field mechanism: ``multifield()`` gives
 with ``report_fields``, and the joint audit and ``market-sim audit --population
 '...;cap=...' --mechanism onnx:PATH`` take it so.  A file without the key is one-field.
 
+**The training objective.**  A network trained by ``market-sim train`` records the
+weights of the Eq. 11 (003) objective it was trained on under the key
+``objective_weights`` (value ``mu=1.0,sigma=1.0,gamma=1.0``); ``objective_weights``
+is that triple, or None for a file without the key.
+
 The network must be deterministic (the same reports give the same ε and payments);
 ε must be finite and ≥ 0.  Every violation of the signature is a one-line
 :class:`~market_sim.errors.MarketSimError` naming it.
@@ -44,9 +49,11 @@ from ..errors import MarketSimError
 from .base import Mechanism, Outcome, _deviation_args
 from .multifield import MultiFieldMechanism
 
-__all__ = ["OnnxMechanism", "OnnxFields", "BATCH_ROWS", "FIELDS_KEY"]
+__all__ = ["OnnxMechanism", "OnnxFields", "BATCH_ROWS", "FIELDS_KEY", "OBJECTIVE_KEY"]
 
 FIELDS_KEY = "report_fields"  # the metadata key of a several-field network
+OBJECTIVE_KEY = "objective_weights"  # the metadata key of the training objective's weights
+_WEIGHT_NAMES = ("mu", "sigma", "gamma")
 
 #: rows (trial markets) per onnxruntime call in ``deviations``
 BATCH_ROWS = 16384
@@ -99,6 +106,25 @@ def _fields(session, path: Path) -> tuple[str, ...] | None:
     return fields
 
 
+def _objective(session, path: Path) -> tuple[float, float, float] | None:
+    """(mu, sigma, gamma) named in the metadata (``objective_weights``), or None."""
+    text = session.get_modelmeta().custom_metadata_map.get(OBJECTIVE_KEY)
+    if text is None:
+        return None
+    pairs = [item.partition("=") for item in text.split(",")]
+    given = {k.strip(): v.strip() for k, _, v in pairs}
+    try:
+        values = tuple(float(given[k]) for k in _WEIGHT_NAMES)
+    except (KeyError, ValueError):
+        values = ()
+    if len(pairs) != 3 or len(values) != 3 or not all(0 < v < np.inf for v in values):
+        raise MarketSimError(
+            f"onnx mechanism {path.name}: metadata {OBJECTIVE_KEY} is {text!r}: "
+            "it must be mu=M,sigma=S,gamma=G with positive finite numbers"
+        )
+    return values[0], values[1], values[2]
+
+
 def _signature(session, path: Path, fields) -> tuple[str, np.dtype, tuple[str, str], object]:
     """(input name, input dtype, (eps output, payments output), declared batch size)."""
     inputs, outputs = session.get_inputs(), session.get_outputs()
@@ -141,6 +167,7 @@ class OnnxMechanism(Mechanism):
         self.path = Path(str(path))
         self._session = _session(self.path)
         self.fields = _fields(self._session, self.path)
+        self.objective_weights = _objective(self._session, self.path)
         signature = _signature(self._session, self.path, self.fields)
         self._input, self._dtype, self._outputs, batch = signature
         self._batch = batch if isinstance(batch, int) and batch > 0 else None

@@ -9,6 +9,9 @@ Operators: Sub, Mul, Div, Unsqueeze, MatMul, ReduceSum, Add, Relu, Squeeze, Sigm
 A network of several fields takes ``reports`` (batch, n_sellers, F) and names its
 fields in the model's metadata (``metadata_props``: key ``report_fields``, value e.g.
 ``cost,cap,size``, the order of the last axis); the cap is applied with Gather and Min.
+A network trained by ``market-sim train`` records the weights of the objective it was
+trained on (key ``objective_weights``, value ``mu=1.0,sigma=1.0,gamma=1.0``), so that a
+study scores it on the same Eq. 11 (``scenarios/learned.py``).
 """
 
 from __future__ import annotations
@@ -21,10 +24,18 @@ from ..errors import MarketSimError
 from ..files import atomic_write
 from .network import TOWERS, MechanismNetwork
 
-__all__ = ["onnx_model", "write_onnx", "OPSET", "FIELDS_KEY"]
+__all__ = ["onnx_model", "write_onnx", "objective_text", "OPSET", "FIELDS_KEY", "OBJECTIVE_KEY"]
 
 OPSET = 17
 FIELDS_KEY = "report_fields"  # the metadata key naming a several-field network's fields
+OBJECTIVE_KEY = "objective_weights"  # the metadata key of the training objective's weights
+
+
+def objective_text(weights) -> str:
+    """``mu=M,sigma=S,gamma=G``: the training objective's weights (Eq. 11, 003) as the
+    metadata value ``onnx_network.objective_weights`` reads back (``repr``: exact)."""
+    names = ("mu", "sigma", "gamma")
+    return ",".join(f"{k}={float(v)!r}" for k, v in zip(names, weights, strict=True))
 
 
 class _Graph:
@@ -108,8 +119,11 @@ def onnx_model(network: MechanismNetwork):
     )  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = min(model.ir_version, 8)  # readable by onnxruntime >= 1.20
-    if fields:
-        helper.set_model_props(model, {FIELDS_KEY: ",".join(fields)})
+    props = {} if not fields else {FIELDS_KEY: ",".join(fields)}
+    if network.objective is not None:
+        props[OBJECTIVE_KEY] = objective_text(network.objective)
+    if props:
+        helper.set_model_props(model, props)
     onnx.checker.check_model(model)
     return model
 

@@ -58,6 +58,8 @@ class MechanismNetwork:
     high: float | tuple[float, ...]
     fields: tuple[str, ...] | None = None
     """None: one-field reports (batch, n); else the fields of reports (batch, n, F)."""
+    objective: tuple[float, float, float] | None = None
+    """(mu, sigma, gamma) of the Eq. 11 (003) objective it was trained on, or None."""
 
     @property
     def input_shape(self) -> tuple[int, ...]:

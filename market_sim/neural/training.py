@@ -299,9 +299,12 @@ class _Markets:
 
     def network(self, weights: dict) -> MechanismNetwork:
         cfg, lay = self.cfg, self.layout
+        objective = (float(cfg.mu), float(cfg.sigma), float(cfg.gamma))
         if cfg.population is None:
-            return MechanismNetwork(weights, cfg.n_sellers, cfg.eps_max, lay.low[0], lay.high[0])
-        return MechanismNetwork(weights, cfg.n_sellers, cfg.eps_max, lay.low, lay.high, lay.fields)
+            return MechanismNetwork(weights, cfg.n_sellers, cfg.eps_max, lay.low[0],
+                                    lay.high[0], objective=objective)  # fmt: skip
+        return MechanismNetwork(weights, cfg.n_sellers, cfg.eps_max, lay.low, lay.high,
+                                lay.fields, objective=objective)  # fmt: skip
 
 
 def train(config: TrainingConfig, rng: np.random.Generator, progress=None) -> TrainingResult:
