@@ -568,7 +568,7 @@ def _play(mech, pop: Population, ic, at, bne_seed, bne_options, ctx, given=None)
         return {"played": "given bids", "bne": given}
     if at == "truth" or ic in ("ic", TRUSTED):
         return {"played": "truth", "bne": None}
-    from .equilibrium import bne
+    from .games.equilibrium import bne
 
     context = {k: ctx[k] for k in ("mu", "sigma", "gamma", "privacy")}
     # the pure method unless asked (its numbers are the ones docs/compare.md shows)

@@ -114,3 +114,26 @@ def test_compare_is_the_function_whatever_was_imported_first():
     import market_sim.comparison
 
     assert market_sim.compare is market_sim.comparison.compare
+
+
+def test_the_games_former_paths_are_aliases_of_the_same_modules():
+    """market_sim.equilibrium, .egta, .psro and .env moved into market_sim.games (issue 53);
+    code importing the old paths gets the very same module objects, in a fresh interpreter
+    (no file is left at the old path: the alias is in market_sim/__init__.py)."""
+    names = ("equilibrium", "egta", "psro", "env")
+    assert not any((PKG / f"{name}.py").exists() for name in names)
+    code = (
+        "import importlib, sys, market_sim\n"
+        "assert not any(m.startswith('market_sim.games.') for m in sys.modules)\n"
+        "from market_sim.equilibrium import bne\n"
+        "from market_sim import egta\n"
+        f"for name in {names!r}:\n"
+        "    old = importlib.import_module('market_sim.' + name)\n"
+        "    new = importlib.import_module('market_sim.games.' + name)\n"
+        "    assert old is new and new.__spec__.name == 'market_sim.games.' + name, name\n"
+        "assert bne is sys.modules['market_sim.games.equilibrium'].bne\n"
+        "assert egta is sys.modules['market_sim.games.egta']\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.stdout == "ok\n", out.stderr[-2000:]

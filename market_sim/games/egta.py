@@ -74,10 +74,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import MarketSimError
-from .execution import Job, Shared, check_executor, open_store, run_jobs
-from .files import atomic_write, save_png
-from .parameters import check_int
+from ..errors import MarketSimError
+from ..execution import Job, Shared, check_executor, open_store, run_jobs
+from ..files import atomic_write, save_png
+from ..parameters import check_int
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -837,7 +837,7 @@ def _simulate(dev, full, strategies: list, n, mechanism, dist, rounds, last, see
     """The deviator's mean utility per round over the last ``last`` rounds in the market
     of ``full`` seated by :func:`seat_layout` (``market``: this seed's seating, costs and
     data)."""
-    from .agents import MarketModel
+    from ..agents import MarketModel
 
     layout = seat_layout(dev, full, market.seats)
     runs = _runs(layout)
@@ -898,7 +898,7 @@ def _check_numbers(n_sellers, samples, rounds, players, last_rounds, n_boot, reg
 def _build_mechanism(mechanism, pop, dist, context):
     """The mechanism as MarketModel(population=pop) builds it (each seller's own law to
     those that take them), or from the one law ``dist`` with data= from Python."""
-    from .mechanisms.base import as_mechanism, mechanism_name
+    from ..mechanisms.base import as_mechanism, mechanism_name
 
     bad = sorted(set(context) & set(_RESERVED))
     if bad:
@@ -975,7 +975,7 @@ def _population_of(dist, n_sellers, context):
     """The Population (``as_population``: a cost law needs ``n_sellers``; a population's
     own count wins, a conflicting ``n_sellers`` is an error) and the law the mechanism
     and the model believe in (the pooled law)."""
-    from .population import as_population
+    from ..population import as_population
 
     pop = as_population(dist, n_sellers)
     if not pop.is_plain and context.get("new_costs_each_round"):
@@ -1016,7 +1016,7 @@ def _request(mechanism, pop, strategies, samples, seed, rng_state, players, roun
     import hashlib
     import pickle
 
-    from .mechanisms.base import mechanism_name
+    from ..mechanisms.base import mechanism_name
 
     def plain(v):
         if isinstance(v, (int, float, str, bool)) or v is None:
@@ -1090,7 +1090,7 @@ def egta(
     simulations run, one task per (profile, sample) (``market_sim.execution``; the same
     table on any of them); ``store``: a folder keeping each finished simulation, so that
     the same call resumes (another call into it is refused).  See the module doc."""
-    from .agents import as_strategy
+    from ..agents import as_strategy
 
     t0 = time.perf_counter()
     check_executor(workers, executor, address)

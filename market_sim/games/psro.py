@@ -74,14 +74,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import MarketSimError
+from ..execution import Job, Shared, check_executor, run_jobs
+from ..files import atomic_write, fit_titles, json_plain, save_png
+from ..mechanisms.base import Mechanism, as_mechanism, mechanism_name
+from ..parameters import check_int
+from ..population import Population, as_population
 from .egta import SymmetricGame, _compositions, dpr_game, dpr_support, find_equilibria
 from .env import as_opponents
-from .errors import MarketSimError
-from .execution import Job, Shared, check_executor, run_jobs
-from .files import atomic_write, fit_titles, json_plain, save_png
-from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
-from .parameters import check_int
-from .population import Population, as_population
 
 if TYPE_CHECKING:
     import pandas as pd
