@@ -373,7 +373,7 @@ def as_opponents(spec, law) -> Callable[[np.ndarray, np.random.Generator], np.nd
     """A function (costs, rng) -> reports for the sellers who do not learn.
 
     ``spec``: ``"truthful"`` (or None), a bid function of costs (a callable, e.g. a
-    :class:`~market_sim.equilibrium.BNEResult`), or a registered strategy that needs
+    :class:`~market_sim.games.equilibrium.BNEResult`), or a registered strategy that needs
     no Mesa market (its ``report_all`` reads only ``model.dist`` and ``model.rng``:
     ``truthful``, ``shade``, ``random``).  Reports are clipped to the support."""
     from ..agents.strategies import SellerGroup, Strategy, as_strategy
