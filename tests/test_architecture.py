@@ -44,6 +44,49 @@ def test_no_module_of_the_command_line_exceeds_300_lines():
     assert max(sizes.values()) <= 300, sizes
 
 
+#: Modules of the library allowed over MAX_MODULE_LINES, each with its size when the limit
+#: came in as its ceiling (issue 53): a ceiling may only come down, and a module leaves the
+#: list once it is split.  Others edited them that day (#47, #48), so they wait their turn.
+MAX_MODULE_LINES = 1000
+OVER_THE_LIMIT = {
+    "games/equilibrium.py": 1264,
+    "mechanisms/payments.py": 1480,
+    "mechanisms/_offline_kernel.py": 1148,
+}
+
+
+def _module_sizes() -> dict[str, int]:
+    return {
+        p.relative_to(PKG).as_posix(): len(p.read_text().splitlines()) for p in PKG.rglob("*.py")
+    }
+
+
+def _too_long(sizes: dict[str, int]) -> dict[str, int]:
+    """The modules over their ceiling (a listed one) or over the limit (any other)."""
+    return {n: k for n, k in sizes.items() if k > OVER_THE_LIMIT.get(n, MAX_MODULE_LINES)}
+
+
+def test_no_module_of_the_library_exceeds_1000_lines_but_the_listed_ones():
+    sizes = _module_sizes()
+    too_long = _too_long(sizes)
+    assert too_long == {}, f"split these modules by concept (limit {MAX_MODULE_LINES} lines)"
+    # the list only shrinks: a module split (or gone) under the limit leaves it
+    stale = {name for name in OVER_THE_LIMIT if sizes.get(name, 0) <= MAX_MODULE_LINES}
+    assert stale == set(), "remove these from OVER_THE_LIMIT"
+
+
+def test_the_module_size_check_catches_a_long_module():
+    """A new module one line over the limit and a listed one grown by a line are caught;
+    a listed one at its ceiling and a new one at the limit are not."""
+    sizes = {
+        "new.py": MAX_MODULE_LINES + 1,
+        "games/equilibrium.py": OVER_THE_LIMIT["games/equilibrium.py"] + 1,
+        "mechanisms/payments.py": OVER_THE_LIMIT["mechanisms/payments.py"],
+        "ok.py": MAX_MODULE_LINES,
+    }
+    assert set(_too_long(sizes)) == {"new.py", "games/equilibrium.py"}
+
+
 def test_the_registry_imports_nothing_it_registers():
     mine = {m for m in _imports(PKG / "registry.py") if m.startswith("market_sim")}
     assert mine <= {"market_sim.errors", "market_sim.errors.MarketSimError"}
