@@ -25,7 +25,15 @@ from bench_offline import best_time  # noqa: E402
 
 from market_sim.agents import MarketModel, as_strategy
 from market_sim.distributions import parse_distribution
-from market_sim.egta import _dpr_plan, _Pairs, _runs, _sample_markets, _seeds, egta, seat_layout
+from market_sim.games.egta import (
+    _dpr_plan,
+    _Pairs,
+    _runs,
+    _sample_markets,
+    _seeds,
+    egta,
+    seat_layout,
+)
 from market_sim.population import as_population
 
 DIST = parse_distribution("uniform:1:5")

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_offline import reporter, write_json  # noqa: E402
 
 from market_sim.agents import MarketModel  # noqa: E402
-from market_sim.env import MarketEnv, _as_dicts, _stack_actions  # noqa: E402
+from market_sim.games.env import MarketEnv, _as_dicts, _stack_actions  # noqa: E402
 
 
 def _timer(fn):

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from shared_mechanisms import BatchedFirstPrice  # noqa: E402  (the same rule for a (B, n) batch)
 
-from market_sim.equilibrium import bne  # noqa: E402
+from market_sim.games.equilibrium import bne  # noqa: E402
 from market_sim.mechanisms.first_price import (  # noqa: E402
     FirstPrice,
     asymmetric_first_price_bid,

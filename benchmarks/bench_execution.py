@@ -42,8 +42,8 @@ from bench_offline import write_json  # noqa: E402
 
 from market_sim.cli import main as cli  # noqa: E402
 from market_sim.comparison import compare  # noqa: E402
-from market_sim.egta import egta  # noqa: E402
 from market_sim.execution import Job, run_jobs  # noqa: E402
+from market_sim.games.egta import egta  # noqa: E402
 
 MECHANISMS = ["offline", "pay-as-bid", "private-cutoff"]
 STRATEGIES = ["truthful", "shade:factor=1.2", "shade:factor=1.5"]

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import bne_reference as ref  # noqa: E402
 
-from market_sim.equilibrium import bne  # noqa: E402
+from market_sim.games.equilibrium import bne  # noqa: E402
 
 #: the games of the table, in its order (``bne_reference.GAMES`` names)
 TABLE_GAMES = (

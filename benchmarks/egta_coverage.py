@@ -31,7 +31,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from market_sim.egta import (
+from market_sim.games.egta import (
     SymmetricGame,
     equilibrium_regret_bounds,
     find_equilibria,

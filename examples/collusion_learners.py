@@ -6,7 +6,7 @@ their defaults) for 2000 rounds; pi is the sellers' mean utility over the last 5
 rounds of a seed, and Delta = (pi - pi_N) / (pi_M - pi_N) with pi_N the utility at the
 BNE b(c) = c + (1 - c)/3 and pi_M the sellers' joint-profit maximum, 1/(m + 1) (the
 cheapest seller sells at the top); the index against the best common markup, 1/(2m),
-is printed beside it (market_sim.psro, docs/env.md).
+is printed beside it (market_sim.games.psro, docs/env.md).
 
 Run: ``python examples/collusion_learners.py [--seeds 8]`` (about 15 s).
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from market_sim.agents import MarketModel
-from market_sim.psro import collusion_frame, collusion_scale
+from market_sim.games.psro import collusion_frame, collusion_scale
 
 FIRST_PRICE = f"{Path(__file__).resolve().parent / 'first_price.py'}:FirstPriceProcurement"
 

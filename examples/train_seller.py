@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from market_sim.env import SellerEnv
+from market_sim.games.env import SellerEnv
 
 FIRST_PRICE = f"{Path(__file__).resolve().parent / 'first_price.py'}:FirstPriceProcurement"
 

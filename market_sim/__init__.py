@@ -4,9 +4,13 @@ The core is pure: ``market_sim.distributions`` (cost distributions, virtual
 costs, ironing) and ``market_sim.mechanisms`` (the exact offline mechanism and
 its Myerson payments).  Importing the package is cheap: sub-modules and the
 names below are imported on first use.
+
+The modules of the games moved into ``market_sim.games`` (docs/architecture.md); their
+former paths ``market_sim.equilibrium``, ``.egta``, ``.psro`` and ``.env`` stay importable
+as aliases of the same modules.
 """
 
-from ._lazy import lazy_exports
+from ._lazy import alias_modules, lazy_exports
 
 __version__ = "0.1.0"
 
@@ -17,3 +21,9 @@ _EXPORTS = {
 }
 __all__ = ["__version__", *_EXPORTS]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+alias_modules(
+    {
+        f"{__name__}.{name}": f"{__name__}.games.{name}"
+        for name in ("equilibrium", "egta", "psro", "env")
+    }
+)

@@ -18,7 +18,7 @@ Per task one MarketModel runs ``rounds`` rounds in which every seller is a learn
 * for a mechanism under which truth is not an equilibrium (``truth_gain`` >
   ``IC_TOL``: the largest gain of one seller from a misreport against truthful
   others on ``IC_PROFILES`` sampled cost profiles), the Bayes-Nash reference: the
-  symmetric BNE bid function of ``market_sim.equilibrium.symmetric_bne`` played by
+  symmetric BNE bid function of ``market_sim.games.equilibrium.symmetric_bne`` played by
   everyone on the same costs (``bne_report_ratio``, ``bne_bought_report_ratio``,
   ``bne_proxy_loss``,
   ``bne_payment``) and the solver's verified ``bne_epsilon`` (largest expected gain
@@ -31,7 +31,7 @@ Per task one MarketModel runs ``rounds`` rounds in which every seller is a learn
 * ``collusion_index``: Calvano et al.'s Delta = (u - u_N) / (u_M - u_N) of the round's
   mean utility, u_N a seller's ex-ante utility at the equilibrium (truth, or the BNE)
   and u_M the sellers' joint-profit reference: their largest joint utility per seller
-  under the mechanism over the cartel rules of ``market_sim.psro.collusion_scale``
+  under the mechanism over the cartel rules of ``market_sim.games.psro.collusion_scale``
   (the j cheapest sellers report p, the others the top; or a common markup), both on
   ``COLLUSION_MARKETS`` sampled markets: 0 is competitive play, 1 full collusion,
   below 0 fiercer than the equilibrium; ``collusion_index_markup`` the same with u_M
@@ -172,7 +172,7 @@ def references(model, params: dict):
     if gain <= IC_TOL:
         return gain, None
     if key not in _BNE:
-        from market_sim.equilibrium import symmetric_bne
+        from market_sim.games.equilibrium import symmetric_bne
 
         _BNE[key] = symmetric_bne(
             model.mechanism,
@@ -192,14 +192,14 @@ COLLUSION_LEVELS = 5  # the designated sellers' reports tried, twice (collusion_
 
 
 def collusion_reference(model, params: dict, bne):
-    """The collusion scale of the task's market (``market_sim.psro.collusion_scale``):
+    """The collusion scale of the task's market (``market_sim.games.psro.collusion_scale``):
     a seller's ex-ante utility at the equilibrium (truth for an IC mechanism, else the
     BNE), at the best cartel rule (the joint-profit reference) and at the best common
     markup k c (k from 1 to high/low: at the top everybody reports the top), cached per
     process and seeded by ``reference_seed``."""
     key = _reference_key(params)
     if key not in _SCALE:
-        from market_sim.psro import collusion_scale
+        from market_sim.games.psro import collusion_scale
 
         lo, hi = model.dist.support
         top = hi / lo if lo > 0 else 1000.0

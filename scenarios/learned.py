@@ -19,7 +19,7 @@ same costs (paired):
   ``regret_audit`` (``market_sim.audit`` with its opponent profiles), each the largest
   over those markets' sellers.
 * ``at = equilibrium``: every seller bids b(c), the symmetric BNE of the network
-  (``market_sim.equilibrium.symmetric_bne``, seeded by ``reference_seed`` and cached per
+  (``market_sim.games.equilibrium.symmetric_bne``, seeded by ``reference_seed`` and cached per
   worker process, so every task of a run plays the same b); the offline mechanism is
   played at truth, its equilibrium (it is dominant-strategy IC: proved in
   docs/mathematics.md and certified by the audit).  ``bne_epsilon_relative`` and
@@ -146,7 +146,7 @@ def equilibrium(mech, params: dict):
         for k in ("network", "dist", "sellers", "reference_seed", "bne_samples", "bne_max_iter")
     )
     if key not in _BNE:
-        from market_sim.equilibrium import symmetric_bne
+        from market_sim.games.equilibrium import symmetric_bne
 
         _BNE[key] = symmetric_bne(
             mech,

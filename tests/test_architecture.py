@@ -44,6 +44,49 @@ def test_no_module_of_the_command_line_exceeds_300_lines():
     assert max(sizes.values()) <= 300, sizes
 
 
+#: Modules of the library allowed over MAX_MODULE_LINES, each with its size when the limit
+#: came in as its ceiling (issue 53): a ceiling may only come down, and a module leaves the
+#: list once it is split.  Others edited them that day (#47, #48), so they wait their turn.
+MAX_MODULE_LINES = 1000
+OVER_THE_LIMIT = {
+    "games/equilibrium.py": 1264,
+    "mechanisms/payments.py": 1480,
+    "mechanisms/_offline_kernel.py": 1148,
+}
+
+
+def _module_sizes() -> dict[str, int]:
+    return {
+        p.relative_to(PKG).as_posix(): len(p.read_text().splitlines()) for p in PKG.rglob("*.py")
+    }
+
+
+def _too_long(sizes: dict[str, int]) -> dict[str, int]:
+    """The modules over their ceiling (a listed one) or over the limit (any other)."""
+    return {n: k for n, k in sizes.items() if k > OVER_THE_LIMIT.get(n, MAX_MODULE_LINES)}
+
+
+def test_no_module_of_the_library_exceeds_1000_lines_but_the_listed_ones():
+    sizes = _module_sizes()
+    too_long = _too_long(sizes)
+    assert too_long == {}, f"split these modules by concept (limit {MAX_MODULE_LINES} lines)"
+    # the list only shrinks: a module split (or gone) under the limit leaves it
+    stale = {name for name in OVER_THE_LIMIT if sizes.get(name, 0) <= MAX_MODULE_LINES}
+    assert stale == set(), "remove these from OVER_THE_LIMIT"
+
+
+def test_the_module_size_check_catches_a_long_module():
+    """A new module one line over the limit and a listed one grown by a line are caught;
+    a listed one at its ceiling and a new one at the limit are not."""
+    sizes = {
+        "new.py": MAX_MODULE_LINES + 1,
+        "games/equilibrium.py": OVER_THE_LIMIT["games/equilibrium.py"] + 1,
+        "mechanisms/payments.py": OVER_THE_LIMIT["mechanisms/payments.py"],
+        "ok.py": MAX_MODULE_LINES,
+    }
+    assert set(_too_long(sizes)) == {"new.py", "games/equilibrium.py"}
+
+
 def test_the_registry_imports_nothing_it_registers():
     mine = {m for m in _imports(PKG / "registry.py") if m.startswith("market_sim")}
     assert mine <= {"market_sim.errors", "market_sim.errors.MarketSimError"}
@@ -114,3 +157,26 @@ def test_compare_is_the_function_whatever_was_imported_first():
     import market_sim.comparison
 
     assert market_sim.compare is market_sim.comparison.compare
+
+
+def test_the_games_former_paths_are_aliases_of_the_same_modules():
+    """market_sim.equilibrium, .egta, .psro and .env moved into market_sim.games (issue 53);
+    code importing the old paths gets the very same module objects, in a fresh interpreter
+    (no file is left at the old path: the alias is in market_sim/__init__.py)."""
+    names = ("equilibrium", "egta", "psro", "env")
+    assert not any((PKG / f"{name}.py").exists() for name in names)
+    code = (
+        "import importlib, sys, market_sim\n"
+        "assert not any(m.startswith('market_sim.games.') for m in sys.modules)\n"
+        "from market_sim.equilibrium import bne\n"
+        "from market_sim import egta\n"
+        f"for name in {names!r}:\n"
+        "    old = importlib.import_module('market_sim.' + name)\n"
+        "    new = importlib.import_module('market_sim.games.' + name)\n"
+        "    assert old is new and new.__spec__.name == 'market_sim.games.' + name, name\n"
+        "assert bne is sys.modules['market_sim.games.equilibrium'].bne\n"
+        "assert egta is sys.modules['market_sim.games.egta']\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.stdout == "ok\n", out.stderr[-2000:]

@@ -8,9 +8,9 @@ import pytest
 
 from market_sim.agents import MarketModel, SellerGroup, as_strategy
 from market_sim.cli import main
-from market_sim.egta import egta
-from market_sim.equilibrium import symmetric_bne
 from market_sim.errors import MarketSimError
+from market_sim.games.egta import egta
+from market_sim.games.equilibrium import symmetric_bne
 from market_sim.mechanisms.first_price import (
     FirstPrice,
     asymmetric_first_price_bid,

@@ -175,7 +175,7 @@ def test_pay_as_bid_rows_carry_the_bne_reference_computed_once():
 
 
 def test_bne_distance_is_zero_at_the_bne_and_the_largest_gap_otherwise():
-    from market_sim.equilibrium import symmetric_bne
+    from market_sim.games.equilibrium import symmetric_bne
 
     bne = symmetric_bne(
         "pay-as-bid", "uniform:1:5", 5, np.random.default_rng(0), samples=64, max_iter=4
@@ -211,7 +211,7 @@ def test_collusion_index_is_zero_at_truth_and_one_at_the_joint_profit_reference(
     scale's own markets is u_N (Delta 0), the cartel's joint-profit reference u_M (Delta
     1; the markup index is 1 at the best common markup, which u_M is at least);
     the index of a round of truthful sellers is close to 0 on average over rounds."""
-    from market_sim.psro import _mean_utility, _Sample
+    from market_sim.games.psro import _mean_utility, _Sample
 
     p = tiny(mechanism="offline")
     model = MarketModel(p["m"], dist=p["dist"], mechanism="offline", strategy="truthful",

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from market_sim.cli import main
-from market_sim.egta import (
+from market_sim.errors import MarketSimError
+from market_sim.games.egta import (
     SymmetricGame,
     _compositions,
     _seeds,
@@ -27,7 +28,6 @@ from market_sim.egta import (
     regret_test,
     regret_upper_bounds,
 )
-from market_sim.errors import MarketSimError
 
 DIST = "uniform:1:5"
 TS = ["truthful", "shade:factor=1.3"]
@@ -612,7 +612,7 @@ def test_a_population_with_data_gives_each_market_its_rows():
     """Each sample's rows come from one pop.sample draw, shared by its markets, and reach
     the market (the platform trains on them); a mechanism that needs data is refused
     without them."""
-    from market_sim.egta import _sample_markets
+    from market_sim.games.egta import _sample_markets
     from market_sim.population import Population
 
     pop = Population.parse("6*uniform:1:5;data=synthetic")
@@ -641,7 +641,7 @@ def test_profiles_run_on_the_population_through_market_model(mechanism, populati
     the population (each seller's own law; with data, that market's rows) pays its seat
     at those costs, minus its cost times eps.  With the pooled law in place of the
     per-seller laws (TWO_CLASSES' supports differ) the offline payments would differ."""
-    from market_sim.egta import _sample_markets
+    from market_sim.games.egta import _sample_markets
     from market_sim.mechanisms.base import as_mechanism
     from market_sim.population import as_population
 

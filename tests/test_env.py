@@ -1,4 +1,4 @@
-"""market_sim.env: MarketEnv (PettingZoo) and SellerEnv (Gymnasium), issue 41 items 1-2."""
+"""market_sim.games.env: MarketEnv (PettingZoo) and SellerEnv (Gymnasium), issue 41 items 1-2."""
 
 import importlib.util
 import warnings
@@ -10,8 +10,8 @@ from gymnasium.utils.env_checker import check_env
 from pettingzoo.test import parallel_api_test, parallel_seed_test
 
 from market_sim.distributions import parse_distribution
-from market_sim.env import OBSERVATION, MarketEnv, SellerEnv
 from market_sim.errors import MarketSimError
+from market_sim.games.env import OBSERVATION, MarketEnv, SellerEnv
 from market_sim.mechanisms.payments import offline_payments
 from market_sim.population import Population
 
@@ -262,7 +262,7 @@ def test_seller_env_opponents():
 
 def test_seller_env_against_a_bne_result():
     """A BNEResult from the solver is a bid function: the others report result.bid(c)."""
-    from market_sim.equilibrium import symmetric_bne
+    from market_sim.games.equilibrium import symmetric_bne
 
     fp = f"{EXAMPLES / 'first_price.py'}:FirstPriceProcurement"
     bne = symmetric_bne(

@@ -1,4 +1,4 @@
-"""The distributional BNE solver (market_sim.equilibrium_distributional; docs/equilibrium.md,
+"""The distributional BNE solver (market_sim.games.equilibrium_distributional; docs/equilibrium.md,
 "The distributional method") on games with equilibria proved in tests/bne_reference.py,
 its pieces against hand derivations, seeds, and bad input."""
 
@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 from bne_reference import GAMES, AllPayContest, all_pay_profile
 
-from market_sim.equilibrium import bne
-from market_sim.equilibrium_distributional import (
+from market_sim.errors import MarketSimError
+from market_sim.games.equilibrium import bne
+from market_sim.games.equilibrium_distributional import (
     DistOptions,
     MixedStrategy,
     below_probabilities,
     quantile_nodes,
 )
-from market_sim.equilibrium_game import as_classes
-from market_sim.errors import MarketSimError
+from market_sim.games.equilibrium_game import as_classes
 from market_sim.mechanisms.base import as_mechanism
 from market_sim.mechanisms.first_price import FirstPrice
 
@@ -70,7 +70,7 @@ def test_sampled_utilities_agree_with_the_exact_ones():
     """The sampled path (a black box: FirstPrice's ``outcome`` without its ``interim``)
     and the exact path give the same E(z) for the same mixed strategies, within the
     Monte Carlo error of 4096 markets (binomial sd <= 0.008; we allow 0.03)."""
-    from market_sim.equilibrium_distributional import _Game
+    from market_sim.games.equilibrium_distributional import _Game
 
     classes = as_classes([("uniform:0:1", 3)])[0]
     bids = np.linspace(0, 1, 9)
@@ -184,7 +184,7 @@ def test_auto_is_the_default_and_says_which_method_and_why():
 )
 def test_auto_choice_follows_the_rule(mech, kw, method, reason):
     """docs/equilibrium.md, "Which method": the options given, then the mechanism."""
-    from market_sim.equilibrium import _auto_choice
+    from market_sim.games.equilibrium import _auto_choice
 
     called = dict(n_sellers=None, init="truth", reference=None, bid_max=None)
     got, why = _auto_choice(mech, [("uniform:0:1", 3)], called, kw)

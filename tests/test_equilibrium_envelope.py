@@ -1,4 +1,4 @@
-"""The envelope step (market_sim.equilibrium_envelope; docs/equilibrium.md, "The
+"""The envelope step (market_sim.games.equilibrium_envelope; docs/equilibrium.md, "The
 distributional method", step 6d) against closed forms, and the distributional method on
 the games it fixed (issue #48), each measured by an independent exact best response
 (tests/bne_reference.py ``exact_gain``: its own E and T, its own report grid)."""
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from bne_reference import GAMES, AllPayContest, uniform_bid
 
-from market_sim.equilibrium import bne
-from market_sim.equilibrium_envelope import envelope_step
-from market_sim.equilibrium_game import as_classes
+from market_sim.games.equilibrium import bne
+from market_sim.games.equilibrium_envelope import envelope_step
+from market_sim.games.equilibrium_game import as_classes
 from market_sim.mechanisms.first_price import FirstPrice
 
 

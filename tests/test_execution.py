@@ -16,9 +16,9 @@ import pytest
 
 from market_sim.cli import main
 from market_sim.comparison import compare
-from market_sim.egta import egta
 from market_sim.errors import MarketSimError
 from market_sim.execution import Job, Shared, job_rng, open_store, run_jobs
+from market_sim.games.egta import egta
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -217,7 +217,7 @@ def test_compare_and_egta_on_a_dask_scheduler_and_worker_give_the_local_rows(tmp
 
 def test_an_audit_with_coalitions_and_psro_are_the_same_on_one_and_two_workers():
     from market_sim.auditing import audit
-    from market_sim.psro import psro
+    from market_sim.games.psro import psro
 
     kw = dict(n_grid=5, n_random=4, refine=False, coalition_size=2)
     a1 = audit("pay-as-bid", "uniform:0:1", 4, 3, np.random.default_rng(2), **kw)
@@ -233,7 +233,7 @@ def test_an_audit_with_coalitions_and_psro_are_the_same_on_one_and_two_workers()
 
 
 def test_a_bne_sweep_is_the_same_on_one_and_two_workers_and_each_setting_alone():
-    from market_sim.equilibrium import bne_sweep
+    from market_sim.games.equilibrium import bne_sweep
 
     sweep = [{"population": "uniform:1:5", "n_sellers": 3}, {"population": "uniform:0:1"}]
     kw = dict(n_sellers=4, samples=64, max_iter=3, grid=9)

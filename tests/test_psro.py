@@ -1,4 +1,4 @@
-"""market_sim.psro: PSRO over bid functions and the collusion index (issue 41 items 3-4).
+"""market_sim.games.psro: PSRO over bid functions and the collusion index (issue 41 items 3-4).
 
 Closed forms used (first-price procurement of one unit, examples/first_price.py, m
 sellers with i.i.d. U[0, 1] costs; docs/equilibrium.md):
@@ -21,7 +21,7 @@ import pytest
 from market_sim.agents import MarketModel
 from market_sim.cli import main
 from market_sim.errors import MarketSimError
-from market_sim.psro import collusion_frame, collusion_scale, psro
+from market_sim.games.psro import collusion_frame, collusion_scale, psro
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 FP = f"{EXAMPLES / 'first_price.py'}:FirstPriceProcurement"
@@ -89,7 +89,7 @@ def test_expectation_weights_integrate_piecewise_linear_functions_exactly():
     2 a / (a + b) = 4/7) and c^2 to O(h^2) (E[C^2] = 4 a (a + 1) / ((a + b)(a + b + 1))
     = 3/7)."""
     from market_sim.distributions import parse_distribution
-    from market_sim.psro import expectation_weights
+    from market_sim.games.psro import expectation_weights
 
     law = parse_distribution("beta:2:5:0:2")
     g = np.linspace(0.0, 2.0, 65)

@@ -2,7 +2,7 @@
 
 ``bne:path/to/bid.csv`` (or ``bne:DIR``, the folder ``market-sim bne --out DIR`` wrote)
 reads the table ``group,cost,bid`` of that command; ``as_strategy(result)`` takes a
-:class:`~market_sim.equilibrium.BNEResult` in Python.  Between the grid costs the bid is
+:class:`~market_sim.games.equilibrium.BNEResult` in Python.  Between the grid costs the bid is
 linear (as ``BNEResult.bid``); the report is clipped to the market's support.  With
 several classes each seller plays its class's column; a table of one class is played by
 every seller.

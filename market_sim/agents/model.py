@@ -31,15 +31,14 @@ from typing import TYPE_CHECKING
 import mesa
 import numpy as np
 
-from ..distributions import CostDistribution, SellerLaws, parse_distribution
 from ..errors import MarketSimError
 from ..mechanisms.base import Mechanism, as_mechanism, mechanism_name
 from ..mechanisms.budgeted import Budgeted, Caps
-from ..mechanisms.offline import buyer_loss, proxy_loss_of_eps
-from ..population import Population, as_population
 from ..privacy.ledger import PrivacyLedger, accountant_class
-from ..privacy.limit import privacy_cost
 from ..privacy.release import StatisticRelease
+from . import records
+from .market_agents import PlatformAgent, SellerAgent
+from .market_setup import _check_settings, _generator, _market_law, _population_of, synthetic_data
 from .strategies import (
     SellerGroup,
     Strategy,
@@ -64,225 +63,6 @@ AGENT_COLUMNS = (
     "regret",
     "strategy",
 )
-
-
-def synthetic_data(
-    n: int, d: int, rng: np.random.Generator, n_test: int = 2000, label_noise: float = 0.05
-):
-    """Rows with ||x|| <= 1 and labels from a fixed linear rule with flipped noise."""
-    w = np.ones(d) / np.sqrt(d)
-
-    def draw(k):
-        X = rng.standard_normal((k, d)) / np.sqrt(d)
-        X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
-        y = (X @ w > 0).astype(int)
-        flip = rng.random(k) < label_noise
-        return X, np.where(flip, 1 - y, y)
-
-    X, y = draw(n)
-    X_test, y_test = draw(n_test)
-    return X, y, X_test, y_test
-
-
-def _check_settings(rounds, xi, n_grid, release, payment_bound, regret_sample, seed, rng):
-    """One-line errors for MarketModel's settings."""
-    if not (isinstance(rounds, (int, np.integer)) and rounds >= 1):
-        raise MarketSimError(f"rounds must be an integer >= 1 (got {rounds!r})")
-    if not (0 < xi <= 1):
-        raise MarketSimError(f"xi must be in (0, 1] (got {xi!r})")
-    if not (isinstance(n_grid, (int, np.integer)) and n_grid >= 1):
-        raise MarketSimError(f"n_grid must be an integer >= 1 (got {n_grid!r})")
-    if release is not None and not (
-        isinstance(payment_bound, (int, float)) and np.isfinite(payment_bound) and payment_bound > 0
-    ):
-        raise MarketSimError(
-            "release needs payment_bound > 0: the public cap that the "
-            "released total payment is clipped to"
-        )
-    if seed is not None and rng is not None:
-        raise MarketSimError("give seed or rng, not both")
-    if regret_sample is not None and not (
-        isinstance(regret_sample, (int, np.integer)) and regret_sample >= 1
-    ):
-        raise MarketSimError(f"regret_sample must be an integer >= 1 (got {regret_sample!r})")
-
-
-def _generator(seed, rng) -> np.random.Generator:
-    if rng is None:
-        return np.random.default_rng(seed)
-    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-
-
-def _population_of(population, dist, n_sellers, data) -> Population:
-    """Who sells: ``population`` (a Population or its spec), or the shorthand ``dist`` and
-    ``n_sellers`` (one class, no data; 20 sellers on U[0, 1] by default)."""
-    if n_sellers is not None and not (isinstance(n_sellers, (int, np.integer)) and n_sellers >= 1):
-        raise MarketSimError(f"n_sellers must be an integer >= 1 (got {n_sellers!r})")
-    if population is None:
-        law = "uniform:0:1" if dist is None else dist
-        law = law if isinstance(law, CostDistribution) else parse_distribution(law)
-        return Population([(law, 20 if n_sellers is None else int(n_sellers))])
-    if dist is not None:
-        raise MarketSimError(
-            "give population= or dist=, not both (a cost law is a one-class population)"
-        )
-    if data is not None:
-        raise MarketSimError(
-            "data= and a population: the data come from the population (e.g. ;data=synthetic)"
-        )
-    return as_population(population, None if n_sellers is None else int(n_sellers))
-
-
-def _market_law(pop: Population) -> CostDistribution | SellerLaws:
-    """The one law of a one-class population, else the pooled law (support: the hull of
-    the classes'), else (classes with a gap between them) the per-seller laws."""
-    if pop.n_classes == 1:
-        return pop.laws[0]
-    try:
-        return pop.pooled
-    except MarketSimError:
-        return pop.seller_laws
-
-
-def _view(column: str, kind=float):
-    def get(self):
-        return kind(getattr(self.model, column)[self.seller_id])
-
-    def put(self, value):
-        getattr(self.model, column)[self.seller_id] = value
-
-    return property(get, put, doc=f"``model.{column}[seller_id]``")
-
-
-class SellerAgent(mesa.Agent):
-    """A seller: a view on row ``seller_id`` of the model's seller arrays."""
-
-    def __init__(self, model, seller_id: int):
-        super().__init__(model)
-        self.seller_id = int(seller_id)
-
-    cost = _view("cost")
-    group = _view("group", int)  # the seller's class in the population
-    report = _view("report")
-    eps = _view("eps")
-    payment = _view("payment")
-    utility = _view("utility")
-    regret = _view("regret")
-    external_regret = _view("external_regret")
-    participating = _view("participating", bool)
-    index = _view("position", int)  # position among this round's participants
-
-    @property
-    def eps_spent(self) -> float:
-        """Composed privacy loss so far (NaN without a budget)."""
-        led = self.model.ledger
-        return np.nan if led is None else float(led.spent[self.seller_id])
-
-    @property
-    def budget_left(self) -> float:
-        led = self.model.ledger
-        return np.nan if led is None else float(led.left[self.seller_id])
-
-    @property
-    def strategy(self) -> Strategy:
-        return self.model.strategy_of(self.seller_id)
-
-    @property
-    def strategy_name(self) -> str:
-        return self.model.strategy_names[self.model.strategy_id[self.seller_id]]
-
-    @property
-    def x(self):
-        return None if self.model.X is None else self.model.X[self.seller_id]
-
-    @property
-    def y(self):
-        return None if self.model.y is None else self.model.y[self.seller_id]
-
-
-class PlatformAgent(mesa.Agent):
-    """Runs the mechanism on the reports, pays, trains, and records the buyer's outcome."""
-
-    def __init__(self, model, test_data=None, reg_lambda: float = 1e-2):
-        super().__init__(model)
-        self.test_data = test_data
-        self.reg_lambda = reg_lambda
-        self.buyer_loss = np.nan  # Eq. 11 (003) with the payments made: what the buyer loses
-        self.proxy_loss = np.nan  # Eq. 11 with the virtual costs psi_i(c_i) of the true costs
-        self.total_payment = 0.0
-        self.n_bought = 0
-        self.test_error = np.nan
-        self.released_payment = self.released_n_bought = np.nan
-
-    def allocate(self, reports: np.ndarray):
-        """The mechanism's eps and payments for this round's reports."""
-        return self.model.mechanism.run(reports, self.model.rng)
-
-    def settle(self, active: np.ndarray, outcome) -> None:
-        m = self.model
-        m.eps[active], m.payment[active] = outcome.eps, outcome.payments
-        if m.ledger is None:
-            m.utility[active] = outcome.payments - privacy_cost(m.cost[active], outcome.eps)
-        else:  # cost = c_i x the increase of the composed loss (docs/ledger.md)
-            ids = np.arange(m.n_sellers)[active]
-            m.loss_increase[:] = 0.0
-            m.loss_increase[ids] = m.ledger.charge(ids, outcome.eps)
-            m.utility[active] = outcome.payments - privacy_cost(
-                m.cost[active], m.loss_increase[active]
-            )
-            m._exhausted = m.ledger.exhausted()
-        self.total_payment = float(outcome.payments.sum())
-        self.n_bought = int(np.count_nonzero(outcome.eps))
-        kw = dict(mu=m.mu, sigma=m.sigma, gamma=m.gamma)
-        self.buyer_loss = buyer_loss(outcome.eps, outcome.payments, **kw)
-        self.proxy_loss = proxy_loss_of_eps(outcome.eps, m.virtual_costs(active), **kw)
-        self.publish(outcome.eps, outcome.payments)
-
-    def train(self, active: np.ndarray) -> None:
-        """Fit the private model on the bought sellers' data with their eps (Alg. 1)."""
-        m = self.model
-        if self.test_data is None:
-            return
-        from ..learning import HeteroDPLogisticRegression
-
-        eps = m.eps[active]
-        X, y = m.X[active], m.y[active]
-        bought = eps > 0
-        if not bought.any() or np.unique(y[bought]).size < 2:
-            self.test_error = np.nan
-            return
-        clf = HeteroDPLogisticRegression(
-            eps[bought], reg_lambda=self.reg_lambda, random_state=m.rng
-        )
-        clf.fit(X[bought], y[bought])
-        X_test, y_test = self.test_data
-        self.test_error = float(1.0 - clf.score(X_test, y_test))
-
-    def publish(self, eps, pay):
-        """Release the total payment and the number bought through ``model.release``.
-
-        The total payment is clipped to [0, payment_bound]; as one report can move
-        every seller's payment, its sensitivity is the whole range.  The number
-        bought has sensitivity 1 where, given the (possibly privately drawn) price
-        or cut-off, each seller's inclusion depends on its own report alone
-        (``mechanism.own_report_inclusion``); else it is the range, the number of
-        participants.  Each release spends ``release.epsilon`` (basic composition:
-        2 epsilon in all per round)."""
-        rel = self.model.release
-        if rel is None:
-            return
-        rng = self.model.rng
-        self.released_payment = rel.release(
-            float(pay.sum()), rng, lower=0.0, upper=self.model.payment_bound
-        ).value
-        own_report_only = bool(getattr(self.model.mechanism, "own_report_inclusion", False))
-        self.released_n_bought = rel.release(
-            float(np.count_nonzero(eps)),
-            rng,
-            lower=0.0,
-            upper=float(eps.size),
-            sensitivity=1.0 if own_report_only else float(max(eps.size, 1)),
-        ).value
 
 
 @dataclass
@@ -537,39 +317,7 @@ class MarketModel(mesa.Model):
 
     def _set_collector(self, eager: bool) -> None:
         """The DataCollector: one row per round, and per seller when views are eager."""
-        seller_reporters = {
-            k: k
-            for k in ("seller_id",)
-            + (("group",) if self._population_given else ())
-            + ("strategy_name", "cost", "report", "eps", "payment", "utility", "regret")
-            + (("external_regret",) if self._learners else ())
-            + (("eps_spent", "budget_left") if self.ledger is not None else ())
-        }
-        ledger_reporters = (
-            {
-                "sellers_in_market": lambda m: int(m.n_sellers - m._exhausted.sum()),
-                "mean_eps_spent": lambda m: float(m.ledger.spent.mean()),
-            }
-            if self.ledger is not None
-            else {}
-        )
-        self.datacollector = mesa.DataCollector(
-            model_reporters={
-                "buyer_loss": lambda m: m.platform.buyer_loss,
-                "proxy_loss": lambda m: m.platform.proxy_loss,
-                "total_payment": lambda m: m.platform.total_payment,
-                "released_payment": lambda m: m.platform.released_payment,
-                "released_n_bought": lambda m: m.platform.released_n_bought,
-                "test_error": lambda m: m.platform.test_error,
-                "mean_regret": lambda m: m._regret_stat(np.mean),
-                "max_regret": lambda m: m._regret_stat(np.max),
-                "participation": lambda m: float(np.mean(m.participating)),
-                "share_misreporting": lambda m: m._share_misreporting(),
-                "avg_external_regret": lambda m: m._avg_external_regret(),
-                **ledger_reporters,
-            },
-            agenttype_reporters={SellerAgent: seller_reporters} if eager else None,
-        )
+        self.datacollector = records.collector(self, eager)
 
     # ---- groups of sellers by strategy ------------------------------------------
     def _build_groups(self, mix, collusion_size):
@@ -959,65 +707,13 @@ class MarketModel(mesa.Model):
     def _record(self, active) -> None:
         """Keep this round's per-seller columns (ids, round and strategy are added when
         the frame is built; costs only when they change)."""
-        cols = {
-            "report": self.report.copy(),
-            "eps": self.eps.copy(),
-            "payment": self.payment.copy(),
-            "utility": self.utility.copy(),
-            # not measured: all NaN every round, so every round shares one read-only column
-            "regret": self.regret.copy() if self._regret_written else self._nan_column(),
-        }
-        if self.ledger is not None:
-            cols["eps_spent"] = self.ledger.spent.copy()
-            cols["budget_left"] = self.ledger.left.copy()
-        if self._learners:
-            cols["external_regret"] = (
-                self.external_regret.copy() if self._scored else self._nan_column()
-            )
-        cols["cost"] = (
-            self.cost.copy()
-            if self.new_costs or not self._agent_rows
-            else self._agent_rows[0]["cost"]
-        )
-        if self.agent_out is None:
-            self._agent_rows.append(cols)
-            return
-        import pyarrow.parquet as pq
-
-        table = self._table([cols], self.round)
-        if self._agent_writer is None:
-            self._agent_writer = pq.ParquetWriter(str(self.agent_out), table.schema)
-        self._agent_writer.write_table(table)
-        if self._agent_rows == []:
-            self._agent_rows.append({"cost": cols["cost"]})
-        if self.round >= self.rounds:
-            self.close()
+        records.record(self, active)
 
     def _nan_column(self) -> np.ndarray:
-        col = getattr(self, "_nans", None)
-        if col is None:
-            col = self._nans = np.full(self.n_sellers, np.nan)
-            col.flags.writeable = False
-        return col
+        return records.nan_column(self)
 
     def _table(self, rows, first_round: int):
-        import pyarrow as pa
-
-        n = self.n_sellers
-        names = pa.DictionaryArray.from_arrays(
-            pa.array(np.tile(self.strategy_id.astype(np.int32), len(rows))),
-            pa.array(self.strategy_names, type=pa.string()),
-        )
-        cols = {
-            "round": np.repeat(np.arange(first_round, first_round + len(rows)), n),
-            "seller_id": np.tile(np.arange(n), len(rows)),
-        }
-        if self._population_given:
-            cols["group"] = np.tile(self.group, len(rows))
-        for k in self.agent_columns[2:-1]:
-            if k != "group":
-                cols[k] = np.concatenate([r[k] for r in rows])
-        return pa.table({**cols, "strategy": names.cast(pa.string())})
+        return records.arrow_table(self, rows, first_round)
 
     def close(self) -> None:
         """Finish the Parquet file of per-seller rows (when ``agent_out`` is set)."""
@@ -1036,47 +732,11 @@ class MarketModel(mesa.Model):
         the model's accountant (``eps_spent``), ``budget_left``, and the loss of the same
         history under each of ``accountants`` at the budget's delta (``spent_<name>``;
         pld is left out when dp-accounting is not installed)."""
-        import pandas as pd
-
-        from ..privacy.ledger import spent_under
-
-        if self.ledger is None:
-            raise MarketSimError("ledger_frame: the model has no budget (pass budget=)")
-        led = self.ledger
-        agents = self.agent_frame()
-        hist = agents.pivot(index="round", columns="seller_id", values="eps")
-        hist = hist.reindex(columns=range(self.n_sellers), fill_value=0.0).to_numpy()
-        names = list(accountants)
-        if "pld" in names:
-            try:
-                import dp_accounting  # noqa: F401
-            except ImportError:
-                names.remove("pld")
-        spent = spent_under(hist, led.budget.delta, names) if len(hist) else {}
-        return pd.DataFrame(
-            {
-                "seller_id": np.arange(self.n_sellers),
-                "sales": led.rounds.copy(),
-                "eps_sold": led.basic.spent.copy(),
-                "eps_spent": led.spent.copy(),
-                "budget_left": led.left.copy(),
-                **{f"spent_{k}": v for k, v in spent.items()},
-            }
-        )
+        return records.ledger_frame(self, accountants)
 
     def agent_frame(self):
         """One row per seller and round (``AGENT_COLUMNS``)."""
-        import pandas as pd
-
-        if self.agent_out is not None:
-            self.close()
-            df = pd.read_parquet(self.agent_out)
-        elif not self._agent_rows:
-            return pd.DataFrame(columns=list(self.agent_columns))
-        else:
-            df = self._table(self._agent_rows, 1).to_pandas()
-        df["strategy"] = df["strategy"].astype(str)
-        return df
+        return records.agent_frame(self)
 
 
 def _has_own_report(strat) -> bool:

@@ -8,8 +8,8 @@ import math
 import numpy as np
 
 from ..distributions import parse_distribution
-from ..equilibrium import DIST_OPTIONS, METHODS, OPTIONS, bne
 from ..errors import MarketSimError
+from ..games.equilibrium import DIST_OPTIONS, METHODS, OPTIONS, bne
 from .arguments import (
     add_cost_law,
     add_market_settings,

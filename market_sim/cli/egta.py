@@ -118,7 +118,7 @@ def run(args) -> int:
 
 
 def _egta(args, population, context, store, where):
-    from ..egta import egta
+    from ..games.egta import egta
 
     return egta(
         args.mechanism,

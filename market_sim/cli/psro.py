@@ -75,7 +75,7 @@ def run(args) -> int:
     import numpy as np
 
     from ..distributions import parse_distribution
-    from ..psro import psro
+    from ..games.psro import psro
 
     dist = parse_distribution(args.dist, iron=args.iron)
     out = output_folder(args)

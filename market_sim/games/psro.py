@@ -41,7 +41,7 @@ at the competitive benchmark, 1 at the collusive one.  In this market (a procure
 auction) pi is a seller's mean utility per round, and the references are
 
 * pi_N: a seller's ex-ante utility at the symmetric Bayes-Nash equilibrium (``nash``:
-  the truth for an IC mechanism, a :class:`~market_sim.equilibrium.BNEResult` or any bid
+  the truth for an IC mechanism, a :class:`~market_sim.games.equilibrium.BNEResult` or any bid
   function otherwise);
 * pi_M: Calvano's joint-profit benchmark, the sellers' largest joint utility per
   seller under the mechanism.  Searched over cartel rules: "the j cheapest sellers
@@ -74,14 +74,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .egta import SymmetricGame, _compositions, dpr_game, dpr_support, find_equilibria
+from ..errors import MarketSimError
+from ..execution import Job, Shared, check_executor, run_jobs
+from ..files import atomic_write, fit_titles, json_plain, save_png
+from ..mechanisms.base import Mechanism, as_mechanism, mechanism_name
+from ..parameters import check_int
+from ..population import Population, as_population
 from .env import as_opponents
-from .errors import MarketSimError
-from .execution import Job, Shared, check_executor, run_jobs
-from .files import atomic_write, fit_titles, json_plain, save_png
-from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
-from .parameters import check_int
-from .population import Population, as_population
+from .replicator import find_equilibria
+from .symmetric_game import SymmetricGame, _compositions, dpr_game, dpr_support
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -607,7 +608,7 @@ def _market(mechanism, dist, n_sellers, context):
     return mech, law, n
 
 
-_PRELOAD = ("market_sim.psro",)
+_PRELOAD = ("market_sim.games.psro",)
 
 
 def psro(
@@ -630,7 +631,7 @@ def psro(
     address: str | None = None,
     **context,
 ) -> PsroResult:
-    """PSRO from ``strategies`` (specs as :func:`~market_sim.env.as_opponents` takes:
+    """PSRO from ``strategies`` (specs as :func:`~market_sim.games.env.as_opponents` takes:
     ``"truthful"``, ``"shade:factor=1.2"``, ``"random"``, bid functions, BNEResults) for
     ``n_sellers`` sellers with i.i.d. costs from ``dist`` (a cost law, or a one-class
     population); at most ``iterations`` iterations, stopping when the regret is at most
@@ -882,7 +883,7 @@ def collusion_scale(
 ) -> CollusionScale:
     """The references of the collusion index (the module doc) on ``markets`` sampled
     markets: ``nash`` the equilibrium bid function (``"truthful"`` for an IC mechanism,
-    a :class:`~market_sim.equilibrium.BNEResult` or a function of costs); pi_M the
+    a :class:`~market_sim.games.equilibrium.BNEResult` or a function of costs); pi_M the
     best cartel rule or common markup (:func:`_best_cartel`), the markup reference
     apart; ``multipliers`` the common markups tried (default 81 from 1 to 1000,
     geometric: at 1000 nearly every seller reports the top); ``cartel_levels`` the

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .distributions import CostDistribution
-from .errors import MarketSimError
-from .mechanisms.base import Mechanism, as_outcome, mechanism_name
-from .population import Population, as_population
+from ..distributions import CostDistribution
+from ..errors import MarketSimError
+from ..mechanisms.base import Mechanism, as_outcome, mechanism_name
+from ..population import Population, as_population
 
 BidFn = Callable[[np.ndarray], np.ndarray]
 SENTINELS = 17  # coarse reports over the whole range, always tried

@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import MarketSimError
+from ..parameters import check_int
 from .equilibrium_envelope import envelope_step
 from .equilibrium_game import (
     SENTINELS,
@@ -55,8 +57,6 @@ from .equilibrium_game import (
     interim_of,
     tabulated_cdf,
 )
-from .errors import MarketSimError
-from .parameters import check_int
 
 __all__ = [
     "DistOptions",

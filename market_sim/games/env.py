@@ -49,12 +49,12 @@ from typing import Any
 
 import numpy as np
 
-from .errors import MarketSimError
-from .mechanisms.base import Mechanism, as_mechanism
-from .mechanisms.budgeted import Budgeted, Caps
-from .population import Population, as_population
-from .privacy.ledger import PrivacyLedger, accountant_class
-from .privacy.limit import privacy_cost
+from ..errors import MarketSimError
+from ..mechanisms.base import Mechanism, as_mechanism
+from ..mechanisms.budgeted import Budgeted, Caps
+from ..population import Population, as_population
+from ..privacy.ledger import PrivacyLedger, accountant_class
+from ..privacy.limit import privacy_cost
 
 try:
     from gymnasium import Env as _GymEnv
@@ -373,10 +373,10 @@ def as_opponents(spec, law) -> Callable[[np.ndarray, np.random.Generator], np.nd
     """A function (costs, rng) -> reports for the sellers who do not learn.
 
     ``spec``: ``"truthful"`` (or None), a bid function of costs (a callable, e.g. a
-    :class:`~market_sim.equilibrium.BNEResult`), or a registered strategy that needs
+    :class:`~market_sim.games.equilibrium.BNEResult`), or a registered strategy that needs
     no Mesa market (its ``report_all`` reads only ``model.dist`` and ``model.rng``:
     ``truthful``, ``shade``, ``random``).  Reports are clipped to the support."""
-    from .agents.strategies import SellerGroup, Strategy, as_strategy
+    from ..agents.strategies import SellerGroup, Strategy, as_strategy
 
     lo, hi = law.support
     if spec is None or (isinstance(spec, str) and spec in ("truthful", "truth")):

@@ -33,6 +33,11 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import MarketSimError
+from ..execution import Job, check_executor, job_rng, run_jobs
+from ..files import atomic_write, fit_titles, json_plain, save_png
+from ..mechanisms.base import Mechanism, as_mechanism, mechanism_name
+from ..parameters import check_int
 from .equilibrium_distributional import (
     DistOptions,
     bid_tables,
@@ -59,11 +64,6 @@ from .equilibrium_game import (
     search_reports,
     tabulated_cdf,
 )
-from .errors import MarketSimError
-from .execution import Job, check_executor, job_rng, run_jobs
-from .files import atomic_write, fit_titles, json_plain, save_png
-from .mechanisms.base import Mechanism, as_mechanism, mechanism_name
-from .parameters import check_int
 
 __all__ = [
     "OPTIONS",
@@ -327,7 +327,7 @@ def _compiled(mech):
     """A mechanism with a ``backend`` field (the offline allocation family) on the
     compiled kernel when it works: the solver makes thousands of small solves."""
     if dataclasses.is_dataclass(mech) and getattr(mech, "backend", None) == "auto":
-        from .mechanisms import offline
+        from ..mechanisms import offline
 
         if offline._kernel() is not None:
             return dataclasses.replace(mech, backend="numba")
