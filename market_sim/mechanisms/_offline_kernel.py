@@ -1071,6 +1071,8 @@ def _uncapped_table(x, z, vn, vnext, NwK, S1K, S2K, ref, s, sigma, canonical, lt
             d1 = S1 / N
             V = max(S2 / N - d1 * d1, 0.0)
             m1 = d1 + ref
+            if act == 1 and N0 == 0:  # seller i alone: its own value, exactly
+                m1, V = z, 0.0
             A = s * N
             # Eq. 14 (003): A u^3 + (A V - m1) u + V = 0, u = lam - mean of the active x
             u0, u1 = positive_roots(A, A * V - m1, V)

@@ -80,6 +80,10 @@ _MAX_PIECES = 10_000
 _SKIP = 1e-10  # relative width skipped past each change of piece
 _TIE = 1e-12  # relative loss difference taken for a tie of two cells
 _ABOVE_ZERO = 1e-300  # where the piece that starts at a report of value 0 is named
+# A cell where seller i is the only active seller has mean m1 = p and variance 0, taken
+# as such: from the prefix sums shifted by the least value ref, m1 = (p - ref) + ref
+# rounds a report p below ulp(ref) to 0 (then no KKT point is found, and every such
+# report fell back to a full solve: the audit's floor candidates, 1e-300 <= p < 4e-18).
 
 
 def _rows(kernel, xi, p, target, margin_mode, *args):
@@ -204,6 +208,9 @@ class _UncappedOracle:
                 d1 = S1 / N
                 V = np.maximum(S2 / N - d1 * d1, 0.0)
                 m1 = d1 + G.ref
+                if active:  # seller i alone: m1 = p, V = 0 exactly (note at _ABOVE_ZERO)
+                    alone = N0 == 0
+                    m1, V = np.where(alone, p, m1), np.where(alone, 0.0, V)
                 A = s * N
                 good = (N > 0) & (hi > lo)
                 # Eq. 14 (003): A u^3 + (A V - m1) u + V = 0, u = lam - mean of the active x
