@@ -346,6 +346,41 @@ def test_capped_pre_screen_never_drops_a_cell_with_a_root():
 
 
 @needs_numba
+def test_capped_lam_end_bounds_every_cell_with_a_root():
+    """``capped_best`` stops at cut-offs above ``capped_lam_end`` (its docstring proves no
+    KKT point lies there): on the pre-screen test's markets (ties, scales 1e-6 to 1e6,
+    negative values, caps from 1.05 to 10 sellers' share) the root of every cell (c, n),
+    c < n, in which ``cell_loss`` finds one (the reference's candidates) lies below it;
+    on U[0, 1] with k = 5 it leaves out most groups (the speed)."""
+    from market_sim.mechanisms import _offline_kernel as K
+
+    rng = np.random.default_rng(49)
+    roots = 0
+    for trial in range(120):
+        m = int(rng.integers(4, 40))
+        xs, s = _drawn_market(rng, trial, m)
+        kappa = rng.uniform(1.05, 10.0) / m
+        G = offline._Groups.of(xs)
+        ref, v, U = G.ref, G.v, len(G.v)
+        end = K.capped_lam_end(v, G.Nw, U, 1.0 / kappa, s)
+        scale = 1e-9 * (abs(ref) + abs(v[-1]) + 1e-300)
+        for n in range(1, U + 1):
+            v_next = v[n] if n < U else np.inf
+            for c in range(n):
+                Nc = G.Nw[c]
+                args = (Nc, G.Nw[n] - Nc, G.S1[c], G.S2[c], G.S1[n], G.S2[n], ref, kappa, s)
+                v_c = v[c - 1] if c > 0 else -np.inf
+                loss, u = K.cell_loss(*args, v[n - 1], v_next, v_c, v[c], scale, 0.0, True)
+                if np.isfinite(loss):
+                    roots += 1
+                    assert (G.S1[n] - G.S1[c]) / (G.Nw[n] - Nc) + ref + u < end + scale
+    assert roots >= 100
+    v = np.sort(np.random.default_rng(0).uniform(0, 2, 3000))
+    end = K.capped_lam_end(v, np.arange(3001.0), 3000, 3000 / 5, 1.0)
+    assert np.mean(v <= end) < 0.3
+
+
+@needs_numba
 def test_fused_first_pass_checks_and_filters_like_numpy():
     """The kernel's one pass over psi (``scaled_finite``) refuses NaN and -inf with the
     numpy path's message and drops what gamma psi sends to +inf (psi = inf, or 1e308
