@@ -97,19 +97,25 @@ def virtual_cost(spec: str):
     return psi
 
 
+def _allocation(spec: str, reports, i: int, mu, sigma):
+    """z -> (eps_i, signature) with the others at ``reports`` (call inside workdps)."""
+    psi = virtual_cost(spec)
+    vals = [psi(r) for r in reports]
+
+    def at(z):
+        v = list(vals)
+        v[i] = psi(z)
+        return eps_of(v, i, mu, sigma)
+
+    return at
+
+
 def payment(spec: str, reports, i: int, top: float, mu=1, sigma=1) -> float:
     """t_i = r_i eps_i(r_i) + int_{r_i}^{top} eps_i(z) dz (Eq. 8, 003; 0 x inf = 0), the
     integral by mpmath's tanh-sinh quadrature on the pieces between the changes of the
     optimum's segment (found by bisection from a grid geometric near r_i, to 1e-18)."""
     with mp.workdps(DPS):
-        psi = virtual_cost(spec)
-        vals = [psi(r) for r in reports]
-
-        def at(z):
-            v = list(vals)
-            v[i] = psi(z)
-            return eps_of(v, i, mu, sigma)
-
+        at = _allocation(spec, reports, i, mu, sigma)
         r_i, top = mp.mpf(reports[i]), mp.mpf(top)
         w = top - r_i
         grid = [r_i] + [r_i + w * mp.mpf(10) ** k for k in range(-24, 0)]
@@ -136,14 +142,7 @@ def integral(spec: str, reports, i: int, a: float, b: float, mu=1, sigma=1) -> f
     """int_a^b eps_i(z) dz by tanh-sinh, for [a, b] inside one piece (the caller's
     claim, checked: the optimum's segment is the same at both ends and the middle)."""
     with mp.workdps(DPS):
-        psi = virtual_cost(spec)
-        vals = [psi(r) for r in reports]
-
-        def at(z):
-            v = list(vals)
-            v[i] = psi(z)
-            return eps_of(v, i, mu, sigma)
-
+        at = _allocation(spec, reports, i, mu, sigma)
         a, b = mp.mpf(a), mp.mpf(b)
         ends = {at(z)[1] for z in (a + (b - a) * mp.mpf(10) ** -12, (a + b) / 2, b)}
         assert len(ends) == 1, "not one piece"
