@@ -314,14 +314,10 @@ def test_uncapped_pre_screen_never_drops_a_cell_with_a_root():
     assert _drops(cells)[1] >= 0.99 * len(cells)
 
 
-@needs_numba
-def test_capped_pre_screen_never_drops_a_cell_with_a_root():
-    """The same for ``capped_best``'s pre-screen over every cell (c < n) of small markets
-    (ties, scales 1e-6 to 1e6, negative values, caps from 1.05 to 10 sellers' share)."""
-    from market_sim.mechanisms import _offline_kernel as K
-
-    rng = np.random.default_rng(48)
-    cells = []
+def _capped_cells(rng):
+    """Every cell (c < n) of 120 small drawn markets (``_drawn_market``; caps from 1.05
+    to 10 sellers' share): per cell (G, kappa, s, scale, the arguments ``cell_loss`` and
+    ``_capped_keeps_sign`` share, (v_n, v_next, v_c, v_c1))."""
     for trial in range(120):
         m = int(rng.integers(4, 40))
         xs, s = _drawn_market(rng, trial, m)
@@ -335,14 +331,46 @@ def test_capped_pre_screen_never_drops_a_cell_with_a_root():
                 Nc = G.Nw[c]
                 v_c = v[c - 1] if c > 0 else -np.inf
                 args = (Nc, G.Nw[n] - Nc, G.S1[c], G.S2[c], G.S1[n], G.S2[n], ref, kappa, s)
-                drop = K._capped_keeps_sign(
-                    *args, v_n - ref, v_next - ref, v_c - ref, v[c] - ref, scale
-                )
-                loss = K.cell_loss(*args, v_n, v_next, v_c, v[c], scale, 0.0, True)[0]
-                cells.append((drop, loss))
+                yield G, kappa, s, scale, args, (v_n, v_next, v_c, v[c])
+
+
+@needs_numba
+def test_capped_pre_screen_never_drops_a_cell_with_a_root():
+    """The same for ``capped_best``'s pre-screen over every cell (c < n) of small markets
+    (ties, scales 1e-6 to 1e6, negative values, caps from 1.05 to 10 sellers' share)."""
+    from market_sim.mechanisms import _offline_kernel as K
+
+    cells = []
+    for G, _, _, scale, args, ends in _capped_cells(np.random.default_rng(48)):
+        drop = K._capped_keeps_sign(*args, *(e - G.ref for e in ends), scale)
+        loss = K.cell_loss(*args, *ends, scale, 0.0, True)[0]
+        cells.append((drop, loss))
     roots, dropped = _drops(cells)
     assert roots >= 100
     assert dropped >= 0.8 * len(cells)
+
+
+@needs_numba
+def test_capped_lam_end_bounds_every_cell_with_a_root():
+    """``capped_best`` stops at cut-offs above ``capped_lam_end`` (its docstring proves no
+    KKT point lies there): on the pre-screen test's markets (ties, scales 1e-6 to 1e6,
+    negative values, caps from 1.05 to 10 sellers' share) the root of every cell (c, n),
+    c < n, in which ``cell_loss`` finds one (the reference's candidates) lies below it;
+    on U[0, 1] with k = 5 it leaves out most groups (the speed)."""
+    from market_sim.mechanisms import _offline_kernel as K
+
+    roots = 0
+    for G, kappa, s, scale, args, ends in _capped_cells(np.random.default_rng(49)):
+        loss, u = K.cell_loss(*args, *ends, scale, 0.0, True)
+        if np.isfinite(loss):
+            roots += 1
+            end = K.capped_lam_end(G.v, G.Nw, len(G.v), 1.0 / kappa, s)
+            Nc, N, S1c, _, S1n = args[:5]
+            assert (S1n - S1c) / N + G.ref + u < end + scale  # lam = mean of the band + u
+    assert roots >= 100
+    v = np.sort(np.random.default_rng(0).uniform(0, 2, 3000))
+    end = K.capped_lam_end(v, np.arange(3001.0), 3000, 3000 / 5, 1.0)
+    assert np.mean(v <= end) < 0.3
 
 
 @needs_numba

@@ -13,14 +13,18 @@ nearby markets, and the payment with an independent quadrature of eps_i(z) = sol
 
 from __future__ import annotations
 
+import functools
+
+import mpmath as mp
 import numpy as np
+import offline_mp_reference as R
 import pytest
 from scipy import integrate
 
 from market_sim.distributions import parse_distribution, uniform
 from market_sim.mechanisms.base import as_mechanism
 from market_sim.mechanisms.offline import solve
-from market_sim.mechanisms.payments import OfflineCurves, offline_payments
+from market_sim.mechanisms.payments import OfflineCurves, _UncappedOracle, offline_payments
 from market_sim.population import Population
 
 LAW = uniform(0, 1)
@@ -161,3 +165,71 @@ def test_floor_profile_payments_equal_a_high_precision_reference(spec):
         eps, pay = offline_payments(r, law, **KW)
         assert eps[0] > 0
         assert pay[0] == pytest.approx(_floor_reference(law, r, 0), rel=1e-9)
+
+
+def _mp_eps(spec, reports, i):
+    psi = R.virtual_cost(spec)
+    with mp.workdps(R.DPS):
+        return float(R.eps_of([psi(r) for r in reports], i)[0])
+
+
+@functools.cache
+def _least_seller_references():
+    """(costs, i, eps_i and t_i at Z_SMALL by mpmath): the least seller of a drawn U[0, 1]
+    market, t_i(0) by ``R.payment``, t_i(z) = t_i(0) - int_0^z eps_i + z eps_i(z)."""
+    spec, costs = "uniform:0:1", LAW.sample(10, np.random.default_rng(0))
+    i = int(np.argmin(costs))
+    at = lambda z: np.where(np.arange(10) == i, z, costs)  # noqa: E731
+    eps = np.array([_mp_eps(spec, at(z), i) for z in Z_SMALL])
+    t0 = R.payment(spec, at(0.0), i, 1.0)
+    pay = [t0] + [t0 - R.integral(spec, at(0.0), i, 0.0, z) + z * e
+                  for z, e in zip(Z_SMALL[1:], eps[1:], strict=True)]  # fmt: skip
+    return costs, i, eps, np.array(pay)
+
+
+Z_SMALL = np.array([0.0, 1e-300, 1e-18, 3e-18, 1e-12, 1e-7])
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_reports_near_zero_below_the_least_value_are_exact(backend, monkeypatch):
+    """The least seller (value ref = 0.055) moving to a report z near 0, on a curve built
+    from 0 (the audit's floor candidate).  (1) Below ulp(ref) ~ 7e-18 its cell (it alone
+    bought) has mean p = 2z, which the prefix sums shifted by ref rounded to 0: no KKT
+    point, so every such report fell back to a full solve (a 10 x 20 audit: 38 CPU s,
+    1.5 s now).  (2) Its payment at z > 0 in the curve's first piece [0, 5e-4], where
+    eps_i ~ 1 / sqrt(z): one rule on [z, end] lost z (off by 5e-6 of t at z = 1e-12,
+    the sign of t(z) - t(0) wrong).  Truth: the mpmath reference."""
+    costs, i, eps_ref, pay_ref = _least_seller_references()
+    assert 2e-18 < np.spacing(2 * costs[i]) < 1e-17  # reports 1e-300 .. 3e-18: below it
+
+    def no_fallback(self, xi, p):
+        raise AssertionError(f"full re-solve at report value {p!r}")
+
+    monkeypatch.setattr(_UncappedOracle, "_resolve", no_fallback)
+    cur = OfflineCurves(costs, LAW, **KW, backend=backend)
+    eps, pay = cur.outcome_at(Z_SMALL[None, :], [i])
+    assert np.isposinf(eps[0, 0])
+    np.testing.assert_allclose(eps[0, 1:], eps_ref[1:], rtol=1e-12)
+    np.testing.assert_allclose(pay[0], pay_ref, rtol=1e-9)
+    assert np.all(np.diff(pay[0, 1:]) < 0)  # t(z) falls with z (z eps'(z) < 0; 1e-300: t(0))
+
+
+@pytest.mark.parametrize("spec", ["uniform:0:1", "beta:2:2:0:1", "beta:2:5:0:2"])
+def test_payments_at_the_floor_equal_an_mpmath_reference(spec):
+    """The audit's floor profile on a support from 0 (every other seller at 0, the
+    zero-cost limit's neighbourhood), the own report at 0 (eps = +inf, a finite payment)
+    and 1e-9 of the width above, and a drawn market with one seller at 0: payments equal
+    the mpmath reference (its own cubic, virtual costs from betainc, tanh-sinh on the
+    pieces) to 1e-9."""
+    law = parse_distribution(spec)
+    lo, hi = law.support
+    for own in (lo, lo + 1e-9 * (hi - lo)):
+        r = np.r_[own, np.full(9, lo)]
+        eps, pay = offline_payments(r, law, **KW)
+        assert eps[0] > 0 and np.isposinf(eps[0]) == (own == lo)
+        assert pay[0] == pytest.approx(R.payment(spec, r, 0, hi), rel=1e-9)
+    if spec == "uniform:0:1":  # (the others' laws alike; ~6 s of mpmath each)
+        r = law.sample(10, np.random.default_rng(1))
+        r[0] = lo
+        eps, pay = offline_payments(r, law, **KW)
+        assert np.isposinf(eps[0]) and pay[0] == pytest.approx(R.payment(spec, r, 0, hi), rel=1e-9)

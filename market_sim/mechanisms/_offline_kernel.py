@@ -423,6 +423,31 @@ def _capped_loss_floor(Nc, N, S1c, ref, kappa, v_band):
 
 
 @njit(**_JIT)
+def capped_lam_end(v, Nw, U, Q, s):
+    """An upper bound of the cut-off lam of every KKT point with the cap (+inf if none).
+
+    At a KKT point (``payments._CappedOracle``'s (C) and (Psi)), sum_j D_j = Q tau and
+    lam = s sum D^2 + sum d D / (Q tau) >= s sum D^2 >= s Q^2 tau^2 / M (Cauchy-Schwarz
+    over the M sellers).  Its Nc capped sellers (x <= lam - tau) have R = 1 - Nc kappa
+    > 0, so Nc <= floor(Q) < q = floor(Q) + 1 and lam - tau < x_(q), the q-th least
+    value: tau > lam - x_(q).  So t = lam - x_(q) > 0 has x_(q) + t > a t^2 with
+    a = s Q^2 / M, i.e. t < (1 + sqrt(1 + 4 a x_(q))) / (2 a), and lam < x_(q) + that."""
+    M = Nw[U]
+    q = math.floor(Q * (1.0 + 1e-9)) + 1.0  # (a Q = m / k rounded below an integer)
+    if not q <= M:
+        return _INF
+    g = 0
+    while Nw[g + 1] < q:  # the group holding the q-th least value (one pass at most)
+        g += 1
+    xq = v[g]
+    a = s * Q * Q / M
+    disc = 1.0 + 4.0 * a * xq
+    if not disc >= 0:
+        return xq
+    return xq + (1.0 + math.sqrt(disc)) / (2.0 * a)
+
+
+@njit(**_JIT)
 def capped_best(v, Nw, S1, S2, U, kappa, s, cutoff):
     """Best cell (c, n) with the cap a_i <= kappa, over the cells next to the staircase.
 
@@ -436,8 +461,14 @@ def capped_best(v, Nw, S1, S2, U, kappa, s, cutoff):
     vlast = v[U - 1]
     scale = 1e-9 * (abs(ref) + abs(vlast) + 1e-300)
     best, best_u, best_c, best_n = _INF, np.nan, 0, 0
+    # cells whose cut-off lies above ``capped_lam_end`` hold no KKT point (a margin of
+    # scale, far above cell_loss's 1e-11 tolerance): the loop stops there (on U[0, 1]
+    # with k = 5 at about a fifth of the groups)
+    lam_end = capped_lam_end(v, Nw, U, Q, s) + scale
     cs_prev = cstar(1, 0, v, Nw, S1, U, Q, ref)
     for n in range(1, U + 1):
+        if v[n - 1] > lam_end:
+            break
         cs_next = cstar(n + 1, cs_prev, v, Nw, S1, U, Q, ref)
         lo = max(min(cs_prev, cs_next) - 1, 0)
         hi = min(max(cs_prev, cs_next) + 1, n - 1)
@@ -1071,6 +1102,8 @@ def _uncapped_table(x, z, vn, vnext, NwK, S1K, S2K, ref, s, sigma, canonical, lt
             d1 = S1 / N
             V = max(S2 / N - d1 * d1, 0.0)
             m1 = d1 + ref
+            if act == 1 and N0 == 0:  # seller i alone: its own value, exactly
+                m1, V = z, 0.0
             A = s * N
             # Eq. 14 (003): A u^3 + (A V - m1) u + V = 0, u = lam - mean of the active x
             u0, u1 = positive_roots(A, A * V - m1, V)

@@ -80,6 +80,10 @@ _MAX_PIECES = 10_000
 _SKIP = 1e-10  # relative width skipped past each change of piece
 _TIE = 1e-12  # relative loss difference taken for a tie of two cells
 _ABOVE_ZERO = 1e-300  # where the piece that starts at a report of value 0 is named
+# A cell where seller i is the only active seller has mean m1 = p and variance 0, taken
+# as such: from the prefix sums shifted by the least value ref, m1 = (p - ref) + ref
+# rounds a report p below ulp(ref) to 0 (then no KKT point is found, and every such
+# report fell back to a full solve: the audit's floor candidates, 1e-300 <= p < 4e-18).
 
 
 def _rows(kernel, xi, p, target, margin_mode, *args):
@@ -204,6 +208,9 @@ class _UncappedOracle:
                 d1 = S1 / N
                 V = np.maximum(S2 / N - d1 * d1, 0.0)
                 m1 = d1 + G.ref
+                if active:  # seller i alone: m1 = p, V = 0 exactly (note at _ABOVE_ZERO)
+                    alone = N0 == 0
+                    m1, V = np.where(alone, p, m1), np.where(alone, 0.0, V)
                 A = s * N
                 good = (N > 0) & (hi > lo)
                 # Eq. 14 (003): A u^3 + (A V - m1) u + V = 0, u = lam - mean of the active x
@@ -1430,13 +1437,30 @@ class OfflineCurves:
         cost = privacy_cost(np.broadcast_to(c[:, None], Z.shape), eps)
         return privacy_cost(Z, eps) + self._tail(Z, sellers) - cost
 
+    def _rest_of_piece(self, who, start, z, end, whole):
+        """int_z^end eps_i on z's Gauss-Legendre piece [start, end] of integral ``whole``.
+        The piece was resolved by its rule when the curve was built; [z, end] need not
+        be: from a piece start at 0 (the zero-cost limit) eps_i ~ 1 / sqrt(t) varies on
+        the scale z, and z + width x node loses z when z << width (one rule on [z, end]
+        erred by 5e-6 of the payment at z = 1e-12, 5e-9 at 1e-18).  So z in the first
+        half of its piece is integrated as whole - int_start^z (nodes from start keep
+        their digits), and ``_adaptive`` judges each rule from its own values (one rule
+        where resolved, as before) and halves it where not."""
+        near = z - start < end - z
+        lo, hi = np.where(near, start, z), np.where(near, z, end)
+        rows, _, _, q = _adaptive(
+            lambda r, zz: self._alloc(who[r], zz)[0], np.arange(z.size), lo, hi, self.n_quad
+        )
+        q = np.bincount(rows, weights=q, minlength=z.size)
+        return np.where(near, whole - q, q)
+
     def _tail(self, Z, sellers):
         """int_z^{c_high} eps_i for each entry: the rest of z's piece by Gauss-Legendre
         (the midpoint rule in a sliver), the later pieces from the curve.  Rows that
         share a curve are looked up together, once per distinct z."""
         out = np.zeros(Z.shape)
         ncol = Z.shape[1]
-        who, z, e, kind, after, back = [], [], [], [], [], []
+        who, z, st, e, whole, kind, after, back = [], [], [], [], [], [], [], []
         done = 0
         for (s, en, kd, tails), rows in self._groups(sellers):
             zr = Z[rows]
@@ -1453,24 +1477,23 @@ class OfflineCurves:
             jz = np.searchsorted(s, zs, side="right") - 1
             who.append(np.full(zs.size, sellers[rows[0]]))
             z.append(zs)
+            st.append(s[jz])
             e.append(en[jz])
+            whole.append(tails[jz] - np.append(tails, 0.0)[jz + 1])  # int over z's piece
             kind.append(kd[jz])
             after.append(rows[rr] * ncol + cc)
             back.append(done + inv)
             done += zs.size
         if not who:
             return out
-        who, z, e, kind, after, back = (np.concatenate(x) for x in (who, z, e, kind, after, back))
+        who, z, st, e, whole, kind, after, back = (
+            np.concatenate(x) for x in (who, z, st, e, whole, kind, after, back)
+        )
         part = np.zeros(z.size)
         shape, jac = gauss_legendre_cos(self.n_quad)
         gl = np.flatnonzero(kind == 0)
         if gl.size:
-            # z's piece is one of the sub-intervals ``_adaptive`` accepted when the curve
-            # was built (its rule checked there): the rule on [z, end] is enough
-            width = e[gl] - z[gl]
-            nodes = z[gl, None] + width[:, None] * shape[None, :]
-            vals = self._alloc(np.repeat(who[gl], shape.size), nodes.ravel())[0]
-            part[gl] = width * (_finite(vals.reshape(nodes.shape)) @ jac)
+            part[gl] = self._rest_of_piece(who[gl], st[gl], z[gl], e[gl], whole[gl])
         mid = np.flatnonzero(kind == 1)
         if mid.size:
             part[mid] = (e[mid] - z[mid]) * _finite(
