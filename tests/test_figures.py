@@ -391,6 +391,7 @@ def _learned(p, rng, r):
 
     net = smooth_myerson(Path(tempfile.mkdtemp()) / "net.onnx")
     tiny = dict(network=str(net), sellers=4, markets=6, audit_markets=1, bne_max_iter=2)
+    tiny |= dict(mu=1.0, sigma=1.0, gamma=1.0)  # the test network records no weights
     return learned.run({**p, **tiny}, rng)
 
 
