@@ -663,3 +663,46 @@ def test_a_repeated_candidate_is_evaluated_once():
     assert len(seen) == 4  # 2 distinct reports for each of the two sellers
     c = costs[[0, 2]][:, None]
     assert np.allclose(u[0], T(cand) - c * eps(cand)) and np.allclose(e[0], eps(cand))
+
+
+def test_shared_streams_give_each_call_a_fresh_generator_and_any_outcome_form():
+    """Common random numbers with a market's streams shared by its evaluators: every call
+    sees the generator of its seed at its start (the numbers of a new
+    ``default_rng(seed)``, however many the mechanism drew before), and an outcome given
+    as an ``Outcome``, lists or int arrays reads as a tuple of float arrays would."""
+    from market_sim.auditing.evaluate import _loop, _streams
+    from market_sim.mechanisms.base import Outcome
+
+    class Draws(Mechanism):
+        randomized = True
+
+        def __init__(self, form):
+            self.form = form
+
+        def outcome(self, reports, rng=None):
+            r = np.asarray(reports, dtype=float)
+            k = 1 + int(r[0] * 3)  # how many numbers depends on the reports
+            noise = rng.standard_normal(k).sum()
+            eps, pay = 1.0 - r / 4, r + noise
+            if self.form == "outcome":
+                return Outcome(eps, pay)
+            if self.form == "lists":
+                return list(eps), list(pay)
+            return eps, pay
+
+    costs = np.array([0.2, 0.9, 1.7])
+    cand = np.array([[0.1, 0.2, 1.3], [2.0, 0.9, 0.4]])
+    seeds = [11, 12, 13]
+    streams = _streams(seeds)
+    want_u = np.empty((3, 2, 3))
+    for d, s in enumerate(seeds):
+        for k, i in enumerate([0, 2]):
+            for j, z in enumerate(cand[k]):
+                trial = costs.copy()
+                trial[i] = z
+                rng = np.random.default_rng(s)
+                noise = rng.standard_normal(1 + int(trial[0] * 3)).sum()
+                want_u[d, k, j] = z + noise - costs[i] * (1.0 - z / 4)
+    for form in ("tuple", "outcome", "lists", "tuple"):  # the same streams each time
+        u, _ = _loop(Draws(form), costs, costs, np.array([0, 2]), cand, streams)
+        assert np.array_equal(u, want_u), form
