@@ -509,6 +509,36 @@ def test_a_rare_prize_is_found_or_inconclusive():
     assert s["max_gain_se"] > 0 or s["verdict"] != "ic"
 
 
+class _UnseenPrize(Mechanism):
+    """Myerson's T(r) at eps(r) = 1 - r, plus a prize of 1e6 with probability 1e-7 to a
+    seller reporting >= 0.9 (expected 0.1).  Not IC in expectation: a seller of cost
+    0.8 gains 0.1 - 0.1^2 / 2 = 0.095 by reporting 0.9 (checked in closed form below).
+    No draw of the audit below shows the prize (the chance that one of its ~10^4
+    outcome calls does is ~1e-3), so every sample it takes is constant."""
+
+    randomized = True
+
+    def outcome(self, reports, rng=None):
+        r = np.asarray(reports, dtype=float)
+        prize = 1e6 * ((rng.random(r.size) < 1e-7) & (r >= 0.9))
+        return _eps1(r), _T1(r) + prize
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_randomized_mechanism_whose_draws_never_vary_is_inconclusive(seed):
+    """A standard error of 0 bounds nothing when the mechanism is randomized: the draws
+    saw none of its randomness, so a prize rarer than one in the draws taken is excluded
+    neither in weight nor in size (it was `ic`, "would have confirmed a gain of tol")."""
+    gain = (_T1(0.9) + 1e6 * 1e-7 - 0.8 * _eps1(0.9)) - (_T1(0.8) - 0.8 * _eps1(0.8))
+    assert gain == pytest.approx(0.1 - 0.1**2 / 2)  # the docstring's closed form
+    res = audit(_UnseenPrize(), "uniform:0:1", 3, 2, np.random.default_rng(seed), n_grid=5,
+                n_random=4, refine=False, max_profile_sellers=0, max_others=2,
+                n_confirm_max=256)  # fmt: skip
+    s = _consistent(res)
+    assert s["max_gain_se"] == 0  # no draw showed the prize: every sample constant
+    assert s["verdict"] == "inconclusive" and "none of the" in s["verdict_reason"]
+
+
 class _Shade(Mechanism):
     """On [lo, lo + s]: eps(r) = (lo + s - r) / s and T(r) + 0.01 (r - lo) eps(r).  In
     x = (r - lo) / s, u_c(r) - u_c(c) = s [0.01 (x (1 - x) - x_c (1 - x_c)) - (x - x_c)^2 / 2]:
