@@ -377,6 +377,23 @@ def test_the_markets_share_one_interior_design(k):
     assert {kd: s["profiles_by_kind"][kd] for kd in design} == want
 
 
+def test_each_pair_profile_holds_two_pairs_half_a_support_apart():
+    """k_near_point with k = 2 (n >= 5): a pair near p and a second pair near p + 1/2
+    (mod 1), the fifth at the top: twice the pair points in as many profiles (a band of
+    5% holding exactly two others, ``redteam.interior.TwoInBand``, was missed at seed 0)."""
+    from market_sim.coalitions import interior_profiles
+
+    costs = np.array([1.5, 2.0, 3.0, 4.0, 4.5])
+    design = interior_profiles(costs, (LO, HI), np.random.default_rng(0), stratum=(1, 3))
+    pairs = [v for kd, v in design if kd == "k_near_point" and np.sum(v < HI) == 4]
+    assert len(pairs) == 2  # one per point p (n_points = 2)
+    for v in pairs:
+        x = np.sort((v[v < HI] - LO) / W)
+        assert x[1] - x[0] <= 1.001e-3 and x[3] - x[2] <= 1.001e-3  # two pairs
+        gap = (x[2] + x[3] - x[0] - x[1]) / 2
+        assert gap == pytest.approx(0.5, abs=2e-3)
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_myerson_over_a_rising_window_is_caught_and_not_certified(seed):
     # its deviations integrate the window its outcome's quadrature misses: the audit
