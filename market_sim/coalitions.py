@@ -396,7 +396,10 @@ def interior_profiles(
     * ``k_near_point``: k others within w 1e-3 of a point p (distinct), the rest at
       their top, for ``n_points`` points p, one uniform in each of as many equal
       parts of the support, or with ``stratum`` (m, K) of n_points K parts over the
-      audit's K markets (a Latin design), k = 1..k_max;
+      audit's K markets (a Latin design), k = 1..k_max; for k = 2 (n >= 5) a second
+      pair at p + 1/2 (mod 1) in the same profile, other sellers: twice the points
+      for a pair at no extra profile (a band of 5% of the support holding exactly two
+      others was missed at seed 0 by the 6 pair points of a 3-market audit);
     * ``pair_tied``: the reports given, the two closest tied at their mean: exactly
       one tie;
     * ``band``: every report uniform in one of ``n_bands`` equal bands of the support.
@@ -425,6 +428,10 @@ def interior_profiles(
             pick = rng.choice(n, size=k, replace=False)
             spread = (np.arange(k) - (k - 1) / 2) * 1e-3
             v[pick] = np.clip(lo[pick] + w[pick] * (p + spread), lo[pick], hi[pick])
+            rest = np.setdiff1d(np.arange(n), pick)[:k]
+            if k == 2 and n >= 5:  # a second pair at p + 1/2: twice the pair points
+                q = (p + 0.5) % 1.0
+                v[rest] = np.clip(lo[rest] + w[rest] * (q + spread), lo[rest], hi[rest])
             out.append(("k_near_point", v))
     if n >= 3:
         gaps = np.diff(r[order])

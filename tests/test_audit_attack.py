@@ -377,6 +377,23 @@ def test_the_markets_share_one_interior_design(k):
     assert {kd: s["profiles_by_kind"][kd] for kd in design} == want
 
 
+def test_each_pair_profile_holds_two_pairs_half_a_support_apart():
+    """k_near_point with k = 2 (n >= 5): a pair near p and a second pair near p + 1/2
+    (mod 1), the fifth at the top: twice the pair points in as many profiles (a band of
+    5% holding exactly two others, ``redteam.interior.TwoInBand``, was missed at seed 0)."""
+    from market_sim.coalitions import interior_profiles
+
+    costs = np.array([1.5, 2.0, 3.0, 4.0, 4.5])
+    design = interior_profiles(costs, (LO, HI), np.random.default_rng(0), stratum=(1, 3))
+    pairs = [v for kd, v in design if kd == "k_near_point" and np.sum(v < HI) == 4]
+    assert len(pairs) == 2  # one per point p (n_points = 2)
+    for v in pairs:
+        x = np.sort((v[v < HI] - LO) / W)
+        assert x[1] - x[0] <= 1.001e-3 and x[3] - x[2] <= 1.001e-3  # two pairs
+        gap = (x[2] + x[3] - x[0] - x[1]) / 2
+        assert gap == pytest.approx(0.5, abs=2e-3)
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_myerson_over_a_rising_window_is_caught_and_not_certified(seed):
     # its deviations integrate the window its outcome's quadrature misses: the audit
@@ -507,6 +524,36 @@ def test_a_rare_prize_is_found_or_inconclusive():
     s = _consistent(res)
     assert s["verdict"] in ("not_ic", "inconclusive")
     assert s["max_gain_se"] > 0 or s["verdict"] != "ic"
+
+
+class _UnseenPrize(Mechanism):
+    """Myerson's T(r) at eps(r) = 1 - r, plus a prize of 1e6 with probability 1e-7 to a
+    seller reporting >= 0.9 (expected 0.1).  Not IC in expectation: a seller of cost
+    0.8 gains 0.1 - 0.1^2 / 2 = 0.095 by reporting 0.9 (checked in closed form below).
+    No draw of the audit below shows the prize (the chance that one of its ~10^4
+    outcome calls does is ~1e-3), so every sample it takes is constant."""
+
+    randomized = True
+
+    def outcome(self, reports, rng=None):
+        r = np.asarray(reports, dtype=float)
+        prize = 1e6 * ((rng.random(r.size) < 1e-7) & (r >= 0.9))
+        return _eps1(r), _T1(r) + prize
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_randomized_mechanism_whose_draws_never_vary_is_inconclusive(seed):
+    """A standard error of 0 bounds nothing when the mechanism is randomized: the draws
+    saw none of its randomness, so a prize rarer than one in the draws taken is excluded
+    neither in weight nor in size (it was `ic`, "would have confirmed a gain of tol")."""
+    gain = (_T1(0.9) + 1e6 * 1e-7 - 0.8 * _eps1(0.9)) - (_T1(0.8) - 0.8 * _eps1(0.8))
+    assert gain == pytest.approx(0.1 - 0.1**2 / 2)  # the docstring's closed form
+    res = audit(_UnseenPrize(), "uniform:0:1", 3, 2, np.random.default_rng(seed), n_grid=5,
+                n_random=4, refine=False, max_profile_sellers=0, max_others=2,
+                n_confirm_max=256)  # fmt: skip
+    s = _consistent(res)
+    assert s["max_gain_se"] == 0  # no draw showed the prize: every sample constant
+    assert s["verdict"] == "inconclusive" and "none of the" in s["verdict_reason"]
 
 
 class _Shade(Mechanism):
@@ -663,3 +710,46 @@ def test_a_repeated_candidate_is_evaluated_once():
     assert len(seen) == 4  # 2 distinct reports for each of the two sellers
     c = costs[[0, 2]][:, None]
     assert np.allclose(u[0], T(cand) - c * eps(cand)) and np.allclose(e[0], eps(cand))
+
+
+def test_shared_streams_give_each_call_a_fresh_generator_and_any_outcome_form():
+    """Common random numbers with a market's streams shared by its evaluators: every call
+    sees the generator of its seed at its start (the numbers of a new
+    ``default_rng(seed)``, however many the mechanism drew before), and an outcome given
+    as an ``Outcome``, lists or int arrays reads as a tuple of float arrays would."""
+    from market_sim.auditing.evaluate import _loop, _streams
+    from market_sim.mechanisms.base import Outcome
+
+    class Draws(Mechanism):
+        randomized = True
+
+        def __init__(self, form):
+            self.form = form
+
+        def outcome(self, reports, rng=None):
+            r = np.asarray(reports, dtype=float)
+            k = 1 + int(r[0] * 3)  # how many numbers depends on the reports
+            noise = rng.standard_normal(k).sum()
+            eps, pay = 1.0 - r / 4, r + noise
+            if self.form == "outcome":
+                return Outcome(eps, pay)
+            if self.form == "lists":
+                return list(eps), list(pay)
+            return eps, pay
+
+    costs = np.array([0.2, 0.9, 1.7])
+    cand = np.array([[0.1, 0.2, 1.3], [2.0, 0.9, 0.4]])
+    seeds = [11, 12, 13]
+    streams = _streams(seeds)
+    want_u = np.empty((3, 2, 3))
+    for d, s in enumerate(seeds):
+        for k, i in enumerate([0, 2]):
+            for j, z in enumerate(cand[k]):
+                trial = costs.copy()
+                trial[i] = z
+                rng = np.random.default_rng(s)
+                noise = rng.standard_normal(1 + int(trial[0] * 3)).sum()
+                want_u[d, k, j] = z + noise - costs[i] * (1.0 - z / 4)
+    for form in ("tuple", "outcome", "lists", "tuple"):  # the same streams each time
+        u, _ = _loop(Draws(form), costs, costs, np.array([0, 2]), cand, streams)
+        assert np.array_equal(u, want_u), form

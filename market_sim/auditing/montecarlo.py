@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .evaluate import _loop
+from .evaluate import _loop, _streams
 from .search import _Market, _Plan
 from .statistics import _N_STAGES, _bonferroni_z, _critical, _moments
 
@@ -95,8 +95,8 @@ def _confirm_draws(mech, mk: _Market, P: _Plan, sellers, seeds, explore, need) -
     costs = mk.costs
     c = costs[sellers]
     R = P.rows(sellers)
-    truth = np.array([mech.run(costs, np.random.default_rng(int(s))).utilities(costs)[sellers]
-                      for s in seeds])  # fmt: skip
+    streams = _streams(seeds)  # one generator per seed for every call below
+    truth = np.array([mech.run(costs, st.fresh()).utilities(costs)[sellers] for st in streams])
     in_market = mk.best_group[sellers] == 0
     best = np.where(in_market, mk.best_report[sellers], c)
     cols = np.column_stack([R.floor, R.hi, best, explore[sellers]])
@@ -108,12 +108,12 @@ def _confirm_draws(mech, mk: _Market, P: _Plan, sellers, seeds, explore, need) -
     U = np.zeros((len(seeds), sellers.size, 4))
     E = np.zeros_like(U)
     if rows.size:
-        U[:, rows], E[:, rows] = _loop(mech, costs, costs, sellers[rows], cols[rows], list(seeds))
+        U[:, rows], E[:, rows] = _loop(mech, costs, costs, sellers[rows], cols[rows], streams)
     gain = U[:, :, 2] - truth
     for k in np.flatnonzero(~in_market & need["gain"]):
         i = sellers[k]
         pair = np.array([[costs[i], mk.best_report[i]]])
-        Ug, _ = _loop(mech, mk.groups[mk.best_group[i]], costs, np.array([i]), pair, list(seeds))
+        Ug, _ = _loop(mech, mk.groups[mk.best_group[i]], costs, np.array([i]), pair, streams)
         gain[:, k] = Ug[:, 0, 1] - Ug[:, 0, 0]
     return {
         "gain": gain,

@@ -8,7 +8,7 @@ import numpy as np
 from ..errors import MarketSimError
 from ..mechanisms.base import mechanism_name
 from ..privacy.limit import privacy_cost
-from .evaluate import _Exact, _MonteCarlo
+from .evaluate import _Exact, _MonteCarlo, _streams
 from .montecarlo import _confirm
 from .search import _IR, _Found, _Market, _others, _Plan, _search
 
@@ -86,7 +86,8 @@ def _audit_market(mech, costs, P: _Plan, rng, mc, settings, progress_bar, stratu
     """Search every seller of one market, then its opponent profiles."""
     n = costs.size
     R = P.rows(np.arange(n))
-    seeds = rng.integers(2**63, size=settings["n_draws"]) if mc else None
+    # the market's draws, one stream per seed shared by its evaluators (``_streams``)
+    seeds = _streams(rng.integers(2**63, size=settings["n_draws"])) if mc else None
 
     def evaluator(reports, draws=None):
         if mc:

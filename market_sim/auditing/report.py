@@ -259,8 +259,8 @@ def _detectable_sentence(s) -> str:
         f"The confirmation ({s['n_confirm']} to {s['n_confirm_max']} fresh draws) would have "
         f"confirmed a gain of {_fmt(s['detectable_gain'])} at any seller's best report "
         "with 95% probability if the payments there vary as in the draws taken; an outcome "
-        f"rarer than about 3 in {s.get('confirm_draws_total') or s['n_confirm']} draws can "
-        "carry a gain no draw showed"
+        f"rarer than about 3 in the draws taken at a seller's report ({s['n_confirm']} or "
+        "more, not their total over sellers) can carry a gain no draw showed"
     )
 
 

@@ -62,6 +62,11 @@ def _decide_mc(markets, n_pairs, gain_tol, tol, margin) -> dict:
     # a heavy tail at a fresh report: rare large payments the search's few draws could
     # not weigh, so its choice of best report is no evidence (a rare prize)
     x_wide |= x[:, 5] > 0
+    # a seller none of whose quantities varied over its draws (the truth, the top, the
+    # bottom, a fresh report, the best misreport): the draws saw none of the declared
+    # randomness, so their SE 0 bounds nothing; an outcome rarer than 1 in D draws (a
+    # prize) is excluded neither in weight nor in size
+    blind = np.all([st[q][:, 1] == 0 for q in st], axis=0)
     z_ir = _bonferroni_z(3 * n_pairs * _N_STAGES)
     ir_bad, ir_und = np.zeros(n_pairs, dtype=bool), np.zeros(n_pairs, dtype=bool)
     wide_ir, ir_det, ir_low = np.zeros(n_pairs, dtype=bool), [], np.full(n_pairs, np.inf)
@@ -89,6 +94,7 @@ def _decide_mc(markets, n_pairs, gain_tol, tol, margin) -> dict:
         "top": st["top"][:, 0],
         "bottom": st["bottom"][:, 0],
         "wide_gain": (g[:, 0] + _critical(g, z_gain, -1) * g[:, 1] > gain_tol + margin) | x_wide,
+        "blind": blind,
         "wide_ir": wide_ir,
         "detectable_gain": float(np.max(detectable)),  # at every seller's best report
         "detectable_gain_median": float(np.median(detectable)),
@@ -146,6 +152,16 @@ def _verdicts(d: dict, markets, violations, settings, mc, deterministic) -> dict
             f"{int(d['undecided'].sum())} sellers' best reports would be confirmed "
             f"profitable but their payments' variance did not settle in "
             f"{settings['n_confirm_max']} draws (a heavy tail)"
+        )
+    elif mc and d["blind"].any():
+        out["verdict"] = "inconclusive"
+        out["verdict_reason"] = (
+            f"no gain confirmed, but for {int(d['blind'].sum())} sellers none of the "
+            f"{d['draws_max']} or fewer fresh draws varied (the truth, the top, the bottom, a "
+            "fresh report, the best misreport) although the mechanism is randomized: the "
+            "draws saw none of its randomness, so an outcome rarer than one in that many "
+            "draws (a rare prize) is not excluded, and a standard error of 0 bounds "
+            "nothing; more draws (n_confirm_max) are needed"
         )
     elif mc and d["wide_gain"].any():
         out["verdict"] = "inconclusive"

@@ -23,6 +23,7 @@ from . import (
     novel,
     population,
     rare,
+    ripples,
     structure,
     tolerance,
     twins,
@@ -44,6 +45,7 @@ MODULES = (
     structure,
     twins,
     hidden,
+    ripples,
 )
 CASES: list[Case] = [c for m in MODULES for c in m.CASES]
 KNOWN_WRONG_FILE = Path(__file__).with_name("KNOWN_WRONG.md")
