@@ -145,3 +145,36 @@ def test_virtual_cost_outside_support_is_an_error():
 def test_a_misspelt_cost_law_gets_a_suggestion_and_the_syntax(spec, hint):
     with pytest.raises(MarketSimError, match=hint.replace("(", r"\(")):
         parse_distribution(spec)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "truncnorm:0.5:0.25:0:1",  # the body: a < 0 < b
+        "truncnorm:0.5:0.01:0:1",  # z from -50 to 50: erfc underflows, F and f both ~1e-545
+        "truncnorm:3:0.5:0:1",  # the whole support in the lower tail (z <= -4)
+        "truncnorm:-2:1:0:3",  # the whole support in the upper tail (a >= 0)
+        "truncnorm:0.2:0.05:0.1:5",  # upper tail to z = 96: F/f overflows to +inf
+    ],
+)
+def test_truncnorm_virtual_cost_equals_a_50_digit_reference(spec):
+    """psi = c + F/f of the truncated normal by its closed form (erfcx, three branches)
+    against mpmath at 50 digits: (Phi(z) - Phi(a)) / phi(z) times the scale, where the
+    normalising constant cancels.  Where the true ratio exceeds the float range the
+    closed form says +inf."""
+    import mpmath as mp
+
+    mp.mp.dps = 50
+    d = parse_distribution(spec)
+    a, loc, scale = d.dist.args[0], d.dist.kwds["loc"], d.dist.kwds["scale"]
+    lo, hi = d.support
+    c = np.linspace(lo, hi, 121)
+    got = d.raw_virtual_cost(c)
+    assert got[0] == lo  # F/f -> 0 at the bottom
+    for ci, g in zip(c[1:], got[1:], strict=True):
+        z = (mp.mpf(ci) - loc) / scale
+        want = ci + scale * (mp.ncdf(z) - mp.ncdf(a)) / mp.npdf(z)
+        if want > np.finfo(float).max:
+            assert g == np.inf
+        else:
+            assert abs(g - want) <= 1e-12 * abs(want), (ci, g, float(want))

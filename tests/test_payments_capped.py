@@ -11,7 +11,7 @@ from scipy import integrate
 
 from market_sim.distributions import parse_distribution
 from market_sim.errors import MarketSimError
-from market_sim.mechanisms import offline
+from market_sim.mechanisms import offline, payment_oracles
 from market_sim.mechanisms import payments as P
 from market_sim.mechanisms.offline import _Groups, solve
 from market_sim.mechanisms.payments import OfflineCurves, offline_payments, seller_utility
@@ -167,7 +167,8 @@ def test_the_screen_keeps_the_cell_of_every_moved_market(seed):
         oracle, _ = P._oracle(psi, mu, sigma, gamma, k, "auto", floor=0.0)
         G = _Groups.of(np.sort(gamma * psi))
         U = len(G.v)
-        cells = P._capped_cells(offline._kernel(), G, 1.0 / (k / m), sigma / mu**2, 0.0, False)
+        kernels = payment_oracles._payment_kernels(offline._kernel())
+        cells = payment_oracles._capped_cells(kernels, G, 1.0 / (k / m), sigma / mu**2, 0.0, False)
         kept = set(zip(*(x.tolist() for x in cells), strict=True))
         assert len(kept) == oracle.ncells
         for _ in range(8):
