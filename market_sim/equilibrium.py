@@ -733,21 +733,25 @@ def _sharpen(setup, opt, oracle, state: _State, trace: _Trace, rng) -> list[list
     ]
     if not any(found):
         return [[] for _ in found]
+    sample: Sample | Interim
+    R: np.ndarray | None = None
     if oracle.path == "interim":
-        sample, R = Interim(setup.classes, state.costs, state.bids, setup.cdfs), None
+        sample = Interim(setup.classes, state.costs, state.bids, setup.cdfs)
     else:
-        size = opt.markets(oracle, opt.eval_samples, setup.classes)
-        sample = Sample(setup.classes, *size, rng)
-        R = reports_of(sample, setup.classes, state.bidfns())
+        markets, per_market = opt.markets(oracle, opt.eval_samples, setup.classes)
+        fresh = Sample(setup.classes, markets, per_market, rng)
+        R = reports_of(fresh, setup.classes, state.bidfns())
+        sample = fresh
     steps: list[list[float]] = []
     for g, cells in enumerate(found):
         steps.append([])
         floors = [0] + [j for _, j in cells[:-1]] if cells else []
         for cell, floor in zip(reversed(cells), reversed(floors), strict=True):  # from the top
             near = _around_jump(setup, opt, oracle, sample, R, g, state, floor, cell)
-            done = (
-                None if near is None else sharpen_jump(oracle, sample, R, g, *near, setup.z_range)
-            )
+            if near is None:
+                continue
+            x, y, near_cell = near
+            done = sharpen_jump(oracle, sample, R, g, x, y, near_cell, setup.z_range)
             if done is not None:
                 state.costs[g], state.bids[g], at = done
                 steps[g].insert(0, at)
