@@ -4,9 +4,10 @@
 
 Rows: a user's black-box first-price mechanism (``outcome`` only, one report vector
 per call), 4 sellers, U[0, 1] (target <= 10 s, issue #48); the same written for a (B, n) batch
-(``batched = True``); built-in pay-as-bid at 100 sellers, U[1, 5] (target <= 30 s); the same at 30 sellers on
-Beta(2, 5) on [0, 2], whose bid function jumps (docs/equilibrium.md, "Pay-as-bid on a Beta
-law"; no target of its own: compare's whole run, three mechanisms, has 180 s);
+(``batched = True``); built-in pay-as-bid at 100 sellers, U[1, 5] (target <= 30 s);
+the same at 30 sellers on Beta(2, 5) on [0, 2], whose bid function jumps
+(docs/equilibrium.md, "Pay-as-bid on a Beta law"; no target of its own: compare's
+whole run, three mechanisms, has 180 s);
 two classes, first price, costs U[1, 2] and U[0, 2] (target <= 30 s); an IC mechanism
 (uniform-price, 4 sellers; target <= 2 s).  Each row with
 the solver's path, its evaluations (report vectors), iterations, epsilon and the
