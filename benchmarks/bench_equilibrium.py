@@ -5,6 +5,9 @@
 Rows: a user's black-box first-price mechanism (``outcome`` only, one report vector
 per call), 4 sellers, U[0, 1] (target <= 10 s, issue #48); the same written for a (B, n) batch
 (``batched = True``); built-in pay-as-bid at 100 sellers, U[1, 5] (target <= 30 s);
+the same at 30 sellers on Beta(2, 5) on [0, 2], whose bid function jumps
+(docs/equilibrium.md, "Pay-as-bid on a Beta law"; no target of its own: compare's
+whole run, three mechanisms, has 180 s);
 two classes, first price, costs U[1, 2] and U[0, 2] (target <= 30 s); an IC mechanism
 (uniform-price, 4 sellers; target <= 2 s).  Each row with
 the solver's path, its evaluations (report vectors), iterations, epsilon and the
@@ -58,6 +61,8 @@ CASES = [
     ("first price, batched = True", BatchedFirstPrice(), [("uniform:0:1", 4)],
      [lambda c: c + (1 - c) / 4], {"samples": 4096}, 15),
     ("pay-as-bid (built in), 100 sellers", "pay-as-bid", [("uniform:1:5", 100)], None, {}, 30),
+    ("pay-as-bid (built in), 30 sellers, Beta(2,5) on [0,2] (a jump)", "pay-as-bid",
+     [("beta:2:5:0:2", 30)], None, {}, 180),
     ("two classes U[1,2] + U[0,2], first price, sampled", BatchedFirstPrice(), TWO_CLASSES,
      ASYMMETRIC, {"samples": 4096}, 30),
     ("two classes U[1,2] + U[0,2], FirstPrice (interim)", FirstPrice(1), TWO_CLASSES,

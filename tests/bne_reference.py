@@ -466,3 +466,79 @@ def _games() -> dict[str, Callable[[], Profile]]:
 #: name -> a function building the reference Profile (built on demand, once: the
 #: asymmetric ODEs take seconds)
 GAMES = {name: functools.cache(make) for name, make in _games().items()}
+
+
+# ---- a sampled best response, for mechanisms without an exact interim -----------------
+@dataclass(frozen=True)
+class SampledGain:
+    """``sampled_gain``'s answer: the largest mean gain over the costs, its standard
+    error (on the measuring sample), the cost where it is, the ex-ante utility, and
+    per cost the gains."""
+
+    gain: float
+    se: float
+    at_cost: float
+    utility: float
+    costs: np.ndarray
+    gains: np.ndarray
+
+    @property
+    def relative(self) -> float:
+        return self.gain / self.utility
+
+
+def _deviator_means(mech, law, n: int, bid, Z: np.ndarray, rng, markets: int):
+    """Per market, seller 0's eps and payment at every report of Z (its ``deviations``)
+    when the n - 1 others draw i.i.d. costs from ``law`` and report ``bid`` of them."""
+    lo, hi = law.support
+    E, T = np.empty((markets, Z.size)), np.empty((markets, Z.size))
+    for s in range(markets):
+        costs = np.clip(np.asarray(law.ppf(rng.random(n)), dtype=float), lo, hi)
+        reports = np.asarray(bid(costs), dtype=float)
+        out = mech.deviations(np.array([0]), Z[None, :], reports, rng)
+        E[s], T[s] = np.asarray(out.eps)[0], np.asarray(out.payments)[0]
+    return E, T
+
+
+def sampled_gain(mech, law, n: int, bid, rng, costs: int = 101, markets: int = 2000,
+                 reports: int = 801) -> SampledGain:  # fmt: skip
+    """The largest gain of a deviation of one of n i.i.d. sellers (cost law ``law``)
+    when the others report ``bid`` of their costs, by plain Monte Carlo (i.i.d. numpy
+    draws, not the solver's Sobol nets; the mechanism's own ``deviations``; none of the
+    solver's code): each cost's best report is searched on one sample (``reports`` even
+    reports on the support, then three rounds of 21 around the best, the bid itself
+    among them) and its gain over the bid re-measured on a second, independent sample.
+    Costs: ``costs`` quantile midpoints and as many even ones.  The utility is ex-ante
+    (prior-weighted, as ``exact_gain``)."""
+    lo, hi = law.support
+    q = (np.arange(costs) + 0.5) / costs
+    c = np.unique(np.clip(np.concatenate((law.ppf(q), lo + (hi - lo) * q)), lo, hi))
+    b = np.asarray(bid(c), dtype=float)
+    z_lo = lo + 1e-6 * (hi - lo)  # the solver's lowest report (pay-as-bid at 0: eps = inf)
+    Z = np.unique(np.concatenate((np.linspace(z_lo, hi, reports), b)))
+    search = int(rng.integers(2**63))  # every search round on the same markets
+    E, T = _deviator_means(mech, law, n, bid, Z, np.random.default_rng(search), markets)
+    U = T.mean(0)[None, :] - c[:, None] * E.mean(0)[None, :]
+    k = np.argmax(U, axis=1)
+    at, best = Z[k], U[np.arange(c.size), k]
+    h = (hi - lo) / (reports - 1)
+    for _ in range(3):
+        P = np.clip(at[:, None] + h * np.linspace(-1, 1, 21)[None, :], z_lo, hi)
+        E2, T2 = _deviator_means(
+            mech, law, n, bid, P.ravel(), np.random.default_rng(search), markets
+        )
+        U2 = (T2.mean(0) - np.repeat(c, 21) * E2.mean(0)).reshape(c.size, 21)
+        j = np.argmax(U2, axis=1)
+        better = U2[np.arange(c.size), j] > best
+        best = np.where(better, U2[np.arange(c.size), j], best)
+        at = np.where(better, P[np.arange(c.size), j], at)
+        h = h / 10
+    Em, Tm = _deviator_means(mech, law, n, bid, np.concatenate((at, b)), rng, markets)
+    Um = Tm - np.tile(c, 2)[None, :] * Em
+    G = Um[:, : c.size] - Um[:, c.size :]
+    gains = G.mean(0)
+    i = int(np.argmax(gains))
+    se = float(G[:, i].std(ddof=1) / math.sqrt(markets))
+    w = np.asarray(law.pdf(c), dtype=float) * np.gradient(c)
+    util = float(w @ Um[:, c.size :].mean(0) / w.sum())
+    return SampledGain(float(gains[i]), se, float(c[i]), util, c, gains)

@@ -89,3 +89,33 @@ def test_interim_matches_outcome(mech):
         E, T = mech.interim(np.array([z]), np.array([[z]]), [3])
         for x, exact in ((eps[:, 0], E[0]), (pay[:, 0], T[0])):
             assert abs(x.mean() - exact) <= 4 * x.std() / np.sqrt(x.size) + 1e-12
+
+
+def test_sampled_gain_finds_truths_gain_and_none_at_the_equilibrium():
+    """``sampled_gain`` (plain Monte Carlo, for mechanisms without an interim) on first
+    price, 3 sellers, U[0, 1].  Against truthful others a seller of cost c gains
+    max_z (z - c)(1 - z)^2 = 4/27 (1 - c)^3 (at z = (1 + 2c)/3; truth earns 0), largest
+    at the lowest cost of its grid; against the closed form b = c + (1 - c)/3 (a BNE)
+    nothing beyond its sampling error."""
+    from pathlib import Path
+
+    from bne_reference import sampled_gain
+
+    from market_sim.distributions import as_distribution
+    from market_sim.mechanisms.base import as_mechanism
+
+    spec = f"{Path(__file__).resolve().parent.parent / 'examples' / 'first_price.py'}"
+    law = as_distribution("uniform:0:1")
+    mech = as_mechanism(spec + ":FirstPriceProcurement", n_sellers=3, dist=law)
+    kw = dict(costs=11, markets=400, reports=201)
+    truth = sampled_gain(mech, law, 3, lambda c: np.asarray(c), np.random.default_rng(0), **kw)
+    c0 = truth.costs.min()
+    assert truth.at_cost == c0
+    assert abs(truth.gain - 4 / 27 * (1 - c0) ** 3) <= 4 * truth.se + 2e-3
+    bne = sampled_gain(mech, law, 3, uniform_bid_3, np.random.default_rng(1), **kw)
+    assert bne.gain <= 4 * bne.se + 1e-3
+    assert bne.utility == pytest.approx(1 / 12, rel=0.1)  # E[(b - c)(1 - c)^2] = 1/(n(n+1))
+
+
+def uniform_bid_3(c):
+    return uniform_bid(np.asarray(c, dtype=float), 3)

@@ -58,10 +58,12 @@ from .equilibrium_game import (
     interim_epsilon,
     interim_of,
     isotonic,
+    jump_cells,
     measure,
     prior_weights,
     reports_of,
     search_reports,
+    sharpen_jump,
     tabulated_cdf,
 )
 
@@ -484,7 +486,9 @@ def _linear(x: np.ndarray, y: np.ndarray) -> BidFn:
     return fn
 
 
-def _smooth(costs: np.ndarray, br: np.ndarray, knots: int, z_live: float = math.inf, law=None):
+def _smooth(
+    costs: np.ndarray, br: np.ndarray, knots: int, z_live: float = math.inf, law=None, cuts=()
+):
     """The least-squares cubic spline with ``knots`` interior knots through the best
     responses (none: as they are): equilibrium bid functions are smooth, while best
     responses on a finite sample jump, and damped iterations of jumps form atoms.  Only
@@ -492,25 +496,43 @@ def _smooth(costs: np.ndarray, br: np.ndarray, knots: int, z_live: float = math.
     gets anything) is fitted (uncapped: a cap at the responses' range moved the
     asymmetric first-price bids by 0.05 at the knife edge); above it the responses are
     kept as they are: no smoothing across a reserve or the cost above which a seller
-    never sells (issue #48, kinks kept).  The spline is in the quantile F(c) (given the
+    never sells (issue #48, kinks kept).  Nor across a jump of the responses inside the
+    selling range (``cuts``, (cost, cost) cells: the persistent jumps,
+    ``_Trace.persistent``; pay-as-bid's cheapest sellers bid low for its large
+    allocation, the others far higher): each piece is fitted alone, a piece too short
+    for the knots kept as it is.  The spline is in the quantile F(c) (given the
     ``law``): for F(c) = sqrt(c) the bids are smooth in sqrt(c), not in c."""
     sells = br <= z_live
     end = int(np.flatnonzero(sells)[-1]) + 1 if sells.any() else 0  # up to the last seller
     if knots <= 0 or end < knots + 8:
         return br
+    out = br.copy()
+    at = [
+        k
+        for lo, hi in cuts
+        for k in (int(np.searchsorted(costs, lo, "right")), int(np.searchsorted(costs, hi)))
+        if 0 < k < end
+    ]
+    for piece in np.split(np.arange(end), sorted(set(at))):
+        if piece.size >= knots + 8:
+            out[piece] = _spline_piece(costs[piece], br[piece], knots, law)
+    return out
+
+
+def _spline_piece(x: np.ndarray, y: np.ndarray, knots: int, law) -> np.ndarray:
+    """``_smooth``'s spline through one piece of responses, in the quantile when the law's
+    cdf separates the costs (else in the cost); the responses as they are if it fails."""
     from scipy.interpolate import LSQUnivariateSpline
 
-    x, y = costs[:end], br[:end]
     if law is not None:
         u = np.asarray(law.cdf(x), dtype=float)
         if np.all(np.diff(u) > 0):
             x = u
     t = np.quantile(x, np.linspace(0, 1, knots + 2)[1:-1])
     try:
-        fit = LSQUnivariateSpline(x, y, t, k=3)(x)
+        return LSQUnivariateSpline(x, y, t, k=3)(x)
     except ValueError:
-        return br
-    return np.concatenate((fit, br[end:]))
+        return y
 
 
 def _focused(law, c_top: float, k: int) -> np.ndarray:
@@ -573,11 +595,25 @@ class _Trace:
     best_state: tuple | None = None
     final_checks: list | None = None  # a first verification that found no gain at all
     tail: list = field(default_factory=list)  # sampled paths: the last eighth's iterates
+    jump_log: list = field(default_factory=list)  # per iteration and class, the jump cells
+
+    def persistent(self, g: int) -> list[tuple[float, float]]:
+        """Class g's jump cells (cost, cost) of the responses in each of the last
+        ``_PERSIST`` iterations: on a sample, responses jump here and there from noise
+        (first price, 2 sellers: rises of 10-14% of the range), a jump of the game
+        stays in its cell."""
+        if len(self.jump_log) < _PERSIST:
+            return []
+        last = [set(log[g]) for log in self.jump_log[-_PERSIST:]]
+        return sorted(set.intersection(*last))
 
     @property
     def converged(self) -> bool:
         return self.stopped_by not in ("max_iter", "stalled")
 
+
+#: iterations in a row whose responses jump in the same cell for the jump to be the game's
+_PERSIST = 3
 
 #: the stopping rules (``BNEResult.stopped_by``) and what each means
 STOPPING_RULES = {
@@ -632,9 +668,17 @@ def _iterate(setup, opt, oracle, train, state, progress, rng) -> _Trace:
         train = _opponents(setup, opt, state, train, it, exact, rng)
         sample = train if 2 * it > opt.max_iter or opt.tilt > 1 else train.prefix(4)
         rs = _responses(setup, opt, oracle, sample, state, exact)
+        # one class only: with several, the common lowest bid's knife edge looks like a
+        # jump, and cutting there broke the asymmetric first price (exact eps 0.3% -> 18%)
+        single = len(rs) == 1
+        logged = zip(state.costs, rs, strict=True)
+        trace.jump_log.append([_jumps_of(c, r) if single else [] for c, r in logged])
         brs = [
-            np.clip(isotonic(_smooth(c, r.bids, opt.knots, r.z_live, law)), *setup.z_range)
-            for c, r, law in zip(state.costs, rs, setup.classes.laws, strict=True)
+            np.clip(
+                isotonic(_smooth(c, r.bids, opt.knots, r.z_live, law, trace.persistent(g))),
+                *setup.z_range,
+            )
+            for g, (c, r, law) in enumerate(zip(state.costs, rs, setup.classes.laws, strict=True))
         ]
         residual = max(float(np.max(np.abs(br - b))) for br, b in zip(brs, state.bids, strict=True))
         gain = max(r.gain for r in rs)
@@ -669,6 +713,92 @@ def _iterate(setup, opt, oracle, train, state, progress, rng) -> _Trace:
             state.costs, state.bids, state.c_top, state.z_top = trace.best_state
     bar.close()
     return trace
+
+
+def _sharpen(setup, opt, oracle, state: _State, trace: _Trace, rng) -> list[list[float]]:
+    """Every jump of the bid tables made a step at the cost where its branches pay the
+    same (``sharpen_jump``), after the grid costs around it are solved again
+    (``_around_jump``).  The jumps: those of the responses in each of the last
+    ``_PERSIST`` iterations (``_Trace.persistent``; the damped bids smear a jump over
+    cells, so they are not searched for it).  On the interim
+    path against the exact report laws, else on a fresh sample of ``eval_samples``
+    draws, drawn only when there is a jump.  Per class the costs of the steps
+    (``options["jumps"]``)."""
+    found = [
+        [
+            (int(np.searchsorted(c, lo, "right")) - 1, int(np.searchsorted(c, hi, "left")))
+            for lo, hi in trace.persistent(g)
+        ]
+        for g, c in enumerate(state.costs)
+    ]
+    if not any(found):
+        return [[] for _ in found]
+    sample: Sample | Interim
+    R: np.ndarray | None = None
+    if oracle.path == "interim":
+        sample = Interim(setup.classes, state.costs, state.bids, setup.cdfs)
+    else:
+        markets, per_market = opt.markets(oracle, opt.eval_samples, setup.classes)
+        fresh = Sample(setup.classes, markets, per_market, rng)
+        R = reports_of(fresh, setup.classes, state.bidfns())
+        sample = fresh
+    steps: list[list[float]] = []
+    for g, cells in enumerate(found):
+        steps.append([])
+        floors = [0] + [j for _, j in cells[:-1]] if cells else []
+        for cell, floor in zip(reversed(cells), reversed(floors), strict=True):  # from the top
+            near = _around_jump(setup, opt, oracle, sample, R, g, state, floor, cell)
+            if near is None:
+                continue
+            x, y, near_cell = near
+            done = sharpen_jump(oracle, sample, R, g, x, y, near_cell, setup.z_range)
+            if done is not None:
+                state.costs[g], state.bids[g], at = done
+                steps[g].insert(0, at)
+    return steps
+
+
+#: grid costs each side of a jump solved again (``_around_jump``), the even costs that
+#: replace them, and the rounds of refinement of their best responses
+_NEAR, _NEAR_COSTS, _NEAR_REFINE = 4, 16, 6
+
+
+def _around_jump(setup, opt, oracle, sample, R, g, state, floor, cell):
+    """Class g's table with the grid costs from ``_NEAR`` below the jump ``cell`` (not
+    below grid index ``floor``; all of them when the piece below is too short for the
+    spline, whose bids are then raw damped responses) to ``_NEAR`` above it replaced by
+    best responses on the sample at ``_NEAR_COSTS`` even costs over that range
+    (``_NEAR_REFINE`` rounds of refinement, undamped: a damped iterate there averages
+    the two branches while the jump moves, and these sellers are few: their bids barely
+    move the others'); (costs, bids, the jump's cell in them), or None when those
+    responses do not jump."""
+    i, j = cell
+    costs, bids = state.costs[g], state.bids[g]
+    top = int(np.searchsorted(costs, state.c_top[g], "right")) - 1
+    first = floor if i - floor + 1 < opt.knots + 8 else max(floor, i - _NEAR)
+    x = np.linspace(costs[first], costs[max(j, min(j + _NEAR, top))], _NEAR_COSTS)
+    law = setup.classes.laws[g]
+    resp = best_response(
+        oracle, sample, R, g, x, np.interp(x, costs, bids), setup.z_range, state.z_top,
+        opt.bid_grid, prior_weights(law, x), _NEAR_REFINE,
+    )  # fmt: skip
+    br = np.maximum.accumulate(resp.bids)
+    inner = jump_cells(x, br, float(np.ptp(bids[: top + 1])))  # a jump of the whole table's
+    if not inner:
+        return None
+    a, b = inner[0]
+    below, above = costs < x[0], costs > x[-1]
+    xs = np.concatenate((costs[below], x, costs[above]))
+    ys = np.maximum.accumulate(np.concatenate((bids[below], br, bids[above])))
+    return xs, ys, (int(below.sum()) + a, int(below.sum()) + b)
+
+
+def _jumps_of(costs: np.ndarray, response) -> list[tuple[float, float]]:
+    """The (cost, cost) cells where the responses that sell jump (``jump_cells``)."""
+    br = response.bids
+    sells = np.flatnonzero(br <= response.z_live)
+    end = int(sells[-1]) + 1 if sells.size else 0
+    return [(float(costs[i]), float(costs[j])) for i, j in jump_cells(costs[:end], br[:end])]
 
 
 def _tail_average(costs: list[np.ndarray], tail: list) -> list[np.ndarray]:
@@ -892,7 +1022,8 @@ def bne(
     train = None if oracle.path == "interim" else Sample(setup.classes, markets, d, rng, opt.tilt)
     state = _start(setup, opt, init)
     trace = _iterate(setup, opt, oracle, train, state, progress, rng)
-    checks = trace.final_checks
+    jumps = _sharpen(setup, opt, oracle, state, trace, rng)
+    checks = None if any(jumps) else trace.final_checks
     if checks is None or any(r is not None for r in references):
         checks = _verify(
             setup, opt, sampled, state.bidfns(), state.costs, state.c_top, state.z_top, rng,
@@ -903,6 +1034,7 @@ def bne(
     called = dict(n_sellers=setup.classes.n, init=_described(init), progress=bool(progress))
     called["reference"] = _described(reference)
     called["method"] = "pure"
+    called["jumps"] = jumps
     return dataclasses.replace(r, options={**r.options, **called})
 
 

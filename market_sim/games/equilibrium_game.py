@@ -596,6 +596,80 @@ def isotonic(y: np.ndarray) -> np.ndarray:
     return np.repeat(vals, sizes)
 
 
+#: a jump of a bid function (``jump_cells``): a rise over one or two grid cells of at
+#: least this share of the bids' range, with a slope this many times its neighbours'
+JUMP_SHARE = 0.1
+JUMP_SLOPE = 4.0
+
+
+def jump_cells(
+    costs: np.ndarray, y: np.ndarray, span: float | None = None
+) -> list[tuple[int, int]]:
+    """The jumps of bids ``y`` at sorted ``costs``: (i, j) with j = i + 1 or i + 2 where
+    y rises by at least ``JUMP_SHARE`` of its range (or of ``span``: a whole table's
+    range when y is a part of it) with a slope at least ``JUMP_SLOPE``
+    times the larger of the neighbouring cells' (the rise split over two cells: a grid
+    cost whose damped bid averages the two branches).  A smooth function, even a steep
+    one like sqrt(c) at 0, changes slope gradually; a jump does not (pay-as-bid's cheapest
+    sellers: the bids jump from about 0.05 to 0.2 within one cell; issue #48)."""
+    x, y = np.asarray(costs, dtype=float), np.asarray(y, dtype=float)
+    if y.size < 4:
+        return []
+    span = float(y.max() - y.min()) if span is None else float(span)
+    dx = np.maximum(np.diff(x), 1e-300)
+    slope = np.diff(y) / dx
+    found: list[tuple[int, int]] = []
+    for s in (1, 2):
+        for i in range(y.size - s):
+            j = i + s
+            rise = y[j] - y[i]
+            left = slope[i - 1] if i > 0 else 0.0
+            right = slope[j] if j < slope.size else 0.0
+            steep = rise / (x[j] - x[i]) > JUMP_SLOPE * max(left, right, 0.0)
+            taken = any(a <= i < b or a < j <= b for a, b in found)
+            if rise >= JUMP_SHARE * span and rise > 0 and steep and not taken:
+                found.append((i, j))
+    return sorted(found)
+
+
+def sharpen_jump(oracle, sample, R, g, costs, bids, cell, z_range, rounds: int = 4):
+    """Class g's table (costs, bids) with the jump in ``cell`` (i, j) made a step at the
+    cost c* where its two branches pay the same (issue #48): each branch continued by the
+    line through its two grid points next to the jump, z_A(c) and z_B(c), and c* the cost
+    where the two reports' utilities cross, T(z_A) - c E(z_A) = T(z_B) - c E(z_B)
+    (a utility is linear in the cost), c* = (T_A - T_B) / (E_A - E_B), solved again at
+    the branches' reports at c* (``rounds`` times).  The costs between the two grid
+    points next to c* are replaced by c* -+ a 10^-9 of the support: a seller of a cost
+    inside the cell bids its branch, not a linear blend of the two (a report in the gap,
+    which no one's utility prefers).  None when the reports do not part (E_A <= E_B)."""
+    i, j = cell
+    n = costs.size
+    line_a = _line(costs, bids, max(i - 1, 0), i)
+    line_b = _line(costs, bids, j, min(j + 1, n - 1))
+    lo_c, hi_c = costs[max(i - 1, 0)], costs[min(j + 1, n - 1)]
+    c = 0.5 * (costs[i] + costs[j])
+    for _ in range(rounds):
+        Z = np.clip([line_a(c), line_b(c)], *z_range)
+        E, T = oracle.eps_pay(sample, R, g, Z)
+        Eb, Tb = sample.mean(E), sample.mean(T)
+        if not Eb[0] > Eb[1]:
+            return None
+        c = float(np.clip((Tb[0] - Tb[1]) / (Eb[0] - Eb[1]), lo_c, hi_c))
+    h = 1e-9 * max(costs[-1] - costs[0], 1e-300)
+    za, zb = np.clip([line_a(c), line_b(c)], *z_range)
+    left = (np.arange(n) <= i) & (costs < c - h)
+    right = (np.arange(n) >= j) & (costs > c + h)
+    x = np.concatenate((costs[left], [c - h, c + h], costs[right]))
+    y = np.concatenate((bids[left], [za, zb], bids[right]))
+    return x, np.maximum.accumulate(y), c
+
+
+def _line(x, y, a: int, b: int) -> Callable[[float], float]:
+    """The line through (x[a], y[a]) and (x[b], y[b]) (constant y[a] when a == b)."""
+    slope = 0.0 if a == b else (y[b] - y[a]) / (x[b] - x[a])
+    return lambda c: float(y[a] + slope * (c - x[a]))
+
+
 def prior_weights(law: CostDistribution, costs: np.ndarray) -> np.ndarray:
     """Weights of sorted ``costs`` for expectations under the law: the probability of
     each cost's cell (midpoints to its neighbours, the support's ends outside; exact

@@ -1,0 +1,66 @@
+"""Jumps of a bid function (issue #48): found, kept out of the spline, and made a step
+at the cost where the two branches pay the same."""
+
+import numpy as np
+
+from market_sim.equilibrium import _smooth
+from market_sim.equilibrium_game import jump_cells, sharpen_jump
+
+
+def test_a_jump_is_found_and_a_steep_smooth_bid_is_not():
+    """A step of 0.15 within one cell of an even grid is a jump; sqrt(c) on the same
+    grid (slope 16 times its neighbour's at the first cell, but rising gradually after)
+    and a line are not; a step split over two cells (a grid cost between the branches)
+    is one jump over both cells."""
+    c = np.linspace(0, 1, 33)
+    step = np.where(c < 0.1, 0.05 + 0.2 * c, 0.2 + 0.5 * c)
+    cells = jump_cells(c, step)
+    assert cells == [(3, 4)]  # c[3] = 0.094 < 0.1 <= c[4] = 0.125
+    assert jump_cells(c, 0.2 + np.sqrt(c) / 3) == []
+    assert jump_cells(c, 0.3 + 0.5 * c) == []
+    split = step.copy()
+    split[4] = 0.5 * (step[3] + step[4] + 0.5 * (c[4] - c[3]))  # halfway
+    split[5:] = 0.2 + 0.5 * c[5:]
+    assert jump_cells(c, split) == [(3, 5)]
+
+
+def test_the_spline_is_not_fitted_across_a_jump():
+    """Responses with a jump of 0.3 at c = 0.3 (lines on both sides): found by
+    ``jump_cells``, and given as a cut each piece is fitted alone, so both stay on their
+    line (one spline through both misses by 0.14 next to the jump)."""
+    c = np.linspace(0, 1, 41)
+    br = np.where(c < 0.3, 0.1 + 0.5 * c, 0.4 + 0.5 * c)
+    cells = jump_cells(c, br)
+    assert cells == [(11, 12)]
+    out = _smooth(c, br, 3, cuts=[(c[i], c[j]) for i, j in cells])
+    np.testing.assert_allclose(out, br, atol=1e-9)
+    assert np.max(np.abs(_smooth(c, br, 3) - br)) > 0.1  # without the cut
+
+
+class _Lines:
+    """A deviator's E and T that do not depend on the others: E(z) = 10 for z < 0.1 and 1
+    above, T(z) = z E(z) (pay-as-bid's payment)."""
+
+    calls = 0
+
+    def eps_pay(self, sample, R, g, Z):
+        E = np.where(np.asarray(Z) < 0.1, 10.0, 1.0)
+        return E[None, :], (np.asarray(Z) * E)[None, :]
+
+
+class _One:
+    def mean(self, X):
+        return X.mean(axis=0)
+
+
+def test_the_step_is_where_the_branches_pay_the_same():
+    """Branches z_A = 0.05 (E = 10, T = 0.5) and z_B = 0.2 (E = 1, T = 0.2): utilities
+    0.5 - 10 c and 0.2 - c cross at c* = 0.3 / 9 = 1/30 (by hand); the table gets a step
+    there, each side on its branch, and the costs of the old cell are gone."""
+    costs = np.array([0.0, 0.02, 0.04, 0.06, 0.08])
+    bids = np.array([0.05, 0.05, 0.2, 0.2, 0.2])
+    x, y, at = sharpen_jump(_Lines(), _One(), None, 0, costs, bids, (1, 2), (0.0, 1.0))
+    assert abs(at - 1 / 30) < 1e-12
+    assert np.all(np.diff(x) > 0)
+    np.testing.assert_allclose(np.interp([at - 1e-6, at + 1e-6], x, y), [0.05, 0.2])
+    np.testing.assert_allclose(np.interp([0.01, 0.03, 0.035, 0.05], x, y), [0.05, 0.05, 0.2, 0.2])
