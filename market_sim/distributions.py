@@ -36,7 +36,6 @@ density steps up), so empirical costs normally need ``iron=True``.
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import pairwise

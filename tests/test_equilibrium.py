@@ -405,7 +405,7 @@ def test_tail_average_interpolates_each_iterate():
     """Two iterates on different grids, b1(c) = c on {0, 1} and b2 = min(2c, 1) on
     {0, 0.5, 1}; at the final costs {0, 0.25, 0.5, 1}: (0 + 0)/2, (0.25 + 0.5)/2,
     (0.5 + 1)/2, (1 + 1)/2."""
-    from market_sim.games.equilibrium import _tail_average
+    from market_sim.games.equilibrium_pure import _tail_average
 
     tail = [
         ([np.array([0.0, 1.0])], [np.array([0.0, 1.0])]),
@@ -678,7 +678,7 @@ def test_an_ic_mechanism_stops_at_the_first_verification():
 
 
 def test_progress_bar_numbers_are_finite():
-    from market_sim.games.equilibrium import _shown
+    from market_sim.games.equilibrium_pure import _shown
 
     assert _shown(residual=0.1, gain=0.2, eps=float("nan")) == {"residual": "0.1", "gain": "0.2"}
     # pay-as-bid at the truth: utility 0; the responses' gain is relative to u + gain
@@ -691,7 +691,7 @@ def test_no_smoothing_across_the_cost_above_which_nothing_sells():
     """Responses min(c + 0.2, 0.7) below c = 0.6, which sell (reports up to 0.7 do), and
     0.75 + c / 4 above, which do not: the spline fits the selling piece only, the rest is
     kept as it is (the old fit through all of them moved the costs above 0.6)."""
-    from market_sim.games.equilibrium import _smooth
+    from market_sim.games.equilibrium_pure import _smooth
 
     c = np.linspace(0, 1, 41)
     br = np.where(c < 0.6, np.minimum(c + 0.2, 0.7), 0.75 + c / 4)
@@ -704,8 +704,8 @@ def test_grids_follow_the_law():
     """F(c) = sqrt(c): half the sellers have costs below 0.25; the solve's grid and the
     evaluation costs put more than 35% of their points there (an even grid: a quarter)."""
     from market_sim.distributions import as_distribution
-    from market_sim.games.equilibrium import _focused
     from market_sim.games.equilibrium_game import eval_costs_for
+    from market_sim.games.equilibrium_pure import _focused
 
     law = as_distribution("beta:0.5:1:0:1")
     for pts in (_focused(law, 1.0, 33), eval_costs_for(law, 1.0, 33)):

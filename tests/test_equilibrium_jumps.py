@@ -3,8 +3,8 @@ at the cost where the two branches pay the same."""
 
 import numpy as np
 
-from market_sim.equilibrium import _smooth
-from market_sim.equilibrium_game import jump_cells, sharpen_jump
+from market_sim.games.equilibrium_game import jump_cells, sharpen_jump
+from market_sim.games.equilibrium_pure import _smooth
 
 
 def test_a_jump_is_found_and_a_steep_smooth_bid_is_not():

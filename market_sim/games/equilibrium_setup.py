@@ -1,0 +1,209 @@
+"""``bne``'s setup and options: the market's mechanism, classes and report range
+(``_Setup``), bid functions given by the user, and the pure method's options with their
+checks (``_Options``, ``OPTIONS``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import MarketSimError
+from ..mechanisms.base import Mechanism, as_mechanism, mechanism_name
+from ..parameters import check_int
+from .equilibrium_game import (
+    BidFn,
+    Classes,
+    Oracle,
+    as_classes,
+    tabulated_cdf,
+)
+from .equilibrium_result import BNEResult, ClassBid
+
+#: market settings passed to the mechanism's construction (as ``audit`` does)
+CONTEXT_KEYS = ("mu", "sigma", "gamma", "privacy")
+
+
+def _check_float(label, v, lo, hi, lo_open=True):
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise MarketSimError(f"{label} must be a number (got {v!r})") from None
+    if isinstance(v, bool) or not math.isfinite(x) or x < lo or (lo_open and x == lo) or x > hi:
+        lb = "(" if lo_open else "["
+        raise MarketSimError(f"{label} must be in {lb}{lo:g}, {hi:g}] (got {v!r})")
+    return x
+
+
+# ---- setup -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Setup:
+    mech: Mechanism
+    classes: Classes
+    z_range: tuple[float, float]  # lowest and highest report
+    name: str
+    cdfs: tuple = ()  # the classes' cdfs, tabulated (the interim path)
+
+
+def _setup(mechanism, population, n_sellers, rng, context, bid_max) -> _Setup:
+    if not isinstance(rng, np.random.Generator):
+        raise MarketSimError("rng must be a numpy.random.Generator")
+    classes, pop = as_classes(population, n_sellers)
+    unknown = sorted(set(context) - set(CONTEXT_KEYS))
+    if unknown:
+        raise MarketSimError(
+            f"unknown option {unknown[0]!r} (market settings: {', '.join(CONTEXT_KEYS)})"
+        )
+    # the market's cost law for the mechanism's construction: the pooled law of the classes
+    dist = classes.laws[0] if len(classes.laws) == 1 else pop.pooled
+    mech = as_mechanism(mechanism, n_sellers=classes.n, dist=dist, **context)
+    if getattr(mech, "needs_data", False) and not pop.has_data:
+        raise MarketSimError(
+            f"{mechanism_name(mech)} needs the sellers' data: give a population with data "
+            '(e.g. "4*uniform:0:1;data=synthetic")'
+        )
+    lo = min(d.support[0] for d in classes.laws)
+    hi = max(d.support[1] for d in classes.laws)
+    z_hi = hi if bid_max is None else _check_float("bid_max", bid_max, hi, math.inf, False)
+    name = mechanism if isinstance(mechanism, str) else mechanism_name(mech)
+    cdfs = tuple(tabulated_cdf(law) for law in classes.laws)
+    return _Setup(_compiled(mech), classes, (lo + 1e-6 * (z_hi - lo), z_hi), name, cdfs)
+
+
+def _compiled(mech):
+    """A mechanism with a ``backend`` field (the offline allocation family) on the
+    compiled kernel when it works: the solver makes thousands of small solves."""
+    if dataclasses.is_dataclass(mech) and getattr(mech, "backend", None) == "auto":
+        from ..mechanisms import offline
+
+        if offline._kernel() is not None:
+            return dataclasses.replace(mech, backend="numba")
+    return mech
+
+
+def _as_bidfn(bid) -> BidFn:
+    if isinstance(bid, BNEResult):
+        return bid.bid
+    if isinstance(bid, ClassBid):
+        return bid.bid
+    if isinstance(bid, str) and bid == "truth":
+        return lambda c: np.asarray(c, dtype=float)
+    if not callable(bid):
+        raise MarketSimError("bid must be a function of costs, a BNEResult or 'truth'")
+
+    def fn(c):
+        b = np.asarray(bid(c), dtype=float)
+        if b.shape != np.shape(c) or not np.all(np.isfinite(b)):
+            raise MarketSimError("the bid function must return one finite bid per cost")
+        return b
+
+    return fn
+
+
+def _per_class(bid, G: int, what: str) -> list:
+    """One item per class: a list/tuple of G items, or the same item for every class
+    (a BNEResult gives its classes' bid functions)."""
+    if isinstance(bid, BNEResult):
+        if len(bid.classes) != G:
+            raise MarketSimError(f"{what}: the BNEResult has {len(bid.classes)} classes, not {G}")
+        return list(bid.classes)
+    if isinstance(bid, (list, tuple)):
+        if len(bid) != G:
+            raise MarketSimError(f"{what}: {len(bid)} bid functions for {G} classes")
+        return list(bid)
+    return [bid] * G
+
+
+# ---- options ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Options:
+    grid: int = 33
+    bid_grid: int | None = None
+    samples: int = 1024
+    deviators: int = 8
+    damping: float | None = None
+    tol: float = 2e-3
+    gain_tol: float = 1e-3
+    eps_tol: float = 1e-4
+    verify_every: int | None = None
+    verify_tol: float = 0.01
+    patience: int = 0
+    max_iter: int | None = None
+    eval_grid: int = 33
+    eval_refine: int | None = None
+    eval_samples: int | None = None
+    check_grid: int = 129
+    refine: int = 3
+    knots: int = 6
+    tilt: float = 0.0
+    br_refine: int | None = None
+    resample: bool | None = None
+    exact: bool | None = None
+
+    def checked(self) -> _Options:
+        """The options, each checked (bad input: one line naming it)."""
+        ints = dict(
+            grid=3, bid_grid=3, samples=1, deviators=1, max_iter=1, eval_grid=1, check_grid=3,
+            eval_refine=0, refine=0, knots=0, br_refine=0, verify_every=0, patience=0,
+        )  # fmt: skip
+        kw: dict = {
+            k: check_int(k, getattr(self, k), least) if getattr(self, k) is not None else None
+            for k, least in ints.items()
+        }
+        ev = 4 * kw["samples"] if self.eval_samples is None else self.eval_samples
+        kw["eval_samples"] = check_int("eval_samples", ev, 2)
+        kw["damping"] = (
+            None if self.damping is None else _check_float("damping", self.damping, 0.0, 1.0)
+        )
+        kw["tol"] = _check_float("tol", self.tol, 0.0, math.inf)
+        kw["gain_tol"] = _check_float("gain_tol", self.gain_tol, 0.0, math.inf, False)
+        kw["eps_tol"] = _check_float("eps_tol", self.eps_tol, 0.0, math.inf, False)
+        kw["verify_tol"] = _check_float("verify_tol", self.verify_tol, 0.0, math.inf, False)
+        kw["tilt"] = _check_float("tilt", self.tilt, 0.0, math.inf, False)
+        for flag in ("resample", "exact"):
+            v = getattr(self, flag)
+            if v is not None and not isinstance(v, (bool, np.bool_)):
+                raise MarketSimError(f"{flag} must be True or False (got {v!r})")
+            kw[flag] = None if v is None else bool(v)
+        return _Options(**kw)
+
+    def for_path(self, path: str, n_classes: int = 1) -> _Options:
+        """The automatic settings left open (None) for the oracle's path and the number
+        of classes: on the ``outcome`` path (one call per report vector, slow) a
+        25-report grid, no evaluated refinement and one fixed sample; else a 49-report
+        grid, one round of evaluated refinement (three for several classes) and a fresh
+        sample each iteration; damping 0.1 and 40 iterations (0.05 and 100 for several
+        classes, whose common lowest bid is a knife edge); a verification every 10
+        iterations (none on the ``outcome`` path).  On the exact ``interim`` path: 401
+        reports, 6 rounds, damping 0.01 and up to 1000 (cheap) iterations
+        (docs/equilibrium.md)."""
+        slow, many = path == "outcome", n_classes > 1
+        auto = dict(
+            bid_grid=25 if slow else 49,
+            br_refine=0 if slow else (3 if many else 1),
+            resample=not slow,
+            damping=0.05 if many else 0.1,
+            max_iter=100 if many else 40,
+            verify_every=0 if slow else 10,
+            eval_refine=1 if slow else 3,  # each doubling re-evaluates every cost
+        )
+        if path == "interim":  # exact utilities: reports are cheap, no sample
+            auto.update(bid_grid=401, br_refine=6, resample=False, damping=0.01, max_iter=1000)
+        return dataclasses.replace(
+            self,
+            **{k: v for k, v in auto.items() if getattr(self, k) is None},  # type: ignore[arg-type]
+        )
+
+    def markets(self, oracle: Oracle, samples: int, classes: Classes) -> tuple[int, int]:
+        """(markets, deviators per market): on the ``deviations`` path up to
+        ``deviators`` sellers per market share one call (one per 8 sellers of the
+        largest class: in small markets, one); on the other paths one deviator."""
+        d = min(self.deviators, max(1, max(classes.counts) // 8))  # small markets: 1
+        d = d if oracle.path == "deviations" else 1
+        return max(1, -(-samples // d)), d
+
+
+#: the solver's options and their defaults
+OPTIONS = {f.name: f.default for f in dataclasses.fields(_Options)}
