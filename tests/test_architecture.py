@@ -46,7 +46,7 @@ def test_no_module_of_the_command_line_exceeds_300_lines():
 
 #: Modules of the library allowed over MAX_MODULE_LINES, each with its size when the limit
 #: came in as its ceiling (issue 53): a ceiling may only come down, and a module leaves the
-#: list once it is split.  Others edited them that day (#47, #48), so they wait their turn.
+#: list once it is split.
 MAX_MODULE_LINES = 1000
 OVER_THE_LIMIT: dict[str, int] = {}  # empty since payments, its kernel and equilibrium were split
 

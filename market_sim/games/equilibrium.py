@@ -14,7 +14,8 @@ verification on samples the solver never saw: every report of the
 whole range (below the cost too) on a dense grid, locally refined around the best,
 its gain re-measured on fresh opponents at every evaluation cost up to the support's
 top; epsilon (ε̂) with a CI, bnelearn's ℓ̂ and L̂, and distances to a reference bid.
-The steps live in ``market_sim.equilibrium_game``.
+The steps live beside it: ``equilibrium_game`` (the sampled game), ``equilibrium_pure``
+(the pure method), ``equilibrium_setup`` and ``equilibrium_result``.
 
 CLI: ``market-sim bne --mechanism SPEC --dist SPEC --sellers N --out DIR`` or
 ``--population 1*uniform:1:2+1*uniform:0:2``; writes DIR/bid.csv, summary.json, bne.png.
@@ -190,7 +191,7 @@ def bne_sweep(
         jobs.append(Job(f"bne-{i}", _bne_job, (mechanism, int(seed), identity, kw)))
     where: dict[str, Any] = dict(workers=workers, executor=executor, address=address)
     bar = "bne" if progress else False
-    return run_jobs(jobs, progress=bar, preload=("market_sim.equilibrium",), **where)
+    return run_jobs(jobs, progress=bar, preload=("market_sim.games.equilibrium",), **where)
 
 
 def _bne_job(mechanism, seed: int, identity: dict, kw: dict) -> BNEResult:
@@ -318,7 +319,7 @@ def bne_epsilon_by_group(
 
 # ---- the second method: distributional strategies -----------------------------------------
 #: ``bne``'s methods: "pure" (damped best responses of bid functions), "distributional"
-#: (mixed strategies on a discretised game, ``market_sim.equilibrium_distributional``),
+#: (mixed strategies on a discretised game, ``market_sim.games.equilibrium_distributional``),
 #: "auto" (both when the mechanism has an exact ``interim``, else the pure one and the
 #: distributional one only if the pure one fails its verification; the better verified
 #: one is returned; docs/equilibrium.md, "Which method")

@@ -31,7 +31,7 @@ class's relative utility loss on the grid, 1 - u_g(s) / u_g(best response), is a
 ``eps_tol`` (1e-4, SODA's), else after ``max_iter``.  The result is a
 :class:`MixedSolution`; ``bid_tables`` turns each class's strategy into a bid table
 (purified, smoothed in the quantile, kinks kept; ``mean_bid_table``), and
-``market_sim.equilibrium.bne(..., method="distributional")`` verifies those with the pure
+``market_sim.games.equilibrium.bne(..., method="distributional")`` verifies those with the pure
 solver's verification.
 """
 

@@ -23,7 +23,7 @@ With one class the allocation F(t) does not depend on the bids at all, so one st
 any increasing table to the equilibrium of the game (up to the quadrature of (E1) on the
 table's costs): revenue equivalence, constructively.  With several classes the others'
 probabilities below b_g(t) depend on their bids, and the step is iterated with damping;
-``market_sim.equilibrium_distributional.bid_tables`` keeps whichever table (before or
+``market_sim.games.equilibrium_distributional.bid_tables`` keeps whichever table (before or
 after the steps) has the smallest exact relative epsilon, so the step cannot make a
 result worse by that measure.  Costs whose seller gets (almost) nothing (E < 1e-4: a
 reserve, the costs priced out) keep their bids: (E2) does not fix a report that never

@@ -1,4 +1,4 @@
-"""The sampled game behind ``market_sim.equilibrium``: seller classes, opponent samples,
+"""The sampled game behind ``market_sim.games.equilibrium``: seller classes, opponent samples,
 a deviator's expected eps and payment at candidate reports, best responses, and the
 verification (epsilon and bnelearn's metrics).  docs/equilibrium.md has the method.
 
