@@ -82,6 +82,9 @@ def audit_time(m, mechanism, reps, markets=1):
 DEFAULT_CASES = (
     ("offline", "offline", "uniform:0:1", 10.0),
     ("offline", "offline", "beta:2:5:0:2", 10.0),
+    ("offline", "offline", "beta:2:2:0:1", 10.0),
+    ("offline", "offline", "truncnorm:0.5:0.25:0:1", 10.0),
+    ("offline", "offline", "truncexpon:1:0:2", 10.0),
     ("deterministic black box", Threshold(), DIST, 5.0),
     ("randomized lottery (Monte Carlo)", Lottery(), DIST, 15.0),
 )
@@ -111,7 +114,7 @@ def default_sizes(reps: int) -> list[dict]:
             }
         )
         print(
-            f"10 x 20 {label:34s} {law:14s} audit {t:6.2f} s (target {limit:g} s; "
+            f"10 x 20 {label:34s} {law:22s} audit {t:6.2f} s (target {limit:g} s; "
             f"{t / ref:.0f}x a 1000-seller round of {ref:.3f} s) {s['verdict']}/"
             f"{s['ir_verdict']}{'' if t <= limit else '  OVER'}"
         )
