@@ -177,3 +177,20 @@ def test_the_games_former_paths_are_aliases_of_the_same_modules():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.stdout == "ok\n", out.stderr[-2000:]
+
+
+MAX_FUNCTION_LINES = 80  # a public entry point is a short orchestrator of named steps
+
+
+def test_no_function_of_the_library_studies_or_analysis_is_over_80_lines():
+    """Every function (methods included) in market_sim/, scenarios/ and analysis/ is at
+    most MAX_FUNCTION_LINES long, decorators and docstring included (issue 53)."""
+    long = []
+    for root in (PKG, PKG.parent / "scenarios", PKG.parent / "analysis"):
+        for path in root.rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    size = node.end_lineno - node.lineno + 1
+                    if size > MAX_FUNCTION_LINES:
+                        long.append(f"{path.relative_to(PKG.parent)}:{node.name} ({size})")
+    assert long == [], f"split into named steps: {long}"

@@ -146,16 +146,27 @@ def _verdicts(d: dict, markets, violations, settings, mc, deterministic) -> dict
             "(no monotone allocation explains the payments: a proof of non-IC; the best "
             "adjacent type gain is shown)"
         )
-    elif mc and d["undecided"].any():
-        out["verdict"] = "inconclusive"
-        out["verdict_reason"] = (
+    elif mc and (unsettled := _unsettled_ic(d, settings)):
+        out["verdict"], out["verdict_reason"] = "inconclusive", unsettled
+    out["ir_verdict"], out["ir_reason"] = _ir_verdict(d, mc)
+    out["identity_residual_tol"] = res_tol if math.isfinite(res_tol) else None
+    t = int(np.argmax(type_excess))
+    out["type_gain_max"] = None if mc else float(type_gain[t])
+    out["type_gain_tol"] = None if mc else float(type_gain[t] - type_excess[t])
+    return out
+
+
+def _unsettled_ic(d: dict, settings) -> str | None:
+    """Why a randomized mechanism's IC is inconclusive (no gain confirmed, but the draws
+    could not exclude one), or None."""
+    if d["undecided"].any():
+        return (
             f"{int(d['undecided'].sum())} sellers' best reports would be confirmed "
             f"profitable but their payments' variance did not settle in "
             f"{settings['n_confirm_max']} draws (a heavy tail)"
         )
-    elif mc and d["blind"].any():
-        out["verdict"] = "inconclusive"
-        out["verdict_reason"] = (
+    if d["blind"].any():
+        return (
             f"no gain confirmed, but for {int(d['blind'].sum())} sellers none of the "
             f"{d['draws_max']} or fewer fresh draws varied (the truth, the top, the bottom, a "
             "fresh report, the best misreport) although the mechanism is randomized: the "
@@ -163,9 +174,8 @@ def _verdicts(d: dict, markets, violations, settings, mc, deterministic) -> dict
             "draws (a rare prize) is not excluded, and a standard error of 0 bounds "
             "nothing; more draws (n_confirm_max) are needed"
         )
-    elif mc and d["wide_gain"].any():
-        out["verdict"] = "inconclusive"
-        out["verdict_reason"] = (
+    if d["wide_gain"].any():
+        return (
             f"no gain confirmed, but for {int(d['wide_gain'].sum())} sellers the fresh draws "
             "allow a gain above its tol + resolution "
             f"{settings['resolution']:g} x its own incentive scale (w x its largest eps) at "
@@ -173,28 +183,25 @@ def _verdicts(d: dict, markets, violations, settings, mc, deterministic) -> dict
             "sample constant but for a few draws carrying the variance: outcomes the "
             "search's draws could not weigh); more draws (n_confirm, n_draws) are needed"
         )
+    return None
+
+
+def _ir_verdict(d: dict, mc: bool) -> tuple[str, str | None]:
+    """The IR verdict and, when inconclusive, why."""
     if d["ir_bad"].any():
-        out["ir_verdict"] = "not_ir"
-    elif mc and d["ir_undecided"].any():
-        out["ir_verdict"] = "inconclusive"
-        out["ir_reason"] = (
+        return "not_ir", None
+    if mc and d["ir_undecided"].any():
+        return "inconclusive", (
             f"{int(d['ir_undecided'].sum())} sellers' utility would be confirmed below -tol but "
             "its variance did not settle (a heavy tail)"
         )
-    elif mc and d["wide_ir"].any():
-        out["ir_verdict"] = "inconclusive"
-        out["ir_reason"] = (
+    if mc and d["wide_ir"].any():
+        return "inconclusive", (
             f"no IR violation confirmed, but for {int(d['wide_ir'].sum())} sellers the draws "
             "allow a truthful utility below -(its tol + resolution x its scale) (at the drawn "
             "cost, the top or the bottom); more draws (n_confirm) are needed"
         )
-    else:
-        out["ir_verdict"] = "ir"
-    out["identity_residual_tol"] = res_tol if math.isfinite(res_tol) else None
-    t = int(np.argmax(type_excess))
-    out["type_gain_max"] = None if mc else float(type_gain[t])
-    out["type_gain_tol"] = None if mc else float(type_gain[t] - type_excess[t])
-    return out
+    return "ir", None
 
 
 def _residual_excess(markets) -> tuple[float, float]:
