@@ -22,8 +22,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/market-sim demo
 
+# Two worker processes (pytest-xdist): the suite is CPU-bound and its tests independent
+# (each writes under its own tmp_path); the 15 slowest are listed at the end.
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --durations=15
 
 # The subset CI runs on the other supported interpreters (each in a fresh venv, newest Mesa):
 #   PYENV_VERSION=3.13.0 make test-subset PYTHON=python3.13
