@@ -49,7 +49,14 @@ from ..errors import MarketSimError
 from .base import Mechanism, Outcome, _deviation_args
 from .multifield import MultiFieldMechanism
 
-__all__ = ["OnnxMechanism", "OnnxFields", "BATCH_ROWS", "FIELDS_KEY", "OBJECTIVE_KEY"]
+__all__ = [
+    "OnnxMechanism",
+    "OnnxFields",
+    "BATCH_ROWS",
+    "FIELDS_KEY",
+    "OBJECTIVE_KEY",
+    "objective_text",
+]
 
 FIELDS_KEY = "report_fields"  # the metadata key of a several-field network
 OBJECTIVE_KEY = "objective_weights"  # the metadata key of the training objective's weights
@@ -104,6 +111,14 @@ def _fields(session, path: Path) -> tuple[str, ...] | None:
             f"fields among {', '.join(FIELDS)}, the cost first"
         )
     return fields
+
+
+def objective_text(weights) -> str:
+    """``mu=M,sigma=S,gamma=G``: the training objective's weights (Eq. 11, 003) as the
+    metadata value ``_objective`` reads back (``repr``: exact); ``market-sim train``
+    writes it (``neural.export``)."""
+    pairs = zip(_WEIGHT_NAMES, weights, strict=True)
+    return ",".join(f"{k}={float(v)!r}" for k, v in pairs)
 
 
 def _objective(session, path: Path) -> tuple[float, float, float] | None:

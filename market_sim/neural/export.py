@@ -22,20 +22,14 @@ import numpy as np
 
 from ..errors import MarketSimError
 from ..files import atomic_write
+
+# the metadata keys and the objective's format belong to the reader of the file
+from ..mechanisms.onnx_network import FIELDS_KEY, OBJECTIVE_KEY, objective_text
 from .network import TOWERS, MechanismNetwork
 
-__all__ = ["onnx_model", "write_onnx", "objective_text", "OPSET", "FIELDS_KEY", "OBJECTIVE_KEY"]
+__all__ = ["onnx_model", "write_onnx", "OPSET", "FIELDS_KEY", "OBJECTIVE_KEY"]
 
 OPSET = 17
-FIELDS_KEY = "report_fields"  # the metadata key naming a several-field network's fields
-OBJECTIVE_KEY = "objective_weights"  # the metadata key of the training objective's weights
-
-
-def objective_text(weights) -> str:
-    """``mu=M,sigma=S,gamma=G``: the training objective's weights (Eq. 11, 003) as the
-    metadata value ``onnx_network.objective_weights`` reads back (``repr``: exact)."""
-    names = ("mu", "sigma", "gamma")
-    return ",".join(f"{k}={float(v)!r}" for k, v in zip(names, weights, strict=True))
 
 
 class _Graph:
