@@ -23,7 +23,8 @@ names = zipfile.ZipFile(sys.argv[1]).namelist()
 meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
 text = zipfile.ZipFile(sys.argv[1]).read(meta).decode()
 missing = [want for want in ("market_sim/py.typed", "market_sim/cli/__init__.py",
-                                "market_sim/cli/simulate.py")
+                                "market_sim/cli/simulate.py",
+                                "market_sim/neural/networks/regretnet-u01-m10.onnx")
            if want not in names]
 missing += [] if any(n.endswith(".dist-info/licenses/LICENSE") for n in names) else ["LICENSE"]
 missing += [] if "License-Expression: MIT" in text.splitlines() else ["License-Expression: MIT"]
