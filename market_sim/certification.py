@@ -51,6 +51,7 @@ reports tried found (M) and (P) to hold; see its docstring.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +67,7 @@ __all__ = [
     "certificate_note",
     "certified_classes",
     "unmodified",
+    "state_fingerprint",
     "CERTIFIED",
 ]
 
@@ -322,21 +324,76 @@ def certification(mech, check: MyersonCheck) -> str | None:
 
 def unmodified(mech) -> str | None:
     """None when ``mech`` is one of the library's own certified mechanisms, unmodified;
-    else why not.  The object is checked, not its class: its class IS one of
-    :func:`certified_classes` (a subclass may override ``outcome``, ``deviations`` or
-    anything they call), nothing callable is bound on the instance (an ``outcome`` or
-    ``deviations`` set on the object shadows the class's), and its cost law is the
-    library's own (``CostDistribution`` or ``SellerLaws``, by class identity, with
-    nothing callable bound on it, each class law alike).  Every method the outcome
-    uses is then the library's; the numbers on the instance (mu, sigma, gamma, the
-    cut-off) are parameters the theorem holds for (docs/audit-certification.md)."""
+    else why not.  The object is checked, not its class:
+
+    1. its class IS one of :func:`certified_classes` (a subclass may override
+       ``outcome``, ``deviations`` or anything they call);
+    2. nothing callable is bound on the instance (an ``outcome`` set on the object
+       shadows the class's);
+    3. its cost law is the library's own: rebuilt from its spec by
+       :func:`~market_sim.distributions.parse_distribution` (each class's law alike),
+       the rebuilt law has the same state, field by field and array by array, down to
+       the scipy distribution it holds.  A law swapped in by ``object.__setattr__``
+       (its density with a spike 1e-6 wide: psi dips there, the allocation is not
+       monotone), or an array edited in place, differs.  A law that has no spec to
+       rebuild it from (an empirical sample, a mixture) is not certified;
+    4. the mechanism rebuilt from its public parameters (:func:`_rebuilt`) around the
+       same law has the same state: derived numbers (an online cut-off, a threshold,
+       a class schedule) set on the object afterwards differ.
+
+    The numbers on the instance (mu, sigma, gamma, k, m) are then parameters the
+    theorem holds for (docs/audit-certification.md)."""
     if type(mech) not in certified_classes():
         return f"{type(mech).__qualname__} is not the library's offline or online class"
+    for cache in set(vars(mech)) - set(_own_state(mech) or {}):
+        del vars(mech)[cache]  # caches are rebuilt on demand: none is trusted from before
+    try:
+        state = state_fingerprint(mech)
+    except RecursionError:
+        return "its state is too deeply nested to compare with a fresh instance"
+    if state not in _CHECKED:  # an object in this very state was checked before
+        if len(_CHECKED) >= 64:
+            _CHECKED.pop(next(iter(_CHECKED)))
+        _CHECKED[state] = _unmodified_now(mech, state)
+    return _CHECKED[state]
+
+
+# state fingerprint -> ``unmodified``'s answer (a worker's unpickled copy is found too)
+_CHECKED: dict[tuple, str | None] = {}
+
+
+def _unmodified_now(mech, state: tuple) -> str | None:
+    """:func:`unmodified`'s items 2-4 for ``mech``, whose state is ``state``."""
     bound = _bound_callables(mech)
     if bound:
         return f"{', '.join(bound)} set on the instance"
-    law = getattr(mech, "dist", None)
-    return _own_law(law)
+    why = _own_law(getattr(mech, "dist", None))
+    if why:
+        return why
+    try:
+        fresh = _rebuilt(mech)
+    except Exception as exc:  # a state its own constructor refuses is not the library's
+        return f"it cannot be rebuilt from its parameters ({exc})"
+    if state_fingerprint(fresh) != state:
+        return (
+            f"its state differs from a fresh {type(mech).__qualname__} with the same "
+            "parameters (something was set on it after it was built)"
+        )
+    return None
+
+
+def _rebuilt(mech):
+    """A fresh instance of ``mech``'s class from its public parameters, same law object."""
+    from dataclasses import fields, is_dataclass
+
+    from .mechanisms.online import OnlineMechanism
+
+    if type(mech) is OnlineMechanism:
+        return OnlineMechanism(
+            mech.dist, mech.m, mu=mech.mu, sigma=mech.sigma, gamma=mech.gamma, rule=mech.rule
+        )
+    assert is_dataclass(mech)
+    return type(mech)(**{f.name: getattr(mech, f.name) for f in fields(mech) if f.init})
 
 
 def _bound_callables(obj) -> list[str]:
@@ -345,7 +402,8 @@ def _bound_callables(obj) -> list[str]:
 
 
 def _own_law(law) -> str | None:
-    """None when ``law`` is the library's own cost law (or per-seller laws of them)."""
+    """None when ``law`` is the library's own cost law (or per-seller laws of them),
+    in the state its spec builds (:func:`unmodified`, item 3)."""
     from .distributions import CostDistribution, SellerLaws
 
     if type(law) is SellerLaws:
@@ -356,9 +414,81 @@ def _own_law(law) -> str | None:
         return None if not _bound_callables(law) else "a callable set on the seller laws"
     if type(law) is not CostDistribution:
         return f"its cost law is a {type(law).__qualname__}, not the library's"
-    if _bound_callables(law):
-        return f"{', '.join(_bound_callables(law))} set on its cost law"
+    fresh = _law_fingerprint(law.spec)
+    if fresh is None:
+        return f"its cost law {law.spec!r} cannot be rebuilt from its spec to be checked"
+    if fresh != state_fingerprint(law):
+        return f"its cost law differs from the law its spec {law.spec!r} builds"
     return None
+
+
+@functools.lru_cache(maxsize=256)
+def _law_fingerprint(spec: str) -> tuple | None:
+    """The state of the law ``spec`` builds (None if no law can be built from it)."""
+    from .distributions import parse_distribution
+
+    try:
+        return state_fingerprint(parse_distribution(spec))
+    except MarketSimError:
+        return None
+
+
+def state_fingerprint(obj) -> tuple:
+    """A canonical description of ``obj``'s state, equal for two objects exactly when
+    their types, numbers (bit for bit), strings and arrays (dtype, shape, bytes) are,
+    recursively through lists, tuples, dicts and instance attributes (less the caches
+    their ``__getstate__`` leaves out).  Functions are named (module and qualified
+    name); a random generator is a generator whatever its state (a parameter of
+    nothing); an object shared by two places is described in both; a cycle back to an
+    object being described is named by that object's depth."""
+    return _fingerprint(obj, {})
+
+
+def _fingerprint(obj, path: dict[int, int]):
+    """``state_fingerprint``; ``path``: id -> depth of the objects being described."""
+    if obj is None or isinstance(obj, bool | int | float | complex | str | bytes):
+        return (type(obj).__name__, repr(obj))  # repr is exact for floats
+    if isinstance(obj, np.generic):
+        return ("np", obj.dtype.str, obj.tobytes())
+    if isinstance(obj, np.random.Generator | np.random.RandomState | np.random.BitGenerator):
+        return ("rng",)
+    if isinstance(obj, np.ndarray):
+        return ("nd", obj.dtype.str, obj.shape, np.ascontiguousarray(obj).tobytes())
+    if id(obj) in path:
+        return ("cycle", path[id(obj)])
+    path[id(obj)] = len(path)
+    try:
+        return _fingerprint_container(obj, path)
+    finally:
+        del path[id(obj)]
+
+
+def _fingerprint_container(obj, path: dict[int, int]):
+    if isinstance(obj, list | tuple | frozenset | set):
+        items = sorted(obj, key=repr) if isinstance(obj, set | frozenset) else obj
+        return (type(obj).__name__, tuple(_fingerprint(x, path) for x in items))
+    if isinstance(obj, dict):
+        return ("dict", tuple((repr(k), _fingerprint(v, path)) for k, v in obj.items()))
+    func = getattr(obj, "__func__", obj)
+    if callable(obj) and hasattr(func, "__qualname__") and not hasattr(obj, "__dict__"):
+        return ("fn", getattr(func, "__module__", None), func.__qualname__)
+    if hasattr(obj, "__code__"):  # a Python function: its name, not its globals
+        return ("fn", obj.__module__, obj.__qualname__, _fingerprint(vars(obj), path))
+    kind = (type(obj).__module__, type(obj).__qualname__)
+    state = _own_state(obj)
+    if state is None:
+        return ("opaque", *kind, repr(obj))
+    return ("obj", *kind, _fingerprint(state, path))
+
+
+def _own_state(obj) -> dict | None:
+    """``obj``'s attributes less what its ``__getstate__`` leaves out (caches, rebuilt on
+    demand: they are not state a fresh object must share)."""
+    attrs = getattr(obj, "__dict__", None)
+    if attrs is None:
+        return None
+    kept = obj.__getstate__() if hasattr(obj, "__getstate__") else attrs
+    return kept if isinstance(kept, dict) else attrs
 
 
 def certificate_note(mech, n_reports: int) -> str | None:

@@ -206,3 +206,86 @@ def test_randomized_mechanisms_are_not_certified():
     mech = as_mechanism("private-posted-price", dist=dist)
     res, _, _ = _check(mech, dist, n=4)
     assert certification(mech, res) is None
+
+
+# ---- the object certified, not its class (issue #54, item 1) --------------------------
+def _spiked(spec: str, at: float, width: float, ratio: float):
+    """The library's law for ``spec`` whose scipy distribution is swapped, after it was
+    built, for a piecewise-uniform one (frozen, so nothing callable is set on the law)
+    with density ``ratio`` x 1 on [at, at + width]: its psi = c + F/f drops there."""
+    import scipy.stats as st
+
+    law = parse_distribution(spec)
+    edges = np.array([0.0, at, at + width, 1.0])
+    mass = np.array([1.0, ratio, 1.0]) * np.diff(edges)
+    object.__setattr__(law, "dist", st.rv_histogram((mass / mass.sum(), edges), density=False)())
+    return law
+
+
+def test_a_law_swapped_after_it_was_built_is_not_certified_and_its_allocation_is_not_monotone():
+    """Truth: with the density 1.5 on a window 1e-6 wide at 0.6 and ~1 below it, psi is
+    ~1.2 just below the window and ~1.0 inside (F/f shrinks by 1.5), so a lower virtual
+    cost is reached by a HIGHER report: the offline allocation (decreasing in psi) rises
+    with the report there, and by Myerson's lemma (monotonicity is necessary: for costs
+    a < b with eps(a) < eps(b), the two IC inequalities sum to (b - a)(eps(b) - eps(a))
+    <= 0) no payment makes it IC.  Checked below by the mechanism's own eps.  Before the
+    fix the audit certified it: every check looked at callables only."""
+    from market_sim import audit
+    from market_sim.certification import unmodified
+
+    law = _spiked("beta:2:2:0:1", 0.6, 1e-6, 1.5)
+    below, inside = 0.6 - 5e-7, 0.6 + 5e-7
+    assert law.virtual_cost(inside) < law.virtual_cost(below) - 0.1
+    mech = OfflineMechanism(law)
+    others = np.array([0.8, 0.85, 0.9, 0.95, 0.7])
+    eps = [mech.outcome(np.r_[r, others]).eps[0] for r in (below, inside)]
+    assert eps[1] > eps[0] > 0  # the allocation rises with the report: not IC
+    assert "cost law differs from the law its spec" in unmodified(mech)
+    res = audit(mech, "beta:2:2:0:1", 6, 3, np.random.default_rng(0))
+    assert res.summary["certified"] is None
+    assert "cost law differs" in res.summary["certificate_note"]
+
+
+def test_state_set_on_the_object_after_it_was_built_loses_the_certificate():
+    """Each change below leaves every callable alone and sets numbers or objects on the
+    instance or inside its law (the red team's next step after item 1): each is found,
+    and the unchanged twin of each stays certifiable."""
+    import pickle
+
+    from market_sim.certification import unmodified
+    from market_sim.distributions import SellerLaws
+    from market_sim.mechanisms.online import OnlineMechanism
+
+    laws = SellerLaws(
+        (parse_distribution("uniform:0:1"), parse_distribution("beta:2:2:0:1")),
+        np.array([0, 0, 0, 1, 1]),
+    )
+    fresh = [
+        lambda: OfflineMechanism(parse_distribution("beta:2:5:0:2")),
+        lambda: OfflineMechanism(laws, gamma=0.5),
+        lambda: OnlineMechanism(parse_distribution("uniform:0:1"), 5, mu=1, sigma=1, gamma=1),
+        lambda: OnlineMechanism(laws, 5, mu=1, sigma=1, gamma=1),
+    ]
+    reports = np.array([0.1, 0.3, 0.5, 0.7, 0.9])
+    for make in fresh:
+        mech = make()
+        mech.outcome(reports)  # caches are filled: still the library's object
+        assert unmodified(mech) is None
+        assert unmodified(pickle.loads(pickle.dumps(mech))) is None  # a worker's copy
+
+    online = fresh[2]()
+    online.cutoff *= 1.01  # the cut-off no longer the one its m, mu, sigma, gamma give
+    assert "state differs" in unmodified(online)
+    per_class = fresh[3]()
+    per_class._classes[1][0].scale *= 2  # one class's schedule, deep inside
+    assert "state differs" in unmodified(per_class)
+    offline = fresh[0]()
+    offline.dist.dist.kwds["loc"] = 0.01  # the law's scipy parameters, edited in place
+    assert "cost law differs" in unmodified(offline)
+    forged = OfflineMechanism(_spiked("uniform:0:1", 0.3, 1e-3, 2.0))
+    # a uniform spec's psi is computed from the spec, but its sampling uses the swapped law
+    assert "cost law differs" in unmodified(forged)
+    from market_sim.distributions import empirical
+
+    sampled = OfflineMechanism(empirical(np.linspace(0.0, 1.0, 50), iron=True))
+    assert "cannot be rebuilt from its spec" in unmodified(sampled)
