@@ -491,28 +491,15 @@ def test_envelope_payments_make_the_audit_find_ic_where_the_trapezoid_is_not():
     assert verdicts["trapezoid"][2] > 1e3 * verdicts["trapezoid"][3]
 
 
-def test_envelope_payment_with_a_curved_virtual_cost_and_bad_rule():
-    """A truncated normal's psi is not affine: the Stieltjes sum (z' by the trapezoid
-    rule between nodes) has error O(h^2) x the value's increase, jumps or not, so
-    doubling the nodes (33 -> 65) cuts it ~4x (between 3x and 5x), to within 2e-4 of
-    the largest eps at 65 nodes, against the independent integral; an unknown payment
-    rule is refused."""
-    from market_sim.distributions import truncnorm
+def test_an_unknown_payment_rule_or_tolerance_is_refused():
+    """One clear line each (the curved pieces' test is tests/test_data_dependent_curved.py)."""
     from market_sim.mechanisms.builtin import DataDependentMechanism
 
-    (X, y), costs, _ = _labelled_market()
-    dist = truncnorm(0.5, 0.3, 0.0, 1.0)
-    r = 0.05
-    errs = []
-    for n in (33, 65):
-        mech = DataDependentMechanism(dist, n_nodes=n, **CONVEX_DD).with_data(X, y)
-        dev = mech.deviations([1], np.array([[r]]), costs)
-        if n == 33:
-            integral, jumps = _reference_integral(mech, 1, costs, r, 1.0)
-        errs.append(abs(dev.payments[0, 0] - r * dev.eps[0, 0] - integral))
-    assert jumps and 3 < errs[0] / errs[1] < 5 and errs[1] <= 2e-4 * dev.eps.max()
     with pytest.raises(MarketSimError, match="payment_rule"):
-        DataDependentMechanism(dist, payment_rule="simpson")
+        DataDependentMechanism(uniform(0, 1), payment_rule="simpson")
+    for bad in (0.0, 1.0, -1e-9, float("nan"), "1e-9"):
+        with pytest.raises(MarketSimError, match="payment_rtol"):
+            DataDependentMechanism(uniform(0, 1), payment_rtol=bad)
 
 
 # ---- exact payments on every law: pieces between psi's breaks (issue 47) ------------

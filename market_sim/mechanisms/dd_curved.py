@@ -1,0 +1,307 @@
+"""Myerson's integral int_r^b eps_i(z) dz on a piece [a, b] of the support where psi is
+curved (neither affine nor flat: a Beta, a truncated normal), to a stated tolerance
+(issue 47; docs/data-dependent.md, Payments).
+
+eps_i(z) = V'(x), x = gamma psi(z) (the envelope theorem, V Eq. 17's optimal value as a
+function of seller i's coefficient x): non-increasing, smooth between finitely many
+jumps (where the best eps_avg changes) and kinks (where a seller enters or leaves the
+active set).  The integral is built adaptively from two rules on sub-intervals [u, v]:
+
+* **Chebyshev (Clenshaw-Curtis).**  eps_i at the 17 Chebyshev-Lobatto points of [u, v]
+  is interpolated by a Chebyshev series and integrated exactly, indefinitely, so that
+  int_r^v is known for every r in [u, v].  The error estimate is the largest difference,
+  over r, between the indefinite integrals of the 17-point and the nested 9-point
+  interpolants (the error of the cruder one, a bound in practice for the finer one).
+* **Envelope bracket.**  int_u^v eps_i dz = int z'(x) dV(x) with z' = 1/(gamma psi')
+  and dV = eps_i dx >= 0, so it lies between min z' (V(v) - V(u)) and max z' (V(v) - V(u))
+  whatever eps_i does inside (a jump included); the midpoint of the two is used, with
+  half their distance as the error bound, ~|z''| (v - u)^2 eps_i gamma psi', which
+  shrinks fourfold with each halving (z' taken at the ends: monotone on a short bracket).
+
+An interval whose 17 values drop mostly between two neighbours holds a jump: that pair
+becomes a bracket, bisected by one solve a step (the half with the larger drop of eps_i
+keeps the jump) until its bound meets its share of the tolerance, and the smooth sides
+get the Chebyshev rule.  Any other interval over its share is halved.  The shares: a
+Chebyshev interval may err by rtol |I| (v - u)/(b - a) / 2, a bracket by rtol |I| /
+(2 MAX_BRACKETS), I the piece's integral as first estimated; the sum of the estimates
+is returned as ``error``.  All the solves of a round are handed to ``solve`` at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.polynomial import chebyshev as cheb
+
+__all__ = ["CurvedTail", "curved_tail", "psi_cap", "psi_inside", "DEFAULT_PAYMENT_RTOL"]
+
+DEFAULT_PAYMENT_RTOL = 1e-10  # of the piece's integral
+N_CC = 17  # Chebyshev-Lobatto points per interval; the 9 of even index are nested
+MAX_BRACKETS = 32  # a bracket's share of the tolerance is 1 / (2 MAX_BRACKETS)
+MAX_ROUNDS = 120  # rounds of solves before stopping with the error reached
+_T = np.cos(np.pi * np.arange(N_CC) / (N_CC - 1))  # from 1 down to -1
+_T_CHECK = np.linspace(-1.0, 1.0, 65)  # where the two interpolants' integrals are compared
+
+Solve = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class CurvedTail:
+    """int_r^b eps_i for every r of one curved piece [a, b] (others' reports fixed).
+    Interval k is [edges[k], edges[k+1]]: a Chebyshev interval (``series[k]``, in
+    t in [-1, 1], gives int_z^{edges[k+1]} eps_i at z = mid + half t) or, where that row
+    is NaN, a bracket (z' = ``zprime[k]`` times Eq. 17's value's rise).  ``value``:
+    Eq. 17's value at the right ends; ``above``: the integral from edges[k+1] to b;
+    ``error``: the sum of the intervals' error estimates; ``solves``: Eq. 17 solves
+    used; ``gap``: the largest certificate gap among them (NaN: none asked)."""
+
+    edges: np.ndarray
+    series: np.ndarray
+    zprime: np.ndarray
+    value: np.ndarray
+    above: np.ndarray
+    total: float
+    error: float
+    solves: int
+    gap: float
+
+    def tail(self, r, value_r) -> np.ndarray:
+        """int_r^b eps_i for reports r in [a, b] with Eq. 17's value ``value_r`` there."""
+        r = np.atleast_1d(np.asarray(r, dtype=float))
+        value_r = np.broadcast_to(np.asarray(value_r, dtype=float), r.shape)
+        k = np.clip(np.searchsorted(self.edges, r, side="right") - 1, 0, self.edges.size - 2)
+        out = np.empty(r.size)
+        for n in range(r.size):
+            kk = k[n]
+            u, v = self.edges[kk], self.edges[kk + 1]
+            if np.isnan(self.series[kk, 0]):  # a bracket: z' times V's rise from r
+                part = self.zprime[kk] * (self.value[kk] - value_r[n])
+            else:
+                t = np.clip((2.0 * r[n] - u - v) / (v - u), -1.0, 1.0)
+                part = cheb.chebval(t, self.series[kk])
+            out[n] = part + self.above[kk]
+        return out
+
+
+def psi_cap(dist) -> float:
+    """A finite stand-in for an infinite psi (a density vanishing at an end of the
+    support, e.g. a Beta's top): 1e6 x (1 + the largest finite |psi| on 65 points inside
+    the support).  Eq. 17 gives such a seller no weight at every eps_avg (a_i = 0 once
+    gamma eta psi_i exceeds the others' losses and costs by 2 mu), which is the limit of
+    eps_i as psi_i -> infinity."""
+    lo, hi = dist.support
+    inset = 1e-12 * (hi - lo)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        probe = dist.virtual_cost(np.linspace(lo + inset, hi - inset, 65))
+    return float(1e6 * (1.0 + np.abs(probe[np.isfinite(probe)]).max(initial=0.0)))
+
+
+def psi_inside(dist, a: float, b: float) -> Callable[[np.ndarray], np.ndarray]:
+    """psi on the piece [a, b], its one-sided limits at the ends (evaluated 1e-12 of the
+    width inside); an infinite psi capped (``psi_cap``)."""
+    inset = 1e-12 * (b - a)
+    cap = psi_cap(dist)
+
+    def psi(z):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            v = np.asarray(dist.virtual_cost(np.clip(z, a + inset, b - inset)), dtype=float)
+        return np.where(np.isfinite(v), v, cap)
+
+    return psi
+
+
+def _zprime(dist, a, b, gamma, z) -> np.ndarray:
+    """z'(x) = 1 / (gamma psi'(z)), psi' by central differences 1e-6 of the width
+    (inside the piece); 0 where psi' is infinite."""
+    h, inset = 1e-6 * (b - a), 1e-12 * (b - a)
+    up = np.minimum(z + h, b - inset)
+    down = np.maximum(z - h, a + inset)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        d = (dist.virtual_cost(up) - dist.virtual_cost(down)) / (up - down)
+        g = 1.0 / (gamma * d)
+    return np.where(np.isfinite(g), g, 0.0)
+
+
+class _Solver:
+    """Eq. 17 at seller i's reports z (memoised): eps_i, the value, the gap."""
+
+    def __init__(self, psi, solve: Solve):
+        self.psi, self.solve, self.memo = psi, solve, {}
+
+    def run(self, zs) -> None:
+        new = np.unique([z for z in zs if z not in self.memo])
+        if new.size:
+            eps, value, gap = self.solve(self.psi(new))
+            for z, e, v, g in zip(new, eps, value, gap, strict=True):
+                self.memo[float(z)] = (float(e), float(v), float(g))
+
+    def __call__(self, z, field: int = 0) -> np.ndarray:
+        return np.array([self.memo[float(x)][field] for x in np.atleast_1d(z)])
+
+
+def _cc_points(u, v) -> np.ndarray:
+    return 0.5 * (u + v) + 0.5 * (v - u) * _T
+
+
+def _cc_rule(u, v, f) -> tuple[np.ndarray, float, float]:
+    """(series of int_z^v eps_i in t, the whole integral, error estimate) from eps_i at
+    the 17 Chebyshev-Lobatto points of [u, v] (Clenshaw-Curtis, indefinite)."""
+    half = 0.5 * (v - u)
+
+    def antideriv(t, vals, deg):  # -half * int_1^t p(s) ds = int_z^v
+        return -half * cheb.chebint(cheb.chebfit(t, vals, deg), lbnd=1.0)
+
+    fine = antideriv(_T, f, N_CC - 1)
+    coarse = antideriv(_T[::2], f[::2], (N_CC - 1) // 2)
+    err = float(np.max(np.abs(cheb.chebval(_T_CHECK, fine) - cheb.chebval(_T_CHECK, coarse))))
+    return fine, float(cheb.chebval(-1.0, fine)), err
+
+
+def _bracket_rule(g_l, g_h, v_l, v_h) -> tuple[float, float]:
+    """(estimate, error bound) of int z' dV on a bracket from z' and V at its ends."""
+    rise = v_h - v_l
+    return 0.5 * (g_l + g_h) * rise, 0.5 * abs(g_h - g_l) * abs(rise) + 1e-16 * abs(rise)
+
+
+def _jump_pair(f) -> int | None:
+    """The index k (in ascending z) of the neighbours between which eps_i drops by more
+    than half its total variation over the 17 points, or None."""
+    d = np.abs(np.diff(f[::-1]))
+    k = int(np.argmax(d))
+    return k if d.sum() > 0 and d[k] > 0.5 * d.sum() else None
+
+
+@dataclass
+class _Build:
+    """The state of one adaptive build: intervals waiting for the Chebyshev rule
+    (``cc_todo``), evaluated ones (``live``: u, v, series, estimate, error, eps_i at the
+    points), brackets (u, l, h, v: the jump in [l, h], [u, l] and [h, v] smooth, to the
+    Chebyshev rule once the bracket is settled) and settled brackets (``done``: l, h,
+    None, z', estimate, error)."""
+
+    dist: object
+    a: float
+    b: float
+    gamma: float
+    rtol: float
+    solver: _Solver
+    cc_todo: list
+    live: list
+    brackets: list
+    done: list
+    tol: float = 0.0
+
+    def settle_bracket(self, u, l, h, v, force: bool) -> bool:
+        """Accept the bracket [l, h] (its sides to the Chebyshev rule) if its bound is
+        within its share, it cannot be halved, or ``force``; True if accepted."""
+        g = _zprime(self.dist, self.a, self.b, self.gamma, np.array([l, h]))
+        est, err = _bracket_rule(g[0], g[1], *self.solver(np.array([l, h]), 1))
+        if not (force or err <= 0.5 * self.tol / MAX_BRACKETS or 0.5 * (l + h) in (l, h)):
+            return False
+        self.done.append((l, h, None, 0.5 * (g[0] + g[1]), est, err))
+        self.cc_todo += [(p, q) for p, q in ((u, l), (h, v)) if q > p]
+        return True
+
+    def split_brackets(self, force: bool) -> None:
+        """Each bracket halved at its (now solved) midpoint: the half where eps_i drops
+        more keeps the jump."""
+        keep = []
+        for u, l, h, v in self.brackets:
+            m = 0.5 * (l + h)
+            e = self.solver(np.array([l, m, h]))
+            l, h = (l, m) if abs(e[0] - e[1]) >= abs(e[1] - e[2]) else (m, h)
+            if not self.settle_bracket(u, l, h, v, force):
+                keep.append((u, l, h, v))
+        self.brackets = keep
+
+    def chebyshev(self, u, v) -> None:
+        """The Chebyshev rule on [u, v] (its points solved)."""
+        f = self.solver(_cc_points(u, v))
+        series, est, err = _cc_rule(u, v, f)
+        self.live.append((u, v, series, est, err, f))
+        if not self.tol:  # the first estimate of the piece's integral sets the scale
+            self.tol = self.rtol * abs(est)
+
+    def refine(self) -> bool:
+        """If the errors sum to more than rtol |I| (I the current estimate), split the
+        live intervals of largest error until the rest sum to at most half of it: a
+        bracket around a jump between two of its points, else halved.  False if done."""
+        errs = np.array([d[4] for d in self.live])
+        total = sum(d[3] for d in self.live) + sum(d[4] for d in self.done)
+        self.tol = self.rtol * abs(total)
+        spent = sum(d[5] for d in self.done)
+        splittable = np.array([d[1] - d[0] > 1e-13 * (self.b - self.a) for d in self.live])
+        if spent + errs.sum() <= self.tol or not splittable.any():
+            return False
+        order = np.argsort(-np.where(splittable, errs, -1.0))
+        rest = spent + errs.sum()
+        picked = []
+        for j in order:
+            if not splittable[j] or (picked and rest <= 0.5 * self.tol):
+                break
+            picked.append(j)
+            rest -= errs[j]
+        for j in sorted(picked, reverse=True):
+            u, v, _, _, _, f = self.live.pop(j)
+            k = _jump_pair(f)
+            if k is None:
+                self.cc_todo += [(u, 0.5 * (u + v)), (0.5 * (u + v), v)]
+                continue
+            zs = _cc_points(u, v)[::-1]
+            if not self.settle_bracket(u, zs[k], zs[k + 1], v, False):
+                self.brackets.append((u, zs[k], zs[k + 1], v))
+        return True
+
+    def round(self, force: bool) -> None:
+        """Solve every new point (Chebyshev points, brackets' midpoints) at once."""
+        todo, self.cc_todo = self.cc_todo, []
+        self.solver.run(np.concatenate([np.zeros(0), *(_cc_points(u, v) for u, v in todo),
+                                        [0.5 * (l + h) for _, l, h, _ in self.brackets]]))  # fmt: skip
+        self.split_brackets(force)
+        for u, v in todo:
+            self.chebyshev(u, v)
+
+
+def curved_tail(dist, a: float, b: float, gamma: float, solve: Solve,
+                rtol: float = DEFAULT_PAYMENT_RTOL) -> CurvedTail:  # fmt: skip
+    """int_r^b eps_i on the curved piece [a, b] of ``dist`` (module docstring), to
+    ``rtol`` of the piece's integral.  ``solve(x)`` gives seller i's eps_i, Eq. 17's
+    value and the certificate gap (NaN if none) at each virtual cost x of seller i,
+    the others' reports fixed; it is called once a round with every new point.  After
+    MAX_ROUNDS rounds what is reached is kept (``error`` says how much)."""
+    st = _Build(dist, a, b, gamma, rtol, _Solver(psi_inside(dist, a, b), solve), [(a, b)],
+                [], [], [])  # fmt: skip
+    for _ in range(MAX_ROUNDS):
+        st.round(force=False)
+        if not (st.cc_todo or st.brackets or st.refine()):
+            break
+    while st.cc_todo or st.brackets:  # out of rounds: settle what is open
+        st.round(force=True)
+    return _assemble(st)
+
+
+def _assemble(st: _Build) -> CurvedTail:
+    """The accepted intervals, in order, as a ``CurvedTail``."""
+    live = [(u, v, sr, np.nan, est, err) for u, v, sr, est, err, _ in st.live]
+    done = sorted(st.done + live, key=lambda d: d[0])
+    edges = np.array([d[0] for d in done] + [done[-1][1]])
+    series = np.full((len(done), N_CC + 1), np.nan)
+    for k, d in enumerate(done):
+        if d[2] is not None:
+            series[k, : d[2].size] = d[2]
+    totals = np.array([d[4] for d in done])
+    above = np.r_[np.cumsum(totals[::-1])[::-1][1:], 0.0]
+    gaps = [v[2] for v in st.solver.memo.values()]
+    return CurvedTail(
+        edges=edges,
+        series=series,
+        zprime=np.array([d[3] for d in done]),
+        value=st.solver(edges[1:], 1),
+        above=above,
+        total=float(totals.sum()),
+        error=float(sum(d[5] for d in done)),
+        solves=len(st.solver.memo),
+        gap=float(np.nanmax(gaps)) if np.any(np.isfinite(gaps)) else np.nan,
+    )
