@@ -68,6 +68,25 @@ def test_brute_force_finds_no_gain_and_no_loss_on_curved_laws(case):
     assert util[:, 0].min() >= -1e-9
 
 
+def test_myerson_payment_and_the_scipy_path_on_a_curved_law():
+    """``myerson_payment`` and the mechanism's scipy path (``solver="lbfgs"``) use the same
+    rule on the truncated normal: both equal the quadrature of eps_i to 1e-7 of the
+    payment (the scipy solve's tolerance), and the payment covers the cost (IR)."""
+    from market_sim.mechanisms import data_dependent as dd
+
+    mech, costs, law_of = _curved_mechanism("truncnorm", solver="lbfgs")
+    X, y = mech.data
+    i = int(np.argmin(costs))
+    kw = dict(mu=mech.mu, sigma=mech.sigma, gamma=mech.gamma, reg_lambda=mech.reg_lambda,
+              eps_avg_grid=mech._kw()["eps_avg_grid"])  # fmt: skip
+    t = dd.myerson_payment(i, X, y, costs, law_of[i], **kw)
+    dev = mech.deviations([i], costs[None, i : i + 1], costs)
+    eps, pay = dev.eps[0, 0], dev.payments[0, 0]
+    ref = costs[i] * eps + _quad_integral(mech, law_of[i], i, costs, costs[i])
+    assert abs(t - ref) <= 1e-7 * ref and abs(pay - ref) <= 1e-7 * ref
+    assert t >= costs[i] * eps
+
+
 # ---- the adaptive rule alone, on an allocation built to fool it ---------------------
 LAW = truncnorm(0.5, 0.3, 0.0, 1.0)
 GAMMA = 0.7

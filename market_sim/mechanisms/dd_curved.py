@@ -19,8 +19,8 @@ active set).  The integral is built adaptively from two rules on sub-intervals [
   shrinks fourfold with each halving (z' taken at the ends: monotone on a short bracket).
 
 An interval whose 17 values drop mostly between two neighbours holds a jump: that pair
-becomes a bracket, bisected by one solve a step (the half with the larger drop of eps_i
-keeps the jump) until its bound meets its share of the tolerance, and the smooth sides
+becomes a bracket, cut in four by three solves a round (the part with the largest drop
+of eps_i keeps the jump) until its bound meets its share of the tolerance, and the smooth sides
 get the Chebyshev rule.  Any other interval over its share is halved.  The shares: a
 Chebyshev interval may err by rtol |I| (v - u)/(b - a) / 2, a bracket by rtol |I| /
 (2 MAX_BRACKETS), I the piece's integral as first estimated; the sum of the estimates
@@ -40,6 +40,7 @@ __all__ = ["CurvedTail", "curved_tail", "psi_cap", "psi_inside", "DEFAULT_PAYMEN
 DEFAULT_PAYMENT_RTOL = 1e-10  # of the piece's integral
 N_CC = 17  # Chebyshev-Lobatto points per interval; the 9 of even index are nested
 MAX_BRACKETS = 32  # a bracket's share of the tolerance is 1 / (2 MAX_BRACKETS)
+BRACKET_CUTS = 4  # a bracket shrinks 4x a round (its bound 16x), for 3 solves
 MAX_ROUNDS = 120  # rounds of solves before stopping with the error reached
 _T = np.cos(np.pi * np.arange(N_CC) / (N_CC - 1))  # from 1 down to -1
 _T_CHECK = np.linspace(-1.0, 1.0, 65)  # where the two interpolants' integrals are compared
@@ -115,9 +116,9 @@ def psi_inside(dist, a: float, b: float) -> Callable[[np.ndarray], np.ndarray]:
 def _zprime(dist, a, b, gamma, z) -> np.ndarray:
     """z'(x) = 1 / (gamma psi'(z)), psi' by central differences 1e-6 of the width
     (inside the piece); 0 where psi' is infinite."""
-    h, inset = 1e-6 * (b - a), 1e-12 * (b - a)
-    up = np.minimum(z + h, b - inset)
-    down = np.maximum(z - h, a + inset)
+    step, inset = 1e-6 * (b - a), 1e-12 * (b - a)
+    up = np.minimum(z + step, b - inset)
+    down = np.maximum(z - step, a + inset)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         d = (dist.virtual_cost(up) - dist.virtual_cost(down)) / (up - down)
         g = 1.0 / (gamma * d)
@@ -128,7 +129,8 @@ class _Solver:
     """Eq. 17 at seller i's reports z (memoised): eps_i, the value, the gap."""
 
     def __init__(self, psi, solve: Solve):
-        self.psi, self.solve, self.memo = psi, solve, {}
+        self.psi, self.solve = psi, solve
+        self.memo: dict[float, tuple[float, float, float]] = {}
 
     def run(self, zs) -> None:
         new = np.unique([z for z in zs if z not in self.memo])
@@ -139,6 +141,10 @@ class _Solver:
 
     def __call__(self, z, field: int = 0) -> np.ndarray:
         return np.array([self.memo[float(x)][field] for x in np.atleast_1d(z)])
+
+
+def _bracket_points(lo, hi) -> np.ndarray:
+    return np.unique(lo + (hi - lo) * np.arange(BRACKET_CUTS + 1) / BRACKET_CUTS)
 
 
 def _cc_points(u, v) -> np.ndarray:
@@ -177,8 +183,8 @@ def _jump_pair(f) -> int | None:
 class _Build:
     """The state of one adaptive build: intervals waiting for the Chebyshev rule
     (``cc_todo``), evaluated ones (``live``: u, v, series, estimate, error, eps_i at the
-    points), brackets (u, l, h, v: the jump in [l, h], [u, l] and [h, v] smooth, to the
-    Chebyshev rule once the bracket is settled) and settled brackets (``done``: l, h,
+    points), brackets (u, lo, hi, v: the jump in [lo, hi], [u, lo] and [hi, v] smooth, to the
+    Chebyshev rule once the bracket is settled) and settled brackets (``done``: lo, hi,
     None, z', estimate, error)."""
 
     dist: object
@@ -193,27 +199,27 @@ class _Build:
     done: list
     tol: float = 0.0
 
-    def settle_bracket(self, u, l, h, v, force: bool) -> bool:
-        """Accept the bracket [l, h] (its sides to the Chebyshev rule) if its bound is
+    def settle_bracket(self, u, lo, hi, v, force: bool) -> bool:
+        """Accept the bracket [lo, hi] (its sides to the Chebyshev rule) if its bound is
         within its share, it cannot be halved, or ``force``; True if accepted."""
-        g = _zprime(self.dist, self.a, self.b, self.gamma, np.array([l, h]))
-        est, err = _bracket_rule(g[0], g[1], *self.solver(np.array([l, h]), 1))
-        if not (force or err <= 0.5 * self.tol / MAX_BRACKETS or 0.5 * (l + h) in (l, h)):
+        g = _zprime(self.dist, self.a, self.b, self.gamma, np.array([lo, hi]))
+        est, err = _bracket_rule(g[0], g[1], *self.solver(np.array([lo, hi]), 1))
+        if not (force or err <= 0.5 * self.tol / MAX_BRACKETS or 0.5 * (lo + hi) in (lo, hi)):
             return False
-        self.done.append((l, h, None, 0.5 * (g[0] + g[1]), est, err))
-        self.cc_todo += [(p, q) for p, q in ((u, l), (h, v)) if q > p]
+        self.done.append((lo, hi, None, 0.5 * (g[0] + g[1]), est, err))
+        self.cc_todo += [(p, q) for p, q in ((u, lo), (hi, v)) if q > p]
         return True
 
     def split_brackets(self, force: bool) -> None:
-        """Each bracket halved at its (now solved) midpoint: the half where eps_i drops
-        more keeps the jump."""
+        """Each bracket cut in BRACKET_CUTS equal parts at its (now solved) inner points:
+        the part where eps_i drops most keeps the jump."""
         keep = []
-        for u, l, h, v in self.brackets:
-            m = 0.5 * (l + h)
-            e = self.solver(np.array([l, m, h]))
-            l, h = (l, m) if abs(e[0] - e[1]) >= abs(e[1] - e[2]) else (m, h)
-            if not self.settle_bracket(u, l, h, v, force):
-                keep.append((u, l, h, v))
+        for u, lo, hi, v in self.brackets:
+            z = _bracket_points(lo, hi)
+            k = int(np.argmax(np.abs(np.diff(self.solver(z)))))
+            lo, hi = z[k], z[k + 1]
+            if not self.settle_bracket(u, lo, hi, v, force):
+                keep.append((u, lo, hi, v))
         self.brackets = keep
 
     def chebyshev(self, u, v) -> None:
@@ -237,11 +243,11 @@ class _Build:
             return False
         order = np.argsort(-np.where(splittable, errs, -1.0))
         rest = spent + errs.sum()
-        picked = []
+        picked: list[int] = []
         for j in order:
             if not splittable[j] or (picked and rest <= 0.5 * self.tol):
                 break
-            picked.append(j)
+            picked.append(int(j))
             rest -= errs[j]
         for j in sorted(picked, reverse=True):
             u, v, _, _, _, f = self.live.pop(j)
@@ -258,7 +264,8 @@ class _Build:
         """Solve every new point (Chebyshev points, brackets' midpoints) at once."""
         todo, self.cc_todo = self.cc_todo, []
         self.solver.run(np.concatenate([np.zeros(0), *(_cc_points(u, v) for u, v in todo),
-                                        [0.5 * (l + h) for _, l, h, _ in self.brackets]]))  # fmt: skip
+                                        *(_bracket_points(lo, hi)[1:-1] for _, lo, hi, _ in
+                                          self.brackets)]))  # fmt: skip
         self.split_brackets(force)
         for u, v in todo:
             self.chebyshev(u, v)
