@@ -30,7 +30,7 @@ def _curved_mechanism(case, **kw):
     pop = Population.parse(f"{spec};data=synthetic")
     mk = pop.sample(np.random.default_rng(0))
     dist = pop.pooled if laws == "pooled" else pop.seller_laws
-    mech = DataDependentMechanism(dist, **CONVEX_DD, **kw).with_data(*mk.data)
+    mech = DataDependentMechanism(dist, **{**CONVEX_DD, **kw}).with_data(*mk.data)
     law_of = [dist if laws == "pooled" else dist.law(i) for i in range(mk.costs.size)]
     return mech, mk.costs, law_of
 
@@ -87,6 +87,32 @@ def test_myerson_payment_and_the_scipy_path_on_a_curved_law():
     assert t >= costs[i] * eps
 
 
+@pytest.mark.parametrize("params", [CONVEX_DD, dict(mu=1.0, reg_lambda=1e-2)])
+def test_the_psi_ceiling_gives_no_weight_and_the_top_of_a_beta_has_an_outcome(params):
+    """psi_ceiling's claim, at its worst case (every other seller at T, the laws' largest
+    psi at the 1 - 1e-6 quantile): the seller at the ceiling gets eps_i = 0, and Eq. 17's
+    value there equals the value with that seller at 1e3 x the ceiling (nothing changed).
+    And every legal report has an outcome: a seller at the top of the Beta (psi = inf) is
+    paid 0 for eps 0, and when every seller reports the top (an audit's opponent profile,
+    the ceiling's one exception: all equally dear, the weight is shared) each is paid
+    its cost (IR); before, both raised "psi_rows must be ... finite"."""
+    from market_sim.mechanisms import data_dependent as dd
+
+    mech, costs, law_of = _curved_mechanism("beta", **params)
+    X, y = mech.data
+    T = float(law_of[0].virtual_cost(law_of[0].ppf(1 - 1e-6)))
+    P = np.full((2, costs.size), T)
+    P[:, 0] = [mech._ceiling, 1e3 * mech._ceiling]
+    res = dd.solve_many(X, y, P, **mech._kw())
+    assert np.all(res.eps[:, 0] == 0.0) and abs(res.objective[0] - res.objective[1]) <= 1e-12
+    top = law_of[0].support[1]
+    out = mech.outcome(np.r_[top, costs[1:]])
+    assert out.eps[0] == 0.0 and out.payments[0] == 0.0
+    everyone = np.full(costs.size, top)  # all at the ceiling: the weight is shared, at cost
+    out = mech.outcome(everyone)
+    assert np.all(np.isfinite(out.payments)) and np.all(out.payments >= everyone * out.eps)
+
+
 # ---- the adaptive rule alone, on an allocation built to fool it ---------------------
 LAW = truncnorm(0.5, 0.3, 0.0, 1.0)
 GAMMA = 0.7
@@ -138,7 +164,7 @@ def test_the_adaptive_rule_meets_its_tolerance_on_an_allocation_built_to_fool_it
                     total += s[j] * (w - p) - 2 * q * low
         return total
 
-    tail = dd_curved.curved_tail(LAW, 0.0, top, GAMMA, _fooling_solve, rtol=1e-10)
+    tail = dd_curved.curved_tail(LAW, 0.0, top, GAMMA, _fooling_solve, np.inf, rtol=1e-10)
     reports = np.r_[np.linspace(0.0, top, 24), _Z_JUMPS, 0.41005, _Z_KINK]
     _, value_r, _ = _fooling_solve(LAW.virtual_cost(reports))
     got = tail.tail(reports, value_r)

@@ -17,7 +17,7 @@ import numpy as np
 from ..distributions import CostDistribution, SellerLaws, as_distribution
 from ..errors import MarketSimError
 from .base import Mechanism, Outcome, _deviation_args, in_own_support
-from .dd_curved import DEFAULT_PAYMENT_RTOL, psi_cap
+from .dd_curved import DEFAULT_PAYMENT_RTOL, psi_ceiling
 
 if TYPE_CHECKING:
     from .private_cutoff import PrivateCutoff
@@ -420,6 +420,7 @@ class DataDependentMechanism(Mechanism):
     _node_eps: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     _plans: tuple = field(default=(), init=False, repr=False, compare=False)
     _tails: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _ceiling: float = field(default=np.inf, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         from .data_dependent import payment_plan
@@ -441,6 +442,8 @@ class DataDependentMechanism(Mechanism):
             raise MarketSimError("data-dependent: certify needs solver='newton'")
         laws = self.dist.laws if isinstance(self.dist, SellerLaws) else (self.dist,)
         object.__setattr__(self, "_plans", tuple(payment_plan(d) for d in laws))
+        ceiling = psi_ceiling(laws, self.mu, self.gamma, self.reg_lambda, min(DD_EPS_AVG_GRID))
+        object.__setattr__(self, "_ceiling", ceiling)
 
     def for_sellers(self, ids) -> DataDependentMechanism:
         if not isinstance(self.dist, SellerLaws):
@@ -477,26 +480,19 @@ class DataDependentMechanism(Mechanism):
         the seller's own support (``in_own_support``), in one call per law."""
         if not isinstance(self.dist, SellerLaws):
             r = self.dist.check_in_support(cand, "report")
-            return r, self._capped(self.dist.virtual_cost(r), np.zeros(r.shape, dtype=int))
+            return r, self._capped(self.dist.virtual_cost(r))
         r = in_own_support(self.dist, cand, sellers=sellers)
-        group = np.broadcast_to(self.dist.group[np.asarray(sellers)][:, None], r.shape)
-        return r, self._capped(self.dist.virtual_cost(r, sellers), group)
+        return r, self._capped(self.dist.virtual_cost(r, sellers))
 
     def _psi(self, reports) -> np.ndarray:
         """Every seller's virtual cost at a profile of reports."""
-        psi = self.dist.virtual_cost(in_own_support(self.dist, reports))
-        group = self.dist.group if isinstance(self.dist, SellerLaws) else np.zeros(psi.size, int)
-        return self._capped(psi, group)
+        return self._capped(self.dist.virtual_cost(in_own_support(self.dist, reports)))
 
-    def _capped(self, psi, group) -> np.ndarray:
-        """An infinite psi (a report where the density vanishes, as at a Beta's top) as
-        its law's ``dd_curved.psi_cap``: Eq. 17's limit, eps_i = 0."""
-        psi = np.asarray(psi, dtype=float)
-        if np.all(np.isfinite(psi)):
-            return psi
-        laws = self.dist.laws if isinstance(self.dist, SellerLaws) else (self.dist,)
-        caps = np.array([psi_cap(d) for d in laws])[np.asarray(group)]
-        return np.where(np.isfinite(psi), psi, caps)
+    def _capped(self, psi) -> np.ndarray:
+        """psi at most ``dd_curved.psi_ceiling`` (an infinite psi included: a report where
+        the density vanishes, as at a Beta's top): Eq. 17 unchanged where another seller
+        is below the laws' 1 - 1e-6 quantile, eps_i = 0 (docs/data-dependent.md)."""
+        return np.minimum(np.asarray(psi, dtype=float), self._ceiling)
 
     def _node_reports_and_psi(self, i) -> tuple[np.ndarray, np.ndarray]:
         """The payment nodes of seller i: (reports, virtual costs).  The envelope rule's
@@ -581,7 +577,8 @@ class DataDependentMechanism(Mechanism):
             eps_u, val_u, gap_u, inv = self._batch(np.full(x.size, i), x, reports)
             return eps_u[inv, i], val_u[inv], gap_u[inv]
 
-        tails = dd.curved_tails(plan, self._law(i), self.gamma, at, self.payment_rtol)
+        tails = dd.curved_tails(plan, self._law(i), self.gamma, at, self._ceiling,
+                                self.payment_rtol)  # fmt: skip
         if self.cache_nodes:
             if len(self._tails) >= 4096:
                 self._tails.clear()

@@ -85,7 +85,7 @@ from scipy.special import expit, softmax
 
 from ..errors import MarketSimError
 from ..learning.hetero_dp import weighted_logistic_fit
-from .dd_curved import DEFAULT_PAYMENT_RTOL, curved_tail
+from .dd_curved import DEFAULT_PAYMENT_RTOL, curved_tail, psi_ceiling
 from .offline import check_params, project_capped_simplex
 
 __all__ = [
@@ -661,7 +661,10 @@ def myerson_payment(
     costs = law.check_in_support(np.asarray(costs, dtype=float))
     if not 0 <= i < costs.size:
         raise MarketSimError(f"seller index {i} out of range")
-    psi = law.virtual_cost(costs)
+    grid = kw.get("eps_avg_grid")
+    eps_min = float(np.min(DEFAULT_EPS_AVG_GRID if grid is None else grid))
+    ceiling = psi_ceiling([law], kw["mu"], kw["gamma"], kw["reg_lambda"], eps_min)
+    psi = np.minimum(law.virtual_cost(costs), ceiling)
     base = solve(X, y, psi, **kw)
     if kw["gamma"] == 0:  # the report does not enter Eq. 17: eps_i is constant
         return float(law.support[1] * base.eps[i])
@@ -672,7 +675,7 @@ def myerson_payment(
         e, v = own_cost_outcomes(i, X, y, psi, _as_psi, x, **kw)
         return e, v, np.full(e.size, np.nan)
 
-    tails = curved_tails(plan, law, kw["gamma"], at, payment_rtol)
+    tails = curved_tails(plan, law, kw["gamma"], at, ceiling, payment_rtol)
     c = costs[i : i + 1]
     tail = envelope_tail(plan, kw["gamma"], c, psi[i : i + 1], np.array([base.objective]),
                          node_eps, node_val, tails)  # fmt: skip
@@ -829,11 +832,12 @@ def payment_plan(dist) -> PaymentPlan:
     )
 
 
-def curved_tails(plan: PaymentPlan, dist, gamma, solve, rtol=DEFAULT_PAYMENT_RTOL) -> dict:
+def curved_tails(plan: PaymentPlan, dist, gamma, solve, ceiling, rtol=DEFAULT_PAYMENT_RTOL):
     """{piece k: ``dd_curved.CurvedTail``} for each curved piece of ``plan`` (seller i of
     law ``dist``, the others' reports fixed inside ``solve``, see ``curved_tail``)."""
     return {
-        int(k): curved_tail(dist, float(plan.a[k]), float(plan.b[k]), gamma, solve, rtol)
+        int(k): curved_tail(dist, float(plan.a[k]), float(plan.b[k]), gamma, solve, ceiling,
+                            rtol)  # fmt: skip
         for k in np.flatnonzero(plan.kind == CURVED)
     }
 

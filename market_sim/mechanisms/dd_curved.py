@@ -35,7 +35,13 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.polynomial import chebyshev as cheb
 
-__all__ = ["CurvedTail", "curved_tail", "psi_cap", "psi_inside", "DEFAULT_PAYMENT_RTOL"]
+__all__ = [
+    "CurvedTail",
+    "curved_tail",
+    "psi_ceiling",
+    "psi_inside",
+    "DEFAULT_PAYMENT_RTOL",
+]
 
 DEFAULT_PAYMENT_RTOL = 1e-10  # of the piece's integral
 N_CC = 17  # Chebyshev-Lobatto points per interval; the 9 of even index are nested
@@ -86,29 +92,31 @@ class CurvedTail:
         return out
 
 
-def psi_cap(dist) -> float:
-    """A finite stand-in for an infinite psi (a density vanishing at an end of the
-    support, e.g. a Beta's top): 1e6 x (1 + the largest finite |psi| on 65 points inside
-    the support).  Eq. 17 gives such a seller no weight at every eps_avg (a_i = 0 once
-    gamma eta psi_i exceeds the others' losses and costs by 2 mu), which is the limit of
-    eps_i as psi_i -> infinity."""
-    lo, hi = dist.support
-    inset = 1e-12 * (hi - lo)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        probe = dist.virtual_cost(np.linspace(lo + inset, hi - inset, 65))
-    return float(1e6 * (1.0 + np.abs(probe[np.isfinite(probe)]).max(initial=0.0)))
+def psi_ceiling(laws, mu: float, gamma: float, reg_lambda: float, eps_avg_min: float) -> float:
+    """A virtual cost C above which Eq. 17 gives seller i no weight whenever another
+    seller j has psi_j <= T, T the largest |psi| of ``laws`` at their 1 - 1e-6 quantile:
+    the weights are the simplex projection of -(l + gamma eta psi) / (2 mu), so a_i = 0
+    once gamma eta (psi_i - psi_j) >= 2 mu + l_j - l_i, and eta >= eps_avg_min, a loss
+    l <= log 2 + ||w|| <= log 2 + sqrt(2 log 2 / Lambda) (Lambda/2 ||w||^2 <= log 2 at
+    the optimal w).  So psi_i -> min(psi_i, C) changes nothing there (a_i = 0 and a zero
+    cost term on both sides), and keeps Eq. 17 finite and well-scaled where psi is
+    infinite or huge (a density vanishing at the top, as a Beta's); C = 10 (1 + T) +
+    (2 mu + 2 l_max) / (gamma eps_avg_min)."""
+    top = max(abs(float(d.virtual_cost(d.ppf(1.0 - 1e-6)))) for d in laws)
+    loss = np.log(2.0) + np.sqrt(2.0 * np.log(2.0) / reg_lambda)
+    ceiling = 10.0 * (1.0 + top) + (2.0 * mu + 2.0 * loss) / (max(gamma, 1e-300) * eps_avg_min)
+    return float(min(ceiling, 1e300))  # gamma = 0: psi does not enter Eq. 17
 
 
-def psi_inside(dist, a: float, b: float) -> Callable[[np.ndarray], np.ndarray]:
+def psi_inside(dist, a: float, b: float, ceiling: float) -> Callable[[np.ndarray], np.ndarray]:
     """psi on the piece [a, b], its one-sided limits at the ends (evaluated 1e-12 of the
-    width inside); an infinite psi capped (``psi_cap``)."""
+    width inside), at most ``ceiling`` (``psi_ceiling``; an infinite psi included)."""
     inset = 1e-12 * (b - a)
-    cap = psi_cap(dist)
 
     def psi(z):
-        with np.errstate(invalid="ignore", divide="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             v = np.asarray(dist.virtual_cost(np.clip(z, a + inset, b - inset)), dtype=float)
-        return np.where(np.isfinite(v), v, cap)
+        return np.minimum(np.where(np.isnan(v), ceiling, v), ceiling)
 
     return psi
 
@@ -271,14 +279,15 @@ class _Build:
             self.chebyshev(u, v)
 
 
-def curved_tail(dist, a: float, b: float, gamma: float, solve: Solve,
+def curved_tail(dist, a: float, b: float, gamma: float, solve: Solve, ceiling: float,
                 rtol: float = DEFAULT_PAYMENT_RTOL) -> CurvedTail:  # fmt: skip
     """int_r^b eps_i on the curved piece [a, b] of ``dist`` (module docstring), to
     ``rtol`` of the piece's integral.  ``solve(x)`` gives seller i's eps_i, Eq. 17's
     value and the certificate gap (NaN if none) at each virtual cost x of seller i,
-    the others' reports fixed; it is called once a round with every new point.  After
+    the others' reports fixed; it is called once a round with every new point (psi at
+    most ``ceiling``, ``psi_ceiling``).  After
     MAX_ROUNDS rounds what is reached is kept (``error`` says how much)."""
-    st = _Build(dist, a, b, gamma, rtol, _Solver(psi_inside(dist, a, b), solve), [(a, b)],
+    st = _Build(dist, a, b, gamma, rtol, _Solver(psi_inside(dist, a, b, ceiling), solve), [(a, b)],
                 [], [], [])  # fmt: skip
     for _ in range(MAX_ROUNDS):
         st.round(force=False)
