@@ -135,12 +135,13 @@ def bench_curved(n: int, repeat: int) -> None:
         mk = pop.sample(np.random.default_rng(0))
         for label, params in (("default (non-convex)", {}), ("convex mu=1000 L=0.1", CONVEX)):
 
-            def fresh(params=params):
-                return DataDependentMechanism(pop.pooled, **params).with_data(*mk.data)
+            def outcome(pop=pop, mk=mk, params=params):
+                mech = DataDependentMechanism(pop.pooled, **params).with_data(*mk.data)
+                mech.outcome(mk.costs)
+                return mech
 
-            secs = _seconds(lambda: fresh().outcome(mk.costs), repeat)
-            mech = fresh()
-            mech.outcome(mk.costs)
+            secs = _seconds(outcome, repeat)
+            mech = outcome()
             tails = [t for i in range(n) for t in mech._curved_tails(i, mk.costs, None).values()]
             solves = np.array([t.solves for t in tails])
             est = max(t.error / abs(t.total) for t in tails)

@@ -835,10 +835,11 @@ def payment_plan(dist) -> PaymentPlan:
 def curved_tails(plan: PaymentPlan, dist, gamma, solve, ceiling, rtol=DEFAULT_PAYMENT_RTOL):
     """{piece k: ``dd_curved.CurvedTail``} for each curved piece of ``plan`` (seller i of
     law ``dist``, the others' reports fixed inside ``solve``, see ``curved_tail``)."""
+    pieces = np.flatnonzero(plan.kind == CURVED)
+    ends = [(float(plan.a[k]), float(plan.b[k])) for k in pieces]
     return {
-        int(k): curved_tail(dist, float(plan.a[k]), float(plan.b[k]), gamma, solve, ceiling,
-                            rtol)  # fmt: skip
-        for k in np.flatnonzero(plan.kind == CURVED)
+        int(k): curved_tail(dist, a, b, gamma, solve, ceiling, rtol)
+        for k, (a, b) in zip(pieces, ends, strict=True)
     }
 
 
