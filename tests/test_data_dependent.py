@@ -591,17 +591,23 @@ def test_brute_force_finds_no_gain_and_no_loss_on_mixtures(case):
     assert util[:, 0].min() >= -1e-9
 
 
+def _cheapest_myerson_payment(mech, costs, law_of) -> tuple[int, float]:
+    """(i, ``myerson_payment`` of the cheapest seller i) with the mechanism's parameters
+    and data (the scipy solver)."""
+    X, y = mech.data
+    i = int(np.argmin(costs))
+    kw = dict(mu=mech.mu, sigma=mech.sigma, gamma=mech.gamma, reg_lambda=mech.reg_lambda,
+              eps_avg_grid=mech._kw()["eps_avg_grid"])  # fmt: skip
+    return i, dd.myerson_payment(i, X, y, costs, law_of[i], **kw)
+
+
 def test_myerson_payment_is_the_exact_rule_on_a_jump():
     """``myerson_payment`` (the scipy solver) on the jump mixture equals the quadrature
     of eps_i to 1e-7 of the largest eps (the scipy solve's tolerance), as does the
     mechanism's payment by the scipy path; the old trapezoid rule on 33 reports was
     off by ~1e-2 here."""
     mech, costs, law_of = _mixture_mechanism("jump", solver="lbfgs")
-    X, y = mech.data
-    i = int(np.argmin(costs))
-    kw = dict(mu=mech.mu, sigma=mech.sigma, gamma=mech.gamma, reg_lambda=mech.reg_lambda,
-              eps_avg_grid=mech._kw()["eps_avg_grid"])  # fmt: skip
-    t = dd.myerson_payment(i, X, y, costs, law_of[i], **kw)
+    i, t = _cheapest_myerson_payment(mech, costs, law_of)
     out = mech.outcome(costs)
     ref = costs[i] * out.eps[i] + _quad_integral(mech, law_of[i], i, costs, costs[i])
     assert abs(t - ref) <= 1e-7 * out.eps.max()

@@ -5,7 +5,7 @@ independent integrals, and brute force IC/IR."""
 import numpy as np
 import pytest
 from scipy import integrate
-from test_data_dependent import CONVEX_DD, _quad_integral
+from test_data_dependent import CONVEX_DD, _cheapest_myerson_payment, _quad_integral
 
 from market_sim.distributions import truncnorm
 from market_sim.mechanisms import dd_curved
@@ -72,14 +72,8 @@ def test_myerson_payment_and_the_scipy_path_on_a_curved_law():
     """``myerson_payment`` and the mechanism's scipy path (``solver="lbfgs"``) use the same
     rule on the truncated normal: both equal the quadrature of eps_i to 1e-7 of the
     payment (the scipy solve's tolerance), and the payment covers the cost (IR)."""
-    from market_sim.mechanisms import data_dependent as dd
-
     mech, costs, law_of = _curved_mechanism("truncnorm", solver="lbfgs")
-    X, y = mech.data
-    i = int(np.argmin(costs))
-    kw = dict(mu=mech.mu, sigma=mech.sigma, gamma=mech.gamma, reg_lambda=mech.reg_lambda,
-              eps_avg_grid=mech._kw()["eps_avg_grid"])  # fmt: skip
-    t = dd.myerson_payment(i, X, y, costs, law_of[i], **kw)
+    i, t = _cheapest_myerson_payment(mech, costs, law_of)
     dev = mech.deviations([i], costs[None, i : i + 1], costs)
     eps, pay = dev.eps[0, 0], dev.payments[0, 0]
     ref = costs[i] * eps + _quad_integral(mech, law_of[i], i, costs, costs[i])
