@@ -17,6 +17,8 @@ CURVED = {
     "truncnorm": ("8*truncnorm:0.5:0.3:0:1", "pooled"),
     # each seller's own psi_i: a uniform class (affine) and a Beta class (curved)
     "per-seller": ("5*uniform:0:1+3*beta:2:5:0:2", "per-seller"),
+    # the same classes pooled: two curved pieces, psi jumps at 1 where the uniform ends
+    "pooled-mixture": ("5*uniform:0:1+3*beta:2:5:0:2", "pooled"),
 }
 
 
@@ -43,7 +45,7 @@ def test_curved_payments_equal_an_independent_quadrature(case):
     the payment.  The old Stieltjes sum on 9 nodes was off by ~1e-3 here (O(h^2))."""
     mech, costs, law_of = _curved_mechanism(case)
     out = mech.outcome(costs)
-    curved = [i for i in range(costs.size) if not law_of[i].spec.startswith("uniform")]
+    curved = [i for i in range(costs.size) if "beta" in law_of[i].spec or "trunc" in law_of[i].spec]
     for i in {int(np.argmin(costs)), curved[len(curved) // 2]}:
         ref = costs[i] * out.eps[i] + _quad_integral(mech, law_of[i], i, costs, costs[i])
         assert abs(out.payments[i] - ref) <= 1e-9 * ref, (case, i, out.payments[i], ref)
@@ -100,11 +102,11 @@ def test_the_psi_ceiling_gives_no_weight_and_the_top_of_a_beta_has_an_outcome(pa
     res = dd.solve_many(X, y, P, **mech._kw())
     assert np.all(res.eps[:, 0] == 0.0) and abs(res.objective[0] - res.objective[1]) <= 1e-12
     top = law_of[0].support[1]
-    out = mech.outcome(np.r_[top, costs[1:]])
-    assert out.eps[0] == 0.0 and out.payments[0] == 0.0
+    out = mech.deviations([0], [[top]], np.r_[top, costs[1:]])
+    assert out.eps[0, 0] == 0.0 and out.payments[0, 0] == 0.0
     everyone = np.full(costs.size, top)  # all at the ceiling: the weight is shared, at cost
-    out = mech.outcome(everyone)
-    assert np.all(np.isfinite(out.payments)) and np.all(out.payments >= everyone * out.eps)
+    out = mech.deviations([0], [[top]], everyone)
+    assert np.isfinite(out.payments[0, 0]) and out.payments[0, 0] >= top * out.eps[0, 0]
 
 
 # ---- the adaptive rule alone, on an allocation built to fool it ---------------------
