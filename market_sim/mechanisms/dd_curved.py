@@ -47,6 +47,7 @@ DEFAULT_PAYMENT_RTOL = 1e-10  # of the piece's integral
 N_CC = 17  # Chebyshev-Lobatto points per interval; the 9 of even index are nested
 MAX_BRACKETS = 32  # a bracket's share of the tolerance is 1 / (2 MAX_BRACKETS)
 BRACKET_CUTS = 4  # a bracket shrinks 4x a round (its bound 16x), for 3 solves
+KINK_WIDTH = 64  # an interval this much narrower than the piece still failing: bracketed
 MAX_ROUNDS = 120  # rounds of solves before stopping with the error reached
 _T = np.cos(np.pi * np.arange(N_CC) / (N_CC - 1))  # from 1 down to -1
 _T_CHECK = np.linspace(-1.0, 1.0, 65)  # where the two interpolants' integrals are compared
@@ -220,15 +221,23 @@ class _Build:
 
     def split_brackets(self, force: bool) -> None:
         """Each bracket cut in BRACKET_CUTS equal parts at its (now solved) inner points:
-        the part where eps_i drops most keeps the jump."""
+        the part of largest ``defects`` keeps the jump (or kink)."""
         keep = []
         for u, lo, hi, v in self.brackets:
             z = _bracket_points(lo, hi)
-            k = int(np.argmax(np.abs(np.diff(self.solver(z)))))
+            k = int(np.argmax(self.defects(z)))
             lo, hi = z[k], z[k + 1]
             if not self.settle_bracket(u, lo, hi, v, force):
                 keep.append((u, lo, hi, v))
         self.brackets = keep
+
+    def defects(self, z) -> np.ndarray:
+        """|V's rise - the trapezoid rule of eps_i in x| on each part between the solved
+        points z (ascending), x = gamma psi: O(h^3) where eps_i is smooth, ~ its jump x h
+        at a jump, ~ its slope's change x h^2 at a kink (dV/dx = eps_i)."""
+        eps, value = self.solver(z), self.solver(z, 1)
+        x = self.gamma * self.solver.psi(np.asarray(z))
+        return np.abs(np.diff(value) - 0.5 * (eps[1:] + eps[:-1]) * np.diff(x))
 
     def chebyshev(self, u, v) -> None:
         """The Chebyshev rule on [u, v] (its points solved)."""
@@ -259,11 +268,13 @@ class _Build:
             rest -= errs[j]
         for j in sorted(picked, reverse=True):
             u, v, _, _, _, f = self.live.pop(j)
+            zs = _cc_points(u, v)[::-1]
             k = _jump_pair(f)
+            if k is None and v - u <= (self.b - self.a) / KINK_WIDTH:  # still failing: a kink
+                k = int(np.argmax(self.defects(zs)))
             if k is None:
                 self.cc_todo += [(u, 0.5 * (u + v)), (0.5 * (u + v), v)]
                 continue
-            zs = _cc_points(u, v)[::-1]
             if not self.settle_bracket(u, zs[k], zs[k + 1], v, False):
                 self.brackets.append((u, zs[k], zs[k + 1], v))
         return True
