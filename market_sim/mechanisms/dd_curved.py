@@ -19,12 +19,15 @@ active set).  The integral is built adaptively from two rules on sub-intervals [
   shrinks fourfold with each halving (z' taken at the ends: monotone on a short bracket).
 
 An interval whose 17 values drop mostly between two neighbours holds a jump: that pair
-becomes a bracket, cut in four by three solves a round (the part with the largest drop
-of eps_i keeps the jump) until its bound meets its share of the tolerance, and the smooth sides
-get the Chebyshev rule.  Any other interval over its share is halved.  The shares: a
-Chebyshev interval may err by rtol |I| (v - u)/(b - a) / 2, a bracket by rtol |I| /
-(2 MAX_BRACKETS), I the piece's integral as first estimated; the sum of the estimates
-is returned as ``error``.  All the solves of a round are handed to ``solve`` at once.
+becomes a bracket, cut in four by three solves a round until its bound is within
+rtol |I| / (2 MAX_BRACKETS); the part kept is the one of largest defect |V's rise -
+the trapezoid rule of eps_i in x| (O(h^3) where eps_i is smooth, ~ jump x h at a jump,
+~ slope change x h^2 at a kink).  Its smooth sides then get the Chebyshev rule.  While
+the errors sum to more than rtol |I| (I the current estimate of the piece's integral),
+the intervals of largest error are split until the rest sum to at most half of it:
+around a jump as above, around the part of largest defect if the interval is already
+KINK_WIDTH times narrower than the piece (a kink), else halved.  The sum of the
+estimates is returned as ``error``.  All the solves of a round go to ``solve`` at once.
 """
 
 from __future__ import annotations
