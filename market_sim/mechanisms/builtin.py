@@ -361,7 +361,9 @@ class DataDependentMechanism(Mechanism):
     ``dist`` is one cost law for every seller (a pooled law) or a
     :class:`~market_sim.distributions.SellerLaws` (``per_seller_laws``: seller i's
     virtual cost psi_i is its own law's, as Eq. 17 is written; a report outside its own
-    support is read as the nearest end of it, as in the offline mechanism).
+    support is read as the nearest end of it, as in the offline mechanism).  A virtual
+    cost above ``dd_curved.psi_ceiling`` (an infinite one at a Beta's top included) is
+    read as the ceiling, where Eq. 17 gives the seller no weight.
 
     Payments are Myerson's, t_i(r) = r eps_i(r) + int_r^{c_max} eps_i(z) dz.
     ``payment_rule="envelope"`` (default) takes the integral from the optimal value
