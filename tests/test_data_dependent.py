@@ -689,5 +689,12 @@ def test_certify_finds_the_optimum_the_multistart_missed():
     out = DataDependentMechanism("uniform:0:1", certify=True).with_data(X, y).outcome(costs)
     assert out.info["certified_optimum"] and out.info["gap_bound"] <= 1e-7
     np.testing.assert_allclose(out.eps, cert.eps[0], atol=1e-9)
-    assert "certified_optimum" not in DataDependentMechanism("uniform:0:1").with_data(
-        X, y).outcome(costs).info  # fmt: skip
+    # without certify nothing is claimed, and the outcome says what is known instead
+    plain_out = DataDependentMechanism("uniform:0:1").with_data(X, y).outcome(costs)
+    assert plain_out.info["certified_optimum"] is False
+    assert "local optimum" in plain_out.info["optimality"]  # 2 Lambda mu = 0.02 <= 4
+    np.testing.assert_allclose(plain_out.eps, plain.eps[0], atol=1e-9)  # the missed one
+    convex = DataDependentMechanism("uniform:0:1", mu=1000.0, reg_lambda=0.1).with_data(X, y)
+    for out in (convex.outcome(costs), convex.deviations([0], [[0.1, 0.2]], costs)):
+        assert out.info["certified_optimum"] is False
+        assert out.info["optimality"].startswith("jointly convex (2 Lambda mu = 200 > m = 4")

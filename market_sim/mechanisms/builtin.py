@@ -400,7 +400,9 @@ class DataDependentMechanism(Mechanism):
     optimum the multi-start missed by the better point it finds, and reports in
     ``Outcome.info`` whether every profile the outcome rests on is a certified global
     optimum on the eps_avg grid (``certified_optimum``) and the largest proved gap
-    (``gap_bound``)."""
+    (``gap_bound``).  Without it ``certified_optimum`` is False and ``optimality`` says
+    what is known instead: one optimum where Eq. 17 is jointly convex (2 Lambda mu > m,
+    Thm VIII.1), else the best local optimum of the solver's starts."""
 
     name: ClassVar[str] = "data-dependent"
     needs_data: ClassVar[bool] = True
@@ -506,6 +508,17 @@ class DataDependentMechanism(Mechanism):
         law = self._law(i)
         z = np.linspace(*law.support, self.n_nodes)
         return z, law.virtual_cost(z)
+
+    def optimality(self, m: int) -> str:
+        """What is known, without ``certify``, of how optimal an outcome of m sellers is:
+        the sentence ``Outcome.info["optimality"]`` carries."""
+        if 2 * self.reg_lambda * self.mu > m:
+            return (f"jointly convex (2 Lambda mu = {2 * self.reg_lambda * self.mu:g} > m = "
+                    f"{m}, Thm VIII.1): one optimum, reached to the solver's tolerance; "
+                    "not certified (certify=False)")  # fmt: skip
+        return (f"not jointly convex (2 Lambda mu = {2 * self.reg_lambda * self.mu:g} <= m = "
+                f"{m}): the best of the solver's starts, a local optimum; certify=True "
+                f"proves the global one (m <= {_certify_max_m()})")  # fmt: skip
 
     def _warm(self, m: int) -> bool:
         """Warm starts on?  By default iff Eq. 17 is jointly convex (2 Lambda mu > m)."""
@@ -665,14 +678,15 @@ class DataDependentMechanism(Mechanism):
                                        tails[n]) for n, i in enumerate(sellers)])  # fmt: skip
         gaps = np.r_[rows[2, : k * C], *(e[2] for e in node_eps),
                      *(t.gap for ts in tails for t in ts.values())]  # fmt: skip
-        return eps, pay.reshape(k, C), self._certificate(gaps)
+        return eps, pay.reshape(k, C), self._certificate(gaps, reports.size)
 
-    def _certificate(self, gaps) -> dict:
-        """Outcome.info with ``certify``: ``certified_optimum`` (every profile the call's
-        eps and payments rest on is within the search's tol of the global optimum of
-        Eq. 17 on the grid; ``dd_certify``) and ``gap_bound`` (the largest proved gap)."""
+    def _certificate(self, gaps, m: int) -> dict:
+        """Outcome.info: ``certified_optimum`` (with ``certify``: every profile the
+        call's eps and payments rest on is within the search's tol of the global optimum
+        of Eq. 17 on the grid, ``dd_certify``; without it always False) and either
+        ``gap_bound`` (the largest proved gap) or ``optimality`` (what is known instead)."""
         if not self.certify:
-            return {}
+            return {"certified_optimum": False, "optimality": self.optimality(m)}
         from .dd_certify import CERTIFY_TOL
 
         gap = float(np.max(gaps))
@@ -696,7 +710,7 @@ class DataDependentMechanism(Mechanism):
                                            self._nodes_eps(i, reports, start),
                                            self._curved_tails(i, reports, start))[0]
                             for i in range(reports.size)])  # fmt: skip
-        return Outcome(base.eps, pay)
+        return Outcome(base.eps, pay, self._certificate(np.zeros(0), reports.size))
 
     def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
         from . import data_dependent as dd
@@ -714,4 +728,11 @@ class DataDependentMechanism(Mechanism):
                                            self._nodes_eps(i, reports, start),
                                            self._curved_tails(i, reports, start))
                             for k, i in enumerate(sellers)])  # fmt: skip
-        return Outcome(eps.reshape(cand.shape), pay.reshape(cand.shape))
+        info = self._certificate(np.zeros(0), reports.size)
+        return Outcome(eps.reshape(cand.shape), pay.reshape(cand.shape), info)
+
+
+def _certify_max_m() -> int:
+    from .dd_certify import CERTIFY_MAX_M
+
+    return CERTIFY_MAX_M
