@@ -14,7 +14,12 @@ multi-start Newton solver, ``data_dependent.solve_many``).  Rows: one solve, one
 outcome (n solves plus n x 9 payment nodes), an audit of --audit-before-sellers
 sellers x 1 market on all three paths, and the issue-#37 size: an audit of
 --audit-sellers sellers with synthetic data x --markets markets, newton only (the
-lbfgs path took 314 s a market), against the 5-minute target.
+lbfgs path took 314 s a market), against the 5-minute target.  Then the payments on
+curved laws (Beta(2, 5) on [0, 2], a truncated normal; issue 47): per seller of an
+--curved-sellers market, Eq. 17 solves of the adaptive rule (``dd_curved``) against
+the 9 of the rule before (the Stieltjes sum on 9 equally spaced reports), its own error
+estimate and the old rule's error, both relative to the piece's integral, and one
+outcome's time (``--no-curved`` skips it).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import numpy as np
 from market_sim.auditing import audit
 from market_sim.distributions import uniform
 from market_sim.mechanisms import data_dependent as dd
+from market_sim.mechanisms import dd_curved
 from market_sim.mechanisms.builtin import DataDependentMechanism
 from market_sim.population import Population
 
@@ -107,6 +113,46 @@ def bench_audit(n: int, markets: int, n_before: int, rule: str = "envelope") -> 
     )
 
 
+CURVED_LAWS = ("beta:2:5:0:2", "truncnorm:0.5:0.3:0:1")
+
+
+def _old_stieltjes(mech, i: int, costs, law, n: int = 9) -> float:
+    """The rule before issue 47 on a one-piece curved law: sum of z' dV over n equally
+    spaced reports, z' = 1 / (gamma psi') by the trapezoid rule (error O(h^2))."""
+    lo, hi = law.support
+    z = np.linspace(lo, hi, n)
+    X, y = mech.data
+    P = np.tile(mech._psi(costs), (n, 1))
+    P[:, i] = dd_curved.psi_inside(law, lo, hi, mech._ceiling)(z)
+    value = dd.solve_many(X, y, P, **mech._kw()).objective
+    zprime = dd_curved._zprime(law, lo, hi, mech.gamma, z)
+    return float(0.5 * (zprime[1:] + zprime[:-1]) @ np.diff(value))
+
+
+def bench_curved(n: int, repeat: int) -> None:
+    for spec in CURVED_LAWS:
+        pop = Population([(spec, n)], data="synthetic")
+        mk = pop.sample(np.random.default_rng(0))
+        for label, params in (("default (non-convex)", {}), ("convex mu=1000 L=0.1", CONVEX)):
+
+            def outcome(pop=pop, mk=mk, params=params):
+                mech = DataDependentMechanism(pop.pooled, **params).with_data(*mk.data)
+                mech.outcome(mk.costs)
+                return mech
+
+            secs = _seconds(outcome, repeat)
+            mech = outcome()
+            tails = [t for i in range(n) for t in mech._curved_tails(i, mk.costs, None).values()]
+            solves = np.array([t.solves for t in tails])
+            est = max(t.error / abs(t.total) for t in tails)
+            old = max(abs(_old_stieltjes(mech, i, mk.costs, pop.pooled) - t.total) / abs(t.total)
+                      for i, t in enumerate(tails))  # fmt: skip
+            print(f"curved {spec} n={n} {label}: solves per payment median "
+                  f"{np.median(solves):.0f} (max {solves.max()}; before 9); error estimate "
+                  f"<= {est:.1g} of the integral (tolerance {mech.payment_rtol:g}); the old "
+                  f"rule's error up to {old:.2g}; one outcome {secs:.3g} s")  # fmt: skip
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sellers", type=int, default=100)
@@ -116,9 +162,13 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-audit", action="store_true")
     ap.add_argument("--payment-rule", default="envelope", choices=("envelope", "trapezoid"))
+    ap.add_argument("--curved-sellers", type=int, default=10)
+    ap.add_argument("--no-curved", action="store_true")
     args = ap.parse_args(argv)
     print(f"{platform.processor() or platform.machine()}, python {platform.python_version()}")
     _market_warmup()
+    if not args.no_curved:
+        bench_curved(args.curved_sellers, args.repeat)
     bench_solve_and_outcome(args.sellers, args.repeat)
     if not args.no_audit:
         bench_audit(args.audit_sellers, args.markets, args.audit_before_sellers,

@@ -491,28 +491,15 @@ def test_envelope_payments_make_the_audit_find_ic_where_the_trapezoid_is_not():
     assert verdicts["trapezoid"][2] > 1e3 * verdicts["trapezoid"][3]
 
 
-def test_envelope_payment_with_a_curved_virtual_cost_and_bad_rule():
-    """A truncated normal's psi is not affine: the Stieltjes sum (z' by the trapezoid
-    rule between nodes) has error O(h^2) x the value's increase, jumps or not, so
-    doubling the nodes (33 -> 65) cuts it ~4x (between 3x and 5x), to within 2e-4 of
-    the largest eps at 65 nodes, against the independent integral; an unknown payment
-    rule is refused."""
-    from market_sim.distributions import truncnorm
+def test_an_unknown_payment_rule_or_tolerance_is_refused():
+    """One clear line each (the curved pieces' test is tests/test_data_dependent_curved.py)."""
     from market_sim.mechanisms.builtin import DataDependentMechanism
 
-    (X, y), costs, _ = _labelled_market()
-    dist = truncnorm(0.5, 0.3, 0.0, 1.0)
-    r = 0.05
-    errs = []
-    for n in (33, 65):
-        mech = DataDependentMechanism(dist, n_nodes=n, **CONVEX_DD).with_data(X, y)
-        dev = mech.deviations([1], np.array([[r]]), costs)
-        if n == 33:
-            integral, jumps = _reference_integral(mech, 1, costs, r, 1.0)
-        errs.append(abs(dev.payments[0, 0] - r * dev.eps[0, 0] - integral))
-    assert jumps and 3 < errs[0] / errs[1] < 5 and errs[1] <= 2e-4 * dev.eps.max()
     with pytest.raises(MarketSimError, match="payment_rule"):
-        DataDependentMechanism(dist, payment_rule="simpson")
+        DataDependentMechanism(uniform(0, 1), payment_rule="simpson")
+    for bad in (0.0, 1.0, -1e-9, float("nan"), "1e-9"):
+        with pytest.raises(MarketSimError, match="payment_rtol"):
+            DataDependentMechanism(uniform(0, 1), payment_rtol=bad)
 
 
 # ---- exact payments on every law: pieces between psi's breaks (issue 47) ------------
@@ -604,17 +591,23 @@ def test_brute_force_finds_no_gain_and_no_loss_on_mixtures(case):
     assert util[:, 0].min() >= -1e-9
 
 
+def _cheapest_myerson_payment(mech, costs, law_of) -> tuple[int, float]:
+    """(i, ``myerson_payment`` of the cheapest seller i) with the mechanism's parameters
+    and data (the scipy solver)."""
+    X, y = mech.data
+    i = int(np.argmin(costs))
+    kw = dict(mu=mech.mu, sigma=mech.sigma, gamma=mech.gamma, reg_lambda=mech.reg_lambda,
+              eps_avg_grid=mech._kw()["eps_avg_grid"])  # fmt: skip
+    return i, dd.myerson_payment(i, X, y, costs, law_of[i], **kw)
+
+
 def test_myerson_payment_is_the_exact_rule_on_a_jump():
     """``myerson_payment`` (the scipy solver) on the jump mixture equals the quadrature
     of eps_i to 1e-7 of the largest eps (the scipy solve's tolerance), as does the
     mechanism's payment by the scipy path; the old trapezoid rule on 33 reports was
     off by ~1e-2 here."""
     mech, costs, law_of = _mixture_mechanism("jump", solver="lbfgs")
-    X, y = mech.data
-    i = int(np.argmin(costs))
-    kw = dict(mu=mech.mu, sigma=mech.sigma, gamma=mech.gamma, reg_lambda=mech.reg_lambda,
-              eps_avg_grid=mech._kw()["eps_avg_grid"])  # fmt: skip
-    t = dd.myerson_payment(i, X, y, costs, law_of[i], **kw)
+    i, t = _cheapest_myerson_payment(mech, costs, law_of)
     out = mech.outcome(costs)
     ref = costs[i] * out.eps[i] + _quad_integral(mech, law_of[i], i, costs, costs[i])
     assert abs(t - ref) <= 1e-7 * out.eps.max()
@@ -696,5 +689,12 @@ def test_certify_finds_the_optimum_the_multistart_missed():
     out = DataDependentMechanism("uniform:0:1", certify=True).with_data(X, y).outcome(costs)
     assert out.info["certified_optimum"] and out.info["gap_bound"] <= 1e-7
     np.testing.assert_allclose(out.eps, cert.eps[0], atol=1e-9)
-    assert "certified_optimum" not in DataDependentMechanism("uniform:0:1").with_data(
-        X, y).outcome(costs).info  # fmt: skip
+    # without certify nothing is claimed, and the outcome says what is known instead
+    plain_out = DataDependentMechanism("uniform:0:1").with_data(X, y).outcome(costs)
+    assert plain_out.info["certified_optimum"] is False
+    assert "local optimum" in plain_out.info["optimality"]  # 2 Lambda mu = 0.02 <= 4
+    np.testing.assert_allclose(plain_out.eps, plain.eps[0], atol=1e-9)  # the missed one
+    convex = DataDependentMechanism("uniform:0:1", mu=1000.0, reg_lambda=0.1).with_data(X, y)
+    for out in (convex.outcome(costs), convex.deviations([0], [[0.1, 0.2]], costs)):
+        assert out.info["certified_optimum"] is False
+        assert out.info["optimality"].startswith("jointly convex (2 Lambda mu = 200 > m = 4")

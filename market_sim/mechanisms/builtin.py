@@ -17,6 +17,7 @@ import numpy as np
 from ..distributions import CostDistribution, SellerLaws, as_distribution
 from ..errors import MarketSimError
 from .base import Mechanism, Outcome, _deviation_args, in_own_support
+from .dd_curved import DEFAULT_PAYMENT_RTOL, psi_ceiling
 
 if TYPE_CHECKING:
     from .private_cutoff import PrivateCutoff
@@ -360,7 +361,9 @@ class DataDependentMechanism(Mechanism):
     ``dist`` is one cost law for every seller (a pooled law) or a
     :class:`~market_sim.distributions.SellerLaws` (``per_seller_laws``: seller i's
     virtual cost psi_i is its own law's, as Eq. 17 is written; a report outside its own
-    support is read as the nearest end of it, as in the offline mechanism).
+    support is read as the nearest end of it, as in the offline mechanism).  A virtual
+    cost above ``dd_curved.psi_ceiling`` (an infinite one at a Beta's top included) is
+    read as the ceiling, where Eq. 17 gives the seller no weight.
 
     Payments are Myerson's, t_i(r) = r eps_i(r) + int_r^{c_max} eps_i(z) dz.
     ``payment_rule="envelope"`` (default) takes the integral from the optimal value
@@ -369,10 +372,13 @@ class DataDependentMechanism(Mechanism):
     ironing intervals' ends (``data_dependent.payment_plan``): on a piece where psi is
     affine the integral is exactly Delta V / (gamma psi') between the piece's ends, on
     an ironed piece eps_i is constant, a jump of psi adds nothing, and on a curved piece
-    it is the Stieltjes sum on ``n_nodes`` reports (error O(h^2) x Delta V).
+    (a Beta, a truncated normal) an adaptive rule (``dd_curved``: Chebyshev interpolation
+    of eps_i between its jumps, which are bracketed and priced by V's rise) reaches
+    ``payment_rtol`` of the piece's integral, by its own error estimate.
     ``payment_rule="trapezoid"`` is the old rule: the trapezoid rule on eps_i at
     {r} and the ``n_nodes`` reports above r, far off where eps_i jumps
-    (docs/data-dependent.md).  Outcomes and deviations use one payment rule.
+    (docs/data-dependent.md); ``n_nodes`` is used by that rule only.  Outcomes and
+    deviations use one payment rule.
 
     ``solver="newton"`` (default) solves every profile of an ``outcome`` or
     ``deviations`` call (candidates and payment nodes, identical profiles once) in one
@@ -394,7 +400,9 @@ class DataDependentMechanism(Mechanism):
     optimum the multi-start missed by the better point it finds, and reports in
     ``Outcome.info`` whether every profile the outcome rests on is a certified global
     optimum on the eps_avg grid (``certified_optimum``) and the largest proved gap
-    (``gap_bound``)."""
+    (``gap_bound``).  Without it ``certified_optimum`` is False and ``optimality`` says
+    what is known instead: one optimum where Eq. 17 is jointly convex (2 Lambda mu > m,
+    Thm VIII.1), else the best local optimum of the solver's starts."""
 
     name: ClassVar[str] = "data-dependent"
     needs_data: ClassVar[bool] = True
@@ -406,6 +414,7 @@ class DataDependentMechanism(Mechanism):
     reg_lambda: float = 1e-2
     n_nodes: int = 9
     payment_rule: str = "envelope"
+    payment_rtol: float = DEFAULT_PAYMENT_RTOL
     solver: str = "newton"
     warm_start: bool | None = None
     blas_threads: int | None = 1
@@ -414,6 +423,8 @@ class DataDependentMechanism(Mechanism):
     data: tuple | None = field(default=None, repr=False, compare=False)
     _node_eps: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     _plans: tuple = field(default=(), init=False, repr=False, compare=False)
+    _tails: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _ceiling: float = field(default=np.inf, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         from .data_dependent import payment_plan
@@ -425,13 +436,18 @@ class DataDependentMechanism(Mechanism):
         if not (isinstance(self.n_nodes, int | np.integer) and self.n_nodes >= 2):
             raise MarketSimError(f"data-dependent: n_nodes must be an integer >= 2, "
                                  f"not {self.n_nodes!r}")  # fmt: skip
+        if not (isinstance(self.payment_rtol, float | int) and 0 < self.payment_rtol < 1):
+            raise MarketSimError(f"data-dependent: payment_rtol must be a number in (0, 1), "
+                                 f"not {self.payment_rtol!r}")  # fmt: skip
         if self.solver not in ("newton", "lbfgs"):
             raise MarketSimError(f"data-dependent: solver must be 'newton' or 'lbfgs', "
                                  f"not {self.solver!r}")  # fmt: skip
         if self.certify and self.solver != "newton":
             raise MarketSimError("data-dependent: certify needs solver='newton'")
         laws = self.dist.laws if isinstance(self.dist, SellerLaws) else (self.dist,)
-        object.__setattr__(self, "_plans", tuple(payment_plan(d, self.n_nodes) for d in laws))
+        object.__setattr__(self, "_plans", tuple(payment_plan(d) for d in laws))
+        ceiling = psi_ceiling(laws, self.mu, self.gamma, self.reg_lambda, min(DD_EPS_AVG_GRID))
+        object.__setattr__(self, "_ceiling", ceiling)
 
     def for_sellers(self, ids) -> DataDependentMechanism:
         if not isinstance(self.dist, SellerLaws):
@@ -468,13 +484,19 @@ class DataDependentMechanism(Mechanism):
         the seller's own support (``in_own_support``), in one call per law."""
         if not isinstance(self.dist, SellerLaws):
             r = self.dist.check_in_support(cand, "report")
-            return r, self.dist.virtual_cost(r)
+            return r, self._capped(self.dist.virtual_cost(r))
         r = in_own_support(self.dist, cand, sellers=sellers)
-        return r, self.dist.virtual_cost(r, sellers)
+        return r, self._capped(self.dist.virtual_cost(r, sellers))
 
     def _psi(self, reports) -> np.ndarray:
         """Every seller's virtual cost at a profile of reports."""
-        return self.dist.virtual_cost(in_own_support(self.dist, reports))
+        return self._capped(self.dist.virtual_cost(in_own_support(self.dist, reports)))
+
+    def _capped(self, psi) -> np.ndarray:
+        """psi at most ``dd_curved.psi_ceiling`` (an infinite psi included: a report where
+        the density vanishes, as at a Beta's top): Eq. 17 unchanged where another seller
+        is below the laws' 1 - 1e-6 quantile, eps_i = 0 (docs/data-dependent.md)."""
+        return np.minimum(np.asarray(psi, dtype=float), self._ceiling)
 
     def _node_reports_and_psi(self, i) -> tuple[np.ndarray, np.ndarray]:
         """The payment nodes of seller i: (reports, virtual costs).  The envelope rule's
@@ -486,6 +508,17 @@ class DataDependentMechanism(Mechanism):
         law = self._law(i)
         z = np.linspace(*law.support, self.n_nodes)
         return z, law.virtual_cost(z)
+
+    def optimality(self, m: int) -> str:
+        """What is known, without ``certify``, of how optimal an outcome of m sellers is:
+        the sentence ``Outcome.info["optimality"]`` carries."""
+        if 2 * self.reg_lambda * self.mu > m:
+            return (f"jointly convex (2 Lambda mu = {2 * self.reg_lambda * self.mu:g} > m = "
+                    f"{m}, Thm VIII.1): one optimum, reached to the solver's tolerance; "
+                    "not certified (certify=False)")  # fmt: skip
+        return (f"not jointly convex (2 Lambda mu = {2 * self.reg_lambda * self.mu:g} <= m = "
+                f"{m}): the best of the solver's starts, a local optimum; certify=True "
+                f"proves the global one (m <= {_certify_max_m()})")  # fmt: skip
 
     def _warm(self, m: int) -> bool:
         """Warm starts on?  By default iff Eq. 17 is jointly convex (2 Lambda mu > m)."""
@@ -539,11 +572,39 @@ class DataDependentMechanism(Mechanism):
             self._node_eps.clear()
         self._node_eps[key] = eps
 
+    def _curved_tails(self, i, reports, w_start) -> dict:
+        """Seller i's ``curved_tails`` (its law's curved pieces) at the others' reports,
+        solved by this mechanism's solver; a function of (i, the others' reports) only,
+        so kept like the nodes.  Empty without a curved piece or with the trapezoid rule."""
+        from . import data_dependent as dd
+
+        plan = self._plans[self._group(i)]
+        if self.payment_rule != "envelope" or self.gamma == 0 or not np.any(plan.kind == dd.CURVED):
+            return {}
+        key = self._node_key(i, reports)
+        if self.cache_nodes and key in self._tails:
+            return self._tails[key]
+
+        def at(x):  # seller i's eps_i, Eq. 17's value and certificate gap at each x
+            if self.solver == "lbfgs":
+                e, v = self._own(i, reports, x, w_start)
+                return e, v, np.full(e.size, np.nan)
+            eps_u, val_u, gap_u, inv = self._batch(np.full(x.size, i), x, reports)
+            return eps_u[inv, i], val_u[inv], gap_u[inv]
+
+        tails = dd.curved_tails(plan, self._law(i), self.gamma, at, self._ceiling,
+                                self.payment_rtol)  # fmt: skip
+        if self.cache_nodes:
+            if len(self._tails) >= 4096:
+                self._tails.clear()
+            self._tails[key] = tails
+        return tails
+
     # ---- payments ----------------------------------------------------------------------
-    def _payments(self, i, r, psi_r, eps_cands, value_cands, node_vals) -> np.ndarray:
+    def _payments(self, i, r, psi_r, eps_cands, value_cands, node_vals, tails) -> np.ndarray:
         """Seller i's Myerson t(r) = r eps(r) + int_r^{c_max} eps (``payment_rule``; r in
         its own support, psi_r its virtual costs; node_vals: eps and Eq. 17's value at the
-        nodes, value_cands: the value at each r)."""
+        nodes, value_cands: the value at each r; tails: ``_curved_tails``)."""
         e = np.asarray(eps_cands, dtype=float)
         if self.payment_rule == "trapezoid":
             return r * e + self._trapezoid_tail(i, r, e, node_vals[0])
@@ -552,9 +613,9 @@ class DataDependentMechanism(Mechanism):
             return r * e + (top - r) * e
         from .data_dependent import envelope_tail
 
-        tail = envelope_tail(self._plans[self._group(i)], self._law(i), self.gamma, r, psi_r,
+        tail = envelope_tail(self._plans[self._group(i)], self.gamma, r, psi_r,
                              np.asarray(value_cands, dtype=float), node_vals[0],
-                             node_vals[1])  # fmt: skip
+                             node_vals[1], tails)  # fmt: skip
         return r * e + tail
 
     def _trapezoid_tail(self, i, r, e, eps_nodes) -> np.ndarray:
@@ -612,17 +673,20 @@ class DataDependentMechanism(Mechanism):
         if self.cache_nodes:  # stored after reading: storing may clear the cache
             for i, e in fresh.items():
                 self._keep_nodes(self._node_key(i, reports), e)
-        pay = np.array([self._payments(i, cand_r[n], cand_psi[n], eps[n], val[n], node_eps[n])
-                        for n, i in enumerate(sellers)])  # fmt: skip
-        gaps = np.r_[rows[2, : k * C], *(e[2] for e in node_eps)]
-        return eps, pay.reshape(k, C), self._certificate(gaps)
+        tails = [self._curved_tails(i, reports, None) for i in sellers]
+        pay = np.array([self._payments(i, cand_r[n], cand_psi[n], eps[n], val[n], node_eps[n],
+                                       tails[n]) for n, i in enumerate(sellers)])  # fmt: skip
+        gaps = np.r_[rows[2, : k * C], *(e[2] for e in node_eps),
+                     *(t.gap for ts in tails for t in ts.values())]  # fmt: skip
+        return eps, pay.reshape(k, C), self._certificate(gaps, reports.size)
 
-    def _certificate(self, gaps) -> dict:
-        """Outcome.info with ``certify``: ``certified_optimum`` (every profile the call's
-        eps and payments rest on is within the search's tol of the global optimum of
-        Eq. 17 on the grid; ``dd_certify``) and ``gap_bound`` (the largest proved gap)."""
+    def _certificate(self, gaps, m: int) -> dict:
+        """Outcome.info: ``certified_optimum`` (with ``certify``: every profile the
+        call's eps and payments rest on is within the search's tol of the global optimum
+        of Eq. 17 on the grid, ``dd_certify``; without it always False) and either
+        ``gap_bound`` (the largest proved gap) or ``optimality`` (what is known instead)."""
         if not self.certify:
-            return {}
+            return {"certified_optimum": False, "optimality": self.optimality(m)}
         from .dd_certify import CERTIFY_TOL
 
         gap = float(np.max(gaps))
@@ -643,9 +707,10 @@ class DataDependentMechanism(Mechanism):
             start = base.w_path if self._warm(reports.size) else None
             r, psi = self._cands(np.arange(reports.size), reports[:, None])
             pay = np.array([self._payments(i, r[i], psi[i], [base.eps[i]], [base.objective],
-                                           self._nodes_eps(i, reports, start))[0]
+                                           self._nodes_eps(i, reports, start),
+                                           self._curved_tails(i, reports, start))[0]
                             for i in range(reports.size)])  # fmt: skip
-        return Outcome(base.eps, pay)
+        return Outcome(base.eps, pay, self._certificate(np.zeros(0), reports.size))
 
     def deviations(self, sellers, candidates, reports, rng=None) -> Outcome:
         from . import data_dependent as dd
@@ -660,6 +725,14 @@ class DataDependentMechanism(Mechanism):
             own = [self._own(i, reports, x[k], start) for k, i in enumerate(sellers)]
             eps = np.array([o[0] for o in own])
             pay = np.array([self._payments(i, r[k], x[k], own[k][0], own[k][1],
-                                           self._nodes_eps(i, reports, start))
+                                           self._nodes_eps(i, reports, start),
+                                           self._curved_tails(i, reports, start))
                             for k, i in enumerate(sellers)])  # fmt: skip
-        return Outcome(eps.reshape(cand.shape), pay.reshape(cand.shape))
+        info = self._certificate(np.zeros(0), reports.size)
+        return Outcome(eps.reshape(cand.shape), pay.reshape(cand.shape), info)
+
+
+def _certify_max_m() -> int:
+    from .dd_certify import CERTIFY_MAX_M
+
+    return CERTIFY_MAX_M

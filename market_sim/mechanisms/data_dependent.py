@@ -85,6 +85,7 @@ from scipy.special import expit, softmax
 
 from ..errors import MarketSimError
 from ..learning.hetero_dp import weighted_logistic_fit
+from .dd_curved import DEFAULT_PAYMENT_RTOL, curved_tail, psi_ceiling
 from .offline import check_params, project_capped_simplex
 
 __all__ = [
@@ -100,6 +101,7 @@ __all__ = [
     "PaymentPlan",
     "payment_plan",
     "envelope_tail",
+    "curved_tails",
     "literal_noise_bounds",
     "DEFAULT_EPS_AVG_GRID",
 ]
@@ -644,28 +646,39 @@ def monotonicity_violations(
     return reports[1:][rise]
 
 
-def myerson_payment(i: int, X, y, costs, dist, *, n_nodes: int = 9, **kw) -> float:
+def myerson_payment(
+    i: int, X, y, costs, dist, *, payment_rtol: float = DEFAULT_PAYMENT_RTOL, **kw
+) -> float:
     """t_i = c_i eps_i(c_i) + int_{c_i}^{c_max} eps_i(z) dz (Lemma III.2, 003) for seller i
     of cost law ``dist`` (a CostDistribution or spec; c_max its top), the integral by the
-    mechanism's exact rule (``payment_plan``, ``envelope_tail``: Eq. 17's value between
-    psi's breaks and the ironing intervals' ends; ``n_nodes`` only on curved pieces),
-    solved by ``solve``.  IC only where eps_i is monotone; check with
-    ``monotonicity_violations``."""
+    mechanism's rule (``payment_plan``, ``envelope_tail``: Eq. 17's value between psi's
+    breaks and the ironing intervals' ends, exact; on curved pieces the adaptive rule
+    of ``dd_curved`` to ``payment_rtol`` of each piece's integral), solved by ``solve``.
+    IC only where eps_i is monotone; check with ``monotonicity_violations``."""
     from ..distributions import as_distribution
 
     law = as_distribution(dist)
     costs = law.check_in_support(np.asarray(costs, dtype=float))
     if not 0 <= i < costs.size:
         raise MarketSimError(f"seller index {i} out of range")
-    psi = law.virtual_cost(costs)
+    grid = kw.get("eps_avg_grid")
+    eps_min = float(np.min(DEFAULT_EPS_AVG_GRID if grid is None else grid))
+    ceiling = psi_ceiling([law], kw["mu"], kw["gamma"], kw["reg_lambda"], eps_min)
+    psi = np.minimum(law.virtual_cost(costs), ceiling)
     base = solve(X, y, psi, **kw)
-    plan = payment_plan(law, n_nodes)
-    node_eps, node_val = own_cost_outcomes(i, X, y, psi, _as_psi, plan.x, **kw)
-    c = costs[i : i + 1]
     if kw["gamma"] == 0:  # the report does not enter Eq. 17: eps_i is constant
         return float(law.support[1] * base.eps[i])
-    tail = envelope_tail(plan, law, kw["gamma"], c, psi[i : i + 1], np.array([base.objective]),
-                         node_eps, node_val)  # fmt: skip
+    plan = payment_plan(law)
+    node_eps, node_val = own_cost_outcomes(i, X, y, psi, _as_psi, plan.x, **kw)
+
+    def at(x):  # seller i's eps_i, Eq. 17's value and no certificate at virtual costs x
+        e, v = own_cost_outcomes(i, X, y, psi, _as_psi, x, **kw)
+        return e, v, np.full(e.size, np.nan)
+
+    tails = curved_tails(plan, law, kw["gamma"], at, ceiling, payment_rtol)
+    c = costs[i : i + 1]
+    tail = envelope_tail(plan, kw["gamma"], c, psi[i : i + 1], np.array([base.objective]),
+                         node_eps, node_val, tails)  # fmt: skip
     return float(c[0] * base.eps[i] + tail[0])
 
 
@@ -736,10 +749,12 @@ class PaymentPlan:
     Payments).  The support is cut at psi's breaks (where a mixture's part begins or
     ends) and at the ironing intervals' ends into pieces on which psi is continuous:
     ``FLAT`` (ironed: psi, hence eps_i, constant), ``AFFINE`` (int eps_i dz = Delta V /
-    (gamma psi'), exact) or ``CURVED`` (the Stieltjes sum on ``n_nodes`` reports).
-    Eq. 17 is solved at the virtual costs ``x`` (one-sided limits at the pieces' ends);
-    piece k's nodes are x[start[k]:stop[k]], standing for the reports ``z``.  ``line``
-    is psi at each piece's start on an affine piece (psi = line + slope (z - a))."""
+    (gamma psi'), exact) or ``CURVED`` (an adaptive rule to a stated tolerance,
+    ``dd_curved.curved_tail``: its solves depend on the others' reports, so it has no
+    fixed nodes here).  Eq. 17 is solved at the virtual costs ``x`` (one-sided limits at
+    the pieces' ends); piece k's nodes are x[start[k]:stop[k]], standing for the reports
+    ``z``.  ``line`` is psi at each piece's start on an affine piece (psi = line +
+    slope (z - a))."""
 
     support: tuple[float, float]
     a: np.ndarray
@@ -751,7 +766,6 @@ class PaymentPlan:
     stop: np.ndarray
     x: np.ndarray
     z: np.ndarray
-    dpsi: np.ndarray  # psi' at the nodes of curved pieces (z' = 1 / (gamma psi'))
 
 
 def _cuts(dist) -> np.ndarray:
@@ -779,35 +793,15 @@ def _piece_kind(dist, a: float, b: float) -> tuple[int, float, float, float]:
     return (AFFINE, line, slope, np.nan) if affine else (CURVED, np.nan, np.nan, np.nan)
 
 
-def _curved_nodes(dist, a: float, b: float, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(reports, psi, psi') at n equally spaced reports of a curved piece, psi at its ends
-    the one-sided limits (evaluated 1e-12 of the width inside), psi' by differences
-    inside the piece; an infinite psi (a vanishing density) is capped, its psi' too."""
-    z = np.linspace(a, b, n)
-    inner = np.clip(z, a + 1e-12 * (b - a), b - 1e-12 * (b - a))
-    h = 1e-6 * (b - a)
-    up, down = (
-        np.minimum(inner + h, b - 1e-12 * (b - a)),
-        np.maximum(inner - h, a + 1e-12 * (b - a)),
-    )
-    with np.errstate(invalid="ignore"):
-        psi = dist.virtual_cost(inner)
-        dpsi = (dist.virtual_cost(up) - dist.virtual_cost(down)) / (up - down)
-    finite = np.isfinite(psi)
-    cap = 1e6 * (1.0 + np.abs(psi[finite]).max(initial=0.0))
-    return z, np.where(finite, psi, cap), np.where(np.isfinite(dpsi), dpsi, np.inf)
-
-
-def payment_plan(dist, n_nodes: int = 9) -> PaymentPlan:
-    """The pieces and Eq. 17's solve points for ``dist`` (see ``PaymentPlan``): one node
-    per flat piece (its constant), the two ends of an affine piece (the start of the
-    first one only if psi at the support's bottom is off its line), ``n_nodes`` on a
-    curved piece."""
+def payment_plan(dist) -> PaymentPlan:
+    """The pieces and Eq. 17's fixed solve points for ``dist`` (see ``PaymentPlan``): one
+    node per flat piece (its constant), the two ends of an affine piece (the start of
+    the first one only if psi at the support's bottom is off its line), none on a
+    curved piece (``curved_tails`` solves there)."""
     cuts = _cuts(dist)
     cols: dict[str, list] = {k: [] for k in ("kind", "slope", "line", "start", "stop")}
     xs: list[np.ndarray] = []
     zs: list[np.ndarray] = []
-    ds: list[np.ndarray] = []
     for k, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
         kind, line, slope, flat = _piece_kind(dist, float(a), float(b))
         if kind == FLAT:
@@ -818,8 +812,7 @@ def payment_plan(dist, n_nodes: int = 9) -> PaymentPlan:
             z = np.array([a, b]) if need_a else np.array([b])
             x = line + slope * (z - a)
         else:
-            z, x, d = _curved_nodes(dist, float(a), float(b), n_nodes)
-        ds.append(d if kind == CURVED else np.full(z.size, np.nan))
+            z = x = np.zeros(0)
         n0 = sum(v.size for v in xs)
         xs.append(x)
         zs.append(z)
@@ -836,21 +829,24 @@ def payment_plan(dist, n_nodes: int = 9) -> PaymentPlan:
         np.array(cols["stop"], dtype=np.int64),
         np.concatenate(xs),
         np.concatenate(zs),
-        np.concatenate(ds),
     )
 
 
-def _stieltjes_sum(gamma, dpsi, value) -> float:
-    """int z'(x) dV(x) over consecutive nodes, z' = 1 / (gamma psi') by the trapezoid
-    rule (envelope theorem: dV/dx = eps_i, x = gamma psi)."""
-    zprime = (1.0 / dpsi[1:] + 1.0 / dpsi[:-1]) / (2.0 * gamma)
-    return float(zprime @ np.diff(value))
+def curved_tails(plan: PaymentPlan, dist, gamma, solve, ceiling, rtol=DEFAULT_PAYMENT_RTOL):
+    """{piece k: ``dd_curved.CurvedTail``} for each curved piece of ``plan`` (seller i of
+    law ``dist``, the others' reports fixed inside ``solve``, see ``curved_tail``)."""
+    pieces = np.flatnonzero(plan.kind == CURVED)
+    ends = [(float(plan.a[k]), float(plan.b[k])) for k in pieces]
+    return {
+        int(k): curved_tail(dist, a, b, gamma, solve, ceiling, rtol)
+        for k, (a, b) in zip(pieces, ends, strict=True)
+    }
 
 
-def _piece_integrals(plan: PaymentPlan, gamma, node_eps, node_val) -> np.ndarray:
+def _piece_integrals(plan: PaymentPlan, gamma, node_eps, node_val, tails) -> np.ndarray:
     """int of eps_i over each whole piece: eps times the length (flat), Delta V /
     (gamma psi') (affine: V's change between the piece's own ends, never across a
-    break), the Stieltjes sum (curved)."""
+    break), the adaptive rule's total (curved, ``tails``)."""
     out = np.empty(plan.a.size)
     for k in range(plan.a.size):
         s, e = plan.start[k], plan.stop[k]
@@ -861,35 +857,31 @@ def _piece_integrals(plan: PaymentPlan, gamma, node_eps, node_val) -> np.ndarray
                 (node_val[e - 1] - node_val[s]) / (gamma * plan.slope[k]) if e - s == 2 else np.nan
             )
         else:
-            out[k] = _stieltjes_sum(gamma, plan.dpsi[s:e], node_val[s:e])
+            out[k] = tails[k].total
     return out
 
 
-def envelope_tail(plan: PaymentPlan, dist, gamma, r, psi_r, value_r, node_eps, node_val):
+def envelope_tail(plan: PaymentPlan, gamma, r, psi_r, value_r, node_eps, node_val, tails):
     """int_r^{top} eps_i(z) dz for reports r (virtual costs psi_r, Eq. 17's value value_r
-    at each), Eq. 17's eps_i and value at the plan's nodes: the part of r's own piece
-    plus the whole pieces above it (``_piece_integrals``).  A jump of psi adds nothing;
-    an ironed piece adds its constant eps_i times the length.  ``dist``: the law (psi'
-    at r by differences inside r's piece, on curved pieces only)."""
-    r = np.asarray(r, dtype=float)
+    at each), Eq. 17's eps_i and value at the plan's nodes and the curved pieces'
+    ``curved_tails``: the part of r's own piece plus the whole pieces above it
+    (``_piece_integrals``).  A jump of psi adds nothing; an ironed piece adds its
+    constant eps_i times the length."""
+    r = np.atleast_1d(np.asarray(r, dtype=float))
     psi_r, value_r = np.asarray(psi_r, dtype=float), np.asarray(value_r, dtype=float)
-    whole = _piece_integrals(plan, gamma, node_eps, node_val)
+    whole = _piece_integrals(plan, gamma, node_eps, node_val, tails)
     above = np.r_[np.cumsum(whole[::-1])[::-1][1:], 0.0]  # the pieces after piece k
     k = np.clip(np.searchsorted(plan.a, r, side="right") - 1, 0, plan.a.size - 1)
-    kind, s, e, b = plan.kind[k], plan.start[k], plan.stop[k], plan.b[k]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        line = plan.line[k] + plan.slope[k] * (r - plan.a[k])
-        on_line = np.abs(psi_r - line) <= 1e-12 * (1.0 + np.abs(psi_r))
-        v0 = np.where(on_line, value_r, node_val[s])  # off its line only at a piece's start
-        affine = (node_val[e - 1] - v0) / (gamma * plan.slope[k])
-    out = np.where(kind == FLAT, node_eps[s] * (b - r), affine)
-    for n in np.flatnonzero((kind == CURVED) & (r < plan.support[1])):
-        kk, sn, en = k[n], s[n], e[n]
-        above_r = plan.z[sn:en] > r[n]
-        h = 1e-6 * (plan.b[kk] - plan.a[kk])
-        up, down = min(r[n] + h, plan.b[kk] - h), max(r[n] - h, plan.a[kk] + h)
-        dpsi = (dist.virtual_cost(up) - dist.virtual_cost(down)) / (up - down)
-        out[n] = _stieltjes_sum(gamma, np.r_[dpsi, plan.dpsi[sn:en][above_r]],
-                                np.r_[value_r[n], node_val[sn:en][above_r]])  # fmt: skip
+    kind, s, e = plan.kind[k], plan.start[k], plan.stop[k]
+    out = np.empty(r.shape)
+    flat, aff = kind == FLAT, kind == AFFINE
+    out[flat] = node_eps[s[flat]] * (plan.b[k[flat]] - r[flat])
+    ka = k[aff]
+    line = plan.line[ka] + plan.slope[ka] * (r[aff] - plan.a[ka])
+    on_line = np.abs(psi_r[aff] - line) <= 1e-12 * (1.0 + np.abs(psi_r[aff]))
+    v0 = np.where(on_line, value_r[aff], node_val[s[aff]])  # off its line only at a start
+    out[aff] = (node_val[e[aff] - 1] - v0) / (gamma * plan.slope[ka])
+    for n in np.flatnonzero(kind == CURVED):
+        out[n] = tails[int(k[n])].tail(r[n], value_r[n])[0]
     out = out + above[k]
     return np.where(r >= plan.support[1], 0.0, out)
