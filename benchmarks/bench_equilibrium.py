@@ -190,7 +190,8 @@ def main(argv=None):
     print(f"# bne, seed 0; {platform.machine()}, {time.strftime('%F %H:%M')}, "
           f"load average {os.getloadavg()[0]:.1f} at the start")  # fmt: skip
     print("| case | path | seconds | CPU seconds | target | evaluations | iterations "
-          "| converged | epsilon / utility | exact epsilon / utility | L-inf (wins >= 1%) |")  # fmt: skip
+          "| converged | epsilon / utility | exact epsilon / utility "
+          "| L-inf (wins >= 1%) |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for label, mech, pop, ref, opts, target in CASES:
