@@ -39,8 +39,8 @@ def test_an_ic_mechanism_builds_each_markets_payment_curves_once(curve_builds):
 def test_an_ic_mechanism_is_verified_by_one_evaluation(monkeypatch):
     """uniform-price (dominant-strategy IC) at the truth: one iteration and one
     verification, and in it one evaluation of the deviations' gains (``measure``), at
-    the denser density; the coarser density's epsilon is that evaluation's on its own
-    costs (before: an evaluation per density, two)."""
+    the denser density: it finds no gain, which agrees with any coarser epsilon, so the
+    coarser density is not evaluated (before: an evaluation per density, two)."""
     from market_sim.games import equilibrium_pure
 
     measured: list[int] = []
@@ -57,3 +57,36 @@ def test_an_ic_mechanism_is_verified_by_one_evaluation(monkeypatch):
     assert r.check.eval_cells == 2 * r.options["eval_grid"] and r.check.agreed
     assert measured[0] == r.check.eval_costs.size
     assert r.epsilon == 0.0
+
+
+@pytest.mark.parametrize(
+    ("by_cells", "evaluated", "cells", "agreed"),
+    [
+        ({66: 0.0}, [66], 66, True),  # no gain at 66: agrees with any 33, not evaluated
+        ({66: 1e-4}, [66], 66, True),  # within the 1e-4 slack of any coarser epsilon
+        ({66: 0.02, 33: 0.019}, [66, 33], 66, True),  # 0.02 <= 1.1 x 0.019 + 1e-4
+        ({66: 0.05, 33: 0.01, 132: 0.0501}, [66, 33, 132], 132, True),
+        ({66: 0.05, 33: 0.01, 132: 0.09}, [66, 33, 132], 132, False),  # rounds spent
+    ],
+)
+def test_the_coarser_density_is_evaluated_only_when_it_can_matter(
+    by_cells, evaluated, cells, agreed
+):
+    """``_refined``'s decisions are the rule's (the denser epsilon / u at most 10% and 1e-4
+    above the coarser), each checked by hand above; the coarser density is evaluated
+    only when the denser epsilon / u exceeds 1e-4 (at most that agrees with any
+    epsilon >= 0)."""
+    from market_sim.games.equilibrium_game import EpsilonResult
+    from market_sim.games.equilibrium_pure import _refined
+
+    calls: list[int] = []
+
+    def at(n):
+        calls.append(n)
+        e = by_cells[n]
+        z = np.zeros(1)
+        return EpsilonResult(e, (e, e), e, z, z, z, z)
+
+    r = _refined(at, 33, 2)
+    assert calls == evaluated
+    assert (r.eval_cells, r.agreed, r.epsilon_relative) == (cells, agreed, by_cells[cells])

@@ -480,12 +480,9 @@ def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, referen
     out = []
     for g, law in enumerate(setup.classes.laws):
 
-        def costs_at(cells, g=g, law=law):
-            dens = opt.eval_grid * 2 ** np.arange(int(round(math.log2(cells / opt.eval_grid))) + 1)
-            return np.unique(np.concatenate([eval_costs_for(law, c_tops[g], d) for d in dens]))
-
         def at(cells, g=g, law=law):
-            costs = costs_at(cells)
+            dens = opt.eval_grid * 2 ** np.arange(int(round(math.log2(cells / opt.eval_grid))) + 1)
+            costs = np.unique(np.concatenate([eval_costs_for(law, c_tops[g], d) for d in dens]))
             bids = np.clip(bidfns[g](costs), *setup.z_range)
             z_star = search_reports(
                 oracle, search, Rs, g, costs, bids, setup.z_range, z_top, opt.check_grid,
@@ -494,10 +491,7 @@ def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, referen
             wins = None if R_ref is None else _win_rates(oracle, fresh, R_ref, g, refs[g], costs)
             return measure(oracle, fresh, Rf, g, law, costs, bids, z_star, refs[g], wins)
 
-        def coarser(fine, cells, law=law, costs_at=costs_at):
-            return _restricted(fine, costs_at(cells), law)
-
-        out.append(_refined(at, coarser, opt.eval_grid, opt.eval_refine))
+        out.append(_refined(at, opt.eval_grid, opt.eval_refine))
     return out
 
 
@@ -519,34 +513,22 @@ def _win_rates(oracle, fresh, R_ref, g, ref, costs) -> np.ndarray:
     return fresh.mean((E > 0).astype(float))
 
 
-def _refined(at, coarser, cells: int, rounds: int) -> EpsilonResult:
+def _refined(at, cells: int, rounds: int) -> EpsilonResult:
     """``at(cells)`` at ``cells`` evaluation cells, then at twice as many (each density's
     costs include the coarser ones, so epsilon can only grow) until two successive
     densities agree: the denser epsilon / u at most 10% (and 1e-4) above the coarser,
-    or ``rounds`` doublings (issue #48: a denser evaluation must not find more).  With
-    ``rounds`` > 0 the first density is not evaluated on its own: its epsilon / u is
-    the second's on its costs (``coarser(result, cells)``, ``_restricted``; the same
-    markets and deviations, searched among the denser bids too, so never below the
-    first density's own), which saves one evaluation (issue #48: an IC mechanism's
-    verification was two; the denser result, the one returned, is unchanged)."""
-    if rounds == 0:
-        return dataclasses.replace(at(cells), eval_cells=cells, agreed=False)
-    prev: EpsilonResult | None = None
+    or ``rounds`` doublings (issue #48: a denser evaluation must not find more).  The
+    first density is evaluated only when its number can matter: a denser epsilon / u
+    of at most 1e-4 agrees with any coarser one (>= 0), so then it is not (issue #48:
+    an IC mechanism's verification is one evaluation, not two; every decision and
+    number as before)."""
+    prev = None if rounds else at(cells)
     for _ in range(rounds):
         nxt = at(2 * cells)
-        coarse = coarser(nxt, cells) if prev is None else prev.epsilon_relative
-        if nxt.epsilon_relative <= 1.1 * coarse + 1e-4:
+        if prev is None and nxt.epsilon_relative > 1e-4:
+            prev = at(cells)
+        if prev is None or nxt.epsilon_relative <= 1.1 * prev.epsilon_relative + 1e-4:
             return dataclasses.replace(nxt, eval_cells=2 * cells, agreed=True)
         prev, cells = nxt, 2 * cells
     assert prev is not None
-    return dataclasses.replace(prev, eval_cells=cells, agreed=False)
-
-
-def _restricted(fine: EpsilonResult, costs: np.ndarray, law) -> float:
-    """``fine``'s epsilon / u on the evaluation ``costs`` (a subset of its own, those of
-    a coarser density): the largest mean gain there over the prior-weighted utility
-    at those costs, as ``measure`` computes it."""
-    keep = np.isin(fine.eval_costs, costs)
-    eps = max(0.0, float(np.max(fine.gains[keep])))
-    u = float(prior_weights(law, fine.eval_costs[keep]) @ fine.utilities[keep])
-    return eps / u if u > 0 else (0.0 if eps == 0 else math.inf)
+    return dataclasses.replace(prev, eval_cells=cells, agreed=rounds == 0)
