@@ -8,6 +8,7 @@ import pytest
 
 from market_sim.games.equilibrium import bne
 from market_sim.mechanisms import payments
+from market_sim.mechanisms.base import Mechanism, Outcome
 
 
 @pytest.fixture
@@ -90,3 +91,47 @@ def test_the_coarser_density_is_evaluated_only_when_it_can_matter(
     r = _refined(at, 33, 2)
     assert calls == evaluated
     assert (r.eval_cells, r.agreed, r.epsilon_relative) == (cells, agreed, by_cells[cells])
+
+
+class _CountedPostedPrice(Mechanism):
+    """A posted price 0.5 (a report <= 0.5 sells one unit at 0.5), deterministic, whose
+    ``deviations`` records how many candidate reports it was asked."""
+
+    name = "counted-posted-price"
+
+    def __init__(self):
+        self.asked: list[int] = []
+
+    def outcome(self, reports, rng=None):
+        eps = (np.asarray(reports, dtype=float) <= 0.5).astype(float)
+        return Outcome(eps, 0.5 * eps)
+
+    def deviations(self, sellers, candidates, reports, rng=None):
+        cand = np.atleast_2d(np.asarray(candidates, dtype=float))
+        self.asked.append(cand.shape[1])
+        eps = (cand <= 0.5).astype(float)
+        return Outcome(eps, 0.5 * eps)
+
+
+def test_a_deterministic_mechanisms_deviations_are_asked_once_per_report():
+    """On the ``deviations`` path a report already evaluated against the same sample and
+    opponents is taken from memory (the verification asks its denser density's reports
+    again at the coarser one): asked again with 3 old reports and 1 new, the mechanism
+    is asked only the new one, and the numbers are the ones it gives.  Before, every
+    call asked every report of every market."""
+    from market_sim.games.equilibrium_game import Oracle, Sample, as_classes, reports_of
+
+    classes, _ = as_classes([("uniform:0:1", 3)])
+    mech = _CountedPostedPrice()
+    oracle = Oracle(mech)
+    assert oracle.path == "deviations"
+    sample = Sample(classes, 8, 1, np.random.default_rng(0))
+    R = reports_of(sample, classes, [lambda c: np.asarray(c, dtype=float)])
+    E1, T1 = oracle.eps_pay(sample, R, 0, np.array([0.2, 0.4, 0.6]))
+    n_first = len(mech.asked)
+    E2, T2 = oracle.eps_pay(sample, R, 0, np.array([0.6, 0.3, 0.2, 0.4]))
+    assert mech.asked[n_first:] == [1] * sample.markets  # 0.3 only, once a market
+    np.testing.assert_array_equal(E2[:, [0, 2, 3]], E1[:, [2, 0, 1]])
+    np.testing.assert_array_equal(E2[:, 1], 1.0)  # 0.3 <= 0.5 sells
+    np.testing.assert_array_equal(T2, 0.5 * E2)
+    assert oracle.calls == sample.markets * 4

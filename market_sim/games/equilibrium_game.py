@@ -309,28 +309,35 @@ class Oracle:
         if self.path == "interim":
             return self._interim(sample, g, Z)
         dev = sample.deviators[g]
-        if self.path == "deviations":
+        if self.path == "deviations" and getattr(self.mech, "randomized", False):
             self.calls += sample.markets * dev.shape[1] * Z.size
             return self._deviations(sample, R, dev, Z)
+        if self.path == "deviations":  # a column is the same whatever else is asked
+            return self._remembered(sample, R, g, Z)
         if self.path == "batched" and sample.data is None:
             self.calls += sample.markets * Z.size
             return self._batched(sample, R, dev[:, 0], Z)
         return self._remembered(sample, R, g, Z)  # one outcome call per report vector
 
     def _remembered(self, sample, R: np.ndarray | None, g: int, Z: np.ndarray):
-        """The loop over ``outcome`` at the reports of Z not yet evaluated against this
-        very (sample, R, g), the others from memory: a report vector is evaluated once
-        (the verification's denser costs and refinement rounds repeat reports; the
-        columns are the same numbers, market by market, with the same seeds)."""
+        """The loop over ``outcome`` (or, on the ``deviations`` path, the mechanism's
+        ``deviations`` of a deterministic mechanism) at the reports of Z not yet
+        evaluated against this very (sample, R, g), the others from memory: a report
+        vector is evaluated once (the verification's denser costs and refinement rounds
+        repeat reports; the columns are the same numbers, market by market, with the
+        same seeds)."""
+        dev = sample.deviators[g] if self.path == "deviations" else sample.deviators[g][:, 0]
+        per_column = sample.markets * (dev.shape[1] if dev.ndim == 2 else 1)
+        evaluate = self._deviations if self.path == "deviations" else self._evaluate
         if not np.all(np.isfinite(Z)):  # NaN is no key: evaluated as it comes
-            self.calls += sample.markets * Z.size
-            return self._loop(sample, R, sample.deviators[g][:, 0], Z)
+            self.calls += per_column * Z.size
+            return evaluate(sample, R, dev, Z)
         memo = self._memo_for(sample, R, g)
         wanted = Z.ravel().tolist()
         new = sorted({z for z in wanted if z not in memo})
         if new:
-            self.calls += sample.markets * len(new)
-            E, T = self._evaluate(sample, R, sample.deviators[g][:, 0], np.array(new))
+            self.calls += per_column * len(new)
+            E, T = evaluate(sample, R, dev, np.array(new))
             memo.update({z: (E[:, k], T[:, k]) for k, z in enumerate(new)})
         if not wanted:
             return np.empty((sample.markets, 0)), np.empty((sample.markets, 0))
