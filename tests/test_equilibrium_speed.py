@@ -135,3 +135,28 @@ def test_a_deterministic_mechanisms_deviations_are_asked_once_per_report():
     np.testing.assert_array_equal(E2[:, 1], 1.0)  # 0.3 <= 0.5 sells
     np.testing.assert_array_equal(T2, 0.5 * E2)
     assert oracle.calls == sample.markets * 4
+
+
+class _Unpicklable(_CountedPostedPrice):
+    """As above, but its pickling state is refused (as an ONNX session's would be rebuilt
+    from its file): the solver's per-market objects must not go through it."""
+
+    def __getstate__(self):
+        raise AssertionError("a per-market object went through __getstate__")
+
+
+def test_per_market_objects_share_the_mechanisms_attributes_without_pickling():
+    """``Sample.mechanism`` gives each market its own object (a cache of the last market
+    stays per market) built from the attributes, not by ``__getstate__`` /
+    ``__setstate__``; the objects share the attributes (here the record of asks)."""
+    from market_sim.games.equilibrium_game import Oracle, Sample, as_classes, reports_of
+
+    classes, _ = as_classes([("uniform:0:1", 3)])
+    mech = _Unpicklable()
+    sample = Sample(classes, 4, 1, np.random.default_rng(0))
+    R = reports_of(sample, classes, [lambda c: np.asarray(c, dtype=float)])
+    Oracle(mech).eps_pay(sample, R, 0, np.array([0.2, 0.7]))
+    twins = [sample.mechanism(mech, s) for s in range(sample.markets)]
+    assert len({id(t) for t in twins}) == sample.markets and mech not in twins
+    assert all(type(t) is _Unpicklable and t.asked is mech.asked for t in twins)
+    assert mech.asked == [2] * sample.markets

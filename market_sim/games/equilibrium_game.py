@@ -9,7 +9,6 @@ functions: one evaluation of E and T at a vector of reports serves every cost.
 
 from __future__ import annotations
 
-import copy
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -137,7 +136,7 @@ class Sample:
         IC mechanism verified in <= 2 s)."""
         bound = self.__dict__.setdefault("_bound", {})
         if (id(mech), s) not in bound:
-            own = copy.copy(mech) if self.data is None else mech.with_data(*self.data[s])
+            own = _twin(mech) if self.data is None else mech.with_data(*self.data[s])
             bound[id(mech), s] = own
         return bound[id(mech), s]
 
@@ -159,6 +158,22 @@ class Sample:
     def mean(self, X: np.ndarray) -> np.ndarray:
         """The (importance-weighted) mean over the markets of a (markets, ...) array."""
         return np.tensordot(self.weights, X, axes=1) / self.weights.sum()
+
+
+def _twin(mech):
+    """A shallow copy of ``mech`` by its attributes (no ``__getstate__`` /
+    ``__setstate__``, which may rebuild, e.g. an ONNX session per copy): the same
+    objects under a new instance, whose own later attributes (a per-market cache) stay
+    its own; ``mech`` itself when it has no ``__dict__``."""
+    state = getattr(mech, "__dict__", None)
+    if state is None:
+        return mech
+    try:
+        twin = object.__new__(type(mech))
+    except TypeError:
+        return mech
+    twin.__dict__.update(state)
+    return twin
 
 
 def _tilted(u: np.ndarray, a: float) -> tuple[np.ndarray, np.ndarray]:
