@@ -28,9 +28,9 @@ def curve_builds(monkeypatch):
 
 def test_an_ic_mechanism_builds_each_markets_payment_curves_once(curve_builds):
     """offline (Myerson payments, IC) at the truth: one iteration, one verification, and
-    each sampled market's payment curves built once, not once per query (the search,
-    its refinement rounds and the re-measurement ask the same market five times a
-    density; before, each query rebuilt them: 12 builds a market)."""
+    each sampled market's payment curves built once, not once per query (the search
+    and its three refinement rounds ask a search market four times a density; before,
+    each query rebuilt them: 384 builds for 96 markets at samples=128)."""
     r = bne("offline", [("uniform:1:5", 3)], np.random.default_rng(0), samples=16)
     assert (r.iterations, r.stopped_by, r.converged) == (1, "verified", True)
     assert len(curve_builds) == len(set(curve_builds))  # no market built twice
