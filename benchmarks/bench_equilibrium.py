@@ -1,6 +1,6 @@
 """BNE solver benchmark: the three cases of issue #38, each timed once in this run.
 
-    python benchmarks/bench_equilibrium.py [--json FILE] [--validate] [--games [NAME]]
+    python benchmarks/bench_equilibrium.py [--json FILE] [--only TEXT] [--validate] [--games [NAME]]
 
 Rows: a user's black-box first-price mechanism (``outcome`` only, one report vector
 per call), 4 sellers, U[0, 1] (target <= 10 s, issue #48); the same written for a (B, n) batch
@@ -10,8 +10,10 @@ the same at 30 sellers on Beta(2, 5) on [0, 2], whose bid function jumps
 whole run, three mechanisms, has 180 s);
 two classes, first price, costs U[1, 2] and U[0, 2] (target <= 30 s); an IC mechanism
 (uniform-price, 4 sellers; target <= 2 s).  Each row with
-the solver's path, its evaluations (report vectors), iterations, epsilon and the
-L-infinity distance to the closed form where there is one.  ``--validate`` prints
+the solver's path, its evaluations (report vectors), iterations, ``converged``, the
+verified epsilon / utility, the exact one by an independent measure where the game has
+one (``exact_relative_epsilon``) and the L-infinity distance to the closed form where
+there is one; ``--only TEXT`` runs the rows whose case contains TEXT.  ``--validate`` prints
 instead the validation table of docs/equilibrium.md (closed forms, samples=4096);
 ``--games`` the reference games of tests/bne_reference.py (each with an equilibrium
 proved by an exact best response) on the exact and on the sampled path.
@@ -33,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from shared_mechanisms import BatchedFirstPrice  # noqa: E402  (the same rule for a (B, n) batch)
 
+from market_sim.distributions import as_distribution  # noqa: E402
 from market_sim.games.equilibrium import bne  # noqa: E402
 from market_sim.mechanisms.first_price import (  # noqa: E402
     FirstPrice,
@@ -72,6 +75,26 @@ CASES = [
     ("IC mechanism: offline, 5 sellers, samples=128", "offline", [("uniform:1:5", 5)], None,
      {"samples": 128}, 2),
 ]  # fmt: skip
+
+
+def exact_relative_epsilon(case: str, r) -> float:
+    """The result's exact relative epsilon by an independent measure, where the game has
+    one (the one-class first-price rows): ``bne_reference.exact_gain``, the exact best
+    response at 401 x 2 costs over 4001 reports and refinement, against the exact law of
+    the others' reports (the result's bid table, interpolated), none of the solver's
+    code; NaN for the other rows."""
+    from bne_reference import Profile, _below_from_table, exact_gain  # tests/ (above)
+
+    if "first price" not in case or len(r.classes) != 1:
+        return float("nan")
+    cl = r.classes[0]
+    law = as_distribution(cl.dist)
+    c, b = cl.costs, cl.bids
+    profile = Profile(
+        "solved", (law,), (cl.count,), (lambda x: np.interp(x, c, b),),
+        (_below_from_table(law, c, b),), FirstPrice(1), "first-price",
+    )  # fmt: skip
+    return exact_gain(profile).relative
 
 
 def games(only=None):
@@ -155,7 +178,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--json", default=None)
     ap.add_argument("--validate", action="store_true", help="the closed-form table instead")
-    ap.add_argument("--only", default=None, help="with --validate: the cases containing this")
+    ap.add_argument("--only", default=None, help="only the cases (rows) containing this")
     ap.add_argument("--games", nargs="?", const="", default=None, help="the reference games")
     args = ap.parse_args(argv)
     if args.games is not None:
@@ -167,10 +190,13 @@ def main(argv=None):
     print(f"# bne, seed 0; {platform.machine()}, {time.strftime('%F %H:%M')}, "
           f"load average {os.getloadavg()[0]:.1f} at the start")  # fmt: skip
     print("| case | path | seconds | CPU seconds | target | evaluations | iterations "
-          "| epsilon / utility | L-inf (wins >= 1%) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| converged | epsilon / utility | exact epsilon / utility "
+          "| L-inf (wins >= 1%) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for label, mech, pop, ref, opts, target in CASES:
+        if args.only is not None and args.only not in label:
+            continue
         cpu0 = time.process_time()
         r = bne(mech, pop, np.random.default_rng(0), reference=ref, **opts)
         cpu = time.process_time() - cpu0  # the process's own: what a free core would take
@@ -178,17 +204,20 @@ def main(argv=None):
             (c.check.distances.get("linf_active", np.nan) for c in r.classes), default=np.nan
         )
         eps_rel = max(c.check.epsilon_relative for c in r.classes)
+        exact = exact_relative_epsilon(label, r)
         ok = "✓" if r.seconds <= target else "✗"
         print(
             f"| {label} | {r.options['path']} | {r.seconds:.1f} | {cpu:.1f} | <= {target} s {ok} | "
-            f"{r.options['calls']} | {r.iterations} ({r.stopped_by}) | {eps_rel:.3g} | {linf:.3g} |"
+            f"{r.options['calls']} | {r.iterations} ({r.stopped_by}) | {r.converged} | "
+            f"{eps_rel:.3g} | {exact:.3g} | {linf:.3g} |",
+            flush=True,
         )
         rows.append(
             dict(case=label, path=r.options["path"], seconds=r.seconds, cpu_seconds=cpu,
                  target=target,
                  calls=r.options["calls"], iterations=r.iterations,
-                 stopped_by=r.stopped_by, epsilon=r.epsilon, epsilon_relative=eps_rel,
-                 linf_active=linf)
+                 stopped_by=r.stopped_by, converged=r.converged, epsilon=r.epsilon,
+                 epsilon_relative=eps_rel, exact_epsilon_relative=exact, linf_active=linf)
         )  # fmt: skip
     print(f"(load average {os.getloadavg()[0]:.1f} at the end)")
     if args.json:

@@ -128,13 +128,16 @@ class Sample:
             self.deviators.append(idx[(first[:, None] + np.arange(d)[None, :]) % idx.size])
 
     def mechanism(self, mech, s: int):
-        """The mechanism for market s: bound to its sellers' data when they have data
-        (kept: a bound mechanism may cache work per market)."""
-        if self.data is None:
-            return mech
+        """The mechanism for market s, one object per market and kept: bound to its
+        sellers' data when they have data, else a shallow copy, so that a mechanism
+        which caches work for the last market it saw (the built-in offline family: the
+        payment curves of its last market) keeps it for this market across the
+        solver's calls (the search, its refinement rounds, ``measure``; issue #48: an
+        IC mechanism verified in <= 2 s)."""
         bound = self.__dict__.setdefault("_bound", {})
         if (id(mech), s) not in bound:
-            bound[id(mech), s] = mech.with_data(*self.data[s])
+            own = _twin(mech) if self.data is None else mech.with_data(*self.data[s])
+            bound[id(mech), s] = own
         return bound[id(mech), s]
 
     @property
@@ -155,6 +158,22 @@ class Sample:
     def mean(self, X: np.ndarray) -> np.ndarray:
         """The (importance-weighted) mean over the markets of a (markets, ...) array."""
         return np.tensordot(self.weights, X, axes=1) / self.weights.sum()
+
+
+def _twin(mech):
+    """A shallow copy of ``mech`` by its attributes (no ``__getstate__`` /
+    ``__setstate__``, which may rebuild, e.g. an ONNX session per copy): the same
+    objects under a new instance, whose own later attributes (a per-market cache) stay
+    its own; ``mech`` itself when it has no ``__dict__``."""
+    state = getattr(mech, "__dict__", None)
+    if state is None:
+        return mech
+    try:
+        twin = object.__new__(type(mech))
+    except TypeError:
+        return mech
+    twin.__dict__.update(state)
+    return twin
 
 
 def _tilted(u: np.ndarray, a: float) -> tuple[np.ndarray, np.ndarray]:
@@ -305,28 +324,35 @@ class Oracle:
         if self.path == "interim":
             return self._interim(sample, g, Z)
         dev = sample.deviators[g]
-        if self.path == "deviations":
+        if self.path == "deviations" and getattr(self.mech, "randomized", False):
             self.calls += sample.markets * dev.shape[1] * Z.size
             return self._deviations(sample, R, dev, Z)
+        if self.path == "deviations":  # a column is the same whatever else is asked
+            return self._remembered(sample, R, g, Z)
         if self.path == "batched" and sample.data is None:
             self.calls += sample.markets * Z.size
             return self._batched(sample, R, dev[:, 0], Z)
         return self._remembered(sample, R, g, Z)  # one outcome call per report vector
 
     def _remembered(self, sample, R: np.ndarray | None, g: int, Z: np.ndarray):
-        """The loop over ``outcome`` at the reports of Z not yet evaluated against this
-        very (sample, R, g), the others from memory: a report vector is evaluated once
-        (the verification's denser costs and refinement rounds repeat reports; the
-        columns are the same numbers, market by market, with the same seeds)."""
+        """The loop over ``outcome`` (or, on the ``deviations`` path, the mechanism's
+        ``deviations`` of a deterministic mechanism) at the reports of Z not yet
+        evaluated against this very (sample, R, g), the others from memory: a report
+        vector is evaluated once (the verification's denser costs and refinement rounds
+        repeat reports; the columns are the same numbers, market by market, with the
+        same seeds)."""
+        dev = sample.deviators[g] if self.path == "deviations" else sample.deviators[g][:, 0]
+        per_column = sample.markets * (dev.shape[1] if dev.ndim == 2 else 1)
+        evaluate = self._deviations if self.path == "deviations" else self._evaluate
         if not np.all(np.isfinite(Z)):  # NaN is no key: evaluated as it comes
-            self.calls += sample.markets * Z.size
-            return self._loop(sample, R, sample.deviators[g][:, 0], Z)
+            self.calls += per_column * Z.size
+            return evaluate(sample, R, dev, Z)
         memo = self._memo_for(sample, R, g)
         wanted = Z.ravel().tolist()
         new = sorted({z for z in wanted if z not in memo})
         if new:
-            self.calls += sample.markets * len(new)
-            E, T = self._evaluate(sample, R, sample.deviators[g][:, 0], np.array(new))
+            self.calls += per_column * len(new)
+            E, T = evaluate(sample, R, dev, np.array(new))
             memo.update({z: (E[:, k], T[:, k]) for k, z in enumerate(new)})
         if not wanted:
             return np.empty((sample.markets, 0)), np.empty((sample.markets, 0))

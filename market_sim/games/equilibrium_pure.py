@@ -517,11 +517,18 @@ def _refined(at, cells: int, rounds: int) -> EpsilonResult:
     """``at(cells)`` at ``cells`` evaluation cells, then at twice as many (each density's
     costs include the coarser ones, so epsilon can only grow) until two successive
     densities agree: the denser epsilon / u at most 10% (and 1e-4) above the coarser,
-    or ``rounds`` doublings (issue #48: a denser evaluation must not find more)."""
-    prev = at(cells)
+    or ``rounds`` doublings (issue #48: a denser evaluation must not find more).  The
+    first density is evaluated only when its number can matter: a denser epsilon / u
+    of at most 1e-4 agrees with any coarser one (>= 0), so then it is not (issue #48:
+    an IC mechanism's verification is one evaluation, not two; every decision and
+    number as before)."""
+    prev = None if rounds else at(cells)
     for _ in range(rounds):
         nxt = at(2 * cells)
-        if nxt.epsilon_relative <= 1.1 * prev.epsilon_relative + 1e-4:
+        if prev is None and nxt.epsilon_relative > 1e-4:
+            prev = at(cells)
+        if prev is None or nxt.epsilon_relative <= 1.1 * prev.epsilon_relative + 1e-4:
             return dataclasses.replace(nxt, eval_cells=2 * cells, agreed=True)
         prev, cells = nxt, 2 * cells
+    assert prev is not None
     return dataclasses.replace(prev, eval_cells=cells, agreed=rounds == 0)
