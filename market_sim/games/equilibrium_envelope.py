@@ -134,6 +134,10 @@ _RTOL = 1e-7
 #: finite-difference steps of the interim's derivatives: in the report (a share of the
 #: range, backward: a reserve's jump lies above) and in a probability (central)
 _DZ, _DG = 1e-7, 1e-5
+#: the shooting's integrations stop this share of the range below the top (the system is
+#: stiff at the top, where the costs meet the bids; a start that meets them only above
+#: top - 1e-3 is within about 1e-9 of b_0 on asym-3); the last runs to the top
+_TOP_GAP = 1e-3
 #: bids per table (dense towards the top, where the bids bend)
 _TABLE_BIDS = 4001
 
@@ -189,7 +193,7 @@ def _tabulated_ppf(law) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _integrate(rhs: _InverseBids, b0: float, top: float, dense: bool = False):
-    """(E3) from (b0, G = 0) towards ``top``: the solution (None if the system became
+    """(E3) from (b0, G = 0) to ``top``: the solution (None if the system became
     singular) and whether some class's cost met its bid first (``c_g(z) >= z``: b0 too
     low).  A singular system counts as met: for first price the row of a class whose
     cost meets its bid is (z - c_g) dE/dG, zero there."""
@@ -223,13 +227,14 @@ def inverse_bid_tables(
     if not top > lo:
         return None
     rhs = _InverseBids(interim, classes, top - lo)
+    short = top - _TOP_GAP * (top - lo)
     try:
-        low, high = lo, top - _SHOOT_TOL * (top - lo)
-        if _integrate(rhs, high, top)[1]:
+        low, high = lo, short - _SHOOT_TOL * (top - lo)
+        if _integrate(rhs, high, short)[1]:
             return None  # even the highest start meets the diagonal: no bracket
         while high - low > _SHOOT_TOL * (top - lo):
             mid = 0.5 * (low + high)
-            if _integrate(rhs, mid, top)[1]:
+            if _integrate(rhs, mid, short)[1]:
                 low = mid
             else:
                 high = mid
