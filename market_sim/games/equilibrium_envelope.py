@@ -54,7 +54,6 @@ the top grows like the error of b_0: 1e-5 of it costs several percent of epsilon
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -169,7 +168,8 @@ class _InverseBids:
         B[np.arange(k), 2 + 2 * np.arange(k)] += _DG
         B[np.arange(k), 3 + 2 * np.arange(k)] -= _DG
         for g in range(k):
-            E, T = (np.asarray(x, dtype=float) for x in self.interim(Z, B, self.counts - (np.arange(k) == g)))
+            opponents = self.counts - (np.arange(k) == g)
+            E, T = (np.asarray(x, dtype=float) for x in self.interim(Z, B, opponents))
             dE_dG, dT_dG = (E[2::2] - E[3::2]) / (2 * _DG), (T[2::2] - T[3::2]) / (2 * _DG)
             A[g] = dT_dG - c[g] * dE_dG  # (E3), its row g
             r[g] = c[g] * (E[0] - E[1]) / self.dz - (T[0] - T[1]) / self.dz
@@ -258,5 +258,6 @@ def _table(law, z: np.ndarray, costs: np.ndarray) -> tuple[np.ndarray, np.ndarra
     bids = z[first]
     if costs[-1] < hi:
         above = np.linspace(costs[-1], hi, 65)[1:]
-        costs, bids = np.concatenate((costs, above)), np.concatenate((bids, np.maximum(above, z[-1])))
+        costs = np.concatenate((costs, above))
+        bids = np.concatenate((bids, np.maximum(above, z[-1])))
     return costs, bids
