@@ -322,9 +322,13 @@ def asymmetric_profile(
     his = {law.support[1] for law in laws}
     top = min(his) if reserve is None else min(float(reserve), *his)
     lo_b, hi_b = max(law.support[0] for law in laws), top
+    # the bisection's integrations stop 1e-5 of the range below the top: the system is
+    # stiff where the costs meet the bids (a class whose support reaches above the top
+    # meets them at the top with mass left: hours at rtol 1e-10); the last runs to the top
+    short = top - 1e-5 * (top - lo_b)
     for _ in range(60):  # bisection on the common lowest bid
         mid = 0.5 * (lo_b + hi_b)
-        if _ode(laws, counts, mid, top, dense=False, rtol=1e-10)[1]:
+        if _ode(laws, counts, mid, short, dense=False, rtol=1e-10)[1]:
             lo_b = mid
         else:
             hi_b = mid

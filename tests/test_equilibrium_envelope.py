@@ -102,9 +102,11 @@ def test_inverse_bids_are_the_closed_form_of_two_uniform_classes():
     """U[1, 2] + U[0, 2], one seller each, first price: the closed form
     ``asymmetric_first_price_bid`` (the mirror of Plum's two-bidder uniform auction,
     common lowest bid 4/3; derived in its docstring, none of the solver's code).  The
-    shooting's bisection to 1e-10 of the range and the integration at rtol 1e-7 leave
-    the bids within 1e-5 of it below the top 1% of the bids (there a b_0 error grows;
-    module doc)."""
+    shooting's integrations stop 1e-3 of the range below the top, which leaves b_0 about
+    1e-6 from 4/3 here (3.4e-7 measured) and the bids, whose error grows towards the top
+    like the error of b_0, within 1e-4 below the top 1% of the bids (measured 2.5e-5):
+    a hundredth of the 0.01 bar, and a wrong system (another class's counts, the wrong
+    sign of a derivative) is off by more than 1e-2."""
     from market_sim.mechanisms.first_price import asymmetric_first_price_bid
 
     tabs = _inverse([("uniform:1:2", 1), ("uniform:0:2", 1)], 2.0)
@@ -112,7 +114,7 @@ def test_inverse_bids_are_the_closed_form_of_two_uniform_classes():
     for g, (c, b) in enumerate(tabs):
         inside = b < 1.99
         want = asymmetric_first_price_bid(c[inside], g)
-        assert np.max(np.abs(b[inside] - want)) < 1e-5
+        assert np.max(np.abs(b[inside] - want)) < 1e-4
     assert tabs[0][1][0] == pytest.approx(4 / 3, abs=1e-6)
     assert tabs[1][1][0] == pytest.approx(4 / 3, abs=1e-6)
 
