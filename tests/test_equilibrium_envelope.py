@@ -158,3 +158,27 @@ def _conformance_module():
     from test_equilibrium_distributional import _conformance
 
     return _conformance()
+
+
+def test_the_inverse_bids_top_is_the_reserve_not_the_grid_bid():
+    """First price with a reserve of 0.7 (bne_reference.FirstPriceReserve: a report above
+    0.7 never sells): on a grid of bids 1/127 apart the highest that sells is 88/127 =
+    0.69291, 0.0071 short of the reserve; the inverse bids' top must be the reserve
+    itself (a top short of it left asym-reserve's tables at exact eps 0.35%, at the
+    reserve 0.01%), found to 1e-9 from the interim alone.  Without a finite
+    ``top_selling`` (selling fades out) there is no ceiling (inf)."""
+    import dataclasses
+
+    from bne_reference import FirstPriceReserve
+
+    from market_sim.games.equilibrium_distributional import MixedStrategy, _ceiling
+
+    bids = np.linspace(0, 1, 128)
+    sells = bids[bids <= 0.7][-1]
+    s = MixedStrategy(np.zeros(1), np.ones(1), bids, np.eye(1, 128), np.ones(1), sells)
+    classes = as_classes([("uniform:0:1", 1), ("beta:2:2:0:1", 2)])[0]
+    interim = FirstPriceReserve(1, 0.7).interim
+    assert sells == pytest.approx(88 / 127)
+    assert _ceiling(interim, classes, s) == pytest.approx(0.7, abs=1e-9)
+    fades = dataclasses.replace(s, top_selling=np.inf)
+    assert _ceiling(interim, classes, fades) == np.inf

@@ -578,7 +578,8 @@ def bid_tables(mech, classes: Classes, sol: MixedSolution, z_range: tuple[float,
 def _with_inverse_bids(best: Tables, interim, oracle, classes: Classes, sol, cdfs, z_range):
     """``best``, or the inverse bids of the first-order system when their exact relative
     epsilon is smaller (``bid_tables``)."""
-    tops = [law.support[1] for law in classes.laws] + [s.top_selling for s in sol.strategies]
+    tops = [law.support[1] for law in classes.laws]
+    tops += [_ceiling(interim, classes, s) for s in sol.strategies]
     tabs = inverse_bid_tables(interim, classes, min(min(tops), z_range[1]))
     if tabs is None:
         return best
@@ -586,6 +587,25 @@ def _with_inverse_bids(best: Tables, interim, oracle, classes: Classes, sol, cdf
     if eps < best.exact_epsilon:
         return Tables(tabs, best.knot_every, 0, eps, inverse_bids=True)
     return best
+
+
+def _ceiling(interim, classes: Classes, strategy: MixedStrategy) -> float:
+    """Where selling stops (a reserve), to 1e-12: between the grid's highest bid that
+    sells (``top_selling``) and the next bid of the grid, the highest report at which a
+    seller with every opponent above it still sells (the interim's E > 0, by bisection);
+    inf when selling does not stop at once."""
+    if not math.isfinite(strategy.top_selling):
+        return math.inf
+    bids = strategy.bids
+    low = strategy.top_selling
+    high = float(bids[min(int(np.searchsorted(bids, low)) + 1, bids.size - 1)])
+    alone = np.zeros((len(classes.laws), 1))
+    counts = np.asarray(classes.counts)
+    while high - low > 1e-12 * max(1.0, abs(high)):
+        mid = 0.5 * (low + high)
+        sells = float(np.asarray(interim(np.array([mid]), alone, counts)[0])[0]) > 0
+        low, high = (mid, high) if sells else (low, mid)
+    return low
 
 
 def _refined_exact_epsilon(oracle, classes: Classes, tabs, cdfs, z_range) -> float:
