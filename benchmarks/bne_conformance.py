@@ -45,6 +45,7 @@ TABLE_GAMES = (
     "pab-3unit-beta",
     "power-0.3-3",
     "asym-3b",
+    "asym-3c",
 )
 METHOD_NAMES = ("pure", "distributional")
 WIN_SHARE = 0.01

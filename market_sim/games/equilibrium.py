@@ -389,6 +389,7 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
         "utility_loss": sol.utility_loss,
         "knot_every": chosen.knot_every,
         "envelope_steps": chosen.envelope_steps,
+        "inverse_bids": chosen.inverse_bids,
         "training_epsilon": chosen.exact_epsilon,
         "spread": [s.live_spread for s in sol.strategies],
         "mixed": [s.mixed for s in sol.strategies],

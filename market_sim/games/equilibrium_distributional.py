@@ -46,7 +46,7 @@ import numpy as np
 
 from ..errors import MarketSimError
 from ..parameters import check_int
-from .equilibrium_envelope import envelope_step
+from .equilibrium_envelope import envelope_step, inverse_bid_tables
 from .equilibrium_game import (
     SENTINELS,
     Classes,
@@ -520,12 +520,14 @@ ENVELOPE_DAMPING = 0.5
 class Tables:
     """``bid_tables``'s answer: per class (costs, bids); the knot spacing of the
     smoothing; how many envelope steps were kept (0: none improved); the exact relative
-    epsilon of the tables (NaN on the sampled path)."""
+    epsilon of the tables (NaN on the sampled path); whether the tables are the inverse
+    bids of the first-order system (``equilibrium_envelope.inverse_bid_tables``)."""
 
     tables: list[tuple[np.ndarray, np.ndarray]]
     knot_every: int
     envelope_steps: int
     exact_epsilon: float
+    inverse_bids: bool = False
 
 
 def bid_tables(mech, classes: Classes, sol: MixedSolution, z_range: tuple[float, float]) -> Tables:
@@ -536,7 +538,11 @@ def bid_tables(mech, classes: Classes, sol: MixedSolution, z_range: tuple[float,
     ``KNOT_CHOICES`` (how much to smooth is a property of the game: a steep bottom wants
     more, a curved bid less), then envelope steps from the best of those
     (``equilibrium_envelope``: one with one class, ``ENVELOPE_STEPS`` damped ones with
-    several), each kept only if it lowers the exact epsilon.  On the sampled path a knot
+    several), each kept only if it lowers the exact epsilon; with several classes, last,
+    the inverse bids of the first-order system solved by shooting
+    (``equilibrium_envelope.inverse_bid_tables``: the damped steps' fixed point, which
+    they need not reach), up to the lowest top of the supports or the highest bid that
+    sells (a reserve), kept if it lowers the exact epsilon.  On the sampled path a knot
     every 16 nodes, nothing measured."""
     laws = classes.laws
     interim = interim_of(mech) if classes.data is None else None
@@ -563,8 +569,43 @@ def bid_tables(mech, classes: Classes, sol: MixedSolution, z_range: tuple[float,
         eps = _exact_relative_epsilon(oracle, classes, tabs, cdfs, z_range)
         if eps < best.exact_epsilon:
             best = Tables(tabs, best.knot_every, step, eps)
+    if len(laws) > 1:
+        best = _with_inverse_bids(best, interim, oracle, classes, sol, cdfs, z_range)
     dense = _refined_exact_epsilon(oracle, classes, best.tables, cdfs, z_range)
     return dataclasses.replace(best, exact_epsilon=max(best.exact_epsilon, dense))
+
+
+def _with_inverse_bids(best: Tables, interim, oracle, classes: Classes, sol, cdfs, z_range):
+    """``best``, or the inverse bids of the first-order system when their exact relative
+    epsilon is smaller (``bid_tables``)."""
+    tops = [law.support[1] for law in classes.laws]
+    tops += [_ceiling(interim, classes, s) for s in sol.strategies]
+    tabs = inverse_bid_tables(interim, classes, min(min(tops), z_range[1]))
+    if tabs is None:
+        return best
+    eps = _exact_relative_epsilon(oracle, classes, tabs, cdfs, z_range)
+    if eps < best.exact_epsilon:
+        return Tables(tabs, best.knot_every, 0, eps, inverse_bids=True)
+    return best
+
+
+def _ceiling(interim, classes: Classes, strategy: MixedStrategy) -> float:
+    """Where selling stops (a reserve), to 1e-12: between the grid's highest bid that
+    sells (``top_selling``) and the next bid of the grid, the highest report at which a
+    seller with every opponent above it still sells (the interim's E > 0, by bisection);
+    inf when selling does not stop at once."""
+    if not math.isfinite(strategy.top_selling):
+        return math.inf
+    bids = strategy.bids
+    low = strategy.top_selling
+    high = float(bids[min(int(np.searchsorted(bids, low)) + 1, bids.size - 1)])
+    alone = np.zeros((len(classes.laws), 1))
+    counts = np.asarray(classes.counts)
+    while high - low > 1e-12 * max(1.0, abs(high)):
+        mid = 0.5 * (low + high)
+        sells = float(np.asarray(interim(np.array([mid]), alone, counts)[0])[0]) > 0
+        low, high = (mid, high) if sells else (low, mid)
+    return low
 
 
 def _refined_exact_epsilon(oracle, classes: Classes, tabs, cdfs, z_range) -> float:

@@ -28,6 +28,30 @@ after the steps) has the smallest exact relative epsilon, so the step cannot mak
 result worse by that measure.  Costs whose seller gets (almost) nothing (E < 1e-4: a
 reserve, the costs priced out) keep their bids: (E2) does not fix a report that never
 sells.
+
+**The inverse bids** (``inverse_bid_tables``).  With several classes the damped step
+need not converge (on three unlike first-price classes it does not: issue #48), so the
+fixed point it seeks is also solved directly.  In a monotone equilibrium let G_h(z) be
+the probability that a class-h seller reports below z; the class-g seller who reports z
+has the cost c_g(z) = F_g^-1(G_g(z)), and z is its best report, so the derivative of its
+utility T(z, G(z)) - c E(z, G(z)) along z is zero (the first-order condition of (E2)):
+
+    sum_h (dT/dG_h - c_g dE/dG_h) G_h'(z) = c_g dE/dz - dT/dz,   g = 1..classes   (E3)
+
+a linear system for G'(z) at every z, with the partial derivatives of the mechanism's
+``interim`` (its deviator's E and T given, per opponent class, the probability of a
+report below z) by finite differences: no formula of a particular mechanism.  For first
+price, dE/dz = 0, dT/dz = E and dT/dG_h = z dE/dG_h = -z m_h E / (1 - G_h), and (E3)
+is sum_h m_h G_h' / (1 - G_h) = 1 / (z - c_g), the asymmetric first-price system
+(Marshall, Meurer, Richard and Stromquist 1994; Lebrun 1999), m_h the class-g seller's
+opponents of class h.  The boundary conditions: every class's lowest cost bids a
+common lowest bid b_0 (G(b_0) = 0), and no class's bid meets its cost (c_g(z) < z)
+before the top of the bids (the lowest top of the supports, or where selling stops: a
+reserve).  b_0 is found by shooting: too low and some c_g(z) meets z below the top, too
+high and none does; bisection to ``_SHOOT_TOL`` of the range, the integrations stopped
+``_TOP_GAP`` below the top.  The profile's error near the top grows like the error of
+b_0: 1e-5 of it costs several percent of epsilon on asym-3, 1e-7 none (asym-3c's b_0
+is 1.2e-7 below the reference's; exact epsilon 0.02%).
 """
 
 from __future__ import annotations
@@ -35,11 +59,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from scipy.integrate import cumulative_trapezoid
+from scipy.integrate import cumulative_trapezoid, solve_ivp
 
 from .equilibrium_game import Classes, Interim
 
-__all__ = ["envelope_step"]
+__all__ = ["envelope_step", "inverse_bid_tables"]
 
 #: reports of the range searched for the payment (E2) asks for (then linear in between)
 _REPORTS = 2049
@@ -101,3 +125,142 @@ def _report_paying(interim, below, opponents, target, z_range):
     t0, t1 = T[rows, j - 1], T[rows, j]
     frac = np.clip((target - t0) / np.maximum(t1 - t0, 1e-300), 0.0, 1.0)
     return Z[j - 1] + (Z[j] - Z[j - 1]) * frac, found
+
+
+# ---- the inverse bids: the system (E3) ---------------------------------------------------
+#: bisection on the common lowest bid until the bracket is this share of the bid range
+_SHOOT_TOL = 1e-10
+#: the integration's relative tolerance (an explicit Runge-Kutta pair)
+_RTOL = 1e-7
+#: finite-difference steps of the interim's derivatives: in the report (a share of the
+#: range, backward: a reserve's jump lies above) and in a probability (central)
+_DZ, _DG = 1e-7, 1e-5
+#: the shooting's integrations stop this share of the range below the top (the system is
+#: stiff at the top, where the costs meet the bids: a new 3-class game took 100 s to the
+#: top, 26 s so); b_0 moves by 9e-8 there, by 3.4e-7 from U[1, 2] + U[0, 2]'s closed
+#: form (its bids within 2.5e-5); the last integration runs to the top
+_TOP_GAP = 1e-3
+#: bids per table (dense towards the top, where the bids bend)
+_TABLE_BIDS = 4001
+
+
+class _NoSolution(Exception):
+    """(E3) has no finite solution here (a singular system: not a monotone first-order
+    condition of this mechanism)."""
+
+
+class _InverseBids:
+    """The right side of (E3): G'(z) from the interim's derivatives at (z, G(z))."""
+
+    def __init__(self, interim: Callable, classes: Classes, width: float):
+        self.interim, self.counts = interim, np.asarray(classes.counts)
+        self.quantiles = [_tabulated_ppf(law) for law in classes.laws]
+        self.dz = _DZ * width
+
+    def costs(self, G: np.ndarray) -> np.ndarray:
+        """c_g = F_g^-1(G_g) per class (``G`` (classes,) or (classes, points))."""
+        return np.array([np.interp(x, u, c) for (u, c), x in zip(self.quantiles, G, strict=True)])
+
+    def __call__(self, z: float, G: np.ndarray) -> np.ndarray:
+        k = G.size
+        c = self.costs(np.clip(G, 0.0, 1.0))
+        A, r = np.empty((k, k)), np.empty(k)
+        Z = np.full(2 + 2 * k, float(z))
+        Z[1] -= self.dz
+        B = np.repeat(G[:, None], Z.size, axis=1)  # unclipped: E > 0 as G_h nears 1
+        B[np.arange(k), 2 + 2 * np.arange(k)] += _DG
+        B[np.arange(k), 3 + 2 * np.arange(k)] -= _DG
+        for g in range(k):
+            opponents = self.counts - (np.arange(k) == g)
+            E, T = (np.asarray(x, dtype=float) for x in self.interim(Z, B, opponents))
+            dE_dG, dT_dG = (E[2::2] - E[3::2]) / (2 * _DG), (T[2::2] - T[3::2]) / (2 * _DG)
+            A[g] = dT_dG - c[g] * dE_dG  # (E3), its row g
+            r[g] = c[g] * (E[0] - E[1]) / self.dz - (T[0] - T[1]) / self.dz
+        try:
+            out = np.linalg.solve(A, r)
+        except np.linalg.LinAlgError as e:
+            raise _NoSolution from e
+        if not np.all(np.isfinite(out)):
+            raise _NoSolution
+        return out
+
+
+def _tabulated_ppf(law) -> tuple[np.ndarray, np.ndarray]:
+    """(probabilities, costs): the law's quantile function on an even grid of
+    probabilities and geometric ones towards both ends (a density that vanishes or is
+    singular at an end: its quantile function is steep there), for linear interpolation."""
+    lo, hi = law.support
+    ends = np.geomspace(1e-15, 1e-2, 1500)
+    u = np.unique(np.concatenate((np.linspace(0.0, 1.0, 4097), ends, 1.0 - ends)))
+    return u, np.maximum.accumulate(np.clip(np.asarray(law.ppf(u), dtype=float), lo, hi))
+
+
+def _integrate(rhs: _InverseBids, b0: float, top: float, dense: bool = False):
+    """(E3) from (b0, G = 0) to ``top``: the solution (None if the system became
+    singular) and whether some class's cost met its bid first (``c_g(z) >= z``: b0 too
+    low).  A singular system counts as met: for first price the row of a class whose
+    cost meets its bid is (z - c_g) dE/dG, zero there."""
+    margin = 1e-9 * (top - b0)
+
+    def diagonal(z, G):
+        return float(np.min(z - rhs.costs(np.clip(G, 0.0, 1.0)))) - margin
+
+    diagonal.terminal = True  # type: ignore[attr-defined]
+    try:
+        sol = solve_ivp(rhs, (b0, top), np.zeros(rhs.counts.size), method="RK45", rtol=_RTOL,
+                        atol=1e-3 * _RTOL, events=diagonal, dense_output=dense)  # fmt: skip
+    except _NoSolution:
+        return None, True
+    if sol.status < 0:
+        raise _NoSolution(sol.message)
+    return sol, sol.t[-1] < top - margin
+
+
+def inverse_bid_tables(
+    interim: Callable, classes: Classes, top: float
+) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """Each class's bid table from the inverse bids of (E3) (module doc): b_0 by
+    bisection between the highest of the supports' lows and ``top`` (the lowest of their
+    tops, or where selling stops), then the solution at b_0 tabulated on
+    ``_TABLE_BIDS`` bids; the costs above the last one a class reaches bid the larger
+    of their cost and the top bid (they never sell).  None where (E3) has no solution
+    (a singular system: not a monotone first-price-like equilibrium) or the shooting
+    finds no bracket."""
+    lo = max(law.support[0] for law in classes.laws)
+    if not top > lo:
+        return None
+    rhs = _InverseBids(interim, classes, top - lo)
+    short = top - _TOP_GAP * (top - lo)
+    try:
+        low, high = lo, short - _SHOOT_TOL * (top - lo)
+        if _integrate(rhs, high, short)[1]:
+            return None  # even the highest start meets the diagonal: no bracket
+        while high - low > _SHOOT_TOL * (top - lo):
+            mid = 0.5 * (low + high)
+            if _integrate(rhs, mid, short)[1]:
+                low = mid
+            else:
+                high = mid
+        sol, _ = _integrate(rhs, high, top, dense=True)
+    except (_NoSolution, ValueError, FloatingPointError):
+        return None
+    if sol is None:
+        return None
+    z = high + (sol.t[-1] - high) * (1.0 - np.linspace(1.0, 0.0, _TABLE_BIDS) ** 2)
+    costs = rhs.costs(np.clip(sol.sol(z), 0.0, 1.0))
+    return [_table(law, z, c) for law, c in zip(classes.laws, costs, strict=True)]
+
+
+def _table(law, z: np.ndarray, costs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(costs, bids) of one class from its inverse bids c(z) on the bids ``z``: the
+    lowest cost bids z[0] (b_0); the costs above the highest one reached bid the larger
+    of their cost and the top bid (they never sell)."""
+    lo, hi = law.support
+    costs = np.maximum.accumulate(np.concatenate(([lo], costs[1:])))
+    costs, first = np.unique(costs, return_index=True)
+    bids = z[first]
+    if costs[-1] < hi:
+        above = np.linspace(costs[-1], hi, 65)[1:]
+        costs = np.concatenate((costs, above))
+        bids = np.concatenate((bids, np.maximum(above, z[-1])))
+    return costs, bids
