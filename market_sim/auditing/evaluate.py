@@ -87,8 +87,9 @@ class _MonteCarlo:
         self.mech, self.reports, self.costs = mech, reports, costs
         self.seeds = _streams(seeds)
 
-    def __call__(self, sellers, cand):
-        return _loop(self.mech, self.reports, self.costs, sellers, cand, self.seeds)
+    def __call__(self, sellers, cand, draws=slice(None)):
+        """(D, k, C) utilities and eps on the draws ``draws`` (a slice of the seeds)."""
+        return _loop(self.mech, self.reports, self.costs, sellers, cand, self.seeds[draws])
 
 
 def _loop(mech, reports, costs, sellers, cand, seeds, floor_pay=None):
@@ -102,16 +103,19 @@ def _loop(mech, reports, costs, sellers, cand, seeds, floor_pay=None):
     e = np.empty((D,) + cand.shape)
     trial = reports.copy()
     outcome, n = mech.outcome, reports.size
-    streams = _streams(seeds)
+    fresh = [stream.fresh for stream in _streams(seeds)]
     for k, i in enumerate(sellers):
         keep = trial[i]
         values, where = np.unique(cand[k], return_inverse=True)
-        uk, ek = np.empty((D, values.size)), np.empty((D, values.size))
+        got = np.empty((values.size, D, 2))  # (eps_i, t_i) per distinct candidate and draw
         for j, z in enumerate(values):
             trial[i] = z
-            for d, stream in enumerate(streams):
-                ek[d, j], uk[d, j] = _entry(outcome(trial.copy(), stream.fresh()), n, i, mech)
-        u[:, k], e[:, k] = uk[:, where.reshape(-1)], ek[:, where.reshape(-1)]
+            rows = np.empty((D, n))  # each call its own copy of the reports (a mechanism
+            rows[:] = trial  # may write to them): one array of D rows, not D copies
+            got[j] = [_entry(outcome(row, reset()), n, i, mech)
+                      for row, reset in zip(rows, fresh, strict=True)]  # fmt: skip
+        w = where.reshape(-1)
+        e[:, k], u[:, k] = got[w, :, 0].T, got[w, :, 1].T
         trial[i] = keep
     if floor_pay is None:  # Monte Carlo: no limit outcome
         if not (np.all(np.isfinite(u)) and np.all(np.isfinite(e))):
