@@ -40,9 +40,10 @@ def _brute(mech, costs, i, z, seed):
 
 def test_the_screening_spends_the_later_draws_only_where_the_choice_can_change():
     """Every candidate gets the first quarter of the draws; the truth, the random
-    reports and the candidates whose screening UCB reaches max(0, the best LCB) get all
-    of them, the others none more (NaN); every utility drawn is the one a fresh
-    ``default_rng(seed)`` gives (brute force), and the reports far from the cost
+    reports and the candidates whose screening UCB reaches max(0, the best LCB) (or
+    whose gain did not vary) get all of them, the others none more (NaN); every
+    utility drawn is the one a fresh ``default_rng(seed)`` gives (brute force), and
+    the reports far from the cost
     (a loss of 0.045 and more against a noise of at most 0.006 |N|) are screened out."""
     mech, costs = _QuietLottery(), np.array([0.3, 0.6])
     seeds = list(range(100, 116))
@@ -56,9 +57,40 @@ def test_the_screening_spends_the_later_draws_only_where_the_choice_can_change()
     g = (want[:4] - want[:4, :, :1]).mean(axis=0)
     s = (want[:4] - want[:4, :, :1]).std(axis=0, ddof=1) / 2
     keep = g + _SCREEN_Z * s >= np.maximum((g - _SCREEN_Z * s).max(axis=1), 0)[:, None]
+    keep |= s == 0
     keep[:, 0] = keep[:, 5:] = True
     assert np.array_equal(drawn[4:].all(axis=0), keep) and not drawn[4:][:, ~keep].any()
     assert not keep[:, 1:3].any() and not keep[:, 4].any()  # 0, 1 and the far report
+
+
+class _HiddenPrize(Mechanism):
+    """eps = 1 - r on U[0, 1] with Myerson's payment, plus a prize of 1 to every seller
+    reporting >= 0.9 when the call's uniform draw u < 1/4.  Cost 0.8 reporting 0.95
+    gains 0.25 - 0.15^2 / 2 = 0.23875 in expectation (not IC); on draws without the
+    prize it loses 0.01125 exactly, with no variance."""
+
+    randomized = True
+
+    def outcome(self, reports, rng=None):
+        r = np.asarray(reports, dtype=float)
+        eps = 1.0 - r
+        prize = (rng.random() < 0.25) * (r >= 0.9)
+        return eps, r * eps + 0.5 * eps**2 + prize
+
+
+def test_a_gain_the_screening_draws_did_not_show_is_not_screened_out():
+    """On 4 screening draws without the prize the report 0.95 of a seller of cost 0.8
+    shows a loss and no variance: it bounds nothing, so the report keeps all 16 draws
+    (and its mean over them shows the prize's gain)."""
+    mech, costs = _HiddenPrize(), np.array([0.8, 0.5])
+    no_prize = [s for s in range(200) if np.random.default_rng(s).random() >= 0.25]
+    prize = [s for s in range(200) if np.random.default_rng(s).random() < 0.25]
+    seeds = no_prize[:4] + prize[:6] + no_prize[4:10]  # the prize on 6 of the last 12
+    Z = np.array([[0.8, 0.95, 0.0, 0.3], [0.5, 0.95, 0.0, 0.3]])
+    U, _ = _screened(_MonteCarlo(mech, costs, costs, seeds), np.arange(2), Z, 4)
+    assert not np.isnan(U[:, 0, 1]).any()  # kept: all 16 draws
+    gain = U[:, 0, 1] - U[:, 0, 0]
+    assert np.allclose(gain[:4], -(0.15**2) / 2) and gain.mean() > 0.3
 
 
 def test_each_seller_escalates_by_its_own_bounds():

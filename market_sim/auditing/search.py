@@ -182,15 +182,17 @@ def _screened(ev, sellers, Z, r0):
     truth, the random reports (columns ``r0`` on: the share statement is made from all
     their draws) and the candidates whose gain could still be the seller's best or
     positive, mean + 3 SE >= max(0, the best mean - 3 SE) (NaN on the draws a candidate
-    did not get).  The search only selects: the report chosen is confirmed on fresh
-    draws, whose statistics are what the audit prints (docs/audit.md)."""
+    did not get).  A candidate whose gain did not vary over the screening's draws is
+    kept: they bound nothing there (an outcome rarer than 1 in 4 draws, a prize).  The
+    search only selects: the report chosen is confirmed on fresh draws, whose
+    statistics are what the audit prints (docs/audit.md)."""
     D1 = max(2, len(ev.seeds) // 4)
     if len(ev.seeds) <= D1:
         return ev(sellers, Z)
     U1, E1 = ev(sellers, Z, slice(0, D1))
     G1, S1 = _gains(U1, U1[:, :, 0])
     best_low = np.maximum(np.max(G1 - _SCREEN_Z * S1, axis=1), 0.0)
-    keep = G1 + _SCREEN_Z * S1 >= best_low[:, None]
+    keep = (G1 + _SCREEN_Z * S1 >= best_low[:, None]) | (S1 == 0)
     keep[:, 0] = True
     keep[:, r0:] = True
     width = int(keep.sum(axis=1).max())
