@@ -51,10 +51,12 @@ and every profile (``ir_witness``).  A user's ``deviations`` is checked against
 ``outcome`` first (``deviations_note``; ``outcome`` is audited when they disagree).
 
 Monte Carlo (a ``randomized`` mechanism on the generic default): the search uses
-``n_draws`` common draws (an eighth of them, at least 2, in the profiles: it only selects);
+``n_draws`` common draws (an eighth of them, at least 2, in the profiles: it only selects;
+in the drawn market the last three quarters only for the truth, the random reports and
+the candidates that could still be best: ``search._screened``);
 each seller's best misreport (never the truth: confirmed against itself it would
 have SE 0 by construction), one fresh uniform report and its IR quantities are then
-confirmed on fresh draws, ``n_confirm`` at first and 2x to 4x more (up to
+confirmed on fresh draws, ``n_confirm`` at first and 2x to 4x more per seller (up to
 ``n_confirm_max``; only the quantities unsettled: ``montecarlo._confirm``) where the
 variance is unstable (one draw carries more than 10% of the sum of squares) or the
 confidence bound still allows a gain (IR violation) beyond tol + ``resolution`` x the

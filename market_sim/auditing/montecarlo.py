@@ -15,75 +15,85 @@ def _confirm(mech, mk: _Market, P: _Plan, rng, settings) -> dict:
     was found in) and for its truthful utility at its cost, the top and the bottom;
     more draws for the quantities still unsettled (``_unsettled``), up to
     ``n_confirm_max``: a later stage draws only those (a settled quantity keeps its
-    sample), 2x to 4x the draws so far, as many as their bounds want
-    (``_draws_wanted``).  Returns quantity -> (n, 6) moments (``_moments``)."""
+    sample), and for each seller 2x to 4x its draws so far, as many as its own
+    unsettled bounds want (``_draws_wanted``: one seller's heavy tail or boundary
+    case does not set the draws of the others).  Returns quantity -> (n, 6) moments
+    (``_moments``)."""
     costs = mk.costs
     n = costs.size
     samples: dict[str, list] = {q: [np.empty(0)] * n for q in _NAMES}
     need = {q: np.ones(n, dtype=bool) for q in _NAMES}
-    D = settings["n_confirm"]
     R = P.rows(np.arange(n))
     explore = R.lo + R.width * (1.0 - rng.random(n))  # one fresh report per seller
+    more = np.full(n, settings["n_confirm"])  # the draws each seller gets next (0: none)
     for stage in range(_N_STAGES):
-        active = np.flatnonzero(np.any([need[q] for q in _NAMES], axis=0))
-        new = _confirm_draws(mech, mk, P, active, rng.integers(2**63, size=D), explore,
-                             {q: need[q][active] for q in _NAMES})  # fmt: skip
-        for q in _NAMES:
-            for k, i in enumerate(active):
-                if need[q][i]:
-                    samples[q][i] = np.concatenate([samples[q][i], new[q][:, k]])
+        for D in np.unique(more[more > 0]):  # the sellers drawing D more, at once
+            active = np.flatnonzero(more == D)
+            new = _confirm_draws(mech, mk, P, active, rng.integers(2**63, size=int(D)),
+                                 explore, {q: need[q][active] for q in _NAMES})  # fmt: skip
+            for q in _NAMES:
+                for k, i in enumerate(active):
+                    if need[q][i]:
+                        samples[q][i] = np.concatenate([samples[q][i], new[q][:, k]])
         stats = {q: [_moments(x) for x in samples[q]] for q in _NAMES}
         need, wanted = _unsettled(stats, mk, P, settings)
-        size = max(samples[q][i].size for q in _NAMES for i in range(n))
-        if not any(v.any() for v in need.values()) or stage == _N_STAGES - 1:
+        if stage == _N_STAGES - 1:
             break
-        if size >= settings["n_confirm_max"]:
+        more = _next_draws(need, wanted, samples, settings["n_confirm_max"])
+        if not more.any():
             break
-        # the next total: what the unsettled bounds want, between 2x and 4x the draws so far
-        total = int(min(max(wanted, 2 * size), 4 * size))
-        D = min(total, settings["n_confirm_max"]) - size
     return {q: np.array(stats[q], dtype=float) for q in _NAMES}
 
 
 _NAMES = ("gain", "explore", "truth", "top", "bottom")
 
 
-def _unsettled(stats, mk: _Market, P: _Plan, settings) -> tuple[dict, float]:
+def _next_draws(need: dict, wanted: np.ndarray, samples: dict, cap: int) -> np.ndarray:
+    """(n,) the draws each seller gets in the next stage: 0 when all its quantities are
+    settled or its sample is at ``cap``; else up to the total its unsettled bounds want
+    (``wanted``), between 2x and 4x its draws so far, at most ``cap`` in all."""
+    n = wanted.size
+    unsettled = np.any([need[q] for q in _NAMES], axis=0)
+    size = np.array([max(samples[q][i].size for q in _NAMES) for i in range(n)])
+    total = np.minimum(np.clip(wanted, 2 * size, 4 * size), cap)
+    return np.where(unsettled & (size < cap), total - size, 0).astype(int)
+
+
+def _unsettled(stats, mk: _Market, P: _Plan, settings) -> tuple[dict, np.ndarray]:
     """Per quantity, the sellers whose sample needs more draws: its variance is
     unstable, or its confidence bound still allows a gain (IR violation) beyond tol +
-    the resolution (with this market's tol and scale, at most the audit's)."""
+    the resolution (with this market's tol and scale, at most the audit's); and per
+    seller the sample size its unsettled bounds want (``_draws_wanted``)."""
     st = {q: np.array(v, dtype=float) for q, v in stats.items()}
     tol, margin = mk.tol, settings["resolution"] * mk.found.scale
     n_pairs = settings["n_pairs"]
-    out, wanted = {}, 0.0
+    out, wanted = {}, np.zeros(mk.costs.size)
     for q in ("gain", "explore"):
         g = st[q]
         k_gain = _critical(g, _bonferroni_z(2 * n_pairs * _N_STAGES), -1)
         out[q] = (g[:, 3] == 0) | (g[:, 0] + k_gain * g[:, 1] > mk.gain_tol + margin)
-        wanted = max(wanted, _draws_wanted(g, k_gain, mk.gain_tol + margin - g[:, 0], out[q]))
+        wanted = np.maximum(wanted, _draws_wanted(g, k_gain, mk.gain_tol + margin - g[:, 0],
+                                                  out[q]))  # fmt: skip
     z_ir = _bonferroni_z(3 * n_pairs * _N_STAGES)
     for q in ("truth", "top", "bottom"):
         x = st[q]
         k_ir = _critical(x, z_ir, +1)
         out[q] = (x[:, 3] == 0) | (x[:, 0] - k_ir * x[:, 1] < -tol - margin)
-        wanted = max(wanted, _draws_wanted(x, k_ir, x[:, 0] + tol + margin, out[q]))
+        wanted = np.maximum(wanted, _draws_wanted(x, k_ir, x[:, 0] + tol + margin, out[q]))
     return out, wanted
 
 
-def _draws_wanted(x, k, gap, unsettled) -> float:
-    """The sample size at which the unsettled rows' bound would settle if the mean and
-    the spread stayed as drawn: D (k SE / gap)^2, with a quarter more for the drift of
-    both; infinite (the next stage's 4x) for a row whose variance is unstable or whose
-    mean is itself past the boundary (gap <= 0).  The stages stay ``_N_STAGES`` (the
-    Bonferroni count): only their sizes follow the data."""
-    rows = np.flatnonzero(unsettled)
-    if not rows.size:
-        return 0.0
-    D, se, g = x[rows, 4], x[rows, 1], gap[rows]
-    bad = (x[rows, 3] == 0) | (g <= 0)
+def _draws_wanted(x, k, gap, unsettled) -> np.ndarray:
+    """Per row, the sample size at which an unsettled bound would settle if the mean
+    and the spread stayed as drawn: D (k SE / gap)^2, with a quarter more for the
+    drift of both; infinite (the next stage's 4x) for a row whose variance is unstable
+    or whose mean is itself past the boundary (gap <= 0); 0 for a settled row.  The
+    stages stay ``_N_STAGES`` (the Bonferroni count): only their sizes follow the data."""
+    D, se = x[:, 4], x[:, 1]
+    bad = (x[:, 3] == 0) | (gap <= 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        want = np.where(bad, np.inf, 1.25 * D * (k[rows] * se / np.where(bad, 1.0, g)) ** 2)
-    return float(np.max(want))
+        want = np.where(bad, np.inf, 1.25 * D * (k * se / np.where(bad, 1.0, gap)) ** 2)
+    return np.where(unsettled, want, 0.0)
 
 
 def _confirm_draws(mech, mk: _Market, P: _Plan, sellers, seeds, explore, need) -> dict:

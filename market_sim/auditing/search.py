@@ -160,11 +160,51 @@ def _base(c, others, P: _Plan, R: _Rows, rand):
 
 
 def _gains(U, T):
-    """Mean gain and its SE over draws: U (D, k, C) against the truth T (D, k)."""
+    """Mean gain and its SE over draws: U (D, k, C) against the truth T (D, k); a
+    candidate screened out (``_screened``: NaN on the later draws) over its own draws."""
     diff = U - T[:, :, None]
     D = diff.shape[0]
-    se = diff.std(axis=0, ddof=1) / math.sqrt(D) if D > 1 else np.zeros(diff.shape[1:])
-    return diff.mean(axis=0), se
+    if D < 2:
+        return diff.mean(axis=0), np.zeros(diff.shape[1:])
+    if not np.isnan(diff).any():
+        return diff.mean(axis=0), diff.std(axis=0, ddof=1) / math.sqrt(D)
+    n = np.sum(~np.isnan(diff), axis=0)
+    return np.nanmean(diff, axis=0), np.nanstd(diff, axis=0, ddof=1) / np.sqrt(n)
+
+
+_SCREEN_Z = 3.0  # a candidate whose screening UCB (mean + 3 SE) is below the best LCB
+
+
+def _screened(ev, sellers, Z, r0):
+    """Monte Carlo utilities and eps (D, k, C) of the candidates Z with the draws spent
+    where they can change the choice of the report to confirm: every candidate on the
+    first quarter of the draws (at least 2), then the rest of the draws only for the
+    truth, the random reports (columns ``r0`` on: the share statement is made from all
+    their draws) and the candidates whose gain could still be the seller's best or
+    positive, mean + 3 SE >= max(0, the best mean - 3 SE) (NaN on the draws a candidate
+    did not get).  A candidate whose gain did not vary over the screening's draws is
+    kept: they bound nothing there (an outcome rarer than 1 in 4 draws, a prize).  The
+    search only selects: the report chosen is confirmed on fresh draws, whose
+    statistics are what the audit prints (docs/audit.md)."""
+    D1 = max(2, len(ev.seeds) // 4)
+    if len(ev.seeds) <= D1:
+        return ev(sellers, Z)
+    U1, E1 = ev(sellers, Z, slice(0, D1))
+    G1, S1 = _gains(U1, U1[:, :, 0])
+    best_low = np.maximum(np.max(G1 - _SCREEN_Z * S1, axis=1), 0.0)
+    keep = (G1 + _SCREEN_Z * S1 >= best_low[:, None]) | (S1 == 0)
+    keep[:, 0] = True
+    keep[:, r0:] = True
+    width = int(keep.sum(axis=1).max())
+    order = np.argsort(~keep, axis=1, kind="stable")[:, :width]  # the kept columns first
+    cols = np.where(np.take_along_axis(keep, order, axis=1), order, 0)  # pad: the truth
+    U2, E2 = ev(sellers, np.take_along_axis(Z, cols, axis=1), slice(D1, None))
+    U = np.full((len(ev.seeds),) + Z.shape, np.nan)
+    E = np.full_like(U, np.nan)
+    U[:D1], E[:D1] = U1, E1
+    rows = np.arange(Z.shape[0])[:, None]
+    U[D1:, rows, cols], E[D1:, rows, cols] = U2, E2
+    return U, E
 
 
 def _jumps(ev, sellers, Z, E, P: _Plan, R: _Rows):
@@ -287,11 +327,12 @@ def _search(ev, sellers, c, others, P: _Plan, R: _Rows, rand, tol_terms, certify
     """Search one group of sellers (one market or one opponent profile); ``R`` their
     own supports; ``targeted``: the rows that get the jump bisection (default all)."""
     Z, counts = _base(c, others, P, R, rand)
-    U, E = ev(sellers, Z)
+    r0 = Z.shape[1] - (0 if rand is None else rand.shape[1])  # the random reports' columns
+    U, E = _screened(ev, sellers, Z, r0) if ev.mc else ev(sellers, Z)
     T = U[:, :, 0]
     G, S = _gains(U, T)
-    Em = E.mean(axis=0)
-    Zc, Uc, Ec = Z, U.mean(axis=0), Em  # the exact-path reports (checks, type gains)
+    Em = np.nanmean(E, axis=0) if ev.mc else E.mean(axis=0)
+    Zc, Uc, Ec = Z, (np.nanmean(U, axis=0) if ev.mc else U.mean(axis=0)), Em  # (checks, type gains)
     if not ev.mc:
         Zc, Uc, Ec, G, S = _with_jumps(ev, sellers, Z, U, E, G, S, P, R, targeted, counts)
     Tc = _payments(ev, sellers, Uc, Ec, c)  # t = u + c eps, or the limit's at eps = +inf
@@ -310,7 +351,6 @@ def _search(ev, sellers, c, others, P: _Plan, R: _Rows, rand, tol_terms, certify
         rows = np.arange(c.size)
         found.own_low, found.own_at = own[rows, j], Zc[rows, j]
     if rand is not None:
-        r0 = Z.shape[1] - rand.shape[1]
         found.rand_gain, found.rand_se = G[:, r0 : Z.shape[1]], S[:, r0 : Z.shape[1]]
         found.rand_tol = found.tol
     _monotone(found, Zc, Ec)

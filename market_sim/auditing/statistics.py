@@ -4,6 +4,7 @@ bootstrap CI (docs/audit.md)."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -25,6 +26,7 @@ def clopper_pearson_upper(k: int, n: int, level: float = CONFIDENCE) -> float:
     return float(stats.beta.ppf(level, k + 1, n - k))
 
 
+@functools.lru_cache(maxsize=256)  # a few distinct counts an audit (scipy's isf: ~200 us)
 def _bonferroni_z(m: int, level: float = CONFIDENCE) -> float:
     """One-sided normal quantile for a family-wise error 1 - level over m tests."""
     from scipy import stats
@@ -32,6 +34,7 @@ def _bonferroni_z(m: int, level: float = CONFIDENCE) -> float:
     return float(stats.norm.isf((1 - level) / max(int(m), 1)))
 
 
+@functools.lru_cache(maxsize=1024)  # one per sample size (a Monte Carlo audit: ~2000 calls)
 def _tail_share(D: int) -> float:
     """The largest share of the sum of squares one draw of a stable sample may carry:
     ``_TAIL_SHARE``, or in a small sample what the largest of D normal draws carries

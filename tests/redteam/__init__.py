@@ -24,6 +24,7 @@ from . import (
     population,
     rare,
     ripples,
+    screened,
     structure,
     tolerance,
     twins,
@@ -46,6 +47,7 @@ MODULES = (
     twins,
     hidden,
     ripples,
+    screened,
 )
 CASES: list[Case] = [c for m in MODULES for c in m.CASES]
 KNOWN_WRONG_FILE = Path(__file__).with_name("KNOWN_WRONG.md")

@@ -1,0 +1,145 @@
+"""How the Monte Carlo audit spends its draws (issue #54, the lottery's speed): the
+search's screening, each seller's own confirmation stages, and the detectable gain
+still true under both."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from market_sim.auditing import audit
+from market_sim.auditing.evaluate import _MonteCarlo
+from market_sim.auditing.montecarlo import _NAMES, _next_draws
+from market_sim.auditing.search import _SCREEN_Z, _screened
+from market_sim.mechanisms.base import Mechanism
+
+SEEDS = (0, 1)
+
+
+class _QuietLottery(Mechanism):
+    """eps = 1 - r on U[0, 1] with Myerson's payment r eps + (1 - r)^2 / 2, plus
+    0.02 (r - 0.5) N (one standard normal N per call): E[u_c(z)] - E[u_c(c)] =
+    -(z - c)^2 / 2 (IC and IR in expectation); per draw the gain is that plus
+    0.02 (z - c) N, so a report far from the cost shows its loss on any 4 draws."""
+
+    randomized = True
+
+    def outcome(self, reports, rng=None):
+        r = np.asarray(reports, dtype=float)
+        eps = 1.0 - r
+        return eps, r * eps + 0.5 * eps**2 + 0.02 * (r - 0.5) * rng.standard_normal()
+
+
+def _brute(mech, costs, i, z, seed):
+    """Seller i's utility at its cost reporting z, the others truthful, on the
+    generator ``default_rng(seed)`` (what draw ``seed`` of the search sees)."""
+    trial = costs.copy()
+    trial[i] = z
+    eps, pay = mech.outcome(trial, np.random.default_rng(seed))
+    return pay[i] - costs[i] * eps[i]
+
+
+def test_the_screening_spends_the_later_draws_only_where_the_choice_can_change():
+    """Every candidate gets the first quarter of the draws; the truth, the random
+    reports and the candidates whose screening UCB reaches max(0, the best LCB) (or
+    whose gain did not vary) get all of them, the others none more (NaN); every
+    utility drawn is the one a fresh ``default_rng(seed)`` gives (brute force), and
+    the reports far from the cost
+    (a loss of 0.045 and more against a noise of at most 0.006 |N|) are screened out."""
+    mech, costs = _QuietLottery(), np.array([0.3, 0.6])
+    seeds = list(range(100, 116))
+    Z = np.array([[0.3, 0.0, 1.0, 0.32, 0.9, 0.5, 0.7], [0.6, 0.0, 1.0, 0.58, 0.1, 0.2, 0.4]])
+    U, _ = _screened(_MonteCarlo(mech, costs, costs, seeds), np.arange(2), Z, 5)
+    want = np.array([[[_brute(mech, costs, i, z, s) for z in Z[i]] for i in range(2)]
+                     for s in seeds])  # fmt: skip
+    drawn = ~np.isnan(U)
+    assert np.array_equal(U[drawn], want[drawn])
+    assert drawn[:4].all()  # the screening: every candidate, 4 draws
+    g = (want[:4] - want[:4, :, :1]).mean(axis=0)
+    s = (want[:4] - want[:4, :, :1]).std(axis=0, ddof=1) / 2
+    keep = g + _SCREEN_Z * s >= np.maximum((g - _SCREEN_Z * s).max(axis=1), 0)[:, None]
+    keep |= s == 0
+    keep[:, 0] = keep[:, 5:] = True
+    assert np.array_equal(drawn[4:].all(axis=0), keep) and not drawn[4:][:, ~keep].any()
+    assert not keep[:, 1:3].any() and not keep[:, 4].any()  # 0, 1 and the far report
+
+
+class _HiddenPrize(Mechanism):
+    """eps = 1 - r on U[0, 1] with Myerson's payment, plus a prize of 1 to every seller
+    reporting >= 0.9 when the call's uniform draw u < 1/4.  Cost 0.8 reporting 0.95
+    gains 0.25 - 0.15^2 / 2 = 0.23875 in expectation (not IC); on draws without the
+    prize it loses 0.01125 exactly, with no variance."""
+
+    randomized = True
+
+    def outcome(self, reports, rng=None):
+        r = np.asarray(reports, dtype=float)
+        eps = 1.0 - r
+        prize = (rng.random() < 0.25) * (r >= 0.9)
+        return eps, r * eps + 0.5 * eps**2 + prize
+
+
+def test_a_gain_the_screening_draws_did_not_show_is_not_screened_out():
+    """On 4 screening draws without the prize the report 0.95 of a seller of cost 0.8
+    shows a loss and no variance: it bounds nothing, so the report keeps all 16 draws
+    (and its mean over them shows the prize's gain)."""
+    mech, costs = _HiddenPrize(), np.array([0.8, 0.5])
+    no_prize = [s for s in range(200) if np.random.default_rng(s).random() >= 0.25]
+    prize = [s for s in range(200) if np.random.default_rng(s).random() < 0.25]
+    seeds = no_prize[:4] + prize[:6] + no_prize[4:10]  # the prize on 6 of the last 12
+    Z = np.array([[0.8, 0.95, 0.0, 0.3], [0.5, 0.95, 0.0, 0.3]])
+    U, _ = _screened(_MonteCarlo(mech, costs, costs, seeds), np.arange(2), Z, 4)
+    assert not np.isnan(U[:, 0, 1]).any()  # kept: all 16 draws
+    gain = U[:, 0, 1] - U[:, 0, 0]
+    assert np.allclose(gain[:4], -(0.15**2) / 2) and gain.mean() > 0.3
+
+
+def test_each_seller_escalates_by_its_own_bounds():
+    """The next stage's draws per seller: 0 when settled or at the cap, else what its
+    own unsettled bounds want, between 2x and 4x its draws so far (one seller's heavy
+    tail does not set the others' draws)."""
+    n = 4
+    samples = {q: [np.zeros(64)] * n for q in _NAMES}
+    samples["top"] = [np.zeros(64), np.zeros(256), np.zeros(64), np.zeros(1000)]
+    need = {q: np.zeros(n, dtype=bool) for q in _NAMES}
+    need["top"][:] = True
+    need["gain"][2] = True
+    wanted = np.array([100.0, np.inf, 200.0, 5000.0])
+    more = _next_draws(need, wanted, samples, cap=1024)
+    # seller 0: 2x 64 (it wants 100); 1: 4x 256 capped at 1024; 2: 200; 3: capped
+    assert more.tolist() == [64, 768, 136, 24]
+    need["top"][1] = need["top"][3] = False
+    assert _next_draws(need, wanted, samples, cap=1024).tolist() == [64, 0, 136, 0]
+    assert _next_draws(need, wanted, {q: [np.zeros(1024)] * n for q in _NAMES}, 1024).sum() == 0
+
+
+class _UnevenStep(Mechanism):
+    """No allocation; a report above 0.5 is paid g + s_i N_i (N_i a standard normal
+    per seller and call, s_0 = 1, the others 0.25).  A seller of cost c < 0.5 gains
+    exactly g in expectation by reporting above 0.5: IC iff g = 0; IR (E u = g >= 0 or
+    0).  The sellers' payments vary unevenly, so their confirmations escalate to
+    different sizes."""
+
+    randomized = True
+
+    def __init__(self, g):
+        self.g = g
+
+    def outcome(self, reports, rng=None):
+        r = np.asarray(reports, dtype=float)
+        s = np.where(np.arange(r.size) == 0, 1.0, 0.25)
+        return np.zeros(r.size), (r > 0.5) * (self.g + s * rng.standard_normal(r.size))
+
+
+def test_the_printed_detectable_gain_is_true_when_sellers_escalate_unevenly():
+    """g = 0 prints a detectable gain G (the confirmation escalating per seller, the
+    search screening); a gain of G at every seller's best report is then confirmed on
+    two seeds, as the sentence claims."""
+    kw = dict(n_grid=5, n_random=4, refine=False, max_profile_sellers=0, max_others=2,
+              n_draws=8, n_confirm=64, n_confirm_max=512)  # fmt: skip
+    s0 = audit(_UnevenStep(0.0), "uniform:0:1", 4, 2, np.random.default_rng(0), **kw).summary
+    assert s0["verdict"] != "not_ic" and s0["detectable_gain"] > 0
+    assert s0["confirm_draws_max"] > 64  # it escalated
+    for seed in SEEDS:
+        res = audit(_UnevenStep(s0["detectable_gain"]), "uniform:0:1", 4, 2,
+                    np.random.default_rng(seed), **kw)  # fmt: skip
+        assert res.summary["verdict"] == "not_ic", res.summary["statement"]
