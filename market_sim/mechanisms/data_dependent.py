@@ -657,6 +657,11 @@ def myerson_payment(
     IC only where eps_i is monotone; check with ``monotonicity_violations``."""
     from ..distributions import as_distribution
 
+    if "n_nodes" in kw:
+        raise MarketSimError(
+            "myerson_payment no longer takes n_nodes: curved pieces are integrated to "
+            "payment_rtol (docs/data-dependent.md, Payments)"
+        )
     law = as_distribution(dist)
     costs = law.check_in_support(np.asarray(costs, dtype=float))
     if not 0 <= i < costs.size:
