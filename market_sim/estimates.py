@@ -33,10 +33,15 @@ Cost model (seconds):
 * **Data-dependent mechanism** (``simulate --mechanism data-dependent --data``).
   Every solve of Eq. 17 (a line search over ``eps_avg``, Newton at each point)
   costs ``DD_SOLVE_FIXED + DD_SOLVE_PER_ROW * m``.  One round pays each seller
-  from ``n_nodes`` solves (Myerson's integral by the trapezoid rule), and the
-  regret adds ``n_grid + n_nodes`` solves per seller:
+  from ``p`` solves and the regret adds ``n_grid`` solves per seller:
 
-      T_round = (1 + m * (n_nodes + [regret] (n_grid + n_nodes))) * t_solve(m)
+      T_round = (1 + m * (p + [regret] n_grid)) * t_solve(m)
+
+  where ``p`` is what Myerson's integral costs: about one solve on piecewise-linear
+  psi (U[a, b], ironed pieces: the envelope rule's value at the pieces' ends);
+  ``DD_CURVED_SOLVES_PER_SELLER`` on a law with a curved piece (a Beta, a truncated
+  normal: the adaptive rule of ``dd_curved``); ``n_nodes`` with
+  ``payment_rule="trapezoid"``.
 """
 
 from __future__ import annotations
@@ -72,6 +77,12 @@ SOLVE_PER_SELLER = 2.5e-7  # seconds per seller of a capped solve (0.25 s at m =
 # with regret, 5.9 s at m = 100 with regret; one round of m = 500 without: 16.0 s)
 DD_SOLVE_FIXED = 1e-3  # seconds per solve at small m (scipy's L-BFGS-B path: 0.15)
 DD_SOLVE_PER_ROW = 5e-6  # about 26 ms per solve at m = 5000
+# the adaptive rule on curved pieces (measured 2026-11-29, one round without regret,
+# solves of solve_many counted: Beta(2, 5) 1,128 per seller at m = 20 and 683 at
+# m = 50, a truncated normal 528 at m = 50; 0.44-0.47 ms a solve, 10-16 s a round)
+DD_CURVED_SOLVES_PER_SELLER = 800
+DD_CURVED_SOLVE_FIXED = 4.5e-4  # the batched solves of a curved piece are cheaper
+DD_CURVED_SOLVE_PER_ROW = 1e-6  # ... and grow little with m (0.44 ms at 20, 0.46 at 50)
 
 
 def capped_offline_seconds(m: int, n_paid: int, n_curves: int = 0, *, compiled: bool) -> float:
@@ -84,11 +95,22 @@ def capped_offline_seconds(m: int, n_paid: int, n_curves: int = 0, *, compiled: 
 
 
 def data_dependent_round_seconds(
-    m: int, *, regret: bool, n_nodes: int = 9, n_grid: int = 11
-) -> float:
-    """Seconds of one round of the data-dependent mechanism with m sellers."""
-    solves = 1 + m * (n_nodes + ((n_grid + n_nodes) if regret else 0))
-    return solves * (DD_SOLVE_FIXED + DD_SOLVE_PER_ROW * m)
+    m: int, *, regret: bool, n_nodes: int = 9, n_grid: int = 11,
+    payment_rule: str = "envelope", curved: bool = False,
+) -> float:  # fmt: skip
+    """Seconds of one round of the data-dependent mechanism with m sellers; ``curved``:
+    the law has a curved piece of psi (``DataDependentMechanism.curved_payments``)."""
+    per_row = DD_SOLVE_PER_ROW * m
+    solves = 1 + m * (n_grid if regret else 0)
+    if payment_rule == "trapezoid":
+        solves += m * n_nodes
+    elif not curved:
+        solves += m  # the value at the pieces' ends, about one solve per seller
+    else:
+        curved_solve = DD_CURVED_SOLVE_FIXED + DD_CURVED_SOLVE_PER_ROW * m
+        curved_seconds = m * DD_CURVED_SOLVES_PER_SELLER * curved_solve
+        return curved_seconds + solves * (DD_SOLVE_FIXED + per_row)
+    return solves * (DD_SOLVE_FIXED + per_row)
 
 
 def format_duration(seconds: float) -> str:
@@ -166,8 +188,9 @@ def simulation_seconds(model, rounds: int) -> tuple[float, str]:
 
         def per_round(with_regret):
             return data_dependent_round_seconds(
-                m, regret=with_regret, n_nodes=mech.n_nodes, n_grid=model.n_grid
-            )
+                m, regret=with_regret, n_nodes=mech.n_nodes, n_grid=model.n_grid,
+                payment_rule=mech.payment_rule, curved=mech.curved_payments,
+            )  # fmt: skip
 
         faster = "fewer --sellers or --rounds"
         if regret:

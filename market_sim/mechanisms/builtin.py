@@ -449,6 +449,19 @@ class DataDependentMechanism(Mechanism):
         ceiling = psi_ceiling(laws, self.mu, self.gamma, self.reg_lambda, min(DD_EPS_AVG_GRID))
         object.__setattr__(self, "_ceiling", ceiling)
 
+    @property
+    def curved_payments(self) -> bool:
+        """True when a payment integrates a curved piece of psi (a Beta, a truncated
+        normal) by the adaptive rule of ``dd_curved``: hundreds of solves per seller
+        (``market_sim.estimates``), where piecewise-linear psi costs about one."""
+        from .data_dependent import CURVED
+
+        return (
+            self.payment_rule == "envelope"
+            and self.gamma != 0
+            and any(bool(np.any(plan.kind == CURVED)) for plan in self._plans)
+        )
+
     def for_sellers(self, ids) -> DataDependentMechanism:
         if not isinstance(self.dist, SellerLaws):
             return self
