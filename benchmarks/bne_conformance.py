@@ -168,6 +168,18 @@ def _cell(r: dict | None) -> str:
     )
 
 
+def cpu_lines(rows: list[dict]) -> str:
+    """Per game and method the process's CPU seconds of the ``bne`` call (what a free
+    core would take; the table's seconds are wall) and, for ``auto``, what it returned."""
+    seen = {(r["game"], r["method"]): r for r in rows}
+    return "".join(
+        f"- {game} / {method}: {r['cpu']:.1f} CPU s, {r['seconds']:.1f} s wall"
+        + (f", returned {r['chosen']}" if method == AUTO else "")
+        + f", stopped by {r['stopped_by']}\n"
+        for (game, method), r in seen.items()
+    )
+
+
 def speed(sellers=(2, 3, 4, 5), seed: int = 0) -> str:
     """Issue #48's speed target for the distributional method (a symmetric 2-5-seller
     game <= 15 s): first price, U[0, 1], default settings, verification included."""
@@ -202,7 +214,7 @@ def main(argv=None) -> int:
     rows = conformance(args.games.split(","), args.methods.split(","), args.seed)
     table = markdown(rows)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    table += f"\n(seed {args.seed}, load average {load:.1f} at the end)\n"
+    table += f"\n(seed {args.seed}, load average {load:.1f} at the end)\n\n" + cpu_lines(rows)
     print(table)
     if args.out:
         Path(args.out).write_text(table)
