@@ -42,9 +42,9 @@ The games (procurement: a seller of cost c reporting z has utility T(z) - c E(z)
       z(c) = 1 - (1 - c) P(c) + int_c^1 P(t) dt,                                (3)
 
   increasing (z' = -(1 - c) P' >= 0), and d/dx u(x; c) = P'(x) (x - c) (>= 0 below c,
-  <= 0 above, P' <= 0): mimicking x = c is a best response among the reports z(x), and
-  the reports of [0, 1] outside them (above z(0)'s... below z(0): wins as often as
-  z(0), pays more effort) are no better, so (3) is a BNE.  U[0, 1]: (3) is (2).
+  <= 0 above, P' <= 0): mimicking x = c is a best response among the reports z(x),
+  which fill [z(0), 1] (z continuous, z(1) = 1); a report of [0, z(0)) wins as often as
+  z(0) (always) and pays more effort, so (3) is a BNE.  U[0, 1]: (3) is (2).
 * **Asymmetric first price** (one unit, classes h with laws F_h and counts n_h, a
   common lowest bid, optionally a reserve): the inverse bids phi_h(b) of a BNE solve
   the first-order conditions  sum_h m_h^(g) f_h(phi_h) phi_h' / (1 - F_h(phi_h)) =
