@@ -457,6 +457,11 @@ class Gain:
 
     @property
     def relative(self) -> float:
+        """gain / utility; where the profile's sellers lose on average (utility <= 0: an
+        all-pay contest bid badly) any positive gain is infinitely relative (a negative
+        ratio read as passing a bar of 1% before)."""
+        if self.utility <= 0:
+            return math.inf if self.gain > 0 else 0.0
         return self.gain / self.utility
 
 

@@ -83,6 +83,22 @@ def test_a_wrong_profile_fails_the_check():
     assert exact_gain(wrong, 0, costs=51, reports=501).relative > 0.05
 
 
+def test_a_losing_profile_is_not_relatively_small():
+    """All-pay contest, 4 x U[0, 1]: everyone bidding 1/2 against the equilibrium's report
+    laws (an opponent below 1/2 with probability 1 - (2/3)^(1/4) = 0.0964: (2)) wins
+    with probability (2/3)^(3/4) = 0.738 and pays the effort 1/2, so the ex-ante utility
+    is 0.738 / 2 - 1/2 = -0.131 < 0; the gain is positive, and the relative gain must be
+    inf, not a negative number that passes a 1% bar (the pure method's all-pay-4 row
+    printed -491% so)."""
+    import dataclasses
+
+    p = GAMES["all-pay-4"]()
+    half = dataclasses.replace(p, bids=(lambda c: np.full(np.shape(c), 0.5),))
+    r = exact_gain(half, 0, costs=51, reports=501)
+    assert r.utility == pytest.approx((2 / 3) ** 0.75 / 2 - 0.5, abs=2e-3)
+    assert r.gain > 0.1 and r.relative == np.inf
+
+
 def test_closed_forms_match_the_quadrature():
     c = np.linspace(0.0, 0.99, 12)
     assert np.max(np.abs(symmetric_bid_quad(c, "beta:0.5:1:0:1", 3) - sqrt_law_bid(c))) < 1e-10
