@@ -46,8 +46,19 @@ TABLE_GAMES = (
     "power-0.3-3",
     "asym-3b",
     "asym-3c",
+    # new games nobody tuned for (h48new; issue #48's "new ones of the same kinds")
+    "power-0.15-5",
+    "power-reserve-4",
+    "all-pay-beta-3",
+    "all-pay-2",
+    "pab-2unit-reserve",
+    "asym-3-reserve",
+    "asym-4",
 )
 METHOD_NAMES = ("pure", "distributional")
+#: ``--methods auto``: the default ``bne(..., method="auto")``, its own column (which
+#: method it returned in the cell)
+AUTO = "auto"
 WIN_SHARE = 0.01
 
 
@@ -85,9 +96,9 @@ def exact_relative_gain(p: ref.Profile, result, g: int) -> float:
 def run_game(name: str, method: str, seed: int = 0, **options) -> list[dict]:
     """One solve of game ``name`` by ``method``: one row per class."""
     p = ref.GAMES[name]()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     r = bne(p.mechanism, p.population, np.random.default_rng(seed), method=method, **options)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     rows = []
     for g, law in enumerate(p.laws):
         rows.append(
@@ -101,11 +112,13 @@ def run_game(name: str, method: str, seed: int = 0, **options) -> list[dict]:
                 + (f", k={p.k}" if p.k > 1 else "")
                 + (f", reserve {p.reserve:g}" if np.isfinite(p.reserve) else ""),
                 method=method,
+                chosen=r.options.get("method"),
                 path=r.options.get("path"),
                 linf=linf_where_reference_wins(p, r, g),
                 eps_verified=float(r.classes[g].check.epsilon_relative),
                 eps_exact=exact_relative_gain(p, r, g),
                 seconds=seconds,
+                cpu=cpu,
                 stopped_by=r.stopped_by,
                 mixed=(r.options.get("mixed") or [False] * len(p.laws))[g],
             )
@@ -120,10 +133,13 @@ def conformance(games=TABLE_GAMES, methods=METHOD_NAMES, seed: int = 0, **option
 
 def markdown(rows: list[dict]) -> str:
     """The conformance table: one line per game and class, both methods side by side."""
+    methods = METHOD_NAMES + ((AUTO,) if any(r["method"] == AUTO for r in rows) else ())
     head = (
         "| game | class: law × count | mechanism | "
-        "pure: L∞ / ε̂ / exact ε / s | distributional: L∞ / ε̂ / exact ε / s |\n"
-        "|---|---|---|---|---|\n"
+        + " | ".join(f"{m}: L∞ / ε̂ / exact ε / s" for m in methods)
+        + " |\n|---|---|---|"
+        + "---|" * len(methods)
+        + "\n"
     )
     by = {}
     for r in rows:
@@ -131,22 +147,37 @@ def markdown(rows: list[dict]) -> str:
     lines = []
     for (_, g), per in by.items():
         any_row = next(iter(per.values()))
-        cells = []
-        for m in METHOD_NAMES:
-            r = per.get(m)
-            if r is None:
-                cells.append("–")
-                continue
-            ok = r["linf"] <= 0.01 and r["eps_exact"] <= 0.01
-            cells.append(
-                f"{r['linf']:.4f} / {100 * r['eps_verified']:.2f}% / "
-                f"{100 * r['eps_exact']:.2f}% / {r['seconds']:.1f} {'✓' if ok else '✗'}"
-            )
+        cells = [_cell(per.get(m)) for m in methods]
         lines.append(
             f"| {any_row['game']} | {g}: {any_row['law']} × {any_row['count']} | "
-            f"{any_row['mechanism']} | {cells[0]} | {cells[1]} |"
+            f"{any_row['mechanism']} | " + " | ".join(cells) + " |"
         )
     return head + "\n".join(lines) + "\n"
+
+
+def _cell(r: dict | None) -> str:
+    """One method's cell: L∞ / ε̂ / exact ε / seconds and the bar's mark (``auto``: and
+    which method it returned)."""
+    if r is None:
+        return "–"
+    ok = r["linf"] <= 0.01 and r["eps_exact"] <= 0.01
+    picked = f" ({r['chosen']})" if r["method"] == AUTO else ""
+    return (
+        f"{r['linf']:.4f} / {100 * r['eps_verified']:.2f}% / "
+        f"{100 * r['eps_exact']:.2f}% / {r['seconds']:.1f} {'✓' if ok else '✗'}{picked}"
+    )
+
+
+def cpu_lines(rows: list[dict]) -> str:
+    """Per game and method the process's CPU seconds of the ``bne`` call (what a free
+    core would take; the table's seconds are wall) and, for ``auto``, what it returned."""
+    seen = {(r["game"], r["method"]): r for r in rows}
+    return "".join(
+        f"- {game} / {method}: {r['cpu']:.1f} CPU s, {r['seconds']:.1f} s wall"
+        + (f", returned {r['chosen']}" if method == AUTO else "")
+        + f", stopped by {r['stopped_by']}\n"
+        for (game, method), r in seen.items()
+    )
 
 
 def speed(sellers=(2, 3, 4, 5), seed: int = 0) -> str:
@@ -183,7 +214,7 @@ def main(argv=None) -> int:
     rows = conformance(args.games.split(","), args.methods.split(","), args.seed)
     table = markdown(rows)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    table += f"\n(seed {args.seed}, load average {load:.1f} at the end)\n"
+    table += f"\n(seed {args.seed}, load average {load:.1f} at the end)\n\n" + cpu_lines(rows)
     print(table)
     if args.out:
         Path(args.out).write_text(table)

@@ -33,6 +33,18 @@ The games (procurement: a seller of cost c reporting z has utility T(z) - c E(z)
   values U[0, 1] is beta(v) = (n-1)/n v^n (Krishna, Ch. 2.5), so here, costs U[0, 1]:
 
       z(c) = 1 - (n-1)/n (1 - c)^n.                                             (2)
+
+  Any cost law F on [0, 1] (n i.i.d. sellers): with increasing reports a seller of
+  cost c wins with probability P(c) = (1 - F(c))^(n-1), and one bidding as if its cost
+  were x earns u(x; c) = P(x) (1 - c) - (1 - z(x)).  The envelope condition (u(c; c) =
+  u(1; 1) + int_c^1 P, u(1; 1) = 0: z(1) = 1) gives
+
+      z(c) = 1 - (1 - c) P(c) + int_c^1 P(t) dt,                                (3)
+
+  increasing (z' = -(1 - c) P' >= 0), and d/dx u(x; c) = P'(x) (x - c) (>= 0 below c,
+  <= 0 above, P' <= 0): mimicking x = c is a best response among the reports z(x),
+  which fill [z(0), 1] (z continuous, z(1) = 1); a report of [0, z(0)) wins as often as
+  z(0) (always) and pays more effort, so (3) is a BNE.  U[0, 1]: (3) is (2).
 * **Asymmetric first price** (one unit, classes h with laws F_h and counts n_h, a
   common lowest bid, optionally a reserve): the inverse bids phi_h(b) of a BNE solve
   the first-order conditions  sum_h m_h^(g) f_h(phi_h) phi_h' / (1 - F_h(phi_h)) =
@@ -64,6 +76,7 @@ __all__ = [
     "AllPayContest",
     "FirstPriceReserve",
     "Profile",
+    "all_pay_law_profile",
     "all_pay_profile",
     "asymmetric_profile",
     "exact_gain",
@@ -217,8 +230,26 @@ def symmetric_profile(
 
 
 def _symmetric_table(law, S, top, points: int = 8001):
-    """(costs, bids) of (1) on a fine grid: the integral cumulated by Simpson's rule on
-    sub-cells (each cell's integral by Gauss-Legendre of 8 points)."""
+    """(costs, bids) of (1) on a fine grid (``_survival_tail``), truth above the top."""
+    c, tail, Sc = _survival_tail(law, S, top, points)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bids = np.where(Sc > 1e-14, c + tail / Sc, c)
+    return _truthful_above(law, top, c, bids)
+
+
+def _truthful_above(law, top, c, bids):
+    """The table extended by truth on (top, hi] (a reserve below the support's top)."""
+    hi = law.support[1]
+    if top < hi:
+        above = np.linspace(top, hi, 200)[1:]
+        c, bids = np.concatenate((c, above)), np.concatenate((bids, above))
+    return c, bids
+
+
+def _survival_tail(law, S, top, points: int = 8001):
+    """(costs, int_c^top S, S(c)) on a fine grid of costs up to ``top`` (the law's
+    quantiles and an even grid): the integral cumulated over the cells, each cell's
+    by Gauss-Legendre of 8 points."""
     lo, hi = law.support
     q = np.linspace(0, 1, points)
     c = np.unique(np.concatenate((np.clip(law.ppf(q), lo, top), np.linspace(lo, top, points))))
@@ -229,13 +260,7 @@ def _symmetric_table(law, S, top, points: int = 8001):
     St = S(t)
     cell = (St * w[None, :]).sum(axis=1) * half
     tail = np.concatenate((np.cumsum(cell[::-1])[::-1], [0.0]))  # int_c^top S
-    Sc = S(c)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        bids = np.where(Sc > 1e-14, c + tail / Sc, c)
-    if top < hi:  # truth above the reserve
-        above = np.linspace(top, hi, 200)[1:]
-        c, bids = np.concatenate((c, above)), np.concatenate((bids, above))
-    return c, bids
+    return c, tail, S(c)
 
 
 def _below_from_table(law, costs, bids) -> Callable:
@@ -264,6 +289,26 @@ def all_pay_profile(n: int = 4) -> Profile:
     return Profile(
         f"all-pay contest, {n} x uniform:0:1", (law,), (n,), (bid,), (below,), AllPayContest(),
         "all-pay",
+    )  # fmt: skip
+
+
+def all_pay_law_profile(law, n: int, name: str = "") -> Profile:
+    """(3): the all-pay procurement contest, n i.i.d. sellers of ``law`` on [0, 1], its
+    equilibrium by quadrature (``_survival_tail``; checked against (2) on U[0, 1])."""
+    law = as_distribution(law)
+    lo, hi = law.support
+    if lo < 0 or hi > 1:
+        raise ValueError("the all-pay contest's reports live on [0, 1]")
+    c, tail, P = _survival_tail(law, _survival(law, n, 1), hi)
+    bids = 1.0 - (1.0 - c) * P + tail  # (3)
+    bids = np.maximum.accumulate(bids)
+
+    def bid(x):
+        return np.interp(np.asarray(x, dtype=float), c, bids)
+
+    return Profile(
+        name or f"all-pay contest, {n} x {law.spec}", (law,), (n,), (bid,),
+        (_below_from_table(law, c, bids),), AllPayContest(), "all-pay",
     )  # fmt: skip
 
 
@@ -339,6 +384,9 @@ def asymmetric_profile(
     b0 = hi_b
     sol, _ = _ode(laws, counts, b0, short)
     grid = b0 + (sol.t[-1] - b0) * (1 - np.linspace(1, 0, 20001) ** 2)  # dense at the top
+    # and dense at the bottom (a law whose density vanishes at its low end, Beta(3, 1):
+    # its cost F^-1(u) rises steeply from the common lowest bid)
+    grid = np.union1d(grid, b0 + (sol.t[-1] - b0) * np.linspace(0, 1, 4001)[:400] ** 3)
     U = np.clip(sol.sol(grid), 0.0, 1.0)
     bids, belows = [], []
     for h, law in enumerate(laws):
@@ -409,6 +457,11 @@ class Gain:
 
     @property
     def relative(self) -> float:
+        """gain / utility; where the profile's sellers lose on average (utility <= 0: an
+        all-pay contest bid badly) any positive gain is infinitely relative (a negative
+        ratio read as passing a bar of 1% before)."""
+        if self.utility <= 0:
+            return math.inf if self.gain > 0 else 0.0
         return self.gain / self.utility
 
 
@@ -476,6 +529,21 @@ def _games() -> dict[str, Callable[[], Profile]]:
         # them with costs above the others' top (its sellers above 1 never sell)
         "asym-3c": lambda: asymmetric_profile(
             ["beta:3:1:0:1", "beta:1:1:0:1", "uniform:0.2:1.2"], [1, 1, 1]
+        ),
+        # added by h48new (issue #48, "new ones of the same kinds"), none tuned for: a
+        # power law with a < 1 at 5 sellers; a reserve on a power law (a kink where the
+        # density is singular at the bottom); all-pay on Beta(2, 2) and with 2 sellers;
+        # 2-unit pay-as-bid with a reserve; 3 unlike classes with a reserve; 4 classes
+        "power-0.15-5": lambda: symmetric_profile("beta:0.15:1:0:1", 5),
+        "power-reserve-4": lambda: symmetric_profile("beta:0.4:1:0:1", 4, reserve=0.5),
+        "all-pay-beta-3": lambda: all_pay_law_profile("beta:2:2:0:1", 3),
+        "all-pay-2": lambda: all_pay_profile(2),
+        "pab-2unit-reserve": lambda: symmetric_profile("beta:2:2:0:1", 5, k=2, reserve=0.6),
+        "asym-3-reserve": lambda: asymmetric_profile(
+            ["uniform:0:1", "beta:2:1:0:1", "beta:1:3:0:1"], [1, 1, 1], reserve=0.65
+        ),
+        "asym-4": lambda: asymmetric_profile(
+            ["uniform:0:1", "beta:2:2:0:1", "beta:1:3:0:1", "beta:3:1:0:1"], [1, 1, 1, 1]
         ),
     }
 
