@@ -132,7 +132,12 @@ def bne(
     sampled = Oracle(setup.mech)  # the verification draws opponents on every path
     opt = opt.for_path(oracle.path, G)
     markets, d = opt.markets(oracle, opt.samples, setup.classes)
-    train = None if oracle.path == "interim" else Sample(setup.classes, markets, d, rng, opt.tilt)
+    placed = oracle.path == "outcome"  # nets of opponents (issue #48; not yet elsewhere)
+    train = (
+        None
+        if oracle.path == "interim"
+        else Sample(setup.classes, markets, d, rng, opt.tilt, placed)
+    )
     state = _start(setup, opt, init)
     trace = _iterate(setup, opt, oracle, train, state, progress, rng)
     jumps = _sharpen(setup, opt, oracle, state, trace, rng)

@@ -297,7 +297,7 @@ def _sharpen(setup, opt, oracle, state: _State, trace: _Trace, rng) -> list[list
         sample = Interim(setup.classes, state.costs, state.bids, setup.cdfs)
     else:
         markets, per_market = opt.markets(oracle, opt.eval_samples, setup.classes)
-        fresh = Sample(setup.classes, markets, per_market, rng)
+        fresh = Sample(setup.classes, markets, per_market, rng, placed=oracle.path == "outcome")
         R = reports_of(fresh, setup.classes, state.bidfns())
         sample = fresh
     steps: list[list[float]] = []
@@ -435,7 +435,7 @@ def _opponents(setup, opt, state, train, it, exact, rng):
     if exact:
         return Interim(setup.classes, state.costs, state.bids, setup.cdfs)
     if opt.resample and it > 1:
-        return Sample(setup.classes, train.markets, train.per_market, rng, opt.tilt)
+        return Sample(setup.classes, train.markets, train.per_market, rng, opt.tilt, train.placed)
     return train
 
 
@@ -465,9 +465,12 @@ def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, referen
     deviations are searched on one and their gains measured on the other, at evaluation
     costs refined until two successive densities agree (``_refined``; the density used
     is ``EpsilonResult.eval_cells``)."""
-    search = Sample(setup.classes, *opt.markets(oracle, opt.samples, setup.classes), rng, opt.tilt)
+    placed = oracle.path == "outcome"  # nets of opponents (``Sample``; issue #48)
+    search = Sample(
+        setup.classes, *opt.markets(oracle, opt.samples, setup.classes), rng, opt.tilt, placed
+    )
     fresh = Sample(
-        setup.classes, *opt.markets(oracle, opt.eval_samples, setup.classes), rng, opt.tilt
+        setup.classes, *opt.markets(oracle, opt.eval_samples, setup.classes), rng, opt.tilt, placed
     )
     Rs = reports_of(search, setup.classes, bidfns)
     Rf = reports_of(fresh, setup.classes, bidfns)
