@@ -771,6 +771,9 @@ class EpsilonResult:
     relative_loss_ci: tuple[float, float] = (0.0, 0.0)
     eval_cells: int = 0  # the evaluation density used (cells; ``eval_costs_for``)
     agreed: bool = False  # it agreed with the next coarser density
+    #: ε̂ on the first half of the fresh markets alone (a prefix of the net, itself a net):
+    #: the next coarser density of opponents (``_sampled_until_agreed``)
+    epsilon_half: float = math.nan
 
     def metrics(self) -> dict:
         """The scalar metrics (for summaries and tables)."""
@@ -785,6 +788,7 @@ class EpsilonResult:
             "utility": self.utility,
             "eval_cells": self.eval_cells,
             "eval_density_agreed": self.agreed,
+            "eval_markets": self.eval_markets,
             **self.distances,
         }
 
@@ -867,11 +871,13 @@ def measure(
     loss_ci = (max(0.0, loss - half_l), loss + half_l)
     rel_ci = tuple(1.0 - u / (u + x) if u + x > 0 else 0.0 for x in loss_ci)
     rel = eps / u if u > 0 else (0.0 if eps == 0 else math.inf)
+    h = max(1, M // 2)  # the first half of the markets: the next coarser net
+    eps_half = max(0.0, float(np.max(fresh.weights[:h] @ gains[:h] / fresh.weights[:h].sum())))
     w_ref = wins if ref_wins is None else ref_wins
     dist = distances(law, costs, bids, w_ref, reference) if reference is not None else {}
     return EpsilonResult(
         eps, ci, rel, costs, mean_gain, z_star, util, M, loss, rel_loss, u, wins, dist,
-        loss_ci, (float(rel_ci[0]), float(rel_ci[1])),
+        loss_ci, (float(rel_ci[0]), float(rel_ci[1])), epsilon_half=eps_half,
     )  # fmt: skip
 
 
