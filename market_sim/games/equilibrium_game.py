@@ -74,8 +74,9 @@ class Sample:
     i.i.d. draws.  In market s the deviators of class g are ``deviators[g][s]`` (up
     to ``per_market`` of its sellers from a random one on); one seed per market
     (common random numbers for randomized mechanisms).  With ``placed`` the deviators'
-    opponents always hold the same Sobol coordinates (``_deviators_last``).  For a population with data,
-    i.i.d. whole markets of ``Population.sample`` instead, with their rows (``data``)."""
+    opponents always hold the same Sobol coordinates (``_deviators_last``).  For a
+    population with data, i.i.d. whole markets of ``Population.sample`` instead, with
+    their rows (``data``)."""
 
     def __init__(
         self,
@@ -173,7 +174,6 @@ class Sample:
         return np.tensordot(self.weights, X, axes=1) / self.weights.sum()
 
 
-
 def _deviators_last(u: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """One class's Sobol coordinates u (M, k) placed so that, in every market, its
     sellers who are not deviators get coordinates 0, 1, ... in the order of their seats
@@ -193,6 +193,7 @@ def _deviators_last(u: np.ndarray, pos: np.ndarray) -> np.ndarray:
     out = np.empty_like(u)
     np.put_along_axis(out, seats, u, axis=1)
     return out
+
 
 def _twin(mech):
     """A shallow copy of ``mech`` by its attributes (no ``__getstate__`` /

@@ -479,11 +479,10 @@ def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, referen
     def drawn(samples: int):
         """A fresh sample, the bids' reports there and the references' (for their own
         win rates, against the reference profile; on the ``outcome`` path on the first
-        quarter of the markets, a net itself: a win rate only decides >= 1%)."""
-        fresh = Sample(
-            setup.classes, *opt.markets(oracle, samples, setup.classes), rng, opt.tilt, placed
-        )
-        on = fresh.prefix(4) if placed else fresh
+        ``_WIN_MARKETS`` markets, a net itself: a win rate only decides >= 1%)."""
+        markets, per_market = opt.markets(oracle, samples, setup.classes)
+        fresh = Sample(setup.classes, markets, per_market, rng, opt.tilt, placed)
+        on = fresh.prefix(max(1, fresh.markets // _WIN_MARKETS)) if placed else fresh
         R_ref = None if tables is None else (on, reports_of(on, setup.classes, tables))
         return fresh, reports_of(fresh, setup.classes, bidfns), R_ref
 
@@ -508,6 +507,12 @@ def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, referen
             check = _until_markets_agree(check, at, drawn, opt.eval_refine)
         out.append(check)
     return out
+
+
+#: on the ``outcome`` path, the fresh markets on which a reference's win rates are
+#: measured (they decide the costs where it wins >= 1%, for L2 and L-inf): the black
+#: box's verification spent 0.39 M of its 3.5 M calls on them at 4096 markets
+_WIN_MARKETS = 256
 
 
 def _agrees(denser: float, coarser: float) -> bool:

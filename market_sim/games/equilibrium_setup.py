@@ -175,11 +175,11 @@ class _Options:
         25-report grid and no evaluated refinement; else a 49-report grid, one round of
         evaluated refinement (three for several classes); a fresh sample each iteration
         (on the ``outcome`` path too since its opponents are nets: a fixed sample of
-        1024 left Beta(1, 3)'s exact epsilon / u at 2.7%, fresh ones 0.15%); damping 0.1 and 40 iterations (0.05 and 100 for several
-        classes, whose common lowest bid is a knife edge); a verification every 10
-        iterations (none on the ``outcome`` path).  On the exact ``interim`` path: 401
-        reports, 6 rounds, damping 0.01 and up to 1000 (cheap) iterations
-        (docs/equilibrium.md)."""
+        1024 left Beta(1, 3)'s exact epsilon / u at 2.7%, fresh ones 0.15%); damping
+        0.1 and 40 iterations (0.05 and 100 for several classes, whose common lowest
+        bid is a knife edge); a verification every 10 iterations (none on the
+        ``outcome`` path).  On the exact ``interim`` path: 401 reports, 6 rounds,
+        damping 0.01 and up to 1000 (cheap) iterations (docs/equilibrium.md)."""
         slow, many = path == "outcome", n_classes > 1
         auto = dict(
             bid_grid=25 if slow else 49,
