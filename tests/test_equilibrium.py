@@ -183,14 +183,20 @@ def test_automatic_settings_follow_the_path():
     assert (r.options["path"], r.options["bid_grid"], r.options["br_refine"]) == (
         "outcome", 25, 0,
     )  # fmt: skip
-    assert r.options["resample"] is False
+    # fresh samples there too since its opponents are nets (issue #48); half the fresh
+    # markets of the other paths (doubled until their halves agree)
+    assert r.options["resample"] is True
+    assert r.options["eval_samples"] == 2 * r.options["samples"]
     r = symmetric_bne(BatchedFirstPrice(), "uniform:0:1", 2, np.random.default_rng(0), **FAST)
     assert (r.options["bid_grid"], r.options["br_refine"], r.options["resample"]) == (49, 1, True)
     assert (r.options["damping"], r.options["max_iter"]) == (0.1, 10)  # max_iter given
+    assert r.options["eval_samples"] == 4 * r.options["samples"]
     r = symmetric_bne(
-        black_box, "uniform:0:1", 2, np.random.default_rng(0), br_refine=2, resample=True, **FAST
-    )
-    assert (r.options["br_refine"], r.options["resample"]) == (2, True)  # given: kept
+        black_box, "uniform:0:1", 2, np.random.default_rng(0), br_refine=2, resample=False,
+        eval_samples=64, **FAST,
+    )  # fmt: skip
+    assert (r.options["br_refine"], r.options["resample"]) == (2, False)  # given: kept
+    assert r.options["eval_samples"] == 64
 
 
 @pytest.mark.parametrize(
