@@ -61,6 +61,8 @@ TWO_CLASSES = [("uniform:1:2", 1), ("uniform:0:2", 1)]
 CASES = [
     ("black-box first price, outcome only", BlackBoxFirstPrice(), [("uniform:0:1", 4)],
      [lambda c: c + (1 - c) / 4], {}, 10),
+    ("black-box first price, outcome only, Beta(1,3)", BlackBoxFirstPrice(),
+     [("beta:1:3:0:1", 4)], [lambda c: c + (1 - c) / 10], {}, 10),
     ("first price, batched = True", BatchedFirstPrice(), [("uniform:0:1", 4)],
      [lambda c: c + (1 - c) / 4], {"samples": 4096}, 15),
     ("pay-as-bid (built in), 100 sellers", "pay-as-bid", [("uniform:1:5", 100)], None, {}, 30),

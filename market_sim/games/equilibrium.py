@@ -132,7 +132,12 @@ def bne(
     sampled = Oracle(setup.mech)  # the verification draws opponents on every path
     opt = opt.for_path(oracle.path, G)
     markets, d = opt.markets(oracle, opt.samples, setup.classes)
-    train = None if oracle.path == "interim" else Sample(setup.classes, markets, d, rng, opt.tilt)
+    placed = oracle.path == "outcome"  # nets of opponents (issue #48; not yet elsewhere)
+    train = (
+        None
+        if oracle.path == "interim"
+        else Sample(setup.classes, markets, d, rng, opt.tilt, placed)
+    )
     state = _start(setup, opt, init)
     trace = _iterate(setup, opt, oracle, train, state, progress, rng)
     jumps = _sharpen(setup, opt, oracle, state, trace, rng)
@@ -372,8 +377,8 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
     tables = chosen.tables
     c_tops = [live_top(s, law.support) for s, law in zip(sol.strategies, laws, strict=True)]
     oracle = Oracle(setup.mech)
-    auto = vopt.for_path(oracle.path, len(laws))  # the verification's automatic eval_refine
-    vopt = dataclasses.replace(vopt, eval_refine=auto.eval_refine)
+    auto = vopt.for_path(oracle.path, len(laws))  # the verification's automatic settings
+    vopt = dataclasses.replace(vopt, eval_refine=auto.eval_refine, eval_samples=auto.eval_samples)
     bidfns = [_linear(c, b) for c, b in tables]
     checks = _verify(setup, vopt, oracle, bidfns, None, c_tops, setup.z_range[1], rng, references)
     state = _State([c for c, _ in tables], [b for _, b in tables], c_tops, setup.z_range[1])

@@ -297,7 +297,7 @@ def _sharpen(setup, opt, oracle, state: _State, trace: _Trace, rng) -> list[list
         sample = Interim(setup.classes, state.costs, state.bids, setup.cdfs)
     else:
         markets, per_market = opt.markets(oracle, opt.eval_samples, setup.classes)
-        fresh = Sample(setup.classes, markets, per_market, rng)
+        fresh = Sample(setup.classes, markets, per_market, rng, placed=oracle.path == "outcome")
         R = reports_of(fresh, setup.classes, state.bidfns())
         sample = fresh
     steps: list[list[float]] = []
@@ -435,7 +435,7 @@ def _opponents(setup, opt, state, train, it, exact, rng):
     if exact:
         return Interim(setup.classes, state.costs, state.bids, setup.cdfs)
     if opt.resample and it > 1:
-        return Sample(setup.classes, train.markets, train.per_market, rng, opt.tilt)
+        return Sample(setup.classes, train.markets, train.per_market, rng, opt.tilt, train.placed)
     return train
 
 
@@ -464,23 +464,34 @@ def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, referen
     """Per class, epsilon and the metrics on two samples the solve never saw: the best
     deviations are searched on one and their gains measured on the other, at evaluation
     costs refined until two successive densities agree (``_refined``; the density used
-    is ``EpsilonResult.eval_cells``)."""
-    search = Sample(setup.classes, *opt.markets(oracle, opt.samples, setup.classes), rng, opt.tilt)
-    fresh = Sample(
-        setup.classes, *opt.markets(oracle, opt.eval_samples, setup.classes), rng, opt.tilt
-    )
+    is ``EpsilonResult.eval_cells``); on the ``outcome`` path the fresh opponents too
+    (``_until_markets_agree``)."""
+    placed = oracle.path == "outcome"  # nets of opponents (``Sample``; issue #48)
+    searched = max(opt.samples, _SEARCH_MARKETS) if placed else opt.samples
+    markets, per_market = opt.markets(oracle, searched, setup.classes)
+    search = Sample(setup.classes, markets, per_market, rng, opt.tilt, placed)
     Rs = reports_of(search, setup.classes, bidfns)
-    Rf = reports_of(fresh, setup.classes, bidfns)
     refs = [None if r is None else _as_bidfn(r) for r in references]
-    # the reference's own win rates, against the reference profile (every class known)
-    R_ref = None
-    if not any(r is None for r in refs):  # the references tabulated (they may be slow, 1-D)
+    tables = None  # the references tabulated (they may be slow, 1-D), every class known
+    if not any(r is None for r in refs):
         tables = [_tabulated(r, law) for r, law in zip(refs, setup.classes.laws, strict=True)]
-        R_ref = reports_of(fresh, setup.classes, tables)
+
+    def drawn(samples: int):
+        """A fresh sample, the bids' reports there and the references' (for their own
+        win rates, against the reference profile; on the ``outcome`` path on the first
+        ``_WIN_MARKETS`` markets, a net itself: a win rate only decides >= 1%)."""
+        markets, per_market = opt.markets(oracle, samples, setup.classes)
+        fresh = Sample(setup.classes, markets, per_market, rng, opt.tilt, placed)
+        on = fresh.prefix(max(1, fresh.markets // _WIN_MARKETS)) if placed else fresh
+        R_ref = None if tables is None else (on, reports_of(on, setup.classes, tables))
+        return fresh, reports_of(fresh, setup.classes, bidfns), R_ref
+
+    first = drawn(opt.eval_samples)
     out = []
     for g, law in enumerate(setup.classes.laws):
 
-        def at(cells, g=g, law=law):
+        def at(cells, g=g, law=law, opponents=first):
+            fresh, Rf, R_ref = opponents
             dens = opt.eval_grid * 2 ** np.arange(int(round(math.log2(cells / opt.eval_grid))) + 1)
             costs = np.unique(np.concatenate([eval_costs_for(law, c_tops[g], d) for d in dens]))
             bids = np.clip(bidfns[g](costs), *setup.z_range)
@@ -488,11 +499,52 @@ def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, referen
                 oracle, search, Rs, g, costs, bids, setup.z_range, z_top, opt.check_grid,
                 opt.refine,
             )  # fmt: skip
-            wins = None if R_ref is None else _win_rates(oracle, fresh, R_ref, g, refs[g], costs)
+            wins = None if R_ref is None else _win_rates(oracle, *R_ref, g, refs[g], costs)
             return measure(oracle, fresh, Rf, g, law, costs, bids, z_star, refs[g], wins)
 
-        out.append(_refined(at, opt.eval_grid, opt.eval_refine))
+        check = _refined(at, opt.eval_grid, opt.eval_refine)
+        if placed:
+            check = _until_markets_agree(check, at, drawn, opt.eval_refine)
+        out.append(check)
     return out
+
+
+#: on the ``outcome`` path, the least number of markets the verification's search uses:
+#: on 256 (``samples=256``) its best reports at the cheapest costs were noise (first
+#: price, 4 sellers, U[0, 1], 16 iterations: a report of 0.2775 whose exact gain is
+#: -4e-4 where the best, 0.2662, gains 6e-4), and the printed epsilon / u was 0.61-0.72
+#: of the exact one
+_SEARCH_MARKETS = 1024
+#: on the ``outcome`` path, the fresh markets on which a reference's win rates are
+#: measured (they decide the costs where it wins >= 1%, for L2 and L-inf): the black
+#: box's verification spent 0.39 M of its 3.5 M calls on them at 4096 markets
+_WIN_MARKETS = 256
+
+
+def _agrees(denser: float, coarser: float) -> bool:
+    """A denser evaluation's epsilon / u agrees with a coarser one's: at most 10% (and
+    1e-4) above it (issue #48: a denser evaluation must not find more)."""
+    return denser <= 1.1 * coarser + 1e-4
+
+
+def _until_markets_agree(check: EpsilonResult, at, drawn, rounds: int) -> EpsilonResult:
+    """``check`` measured again on fresh samples of twice as many markets until the
+    epsilon / u of all the markets and that of their first half (a prefix of the net:
+    the next coarser density of opponents, at no cost) agree both ways (within 10% and
+    1e-4: the half finding more is noise too), at most ``rounds``
+    doublings; the last measured is returned (issue #48: on the black box a gain is
+    measured on 4096 markets whose noise, with the deviator's opponents at random Sobol
+    coordinates, put the printed epsilon / u at 3.0% where the exact one is 4.6%)."""
+    for _ in range(rounds):
+        whole, half = check.epsilon_relative, check.epsilon_half / max(check.utility, 1e-300)
+        if check.utility <= 0 or (_agrees(whole, half) and _agrees(half, whole)):
+            return check
+        check = dataclasses.replace(
+            at(check.eval_cells, opponents=drawn(2 * check.eval_markets)),
+            eval_cells=check.eval_cells,
+            agreed=check.agreed,
+        )
+    return check
 
 
 def _tabulated(fn: BidFn, law) -> BidFn:
@@ -527,7 +579,7 @@ def _refined(at, cells: int, rounds: int) -> EpsilonResult:
         nxt = at(2 * cells)
         if prev is None and nxt.epsilon_relative > 1e-4:
             prev = at(cells)
-        if prev is None or nxt.epsilon_relative <= 1.1 * prev.epsilon_relative + 1e-4:
+        if prev is None or _agrees(nxt.epsilon_relative, prev.epsilon_relative):
             return dataclasses.replace(nxt, eval_cells=2 * cells, agreed=True)
         prev, cells = nxt, 2 * cells
     assert prev is not None
