@@ -52,12 +52,13 @@ and every profile (``ir_witness``).  A user's ``deviations`` is checked against
 
 Monte Carlo (a ``randomized`` mechanism on the generic default): the search uses
 ``n_draws`` common draws (an eighth of them, at least 2, in the profiles: it only selects;
-in the drawn market the last three quarters only for the truth, the random reports and
-the candidates that could still be best: ``search._screened``);
+in the drawn market the last three quarters only for the truth and the candidates that
+could still be best, or (random reports) still gain: ``search._screened``);
 each seller's best misreport (never the truth: confirmed against itself it would
 have SE 0 by construction), one fresh uniform report and its IR quantities are then
-confirmed on fresh draws, ``n_confirm`` at first and 2x to 4x more per seller (up to
-``n_confirm_max``; only the quantities unsettled: ``montecarlo._confirm``) where the
+confirmed on fresh draws, ``n_confirm`` (64) at first and 2x to 4x more per seller, in
+at most 4 stages (up to ``n_confirm_max``; only the quantities unsettled:
+``montecarlo._confirm``) where the
 variance is unstable (one draw carries more than 10% of the sum of squares) or the
 confidence bound still allows a gain (IR violation) beyond tol + ``resolution`` x the
 seller's incentive scale.  A gain is confirmed
@@ -259,7 +260,7 @@ def audit(
     n_jumps: int = 2,
     max_profile_sellers: int = 32,
     n_draws: int = 16,
-    n_confirm: int = 256,
+    n_confirm: int = 64,
     n_confirm_max: int = 4096,
     resolution: float = 0.01,
     n_boot: int = 2000,

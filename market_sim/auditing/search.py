@@ -179,9 +179,9 @@ def _screened(ev, sellers, Z, r0):
     """Monte Carlo utilities and eps (D, k, C) of the candidates Z with the draws spent
     where they can change the choice of the report to confirm: every candidate on the
     first quarter of the draws (at least 2), then the rest of the draws only for the
-    truth, the random reports (columns ``r0`` on: the share statement is made from all
-    their draws) and the candidates whose gain could still be the seller's best or
-    positive, mean + 3 SE >= max(0, the best mean - 3 SE) (NaN on the draws a candidate
+    truth, the candidates whose gain could still be the seller's best or positive, mean
+    + 3 SE >= max(0, the best mean - 3 SE), and the random reports (columns ``r0`` on)
+    whose gain could still be positive, mean + 3 SE >= 0 (NaN on the draws a candidate
     did not get).  A candidate whose gain did not vary over the screening's draws is
     kept: they bound nothing there (an outcome rarer than 1 in 4 draws, a prize).  The
     search only selects: the report chosen is confirmed on fresh draws, whose
@@ -194,7 +194,9 @@ def _screened(ev, sellers, Z, r0):
     best_low = np.maximum(np.max(G1 - _SCREEN_Z * S1, axis=1), 0.0)
     keep = (G1 + _SCREEN_Z * S1 >= best_low[:, None]) | (S1 == 0)
     keep[:, 0] = True
-    keep[:, r0:] = True
+    # a random report whose gain could still be positive: a report it drops shows a
+    # loss at 3 SE, so it could not count as profitable (its LCB is below tol there too)
+    keep[:, r0:] |= G1[:, r0:] + _SCREEN_Z * S1[:, r0:] >= 0
     width = int(keep.sum(axis=1).max())
     order = np.argsort(~keep, axis=1, kind="stable")[:, :width]  # the kept columns first
     cols = np.where(np.take_along_axis(keep, order, axis=1), order, 0)  # pad: the truth
