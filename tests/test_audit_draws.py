@@ -38,32 +38,46 @@ def _brute(mech, costs, i, z, seed):
     return pay[i] - costs[i] * eps[i]
 
 
+def _still_in_by_hand(diff, r0):
+    """The screening's rule from the gains per draw (NaN: not drawn), by hand."""
+    n = np.sum(~np.isnan(diff), axis=0)
+    g = np.nanmean(diff, axis=0)
+    s = np.nanstd(diff, axis=0, ddof=1) / np.sqrt(n)
+    keep = g + _SCREEN_Z * s >= np.maximum((g - _SCREEN_Z * s).max(axis=1), 0)[:, None]
+    keep |= s == 0
+    keep[:, 0] = True
+    keep[:, r0:] |= g[:, r0:] + _SCREEN_Z * s[:, r0:] >= 0  # random reports: could gain
+    return keep
+
+
 def test_the_screening_spends_the_later_draws_only_where_the_choice_can_change():
-    """Every candidate gets the first quarter of the draws; the truth, the candidates
-    whose screening UCB reaches max(0, the best LCB) (or whose gain did not vary) and
-    the random reports whose UCB reaches 0 get all of them, the others none more
-    (NaN); every utility drawn is the one a fresh ``default_rng(seed)`` gives (brute
-    force), and the reports far from the cost (a loss of 0.045 and more against a
-    noise of at most 0.006 |N|) are screened out, random ones (0.7 at a cost of 0.3, 0.2
-    at 0.6) too, and a random report near the cost (0.31 at 0.3) is kept."""
+    """Every candidate gets the first quarter of the draws; the next quarter and then
+    the last half go to the truth, the candidates whose UCB reaches max(0, the best
+    LCB) (or whose gain did not vary) and the random reports whose UCB reaches 0, each
+    judged on all the draws it got; the others get none more (NaN).  Every utility
+    drawn is the one a fresh ``default_rng(seed)`` gives (brute force); the reports far
+    from the cost (a loss of 0.045 and more against a noise of at most 0.006 |N|) are
+    screened out at once, random ones (0.7 at a cost of 0.3, 0.2 at 0.6) too, a random
+    report near the cost (0.31 at 0.3) is kept, and a report nearer (0.35 at 0.3: a
+    loss of 0.00125 against a noise of 0.001 |N|) goes at the second round."""
     mech, costs = _QuietLottery(), np.array([0.3, 0.6])
     seeds = list(range(100, 116))
-    Z = np.array([[0.3, 0.0, 1.0, 0.32, 0.9, 0.31, 0.7], [0.6, 0.0, 1.0, 0.58, 0.1, 0.2, 0.4]])
-    U, _ = _screened(_MonteCarlo(mech, costs, costs, seeds), np.arange(2), Z, 5)
+    Z = np.array([[0.3, 0.0, 1.0, 0.32, 0.9, 0.35, 0.31, 0.7],
+                  [0.6, 0.0, 1.0, 0.58, 0.1, 0.55, 0.2, 0.4]])  # fmt: skip
+    U, _ = _screened(_MonteCarlo(mech, costs, costs, seeds), np.arange(2), Z, 6)
     want = np.array([[[_brute(mech, costs, i, z, s) for z in Z[i]] for i in range(2)]
                      for s in seeds])  # fmt: skip
     drawn = ~np.isnan(U)
     assert np.array_equal(U[drawn], want[drawn])
     assert drawn[:4].all()  # the screening: every candidate, 4 draws
-    g = (want[:4] - want[:4, :, :1]).mean(axis=0)
-    s = (want[:4] - want[:4, :, :1]).std(axis=0, ddof=1) / 2
-    keep = g + _SCREEN_Z * s >= np.maximum((g - _SCREEN_Z * s).max(axis=1), 0)[:, None]
-    keep |= s == 0
-    keep[:, 0] = True
-    keep[:, 5:] |= g[:, 5:] + _SCREEN_Z * s[:, 5:] >= 0  # random reports: could gain
-    assert np.array_equal(drawn[4:].all(axis=0), keep) and not drawn[4:][:, ~keep].any()
-    assert not keep[:, 1:3].any() and not keep[:, 4].any()  # 0, 1 and the far report
-    assert keep[0, 5] and not keep[0, 6] and not keep[1, 5]  # random: 0.31 kept, 0.7 and 0.2 not
+    diff = want - want[:, :, :1]
+    keep1 = _still_in_by_hand(diff[:4], 6)
+    assert np.array_equal(drawn[4:8].all(axis=0), keep1) and not drawn[4:8][:, ~keep1].any()
+    keep2 = keep1 & _still_in_by_hand(np.where(drawn[:8], diff[:8], np.nan), 6)
+    assert np.array_equal(drawn[8:].all(axis=0), keep2) and not drawn[8:][:, ~keep2].any()
+    assert not keep1[:, 1:3].any() and not keep1[:, 4].any()  # 0, 1 and the far report
+    assert keep2[0, 6] and not keep1[0, 7] and not keep1[1, 6]  # random: 0.31 kept, 0.7, 0.2 not
+    assert keep1[0, 5] and not keep2[0, 5]  # 0.35 at 0.3: the second round
 
 
 class _HiddenPrize(Mechanism):
