@@ -201,3 +201,23 @@ def test_a_gain_at_the_printed_detectable_gain_is_confirmed_in_95_percent_of_run
                    **kw).summary["verdict"] == "not_ic" for s in range(60)]  # fmt: skip
     assert stats.binom.cdf(52, 60, 0.95) < 0.01 and stats.binom.sf(52, 60, 0.75) < 0.02
     assert sum(found) >= 53, sum(found)
+
+
+def test_a_monte_carlo_ic_states_what_its_draws_excluded_not_more():
+    """One seller (cost 0.25) gains exactly 1e-4 at every report above 0.5 (``_OneGainer``),
+    10^8 times its tol (1e-12 of its payment 1: eps = 0) and 60 times below the
+    detectable gain: the audit cannot confirm it and says ``ic``.  Its statement must not
+    claim that no seller gains more than its tol, nor that few random reports do (half
+    of seller 0's do); it says what was confirmed, what the family-wise bounds exclude
+    (a gain above tol + 1% of the scale, 0.01: true) and the detectable gain."""
+    costs = np.array([[0.25, 0.75, 0.8]])
+    kw = dict(n_grid=5, n_random=4, refine=False, max_profile_sellers=0, max_others=2,
+              costs=costs)  # fmt: skip
+    s = audit(_OneGainer(1e-4), "uniform:0:1", 3, 1, np.random.default_rng(0), **kw).summary
+    assert s["verdict"] == "ic" and s["ir_verdict"] == "ir"
+    assert s["tol"] < 1e-11 and s["detectable_gain"] > 60 * 1e-4
+    text = s["statement"]
+    assert "no seller gains more than" not in text and "random reports gain more" not in text
+    assert "no gain above its tolerance" in text and "confirmed on fresh draws" in text
+    assert "at 95% family-wise none larger than its tol + 1% of its own incentive scale" in text
+    assert f"would have confirmed a gain of {s['detectable_gain']:.3g}" in text
