@@ -94,7 +94,7 @@ from ..errors import MarketSimError
 from ..execution import Job, Shared, check_executor, job_rng, run_jobs
 from ..mechanisms.base import as_mechanism, mechanism_name
 from ..parameters import check_int
-from .evaluate import _deviations_disagree, _is_monte_carlo
+from .evaluate import _deviations_disagree, _is_monte_carlo, _undeclared_randomness
 from .opponents import _audit_market, _floor
 from .report import (  # noqa: F401
     COLUMNS,
@@ -412,6 +412,7 @@ def _draw(mech, src: _Source, n_markets, rng, settings):
         _unchecked(mechs[0]), drawn[0], settings["plan"], np.random.default_rng(0),
         settings["tol_factor"],
     )  # fmt: skip
+    _undeclared_randomness(_unchecked(mechs[0]), drawn[0], settings["plan"])
     return drawn, (None if groups[0] is None else groups), mechs
 
 

@@ -96,7 +96,10 @@ class Case:
     which the brute force runs with ``points`` added to each seller's own grid.
     ``verdicts``/``ir_verdicts``: what the audit may rightly say (``inconclusive`` only
     where a finite search or sample honestly cannot decide; never ``ic`` of a non-IC
-    mechanism).  ``n_sellers``/``n_markets``/``settings``: the audit's run in the test."""
+    mechanism).  ``n_sellers``/``n_markets``/``settings``: the audit's run in the test.
+    ``refused``: the audit must refuse the mechanism in one line (``MarketSimError``
+    with this text): a wrong declaration is wrong input, not something to give a
+    verdict on."""
 
     name: str
     cls: str
@@ -115,6 +118,7 @@ class Case:
     ir_verdicts: tuple = ()
     brute_sellers: tuple = (0,)
     n_grid: int = 161
+    refused: str = ""  # the audit must refuse it (MarketSimError) with this message
 
     def allowed(self) -> tuple[tuple, tuple]:
         ic = self.verdicts or (("ic",) if self.ic else ("not_ic",))
