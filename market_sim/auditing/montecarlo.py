@@ -106,8 +106,10 @@ def _confirm_draws(mech, mk: _Market, P: _Plan, sellers, seeds, explore, need) -
     c = costs[sellers]
     R = P.rows(sellers)
     streams = _streams(seeds)  # one generator per seed for every call below
-    truth = np.zeros((len(seeds), sellers.size))  # needed by the truth, a gain, a fresh report
-    if np.any(need["truth"] | need["gain"] | need["explore"]):  # (a later stage: often the top only)
+    # the truthful market: for the truth, a gain or a fresh report (a later stage is
+    # often the top alone)
+    truth = np.zeros((len(seeds), sellers.size))
+    if np.any(need["truth"] | need["gain"] | need["explore"]):
         truth = np.array([mech.run(costs, st.fresh()).utilities(costs)[sellers] for st in streams])
     in_market = mk.best_group[sellers] == 0
     best = np.where(in_market, mk.best_report[sellers], c)
