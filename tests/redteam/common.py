@@ -141,3 +141,13 @@ def drawn_profiles(law_lo: float, law_hi: float, n: int, k: int = 6, seed: int =
     rng = np.random.default_rng(seed)
     drawn = [tuple(rng.uniform(law_lo, law_hi, n)) for _ in range(k)]
     return (*drawn, (law_lo,) * n, (law_hi,) * n)
+
+
+def population_profiles(law: str, seed: int, *corners: tuple, k: int = 6) -> tuple:
+    """k seeded samples of the population ``law`` (ordinary markets, each seller in its
+    own class) and the given ``corners`` (full report vectors)."""
+    from market_sim.population import as_population
+
+    pop = as_population(law)
+    rng = np.random.default_rng(seed)
+    return (*[tuple(pop.sample(rng).costs) for _ in range(k)], *corners)

@@ -9,7 +9,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import RANDOM, U15, Case, IRWitness, Linear, LinearMechanism, Witness, drawn_profiles
+from .common import (
+    RANDOM,
+    U15,
+    Case,
+    IRWitness,
+    Linear,
+    LinearMechanism,
+    Witness,
+    drawn_profiles,
+    population_profiles,
+)
 
 LAW = "uniform:1:5"
 PROFILES = drawn_profiles(1.0, 5.0, 5, seed=11)
@@ -55,16 +65,7 @@ class ClassBandFee(LinearMechanism):
         return eps, pay - 0.2 * ((r >= BAND[0]) & (r <= BAND[1]))
 
 
-def _pop_profiles() -> tuple:
-    from market_sim.population import as_population
-
-    pop = as_population(POP)
-    rng = np.random.default_rng(12)
-    drawn = [tuple(pop.sample(rng).costs) for _ in range(6)]
-    return (*drawn, (1.0,) * 3 + (2.45,) * 2, (2.0,) * 3 + (3.0,) * 2)
-
-
-POP_PROFILES = _pop_profiles()
+POP_PROFILES = population_profiles(POP, 12, (1.0,) * 3 + (2.45,) * 2, (2.0,) * 3 + (3.0,) * 2)
 
 
 class UndeclaredRandom(LinearMechanism):
