@@ -105,3 +105,54 @@ CASES = [
          drawn_profiles(1.0, 5.0, 3, seed=13), **RANDOM,
          refused="declares randomized = False, but outcome gave different results"),
 ]  # fmt: skip
+
+
+# a power-law tail on 10^-4 strata: each decade of the prize carries 0.1 of the mean
+_LEVELS = ((1e-2, 10.0), (1e-3, 100.0), (1e-4, 1000.0))
+_BASE = 0.2 / (1.0 - sum(p for p, _ in _LEVELS))  # paid back on every other draw
+
+
+class DecadeTail(LinearMechanism):
+    """T(r) plus, for a report >= 4, a draw X: 10, 100 or 1000 with probabilities 1e-2,
+    1e-3, 1e-4 (u < 1e-4: 1000; u < 1.1e-3: 100; u < 1.11e-2: 10), else -0.2 / 0.9889
+    (= -0.20224...).  Each decade carries 0.1 of E[X] = 0.3 - 0.2 = 0.1, so a sample of
+    D draws misses about a third of the mean for D ~ 10^3 and most of it below 100: the
+    gain lives in the tail.  A seller of cost c < 4 reporting 4 gains 0.1 - (4 - c)^2 / 8
+    in expectation (cost 3.5: 0.06875): not IC.  IR: u_c(c) = rent(c) >= 0 for c < 4
+    and rent(c) + 0.1 for c >= 4."""
+
+    randomized = True
+
+    def outcome(self, reports, rng=None):
+        r, eps, pay = self.base(reports)
+        u = rng.random()
+        x = -_BASE
+        edge = 0.0
+        for p, prize in reversed(_LEVELS):  # the rarest first: u in [edge, edge + p)
+            if edge <= u < edge + p:
+                x = prize
+            edge += p
+        return eps, pay + x * (r >= 4.0)
+
+    def expected(self, reports):
+        r, eps, pay = self.base(reports)
+        return eps, pay + 0.1 * (r >= 4.0)
+
+
+_TAIL_PROFILES = drawn_profiles(1.0, 5.0, 3, seed=14)
+CASES.append(
+    Case(
+        "decade-tail",
+        "gain in a power-law tail",
+        DecadeTail,
+        LAW,
+        False,
+        True,
+        _TAIL_PROFILES,
+        **RANDOM,
+        gain=Witness(0, 3.5, 4.0, _TAIL_PROFILES[0], 0.1 - U15.loss(3.5, 4.0)),
+        points=(4.0,),
+        verdicts=("not_ic", "inconclusive"),
+        ir_verdicts=("ir", "inconclusive"),
+    )  # fmt: skip
+)
