@@ -61,9 +61,10 @@ at most 4 stages (up to ``n_confirm_max``; only the quantities unsettled:
 ``montecarlo._confirm``) where the
 variance is unstable (one draw carries more than 10% of the sum of squares) or the
 confidence bound still allows a gain (IR violation) beyond tol + ``resolution`` x the
-seller's incentive scale.  A gain is confirmed
-when the sample is stable and mean - k SE > tol, k = z + max(0, -skew)(2 z^2 + 1) /
-(6 sqrt D) (the Edgeworth term of the studentized mean), z the one-sided Bonferroni
+seller's incentive scale, or (the best misreport) its detectable gain is not within
+it.  A gain is confirmed when the sample is stable and mean - k SE > tol, k = z +
+max(0, -skew)(2 z^2 + 1) / (6 sqrt D) (the Edgeworth term of the studentized mean), z
+the one-sided Bonferroni
 quantile for 5% over both reports of every seller and every escalation stage.
 ``detectable_gain`` = max over sellers of tol + (k + 1.645) SE: a gain that large at
 any seller's best report would have been confirmed with 95% probability, if the

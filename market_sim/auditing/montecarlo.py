@@ -7,7 +7,7 @@ import numpy as np
 
 from .evaluate import _loop, _streams
 from .search import _Market, _Plan
-from .statistics import _N_STAGES, _bonferroni_z, _critical, _moments
+from .statistics import _N_STAGES, _Z_POWER, _bonferroni_z, _critical, _moments
 
 
 def _confirm(mech, mk: _Market, P: _Plan, rng, settings) -> dict:
@@ -62,8 +62,10 @@ def _next_draws(need: dict, wanted: np.ndarray, samples: dict, cap: int) -> np.n
 def _unsettled(stats, mk: _Market, P: _Plan, settings) -> tuple[dict, np.ndarray]:
     """Per quantity, the sellers whose sample needs more draws: its variance is
     unstable, or its confidence bound still allows a gain (IR violation) beyond tol +
-    the resolution (with this market's tol and scale, at most the audit's); and per
-    seller the sample size its unsettled bounds want (``_draws_wanted``)."""
+    the resolution (with this market's tol and scale, at most the audit's), or (the
+    best misreport) its detectable gain, (k + 1.645) SE above tol, is not within the
+    resolution; and per seller the sample size its unsettled bounds want
+    (``_draws_wanted``)."""
     st = {q: np.array(v, dtype=float) for q, v in stats.items()}
     tol, margin = mk.tol, settings["resolution"] * mk.found.scale
     n_pairs = settings["n_pairs"]
@@ -74,6 +76,11 @@ def _unsettled(stats, mk: _Market, P: _Plan, settings) -> tuple[dict, np.ndarray
         out[q] = (g[:, 3] == 0) | (g[:, 0] + k_gain * g[:, 1] > mk.gain_tol + margin)
         wanted = np.maximum(wanted, _draws_wanted(g, k_gain, mk.gain_tol + margin - g[:, 0],
                                                   out[q]))  # fmt: skip
+        if q == "gain":  # and the printed detectable gain within the resolution
+            k_det = _critical(g, _bonferroni_z(2 * n_pairs * _N_STAGES), +1) + _Z_POWER
+            weak = k_det * g[:, 1] > margin
+            out[q] |= weak
+            wanted = np.maximum(wanted, _draws_wanted(g, k_det, margin, weak))
     z_ir = _bonferroni_z(3 * n_pairs * _N_STAGES)
     for q in ("truth", "top", "bottom"):
         x = st[q]
