@@ -14,6 +14,7 @@ from redteam import CASES, SEEDS, known_wrong, run_audit
 from redteam.brute import brute_force, check_expectation, gain_at, utility_at
 
 from market_sim.distributions import parse_distribution
+from market_sim.errors import MarketSimError
 from market_sim.population import as_population
 
 
@@ -76,7 +77,7 @@ def test_truth_by_brute_force(case):
         u = utility_at(mech, w.seller, w.cost, w.profile)
         assert u == pytest.approx(w.utility, rel=1e-9, abs=1e-9 * scale)
         assert u < -1e-6 * scale and f.min_utility <= u * (1 - 1e-9)
-    if getattr(mech, "randomized", False):
+    if hasattr(mech, "expected"):  # randomized, declared or not (``fresh.UndeclaredRandom``)
         for p in profiles[:1]:
             check_expectation(mech, p)
 
@@ -94,6 +95,10 @@ def _marks(case, seed):
     [pytest.param(c, s, marks=_marks(c, s), id=f"{c.name}-{s}") for c in CASES for s in SEEDS],
 )
 def test_audit_verdict(case, seed):
+    if case.refused:
+        with pytest.raises(MarketSimError, match=case.refused):
+            run_audit(case, seed)
+        return
     s = run_audit(case, seed).summary
     ic, ir = case.allowed()
     assert s["verdict"] in ic and s["ir_verdict"] in ir, (s["verdict"], s["ir_verdict"], ic, ir)

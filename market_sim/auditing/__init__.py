@@ -52,17 +52,19 @@ and every profile (``ir_witness``).  A user's ``deviations`` is checked against
 
 Monte Carlo (a ``randomized`` mechanism on the generic default): the search uses
 ``n_draws`` common draws (an eighth of them, at least 2, in the profiles: it only selects;
-in the drawn market the last three quarters only for the truth, the random reports and
-the candidates that could still be best: ``search._screened``);
+in the drawn market the last three quarters only for the truth and the candidates that
+could still be best, or (random reports) still gain: ``search._screened``);
 each seller's best misreport (never the truth: confirmed against itself it would
 have SE 0 by construction), one fresh uniform report and its IR quantities are then
-confirmed on fresh draws, ``n_confirm`` at first and 2x to 4x more per seller (up to
-``n_confirm_max``; only the quantities unsettled: ``montecarlo._confirm``) where the
+confirmed on fresh draws, ``n_confirm`` (64) at first and 2x to 4x more per seller, in
+at most 4 stages (up to ``n_confirm_max``; only the quantities unsettled:
+``montecarlo._confirm``) where the
 variance is unstable (one draw carries more than 10% of the sum of squares) or the
 confidence bound still allows a gain (IR violation) beyond tol + ``resolution`` x the
-seller's incentive scale.  A gain is confirmed
-when the sample is stable and mean - k SE > tol, k = z + max(0, -skew)(2 z^2 + 1) /
-(6 sqrt D) (the Edgeworth term of the studentized mean), z the one-sided Bonferroni
+seller's incentive scale, or (the best misreport) its detectable gain is not within
+it.  A gain is confirmed when the sample is stable and mean - k SE > tol, k = z +
+max(0, -skew)(2 z^2 + 1) / (6 sqrt D) (the Edgeworth term of the studentized mean), z
+the one-sided Bonferroni
 quantile for 5% over both reports of every seller and every escalation stage.
 ``detectable_gain`` = max over sellers of tol + (k + 1.645) SE: a gain that large at
 any seller's best report would have been confirmed with 95% probability, if the
@@ -93,7 +95,7 @@ from ..errors import MarketSimError
 from ..execution import Job, Shared, check_executor, job_rng, run_jobs
 from ..mechanisms.base import as_mechanism, mechanism_name
 from ..parameters import check_int
-from .evaluate import _deviations_disagree, _is_monte_carlo
+from .evaluate import _deviations_disagree, _is_monte_carlo, _undeclared_randomness
 from .opponents import _audit_market, _floor
 from .report import (  # noqa: F401
     COLUMNS,
@@ -259,7 +261,7 @@ def audit(
     n_jumps: int = 2,
     max_profile_sellers: int = 32,
     n_draws: int = 16,
-    n_confirm: int = 256,
+    n_confirm: int = 64,
     n_confirm_max: int = 4096,
     resolution: float = 0.01,
     n_boot: int = 2000,
@@ -411,6 +413,7 @@ def _draw(mech, src: _Source, n_markets, rng, settings):
         _unchecked(mechs[0]), drawn[0], settings["plan"], np.random.default_rng(0),
         settings["tol_factor"],
     )  # fmt: skip
+    _undeclared_randomness(_unchecked(mechs[0]), drawn[0], settings["plan"])
     return drawn, (None if groups[0] is None else groups), mechs
 
 

@@ -273,6 +273,33 @@ def _deviations_disagree(mech, costs, P, rng, tol_factor: float = 1e-6) -> str |
     return None
 
 
+def _undeclared_randomness(mech, costs, P) -> None:
+    """Refuse, in one line, a mechanism that declares itself deterministic (not
+    ``randomized``) whose ``outcome`` answers the same reports differently: called twice
+    each on the market's costs and on every seller at its own floor and at its own top.
+    One call of such a mechanism is no exact evaluation: its noise would read as gains
+    and as IR failures (``tests/redteam/fresh.py::UndeclaredRandom``, IC and IR in
+    expectation, was ``not_ic`` and ``not_ir``).  The library's own unmodified
+    mechanisms (``certification.unmodified``) are not probed: their code is trusted."""
+    from ..certification import unmodified
+
+    if getattr(mech, "randomized", False) or unmodified(mech) is None:
+        return
+    R = P.rows(np.arange(costs.size))
+    for reports in (costs, R.floor, R.hi):
+        try:
+            first = _pair(mech.outcome(np.array(reports, dtype=float), None), costs.size, mech)
+        except (ValueError, ArithmeticError):  # no outcome there (every seller at a
+            continue  # top of psi = inf): the search meets it in its own way
+        again = _pair(mech.outcome(np.array(reports, dtype=float), None), costs.size, mech)
+        if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(first, again, strict=True)):
+            raise MarketSimError(
+                f"{mechanism_name(mech)} declares randomized = False, but outcome gave "
+                "different results for the same reports: set randomized = True to audit it "
+                "in expectation (Monte Carlo)"
+            )
+
+
 def _is_monte_carlo(mech) -> bool:
     return bool(getattr(mech, "randomized", False)) and not (
         _overrides(mech, "deviations") or _overrides(mech, "deviation_utilities")

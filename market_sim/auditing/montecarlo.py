@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .evaluate import _loop, _streams
+from ..errors import MarketSimError
+from ..mechanisms.base import mechanism_name
+from ..privacy.limit import privacy_cost
+from .evaluate import _loop, _pair, _streams
 from .search import _Market, _Plan
-from .statistics import _N_STAGES, _bonferroni_z, _critical, _moments
+from .statistics import _N_STAGES, _Z_POWER, _bonferroni_z, _critical, _moments
 
 
 def _confirm(mech, mk: _Market, P: _Plan, rng, settings) -> dict:
@@ -62,8 +65,10 @@ def _next_draws(need: dict, wanted: np.ndarray, samples: dict, cap: int) -> np.n
 def _unsettled(stats, mk: _Market, P: _Plan, settings) -> tuple[dict, np.ndarray]:
     """Per quantity, the sellers whose sample needs more draws: its variance is
     unstable, or its confidence bound still allows a gain (IR violation) beyond tol +
-    the resolution (with this market's tol and scale, at most the audit's); and per
-    seller the sample size its unsettled bounds want (``_draws_wanted``)."""
+    the resolution (with this market's tol and scale, at most the audit's), or (the
+    best misreport) its detectable gain, (k + 1.645) SE above tol, is not within the
+    resolution; and per seller the sample size its unsettled bounds want
+    (``_draws_wanted``)."""
     st = {q: np.array(v, dtype=float) for q, v in stats.items()}
     tol, margin = mk.tol, settings["resolution"] * mk.found.scale
     n_pairs = settings["n_pairs"]
@@ -74,6 +79,11 @@ def _unsettled(stats, mk: _Market, P: _Plan, settings) -> tuple[dict, np.ndarray
         out[q] = (g[:, 3] == 0) | (g[:, 0] + k_gain * g[:, 1] > mk.gain_tol + margin)
         wanted = np.maximum(wanted, _draws_wanted(g, k_gain, mk.gain_tol + margin - g[:, 0],
                                                   out[q]))  # fmt: skip
+        if q == "gain":  # and the printed detectable gain within the resolution
+            k_det = _critical(g, _bonferroni_z(2 * n_pairs * _N_STAGES), +1) + _Z_POWER
+            weak = k_det * g[:, 1] > margin
+            out[q] |= weak
+            wanted = np.maximum(wanted, _draws_wanted(g, k_det, margin, weak))
     z_ir = _bonferroni_z(3 * n_pairs * _N_STAGES)
     for q in ("truth", "top", "bottom"):
         x = st[q]
@@ -106,7 +116,11 @@ def _confirm_draws(mech, mk: _Market, P: _Plan, sellers, seeds, explore, need) -
     c = costs[sellers]
     R = P.rows(sellers)
     streams = _streams(seeds)  # one generator per seed for every call below
-    truth = np.array([mech.run(costs, st.fresh()).utilities(costs)[sellers] for st in streams])
+    # the truthful market: for the truth, a gain or a fresh report (a later stage is
+    # often the top alone)
+    truth = np.zeros((len(seeds), sellers.size))
+    if np.any(need["truth"] | need["gain"] | need["explore"]):
+        truth = _truthful(mech, costs, streams)[:, sellers]
     in_market = mk.best_group[sellers] == 0
     best = np.where(in_market, mk.best_report[sellers], c)
     cols = np.column_stack([R.floor, R.hi, best, explore[sellers]])
@@ -132,3 +146,20 @@ def _confirm_draws(mech, mk: _Market, P: _Plan, sellers, seeds, explore, need) -
         "bottom": U[:, :, 0] + (c - R.floor) * E[:, :, 0],
         "top": U[:, :, 1] + (c - R.hi) * E[:, :, 1],
     }
+
+
+def _truthful(mech, costs, streams) -> np.ndarray:
+    """(D, n) every seller's truthful utility t - c eps on each stream at its start:
+    ``outcome`` read as ``evaluate._pair`` reads it (``run``'s full checks cost ~50 us
+    a call, several times a small mechanism's), refused in one line, as ``_loop``
+    refuses it, when not finite or eps < 0."""
+    n = costs.size
+    out = np.empty((len(streams), n))
+    for d, st in enumerate(streams):
+        eps, pay = _pair(mech.outcome(costs.copy(), st.fresh()), n, mech)
+        if not (np.all(np.isfinite(eps)) and np.all(np.isfinite(pay))):
+            raise MarketSimError(f"{mechanism_name(mech)}: eps or payments contain NaN or inf")
+        if np.any(eps < 0):
+            raise MarketSimError(f"{mechanism_name(mech)}: eps must be >= 0")
+        out[d] = pay - privacy_cost(costs, eps)
+    return out

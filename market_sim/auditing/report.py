@@ -186,12 +186,23 @@ _TOL_WORDS = "its tolerance (1e-6 x its own support width x its largest eps; at 
 def _ic_sentence(s) -> str:
     pct = _share(s["profitable_share_upper"])
     tol = _TOL_WORDS.format(s["tol"])
+    if s["verdict"] == "ic" and s.get("monte_carlo"):
+        return (
+            f"no gain above {tol} confirmed on fresh draws, at each seller's best of the "
+            f"{s['n_candidates']} reports tried per seller (in the drawn markets and "
+            f"{_profiles_words(s)}) and at a fresh random one, and at 95% family-wise none "
+            f"larger than its tol + {_share(s['resolution'])} of its own incentive scale there; at "
+            "95% confidence fewer "
+            f"than {pct} of uniformly random reports show a gain above their tol on the "
+            f"search's {s['n_draws']} draws (what those draws see, not a bound on smaller "
+            "gains: the detectable gain below). Not excluded: a gain under the detectable "
+            "gain, inside a window narrower than the spacing of the reports tried, or under "
+            "profiles of the others not searched (docs/audit.md)"
+        )
     if s["verdict"] == "ic":
-        how = ("in expectation, confirmed on fresh draws at each seller's best report and at "
-               "a fresh random one" if s.get("monte_carlo") else "exactly")  # fmt: skip
         return (
             f"no seller gains more than {tol} at any of the {s['n_candidates']} reports tried "
-            f"per seller ({how}), in the drawn markets and {_profiles_words(s)}; at 95% "
+            f"per seller (exactly), in the drawn markets and {_profiles_words(s)}; at 95% "
             f"confidence fewer than {pct} of uniformly random reports gain more. Not "
             "excluded: a gain inside a window narrower than the spacing of the reports "
             "tried, or under profiles of the others not searched (docs/audit.md)"
@@ -230,12 +241,16 @@ def _profiles_words(s) -> str:
 def _ir_sentence(s) -> str:
     if s["ir_verdict"] == "ir":
         ir = _share(s["ir_share_upper"])
-        where = (
-            "at the drawn costs and the top and bottom of each seller's own support (fresh "
-            "draws)" if s.get("monte_carlo") else "at the drawn costs, the top and bottom of "
-            "each seller's own support and every report tried taken as a type, in the drawn "
-            "markets and the opponent profiles searched"
-        )  # fmt: skip
+        if s.get("monte_carlo"):
+            return (
+                "IR: no own-type utility below minus its tolerance confirmed on fresh draws "
+                "at the drawn costs and the top and bottom of each seller's own support, and "
+                f"at 95% family-wise none below minus its tol + {_share(s['resolution'])} of "
+                f"its own incentive scale there (fewer than {ir} of sellers at 95%)"
+            )
+        where = ("at the drawn costs, the top and bottom of each seller's own support and "
+                 "every report tried taken as a type, in the drawn markets and the opponent "
+                 "profiles searched")  # fmt: skip
         return (
             f"IR: no own-type utility below minus its tolerance {where} (fewer than {ir} of "
             "sellers at 95%)"

@@ -177,34 +177,48 @@ _SCREEN_Z = 3.0  # a candidate whose screening UCB (mean + 3 SE) is below the be
 
 def _screened(ev, sellers, Z, r0):
     """Monte Carlo utilities and eps (D, k, C) of the candidates Z with the draws spent
-    where they can change the choice of the report to confirm: every candidate on the
-    first quarter of the draws (at least 2), then the rest of the draws only for the
-    truth, the random reports (columns ``r0`` on: the share statement is made from all
-    their draws) and the candidates whose gain could still be the seller's best or
-    positive, mean + 3 SE >= max(0, the best mean - 3 SE) (NaN on the draws a candidate
-    did not get).  A candidate whose gain did not vary over the screening's draws is
-    kept: they bound nothing there (an outcome rarer than 1 in 4 draws, a prize).  The
-    search only selects: the report chosen is confirmed on fresh draws, whose
-    statistics are what the audit prints (docs/audit.md)."""
-    D1 = max(2, len(ev.seeds) // 4)
-    if len(ev.seeds) <= D1:
+    where they can change the choice of the report to confirm, in rounds: every
+    candidate on the first quarter of the draws (at least 2), then the next quarter
+    and the last half only for the candidates still in (``_still_in``: the truth, the
+    candidates whose gain could still be the seller's best or positive, the random
+    reports, columns ``r0`` on, whose gain could still be positive), judged on all the
+    draws they got (NaN on the draws a candidate did not get).  The search only
+    selects: the report chosen is confirmed on fresh draws, whose statistics are what
+    the audit prints (docs/audit.md)."""
+    D = len(ev.seeds)
+    cuts = sorted({max(2, D // 4), max(2, D // 2), D})
+    if D <= cuts[0]:
         return ev(sellers, Z)
-    U1, E1 = ev(sellers, Z, slice(0, D1))
-    G1, S1 = _gains(U1, U1[:, :, 0])
-    best_low = np.maximum(np.max(G1 - _SCREEN_Z * S1, axis=1), 0.0)
-    keep = (G1 + _SCREEN_Z * S1 >= best_low[:, None]) | (S1 == 0)
-    keep[:, 0] = True
-    keep[:, r0:] = True
-    width = int(keep.sum(axis=1).max())
-    order = np.argsort(~keep, axis=1, kind="stable")[:, :width]  # the kept columns first
-    cols = np.where(np.take_along_axis(keep, order, axis=1), order, 0)  # pad: the truth
-    U2, E2 = ev(sellers, np.take_along_axis(Z, cols, axis=1), slice(D1, None))
-    U = np.full((len(ev.seeds),) + Z.shape, np.nan)
+    U = np.full((D,) + Z.shape, np.nan)
     E = np.full_like(U, np.nan)
-    U[:D1], E[:D1] = U1, E1
+    keep = np.ones(Z.shape, dtype=bool)
     rows = np.arange(Z.shape[0])[:, None]
-    U[D1:, rows, cols], E[D1:, rows, cols] = U2, E2
+    start = 0
+    for end in cuts:
+        width = int(keep.sum(axis=1).max())
+        order = np.argsort(~keep, axis=1, kind="stable")[:, :width]  # the kept columns first
+        cols = np.where(np.take_along_axis(keep, order, axis=1), order, 0)  # pad: the truth
+        U2, E2 = ev(sellers, np.take_along_axis(Z, cols, axis=1), slice(start, end))
+        U[start:end, rows, cols], E[start:end, rows, cols] = U2, E2
+        if end < D:
+            keep &= _still_in(*_gains(U[:end], U[:end, :, 0]), r0)
+        start = end
     return U, E
+
+
+def _still_in(G, S, r0) -> np.ndarray:
+    """(k, C) the candidates that keep drawing (``_screened``): the truth; those whose
+    gain could still be the seller's best or positive, mean + 3 SE >= max(0, the best
+    mean - 3 SE); the random reports (columns ``r0`` on) whose gain could still be
+    positive, mean + 3 SE >= 0 (one dropped shows a loss at 3 SE: it could not count as
+    profitable, its LCB below tol there too); and those whose gain did not vary over
+    their draws (they bound nothing: an outcome rarer than 1 in 4 draws, a prize)."""
+    upper = G + _SCREEN_Z * S
+    best_low = np.maximum(np.max(G - _SCREEN_Z * S, axis=1), 0.0)
+    keep = (upper >= best_low[:, None]) | (S == 0)
+    keep[:, 0] = True
+    keep[:, r0:] |= upper[:, r0:] >= 0
+    return keep
 
 
 def _jumps(ev, sellers, Z, E, P: _Plan, R: _Rows):

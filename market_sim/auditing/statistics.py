@@ -12,7 +12,7 @@ import numpy as np
 CONFIDENCE = 0.95
 _Z_POWER = 1.6448536269514722  # one-sided 95% normal quantile (power of detectable_gain)
 _TAIL_SHARE = 0.1  # one draw carrying more of the sum of squares: unstable variance
-_N_STAGES = 3  # confirmation stages: n_confirm, 4x, 16x (capped by n_confirm_max)
+_N_STAGES = 4  # confirmation stages: n_confirm, then 2x to 4x each (capped by n_confirm_max)
 
 
 def clopper_pearson_upper(k: int, n: int, level: float = CONFIDENCE) -> float:

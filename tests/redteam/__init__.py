@@ -17,6 +17,7 @@ from market_sim.auditing import audit
 
 from . import (
     earlier,
+    fresh,
     hidden,
     interior,
     library,
@@ -48,6 +49,7 @@ MODULES = (
     hidden,
     ripples,
     screened,
+    fresh,
 )
 CASES: list[Case] = [c for m in MODULES for c in m.CASES]
 KNOWN_WRONG_FILE = Path(__file__).with_name("KNOWN_WRONG.md")

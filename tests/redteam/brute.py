@@ -52,7 +52,7 @@ def own_outcomes(mech, seller: int, profile, reports) -> tuple[np.ndarray, np.nd
 
 
 def _direct(mech, reports) -> tuple[np.ndarray, np.ndarray]:
-    if getattr(mech, "randomized", False):
+    if getattr(mech, "randomized", False) or hasattr(mech, "expected"):  # random, declared or not
         e, t = mech.expected(reports)
     else:
         out = mech.outcome(reports, None)

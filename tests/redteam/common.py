@@ -96,7 +96,10 @@ class Case:
     which the brute force runs with ``points`` added to each seller's own grid.
     ``verdicts``/``ir_verdicts``: what the audit may rightly say (``inconclusive`` only
     where a finite search or sample honestly cannot decide; never ``ic`` of a non-IC
-    mechanism).  ``n_sellers``/``n_markets``/``settings``: the audit's run in the test."""
+    mechanism).  ``n_sellers``/``n_markets``/``settings``: the audit's run in the test.
+    ``refused``: the audit must refuse the mechanism in one line (``MarketSimError``
+    with this text): a wrong declaration is wrong input, not something to give a
+    verdict on."""
 
     name: str
     cls: str
@@ -115,6 +118,7 @@ class Case:
     ir_verdicts: tuple = ()
     brute_sellers: tuple = (0,)
     n_grid: int = 161
+    refused: str = ""  # the audit must refuse it (MarketSimError) with this message
 
     def allowed(self) -> tuple[tuple, tuple]:
         ic = self.verdicts or (("ic",) if self.ic else ("not_ic",))
@@ -137,3 +141,13 @@ def drawn_profiles(law_lo: float, law_hi: float, n: int, k: int = 6, seed: int =
     rng = np.random.default_rng(seed)
     drawn = [tuple(rng.uniform(law_lo, law_hi, n)) for _ in range(k)]
     return (*drawn, (law_lo,) * n, (law_hi,) * n)
+
+
+def population_profiles(law: str, seed: int, *corners: tuple, k: int = 6) -> tuple:
+    """k seeded samples of the population ``law`` (ordinary markets, each seller in its
+    own class) and the given ``corners`` (full report vectors)."""
+    from market_sim.population import as_population
+
+    pop = as_population(law)
+    rng = np.random.default_rng(seed)
+    return (*[tuple(pop.sample(rng).costs) for _ in range(k)], *corners)

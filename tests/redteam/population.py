@@ -13,19 +13,12 @@ import numpy as np
 from market_sim.mechanisms.base import Mechanism, as_mechanism, in_own_support
 from market_sim.population import as_population
 
-from .common import Case, IRWitness
+from .common import Case, IRWitness, population_profiles
 
 LAW = "7*uniform:0:1+3*uniform:1:2"
 
 
-def _profiles():
-    pop = as_population(LAW)
-    rng = np.random.default_rng(6)
-    drawn = [tuple(pop.sample(rng).costs) for _ in range(6)]
-    return (*drawn, (0.0,) * 7 + (1.0,) * 3, (1.0,) * 7 + (2.0,) * 3)
-
-
-PROFILES = _profiles()
+PROFILES = population_profiles(LAW, 6, (0.0,) * 7 + (1.0,) * 3, (1.0,) * 7 + (2.0,) * 3)
 
 
 class OwnPsiPrice(Mechanism):
