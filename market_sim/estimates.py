@@ -127,24 +127,35 @@ def format_duration(seconds: float) -> str:
 # the audit (``market_sim.auditing``): seconds per (seller x candidate report) evaluated
 # (measured 2026-11-25: offline, U[0, 1], 141 reports per seller: 53 s at m = 10^5)
 AUDIT_FAST_PER_EVAL = 3.5e-6  # a mechanism with its own ``deviations`` (offline: compiled curves)
-AUDIT_CALL_FIXED = 2.5e-5  # one ``outcome`` call of a generic mechanism (re-run per report)
+# one ``outcome`` call of a generic mechanism (re-run per report); 2026-11-29, idle
+# machine: a deterministic black box 10 x 20, 1.2 s (2.4 s predicted at the old 2.5e-5)
+AUDIT_CALL_FIXED = 1.3e-5
 AUDIT_CALL_PER_SELLER = 5e-8  # ... and per seller of its market
 AUDIT_FAST_PER_MARKET = 0.05  # fixed cost per market (solves, curves) of the fast paths
 # the data-dependent mechanism: one solve of Eq. 17 per evaluation (measured 2026-11-27:
 # 100 sellers with synthetic data, 13-25 s a market for ~48,000 evaluations)
+# a Monte Carlo (randomized) mechanism: the search screens its candidates in rounds (a
+# quarter of ``n_draws``, a quarter, a half), so a candidate gets this share of them on
+# average, and each seller's confirmation escalates from ``n_confirm`` in up to 4 stages
+# (measured 2026-11-29, the bench's lottery 10 x 20: 436k search calls for 92,800
+# candidates, 225k confirmation calls for 200 seller-markets at n_confirm = 64; 9.5 s,
+# 9.0 s predicted; 20 x 20: 21.3 s, 23 s predicted)
+AUDIT_MC_SEARCH_SHARE = 0.3
+AUDIT_MC_CONFIRM_ESCALATION = 17.0
 AUDIT_DD_PER_EVAL_PER_SELLER = 5e-6  # the compiled solver (0.5 ms an evaluation at N = 100)
 AUDIT_DD_LBFGS_PER_EVAL = 1e-2  # solver="lbfgs": scipy's L-BFGS-B, ~10 ms a solve
 
 
 def audit_seconds(
     mech, n_sellers: int, n_markets: int, *, n_candidates: int, n_draws: int = 16,
-    n_confirm: int = 256,
+    n_confirm: int = 64,
 ) -> float:  # fmt: skip
     """Seconds of ``audit`` (unilateral search only): every seller tries ``n_candidates``
     reports.  A mechanism with its own ``deviations`` costs ``AUDIT_FAST_PER_EVAL`` per
     evaluation; a generic one re-runs ``outcome`` per report (``AUDIT_CALL_FIXED +
-    AUDIT_CALL_PER_SELLER * n``), ``n_draws`` times for a Monte Carlo randomized one plus
-    ``n_confirm`` draws of each seller's best report; the data-dependent mechanism one
+    AUDIT_CALL_PER_SELLER * n``), a share of ``n_draws`` times for a Monte Carlo
+    randomized one (screened) plus the escalated confirmation of each seller from
+    ``n_confirm`` draws; the data-dependent mechanism one
     solve of Eq. 17 per evaluation."""
     from .mechanisms.base import Mechanism
     from .mechanisms.builtin import DataDependentMechanism
@@ -162,7 +173,8 @@ def audit_seconds(
         return evals * AUDIT_FAST_PER_EVAL + n_markets * AUDIT_FAST_PER_MARKET
     per_call = AUDIT_CALL_FIXED + AUDIT_CALL_PER_SELLER * n_sellers
     if getattr(mech, "randomized", False):
-        evals = evals * n_draws + float(n_sellers) * n_markets * n_confirm
+        confirm = float(n_sellers) * n_markets * n_confirm * AUDIT_MC_CONFIRM_ESCALATION
+        evals = evals * n_draws * AUDIT_MC_SEARCH_SHARE + confirm
     return evals * per_call
 
 

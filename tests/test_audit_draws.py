@@ -221,3 +221,17 @@ def test_a_monte_carlo_ic_states_what_its_draws_excluded_not_more():
     assert "no gain above its tolerance" in text and "confirmed on fresh draws" in text
     assert "at 95% family-wise none larger than its tol + 1% of its own incentive scale" in text
     assert f"would have confirmed a gain of {s['detectable_gain']:.3g}" in text
+
+
+def test_a_deterministic_mechanism_whose_sums_differ_in_the_last_bits_is_not_refused():
+    """The undeclared-randomness probe compares two answers to the same reports up to
+    float rounding: threads summing in another order change the last bits of a
+    deterministic mechanism, which no audit tolerance can see (1e-9 relative); a noise of
+    1e-6 of the payments is refused."""
+    from market_sim.auditing.evaluate import _same_answer
+
+    pay = np.array([0.0, 0.25, 1.5, 3.0])
+    assert _same_answer(pay, pay * (1 + 1e-15) + np.array([1e-17, 0, 0, 0]))
+    assert not _same_answer(pay, pay + np.array([0, 1e-6, 0, 0]))
+    assert not _same_answer(pay, pay[:3])
+    assert _same_answer(np.array([np.nan, 1.0]), np.array([np.nan, 1.0]))

@@ -534,8 +534,10 @@ def test_audit_time_estimate_follows_the_cost_model():
     call = E.AUDIT_CALL_FIXED + 20 * E.AUDIT_CALL_PER_SELLER
     generic = E.audit_seconds(LinearMyerson(), 20, 20, n_candidates=141)
     assert generic == pytest.approx(400 * 142 * call)
-    mc = E.audit_seconds(Lottery(), 20, 20, n_candidates=141, n_draws=16, n_confirm=256)
-    assert mc == pytest.approx((400 * 142 * 16 + 400 * 256) * call)
+    mc = E.audit_seconds(Lottery(), 20, 20, n_candidates=141, n_draws=16, n_confirm=64)
+    search = 400 * 142 * 16 * E.AUDIT_MC_SEARCH_SHARE
+    assert mc == pytest.approx((search + 400 * 64 * E.AUDIT_MC_CONFIRM_ESCALATION) * call)
+    assert generic < mc < 16 * generic + 400 * 64 * 17 * call  # screened: fewer than all draws
 
 
 # ---- populations -----------------------------------------------------------------------
