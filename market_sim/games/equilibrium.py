@@ -293,7 +293,8 @@ def bne_epsilon(
     "truth"): the best deviation of each evaluation cost is searched over the whole
     report range on one sample and its gain measured on fresh opponents.  For several
     classes, the class with the largest epsilon (``bne_epsilon_by_group`` gives all).
-    Options: eval_grid, eval_samples (default ``samples``), samples, check_grid, refine,
+    Options: eval_grid, eval_samples (default 4 x ``samples``, 2 x on the ``outcome``
+    path: ``equilibrium_setup._Options.for_path``), samples, check_grid, refine,
     deviators, and the market settings."""
     return max(
         bne_epsilon_by_group(
