@@ -100,17 +100,16 @@ def data_dependent_round_seconds(
 ) -> float:  # fmt: skip
     """Seconds of one round of the data-dependent mechanism with m sellers; ``curved``:
     the law has a curved piece of psi (``DataDependentMechanism.curved_payments``)."""
-    per_row = DD_SOLVE_PER_ROW * m
+    per_solve = DD_SOLVE_FIXED + DD_SOLVE_PER_ROW * m
     solves = 1 + m * (n_grid if regret else 0)
     if payment_rule == "trapezoid":
-        solves += m * n_nodes
-    elif not curved:
-        solves += m  # the value at the pieces' ends, about one solve per seller
-    else:
+        payments = m * n_nodes * per_solve
+    elif curved:
         curved_solve = DD_CURVED_SOLVE_FIXED + DD_CURVED_SOLVE_PER_ROW * m
-        curved_seconds = m * DD_CURVED_SOLVES_PER_SELLER * curved_solve
-        return curved_seconds + solves * (DD_SOLVE_FIXED + per_row)
-    return solves * (DD_SOLVE_FIXED + per_row)
+        payments = m * DD_CURVED_SOLVES_PER_SELLER * curved_solve
+    else:
+        payments = m * per_solve  # the value at the pieces' ends, about one solve per seller
+    return solves * per_solve + payments
 
 
 def format_duration(seconds: float) -> str:
@@ -132,8 +131,6 @@ AUDIT_FAST_PER_EVAL = 3.5e-6  # a mechanism with its own ``deviations`` (offline
 AUDIT_CALL_FIXED = 1.3e-5
 AUDIT_CALL_PER_SELLER = 5e-8  # ... and per seller of its market
 AUDIT_FAST_PER_MARKET = 0.05  # fixed cost per market (solves, curves) of the fast paths
-# the data-dependent mechanism: one solve of Eq. 17 per evaluation (measured 2026-11-27:
-# 100 sellers with synthetic data, 13-25 s a market for ~48,000 evaluations)
 # a Monte Carlo (randomized) mechanism: the search screens its candidates in rounds (a
 # quarter of ``n_draws``, a quarter, a half), so a candidate gets this share of them on
 # average, and each seller's confirmation escalates from ``n_confirm`` in up to 4 stages
@@ -142,6 +139,8 @@ AUDIT_FAST_PER_MARKET = 0.05  # fixed cost per market (solves, curves) of the fa
 # 9.0 s predicted; 20 x 20: 21.3 s, 23 s predicted)
 AUDIT_MC_SEARCH_SHARE = 0.3
 AUDIT_MC_CONFIRM_ESCALATION = 17.0
+# the data-dependent mechanism: one solve of Eq. 17 per evaluation (measured 2026-11-27:
+# 100 sellers with synthetic data, 13-25 s a market for ~48,000 evaluations)
 AUDIT_DD_PER_EVAL_PER_SELLER = 5e-6  # the compiled solver (0.5 ms an evaluation at N = 100)
 AUDIT_DD_LBFGS_PER_EVAL = 1e-2  # solver="lbfgs": scipy's L-BFGS-B, ~10 ms a solve
 
