@@ -264,23 +264,27 @@ def _shoot(rhs: _InverseBids, low: float, high: float, short: float, width: floa
     ends decided loosely are re-decided at ``_RTOL``, and where one was wrong the
     bisection is redone at ``_RTOL`` throughout from the first bracket: the answer is
     always a bracket decided at ``_RTOL``."""
-    first = (low, high)
+    a, b, exact = _bisect(rhs, low, high, short, width, loose=True)
+    if (exact["low"] or _integrate(rhs, a, short)[1]) and (
+        exact["high"] or not _integrate(rhs, b, short)[1]
+    ):
+        return b
+    return _bisect(rhs, low, high, short, width, loose=False)[1]
+
+
+def _bisect(rhs, low: float, high: float, short: float, width: float, loose: bool):
+    """``_shoot``'s bisection: (low, high, whether each end was decided at ``_RTOL``);
+    ``loose``: each start at the tolerance its bracket's width asks, else at ``_RTOL``."""
     exact = {"low": True, "high": True}  # decided at _RTOL (the ends of the first bracket)
     while high - low > _SHOOT_TOL * width:
         mid = 0.5 * (low + high)
-        rtol = min(_LOOSE_RTOL, max(_RTOL, _RTOL_PER_WIDTH * (high - low) / width))
+        rtol = _RTOL
+        if loose:
+            rtol = min(_LOOSE_RTOL, max(_RTOL, _RTOL_PER_WIDTH * (high - low) / width))
         end = "low" if _integrate(rhs, mid, short, rtol=rtol)[1] else "high"
         low, high = (mid, high) if end == "low" else (low, mid)
         exact[end] = rtol <= _RTOL
-    if (exact["low"] or _integrate(rhs, low, short)[1]) and (
-        exact["high"] or not _integrate(rhs, high, short)[1]
-    ):
-        return high
-    low, high = first
-    while high - low > _SHOOT_TOL * width:
-        mid = 0.5 * (low + high)
-        low, high = (mid, high) if _integrate(rhs, mid, short)[1] else (low, mid)
-    return high
+    return low, high, exact
 
 
 def _table(law, z: np.ndarray, costs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
