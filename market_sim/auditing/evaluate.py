@@ -67,8 +67,7 @@ class _Exact:
             u = mech.deviation_utilities(sellers, cand, c[sellers], r,
                                          np.random.default_rng(self.seed))  # fmt: skip
             u = np.asarray(u, dtype=float).reshape(cand.shape)
-            if not (np.all(np.isfinite(u)) and np.all(np.isfinite(eps))):  # no payment
-                raise MarketSimError(f"{mechanism_name(mech)}: eps or payments contain NaN or inf")
+            _refuse_not_finite(mech, eps, u)  # no payment
         else:
             pay = np.asarray(dev.payments, dtype=float).reshape(cand.shape)
             _check_limit(mech, cand, eps, pay, np.zeros(cand.shape, dtype=bool))
@@ -117,14 +116,24 @@ def _loop(mech, reports, costs, sellers, cand, seeds, floor_pay=None):
         e[:, k], u[:, k] = got[w, :, 0].T, got[w, :, 1].T
         trial[i] = keep
     if floor_pay is None:  # Monte Carlo: no limit outcome
-        if not (np.all(np.isfinite(u)) and np.all(np.isfinite(e))):
-            raise MarketSimError(f"{mechanism_name(mech)}: eps or payments contain NaN or inf")
+        _refuse_not_finite(mech, e, u)
     else:
         _check_limit(mech, cand[None], e, u, np.zeros(u.shape, dtype=bool))
         _keep_floor_pay(floor_pay, sellers, e[0], u[0])
-    if np.any(e < 0):
-        raise MarketSimError(f"{mechanism_name(mech)}: eps must be >= 0")
+    _refuse_negative_eps(mech, e)
     return u - privacy_cost(np.asarray(costs, dtype=float)[sellers][:, None], e), e
+
+
+def _refuse_not_finite(mech, eps, pay) -> None:
+    """Refuse, in one line, eps or payments (utilities) that are NaN or infinite."""
+    if not (np.all(np.isfinite(pay)) and np.all(np.isfinite(eps))):
+        raise MarketSimError(f"{mechanism_name(mech)}: eps or payments contain NaN or inf")
+
+
+def _refuse_negative_eps(mech, eps) -> None:
+    """Refuse, in one line, a negative eps."""
+    if np.any(eps < 0):
+        raise MarketSimError(f"{mechanism_name(mech)}: eps must be >= 0")
 
 
 def _check_limit(mech, cand, eps, pay, neg_inf_ok) -> None:

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import MarketSimError
-from ..mechanisms.base import mechanism_name
 from ..privacy.limit import privacy_cost
-from .evaluate import _loop, _pair, _streams
+from .evaluate import _loop, _pair, _refuse_negative_eps, _refuse_not_finite, _streams
 from .search import _Market, _Plan
 from .statistics import _N_STAGES, _Z_POWER, _bonferroni_z, _critical, _moments
 
@@ -157,9 +155,7 @@ def _truthful(mech, costs, streams) -> np.ndarray:
     out = np.empty((len(streams), n))
     for d, st in enumerate(streams):
         eps, pay = _pair(mech.outcome(costs.copy(), st.fresh()), n, mech)
-        if not (np.all(np.isfinite(eps)) and np.all(np.isfinite(pay))):
-            raise MarketSimError(f"{mechanism_name(mech)}: eps or payments contain NaN or inf")
-        if np.any(eps < 0):
-            raise MarketSimError(f"{mechanism_name(mech)}: eps must be >= 0")
+        _refuse_not_finite(mech, eps, pay)
+        _refuse_negative_eps(mech, eps)
         out[d] = pay - privacy_cost(costs, eps)
     return out
