@@ -132,11 +132,10 @@ def bne(
     sampled = Oracle(setup.mech)  # the verification draws opponents on every path
     opt = opt.for_path(oracle.path, G)
     markets, d = opt.markets(oracle, opt.samples, setup.classes)
-    placed = oracle.path == "outcome"  # nets of opponents (issue #48; not yet elsewhere)
     train = (
         None
         if oracle.path == "interim"
-        else Sample(setup.classes, markets, d, rng, opt.tilt, placed)
+        else Sample(setup.classes, markets, d, rng, opt.tilt, oracle.outcome_only)
     )
     state = _start(setup, opt, init)
     trace = _iterate(setup, opt, oracle, train, state, progress, rng)
@@ -293,9 +292,10 @@ def bne_epsilon(
     "truth"): the best deviation of each evaluation cost is searched over the whole
     report range on one sample and its gain measured on fresh opponents.  For several
     classes, the class with the largest epsilon (``bne_epsilon_by_group`` gives all).
-    Options: eval_grid, eval_samples (default 4 x ``samples``, 2 x on the ``outcome``
-    path: ``equilibrium_setup._Options.for_path``), samples, check_grid, refine,
-    deviators, and the market settings."""
+    Options: eval_grid, eval_samples (default 4 x ``samples``), samples, check_grid,
+    refine, deviators (the automatic ones by path: ``equilibrium_setup._Options.for_path``;
+    on the ``outcome`` path the deviations are searched on the fresh markets themselves),
+    and the market settings."""
     return max(
         bne_epsilon_by_group(
             mechanism, population, n_sellers, bid, rng, reference=reference,
@@ -379,7 +379,8 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
     c_tops = [live_top(s, law.support) for s, law in zip(sol.strategies, laws, strict=True)]
     oracle = Oracle(setup.mech)
     auto = vopt.for_path(oracle.path, len(laws))  # the verification's automatic settings
-    vopt = dataclasses.replace(vopt, eval_refine=auto.eval_refine, eval_samples=auto.eval_samples)
+    automatic = ("eval_refine", "eval_samples", "eval_grid", "check_grid")
+    vopt = dataclasses.replace(vopt, **{k: getattr(auto, k) for k in automatic})
     bidfns = [_linear(c, b) for c, b in tables]
     checks = _verify(setup, vopt, oracle, bidfns, None, c_tops, setup.z_range[1], rng, references)
     state = _State([c for c, _ in tables], [b for _, b in tables], c_tops, setup.z_range[1])

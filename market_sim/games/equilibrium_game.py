@@ -351,6 +351,13 @@ class Oracle:
         else:
             self.path = "outcome"
 
+    @property
+    def outcome_only(self) -> bool:
+        """One ``outcome`` call per report vector (a user's black box): the opponents
+        are nets (``Sample(placed=True)``) and the verification searches and measures on
+        one fresh sample (``equilibrium_pure._verify``; issue #48)."""
+        return self.path == "outcome"
+
     def eps_pay(self, sample, R: np.ndarray | None, g: int, Z: np.ndarray):
         """(markets, len(Z)) arrays: class g's deviators' mean eps and payment when one
         of them reports z and everyone else reports R[s] (``sample`` a Sample; on the

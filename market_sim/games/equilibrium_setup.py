@@ -131,10 +131,10 @@ class _Options:
     verify_tol: float = 0.01
     patience: int = 0
     max_iter: int | None = None
-    eval_grid: int = 33
+    eval_grid: int | None = None
     eval_refine: int | None = None
     eval_samples: int | None = None
-    check_grid: int = 129
+    check_grid: int | None = None
     refine: int = 3
     knots: int = 6
     tilt: float = 0.0
@@ -178,10 +178,11 @@ class _Options:
         1024 left Beta(1, 3)'s exact epsilon / u at 2.7%, fresh ones 0.15%); damping
         0.1 and 40 iterations (0.05 and 100 for several classes, whose common lowest
         bid is a knife edge); a verification every 10 iterations (none on the
-        ``outcome`` path); ``eval_samples`` 4 x ``samples`` (2 x on the ``outcome``
-        path, whose verification doubles them until their halves agree: at 4096
-        markets the black box doubled them anyway).  On the exact ``interim`` path:
-        401 reports, 6 rounds, damping 0.01 and up to 1000 (cheap) iterations
+        ``outcome`` path); ``eval_samples`` 4 x ``samples``; the verification's
+        ``eval_grid`` 33 and ``check_grid`` 129 (17 and 33 on the ``outcome`` path, whose
+        search is its fresh markets' shared report grid: the bids at every evaluation
+        cost are most of it, ``equilibrium_pure._verify``).  On the exact ``interim``
+        path: 401 reports, 6 rounds, damping 0.01 and up to 1000 (cheap) iterations
         (docs/equilibrium.md)."""
         slow, many = path == "outcome", n_classes > 1
         auto = dict(
@@ -192,8 +193,9 @@ class _Options:
             max_iter=100 if many else 40,
             verify_every=0 if slow else 10,
             eval_refine=1 if slow else 3,  # each doubling re-evaluates every cost
-            # the outcome path doubles its fresh markets until their halves agree
-            eval_samples=(2 if slow else 4) * self.samples,
+            eval_samples=4 * self.samples,
+            eval_grid=17 if slow else 33,
+            check_grid=33 if slow else 129,
         )
         if path == "interim":  # exact utilities: reports are cheap, no sample
             auto.update(bid_grid=401, br_refine=6, resample=False, damping=0.01, max_iter=1000)
