@@ -177,8 +177,9 @@ class _Options:
         evaluated refinement (three for several classes); a fresh sample each iteration
         (on the ``outcome`` path too since its opponents are nets: a fixed sample of
         1024 left Beta(1, 3)'s exact epsilon / u at 2.7%, fresh ones 0.15%); damping
-        0.1 and 40 iterations (0.05 and 100 for several classes, whose common lowest
-        bid is a knife edge); a verification every 10 iterations (none on the
+        0.1 and 40 iterations (26 on the ``outcome`` path, with its own ``schedule``;
+        0.05 and 100 for several classes, whose common lowest bid is a knife edge); a
+        verification every 10 iterations (none on the
         ``outcome`` path); ``eval_samples`` 4 x ``samples`` (2 x on the ``outcome``
         path, whose verification doubles them until their halves agree: at 4096
         markets the black box doubled them anyway).  On the exact ``interim`` path:
@@ -213,7 +214,7 @@ class _Options:
         ``outcome`` path (one call per report vector; issue #48): the first 5/13 of the
         iterations (10 of 26) on a quarter of the sample with the step floored at 0.2
         (the start's transient decays twice as fast: first price, 4 sellers, the exact
-        epsilon / u 0.27-0.73% -> 0.16-0.49% on U[0, 1], seeds 0-4), the others on half
+        epsilon / u 0.32-1.11% -> 0.22-0.56% on U[0, 1], seeds 0-4), the others on half
         of it (512: the damped and the tail averages cancel its noise) trying only the
         current bids, 5 sentinels and the live range's two ends (``best_response``:
         near the equilibrium the current bids are a dense set of candidates around the
@@ -240,8 +241,9 @@ class _Options:
 OPTIONS = {f.name: f.default for f in dataclasses.fields(_Options)}
 
 
-#: the ``outcome`` path's step floor in its early iterations (``_Options.schedule``): 0.3
-#: oscillated (first price, 4 sellers, Beta(1, 3): exact epsilon / u 2.6-11%)
+#: the ``outcome`` path's step floor in its early iterations (``_Options.schedule``):
+#: first price, 4 sellers, seeds 0-4, exact epsilon / u on U[0, 1] 0.32-1.11% with 0.1,
+#: 0.22-0.56% with 0.2, 0.5-16% with 0.3 (it oscillates)
 _OUTCOME_EARLY_FLOOR = 0.2
 
 
