@@ -3,12 +3,10 @@ independent measure, its ``verified_final`` rule, and the other paths' schedule 
 
 import numpy as np
 import pytest
-from bne_reference import Profile, _below_from_table, exact_gain
+from bne_reference import table_relative_epsilon
 
-from market_sim.distributions import as_distribution
 from market_sim.games.equilibrium import bne
 from market_sim.games.equilibrium_setup import _Options
-from market_sim.mechanisms.first_price import FirstPrice
 
 
 class _RowsFirstPrice:
@@ -25,17 +23,10 @@ class _RowsFirstPrice:
 
 
 def _exact_relative_epsilon(result) -> float:
-    """The returned table's exact relative epsilon: ``bne_reference.exact_gain`` (the
-    exact best response over 4001 reports and a local refinement, against the exact law
-    of the others' reports from the table; none of the solver's code)."""
-    cl = result.classes[0]
-    law = as_distribution(cl.dist)
-    c, b = cl.costs, cl.bids
-    profile = Profile(
-        "solved", (law,), (cl.count,), (lambda x: np.interp(x, c, b),),
-        (_below_from_table(law, c, b),), FirstPrice(1), "first-price",
-    )  # fmt: skip
-    return exact_gain(profile).relative
+    """The returned table's exact relative epsilon (``bne_reference``: the exact best
+    response over 4001 reports and a local refinement, against the exact law of the
+    others' reports from the table; none of the solver's code)."""
+    return table_relative_epsilon(result)
 
 
 #: main 3ed8ee4's solve on the outcome path (first price, 4 sellers, seed 0, the same
