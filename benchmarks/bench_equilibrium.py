@@ -35,7 +35,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from shared_mechanisms import BatchedFirstPrice  # noqa: E402  (the same rule for a (B, n) batch)
 
-from market_sim.distributions import as_distribution  # noqa: E402
 from market_sim.games.equilibrium import bne  # noqa: E402
 from market_sim.mechanisms.first_price import (  # noqa: E402
     FirstPrice,
@@ -85,18 +84,11 @@ def exact_relative_epsilon(case: str, r) -> float:
     response at 401 x 2 costs over 4001 reports and refinement, against the exact law of
     the others' reports (the result's bid table, interpolated), none of the solver's
     code; NaN for the other rows."""
-    from bne_reference import Profile, _below_from_table, exact_gain  # tests/ (above)
+    from bne_reference import table_relative_epsilon  # tests/ (above)
 
     if "first price" not in case or len(r.classes) != 1:
         return float("nan")
-    cl = r.classes[0]
-    law = as_distribution(cl.dist)
-    c, b = cl.costs, cl.bids
-    profile = Profile(
-        "solved", (law,), (cl.count,), (lambda x: np.interp(x, c, b),),
-        (_below_from_table(law, c, b),), FirstPrice(1), "first-price",
-    )  # fmt: skip
-    return exact_gain(profile).relative
+    return table_relative_epsilon(r)
 
 
 def games(only=None):

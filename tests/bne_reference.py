@@ -502,6 +502,22 @@ def exact_gain(p: Profile, g: int = 0, costs: int = 401, reports: int = 4001) ->
     return Gain(float(gains[i]), float(c[i]), util)
 
 
+def table_relative_epsilon(result) -> float:
+    """The exact relative epsilon of a one-class first-price ``BNEResult``'s bid table
+    (interpolated): ``exact_gain`` against the exact law of the others' reports from the
+    table, none of the solver's code."""
+    from market_sim.mechanisms.first_price import FirstPrice
+
+    cl = result.classes[0]
+    law = as_distribution(cl.dist)
+    c, b = cl.costs, cl.bids
+    profile = Profile(
+        "solved", (law,), (cl.count,), (lambda x: np.interp(x, c, b),),
+        (_below_from_table(law, c, b),), FirstPrice(1), "first-price",
+    )  # fmt: skip
+    return exact_gain(profile).relative
+
+
 # ---- the catalogue ---------------------------------------------------------------------
 def _games() -> dict[str, Callable[[], Profile]]:
     return {

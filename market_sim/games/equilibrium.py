@@ -46,6 +46,8 @@ from .equilibrium_game import (
     interim_of,
 )
 from .equilibrium_pure import (
+    _TAIL_RULES,
+    _final_rule,
     _iterate,
     _linear,
     _sharpen,
@@ -140,6 +142,7 @@ def bne(
     state = _start(setup, opt, init)
     trace = _iterate(setup, opt, oracle, train, state, progress, rng)
     jumps = _sharpen(setup, opt, oracle, state, trace, rng)
+    solve_calls = oracle.calls  # the solve's (the final verification's apart)
     checks = None if any(jumps) else trace.final_checks
     if checks is None or any(r is not None for r in references):
         checks = _verify(
@@ -147,11 +150,14 @@ def bne(
             references,
         )  # fmt: skip
     oracle.calls += sampled.calls
+    trace.stopped_by = _final_rule(trace, checks, opt, oracle.path)
     r = _result(setup, opt, state, trace, checks, oracle, time.perf_counter() - t0, context)
     called = dict(n_sellers=setup.classes.n, init=_described(init), progress=bool(progress))
     called["reference"] = _described(reference)
     called["method"] = "pure"
     called["jumps"] = jumps
+    called["solve_calls"] = solve_calls
+    called["tail_iterates"] = len(trace.tail) if trace.stopped_by in _TAIL_RULES else 0
     return dataclasses.replace(r, options={**r.options, **called})
 
 

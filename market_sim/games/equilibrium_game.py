@@ -584,15 +584,19 @@ def best_response(
     k: int,
     weights: np.ndarray,
     refine: int = 0,
+    sentinels: int = SENTINELS,
 ) -> Response:
     """Class g's best responses at ``costs`` among ``k`` reports on [z_lo, z_top], the
-    coarse sentinels over the whole range and the current bids (any report, below the
-    cost too), then ``refine`` rounds of evaluated local refinement (``refine_best``;
-    with none, the parabola's vertex through the best and its neighbours); the current
-    bid is kept when nothing beats it by more than 1e-9 of the utility scale."""
+    ``sentinels`` coarse reports over the whole range and the current bids (any
+    report, below the cost too), then ``refine`` rounds of evaluated local refinement
+    (``refine_best``; with none, the parabola's vertex through the best and its
+    neighbours); the current bid is kept when nothing beats it by more than 1e-9 of
+    the utility scale.  The top of the live range is on the lattice of ``SENTINELS``
+    whatever ``sentinels`` (5 of 17 are on it)."""
     z_lo, z_hi = z_range
     sent = np.linspace(z_lo, z_hi, SENTINELS)
-    Z = np.unique(np.concatenate((np.linspace(z_lo, z_top, k), sent, current)))
+    tried = sent if sentinels == SENTINELS else np.linspace(z_lo, z_hi, sentinels)
+    Z = np.unique(np.concatenate((np.linspace(z_lo, z_top, k), tried, current)))
     E, T = oracle.eps_pay(sample, R, g, Z)
     Eb, Tb = sample.mean(E), sample.mean(T)
     U = Tb[None, :] - costs[:, None] * Eb[None, :]

@@ -147,8 +147,9 @@ class BNEResult:
         pure = self.options.get("method") != "distributional"  # it returns the average
         if rule in ("max_iter", "stalled") and self.options.get("path") == "interim" and pure:
             text += " (the best iterate is returned)"
-        elif rule == "max_iter" and pure and self.options.get("resample"):
-            text += " (the last eighth's iterates averaged are returned)"
+        elif rule in ("max_iter", "verified_final") and pure and self.options.get("resample"):
+            n = self.options.get("tail_iterates", "eighth's")
+            text += f" (the last {n} iterates averaged are returned)"
         elif not self.converged and rule not in ("max_iter", "stalled"):
             text += f"; not certified: verified epsilon / u > {self.options.get('verify_tol')}"
         return text
@@ -220,6 +221,8 @@ STOPPING_RULES = {
     "95% bound on fresh opponents <= verify_tol x its utility",
     "stalled": "interim path, patience > 0: no smaller exact epsilon for `patience` "
     "iterations (the best iterate is returned; not converged)",
+    "verified_final": "outcome path, after max_iter iterations: the final verification "
+    "(fresh opponents) puts every class's epsilon <= verify_tol x its utility",
     "max_iter": "max_iter iterations",
     "utility_loss": "distributional: every class's relative utility loss on the grid <= eps_tol",
     "tables_epsilon": "distributional, interim path: the returned tables' exact relative "

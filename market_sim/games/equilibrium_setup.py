@@ -14,6 +14,7 @@ from ..errors import MarketSimError
 from ..mechanisms.base import Mechanism, as_mechanism, mechanism_name
 from ..parameters import check_int
 from .equilibrium_game import (
+    SENTINELS,
     BidFn,
     Classes,
     Oracle,
@@ -176,13 +177,14 @@ class _Options:
         evaluated refinement (three for several classes); a fresh sample each iteration
         (on the ``outcome`` path too since its opponents are nets: a fixed sample of
         1024 left Beta(1, 3)'s exact epsilon / u at 2.7%, fresh ones 0.15%); damping
-        0.1 and 40 iterations (0.05 and 100 for several classes, whose common lowest
-        bid is a knife edge); a verification every 10 iterations (none on the
-        ``outcome`` path); ``eval_samples`` 4 x ``samples``; the verification's
-        ``eval_grid`` 33 and ``check_grid`` 129 (17 and 33 on the ``outcome`` path, whose
-        search is its fresh markets' shared report grid: the bids at every evaluation
-        cost are most of it, ``equilibrium_pure._verify``).  On the exact ``interim``
-        path: 401 reports, 6 rounds, damping 0.01 and up to 1000 (cheap) iterations
+        0.1 and 40 iterations (26 on the ``outcome`` path, with its own ``schedule``;
+        0.05 and 100 for several classes, whose common lowest bid is a knife edge); a
+        verification every 10 iterations (none on the ``outcome`` path);
+        ``eval_samples`` 4 x ``samples``; the verification's ``eval_grid`` 33 and
+        ``check_grid`` 129 (17 and 33 on the ``outcome`` path, whose search is its fresh
+        markets' shared report grid: the bids at every evaluation cost are most of it,
+        ``equilibrium_pure._verify``).  On the exact ``interim`` path: 401 reports, 6
+        rounds, damping 0.01 and up to 1000 (cheap) iterations
         (docs/equilibrium.md)."""
         slow, many = path == "outcome", n_classes > 1
         auto = dict(
@@ -190,7 +192,8 @@ class _Options:
             br_refine=0 if slow else (3 if many else 1),
             resample=True,  # the outcome path too since its nets (issue #48)
             damping=0.05 if many else 0.1,
-            max_iter=100 if many else 40,
+            # the outcome path's cheaper schedule (``schedule``) needs fewer iterations
+            max_iter=100 if many else (26 if slow else 40),
             verify_every=0 if slow else 10,
             eval_refine=1 if slow else 3,  # each doubling re-evaluates every cost
             eval_samples=4 * self.samples,
@@ -204,6 +207,29 @@ class _Options:
             **{k: v for k, v in auto.items() if getattr(self, k) is None},  # type: ignore[arg-type]
         )
 
+    def schedule(self, path: str) -> _Schedule:
+        """When the solve uses which share of the sample, step floor and candidate
+        reports (``for_path``'s ``max_iter`` set).  Every path: the first half of the
+        iterations on a quarter of the sample, then all of it, the step floored at
+        ``damping``, every candidate report; a stopping rule after iteration
+        (max_iter + 10) / 2; at ``max_iter`` the last eighth's iterates averaged.  The
+        ``outcome`` path (one call per report vector; issue #48): the first 5/13 of the
+        iterations (10 of 26) on a quarter of the sample with the step floored at 0.2
+        (the start's transient decays twice as fast: first price, 4 sellers, the exact
+        epsilon / u 0.32-1.11% -> 0.22-0.56% on U[0, 1], seeds 0-4), the others on half
+        of it (512: the damped and the tail averages cancel its noise) trying only the
+        current bids, 5 sentinels and the live range's two ends (``best_response``:
+        near the equilibrium the current bids are a dense set of candidates around the
+        responses); a stopping rule from iteration 21/26 on (11 on the half sample);
+        at ``max_iter`` the last 30% averaged (8 of 26; docs/equilibrium.md, "The
+        solve", step 6)."""
+        m = self.max_iter or 1
+        if path != "outcome":
+            return _Schedule(m // 2, 4, 1, self.damping or 0.0, self.bid_grid or 0, SENTINELS,
+                             (m + 10) // 2 + 1, 7 * m // 8)  # fmt: skip
+        floor = max(self.damping or 0.0, _OUTCOME_EARLY_FLOOR)
+        return _Schedule(5 * m // 13, 4, 2, floor, 2, 5, 21 * m // 26, 7 * m // 10)
+
     def markets(self, oracle: Oracle, samples: int, classes: Classes) -> tuple[int, int]:
         """(markets, deviators per market): on the ``deviations`` path up to
         ``deviators`` sellers per market share one call (one per 8 sellers of the
@@ -215,3 +241,35 @@ class _Options:
 
 #: the solver's options and their defaults
 OPTIONS = {f.name: f.default for f in dataclasses.fields(_Options)}
+
+
+#: the ``outcome`` path's step floor in its early iterations (``_Options.schedule``):
+#: first price, 4 sellers, seeds 0-4, exact epsilon / u on U[0, 1] 0.32-1.11% with 0.1,
+#: 0.22-0.56% with 0.2, 0.5-16% with 0.3 (it oscillates)
+_OUTCOME_EARLY_FLOOR = 0.2
+
+
+@dataclass(frozen=True)
+class _Schedule:
+    """The solve's schedule (``_Options.schedule``): iterations 1..``early`` are early,
+    the others late."""
+
+    early: int  # the last early iteration
+    early_share: int  # early iterations use 1/early_share of the sample (a prefix: a net)
+    late_share: int  # late iterations use 1/late_share of it
+    early_floor: float  # the step max(floor, 1/(it + 1)) in the early iterations
+    late_bid_grid: int  # late: reports evenly on the live range (early: ``bid_grid``)
+    late_sentinels: int  # late: coarse reports over the whole range (early: SENTINELS)
+    first_stop: int  # the first iteration at which a stopping rule may fire (but at 1)
+    tail_from: int  # at ``max_iter`` the iterates after this one are averaged
+
+    def late(self, it: int) -> bool:
+        return it > self.early
+
+    def share(self, it: int) -> int:
+        """The share of the sample iteration ``it`` uses (1: all of it)."""
+        return self.late_share if self.late(it) else self.early_share
+
+    def floor(self, it: int, damping: float) -> float:
+        """The step's floor at iteration ``it``."""
+        return damping if self.late(it) else self.early_floor
