@@ -828,12 +828,13 @@ def test_a_black_box_verification_measures_the_exact_gain():
     the equilibrium c + (1 - c) / 4 plus a bump 0.02 exp(-((c - 0.15) / 0.05)^2).  The
     truth is ``bne_reference.exact_gain`` (tests/: the exact best response over 4001
     reports and a local refinement against the exact law of the others' reports, none
-    of the solver's code): a relative epsilon of 0.128.  The verification (``samples=256``:
-    the search on 1024 markets, the outcome path's least; 1024 fresh ones, doubled
-    until their halves agree) is never more than 5% below it (the search's resolution)
-    nor 15% above it (the fresh markets' noise) on seeds 0-2 (0.98, 1.12, 1.04); on
-    main, with the deviator's opponents at random Sobol coordinates, the search on 256
-    markets and no doubling, it was 1.19, 1.17, 1.10 (and 0.90 on seed 3)."""
+    of the solver's code): a relative epsilon of 0.128.  The verification (the defaults:
+    4096 fresh markets, each cost's deviation searched and measured on them) is never
+    more than 5% below it (the reports' resolution) nor 15% above it (the fresh
+    markets' noise, which the same-sample maximum picks) on seeds 0-2 (1.02, 1.01,
+    1.04; 1.04-1.18 on 1024 markets); with the deviator's opponents at random Sobol
+    coordinates, the search on 256 markets and no doubling, it was 1.19, 1.17, 1.10
+    (and 0.90 on seed 3)."""
     from bne_reference import Profile, _below_from_table, exact_gain
 
     from market_sim.distributions import as_distribution
@@ -850,20 +851,19 @@ def test_a_black_box_verification_measures_the_exact_gain():
     ).relative
     assert truth == pytest.approx(0.128, abs=0.002)
     for seed in range(3):
-        e = bne_epsilon(
-            GlobalMinFirstPrice(), "uniform:0:1", 4, bid, np.random.default_rng(seed),
-            samples=256, eval_samples=1024,
-        )  # fmt: skip
+        e = bne_epsilon(GlobalMinFirstPrice(), "uniform:0:1", 4, bid, np.random.default_rng(seed))
         assert 0.95 <= e.epsilon_relative / truth <= 1.15
 
 
-def test_the_outcome_paths_fresh_markets_are_doubled_until_their_halves_agree():
-    """Issue #48 (item 4, a denser evaluation must not find more): a check whose
-    epsilon / u on all its fresh markets and on their first half differ by more than 10%
-    is measured again on twice the markets (at most ``rounds`` times); one whose halves
-    agree is kept.  Stub measurements: the numbers are given."""
+def test_the_outcome_paths_fresh_markets_are_doubled_only_when_it_can_certify():
+    """Issue #48: on the outcome path (one sample searched and measured: the same-sample
+    maximum is at least the exact gain on average, and more markets only lower it), a
+    check is measured again on twice the markets only while its epsilon / u is above
+    ``tol`` and its halves disagree (by more than 10% either way: noise), at most
+    ``rounds`` times; the doubling keeps the costs and the best reports found.  Stub
+    measurements: the numbers are given."""
     from market_sim.games.equilibrium_game import EpsilonResult
-    from market_sim.games.equilibrium_pure import _until_markets_agree
+    from market_sim.games.equilibrium_pure import _until_certifiable
 
     def check(eps, half, markets):
         z = np.zeros(1)
@@ -874,13 +874,51 @@ def test_the_outcome_paths_fresh_markets_are_doubled_until_their_halves_agree():
 
     asked = []
 
-    def at(cells, opponents):
+    def at(cells, costs, reports, opponents):
         asked.append((cells, opponents))
-        return check(0.02, 0.0195, opponents)
+        return check(0.012, 0.0125, opponents)
 
-    kept = _until_markets_agree(check(0.02, 0.021, 1024), at, lambda m: m, 1)
-    assert asked == [] and kept.eval_markets == 1024
-    again = _until_markets_agree(check(0.016, 0.029, 1024), at, lambda m: m, 1)
-    assert asked == [(66, 2048)] and again.epsilon == 0.02 and again.eval_markets == 2048
-    _until_markets_agree(check(0.016, 0.029, 1024), at, lambda m: m, 0)
+    agreeing = _until_certifiable(check(0.02, 0.021, 1024), at, lambda m: m, 1, 0.01)
+    assert asked == [] and agreeing.eval_markets == 1024
+    certified = _until_certifiable(check(0.008, 0.029, 1024), at, lambda m: m, 1, 0.01)
+    assert asked == [] and certified.epsilon == 0.008  # below tol: more markets change nothing
+    again = _until_certifiable(check(0.016, 0.029, 1024), at, lambda m: m, 1, 0.01)
+    assert asked == [(66, 2048)] and again.epsilon == 0.012 and again.eval_markets == 2048
+    _until_certifiable(check(0.016, 0.029, 1024), at, lambda m: m, 0, 0.01)
     assert len(asked) == 1  # no rounds: no new markets
+
+
+@pytest.mark.parametrize(
+    ("bump", "at", "width", "truth"),
+    [(0.01, 0.3, 0.02, 0.0502), (0.005, 0.02, 0.01, 0.0837), (-0.02, 0.6, 0.03, 0.0183)],
+)
+def test_the_black_box_verification_finds_a_narrow_gain(bump, at, width, truth):
+    """Issue #48 (no printed epsilon below an independent measure), cases built to fool
+    the verification: first price with ``outcome`` only (one call per report vector),
+    4 sellers, U[0, 1], every seller bidding the equilibrium c + (1 - c) / 4 plus a
+    narrow bump ``bump`` exp(-((c - at) / width)^2), narrower than the evaluation grid's
+    cells (1/34) or at its dense bottom end.  A seller inside the bump gains by bidding
+    the equilibrium; the truth is ``bne_reference.exact_gain`` (the exact best response
+    at 802 costs over 4001 reports, refined, against the exact law of the others'
+    reports; none of the solver's code), asserted first.  Before the peaks' refinement
+    (``_around_peaks``) the verification printed 0.72-0.80 of it (3.6-3.8% for 5.0%,
+    6.3% for 8.4%, 1.29-1.40% for 1.83%), and main's two-sample verification 0.87-0.99;
+    now at least 0.95 of it on two seeds."""
+    from bne_reference import Profile, _below_from_table, exact_gain
+
+    from market_sim.distributions import as_distribution
+
+    law = as_distribution("uniform:0:1")
+    x = np.linspace(0.0, 1.0, 2001)
+    b = np.maximum.accumulate(closed_form(x, 4) + bump * np.exp(-(((x - at) / width) ** 2)))
+
+    def bid(c):
+        return np.interp(c, x, b)
+
+    exact = exact_gain(
+        Profile("bump", (law,), (4,), (bid,), (_below_from_table(law, x, b),), FirstPrice(1), "")
+    ).relative
+    assert exact == pytest.approx(truth, abs=0.0005)
+    for seed in range(2):
+        e = bne_epsilon(GlobalMinFirstPrice(), "uniform:0:1", 4, bid, np.random.default_rng(seed))
+        assert e.epsilon_relative >= 0.95 * exact

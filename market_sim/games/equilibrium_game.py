@@ -805,13 +805,19 @@ class EpsilonResult:
         }
 
 
-def eval_costs_for(law: CostDistribution, c_top: float, cells: int) -> np.ndarray:
+def eval_costs_for(
+    law: CostDistribution, c_top: float, cells: int, thin: bool = False
+) -> np.ndarray:
     """The evaluation costs, every one up to the support's top: the centres of ``cells``
     cells of the whole support, of ``cells`` cells of [low, c_top] (where reports get
     anything) and of ``cells`` cells of equal probability under the law (a law whose
     density is singular at an end has its mass there), and costs dense at both ends of
     [low, c_top], where a seller's utility is small and a gain is easily missed:
-    low + w 2^-j and c_top - w 2^-j, w = c_top - low, j = 2..8 (issue #48)."""
+    low + w 2^-j and c_top - w 2^-j, w = c_top - low, j = 2..8 (issue #48).  With
+    ``thin`` (the ``outcome`` path, where each cost's bid is a report column of calls)
+    the three families' costs closer than a quarter of a whole cell to one kept are
+    dropped (with c_top just under the top, the whole and the focused centres nearly
+    coincide: Beta(1, 3), 165 costs -> 114); the ends are all kept."""
     lo, hi = law.support
     top = min(c_top, hi)
     whole = np.linspace(lo, hi, cells + 1)
@@ -819,22 +825,34 @@ def eval_costs_for(law: CostDistribution, c_top: float, cells: int) -> np.ndarra
     q = (np.arange(cells) + 0.5) / cells
     by_mass = np.clip(np.asarray(law.ppf(q * float(law.cdf(top))), dtype=float), lo, top)
     ends = (top - lo) * 2.0 ** -np.arange(2, 9)
-    mids = np.concatenate((
-        0.5 * (whole[1:] + whole[:-1]), 0.5 * (focus[1:] + focus[:-1]), by_mass,
-        lo + ends, top - ends,
-    ))  # fmt: skip
+    grids = np.concatenate((0.5 * (whole[1:] + whole[:-1]), 0.5 * (focus[1:] + focus[:-1]), by_mass))
+    grids = np.unique(grids[np.isfinite(grids)])
+    if thin:
+        grids = _spaced(grids, (hi - lo) / (4 * cells))
+    mids = np.concatenate((grids, lo + ends, top - ends))
     return np.unique(mids[np.isfinite(mids)])
 
 
-def search_reports(oracle, sample, R, g, costs, bids, z_range, z_top, dense, refine) -> np.ndarray:
+def _spaced(x: np.ndarray, gap: float) -> np.ndarray:
+    """The sorted ``x`` without the points closer than ``gap`` to the last one kept."""
+    kept = [x[0]] if x.size else []
+    for v in x[1:].tolist():
+        if v - kept[-1] >= gap:
+            kept.append(v)
+    return np.asarray(kept, dtype=float)
+
+
+def search_reports(
+    oracle, sample, R, g, costs, bids, z_range, z_top, dense, refine, more=()
+) -> np.ndarray:
     """Each cost's best report on the search sample: the argmax over ``dense`` reports on
-    the whole range [z_lo, z_hi] (below the cost too), ``dense`` more on [z_lo, z_top]
-    and the bids, then ``refine`` rounds of local refinement (the parabola's vertex and
-    the midpoints to both neighbours of the best so far, all costs at once)."""
+    the whole range [z_lo, z_hi] (below the cost too), ``dense`` more on [z_lo, z_top],
+    the bids and the reports ``more``, then ``refine`` rounds of local refinement (the
+    parabola's vertex and the midpoints to both neighbours of the best so far, all costs
+    at once)."""
     z_lo, z_hi = z_range
-    Z = np.unique(
-        np.concatenate((np.linspace(z_lo, z_hi, dense), np.linspace(z_lo, z_top, dense), bids))
-    )
+    grid = (np.linspace(z_lo, z_hi, dense), np.linspace(z_lo, z_top, dense), bids)
+    Z = np.unique(np.concatenate((*grid, np.clip(np.asarray(more, dtype=float), z_lo, z_hi))))
     E, T = oracle.eps_pay(sample, R, g, Z)
     U = sample.mean(T)[None, :] - costs[:, None] * sample.mean(E)[None, :]
     return refine_best(oracle, sample, R, g, costs, Z, U, z_range, refine)[0]
