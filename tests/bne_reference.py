@@ -264,11 +264,19 @@ def _survival_tail(law, S, top, points: int = 8001):
 
 
 def _below_from_table(law, costs, bids) -> Callable:
-    b = np.maximum.accumulate(bids)
-    F = np.asarray(law.cdf(costs), dtype=float)
+    """P(b(C) < z) for C from ``law`` and b the table (costs, bids) linearly
+    interpolated (flat beyond its ends): F(b^-1(z)) with b^-1 the inverse of that
+    piecewise-linear function, exact where the bids rise strictly (issue #48: the
+    interpolation of F itself between the table's costs, used before, put a curved
+    law's report law off in a coarse first cell: Beta(1, 3), a 36-cost table, the
+    exact gain at c = 0 read 1.41% of u where 4 M i.i.d. draws give 1.00%)."""
+    c = np.asarray(costs, dtype=float)
+    b = np.maximum.accumulate(np.asarray(bids, dtype=float))
 
     def below(z):
-        return np.interp(z, b, F, left=0.0, right=1.0)
+        z = np.asarray(z, dtype=float)
+        inside = np.asarray(law.cdf(np.interp(z, b, c)), dtype=float)
+        return np.where(z < b[0], 0.0, np.where(z > b[-1], 1.0, inside))
 
     return below
 

@@ -813,7 +813,8 @@ def eval_costs_for(
     anything) and of ``cells`` cells of equal probability under the law (a law whose
     density is singular at an end has its mass there), and costs dense at both ends of
     [low, c_top], where a seller's utility is small and a gain is easily missed:
-    low + w 2^-j and c_top - w 2^-j, w = c_top - low, j = 2..8 (issue #48).  With
+    low and c_top themselves, low + w 2^-j and c_top - w 2^-j, w = c_top - low, j = 2..8
+    (issue #48: a gain rising towards the cheapest cost peaks at low itself).  With
     ``thin`` (the ``outcome`` path, where each cost's bid is a report column of calls)
     the three families' costs closer than a quarter of a whole cell to one kept are
     dropped (with c_top just under the top, the whole and the focused centres nearly
@@ -829,7 +830,7 @@ def eval_costs_for(
     grids = np.unique(grids[np.isfinite(grids)])
     if thin:
         grids = _spaced(grids, (hi - lo) / (4 * cells))
-    mids = np.concatenate((grids, lo + ends, top - ends))
+    mids = np.concatenate((grids, [lo, top], lo + ends, top - ends))
     return np.unique(mids[np.isfinite(mids)])
 
 
