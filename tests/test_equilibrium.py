@@ -187,7 +187,7 @@ def test_automatic_settings_follow_the_path():
     # fresh markets, searched and measured, on a coarser grid of costs and reports
     assert r.options["resample"] is True
     assert r.options["eval_samples"] == 4 * r.options["samples"]
-    assert r.options["check_grid"] == 33  # (eval_grid is given: 17 when not)
+    assert r.options["check_grid"] == 17  # (eval_grid is given: 12 when not)
     r = symmetric_bne(BatchedFirstPrice(), "uniform:0:1", 2, np.random.default_rng(0), **FAST)
     assert (r.options["bid_grid"], r.options["br_refine"], r.options["resample"]) == (49, 1, True)
     assert (r.options["damping"], r.options["max_iter"]) == (0.1, 10)  # max_iter given

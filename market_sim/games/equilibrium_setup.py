@@ -181,7 +181,7 @@ class _Options:
         0.05 and 100 for several classes, whose common lowest bid is a knife edge); a
         verification every 10 iterations (none on the ``outcome`` path);
         ``eval_samples`` 4 x ``samples``; the verification's ``eval_grid`` 33 and
-        ``check_grid`` 129 (17 and 33 on the ``outcome`` path, whose search is its fresh
+        ``check_grid`` 129 (12 and 17 on the ``outcome`` path, whose search is its fresh
         markets' shared report grid: the bids at every evaluation cost are most of it,
         ``equilibrium_pure._verify``).  On the exact ``interim`` path: 401 reports, 6
         rounds, damping 0.01 and up to 1000 (cheap) iterations
@@ -197,8 +197,8 @@ class _Options:
             verify_every=0 if slow else 10,
             eval_refine=1 if slow else 3,  # each doubling re-evaluates every cost
             eval_samples=4 * self.samples,
-            eval_grid=17 if slow else 33,
-            check_grid=33 if slow else 129,
+            eval_grid=12 if slow else 33,
+            check_grid=17 if slow else 129,
         )
         if path == "interim":  # exact utilities: reports are cheap, no sample
             auto.update(bid_grid=401, br_refine=6, resample=False, damping=0.01, max_iter=1000)
