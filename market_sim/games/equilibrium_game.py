@@ -826,7 +826,9 @@ def eval_costs_for(
     q = (np.arange(cells) + 0.5) / cells
     by_mass = np.clip(np.asarray(law.ppf(q * float(law.cdf(top))), dtype=float), lo, top)
     ends = (top - lo) * 2.0 ** -np.arange(2, 9)
-    grids = np.concatenate((0.5 * (whole[1:] + whole[:-1]), 0.5 * (focus[1:] + focus[:-1]), by_mass))
+    grids = np.concatenate(
+        (0.5 * (whole[1:] + whole[:-1]), 0.5 * (focus[1:] + focus[:-1]), by_mass)
+    )
     grids = np.unique(grids[np.isfinite(grids)])
     if thin:
         grids = _spaced(grids, (hi - lo) / (4 * cells))

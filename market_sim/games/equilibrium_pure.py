@@ -573,9 +573,7 @@ def _agrees(denser: float, coarser: float) -> bool:
     return denser <= 1.1 * coarser + 1e-4
 
 
-def _until_certifiable(
-    check: EpsilonResult, at, drawn, rounds: int, tol: float
-) -> EpsilonResult:
+def _until_certifiable(check: EpsilonResult, at, drawn, rounds: int, tol: float) -> EpsilonResult:
     """On the ``outcome`` path (one sample searched and measured), ``check`` measured
     again on fresh samples of twice as many markets while its epsilon / u is above
     ``tol`` and that of all the markets and of their first half (a prefix of the net,
@@ -589,7 +587,9 @@ def _until_certifiable(
             return check
         check = dataclasses.replace(
             at(
-                check.eval_cells, check.eval_costs, check.best_reports,
+                check.eval_cells,
+                check.eval_costs,
+                check.best_reports,
                 opponents=drawn(2 * check.eval_markets),
             ),  # fmt: skip
             eval_cells=check.eval_cells,
