@@ -651,3 +651,117 @@ def sampled_gain(mech, law, n: int, bid, rng, costs: int = 101, markets: int = 2
     w = np.asarray(law.pdf(c), dtype=float) * np.gradient(c)
     util = float(w @ Um[:, c.size :].mean(0) / w.sum())
     return SampledGain(float(gains[i]), se, float(c[i]), util, c, gains)
+
+
+# ---- a precise sampled best response: many markets, every seller deviating ----------
+@dataclass(frozen=True)
+class DeviationGains:
+    """``deviation_gains``' answer.  Per evaluation cost (``costs``): the best report
+    found on the search sample (``best``), the bid (``bids``), and the gain of the one
+    over the other re-measured on the measuring sample (``gains``, mean over its markets)
+    with its standard error (``se``, over markets: a market's deviators share
+    opponents, so their mean is one draw); ``utility`` the ex-ante utility at the bids
+    (quantile midpoints of the law) and its standard error; the markets of each
+    sample and the deviators per market."""
+
+    costs: np.ndarray
+    bids: np.ndarray
+    best: np.ndarray
+    gains: np.ndarray
+    se: np.ndarray
+    utility: float
+    utility_se: float
+    search_markets: int
+    markets: int
+    deviators: int
+
+    @property
+    def at(self) -> int:
+        """The index of the largest gain."""
+        return int(np.argmax(self.gains))
+
+    @property
+    def relative(self) -> float:
+        """The largest gain over the ex-ante utility."""
+        return float(self.gains[self.at] / self.utility)
+
+    @property
+    def relative_ci(self) -> tuple[float, float]:
+        """The 95% interval of ``relative`` (the gain's normal interval over the utility;
+        the utility's own error, ``utility_se``, is far smaller)."""
+        g, s = self.gains[self.at], self.se[self.at]
+        return float((g - 1.96 * s) / self.utility), float((g + 1.96 * s) / self.utility)
+
+
+def _market_means(mech, law, n: int, bid, Z: np.ndarray, seed: int, markets: int,
+                  deviators: int):  # fmt: skip
+    """Over ``markets`` i.i.d. markets (numpy's generator seeded ``seed``, so a second
+    call with the same seed meets the same markets): per market the mean over its first
+    ``deviators`` sellers of their eps and payment at every report of Z (the
+    mechanism's ``deviations``; the others report ``bid`` of i.i.d. costs of ``law``).
+    Two (markets, Z.size) arrays."""
+    lo, hi = law.support
+    rng = np.random.default_rng(seed)
+    who = np.arange(deviators)
+    cand = np.broadcast_to(Z, (deviators, Z.size))
+    E, T = np.empty((markets, Z.size)), np.empty((markets, Z.size))
+    for s in range(markets):
+        costs = np.clip(np.asarray(law.ppf(rng.random(n)), dtype=float), lo, hi)
+        out = mech.deviations(who, cand, np.asarray(bid(costs), dtype=float), rng)
+        E[s], T[s] = np.asarray(out.eps).mean(0), np.asarray(out.payments).mean(0)
+    return E, T
+
+
+def deviation_gains(mech, law, n: int, bid, costs, rng, *, search_markets: int = 2000,
+                    markets: int = 20000, deviators: int | None = None,
+                    search_deviators: int = 4, reports: int = 2001,
+                    report_top: float | None = None,
+                    utility_costs: int = 200) -> DeviationGains:  # fmt: skip
+    """The gain of the best deviation of a seller of each of ``costs`` when the n - 1
+    others (i.i.d. costs of ``law``) report ``bid`` of their costs, by plain Monte Carlo
+    (numpy's i.i.d. draws, the mechanism's own ``deviations``, none of the solver's code),
+    precise enough for a game whose utilities are small (pay-as-bid, 30 sellers):
+
+    1. *Search* on ``search_markets`` markets: every seller's utility is linear in its
+       cost, U(c, z) = T(z) - c E(z) (T, E the deviator's mean payment and eps at report
+       z), so one set of mean curves on ``reports`` even reports from the support's
+       bottom to ``report_top`` (default: its top; a report above which nothing sells
+       saves time) and 60 geometric ones at the bottom, where pay-as-bid's eps is
+       steep, gives every cost's best report; the bid is among the candidates.
+    2. *Measure* on ``markets`` fresh markets (another seed): per market the gain
+       g(c) = U(c, best) - U(c, bid), its mean and standard error.  Re-measuring removes
+       the search's upward bias (the maximum over one sample's noise); the gain of a
+       report is a lower bound on the best gain, up to the grid's spacing.
+
+    In each measuring market the first ``deviators`` sellers (default: all n) deviate,
+    each against the others: n draws of the game for the price of one market's
+    allocation (they share opponents, so the standard error is over markets); in each
+    search market ``search_deviators`` (its many reports cost more).  The utility is the ex-ante one
+    (the mean of U(c, b(c)) over ``utility_costs`` quantile midpoints of the law, on the
+    measuring markets), as ``exact_gain``'s."""
+    lo, hi = law.support
+    d = n if deviators is None else deviators
+    c = np.asarray(costs, dtype=float)
+    b = np.asarray(bid(c), dtype=float)
+    z_lo = lo + 1e-6 * (hi - lo)  # the solver's lowest report (pay-as-bid at 0: eps = inf)
+    top = hi if report_top is None else report_top
+    bottom = np.geomspace(z_lo, lo + 0.02 * (hi - lo), 60)
+    Z = np.concatenate((bottom, np.linspace(lo, top, reports)))
+    Z = np.unique(np.concatenate((np.clip(Z, z_lo, hi), b)))
+    search, measure = (int(x) for x in rng.integers(2**63, size=2))
+    E, T = _market_means(mech, law, n, bid, Z, search, search_markets, min(search_deviators, n))
+    U = T.mean(0)[None, :] - c[:, None] * E.mean(0)[None, :]
+    best = Z[np.argmax(U, axis=1)]
+    cq = np.asarray(law.ppf((np.arange(utility_costs) + 0.5) / utility_costs), dtype=float)
+    bq = np.asarray(bid(cq), dtype=float)
+    P, inv = np.unique(np.concatenate((best, b, bq)), return_inverse=True)
+    Em, Tm = _market_means(mech, law, n, bid, P, measure, markets, d)
+    Um = Tm[:, inv] - np.concatenate((c, c, cq))[None, :] * Em[:, inv]  # (markets, 2k + q)
+    G = Um[:, : c.size] - Um[:, c.size : 2 * c.size]
+    se = G.std(0, ddof=1) / math.sqrt(markets)
+    # per market: the mean over the quantile midpoints (none asked: NaN)
+    u_s = Um[:, 2 * c.size :].mean(1) if cq.size else np.full(markets, np.nan)
+    return DeviationGains(
+        c, b, best, G.mean(0), se, float(u_s.mean()), float(u_s.std(ddof=1) / math.sqrt(markets)),
+        search_markets, markets, d,
+    )  # fmt: skip

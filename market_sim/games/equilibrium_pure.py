@@ -283,12 +283,15 @@ def _iterate(setup, opt, oracle, train, state, progress, rng) -> _Trace:
 def _sharpen(setup, opt, oracle, state: _State, trace: _Trace, rng) -> list[list[float]]:
     """Every jump of the bid tables made a step at the cost where its branches pay the
     same (``sharpen_jump``), after the grid costs around it are solved again
-    (``_around_jump``).  The jumps: those of the responses in each of the last
-    ``_PERSIST`` iterations (``_Trace.persistent``; the damped bids smear a jump over
-    cells, so they are not searched for it).  On the interim
-    path against the exact report laws, else on a fresh sample of ``eval_samples``
-    draws, drawn only when there is a jump.  Per class the costs of the steps
-    (``options["jumps"]``)."""
+    (``_around_jump``), ``_SHARPEN_ROUNDS`` times, each against the table the last one
+    left: the costs around a jump best-respond to each other too (pay-as-bid's cheapest
+    sellers: a rival of the lower branch takes much of the allocation), so one re-solve
+    against the damped table's bids left them off (issue #48).  The jumps: those of the
+    responses in each of the last ``_PERSIST`` iterations (``_Trace.persistent``; the
+    damped bids smear a jump over cells, so they are not searched for it), then the
+    steps made.  On the interim path against the exact report laws, else on a fresh
+    sample of ``eval_samples`` draws, drawn only when there is a jump.  Per class the
+    costs of the steps (``options["jumps"]``)."""
     found = [
         [
             (int(np.searchsorted(c, lo, "right")) - 1, int(np.searchsorted(c, hi, "left")))
@@ -296,30 +299,53 @@ def _sharpen(setup, opt, oracle, state: _State, trace: _Trace, rng) -> list[list
         ]
         for g, c in enumerate(state.costs)
     ]
+    steps: list[list[float]] = [[] for _ in found]
     if not any(found):
-        return [[] for _ in found]
-    sample: Sample | Interim
-    R: np.ndarray | None = None
-    if oracle.path == "interim":
-        sample = Interim(setup.classes, state.costs, state.bids, setup.cdfs)
-    else:
+        return steps
+    fresh = None
+    if oracle.path != "interim":
         markets, per_market = opt.markets(oracle, opt.eval_samples, setup.classes)
         fresh = Sample(setup.classes, markets, per_market, rng, placed=oracle.outcome_only)
-        R = reports_of(fresh, setup.classes, state.bidfns())
-        sample = fresh
-    steps: list[list[float]] = []
-    for g, cells in enumerate(found):
-        steps.append([])
-        floors = [0] + [j for _, j in cells[:-1]] if cells else []
-        for cell, floor in zip(reversed(cells), reversed(floors), strict=True):  # from the top
-            near = _around_jump(setup, opt, oracle, sample, R, g, state, floor, cell)
-            if near is None:
-                continue
-            x, y, near_cell = near
-            done = sharpen_jump(oracle, sample, R, g, x, y, near_cell, setup.z_range)
-            if done is not None:
-                state.costs[g], state.bids[g], at = done
-                steps[g].insert(0, at)
+    for _ in range(_SHARPEN_ROUNDS):
+        made = [_steps_of(setup, opt, oracle, fresh, state, g, cl) for g, cl in enumerate(found)]
+        steps = [new or old for new, old in zip(made, steps, strict=True)]
+        found = [[_step_cell(state.costs[g], at) for at in made[g]] for g in range(len(found))]
+        if not any(found):
+            break
+    return steps
+
+
+#: rounds of ``_sharpen``: each solves the costs around a jump again against the last
+_SHARPEN_ROUNDS = 3
+
+
+def _step_cell(costs: np.ndarray, at: float) -> tuple[int, int]:
+    """The (index, index) cell of the step made at cost ``at`` (its costs at -+ 1e-9)."""
+    k = int(np.searchsorted(costs, at))
+    return k - 1, k
+
+
+def _steps_of(setup, opt, oracle, fresh, state: _State, g: int, cells) -> list[float]:
+    """Class g's jumps in ``cells`` made steps (from the top), against the current
+    table's bids on the ``fresh`` sample (the exact report laws on the interim path);
+    the costs of the steps made."""
+    sample: Sample | Interim
+    R: np.ndarray | None = None
+    if fresh is None:
+        sample = Interim(setup.classes, state.costs, state.bids, setup.cdfs)
+    else:
+        sample, R = fresh, reports_of(fresh, setup.classes, state.bidfns())
+    steps: list[float] = []
+    floors = [0] + [j for _, j in cells[:-1]] if cells else []
+    for cell, floor in zip(reversed(cells), reversed(floors), strict=True):  # from the top
+        near = _around_jump(setup, opt, oracle, sample, R, g, state, floor, cell)
+        if near is None:
+            continue
+        x, y, near_cell = near
+        done = sharpen_jump(oracle, sample, R, g, x, y, near_cell, setup.z_range)
+        if done is not None:
+            state.costs[g], state.bids[g], at = done
+            steps.insert(0, at)
     return steps
 
 
