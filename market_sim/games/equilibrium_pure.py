@@ -565,9 +565,10 @@ def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, referen
             wins = None if R_ref is None else _win_rates(oracle, *R_ref, g, refs[g], costs)
             return measure(oracle, fresh, Rf, g, law, costs, bids, z_star, refs[g], wins)
 
-        step = (setup.z_range[1] - setup.z_range[0]) / (opt.check_grid - 1)
-        check = _around_peaks(_refined(at, opt.eval_grid, opt.eval_refine), at, step)
+        check = _refined(at, opt.eval_grid, opt.eval_refine)
         if one_sample:
+            step = (setup.z_range[1] - setup.z_range[0]) / (opt.check_grid - 1)
+            check = _around_peaks(check, at, step)
             check = _until_certifiable(check, at, drawn, opt.eval_refine, opt.verify_tol)
         out.append(check)
     return out
@@ -629,11 +630,13 @@ _PEAKS, _PEAK_ROUNDS = 2, 4
 
 
 def _around_peaks(check: EpsilonResult, at, step: float) -> EpsilonResult:
-    """``check`` evaluated again with, at each of its ``_PEAKS`` largest positive gains,
+    """On the ``outcome`` path (its report columns remembered, so a round costs only its
+    new columns; on the batched path every round would evaluate everything again),
+    ``check`` evaluated again with, at each of its ``_PEAKS`` largest positive gains,
     the midpoints of the cost to its neighbours added as costs and its best report
     -+ ``step`` / 2^r added as candidate reports, r = 1 .. ``_PEAK_ROUNDS`` (the
-    brackets halve each round; nothing is dropped, so on the ``outcome`` path, searched
-    and measured on one sample, epsilon only grows): a gain
+    brackets halve each round; nothing is dropped and one sample is searched and
+    measured, so epsilon only grows): a gain
     concentrated in a band narrower than the evaluation grid's cells, or at a report
     between the candidate grid's, is measured at its top (issue #48: every seller
     bidding the equilibrium of first price, 4 sellers, U[0, 1], plus a bump of 0.01 of
