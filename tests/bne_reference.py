@@ -596,19 +596,6 @@ class SampledGain:
         return self.gain / self.utility
 
 
-def _deviator_means(mech, law, n: int, bid, Z: np.ndarray, rng, markets: int):
-    """Per market, seller 0's eps and payment at every report of Z (its ``deviations``)
-    when the n - 1 others draw i.i.d. costs from ``law`` and report ``bid`` of them."""
-    lo, hi = law.support
-    E, T = np.empty((markets, Z.size)), np.empty((markets, Z.size))
-    for s in range(markets):
-        costs = np.clip(np.asarray(law.ppf(rng.random(n)), dtype=float), lo, hi)
-        reports = np.asarray(bid(costs), dtype=float)
-        out = mech.deviations(np.array([0]), Z[None, :], reports, rng)
-        E[s], T[s] = np.asarray(out.eps)[0], np.asarray(out.payments)[0]
-    return E, T
-
-
 def sampled_gain(mech, law, n: int, bid, rng, costs: int = 101, markets: int = 2000,
                  reports: int = 801) -> SampledGain:  # fmt: skip
     """The largest gain of a deviation of one of n i.i.d. sellers (cost law ``law``)
@@ -626,23 +613,21 @@ def sampled_gain(mech, law, n: int, bid, rng, costs: int = 101, markets: int = 2
     z_lo = lo + 1e-6 * (hi - lo)  # the solver's lowest report (pay-as-bid at 0: eps = inf)
     Z = np.unique(np.concatenate((np.linspace(z_lo, hi, reports), b)))
     search = int(rng.integers(2**63))  # every search round on the same markets
-    E, T = _deviator_means(mech, law, n, bid, Z, np.random.default_rng(search), markets)
+    E, T = _market_means(mech, law, n, bid, Z, search, markets, 1)
     U = T.mean(0)[None, :] - c[:, None] * E.mean(0)[None, :]
     k = np.argmax(U, axis=1)
     at, best = Z[k], U[np.arange(c.size), k]
     h = (hi - lo) / (reports - 1)
     for _ in range(3):
         P = np.clip(at[:, None] + h * np.linspace(-1, 1, 21)[None, :], z_lo, hi)
-        E2, T2 = _deviator_means(
-            mech, law, n, bid, P.ravel(), np.random.default_rng(search), markets
-        )
+        E2, T2 = _market_means(mech, law, n, bid, P.ravel(), search, markets, 1)
         U2 = (T2.mean(0) - np.repeat(c, 21) * E2.mean(0)).reshape(c.size, 21)
         j = np.argmax(U2, axis=1)
         better = U2[np.arange(c.size), j] > best
         best = np.where(better, U2[np.arange(c.size), j], best)
         at = np.where(better, P[np.arange(c.size), j], at)
         h = h / 10
-    Em, Tm = _deviator_means(mech, law, n, bid, np.concatenate((at, b)), rng, markets)
+    Em, Tm = _market_means(mech, law, n, bid, np.concatenate((at, b)), rng, markets, 1)
     Um = Tm - np.tile(c, 2)[None, :] * Em
     G = Um[:, : c.size] - Um[:, c.size :]
     gains = G.mean(0)
@@ -693,10 +678,11 @@ class DeviationGains:
         return float((g - 1.96 * s) / self.utility), float((g + 1.96 * s) / self.utility)
 
 
-def _market_means(mech, law, n: int, bid, Z: np.ndarray, seed: int, markets: int,
+def _market_means(mech, law, n: int, bid, Z: np.ndarray, seed, markets: int,
                   deviators: int):  # fmt: skip
     """Over ``markets`` i.i.d. markets (numpy's generator seeded ``seed``, so a second
-    call with the same seed meets the same markets): per market the mean over its first
+    call with the same seed meets the same markets; a Generator is drawn from as it
+    is): per market the mean over its first
     ``deviators`` sellers of their eps and payment at every report of Z (the
     mechanism's ``deviations``; the others report ``bid`` of i.i.d. costs of ``law``).
     Two (markets, Z.size) arrays."""

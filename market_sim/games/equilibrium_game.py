@@ -784,7 +784,7 @@ class EpsilonResult:
     eval_cells: int = 0  # the evaluation density used (cells; ``eval_costs_for``)
     agreed: bool = False  # it agreed with the next coarser density
     #: ε̂ on the first half of the fresh markets alone (a prefix of the net, itself a net):
-    #: the next coarser density of opponents (``_sampled_until_agreed``)
+    #: the next coarser density of opponents (``equilibrium_pure._until_certifiable``)
     epsilon_half: float = math.nan
 
     def metrics(self) -> dict:

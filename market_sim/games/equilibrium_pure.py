@@ -612,17 +612,17 @@ def _until_certifiable(check: EpsilonResult, at, drawn, rounds: int, tol: float)
         whole, half = check.epsilon_relative, check.epsilon_half / max(check.utility, 1e-300)
         if check.utility <= 0 or whole <= tol or (_agrees(whole, half) and _agrees(half, whole)):
             return check
-        check = dataclasses.replace(
-            at(
-                check.eval_cells,
-                check.eval_costs,
-                check.best_reports,
-                opponents=drawn(2 * check.eval_markets),
-            ),  # fmt: skip
-            eval_cells=check.eval_cells,
-            agreed=check.agreed,
+        markets = drawn(2 * check.eval_markets)
+        check = _as_density_of(
+            check, at(check.eval_cells, check.eval_costs, check.best_reports, opponents=markets)
         )
     return check
+
+
+def _as_density_of(check: EpsilonResult, again: EpsilonResult) -> EpsilonResult:
+    """``again`` (``check`` evaluated with more costs, reports or markets) reported at
+    ``check``'s density: its ``eval_cells`` and whether that agreed (``_refined``)."""
+    return dataclasses.replace(again, eval_cells=check.eval_cells, agreed=check.agreed)
 
 
 #: ``_around_peaks``: the costs of the largest gains refined, and the rounds of halving
@@ -640,8 +640,8 @@ def _around_peaks(check: EpsilonResult, at, step: float) -> EpsilonResult:
     concentrated in a band narrower than the evaluation grid's cells, or at a report
     between the candidate grid's, is measured at its top (issue #48: every seller
     bidding the equilibrium of first price, 4 sellers, U[0, 1], plus a bump of 0.01 of
-    width 0.02 at c = 0.3, exact epsilon / u 5.0%: 34 cells printed 3.6-3.8%; a bump of
-    0.005 wide 0.01 at c = 0.02, exact 8.4%: 6.3%)."""
+    width 0.02 at c = 0.3, exact epsilon / u 5.0%: the grid (then 34 cells) printed
+    3.6-3.8%; a bump of 0.005 wide 0.01 at c = 0.02, exact 8.4%: 6.3%)."""
     reports: list[float] = []
     for r in range(1, _PEAK_ROUNDS + 1):
         costs, gains, best = check.eval_costs, check.gains, check.best_reports
@@ -651,11 +651,7 @@ def _around_peaks(check: EpsilonResult, at, step: float) -> EpsilonResult:
         n = costs.size
         new = [0.5 * (costs[i] + costs[j]) for i in peaks for j in (i - 1, i + 1) if 0 <= j < n]
         reports += [best[i] + s * step / 2**r for i in peaks for s in (-1.0, 1.0)]
-        check = dataclasses.replace(
-            at(check.eval_cells, np.concatenate((costs, new)), reports),
-            eval_cells=check.eval_cells,
-            agreed=check.agreed,
-        )
+        check = _as_density_of(check, at(check.eval_cells, np.concatenate((costs, new)), reports))
     return check
 
 
