@@ -300,7 +300,8 @@ def bne_epsilon(
     classes, the class with the largest epsilon (``bne_epsilon_by_group`` gives all).
     Options: eval_grid, eval_samples (default 4 x ``samples``), samples, check_grid,
     refine, deviators (the automatic ones by path: ``equilibrium_setup._Options.for_path``;
-    on the ``outcome`` path the deviations are searched on the fresh markets themselves),
+    on the ``outcome`` and a deterministic mechanism's ``deviations`` path the deviations
+    are searched on the fresh markets themselves),
     and the market settings."""
     return max(
         bne_epsilon_by_group(
