@@ -528,9 +528,9 @@ def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, referen
     is ``EpsilonResult.eval_cells``).  Each cost's best deviation is searched over every
     report of the range and its gain measured on fresh markets: on most paths searched on
     one sample and measured on another; on the ``outcome`` path, where every report
-    costs a call per market, and on the ``deviations`` path, searched and measured on the
-    same fresh markets (``_searched_on_fresh``, ``_search_sample``; docs/equilibrium.md,
-    "Verification")."""
+    costs a call per market, and on a deterministic mechanism's ``deviations`` path,
+    searched and measured on the same fresh markets (``_searched_on_fresh``,
+    ``_search_sample``; docs/equilibrium.md, "Verification")."""
     one_sample = oracle.outcome_only
     on_fresh = _searched_on_fresh(oracle)
     search = None if on_fresh else _search_sample(setup, opt, oracle, bidfns, rng)
@@ -587,7 +587,7 @@ def _searched_on_fresh(oracle) -> bool:
     maximum is at least the maximum of the means): noise only raises epsilon.  A separate
     search sample under-reported on the ``deviations`` path (issue #48: pay-as-bid, 30
     sellers, Beta(2, 5), where a cheap seller's gains vary most from market to market;
-    its 512 markets x 3 deviators picked reports that lost 12% of u on the fresh ones,
+    its 512 markets x 3 deviators picked reports that lost up to 14% of u on the fresh ones,
     and printed 0.11 where an independent measure finds 0.17 [0.12, 0.22]; a finer
     report grid there, 513 reports and 6 rounds, printed 0.10: not the grid, its noise)."""
     return oracle.outcome_only or (
