@@ -6,7 +6,16 @@ import pytest
 from bne_reference import table_relative_epsilon
 
 from market_sim.games.equilibrium import bne
+from market_sim.games.equilibrium_game import (
+    Oracle,
+    Sample,
+    as_classes,
+    at_reports,
+    best_response,
+    reports_of,
+)
 from market_sim.games.equilibrium_setup import _Options
+from market_sim.mechanisms.base import as_mechanism
 
 
 class _RowsFirstPrice:
@@ -85,4 +94,53 @@ def test_the_other_paths_schedule_is_the_former_one():
                 assert (it >= plan.first_stop) == (2 * it > m + 10)
                 assert (it > plan.tail_from) == (8 * it > 7 * m)
                 assert plan.floor(it, opt.damping) == opt.damping
+            assert plan.current_from == 1
             assert (plan.late_bid_grid, plan.late_sentinels) == (opt.bid_grid, 17)
+
+
+def test_at_reports_is_exact_at_candidates_and_linear_between():
+    """``at_reports``: each row's utility at its own report, read off the candidates'
+    utilities: the value itself at a candidate, the chord between two neighbours (here
+    U = 3 z^2 - z, so the chord at z between a and b is U(a) + (z - a)(U(b) - U(a))/(b - a)),
+    the end values outside the candidates' range."""
+    Z = np.array([0.0, 0.2, 0.5, 1.0])
+    U = np.vstack([3 * Z**2 - Z, -Z, np.full(4, 7.0)])
+    reports = np.array([0.5, 0.3, 1.5])
+    got = at_reports(Z, U, reports)
+    chord = U[1, 1] + (0.3 - 0.2) * (U[1, 2] - U[1, 1]) / (0.5 - 0.2)
+    assert got[0] == U[0, 2]
+    assert got[1] == pytest.approx(chord) and got[1] == pytest.approx(-0.3)
+    assert got[2] == 7.0
+    assert at_reports(Z, U, np.array([-1.0, 0.0, 2.0]))[[0, 2]].tolist() == [0.0, 7.0]
+
+
+def test_the_outcome_paths_first_early_iterations_skip_the_current_bids():
+    """On the ``outcome`` path the current bids are candidates from iteration 9 on
+    (``current_from``; the early phase ends at 10) and on every other path from the
+    first.  Without them (``with_current=False``) a best response asks the black box only
+    for the 25 reports on the live range and the 17 sentinels (41 distinct on [0, 1]:
+    multiples of 1/8 are on both lattices, 33), on every market: 256 x 33 report
+    vectors where the 33 current bids c + (1 - c) / 4 at c = k / 32 made it 256 x 61
+    (0.25 + 3k / 128 is on the 1/16 lattice for k = 0, 8, .., 32 and on the 1/24 one
+    only for k = 0, 16, 32: 5 on the lattices, 28 not)."""
+    for path in ("deviations", "batched", "interim"):
+        assert _Options().for_path(path).schedule(path).current_from == 1
+    plan = _Options().for_path("outcome").schedule("outcome")
+    assert (plan.early, plan.current_from) == (10, 9)
+    classes, _ = as_classes([("uniform:0:1", 4)])
+    costs = np.linspace(0, 1, 33)
+    current = costs + (1 - costs) / 4
+    grid = np.unique(np.concatenate((np.linspace(0, 1, 25), np.linspace(0, 1, 17))))
+    extra = np.setdiff1d(current, grid).size
+    w = np.full(33, 1 / 33)
+    calls = []
+    for with_current in (False, True):
+        oracle = Oracle(as_mechanism(_RowsFirstPrice(), n_sellers=4))
+        sample = Sample(classes, 256, 1, np.random.default_rng(3), placed=True)
+        R = reports_of(sample, classes, [lambda c: c + (1 - c) / 4])
+        oracle._rows_ok = True  # no probe: every call below is the response's
+        best_response(oracle, sample, R, 0, costs, current, (0.0, 1.0), 1.0, 25, w, 0, 17,
+                      with_current)  # fmt: skip
+        calls.append(oracle.calls)
+    assert (grid.size, extra) == (33, 28)
+    assert calls == [256 * 33, 256 * (33 + 28)]

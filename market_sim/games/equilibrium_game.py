@@ -585,24 +585,29 @@ def best_response(
     weights: np.ndarray,
     refine: int = 0,
     sentinels: int = SENTINELS,
+    with_current: bool = True,
 ) -> Response:
     """Class g's best responses at ``costs`` among ``k`` reports on [z_lo, z_top], the
     ``sentinels`` coarse reports over the whole range and the current bids (any
     report, below the cost too), then ``refine`` rounds of evaluated local refinement
     (``refine_best``; with none, the parabola's vertex through the best and its
     neighbours); the current bid is kept when nothing beats it by more than 1e-9 of
-    the utility scale.  The top of the live range is on the lattice of ``SENTINELS``
-    whatever ``sentinels`` (5 of 17 are on it)."""
+    the utility scale.  Without ``with_current`` the current bids are not candidates
+    and their utilities are interpolated linearly between the candidates'
+    (``at_reports``; the ``outcome`` path's first early iterations,
+    ``_Schedule.current_from``).  The top of the live range is on the lattice of
+    ``SENTINELS`` whatever ``sentinels`` (5 of 17 are on it)."""
     z_lo, z_hi = z_range
     sent = np.linspace(z_lo, z_hi, SENTINELS)
     tried = sent if sentinels == SENTINELS else np.linspace(z_lo, z_hi, sentinels)
-    Z = np.unique(np.concatenate((np.linspace(z_lo, z_top, k), tried, current)))
+    listed = (np.linspace(z_lo, z_top, k), tried, current if with_current else [])
+    Z = np.unique(np.concatenate(listed))
     E, T = oracle.eps_pay(sample, R, g, Z)
     Eb, Tb = sample.mean(E), sample.mean(T)
     U = Tb[None, :] - costs[:, None] * Eb[None, :]
     best = np.argmax(U, axis=1)
     rows = np.arange(costs.size)
-    u_cur = U[rows, np.searchsorted(Z, current)]
+    u_cur = at_reports(Z, U, current)
     scale = np.maximum(U.max(axis=1) - U.min(axis=1), 1e-300)
     if refine > 0:
         z_best, u_best = refine_best(oracle, sample, R, g, costs, Z, U, z_range, refine)
@@ -622,6 +627,19 @@ def best_response(
     rel = gain / (util + gain) if util + gain > 0 else 0.0
     z_live = float(Z[np.flatnonzero(live)[-1]]) if live.any() else -math.inf
     return Response(br, top, rel, z_live)
+
+
+def at_reports(Z: np.ndarray, U: np.ndarray, reports: np.ndarray) -> np.ndarray:
+    """Per row i, U[i] (utilities at the sorted reports Z) at ``reports[i]``: exact where
+    it is one of Z, else linearly interpolated between its neighbours in Z (the end
+    value outside [Z[0], Z[-1]])."""
+    if Z.size == 1:
+        return U[:, 0].copy()
+    j = np.clip(np.searchsorted(Z, reports), 1, Z.size - 1)
+    i = np.arange(reports.size)
+    z0, z1 = Z[j - 1], Z[j]
+    t = np.clip((reports - z0) / (z1 - z0), 0.0, 1.0)
+    return (1.0 - t) * U[i, j - 1] + t * U[i, j]
 
 
 def refine_best(oracle, sample, R, g, costs, Z, U, z_range, rounds):

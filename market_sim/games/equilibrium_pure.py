@@ -235,7 +235,9 @@ def _iterate(setup, opt, oracle, train, state, progress, rng) -> _Trace:
         # jumps of the first iterations are the start's transient (from the truth the
         # cheapest costs answer an atom at the others' lowest bid: F(c) = c^0.3, cut there,
         # exact eps 9% -> 78%): logged once the damped step is at its floor
-        single = len(rs) == 1 and it + 1 >= 1.0 / opt.damping
+        # (and only from iterations whose candidates include the current bids: without
+        # them the responses are a coarse grid's, steps that look like jumps)
+        single = len(rs) == 1 and it + 1 >= 1.0 / opt.damping and it >= plan.current_from
         logged = zip(state.costs, rs, strict=True)
         trace.jump_log.append([_jumps_of(c, r) if single else [] for c, r in logged])
         brs = [
@@ -500,7 +502,8 @@ def _opponents(setup, opt, state, train, it, exact, rng):
 def _responses(setup, opt, plan, it, oracle, sample, state, exact) -> list:
     """Every class's best responses to the current bids, among the candidate reports of
     iteration ``it``'s phase (``_Schedule``: the outcome path's late iterations try
-    the current bids, ``late_sentinels`` and the live range's ends)."""
+    the current bids, ``late_sentinels`` and the live range's ends; its first early
+    ones not the current bids)."""
     R = None if exact else reports_of(sample, setup.classes, state.bidfns())
     late = plan.late(it)
     return [
@@ -517,6 +520,7 @@ def _responses(setup, opt, plan, it, oracle, sample, state, exact) -> list:
             prior_weights(law, state.costs[g]),
             opt.br_refine,
             plan.late_sentinels if late else SENTINELS,
+            it >= plan.current_from,
         )  # fmt: skip
         for g, law in enumerate(setup.classes.laws)
     ]

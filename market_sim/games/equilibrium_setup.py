@@ -216,7 +216,11 @@ class _Options:
         ``outcome`` path (one call per report vector; issue #48): the first 5/13 of the
         iterations (10 of 26) on a quarter of the sample with the step floored at 0.2
         (the start's transient decays twice as fast: first price, 4 sellers, the exact
-        epsilon / u 0.32-1.11% -> 0.22-0.56% on U[0, 1], seeds 0-4), the others on half
+        epsilon / u 0.32-1.11% -> 0.22-0.56% on U[0, 1], seeds 0-4), the first 8 of them
+        trying the bid grid and the sentinels but not the current bids (``current_from``;
+        their utilities interpolated: those columns were a fifth of Beta(1, 3)'s solve
+        calls, on its 68-cost grid, and the early responses move far from them; from the
+        9th on, the jumps' log included, as before), the others on half
         of it (512: the damped and the tail averages cancel its noise) trying only the
         current bids, 5 sentinels and the live range's two ends (``best_response``:
         near the equilibrium the current bids are a dense set of candidates around the
@@ -226,9 +230,10 @@ class _Options:
         m = self.max_iter or 1
         if path != "outcome":
             return _Schedule(m // 2, 4, 1, self.damping or 0.0, self.bid_grid or 0, SENTINELS,
-                             (m + 10) // 2 + 1, 7 * m // 8)  # fmt: skip
+                             (m + 10) // 2 + 1, 7 * m // 8, 1)  # fmt: skip
         floor = max(self.damping or 0.0, _OUTCOME_EARLY_FLOOR)
-        return _Schedule(5 * m // 13, 4, 2, floor, 2, 5, 21 * m // 26, 7 * m // 10)
+        early = 5 * m // 13
+        return _Schedule(early, 4, 2, floor, 2, 5, 21 * m // 26, 7 * m // 10, max(1, early - 1))
 
     def markets(self, oracle: Oracle, samples: int, classes: Classes) -> tuple[int, int]:
         """(markets, deviators per market): on the ``deviations`` path up to
@@ -262,6 +267,7 @@ class _Schedule:
     late_sentinels: int  # late: coarse reports over the whole range (early: SENTINELS)
     first_stop: int  # the first iteration at which a stopping rule may fire (but at 1)
     tail_from: int  # at ``max_iter`` the iterates after this one are averaged
+    current_from: int  # the first iteration whose candidates include the current bids
 
     def late(self, it: int) -> bool:
         return it > self.early
