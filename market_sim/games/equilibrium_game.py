@@ -786,6 +786,9 @@ class EpsilonResult:
     #: ε̂ on the first half of the fresh markets alone (a prefix of the net, itself a net):
     #: the next coarser density of opponents (``equilibrium_pure._until_certifiable``)
     epsilon_half: float = math.nan
+    #: "exact" (searched and measured against the bids' exact report laws, one "market":
+    #: the CI is the point) or "sampled" (on fresh markets; ``equilibrium_pure._verify``)
+    verification: str = "sampled"
 
     def metrics(self) -> dict:
         """The scalar metrics (for summaries and tables)."""
@@ -801,6 +804,7 @@ class EpsilonResult:
             "eval_cells": self.eval_cells,
             "eval_density_agreed": self.agreed,
             "eval_markets": self.eval_markets,
+            "verification": self.verification,
             **self.distances,
         }
 

@@ -17,6 +17,7 @@ from .equilibrium_game import (
     BidFn,
     EpsilonResult,
     Interim,
+    Oracle,
     Sample,
     best_response,
     eval_costs_for,
@@ -522,16 +523,26 @@ def _responses(setup, opt, plan, it, oracle, sample, state, exact) -> list:
     ]
 
 
-def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, references):
+def _verify(
+    setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, references, exact=False
+):
     """Per class, epsilon and the metrics on opponents the solve never saw, at evaluation
     costs refined until two successive densities agree (``_refined``; the density used
     is ``EpsilonResult.eval_cells``).  Each cost's best deviation is searched over every
-    report of the range and its gain measured on fresh markets: on most paths searched on
-    one sample and measured on another; on the ``outcome`` path, where every report
-    costs a call per market, searched and measured on the same fresh markets
-    (``_search_sample``; docs/equilibrium.md, "Verification")."""
-    one_sample = oracle.outcome_only
-    search = None if one_sample else _search_sample(setup, opt, oracle, bidfns, rng)
+    report of the range and its gain measured.  With ``exact`` (the mechanism has an
+    exact ``interim``, the sellers no data) against the bids' exact report laws
+    (``_exact_laws``: one "market", no noise; the epsilon CI is the point), searched
+    and measured there, the peaks refined (``_around_peaks``), the win rates on a
+    modest fresh sample (``_EXACT_WIN_MARKETS``); when a bid table is not monotone
+    (an ``Interim`` needs non-decreasing bids) on fresh markets as below.  Else on
+    most paths searched on one sample and measured on another; on the ``outcome``
+    path, where every report costs a call per market, searched and measured on the
+    same fresh markets (``_search_sample``; docs/equilibrium.md, "Verification")."""
+    laws = _exact_laws(setup, bidfns, state_costs, c_tops) if exact else None
+    exact_oracle = None if laws is None else Oracle(setup.mech, exact=True)
+    one_sample = oracle.outcome_only and laws is None
+    sampled_search = not one_sample and laws is None
+    search = _search_sample(setup, opt, oracle, bidfns, rng) if sampled_search else None
     refs = [None if r is None else _as_bidfn(r) for r in references]
     tables = None  # the references tabulated (they may be slow, 1-D), every class known
     if not any(r is None for r in refs):
@@ -547,7 +558,7 @@ def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, referen
         R_ref = None if tables is None else (on, reports_of(on, setup.classes, tables))
         return fresh, reports_of(fresh, setup.classes, bidfns), R_ref
 
-    first = drawn(opt.eval_samples)
+    first = drawn(opt.eval_samples if laws is None else _EXACT_WIN_MARKETS)
     out = []
     for g, law in enumerate(setup.classes.laws):
 
@@ -557,21 +568,74 @@ def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, referen
             grids = [eval_costs_for(law, c_tops[g], d, one_sample) for d in dens]
             costs = np.unique(np.concatenate([*grids, np.asarray(extra, dtype=float)]))
             bids = np.clip(bidfns[g](costs), *setup.z_range)
+            wins = None if R_ref is None else _win_rates(oracle, *R_ref, g, refs[g](costs))
+            if laws is not None:
+                return _measured_exactly(
+                    exact_oracle, laws, setup, opt, g, law, costs, bids, z_top, more, refs[g],
+                    _win_rates(oracle, fresh, Rf, g, bids), wins,
+                )  # fmt: skip
             on, R_on, rounds = (fresh, Rf, 0) if search is None else (*search, opt.refine)
             z_star = search_reports(
                 oracle, on, R_on, g, costs, bids, setup.z_range, z_top, opt.check_grid, rounds,
                 more,
             )  # fmt: skip
-            wins = None if R_ref is None else _win_rates(oracle, *R_ref, g, refs[g], costs)
             return measure(oracle, fresh, Rf, g, law, costs, bids, z_star, refs[g], wins)
 
         check = _refined(at, opt.eval_grid, opt.eval_refine)
-        if one_sample:
+        if one_sample or laws is not None:
             step = (setup.z_range[1] - setup.z_range[0]) / (opt.check_grid - 1)
             check = _around_peaks(check, at, step)
+        if one_sample:
             check = _until_certifiable(check, at, drawn, opt.eval_refine, opt.verify_tol)
         out.append(check)
+    if exact_oracle is not None:
+        oracle.calls += exact_oracle.calls
     return out
+
+
+#: on the exact verification, the fresh markets on which the win rates are measured
+#: (the bids' own and a reference's: ``E > 0`` against report laws is no probability)
+_EXACT_WIN_MARKETS = 1024
+
+#: ``_exact_laws``: each class's bids tabulated at this many costs evenly and as many by
+#: quantile of its law (with the solve's own costs, the support's ends and the live top)
+_EXACT_TABLE = 4097
+
+
+def _exact_laws(setup, bidfns, state_costs, c_tops) -> Interim | None:
+    """The opponents' exact report laws under the bid functions (an ``Interim``): each
+    class's bids at ``_EXACT_TABLE`` costs evenly and as many by quantile of its law
+    (a density singular at an end has its mass there), the support's ends, the live top
+    and the solve's costs (``state_costs``: a piecewise-linear table's knots, so its
+    report law is exact), clipped to the report range; the cdfs tabulated
+    (``tabulated_cdf``).  None when a class's bids fall anywhere by more than 1e-12
+    (an ``Interim`` inverts non-decreasing bids): then the sampled verification."""
+    costs, bids = [], []
+    for g, law in enumerate(setup.classes.laws):
+        lo, hi = law.support
+        q = np.asarray(law.ppf(np.linspace(0.0, 1.0, _EXACT_TABLE)), dtype=float)
+        own = () if state_costs is None else np.asarray(state_costs[g], dtype=float)
+        x = np.concatenate((np.linspace(lo, hi, _EXACT_TABLE), q, [lo, hi, c_tops[g]], own))
+        x = np.unique(np.clip(x[np.isfinite(x)], lo, hi))
+        y = np.clip(np.asarray(bidfns[g](x), dtype=float), *setup.z_range)
+        if y.shape != x.shape or not np.all(np.diff(y) >= -1e-12):
+            return None
+        costs.append(x)
+        bids.append(np.maximum.accumulate(y))
+    return Interim(setup.classes, costs, bids, setup.cdfs)
+
+
+def _measured_exactly(oracle, laws, setup, opt, g, law, costs, bids, z_top, more, ref, own, wins):
+    """Class g's best deviations searched and measured against the exact report laws
+    ``laws`` (``search_reports`` with ``refine`` rounds, then ``measure``: one "market"
+    of weight 1, so the CI is the point), the win rates those measured on fresh markets
+    (``own``: the bids'; ``wins``: a reference's, for its distances)."""
+    z_star = search_reports(
+        oracle, laws, None, g, costs, bids, setup.z_range, z_top, opt.check_grid, opt.refine,
+        more,
+    )  # fmt: skip
+    check = measure(oracle, laws, None, g, law, costs, bids, z_star, ref, own if wins is None else wins)
+    return dataclasses.replace(check, win_rates=own, verification="exact")
 
 
 def _search_sample(setup, opt, oracle, bidfns, rng) -> tuple[Sample, np.ndarray]:
@@ -666,10 +730,10 @@ def _tabulated(fn: BidFn, law) -> BidFn:
     return _linear(x, y)
 
 
-def _win_rates(oracle, fresh, R_ref, g, ref, costs) -> np.ndarray:
-    """Per cost, the share of the fresh markets where the reference's bid gets anything
-    when the others play the reference profile."""
-    E = oracle.eps_pay(fresh, R_ref, g, np.asarray(ref(costs), dtype=float))[0]
+def _win_rates(oracle, fresh, R, g, bids) -> np.ndarray:
+    """Per bid, the share of the fresh markets where it gets anything when the others
+    report R (the reference's bids against the reference profile, or the bids')."""
+    E = oracle.eps_pay(fresh, R, g, np.asarray(bids, dtype=float))[0]
     return fresh.mean((E > 0).astype(float))
 
 
