@@ -83,9 +83,15 @@ def test_the_exact_verification_finds_a_narrow_gain(game, bump, at, width):
     (main ce9df33, seeds 0-1) printed 0.90 and 0.93 of it on the reserve game, 0.97 and
     0.75 on the dip, 1.01-1.04 on the others."""
     p = {
-        "first-price": lambda: Profile("fp", (as_distribution("uniform:0:1"),), (4,),
-                                       (lambda c: uniform_bid(c, 4),), (), FirstPrice(1),
-                                       "first-price"),  # fmt: skip
+        "first-price": lambda: Profile(
+            "fp",
+            (as_distribution("uniform:0:1"),),
+            (4,),
+            (lambda c: uniform_bid(c, 4),),
+            (),
+            FirstPrice(1),
+            "first-price",
+        ),  # fmt: skip
         "all-pay": lambda: all_pay_profile(4),
         "reserve": lambda: symmetric_profile("uniform:0:1", 3, reserve=0.6),
     }[game]()

@@ -335,8 +335,10 @@ def _exact_verification(mech, exact: bool | None) -> bool:
     """Whether a verification measures against the bids' exact report laws: the
     mechanism has an exact ``interim``, the sellers no data, and ``exact`` is not False
     (``bne``'s rule for its interim path; docs/equilibrium.md, "Verification")."""
-    return exact is not False and not getattr(mech, "needs_data", False) and (
-        interim_of(mech) is not None
+    return (
+        exact is not False
+        and not getattr(mech, "needs_data", False)
+        and (interim_of(mech) is not None)
     )
 
 

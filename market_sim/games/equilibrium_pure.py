@@ -523,9 +523,7 @@ def _responses(setup, opt, plan, it, oracle, sample, state, exact) -> list:
     ]
 
 
-def _verify(
-    setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, references, exact=False
-):
+def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, references, exact=False):
     """Per class, epsilon and the metrics on opponents the solve never saw, at evaluation
     costs refined until two successive densities agree (``_refined``; the density used
     is ``EpsilonResult.eval_cells``).  Each cost's best deviation is searched over every
@@ -634,7 +632,8 @@ def _measured_exactly(oracle, laws, setup, opt, g, law, costs, bids, z_top, more
         oracle, laws, None, g, costs, bids, setup.z_range, z_top, opt.check_grid, opt.refine,
         more,
     )  # fmt: skip
-    check = measure(oracle, laws, None, g, law, costs, bids, z_star, ref, own if wins is None else wins)
+    wins = own if wins is None else wins
+    check = measure(oracle, laws, None, g, law, costs, bids, z_star, ref, wins)
     return dataclasses.replace(check, win_rates=own, verification="exact")
 
 
