@@ -670,7 +670,9 @@ def _with_win_rates(check: EpsilonResult, oracle, drawn, g, law, bids, ref) -> E
     if ref is None:
         return dataclasses.replace(check, win_rates=own)
     costs = check.eval_costs
-    wins = own if R_ref is None else _win_rates(oracle, *R_ref, g, ref(costs))
+    wins = own
+    if R_ref is not None:  # against the reference profile (on, its reports there)
+        wins = _win_rates(oracle, R_ref[0], R_ref[1], g, ref(costs))
     return dataclasses.replace(
         check, win_rates=own, distances=distances(law, costs, bids, wins, ref)
     )
