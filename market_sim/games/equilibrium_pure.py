@@ -742,7 +742,8 @@ _PEAKS, _PEAK_ROUNDS = 2, 4
 
 def _around_peaks(check: EpsilonResult, at, step: float) -> EpsilonResult:
     """On the ``outcome`` path (its report columns remembered, so a round costs only its
-    new columns; on the batched path every round would evaluate everything again),
+    new columns; on the batched path every round would evaluate everything again) and
+    on the exact verification (a report is one evaluation of the report laws),
     ``check`` evaluated again with, at each of its ``_PEAKS`` largest positive gains,
     the midpoints of the cost to its neighbours added as costs and its best report
     -+ ``step`` / 2^r added as candidate reports, r = 1 .. ``_PEAK_ROUNDS`` (the
