@@ -147,7 +147,7 @@ def bne(
     if checks is None or any(r is not None for r in references):
         checks = _verify(
             setup, opt, sampled, state.bidfns(), state.costs, state.c_top, state.z_top, rng,
-            references,
+            references, exact=oracle.path == "interim",
         )  # fmt: skip
     oracle.calls += sampled.calls
     trace.stopped_by = _final_rule(trace, checks, opt, oracle.path)
@@ -234,6 +234,7 @@ def _result(setup, opt, state, trace, checks, oracle, seconds, context) -> BNERe
         **dataclasses.asdict(opt),
         "markets": opt.markets(oracle, opt.samples, setup.classes)[0],
         "path": oracle.path,
+        "verification": checks[0].verification,
         "calls": oracle.calls,
         "cost_top": state.c_top[0],
         "training_gain": trace.gains[trace.best - 1] if trace.gains else math.nan,
@@ -327,7 +328,19 @@ def bne_epsilon_by_group(
     c_tops = [d.support[1] for d in setup.classes.laws]
     oracle = Oracle(setup.mech)
     opt = opt.for_path(oracle.path, G)  # the automatic eval_refine
-    return _verify(setup, opt, oracle, bidfns, None, c_tops, setup.z_range[1], rng, refs)
+    exact = _exact_verification(setup.mech, opt.exact)
+    return _verify(setup, opt, oracle, bidfns, None, c_tops, setup.z_range[1], rng, refs, exact)
+
+
+def _exact_verification(mech, exact: bool | None) -> bool:
+    """Whether a verification measures against the bids' exact report laws: the
+    mechanism has an exact ``interim``, the sellers no data, and ``exact`` is not False
+    (``bne``'s rule for its interim path; docs/equilibrium.md, "Verification")."""
+    return (
+        exact is not False
+        and not getattr(mech, "needs_data", False)
+        and (interim_of(mech) is not None)
+    )
 
 
 # ---- the second method: distributional strategies -----------------------------------------
@@ -389,7 +402,11 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
     automatic = ("eval_refine", "eval_samples", "eval_grid", "check_grid")
     vopt = dataclasses.replace(vopt, **{k: getattr(auto, k) for k in automatic})
     bidfns = [_linear(c, b) for c, b in tables]
-    checks = _verify(setup, vopt, oracle, bidfns, None, c_tops, setup.z_range[1], rng, references)
+    exact = _exact_verification(setup.mech, None)
+    checks = _verify(
+        setup, vopt, oracle, bidfns, [c for c, _ in tables], c_tops, setup.z_range[1], rng,
+        references, exact,
+    )  # fmt: skip
     state = _State([c for c, _ in tables], [b for _, b in tables], c_tops, setup.z_range[1])
     trace = _Trace(sol.iterations, sol.stopped_by, list(sol.history), best=sol.iterations)
     r = _result(setup, vopt, state, trace, checks, oracle, time.perf_counter() - t0, context)
@@ -399,6 +416,7 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
         "verify_tol": vopt.verify_tol,
         "method": "distributional",
         "path": sol.path,
+        "verification": checks[0].verification,
         "calls": sol.calls + oracle.calls,
         "utility_loss": sol.utility_loss,
         "knot_every": chosen.knot_every,

@@ -657,16 +657,28 @@ def refine_best(oracle, sample, R, g, costs, Z, U, z_range, rounds):
     for _ in range(rounds):  # halve the bracket around the best so far
         h = h / 2
         pts = np.clip(np.stack((best_z - h, best_z + h, extra), axis=1), z_lo, z_hi)
-        P = np.unique(pts)
-        E2, T2 = oracle.eps_pay(sample, R, g, P)
-        U2 = sample.mean(T2)[None, :] - costs[:, None] * sample.mean(E2)[None, :]
-        u3 = np.take_along_axis(U2, np.searchsorted(P, pts), axis=1)
+        u3 = _utilities_at(oracle, sample, R, g, costs, pts)
         j = np.argmax(u3, axis=1)
         better = u3[rows, j] > best_u
         best_z = np.where(better, pts[rows, j], best_z)
         best_u = np.where(better, u3[rows, j], best_u)
         extra = best_z
     return best_z, best_u
+
+
+def _utilities_at(oracle, sample, R, g, costs, pts: np.ndarray) -> np.ndarray:
+    """(costs, k): the mean utility of cost i reporting pts[i, j].  On a sample the
+    distinct reports are evaluated once as columns (each a pass over the markets) and
+    every cost reads them; against exact report laws (an ``Interim``) each cost's own
+    reports only (linear, not costs x distinct reports: the exact verification's
+    2400 costs; issue #48)."""
+    if isinstance(sample, Interim):
+        E, T = oracle.eps_pay(sample, R, g, pts.ravel())
+        return (T[0] - np.repeat(costs, pts.shape[1]) * E[0]).reshape(pts.shape)
+    P = np.unique(pts)
+    E2, T2 = oracle.eps_pay(sample, R, g, P)
+    U2 = sample.mean(T2)[None, :] - costs[:, None] * sample.mean(E2)[None, :]
+    return np.take_along_axis(U2, np.searchsorted(P, pts), axis=1)
 
 
 def isotonic(y: np.ndarray) -> np.ndarray:
@@ -804,6 +816,9 @@ class EpsilonResult:
     #: ε̂ on the first half of the fresh markets alone (a prefix of the net, itself a net):
     #: the next coarser density of opponents (``equilibrium_pure._until_certifiable``)
     epsilon_half: float = math.nan
+    #: "exact" (searched and measured against the bids' exact report laws, one "market":
+    #: the CI is the point) or "sampled" (on fresh markets; ``equilibrium_pure._verify``)
+    verification: str = "sampled"
 
     def metrics(self) -> dict:
         """The scalar metrics (for summaries and tables)."""
@@ -819,6 +834,7 @@ class EpsilonResult:
             "eval_cells": self.eval_cells,
             "eval_density_agreed": self.agreed,
             "eval_markets": self.eval_markets,
+            "verification": self.verification,
             **self.distances,
         }
 

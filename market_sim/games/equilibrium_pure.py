@@ -17,8 +17,10 @@ from .equilibrium_game import (
     BidFn,
     EpsilonResult,
     Interim,
+    Oracle,
     Sample,
     best_response,
+    distances,
     eval_costs_for,
     interim_epsilon,
     isotonic,
@@ -526,18 +528,27 @@ def _responses(setup, opt, plan, it, oracle, sample, state, exact) -> list:
     ]
 
 
-def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, references):
+def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, references, exact=False):
     """Per class, epsilon and the metrics on opponents the solve never saw, at evaluation
     costs refined until two successive densities agree (``_refined``; the density used
     is ``EpsilonResult.eval_cells``).  Each cost's best deviation is searched over every
-    report of the range and its gain measured on fresh markets: on most paths searched on
-    one sample and measured on another; on the ``outcome`` path, where every report
-    costs a call per market, and on a deterministic mechanism's ``deviations`` path,
-    searched and measured on the same fresh markets (``_searched_on_fresh``,
-    ``_search_sample``; docs/equilibrium.md, "Verification")."""
-    one_sample = oracle.outcome_only
-    on_fresh = _searched_on_fresh(oracle)
-    search = None if on_fresh else _search_sample(setup, opt, oracle, bidfns, rng)
+    report of the range and its gain measured.  With ``exact`` (the mechanism has an
+    exact ``interim``, the sellers no data) against the bids' exact report laws
+    (``_exact_laws``: one "market", no noise; the epsilon CI is the point), searched
+    and measured there, the peaks refined (``_around_peaks``), the win rates on a
+    modest fresh sample (``_EXACT_WIN_MARKETS``); when a bid table is not monotone
+    (an ``Interim`` needs non-decreasing bids) on fresh markets as below.  Else on
+    fresh markets: on most paths searched on one sample and measured on another; on the
+    ``outcome`` path, where every report costs a call per market, and on a
+    deterministic mechanism's ``deviations`` path, searched and measured on the same
+    fresh markets (``_searched_on_fresh``, ``_search_sample``; docs/equilibrium.md,
+    "Verification")."""
+    laws = _exact_laws(setup, bidfns, state_costs, c_tops) if exact else None
+    exact_oracle = None if laws is None else Oracle(setup.mech, exact=True)
+    one_sample = oracle.outcome_only and laws is None
+    on_fresh = _searched_on_fresh(oracle) and laws is None
+    sampled_search = not on_fresh and laws is None
+    search = _search_sample(setup, opt, oracle, bidfns, rng) if sampled_search else None
     refs = [None if r is None else _as_bidfn(r) for r in references]
     tables = None  # the references tabulated (they may be slow, 1-D), every class known
     if not any(r is None for r in refs):
@@ -553,7 +564,7 @@ def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, referen
         R_ref = None if tables is None else (on, reports_of(on, setup.classes, tables))
         return fresh, reports_of(fresh, setup.classes, bidfns), R_ref
 
-    first = drawn(opt.eval_samples)
+    first = drawn(opt.eval_samples if laws is None else _EXACT_WIN_MARKETS)
     out = []
     for g, law in enumerate(setup.classes.laws):
 
@@ -561,25 +572,35 @@ def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, referen
             fresh, Rf, R_ref = opponents
             dens = opt.eval_grid * 2 ** np.arange(int(round(math.log2(cells / opt.eval_grid))) + 1)
             grids = [eval_costs_for(law, c_tops[g], d, one_sample) for d in dens]
-            costs = np.unique(np.concatenate([*grids, np.asarray(extra, dtype=float)]))
+            dense = () if laws is None else _exact_eval_costs(law, c_tops[g])
+            costs = np.unique(np.concatenate([*grids, dense, np.asarray(extra, dtype=float)]))
             bids = np.clip(bidfns[g](costs), *setup.z_range)
             # on the fresh markets the refinement is the peaks' (``_around_peaks``): at
             # every cost it added 2 columns a round (pay-as-bid, 30 sellers: 66 M calls)
+            if laws is not None:
+                return _measured_exactly(
+                    exact_oracle, laws, setup, opt, g, law, costs, bids, z_top, more, refs[g]
+                )
+            wins = None if R_ref is None else _win_rates(oracle, *R_ref, g, refs[g](costs))
             on, R_on, rounds = (fresh, Rf, 0) if search is None else (*search, opt.refine)
             z_star = search_reports(
                 oracle, on, R_on, g, costs, bids, setup.z_range, z_top, opt.check_grid, rounds,
                 more,
             )  # fmt: skip
-            wins = None if R_ref is None else _win_rates(oracle, *R_ref, g, refs[g], costs)
             return measure(oracle, fresh, Rf, g, law, costs, bids, z_star, refs[g], wins)
 
         check = _refined(at, opt.eval_grid, opt.eval_refine)
-        if on_fresh:
+        if on_fresh or laws is not None:
             step = (setup.z_range[1] - setup.z_range[0]) / (opt.check_grid - 1)
             check = _around_peaks(check, at, step)
         if one_sample:
             check = _until_certifiable(check, at, drawn, opt.eval_refine, opt.verify_tol)
+        if laws is not None:
+            bids = np.clip(bidfns[g](check.eval_costs), *setup.z_range)
+            check = _with_win_rates(check, oracle, first, g, law, bids, refs[g])
         out.append(check)
+    if exact_oracle is not None:
+        oracle.calls += exact_oracle.calls
     return out
 
 
@@ -596,6 +617,96 @@ def _searched_on_fresh(oracle) -> bool:
     report grid there, 513 reports and 6 rounds, printed 0.10: not the grid, its noise)."""
     return oracle.outcome_only or (
         oracle.path == "deviations" and not getattr(oracle.mech, "randomized", False)
+    )
+
+
+#: on the exact verification, the fresh markets on which the win rates are measured
+#: (the bids' own and a reference's: ``E > 0`` against report laws is no probability)
+_EXACT_WIN_MARKETS = 1024
+
+#: ``_exact_laws``: each class's bids tabulated at this many costs evenly and as many by
+#: quantile of its law (with the solve's own costs, the support's ends and the live top)
+_EXACT_TABLE = 4097
+
+
+def _exact_laws(setup, bidfns, state_costs, c_tops) -> Interim | None:
+    """The opponents' exact report laws under the bid functions (an ``Interim``): each
+    class's bids at ``_EXACT_TABLE`` costs evenly and as many by quantile of its law
+    (a density singular at an end has its mass there), the support's ends, the live top
+    and the solve's costs (``state_costs``: a piecewise-linear table's knots, so its
+    report law is exact), clipped to the report range; the cdfs tabulated
+    (``tabulated_cdf``).  None when a class's bids fall anywhere by more than 1e-12
+    (an ``Interim`` inverts non-decreasing bids): then the sampled verification."""
+    costs, bids = [], []
+    for g, law in enumerate(setup.classes.laws):
+        lo, hi = law.support
+        q = np.asarray(law.ppf(np.linspace(0.0, 1.0, _EXACT_TABLE)), dtype=float)
+        own = () if state_costs is None else np.asarray(state_costs[g], dtype=float)
+        x = np.concatenate((np.linspace(lo, hi, _EXACT_TABLE), q, [lo, hi, c_tops[g]], own))
+        x = np.unique(np.clip(x[np.isfinite(x)], lo, hi))
+        y = np.clip(np.asarray(bidfns[g](x), dtype=float), *setup.z_range)
+        if y.shape != x.shape or not np.all(np.diff(y) >= -1e-12):
+            return None
+        costs.append(x)
+        bids.append(np.maximum.accumulate(y))
+    return Interim(setup.classes, costs, bids, setup.cdfs)
+
+
+def _exact_eval_costs(law, c_top: float) -> np.ndarray:
+    """The exact verification's costs besides ``eval_costs_for``'s (a cost there is a
+    row of vector operations, not markets): ``_EXACT_COSTS`` evenly on the support and
+    as many of equal probability up to the live top, and the live range's ends dense
+    to w 2^-24 (issue #48: gains in bands the evaluation grid's cells missed, the
+    independent measure at 1001 costs found them: power-reserve-4 at c = 7e-7, 0.52%
+    where 0.29% was printed; pab-2unit-reserve at c = 0.5992, just under its reserve
+    0.6, 0.15% where 0.03% was)."""
+    lo, hi = law.support
+    top = min(c_top, hi)
+    q = (np.arange(_EXACT_COSTS) + 0.5) / _EXACT_COSTS * float(law.cdf(top))
+    ends = (top - lo) * 2.0 ** -np.arange(2, 25)
+    x = np.concatenate((np.linspace(lo, hi, _EXACT_COSTS), law.ppf(q), lo + ends, top - ends))
+    return np.clip(x[np.isfinite(x)], lo, hi)
+
+
+#: ``_exact_eval_costs``: its costs evenly and by probability
+_EXACT_COSTS = 1025
+
+#: the exact verification's search: at least this many reports on the range (and on the
+#: live range) and this many more rounds of local refinement than ``refine`` (a round
+#: is one report per cost there: the pure method's asym-reserve, a class-0 seller of
+#: cost 0.0195 undercutting the other class's lowest bid, printed 0.95% where the
+#: independent measure finds 1.09%, the deviation a bracket of 0.0005 short of it)
+_EXACT_REPORTS, _EXACT_MORE_ROUNDS = 513, 8
+
+
+def _measured_exactly(oracle, laws, setup, opt, g, law, costs, bids, z_top, more, ref):
+    """Class g's best deviations searched and measured against the exact report laws
+    ``laws`` (``search_reports`` with ``refine`` rounds, then ``measure``: one "market"
+    of weight 1, so the CI is the point); its win rates are ``_with_win_rates``'."""
+    z_star = search_reports(
+        oracle, laws, None, g, costs, bids, setup.z_range, z_top,
+        max(opt.check_grid, _EXACT_REPORTS), opt.refine + _EXACT_MORE_ROUNDS, more,
+    )  # fmt: skip
+    check = measure(oracle, laws, None, g, law, costs, bids, z_star, ref, np.ones(costs.size))
+    return dataclasses.replace(check, verification="exact")
+
+
+def _with_win_rates(check: EpsilonResult, oracle, drawn, g, law, bids, ref) -> EpsilonResult:
+    """An exact ``check`` with its win rates (``E > 0`` against report laws is no
+    probability) measured once, at its final costs, on the fresh markets ``drawn``
+    (``_EXACT_WIN_MARKETS``): the bids' against the bids, a reference's against the
+    reference profile when one is given for every class, and the distances to the
+    reference on the costs where it (else the bids) wins >= 1%."""
+    fresh, R, R_ref = drawn
+    own = _win_rates(oracle, fresh, R, g, bids)
+    if ref is None:
+        return dataclasses.replace(check, win_rates=own)
+    costs = check.eval_costs
+    wins = own
+    if R_ref is not None:  # against the reference profile (on, its reports there)
+        wins = _win_rates(oracle, R_ref[0], R_ref[1], g, ref(costs))
+    return dataclasses.replace(
+        check, win_rates=own, distances=distances(law, costs, bids, wins, ref)
     )
 
 
@@ -658,7 +769,8 @@ def _around_peaks(check: EpsilonResult, at, step: float) -> EpsilonResult:
     """Where the search is the fresh markets' own (``_searched_on_fresh``: the ``outcome``
     path and a deterministic mechanism's ``deviations``, whose report columns are
     remembered, so a round costs only its new columns; on the batched path every round
-    would evaluate everything again),
+    would evaluate everything again) and on the exact verification (a report is one
+    evaluation of the report laws),
     ``check`` evaluated again with, at each of its ``_PEAKS`` largest positive gains,
     the midpoints of the cost to its neighbours added as costs and its best report
     -+ ``step`` / 2^r added as candidate reports, r = 1 .. ``_PEAK_ROUNDS`` (the
@@ -693,10 +805,10 @@ def _tabulated(fn: BidFn, law) -> BidFn:
     return _linear(x, y)
 
 
-def _win_rates(oracle, fresh, R_ref, g, ref, costs) -> np.ndarray:
-    """Per cost, the share of the fresh markets where the reference's bid gets anything
-    when the others play the reference profile."""
-    E = oracle.eps_pay(fresh, R_ref, g, np.asarray(ref(costs), dtype=float))[0]
+def _win_rates(oracle, fresh, R, g, bids) -> np.ndarray:
+    """Per bid, the share of the fresh markets where it gets anything when the others
+    report R (the reference's bids against the reference profile, or the bids')."""
+    E = oracle.eps_pay(fresh, R, g, np.asarray(bids, dtype=float))[0]
     return fresh.mean((E > 0).astype(float))
 
 

@@ -162,6 +162,7 @@ class BNEResult:
             ("distribution", s["dist"]),
             ("sellers", str(s["n_sellers"])),
             ("path", str(s["path"])),
+            ("verification", str(s.get("verification", "sampled"))),
             ("iterations", f"{s['iterations']} (converged: {s['converged']})"),
             ("stopped by", self._stopped_text()),
             ("residual sup|BR - b|", f"{s['residual']:.3g} (its rule: <= {self._tol_abs():.3g})"),
@@ -194,7 +195,7 @@ class BNEResult:
             rows.insert(at + 1, ("method chosen", str(s["method_reason"])))
         if len(self.classes) > 1:
             rows.insert(
-                6, ("epsilon by class", ", ".join(f"{e:.3g}" for e in self.epsilon_by_group))
+                7, ("epsilon by class", ", ".join(f"{e:.3g}" for e in self.epsilon_by_group))
             )
         width = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
