@@ -571,6 +571,7 @@ def bid_tables(mech, classes: Classes, sol: MixedSolution, z_range: tuple[float,
             best = Tables(tabs, best.knot_every, step, eps)
     if len(laws) > 1:
         best = _with_inverse_bids(best, interim, oracle, classes, sol, cdfs, z_range)
+    best = _with_quantile_rows(best, oracle, classes, sol, cdfs, z_range)
     dense = _refined_exact_epsilon(oracle, classes, best.tables, cdfs, z_range)
     return dataclasses.replace(best, exact_epsilon=max(best.exact_epsilon, dense))
 
@@ -587,6 +588,65 @@ def _with_inverse_bids(best: Tables, interim, oracle, classes: Classes, sol, cdf
     if eps < best.exact_epsilon:
         return Tables(tabs, best.knot_every, 0, eps, inverse_bids=True)
     return best
+
+
+def _with_quantile_rows(best: Tables, oracle, classes: Classes, sol, cdfs, z_range) -> Tables:
+    """``best``, or its tables with rows added inside the cells where the cost is far
+    from linear in the quantile (``quantile_rows``), when that lowers the exact relative
+    epsilon.  A table is read linearly in the cost, but a bid function is smooth in the
+    quantile (``mean_bid_table``): where the law's density is singular or vanishes at an
+    end, the chord in the cost between two rows is not the bid function's (issue #48:
+    F = c^0.15, 5 sellers: rows at c = 8.7e-19 and 1.3e-15, the gain at c = 2e-16, exact
+    relative epsilon 1.21% -> 0.07%; all-pay on Beta(2, 2), 3 sellers: 1.37% -> 0.02%)."""
+    tabs = [
+        quantile_rows(c, b, law, s.top_selling)
+        for (c, b), law, s in zip(best.tables, classes.laws, sol.strategies, strict=True)
+    ]
+    if all(t[0].size == c.size for t, (c, _) in zip(tabs, best.tables, strict=True)):
+        return best
+    eps = _exact_relative_epsilon(oracle, classes, tabs, cdfs, z_range)
+    return (
+        dataclasses.replace(best, tables=tabs, exact_epsilon=eps)
+        if eps < best.exact_epsilon
+        else best
+    )
+
+
+#: ``quantile_rows``: rows per cell where a cell bends, and the bend that counts
+QUANTILE_PARTS, _BEND = 16, 0.02
+
+
+def quantile_rows(
+    costs: np.ndarray, bids: np.ndarray, law, top_selling: float = math.inf
+) -> tuple[np.ndarray, np.ndarray]:
+    """The table (costs, bids) with ``QUANTILE_PARTS`` - 1 rows added, evenly in the
+    quantile u = F(c), inside each cell whose cost is far from linear in u (its midpoint
+    in u off the cell's middle cost by more than ``_BEND`` of the cell) and whose bids
+    sell (at most ``top_selling``); their bids linear in u between the cell's.  A
+    uniform law has no such cell (the table as it is)."""
+    costs, bids = np.asarray(costs, dtype=float), np.asarray(bids, dtype=float)
+    lo, hi = law.support
+    u = np.clip(np.asarray(law.cdf(costs), dtype=float), 0.0, 1.0)
+    u0, u1, c0, c1 = u[:-1], u[1:], costs[:-1], costs[1:]
+    mid = np.clip(np.asarray(law.ppf(0.5 * (u0 + u1)), dtype=float), lo, hi)
+    width = np.maximum(c1 - c0, 1e-300)
+    bends = (u1 > u0) & (np.abs(mid - 0.5 * (c0 + c1)) > _BEND * width)
+    bends &= np.maximum(bids[:-1], bids[1:]) <= top_selling
+    if not bends.any():
+        return costs, bids
+    t = np.arange(1, QUANTILE_PARTS) / QUANTILE_PARTS
+    u_new = (u0[bends][:, None] + t[None, :] * (u1 - u0)[bends][:, None]).ravel()
+    c_new = np.clip(np.asarray(law.ppf(u_new), dtype=float), lo, hi)
+    b_new = np.interp(u_new, u, bids)
+    order = np.argsort(np.concatenate((costs, c_new)), kind="stable")
+    c_all = np.concatenate((costs, c_new))[order]
+    b_all = np.concatenate((bids, b_new))[order]
+    keep = np.concatenate(([True], np.diff(c_all) > 0))
+    return c_all[keep], np.maximum.accumulate(b_all[keep]) if _rising(bids) else b_all[keep]
+
+
+def _rising(bids: np.ndarray) -> bool:
+    return bool(np.all(np.diff(bids) >= 0))
 
 
 def _ceiling(interim, classes: Classes, strategy: MixedStrategy) -> float:
