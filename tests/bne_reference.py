@@ -510,20 +510,25 @@ def exact_gain(p: Profile, g: int = 0, costs: int = 401, reports: int = 4001) ->
     return Gain(float(gains[i]), float(c[i]), util)
 
 
-def table_relative_epsilon(result) -> float:
-    """The exact relative epsilon of a one-class first-price ``BNEResult``'s bid table
-    (interpolated): ``exact_gain`` against the exact law of the others' reports from the
-    table, none of the solver's code."""
+def table_gain(law: CostDistribution, costs, bids, count: int, name: str = "table") -> Gain:
+    """``exact_gain`` of one-class first price where all ``count`` sellers bid the table
+    (costs, bids) read linearly, against the exact law of the others' reports from the
+    table (``_below_from_table``), none of the solver's code."""
     from market_sim.mechanisms.first_price import FirstPrice
 
-    cl = result.classes[0]
-    law = as_distribution(cl.dist)
-    c, b = cl.costs, cl.bids
+    c, b = np.asarray(costs, dtype=float), np.asarray(bids, dtype=float)
     profile = Profile(
-        "solved", (law,), (cl.count,), (lambda x: np.interp(x, c, b),),
+        name, (law,), (count,), (lambda x: np.interp(x, c, b),),
         (_below_from_table(law, c, b),), FirstPrice(1), "first-price",
     )  # fmt: skip
-    return exact_gain(profile).relative
+    return exact_gain(profile)
+
+
+def table_relative_epsilon(result) -> float:
+    """The exact relative epsilon of a one-class first-price ``BNEResult``'s bid table
+    (interpolated): ``table_gain``."""
+    cl = result.classes[0]
+    return table_gain(as_distribution(cl.dist), cl.costs, cl.bids, cl.count, "solved").relative
 
 
 # ---- the catalogue ---------------------------------------------------------------------

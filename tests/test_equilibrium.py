@@ -837,7 +837,7 @@ def test_a_black_box_verification_measures_the_exact_gain():
     1.04; 1.04-1.18 on 1024 markets); with the deviator's opponents at random Sobol
     coordinates, the search on 256 markets and no doubling, it was 1.19, 1.17, 1.10
     (and 0.90 on seed 3)."""
-    from bne_reference import Profile, _below_from_table, exact_gain
+    from bne_reference import table_gain
 
     from market_sim.distributions import as_distribution
 
@@ -848,9 +848,7 @@ def test_a_black_box_verification_measures_the_exact_gain():
     def bid(c):
         return np.interp(c, x, b)
 
-    truth = exact_gain(
-        Profile("bump", (law,), (4,), (bid,), (_below_from_table(law, x, b),), FirstPrice(1), "")
-    ).relative
+    truth = table_gain(law, x, b, 4).relative
     assert truth == pytest.approx(0.128, abs=0.002)
     for seed in range(3):
         e = bne_epsilon(GlobalMinFirstPrice(), "uniform:0:1", 4, bid, np.random.default_rng(seed))
@@ -907,7 +905,7 @@ def test_the_black_box_verification_finds_a_narrow_gain(bump, at, width, truth):
     table with these bumps: 3.6-3.8% for 5.0%, 6.3% for 8.4%, 1.29-1.40% for 1.83%), and
     the two-sample verification before issue #48's last change 0.87-0.99; now 0.98-1.09
     of it on seeds 0-2 (at least 0.95 asserted on two)."""
-    from bne_reference import Profile, _below_from_table, exact_gain
+    from bne_reference import table_gain
 
     from market_sim.distributions import as_distribution
 
@@ -918,9 +916,7 @@ def test_the_black_box_verification_finds_a_narrow_gain(bump, at, width, truth):
     def bid(c):
         return np.interp(c, x, b)
 
-    exact = exact_gain(
-        Profile("bump", (law,), (4,), (bid,), (_below_from_table(law, x, b),), FirstPrice(1), "")
-    ).relative
+    exact = table_gain(law, x, b, 4).relative
     assert exact == pytest.approx(truth, abs=0.0005)
     for seed in range(2):
         e = bne_epsilon(GlobalMinFirstPrice(), "uniform:0:1", 4, bid, np.random.default_rng(seed))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from bne_reference import Profile, _below_from_table, exact_gain
+from bne_reference import table_gain
 
 from market_sim.distributions import as_distribution
 from market_sim.games.equilibrium import bne_epsilon
@@ -71,9 +71,7 @@ def test_the_deviations_path_verification_is_not_below_the_exact_gain():
     def bid(c):
         return np.interp(c, x, b)
 
-    exact = exact_gain(
-        Profile("dip", (law,), (4,), (bid,), (_below_from_table(law, x, b),), FirstPrice(1), "")
-    ).relative
+    exact = table_gain(law, x, b, 4).relative
     assert exact == pytest.approx(0.0160, abs=0.0005)
     for seed in (0, 1):
         e = bne_epsilon(DeviatingFirstPrice(), "uniform:0:1", 4, bid, np.random.default_rng(seed))

@@ -600,7 +600,7 @@ def best_response(
     z_lo, z_hi = z_range
     sent = np.linspace(z_lo, z_hi, SENTINELS)
     tried = sent if sentinels == SENTINELS else np.linspace(z_lo, z_hi, sentinels)
-    listed = (np.linspace(z_lo, z_top, k), tried, current if with_current else [])
+    listed = [np.linspace(z_lo, z_top, k), tried] + ([current] if with_current else [])
     Z = np.unique(np.concatenate(listed))
     E, T = oracle.eps_pay(sample, R, g, Z)
     Eb, Tb = sample.mean(E), sample.mean(T)
