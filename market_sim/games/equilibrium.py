@@ -9,13 +9,19 @@ one-class case.  ``bne_epsilon`` verifies any bid function.
 Method (docs/equilibrium.md has the details, the options and the limits): damped
 best responses on a cost grid per class, against a quasi-random sample of opponents
 or, when the mechanism has an exact ``interim``, against the laws of their reports
-(exact utilities), each best response the argmax over a report grid, refined; then
-verification on samples the solver never saw: every report of the
-whole range (below the cost too) on a dense grid, locally refined around the best,
-its gain re-measured on fresh opponents at every evaluation cost up to the support's
-top; epsilon (ε̂) with a CI, bnelearn's ℓ̂ and L̂, and distances to a reference bid.
+(exact utilities), each best response the argmax over a report grid, refined; or
+(``method="distributional"``, the default's pick for a mechanism with an exact
+``interim``) mixed strategies on a discretised game.  Then verification at every
+evaluation cost up to the support's top, every report of the whole range (below the
+cost too) searched: against the returned bids' exact report laws when the mechanism
+has an exact ``interim`` (no noise), else on fresh opponents the solver never saw
+(searched and measured on the same markets on the ``outcome`` path and a deterministic
+mechanism's ``deviations`` path, on a separate sample elsewhere), the largest gains
+refined; epsilon (ε̂) with a CI, bnelearn's ℓ̂ and L̂, and distances to a reference bid.
 The steps live beside it: ``equilibrium_game`` (the sampled game), ``equilibrium_pure``
-(the pure method), ``equilibrium_setup`` and ``equilibrium_result``.
+(the pure method and the verification), ``equilibrium_distributional`` and
+``equilibrium_envelope`` (the distributional method), ``equilibrium_setup`` and
+``equilibrium_result``.
 
 CLI: ``market-sim bne --mechanism SPEC --dist SPEC --sellers N --out DIR`` or
 ``--population 1*uniform:1:2+1*uniform:0:2``; writes DIR/bid.csv, summary.json, bne.png.
