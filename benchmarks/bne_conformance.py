@@ -11,6 +11,8 @@ functions' exact report laws, ``bne_reference.exact_gain``), and the seconds.
     PYTHONPATH=$PWD python benchmarks/bne_conformance.py            # the whole table
     PYTHONPATH=$PWD python benchmarks/bne_conformance.py --games all-pay-4,asym-reserve
     PYTHONPATH=$PWD python benchmarks/bne_conformance.py --speed    # 2-5 sellers, seconds
+    PYTHONPATH=$PWD python benchmarks/bne_conformance.py --methods auto-black-box
+        # each game's mechanism as a black box (outcome only), by the default auto
 
 Prints the markdown table (``--out FILE`` writes it too).  One run, seed 0; the seconds
 are those of the machine at the time (the table says its load).
@@ -59,6 +61,9 @@ METHOD_NAMES = ("pure", "distributional")
 #: ``--methods auto``: the default ``bne(..., method="auto")``, its own column (which
 #: method it returned in the cell)
 AUTO = "auto"
+#: ``--methods auto-black-box``: the default ``auto`` on the game's mechanism written as a
+#: black box (``outcome`` only, ``batched``: no ``interim``), its own column
+BLACK_BOX = "auto-black-box"
 WIN_SHARE = 0.01
 
 
@@ -99,8 +104,9 @@ def exact_relative_gain(p: ref.Profile, result, g: int) -> float:
 def run_game(name: str, method: str, seed: int = 0, **options) -> list[dict]:
     """One solve of game ``name`` by ``method``: one row per class."""
     p = ref.GAMES[name]()
+    mech, how = (OutcomeOnly(p.mechanism), AUTO) if method == BLACK_BOX else (p.mechanism, method)
     t0, c0 = time.perf_counter(), time.process_time()
-    r = bne(p.mechanism, p.population, np.random.default_rng(seed), method=method, **options)
+    r = bne(mech, p.population, np.random.default_rng(seed), method=how, **options)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     rows = []
     for g, law in enumerate(p.laws):
@@ -129,6 +135,18 @@ def run_game(name: str, method: str, seed: int = 0, **options) -> list[dict]:
     return rows
 
 
+class OutcomeOnly:
+    """A mechanism's ``outcome`` alone (a user's black box that takes a batch)."""
+
+    batched = True
+
+    def __init__(self, mech):
+        self.mech = mech
+
+    def outcome(self, reports, rng=None):
+        return self.mech.outcome(reports, rng)
+
+
 def conformance(games=TABLE_GAMES, methods=METHOD_NAMES, seed: int = 0, **options) -> list[dict]:
     """Every game of ``games`` by every method of ``methods``: the rows of the table."""
     return [row for name in games for m in methods for row in run_game(name, m, seed, **options)]
@@ -136,7 +154,8 @@ def conformance(games=TABLE_GAMES, methods=METHOD_NAMES, seed: int = 0, **option
 
 def markdown(rows: list[dict]) -> str:
     """The conformance table: one line per game and class, both methods side by side."""
-    methods = METHOD_NAMES + ((AUTO,) if any(r["method"] == AUTO for r in rows) else ())
+    extra = tuple(m for m in (AUTO, BLACK_BOX) if any(r["method"] == m for r in rows))
+    methods = METHOD_NAMES + extra
     head = (
         "| game | class: law × count | mechanism | "
         + " | ".join(f"{m}: L∞ / ε̂ / exact ε / s" for m in methods)
@@ -164,7 +183,7 @@ def _cell(r: dict | None) -> str:
     if r is None:
         return "–"
     ok = r["linf"] <= 0.01 and r["eps_exact"] <= 0.01
-    picked = f" ({r['chosen']})" if r["method"] == AUTO else ""
+    picked = f" ({r['chosen']})" if r["method"] in (AUTO, BLACK_BOX) else ""
     return (
         f"{r['linf']:.4f} / {100 * r['eps_verified']:.2f}% / "
         f"{100 * r['eps_exact']:.2f}% / {r['seconds']:.1f} {'✓' if ok else '✗'}{picked}"
@@ -177,7 +196,7 @@ def cpu_lines(rows: list[dict]) -> str:
     seen = {(r["game"], r["method"]): r for r in rows}
     return "".join(
         f"- {game} / {method}: {r['cpu']:.1f} CPU s, {r['seconds']:.1f} s wall"
-        + (f", returned {r['chosen']}" if method == AUTO else "")
+        + (f", returned {r['chosen']}" if method in (AUTO, BLACK_BOX) else "")
         + f", stopped by {r['stopped_by']}\n"
         for (game, method), r in seen.items()
     )

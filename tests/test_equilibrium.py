@@ -298,7 +298,7 @@ ASYMMETRIC = [
 def test_two_classes_get_their_own_bid_functions():
     r = bne(
         BatchedFirstPrice(), [("uniform:1:2", 1), ("uniform:0:2", 1)], np.random.default_rng(0),
-        samples=1024, reference=ASYMMETRIC,
+        samples=1024, reference=ASYMMETRIC, method="pure",
     )  # fmt: skip
     # several classes: the automatic settings (docs/equilibrium.md)
     assert (r.options["damping"], r.options["max_iter"], r.options["br_refine"]) == (0.05, 100, 3)

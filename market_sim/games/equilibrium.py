@@ -38,6 +38,7 @@ import numpy as np
 
 from ..errors import MarketSimError
 from ..execution import Job, check_executor, job_rng, run_jobs
+from ..mechanisms.base import mechanism_name
 from ..parameters import check_int
 from .equilibrium_distributional import (
     DistOptions,
@@ -62,6 +63,7 @@ from .equilibrium_pure import (
     _Trace,
     _verify,
 )
+from .equilibrium_rank import RankSurrogate, rank_interim
 from .equilibrium_result import (
     STOPPING_RULES,
     BNEResult,
@@ -399,8 +401,10 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
     setup = _setup(mechanism, population, called["n_sellers"], rng, context, called["bid_max"])
     laws = setup.classes.laws
     references = _per_class(called["reference"], len(laws), "reference")
-    sol = solve_distributional(setup.mech, setup.classes, setup.z_range, rng, dopt, progress)
-    chosen = bid_tables(setup.mech, setup.classes, sol, setup.z_range)
+    rank = _with_rank_interim(setup, dopt)
+    solved_on = rank or setup.mech
+    sol = solve_distributional(solved_on, setup.classes, setup.z_range, rng, dopt, progress)
+    chosen = bid_tables(solved_on, setup.classes, sol, setup.z_range)
     tables = chosen.tables
     c_tops = [live_top(s, law.support) for s, law in zip(sol.strategies, laws, strict=True)]
     oracle = Oracle(setup.mech)
@@ -421,9 +425,10 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
         **{k: getattr(vopt, k) for k in _VERIFY_KEYS},
         "verify_tol": vopt.verify_tol,
         "method": "distributional",
-        "path": sol.path,
+        "path": "rank interim" if rank else sol.path,
         "verification": checks[0].verification,
-        "calls": sol.calls + oracle.calls,
+        "calls": sol.calls + oracle.calls + (rank.interim.calls if rank else 0),
+        "rank_interim": rank is not None,
         "utility_loss": sol.utility_loss,
         "knot_every": chosen.knot_every,
         "envelope_steps": chosen.envelope_steps,
@@ -449,6 +454,19 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
     )
 
 
+def _with_rank_interim(setup, dopt: DistOptions) -> RankSurrogate | None:
+    """A black box with its rank interim attached, when it has no ``interim`` of its own
+    and passes the rank probe (``equilibrium_rank``; ``rank_interim=False``: never), for
+    the distributional method to solve; else None.  Only the solve and the tables'
+    choice see that interim: the verification asks the box itself."""
+    if not dopt.rank_interim or interim_of(setup.mech) is not None:
+        return None
+    interim = rank_interim(setup.mech, setup.classes, setup.z_range)
+    return (
+        None if interim is None else RankSurrogate(setup.mech, interim, mechanism_name(setup.mech))
+    )
+
+
 def _auto_choice(mechanism, population, called, options) -> tuple[str, str]:
     """``method="auto"``'s first pick and why (``METHODS``; docs/equilibrium.md, "Which
     method"): the pure method when the call is the pure method's (an option only it
@@ -470,31 +488,61 @@ def _auto_choice(mechanism, population, called, options) -> tuple[str, str]:
     probe = np.random.default_rng(0)  # the setup draws nothing; the caller's rng untouched
     setup = _setup(mechanism, population, called["n_sellers"], probe, context, called["bid_max"])
     if getattr(setup.mech, "needs_data", False) or interim_of(setup.mech) is None:
-        return "pure", "no exact interim (the distributional sampled path is slow)"
+        return "pure", NO_INTERIM
     return "distributional", "an exact interim"
 
 
+#: ``_auto_choice``'s reason for the pure method on a mechanism without ``interim``
+NO_INTERIM = "no exact interim (the distributional sampled path is slow)"
+
+
+def _rank_box(mechanism, population, called, options) -> bool:
+    """The mechanism has no ``interim`` and passes the rank probe (``equilibrium_rank``):
+    the distributional method can solve it on its rank interim."""
+    context = {k: options[k] for k in options if k in CONTEXT_KEYS}
+    probe = np.random.default_rng(0)  # the setup draws nothing; the caller's rng untouched
+    setup = _setup(mechanism, population, called["n_sellers"], probe, context, called["bid_max"])
+    if getattr(setup.mech, "needs_data", False) or interim_of(setup.mech) is not None:
+        return False
+    return rank_interim(setup.mech, setup.classes, setup.z_range) is not None
+
+
 def _auto(mechanism, population, rng, called, progress, options) -> BNEResult:
-    """``method="auto"`` (the default): the method ``_auto_choice`` picks.  When that is
-    the distributional one for its exact interim and its tables' exact relative epsilon
-    (``training_epsilon``) is above ``verify_tol``, the pure one runs too and the one
-    with the smaller verified relative epsilon is returned.  ``options["method_reason"]``
-    says which and why (the rule, and both numbers when both ran)."""
+    """``method="auto"`` (the default): the method ``_auto_choice`` picks, and the other
+    one too, the one with the smaller verified relative epsilon returned, when the
+    first is unsettled: the distributional one picked for an exact interim with its
+    tables' exact relative epsilon (``training_epsilon``) above ``verify_tol``, or the
+    pure one picked for a black box, not certified, where the box passes the rank probe
+    (the distributional method then solves it on its rank interim: an all-pay contest
+    written as a black box, issue #48).  ``options["method_reason"]`` says which and why
+    (the rule, and both numbers when both ran)."""
     first, why = _auto_choice(mechanism, population, called, options)
     run = {"pure": _auto_pure, "distributional": _auto_distributional}
     r = run[first](mechanism, population, rng, called, progress, options)
-    exact_eps = r.options.get("training_epsilon", math.nan)
-    if why != "an exact interim" or exact_eps <= r.options.get("verify_tol", 0.01):
+    tol = r.options.get("verify_tol", 0.01)
+    unsettled = {
+        "an exact interim": lambda: r.options.get("training_epsilon", math.nan) > tol,
+        NO_INTERIM: lambda: not r.converged and _rank_box(mechanism, population, called, options),
+    }
+    if not unsettled.get(why, lambda: False)():
         text = f"{first}: {why}; verified epsilon / utility {r.epsilon_relative:.3g}"
         return dataclasses.replace(r, options={**r.options, "method_reason": text})
-    other = _auto_pure(mechanism, population, rng, called, progress, options)
+    second = "pure" if first == "distributional" else "distributional"
+    other = run[second](mechanism, population, rng, called, progress, options)
     best, worse = (other, r) if other.epsilon_relative < r.epsilon_relative else (r, other)
     text = (
         f"{best.options['method']}: verified epsilon / utility {best.epsilon_relative:.3g} "
         f"against {worse.epsilon_relative:.3g} for {worse.options['method']} (both run: "
-        "the distributional tables' exact epsilon is above verify_tol)"
+        f"{_BOTH_RUN[why]})"
     )
     return dataclasses.replace(best, options={**best.options, "method_reason": text})
+
+
+_BOTH_RUN = {
+    "an exact interim": "the distributional tables' exact epsilon is above verify_tol",
+    NO_INTERIM: "the pure result was not certified and the box passed the rank probe, so "
+    "the distributional method solved it on its rank interim",
+}
 
 
 def _auto_pure(mechanism, population, rng, called, progress, options) -> BNEResult:

@@ -86,6 +86,7 @@ class DistOptions:
     eps_tol: float = 1e-4  # relative utility loss at which the dynamic stops
     step: float = 1.0  # eta: dual averaging's step (times t^-0.05), on utilities / scale
     markets: int = 256  # sampled path: opponent markets per iteration
+    rank_interim: bool = True  # a black box that passes the rank probe: its rank interim
 
     def checked(self) -> DistOptions:
         """Every setting checked (bad input: one line naming it)."""
@@ -97,7 +98,9 @@ class DistOptions:
             if not ok or not math.isfinite(float(v)) or float(v) <= 0:
                 raise MarketSimError(f"{name} must be a number > 0 (got {v!r})")
             kw[name] = float(v)
-        return DistOptions(**kw)
+        if not isinstance(self.rank_interim, (bool, np.bool_)):
+            raise MarketSimError(f"rank_interim must be True or False (got {self.rank_interim!r})")
+        return DistOptions(**kw, rank_interim=bool(self.rank_interim))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,301 @@
+"""A black box's rank interim: exact utilities for a mechanism that says only ``outcome``.
+
+The distributional method is exact, and holds all-pay contests, reserves and singular
+laws, when the mechanism has an ``interim`` (``equilibrium_distributional``; its
+envelope step and exact table search need one).  A user's black box has only
+``outcome``, and the sampled path is noisy and slow: an all-pay contest written that
+way, 4 x U[0, 1], was solved by neither method (issue #48: the pure one L-infinity 0.35,
+verified epsilon / u 13.5; the distributional sampled path L-infinity 0.017, exact
+relative epsilon 17%, in 35 s).
+
+Many mechanisms are **rank mechanisms**: a seller's eps and payment depend on its own
+report and on *how many* of the others report below it, not on their values or their
+order (first price and k-unit pay-as-bid, with or without a reserve; all-pay contests).
+For those, with m opponents and E_k(z), T_k(z) the deviator's eps and payment when it
+reports z and exactly k of them are below,
+
+    E(z | below, counts) = sum_k P(k of the opponents below z) E_k(z),          (R1)
+
+the same for T, where per class h ``counts[h]`` opponents are each below z with
+probability ``below[h]`` (a Poisson-binomial law; a tie counted half, as ``interim``
+expects): the mechanism's exact ``interim``, built from m + 1 ``outcome`` calls per
+report (the k below at evenly spaced reports under z, the others above it, the deviator
+first).  Nothing of a particular mechanism is assumed but that property.
+
+**The probe** (``rank_interim``) decides whether a black box has it before (R1) is used:
+on ``PROBE_MARKETS`` random markets per kind (reports even on the report range, and
+the population's costs as reports; the deviator at a random position), the deviator's
+outcome must equal (R1)'s E_k, T_k at its own k, and stay the same when the others'
+reports are redrawn on their own side of the deviator's (values changed, ranks kept)
+and their positions shuffled, and when the mechanism is given another generator (a
+lottery draws).  Any difference beyond rounding, a failure or a warning: no rank
+interim (None).  A probe is a test, not a proof: a box whose outcome depends on the
+others' values only where random reports seldom fall can pass it.  So the rank interim
+is used to *solve* only; the verification asks the black box itself, on fresh sampled
+markets (``equilibrium.bne``, ``method="distributional"``): a wrong interim shows as
+gains there and the result is not certified.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..mechanisms.base import as_outcome, mechanism_name
+from .equilibrium_game import Classes, _batch_result, is_batched
+
+__all__ = ["PROBE_MARKETS", "RankInterim", "RankSurrogate", "rank_interim"]
+
+#: random markets per kind of report the probe checks (two kinds: even and the costs)
+PROBE_MARKETS = 256
+#: the probe's tolerance on eps and payments, relative to the larger of 1 and the value
+_PROBE_TOL = 1e-9
+#: the largest number of sellers a rank interim is built for (m + 1 outcomes a report)
+MAX_SELLERS = 256
+#: reports of a one-vector box's table (``RankInterim``)
+TABLE_POINTS = 4097
+_RECENT = 8  # arrays of reports remembered by ``RankInterim.by_rank``
+_BATCH_PROBE = 16  # markets of the probe whether a box takes a (B, n) batch
+_CHUNK = 16  # markets the rank probe checks at a time
+
+
+@dataclass
+class RankInterim:
+    """(R1) for a rank mechanism: ``interim(z, below, counts)`` from the black box's
+    ``outcome`` with exactly k of the m = n - 1 opponents below z, k = 0..m.  A box that
+    takes a (B, n) batch is asked at every report (each report's m + 1 outcomes once,
+    remembered by value): exact.  A one-vector box (a loop of calls) is asked at
+    ``TABLE_POINTS`` reports evenly on the range and read linearly in between: exact
+    where eps is constant and the payment linear in the report between two of them
+    (first price, all-pay), within one cell of a jump (a reserve)."""
+
+    mech: object
+    n: int
+    z_range: tuple[float, float]
+    batched: bool = False  # the box takes a (B, n) batch
+    calls: int = 0  # report vectors evaluated
+    _known: tuple = field(init=False, repr=False)  # (Z sorted, E_k, T_k) asked so far
+    _table: tuple | None = field(default=None, repr=False)  # one-vector box: (Z, E, T)
+    _recent: list = field(default_factory=list, repr=False)  # the last arrays asked
+
+    def __post_init__(self):
+        self._known = (np.empty(0), np.empty((0, self.n)), np.empty((0, self.n)))
+
+    def __call__(self, z, below, counts):
+        z = np.asarray(z, dtype=float)
+        below = np.atleast_2d(np.asarray(below, dtype=float))
+        pmf = _poisson_binomial(below, counts)  # (K, m + 1)
+        if pmf.shape[1] != self.n:
+            raise ValueError(f"counts sum to {pmf.shape[1] - 1}, the box has {self.n - 1} others")
+        E, T = self.by_rank(z.ravel())
+        return (pmf * E).sum(axis=1).reshape(z.shape), (pmf * T).sum(axis=1).reshape(z.shape)
+
+    def by_rank(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(len(z), m + 1) arrays: E_k(z) and T_k(z), the deviator's eps and payment with
+        exactly k opponents below (the solver asks the same reports again and again: the
+        last ``_RECENT`` arrays are kept)."""
+        key = z.tobytes()
+        for k, E, T in self._recent:
+            if k == key:
+                return E, T
+        E, T = self.exact(z) if self.batched else self._read(z)
+        self._recent = [*self._recent[-(_RECENT - 1) :], (key, E, T)]
+        return E, T
+
+    def exact(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """E_k(z), T_k(z) asked of the box at these very reports (each report once: the
+        known ones kept sorted)."""
+        Zk, Ek, Tk = self._known
+        i = np.minimum(np.searchsorted(Zk, z), max(Zk.size - 1, 0))
+        missing = ~(Zk[i] == z) if Zk.size else np.ones(z.shape, dtype=bool)
+        if np.any(missing):
+            new = np.unique(z[missing])
+            X = ranked_markets(new, self.n, self.z_range)  # (len(new), m + 1, n)
+            self.calls += X.shape[0] * self.n
+            e, p = outcomes(
+                self.mech, X.reshape(-1, self.n), np.random.default_rng(0), self.batched
+            )
+            Zk = np.concatenate([Zk, new])
+            order = np.argsort(Zk, kind="stable")
+            Ek = np.concatenate([Ek, e[:, 0].reshape(new.size, self.n)])[order]
+            Tk = np.concatenate([Tk, p[:, 0].reshape(new.size, self.n)])[order]
+            self._known = (Zk := Zk[order], Ek, Tk)
+            i = np.searchsorted(Zk, z)
+        return Ek[i], Tk[i]
+
+    def _read(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A one-vector box: the table's values, linear between its reports."""
+        if self._table is None:
+            Z = np.linspace(*self.z_range, TABLE_POINTS)
+            self._table = (Z, *self.exact(Z))
+        Z, E, T = self._table
+        i = np.clip(np.searchsorted(Z, z, side="right") - 1, 0, Z.size - 2)
+        w = np.clip((z - Z[i]) / (Z[i + 1] - Z[i]), 0.0, 1.0)[:, None]
+        return E[i] * (1 - w) + E[i + 1] * w, T[i] * (1 - w) + T[i + 1] * w
+
+
+@dataclass
+class RankSurrogate:
+    """The black box with its rank interim attached: what the distributional solve sees
+    (``interim``), while ``outcome`` stays the box's own."""
+
+    box: object
+    interim: RankInterim
+    name: str = "black box"
+
+    @property
+    def batched(self) -> bool:
+        return is_batched(self.box)
+
+    def outcome(self, reports, rng=None):
+        return self.box.outcome(reports, rng)
+
+
+def rank_interim(mech, classes: Classes, z_range: tuple[float, float]) -> RankInterim | None:
+    """The black box's rank interim (R1) when it passes the probe (module doc), else
+    None.  Also None for sellers with data (their outcome depends on more than reports),
+    a mechanism that says ``randomized``, and more than ``MAX_SELLERS`` sellers.  The
+    probe draws from its own generator (seed 0): the caller's stream is not touched."""
+    n = classes.n
+    if classes.data is not None or getattr(mech, "randomized", False) or n > MAX_SELLERS:
+        return None
+    lo, hi = (float(v) for v in z_range)
+    if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
+        return None
+    rng = np.random.default_rng(0)
+    kinds = [
+        rng.uniform(lo, hi, size=(PROBE_MARKETS, n)),
+        np.column_stack([law.sample(PROBE_MARKETS, rng) for law in _laws_by_seller(classes)]),
+    ]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            interim = RankInterim(mech, n, (lo, hi), _takes_batches(mech, kinds[0]))
+            ok = all(_passes(interim, np.clip(R, lo, hi), rng) for R in kinds)
+    except Exception:  # a box that fails on the probe's markets: no rank interim
+        return None
+    return interim if ok else None
+
+
+def _passes(interim: RankInterim, R: np.ndarray, rng: np.random.Generator) -> bool:
+    """The probe on one kind of markets R (M, n), ``_CHUNK`` markets at a time (a box
+    that is no rank mechanism usually fails on the first): the deviator's outcome is
+    unchanged with the others' values redrawn on their side of its report, their
+    positions shuffled, itself moved and another generator, and equals (R1)'s E_k, T_k
+    at its own k."""
+    return all(
+        _chunk_passes(interim, R[at : at + _CHUNK], rng) for at in range(0, R.shape[0], _CHUNK)
+    )
+
+
+def _chunk_passes(interim: RankInterim, R: np.ndarray, rng: np.random.Generator) -> bool:
+    M, n = R.shape
+    lo, hi = interim.z_range
+    rows = np.arange(M)
+    dev = np.asarray(rng.integers(0, n, size=M))
+    z = R[rows, dev]
+    others = np.ones_like(R, dtype=bool)
+    others[rows, dev] = False
+    rest = R[others].reshape(M, n - 1)
+    below = rest < z[:, None]
+    if np.any(rest == z[:, None]):  # a tie: the probe wants the sides clear
+        return False
+    e, p = _deviator(interim, R, dev, seed=1)
+    u = rng.random(rest.shape)  # values redrawn on their own side of z, positions shuffled
+    moved = np.where(below, lo + u * (z[:, None] - lo), z[:, None] + u * (hi - z[:, None]))
+    moved = np.take_along_axis(
+        moved, rng.permuted(np.tile(np.arange(n - 1), (M, 1)), axis=1), axis=1
+    )
+    dev2 = np.asarray(rng.integers(0, n, size=M))
+    R2 = np.empty_like(R)
+    mask = np.ones_like(R, dtype=bool)
+    mask[rows, dev2] = False
+    R2[mask] = moved.ravel()
+    R2[rows, dev2] = z
+    e2, p2 = _deviator(interim, R2, dev2, seed=2)
+    if not (_same(e, e2) and _same(p, p2)):
+        return False
+    k = below.sum(axis=1)  # (R1)'s market with the deviator's own k
+    X = ranked_markets(z, n, interim.z_range)[rows, k]
+    ek, pk = _deviator(interim, X, np.zeros(M, dtype=int), seed=3)
+    return _same(e, ek) and _same(p, pk)
+
+
+def _deviator(interim: RankInterim, R: np.ndarray, dev: np.ndarray, seed: int):
+    """The deviators' eps and payment in the markets R (seller ``dev[s]`` of market s)."""
+    interim.calls += R.shape[0]
+    e, p = outcomes(interim.mech, R, np.random.default_rng(seed), interim.batched)
+    rows = np.arange(R.shape[0])
+    return e[rows, dev], p[rows, dev]
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return bool(np.all(np.abs(a - b) <= _PROBE_TOL * np.maximum(1.0, np.abs(a))))
+
+
+def ranked_markets(z: np.ndarray, n: int, z_range: tuple[float, float]) -> np.ndarray:
+    """(len(z), n, n) report vectors: market [i, k] has the deviator (seller 0) at z[i]
+    and k of the n - 1 others evenly below it (above the report range's bottom, or a
+    hair under it when z is there), the rest evenly above it (below the top, or a hair
+    over it)."""
+    lo, hi = z_range
+    hair = 1e-9 * (hi - lo)
+    m = n - 1
+    X = np.empty((z.size, n, n))
+    X[:, :, 0] = z[:, None]
+    j = np.arange(1, m + 1)
+    for k in range(n):
+        down = z[:, None] - (z[:, None] - lo + hair) * j[:k] / (k + 1)
+        up = z[:, None] + (hi - z[:, None] + hair) * j[: m - k] / (m - k + 1)
+        X[:, k, 1:] = np.concatenate([down, up], axis=1)
+    return X
+
+
+def outcomes(mech, X: np.ndarray, rng: np.random.Generator, batched: bool):
+    """Every seller's eps and payment, (B, n) each, for the B report vectors of X: one
+    call when the box takes a batch, else one call per vector."""
+    name = mechanism_name(mech)
+    if batched:
+        return _batch_result(mech.outcome(X, rng), X.shape, name)
+    rows = [as_outcome(mech.outcome(x, rng), X.shape[1], name) for x in X]
+    e = np.array([np.asarray(o.eps, dtype=float) for o in rows]).reshape(X.shape)
+    p = np.array([np.asarray(o.payments, dtype=float) for o in rows]).reshape(X.shape)
+    return e, p
+
+
+def _takes_batches(mech, R: np.ndarray) -> bool:
+    """The box says ``batched``, or its ``outcome`` of the first ``_BATCH_PROBE`` report
+    vectors of R as one (k, n) batch returns, row by row, exactly what k one-vector calls
+    return (a failure or a difference: no)."""
+    if is_batched(mech):
+        return True
+    X = R[:_BATCH_PROBE]
+    try:
+        e, p = outcomes(mech, X, np.random.default_rng(0), batched=True)
+    except Exception:  # a box written for one vector
+        return False
+    e1, p1 = outcomes(mech, X, np.random.default_rng(0), batched=False)
+    return bool(np.array_equal(e, e1) and np.array_equal(p, p1))
+
+
+def _poisson_binomial(below: np.ndarray, counts) -> np.ndarray:
+    """(K, m + 1): the probability that exactly k of the opponents are below, per class
+    h ``counts[h]`` of them each below with probability ``below[h]`` (K,)."""
+    counts = [int(c) for c in np.atleast_1d(counts)]
+    pmf = np.zeros((below.shape[1], sum(counts) + 1))
+    pmf[:, 0] = 1.0
+    for p, m in zip(below, counts, strict=True):
+        p = np.clip(p, 0.0, 1.0)[:, None]
+        for _ in range(m):
+            pmf[:, 1:] = pmf[:, 1:] * (1 - p) + pmf[:, :-1] * p
+            pmf[:, :1] = pmf[:, :1] * (1 - p)
+    return pmf
+
+
+def _laws_by_seller(classes: Classes) -> list:
+    return [
+        law for law, count in zip(classes.laws, classes.counts, strict=True) for _ in range(count)
+    ]

@@ -1,0 +1,220 @@
+"""A black box's rank interim (market_sim.games.equilibrium_rank; docs/equilibrium.md,
+"A black box's rank interim"): (R1) agrees with the exact interims it stands for, the
+probe refuses boxes that are no rank mechanism (each proved so below), a box built to
+pass the probe is caught by the verification, and the all-pay contest written as a black
+box (issue #48: neither method solved it) is solved by the default ``auto``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from bne_reference import AllPayContest, FirstPriceReserve, all_pay_profile
+
+from market_sim.games.equilibrium import bne
+from market_sim.games.equilibrium_game import as_classes
+from market_sim.games.equilibrium_rank import RankInterim, rank_interim, ranked_markets
+from market_sim.mechanisms.base import as_mechanism
+from market_sim.mechanisms.first_price import FirstPrice
+
+
+def _conformance():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bne_conformance
+
+    return bne_conformance
+
+
+class Batched:
+    """Any mechanism's ``outcome`` as a black box that takes a (B, n) batch."""
+
+    batched = True
+
+    def __init__(self, mech):
+        self.mech = mech
+
+    def outcome(self, reports, rng=None):
+        return self.mech.outcome(reports, rng)
+
+
+class OneVector:
+    """The same box, one report vector per call (rejects a batch, as a user's might)."""
+
+    def __init__(self, mech):
+        self.mech = mech
+
+    def outcome(self, reports, rng=None):
+        r = np.asarray(reports, dtype=float)
+        if r.ndim != 1:
+            raise ValueError("one report vector per call")
+        return self.mech.outcome(r, rng)
+
+
+def _classes(spec):
+    return as_classes(spec)[0]
+
+
+def _interim_of_box(box, spec, z_range=(0.0, 1.0)):
+    classes = _classes(spec)
+    return rank_interim(as_mechanism(box, n_sellers=classes.n, dist=classes.laws[0]), classes,
+                        z_range)  # fmt: skip
+
+
+CASES = [
+    (FirstPrice(1), [("uniform:0:1", 4)]),
+    (FirstPriceReserve(k=2, reserve=0.6), [("beta:2:2:0:1", 5)]),
+    (AllPayContest(), [("uniform:0:1", 2), ("beta:2:3:0:1", 2)]),
+]
+
+
+@pytest.mark.parametrize("wrap", [Batched, OneVector])
+@pytest.mark.parametrize("mech, spec", CASES, ids=["first-price", "2-unit-reserve", "all-pay"])
+def test_the_rank_interim_is_the_exact_interim(mech, spec, wrap):
+    """(R1) is the Poisson-binomial mixture of the box's outcomes with exactly k
+    opponents below, and these mechanisms' own ``interim`` is the same mixture written by
+    hand (tests/bne_reference.py, FirstPrice): they agree at random reports and random
+    per-class probabilities below, to rounding.  The one-vector box is read linearly
+    between 4097 reports, exact here (eps constant and payments linear in the report
+    between them) except within one cell of the reserve's jump, which is left out."""
+    interim = _interim_of_box(wrap(mech), spec)
+    assert isinstance(interim, RankInterim) and interim.batched == (wrap is Batched)
+    rng = np.random.default_rng(7)
+    z = rng.uniform(0, 1, 400)
+    z = z[np.abs(z - getattr(mech, "reserve", 9.0)) > 1e-3]
+    counts = np.array([c for _, c in spec])
+    for g in range(len(spec)):
+        below = rng.uniform(0, 1, (len(spec), z.size))
+        opponents = counts - (np.arange(counts.size) == g)
+        E, T = interim(z, below, opponents)
+        E0, T0 = mech.interim(z, below, opponents)
+        assert np.allclose(E, E0, rtol=0, atol=1e-12) and np.allclose(T, T0, rtol=0, atol=1e-12)
+
+
+def test_ranked_markets_put_exactly_k_others_below():
+    z = np.array([0.0, 0.3, 1.0])
+    X = ranked_markets(z, 5, (0.0, 1.0))
+    for i, zi in enumerate(z):
+        for k in range(5):
+            others = X[i, k, 1:]
+            assert X[i, k, 0] == zi and (others < zi).sum() == k and (others > zi).sum() == 4 - k
+
+
+class SecondPrice:
+    """The lowest report sells and is paid the second-lowest report."""
+
+    batched = True
+
+    def outcome(self, reports, rng=None):
+        R = np.atleast_2d(np.asarray(reports, dtype=float))
+        order = np.sort(R, axis=1)
+        eps = (R == order[:, :1]).astype(float)
+        pay = eps * order[:, 1:2]
+        return (eps[0], pay[0]) if np.ndim(reports) == 1 else (eps, pay)
+
+
+class Lottery:
+    """A seller drawn at random by the generator sells at its report."""
+
+    batched = True
+
+    def outcome(self, reports, rng=None):
+        R = np.atleast_2d(np.asarray(reports, dtype=float))
+        rng = np.random.default_rng() if rng is None else rng
+        eps = np.zeros_like(R)
+        eps[np.arange(R.shape[0]), rng.integers(0, R.shape[1], R.shape[0])] = 1.0
+        return (eps[0], (R * eps)[0]) if np.ndim(reports) == 1 else (eps, R * eps)
+
+
+class Handicapped:
+    """First price where seller 0's report counts at 0.9 of its value (not anonymous)."""
+
+    batched = True
+
+    def outcome(self, reports, rng=None):
+        R = np.atleast_2d(np.asarray(reports, dtype=float))
+        score = R.copy()
+        score[:, 0] *= 0.9
+        eps = (np.argsort(np.argsort(score, axis=1), axis=1) == 0).astype(float)
+        return (eps[0], (R * eps)[0]) if np.ndim(reports) == 1 else (eps, R * eps)
+
+
+@pytest.mark.parametrize(
+    "box",
+    ["uniform-price", SecondPrice(), Lottery(), Handicapped()],
+    ids=["uniform-price", "second-price", "lottery", "handicapped"],
+)
+def test_the_probe_refuses_what_is_no_rank_mechanism(box):
+    """Each box's deviator outcome depends on more than its report and its rank, so (R1)
+    would be wrong: uniform price and second price pay the (k+1)-th / second-lowest
+    *value* (a winner's payment moves with an opponent's report that stays above it); the
+    lottery's allocation is the generator's draw (two generators, two outcomes); the
+    handicapped box sells to seller 0 against a lower opponent report when 0.9 z0 is the
+    lowest score (the deviator's position matters).  The probe says None for each."""
+    assert _interim_of_box(box, [("uniform:0:1", 4)]) is None
+
+
+class LazyBonus:
+    """All-pay (tests/bne_reference.py) with a bonus: a seller who reports below 0.9
+    while at least two others report above 0.995 gets 1 more.  No rank mechanism (the
+    bonus moves with the others' *values* above the deviator), built to pass the probe:
+    on its random markets (reports even on [0, 1], or U[0, 1] costs) two of three others
+    above 0.995 has probability 3 (0.005)^2 (0.995) + (0.005)^3 = 7.5e-5 a market."""
+
+    batched = True
+
+    def outcome(self, reports, rng=None):
+        R = np.atleast_2d(np.asarray(reports, dtype=float))
+        eps, pay = AllPayContest().outcome(R)
+        lazy = (R > 0.995).sum(axis=1, keepdims=True) - (R > 0.995)
+        pay = pay + ((R < 0.9) & (lazy >= 2))
+        return (eps[0], pay[0]) if np.ndim(reports) == 1 else (eps, pay)
+
+
+def test_a_box_that_passes_the_probe_is_caught_by_the_verification():
+    """LazyBonus passes the probe (asserted: the test is of the safety net), so the
+    distributional method solves the plain all-pay contest on its rank interim; the
+    verification asks the box itself.  The truth, for the returned bids (the all-pay
+    equilibrium, z(c) = 1 - 3/4 (1 - c)^4): an opponent reports above 0.995 when
+    (1 - c)^4 < 0.02/3, c > 0.714, probability p = 0.286, so two of three do with
+    3 p^2 (1 - p) + p^3 = 0.198; a seller of cost near 1 (utility near 0: it almost never
+    wins and bids near 1) who reports 0.89 instead pays 0.11 more effort and gets the
+    bonus with probability 0.198: a gain of at least 0.088, more than 100% of the
+    ex-ante utility (u = 0.05 in this game; tests/bne_reference.py).  The verification
+    must not certify, and its epsilon / u must be above 1."""
+    p = all_pay_profile(4)
+    r = bne(LazyBonus(), p.population, np.random.default_rng(0), method="distributional",
+            samples=256)  # fmt: skip
+    assert r.options["rank_interim"] is True
+    assert not r.converged and r.epsilon_relative > 1.0
+
+
+def test_an_all_pay_black_box_is_solved_by_default():
+    """Issue #48: the all-pay contest, 4 x U[0, 1], written as a black box (``outcome``
+    only): the pure method fails it (not certified) and the sampled distributional path
+    reached L-inf 0.017 and an exact relative epsilon of 17%.  ``auto`` (the default)
+    runs the pure method, then, the box passing the probe, the distributional method on
+    its rank interim, and returns that: L-inf <= 0.01 to z(c) = 1 - 3/4 (1 - c)^4 where
+    the reference wins >= 1% (c <= 0.78), and by the independent measure (the exact
+    best response against the returned bids) a relative epsilon <= 1%, not above what it
+    printed."""
+    p = all_pay_profile(4)
+    r = bne(OneVector(AllPayContest()), p.population, np.random.default_rng(0), samples=256)
+    assert r.options["method"] == "distributional" and r.options["rank_interim"] is True
+    assert "rank probe" in r.options["method_reason"]
+    c = np.linspace(0, 0.78, 157)
+    assert np.max(np.abs(r.bid(c) - p.bids[0](c))) <= 0.01
+    exact = _conformance().exact_relative_gain(p, r, 0)
+    assert exact <= 0.01 and r.epsilon_relative >= exact
+
+
+def test_rank_interim_false_keeps_the_sampled_path():
+    p = all_pay_profile(3)
+    kw = dict(method="distributional", grid=8, bid_grid=16, max_iter=8, markets=32,
+              samples=16, eval_grid=4, check_grid=9, refine=1)  # fmt: skip
+    off = bne(Batched(AllPayContest()), p.population, np.random.default_rng(0),
+              rank_interim=False, **kw)  # fmt: skip
+    on = bne(Batched(AllPayContest()), p.population, np.random.default_rng(0), **kw)
+    assert off.options["rank_interim"] is False and off.options["path"] == "batched"
+    assert on.options["rank_interim"] is True and on.options["path"] == "rank interim"
