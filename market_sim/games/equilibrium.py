@@ -11,7 +11,10 @@ best responses on a cost grid per class, against a quasi-random sample of oppone
 or, when the mechanism has an exact ``interim``, against the laws of their reports
 (exact utilities), each best response the argmax over a report grid, refined; or
 (``method="distributional"``, the default's pick for a mechanism with an exact
-``interim``) mixed strategies on a discretised game.  Then verification at every
+``interim``) mixed strategies on a discretised game; a black box (``outcome`` only)
+that passes the rank probe is solved there on its rank interim (``equilibrium_rank``;
+the default runs it when the pure result on a black box is not certified).  Then
+verification at every
 evaluation cost up to the support's top, every report of the whole range (below the
 cost too) searched: against the returned bids' exact report laws when the mechanism
 has an exact ``interim`` (no noise), else on fresh opponents the solver never saw
@@ -20,7 +23,8 @@ mechanism's ``deviations`` path, on a separate sample elsewhere), the largest ga
 refined; epsilon (ε̂) with a CI, bnelearn's ℓ̂ and L̂, and distances to a reference bid.
 The steps live beside it: ``equilibrium_game`` (the sampled game), ``equilibrium_pure``
 (the pure method and the verification), ``equilibrium_distributional`` and
-``equilibrium_envelope`` (the distributional method), ``equilibrium_setup`` and
+``equilibrium_envelope`` (the distributional method), ``equilibrium_rank`` (a black
+box's rank interim), ``equilibrium_setup`` and
 ``equilibrium_result``.
 
 CLI: ``market-sim bne --mechanism SPEC --dist SPEC --sellers N --out DIR`` or
@@ -38,7 +42,6 @@ import numpy as np
 
 from ..errors import MarketSimError
 from ..execution import Job, check_executor, job_rng, run_jobs
-from ..mechanisms.base import mechanism_name
 from ..parameters import check_int
 from .equilibrium_distributional import (
     DistOptions,
@@ -54,6 +57,7 @@ from .equilibrium_game import (
 )
 from .equilibrium_pure import (
     _TAIL_RULES,
+    _exact_laws,
     _final_rule,
     _iterate,
     _linear,
@@ -63,7 +67,7 @@ from .equilibrium_pure import (
     _Trace,
     _verify,
 )
-from .equilibrium_rank import RankSurrogate, rank_interim
+from .equilibrium_rank import TABLE_POINTS, RankSurrogate, rank_interim
 from .equilibrium_result import (
     STOPPING_RULES,
     BNEResult,
@@ -158,6 +162,10 @@ def bne(
             references, exact=oracle.path == "interim",
         )  # fmt: skip
     oracle.calls += sampled.calls
+    checks = _rank_checked(
+        setup, opt, checks, state.bidfns(), state.costs, state.c_top, state.z_top, rng,
+        references, oracle,
+    )  # fmt: skip
     trace.stopped_by = _final_rule(trace, checks, opt, oracle.path)
     r = _result(setup, opt, state, trace, checks, oracle, time.perf_counter() - t0, context)
     called = dict(n_sellers=setup.classes.n, init=_described(init), progress=bool(progress))
@@ -242,7 +250,7 @@ def _result(setup, opt, state, trace, checks, oracle, seconds, context) -> BNERe
         **dataclasses.asdict(opt),
         "markets": opt.markets(oracle, opt.samples, setup.classes)[0],
         "path": oracle.path,
-        "verification": checks[0].verification,
+        "verification": _verification_label(checks),
         "calls": oracle.calls,
         "cost_top": state.c_top[0],
         "training_gain": trace.gains[trace.best - 1] if trace.gains else math.nan,
@@ -354,9 +362,11 @@ def _exact_verification(mech, exact: bool | None) -> bool:
 # ---- the second method: distributional strategies -----------------------------------------
 #: ``bne``'s methods: "pure" (damped best responses of bid functions), "distributional"
 #: (mixed strategies on a discretised game, ``market_sim.games.equilibrium_distributional``),
-#: "auto" (both when the mechanism has an exact ``interim``, else the pure one and the
-#: distributional one only if the pure one fails its verification; the better verified
-#: one is returned; docs/equilibrium.md, "Which method")
+#: "auto" (for a mechanism with an exact ``interim`` the distributional one, and the pure
+#: one too when its tables' exact epsilon is above verify_tol; else the pure one, and the
+#: distributional one on the box's rank interim when the pure one is not certified and the
+#: box passes the rank probe; the better verified one is returned; docs/equilibrium.md,
+#: "Which method")
 METHODS = ("pure", "distributional", "auto")
 #: the distributional method's options (besides the verification's ``_VERIFY_KEYS``)
 DIST_OPTIONS = {f.name: f.default for f in dataclasses.fields(DistOptions)}
@@ -417,6 +427,11 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
         setup, vopt, oracle, bidfns, [c for c, _ in tables], c_tops, setup.z_range[1], rng,
         references, exact,
     )  # fmt: skip
+    oracle.calls += sol.calls + (rank.interim.calls if rank else 0)
+    checks = _rank_checked(
+        setup, vopt, checks, bidfns, [c for c, _ in tables], c_tops, setup.z_range[1], rng,
+        references, oracle, rank,
+    )  # fmt: skip
     state = _State([c for c, _ in tables], [b for _, b in tables], c_tops, setup.z_range[1])
     trace = _Trace(sol.iterations, sol.stopped_by, list(sol.history), best=sol.iterations)
     r = _result(setup, vopt, state, trace, checks, oracle, time.perf_counter() - t0, context)
@@ -426,8 +441,8 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
         "verify_tol": vopt.verify_tol,
         "method": "distributional",
         "path": "rank interim" if rank else sol.path,
-        "verification": checks[0].verification,
-        "calls": sol.calls + oracle.calls + (rank.interim.calls if rank else 0),
+        "verification": _verification_label(checks),
+        "calls": oracle.calls,
         "rank_interim": rank is not None,
         "utility_loss": sol.utility_loss,
         "knot_every": chosen.knot_every,
@@ -462,9 +477,53 @@ def _with_rank_interim(setup, dopt: DistOptions) -> RankSurrogate | None:
     if not dopt.rank_interim or interim_of(setup.mech) is not None:
         return None
     interim = rank_interim(setup.mech, setup.classes, setup.z_range)
-    return (
-        None if interim is None else RankSurrogate(setup.mech, interim, mechanism_name(setup.mech))
-    )
+    return None if interim is None else RankSurrogate(setup.mech, interim)
+
+
+def _rank_checked(
+    setup, opt, checks, bidfns, state_costs, c_tops, z_top, rng, references, oracle, rank=None
+) -> list[EpsilonResult]:
+    """``checks``, or per class the larger (by relative epsilon) of it and the exact
+    verification against the box's rank interim, for a black box that passes the rank
+    probe (``equilibrium_rank``; ``rank``: already built).  The sampled verification's
+    maximum is conservative on average only: on a first-price black box it printed 0.93
+    of the exact epsilon on one seed in 20 (issue #48), and a rank box's exact one is the
+    truth.  It never lowers a number: a box that fooled the probe keeps its sampled one
+    (``tests/test_equilibrium_rank.py``).  Skipped when the bids fall (no exact report
+    laws) and, for a one-vector box, when the interim's table would cost more outcome
+    calls than the solve and its verification did (``oracle.calls``, updated).  Its win
+    rates come from the rank interim too (``RankSurrogate.outcome``)."""
+    if rank is None and (interim_of(setup.mech) is not None or setup.classes.data is not None):
+        return checks
+    interim = rank.interim if rank else rank_interim(setup.mech, setup.classes, setup.z_range)
+    if interim is None or _exact_laws(setup, bidfns, state_costs, c_tops) is None:
+        return checks
+    if not interim.batched and TABLE_POINTS * setup.classes.n > oracle.calls:
+        return checks
+    box = rank or RankSurrogate(setup.mech, interim)
+    before = interim.calls
+    ranked = _verify(
+        dataclasses.replace(setup, mech=box), opt, Oracle(box), bidfns, state_costs,
+        c_tops, z_top, rng, references, exact=True,
+    )  # fmt: skip
+    oracle.calls += interim.calls - before
+    noise = _FLOAT_NOISE * (setup.z_range[1] - setup.z_range[0])
+    return [
+        dataclasses.replace(r, verification="rank interim")
+        if r.epsilon > s.epsilon + noise and r.epsilon_relative > s.epsilon_relative
+        else s
+        for s, r in zip(checks, ranked, strict=True)
+    ]
+
+
+#: a gain this small (times the report range) is rounding, not a deviation's
+_FLOAT_NOISE = 1e-12
+
+
+def _verification_label(checks) -> str:
+    """How the classes' epsilons were measured ("exact", "sampled", "rank interim"; the
+    distinct ones, joined)."""
+    return ", ".join(dict.fromkeys(ch.verification for ch in checks))
 
 
 def _auto_choice(mechanism, population, called, options) -> tuple[str, str]:

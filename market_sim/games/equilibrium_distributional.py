@@ -663,7 +663,7 @@ def _ceiling(interim, classes: Classes, strategy: MixedStrategy) -> float:
     low = strategy.top_selling
     high = float(bids[min(int(np.searchsorted(bids, low)) + 1, bids.size - 1)])
     alone = np.zeros((len(classes.laws), 1))
-    counts = np.asarray(classes.counts)
+    counts = np.asarray(classes.counts) - (np.arange(len(classes.laws)) == 0)  # a class-0 seller's
     while high - low > 1e-12 * max(1.0, abs(high)):
         mid = 0.5 * (low + high)
         sells = float(np.asarray(interim(np.array([mid]), alone, counts)[0])[0]) > 0

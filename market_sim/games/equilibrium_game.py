@@ -323,7 +323,7 @@ def interim_of(mech) -> Callable | None:
 
 def has_vector_deviations(mech) -> bool:
     """The mechanism overrides ``deviations`` (vectorised over candidates)."""
-    return type(mech).deviations is not Mechanism.deviations
+    return getattr(type(mech), "deviations", Mechanism.deviations) is not Mechanism.deviations
 
 
 @dataclass

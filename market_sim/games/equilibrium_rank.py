@@ -41,10 +41,11 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
-from ..mechanisms.base import as_outcome, mechanism_name
+from ..mechanisms.base import Mechanism, as_outcome, mechanism_name
 from .equilibrium_game import Classes, _batch_result, is_batched
 
 __all__ = ["PROBE_MARKETS", "RankInterim", "RankSurrogate", "rank_interim"]
@@ -126,32 +127,48 @@ class RankInterim:
             i = np.searchsorted(Zk, z)
         return Ek[i], Tk[i]
 
-    def _read(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """A one-vector box: the table's values, linear between its reports."""
+    def at_rank(self, z: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """E_k(z), T_k(z) at each report's own k (``RankSurrogate.outcome``), without
+        the (len(z), m + 1) arrays of ``by_rank``."""
+        if self.batched:
+            E, T = self.exact(z)
+            rows = np.arange(z.size)
+            return E[rows, k], T[rows, k]
+        return self._read(z, k)
+
+    def _read(self, z: np.ndarray, k: np.ndarray | None = None):
+        """A one-vector box: the table's values, linear between its reports (every k, or
+        each report's own k)."""
         if self._table is None:
             Z = np.linspace(*self.z_range, TABLE_POINTS)
             self._table = (Z, *self.exact(Z))
         Z, E, T = self._table
         i = np.clip(np.searchsorted(Z, z, side="right") - 1, 0, Z.size - 2)
-        w = np.clip((z - Z[i]) / (Z[i + 1] - Z[i]), 0.0, 1.0)[:, None]
-        return E[i] * (1 - w) + E[i + 1] * w, T[i] * (1 - w) + T[i + 1] * w
+        w = np.clip((z - Z[i]) / (Z[i + 1] - Z[i]), 0.0, 1.0)
+        if k is None:
+            w = w[:, None]
+            return E[i] * (1 - w) + E[i + 1] * w, T[i] * (1 - w) + T[i + 1] * w
+        return E[i, k] * (1 - w) + E[i + 1, k] * w, T[i, k] * (1 - w) + T[i + 1, k] * w
 
 
-@dataclass
-class RankSurrogate:
-    """The black box with its rank interim attached: what the distributional solve sees
-    (``interim``), while ``outcome`` stays the box's own."""
+class RankSurrogate(Mechanism):
+    """The black box with its rank interim attached, for the solve and the exact check
+    (``interim``), and an ``outcome`` read off the same table: every seller's E_k(z),
+    T_k(z) at its own report z and its own k (the others strictly below it), batched:
+    the box's outcome when the box is a rank mechanism, at the cost of vector operations
+    (the exact check's win rates on 1024 markets took 2.2 M one-vector calls)."""
 
-    box: object
-    interim: RankInterim
-    name: str = "black box"
+    batched: ClassVar[bool] = True
 
-    @property
-    def batched(self) -> bool:
-        return is_batched(self.box)
+    def __init__(self, box, interim: RankInterim):
+        self.box, self.interim = box, interim
 
     def outcome(self, reports, rng=None):
-        return self.box.outcome(reports, rng)
+        R = np.atleast_2d(np.asarray(reports, dtype=float))
+        k = (R[:, None, :] < R[:, :, None]).sum(axis=2)  # (B, n): others below each seller
+        eps, pay = self.interim.at_rank(R.ravel(), k.ravel())
+        eps, pay = eps.reshape(R.shape), pay.reshape(R.shape)
+        return (eps[0], pay[0]) if np.ndim(reports) == 1 else (eps, pay)
 
 
 def rank_interim(mech, classes: Classes, z_range: tuple[float, float]) -> RankInterim | None:
@@ -186,23 +203,30 @@ def _passes(interim: RankInterim, R: np.ndarray, rng: np.random.Generator) -> bo
     unchanged with the others' values redrawn on their side of its report, their
     positions shuffled, itself moved and another generator, and equals (R1)'s E_k, T_k
     at its own k."""
-    return all(
-        _chunk_passes(interim, R[at : at + _CHUNK], rng) for at in range(0, R.shape[0], _CHUNK)
-    )
+    checked = 0
+    for at in range(0, R.shape[0], _CHUNK):
+        ok, clear = _chunk_passes(interim, R[at : at + _CHUNK], rng)
+        if not ok:
+            return False
+        checked += clear
+    return checked >= R.shape[0] // 2  # most markets without a tie at the deviator
 
 
-def _chunk_passes(interim: RankInterim, R: np.ndarray, rng: np.random.Generator) -> bool:
-    M, n = R.shape
+def _chunk_passes(interim: RankInterim, R: np.ndarray, rng: np.random.Generator):
+    """(passed, markets checked): the markets with a tie at the deviator left out."""
     lo, hi = interim.z_range
-    rows = np.arange(M)
-    dev = np.asarray(rng.integers(0, n, size=M))
-    z = R[rows, dev]
+    dev = np.asarray(rng.integers(0, R.shape[1], size=R.shape[0]))
+    z = R[np.arange(R.shape[0]), dev]
     others = np.ones_like(R, dtype=bool)
-    others[rows, dev] = False
-    rest = R[others].reshape(M, n - 1)
+    others[np.arange(R.shape[0]), dev] = False
+    rest = R[others].reshape(R.shape[0], R.shape[1] - 1)
+    clear = ~np.any(rest == z[:, None], axis=1)  # a tie (costs clipped to the range's
+    R, dev, z, rest = R[clear], dev[clear], z[clear], rest[clear]  # bottom): sides unclear
+    M, n = R.shape
+    if M == 0:
+        return True, 0
+    rows = np.arange(M)
     below = rest < z[:, None]
-    if np.any(rest == z[:, None]):  # a tie: the probe wants the sides clear
-        return False
     e, p = _deviator(interim, R, dev, seed=1)
     u = rng.random(rest.shape)  # values redrawn on their own side of z, positions shuffled
     moved = np.where(below, lo + u * (z[:, None] - lo), z[:, None] + u * (hi - z[:, None]))
@@ -217,11 +241,11 @@ def _chunk_passes(interim: RankInterim, R: np.ndarray, rng: np.random.Generator)
     R2[rows, dev2] = z
     e2, p2 = _deviator(interim, R2, dev2, seed=2)
     if not (_same(e, e2) and _same(p, p2)):
-        return False
+        return False, M
     k = below.sum(axis=1)  # (R1)'s market with the deviator's own k
     X = ranked_markets(z, n, interim.z_range)[rows, k]
     ek, pk = _deviator(interim, X, np.zeros(M, dtype=int), seed=3)
-    return _same(e, ek) and _same(p, pk)
+    return _same(e, ek) and _same(p, pk), M
 
 
 def _deviator(interim: RankInterim, R: np.ndarray, dev: np.ndarray, seed: int):
