@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from bne_reference import AllPayContest, FirstPriceReserve, all_pay_profile, table_relative_epsilon
+from test_equilibrium_distributional import _conformance
 
 from market_sim.games.equilibrium import bne
 from market_sim.games.equilibrium_game import as_classes
@@ -16,27 +17,8 @@ from market_sim.games.equilibrium_rank import RankInterim, rank_interim, ranked_
 from market_sim.mechanisms.base import as_mechanism
 from market_sim.mechanisms.first_price import FirstPrice
 
-
-def _conformance():
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import bne_conformance
-
-    return bne_conformance
-
-
-class Batched:
-    """Any mechanism's ``outcome`` as a black box that takes a (B, n) batch."""
-
-    batched = True
-
-    def __init__(self, mech):
-        self.mech = mech
-
-    def outcome(self, reports, rng=None):
-        return self.mech.outcome(reports, rng)
+#: a mechanism's ``outcome`` as a black box that takes a (B, n) batch
+Batched = _conformance().OutcomeOnly
 
 
 class OneVector:

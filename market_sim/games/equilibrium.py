@@ -543,9 +543,7 @@ def _auto_choice(mechanism, population, called, options) -> tuple[str, str]:
         return "pure", f"options of the pure method given ({', '.join(solver)})"
     if not (isinstance(called["init"], str) and called["init"] == "truth"):
         return "pure", "an init given"
-    context = {k: options[k] for k in options if k in CONTEXT_KEYS}
-    probe = np.random.default_rng(0)  # the setup draws nothing; the caller's rng untouched
-    setup = _setup(mechanism, population, called["n_sellers"], probe, context, called["bid_max"])
+    setup = _probe_setup(mechanism, population, called, options)
     if getattr(setup.mech, "needs_data", False) or interim_of(setup.mech) is None:
         return "pure", NO_INTERIM
     return "distributional", "an exact interim"
@@ -555,12 +553,18 @@ def _auto_choice(mechanism, population, called, options) -> tuple[str, str]:
 NO_INTERIM = "no exact interim (the distributional sampled path is slow)"
 
 
+def _probe_setup(mechanism, population, called, options):
+    """The market's setup for ``auto``'s decisions, on a generator of its own (the setup
+    draws nothing; the caller's rng untouched)."""
+    context = {k: options[k] for k in options if k in CONTEXT_KEYS}
+    probe = np.random.default_rng(0)
+    return _setup(mechanism, population, called["n_sellers"], probe, context, called["bid_max"])
+
+
 def _rank_box(mechanism, population, called, options) -> bool:
     """The mechanism has no ``interim`` and passes the rank probe (``equilibrium_rank``):
     the distributional method can solve it on its rank interim."""
-    context = {k: options[k] for k in options if k in CONTEXT_KEYS}
-    probe = np.random.default_rng(0)  # the setup draws nothing; the caller's rng untouched
-    setup = _setup(mechanism, population, called["n_sellers"], probe, context, called["bid_max"])
+    setup = _probe_setup(mechanism, population, called, options)
     if getattr(setup.mech, "needs_data", False) or interim_of(setup.mech) is not None:
         return False
     return rank_interim(setup.mech, setup.classes, setup.z_range) is not None

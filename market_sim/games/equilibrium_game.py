@@ -323,7 +323,7 @@ def interim_of(mech) -> Callable | None:
 
 def has_vector_deviations(mech) -> bool:
     """The mechanism overrides ``deviations`` (vectorised over candidates)."""
-    return getattr(type(mech), "deviations", Mechanism.deviations) is not Mechanism.deviations
+    return type(mech).deviations is not Mechanism.deviations
 
 
 @dataclass
@@ -421,23 +421,12 @@ class Oracle:
         k = min(_PROBE, R.shape[0])
         X = R[:k].copy()
         X[np.arange(k), dev[:k]] = Z[np.arange(k) % Z.size]
-        name = mechanism_name(self.mech)
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error")
-                e, p = _batch_result(self.mech.outcome(X, np.random.default_rng(0)), X.shape, name)
-                rows = [
-                    as_outcome(self.mech.outcome(x, np.random.default_rng(j + 1)), x.size, name)
-                    for j, x in enumerate(X)
-                ]  # other seeds: a box that draws differs
+            agrees = batch_agrees(self.mech, X)
         except Exception:  # a box written for one vector: any failure means "loop"
             return False
         self.calls += 2 * k
-        return all(
-            np.array_equal(e[j], np.asarray(o.eps, dtype=float))
-            and np.array_equal(p[j], np.asarray(o.payments, dtype=float))
-            for j, o in enumerate(rows)
-        )
+        return agrees
 
     def _memo_for(self, sample, R: np.ndarray | None, g: int) -> dict:
         """The evaluated columns for (sample, R, g), by identity (the solver never writes
@@ -529,6 +518,25 @@ class Oracle:
                 else:
                     Es[k], Ts[k] = res.eps[i], res.payments[i]
         return E, T
+
+
+def batch_agrees(mech, X: np.ndarray) -> bool:
+    """Whether ``outcome`` of the (k, n) batch X returns, row by row, exactly what k
+    one-vector calls return (each with another seed: a box that draws differs); a
+    warning is raised as an error, and any error propagates (the caller's "no")."""
+    name = mechanism_name(mech)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        e, p = _batch_result(mech.outcome(X, np.random.default_rng(0)), X.shape, name)
+        rows = [
+            as_outcome(mech.outcome(x, np.random.default_rng(j + 1)), x.size, name)
+            for j, x in enumerate(X)
+        ]
+    return all(
+        np.array_equal(e[j], np.asarray(o.eps, dtype=float))
+        and np.array_equal(p[j], np.asarray(o.payments, dtype=float))
+        for j, o in enumerate(rows)
+    )
 
 
 def _batch_result(res, shape, name):

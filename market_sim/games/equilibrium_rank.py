@@ -46,7 +46,8 @@ from typing import ClassVar
 import numpy as np
 
 from ..mechanisms.base import Mechanism, as_outcome, mechanism_name
-from .equilibrium_game import Classes, _batch_result, is_batched
+from ..mechanisms.first_price import below_count_pmf
+from .equilibrium_game import Classes, _batch_result, batch_agrees, is_batched
 
 __all__ = ["PROBE_MARKETS", "RankInterim", "RankSurrogate", "rank_interim"]
 
@@ -88,7 +89,7 @@ class RankInterim:
     def __call__(self, z, below, counts):
         z = np.asarray(z, dtype=float)
         below = np.atleast_2d(np.asarray(below, dtype=float))
-        pmf = _poisson_binomial(below, counts)  # (K, m + 1)
+        pmf = below_count_pmf(below, counts)  # (K, m + 1)
         if pmf.shape[1] != self.n:
             raise ValueError(f"counts sum to {pmf.shape[1] - 1}, the box has {self.n - 1} others")
         E, T = self.by_rank(z.ravel())
@@ -293,30 +294,13 @@ def outcomes(mech, X: np.ndarray, rng: np.random.Generator, batched: bool):
 def _takes_batches(mech, R: np.ndarray) -> bool:
     """The box says ``batched``, or its ``outcome`` of the first ``_BATCH_PROBE`` report
     vectors of R as one (k, n) batch returns, row by row, exactly what k one-vector calls
-    return (a failure or a difference: no)."""
+    return (``batch_agrees``; a failure: no)."""
     if is_batched(mech):
         return True
-    X = R[:_BATCH_PROBE]
     try:
-        e, p = outcomes(mech, X, np.random.default_rng(0), batched=True)
+        return batch_agrees(mech, R[:_BATCH_PROBE])
     except Exception:  # a box written for one vector
         return False
-    e1, p1 = outcomes(mech, X, np.random.default_rng(0), batched=False)
-    return bool(np.array_equal(e, e1) and np.array_equal(p, p1))
-
-
-def _poisson_binomial(below: np.ndarray, counts) -> np.ndarray:
-    """(K, m + 1): the probability that exactly k of the opponents are below, per class
-    h ``counts[h]`` of them each below with probability ``below[h]`` (K,)."""
-    counts = [int(c) for c in np.atleast_1d(counts)]
-    pmf = np.zeros((below.shape[1], sum(counts) + 1))
-    pmf[:, 0] = 1.0
-    for p, m in zip(below, counts, strict=True):
-        p = np.clip(p, 0.0, 1.0)[:, None]
-        for _ in range(m):
-            pmf[:, 1:] = pmf[:, 1:] * (1 - p) + pmf[:, :-1] * p
-            pmf[:, :1] = pmf[:, :1] * (1 - p)
-    return pmf
 
 
 def _laws_by_seller(classes: Classes) -> list:

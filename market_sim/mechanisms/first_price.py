@@ -50,14 +50,23 @@ class FirstPrice(Mechanism):
         half in ``below`` (exact for two sellers and an even split; the equilibrium
         solver's ``interim`` path, docs/equilibrium.md)."""
         z = np.asarray(z, dtype=float)
-        pmf = np.zeros((z.size, self.k))  # P(N = j), j < k, over the opponents so far
-        pmf[:, 0] = 1.0
-        for p, m in zip(np.asarray(below, dtype=float), counts, strict=True):
-            for _ in range(int(m)):  # one more opponent below z with probability p
-                pmf[:, 1:] = pmf[:, 1:] * (1 - p)[:, None] + pmf[:, :-1] * p[:, None]
-                pmf[:, 0] *= 1 - p
-        E = pmf.sum(axis=1)
+        E = below_count_pmf(below, counts, self.k).sum(axis=1)
         return E, z * E
+
+
+def below_count_pmf(below, counts, size: int | None = None) -> np.ndarray:
+    """(K, size): P(N = j), j < ``size`` (all of 0..sum(counts) by default), N the
+    number of independent opponents below a report, ``counts[h]`` of them each below
+    with probability ``below[h]`` (K,): a Poisson-binomial law, one opponent at a time."""
+    below = np.asarray(below, dtype=float)
+    counts = [int(m) for m in np.atleast_1d(counts)]
+    pmf = np.zeros((below.shape[1], sum(counts) + 1 if size is None else size))
+    pmf[:, 0] = 1.0
+    for p, m in zip(below, counts, strict=True):
+        for _ in range(m):  # one more opponent below z with probability p
+            pmf[:, 1:] = pmf[:, 1:] * (1 - p)[:, None] + pmf[:, :-1] * p[:, None]
+            pmf[:, 0] *= 1 - p
+    return pmf
 
 
 def first_price_bid(c, n: int, k: int = 1, low: float = 0.0, high: float = 1.0) -> np.ndarray:
