@@ -75,12 +75,17 @@ def test_the_rank_interim_is_the_exact_interim(mech, spec, wrap):
 
 
 def test_ranked_markets_put_exactly_k_others_below():
+    """k of the others strictly below the deviator, the rest strictly above, every report
+    inside the range (a mechanism may refuse one outside: ``online`` raised at a report
+    of 1 + 2.5e-10); at an end the deviator is a hair (1e-9 of the range) inside it."""
     z = np.array([0.0, 0.3, 1.0])
     X = ranked_markets(z, 5, (0.0, 1.0))
+    assert np.all((X >= 0.0) & (X <= 1.0))
     for i, zi in enumerate(z):
         for k in range(5):
-            others = X[i, k, 1:]
-            assert X[i, k, 0] == zi and (others < zi).sum() == k and (others > zi).sum() == 4 - k
+            dev, others = X[i, k, 0], X[i, k, 1:]
+            assert dev == pytest.approx(zi, abs=1e-9)
+            assert (others < dev).sum() == k and (others > dev).sum() == 4 - k
 
 
 class SecondPrice:
@@ -211,6 +216,38 @@ def test_a_rank_black_box_never_prints_less_than_the_exact_epsilon():
     (``bne_reference.table_relative_epsilon``: every report searched against the
     returned table's exact report laws), and on this seed the rank interim's is the one
     printed (the sampled one was smaller)."""
-    r = bne(OneVector(FirstPrice(1)), [("uniform:0:1", 4)], np.random.default_rng(15))
+    r = bne(OneVector(FirstPrice(1)), [("uniform:0:1", 4)], np.random.default_rng(15),
+            method="pure")  # fmt: skip
     assert r.options["method"] == "pure" and r.options["verification"] == "rank interim"
     assert r.epsilon_relative >= table_relative_epsilon(r)
+
+
+class PostedPriceBox:
+    """A posted price of 0.1 a unit of eps, one report vector per call: every report at
+    most 0.1 sells eps 1 at 0.1."""
+
+    def outcome(self, reports, rng=None):
+        r = np.asarray(reports, dtype=float)
+        if r.ndim != 1:
+            raise ValueError("one report vector per call")
+        eps = (r <= 0.1).astype(float)
+        return eps, 0.1 * eps
+
+
+def test_an_ic_black_box_is_certified_at_the_truth_at_once():
+    """The truth, proved: a seller's utility is (0.1 - c) 1[z <= 0.1] whatever the others
+    report, so reporting its cost (selling exactly when c <= 0.1) is a dominant strategy
+    and no deviation gains.  ``auto`` finds the box truthful on its rank interim and runs
+    the pure method, which starts at the truth and is certified at its first iteration
+    with epsilon 0.  Before issue #48's fix the outcome path's first iteration did not
+    try the current bids, so the utility's step at 0.1 was interpolated, the responses
+    moved off the truth (a residual of 0.062) and the result was verified at epsilon / u
+    0.943 after 21 iterations, not certified."""
+    for method in ("auto", "pure"):
+        r = bne(PostedPriceBox(), [("uniform:0:1", 4)], np.random.default_rng(0), method=method)
+        assert r.options["method"] == "pure" and r.options["path"] == "outcome"
+        assert (r.iterations, r.converged, r.epsilon) == (1, True, 0.0)
+        c = np.linspace(0, 1, 101)
+        np.testing.assert_allclose(r.bid(c), c, atol=1e-6)
+        if method == "auto":
+            assert "truthful on its rank interim" in r.options["method_reason"]

@@ -54,7 +54,7 @@ def test_the_outcome_paths_solve_is_cheaper_and_within_0_4_percent(law):
     before, factor = _BEFORE[law]
     r = bne(
         _RowsFirstPrice(), [(law, 4)], np.random.default_rng(0), eval_refine=0,
-        eval_samples=256,
+        eval_samples=256, method="pure",
     )  # fmt: skip
     assert r.options["path"] == "outcome"
     assert r.options["solve_calls"] <= before / factor
@@ -71,7 +71,7 @@ def test_verified_final_certifies_a_good_run_and_not_a_short_or_bad_one():
     iterations from the truth, and three from a start far above the equilibrium
     (0.5 + c / 2)."""
     law = [("beta:1:3:0:1", 4)]
-    good = bne(_RowsFirstPrice(), law, np.random.default_rng(0))
+    good = bne(_RowsFirstPrice(), law, np.random.default_rng(0), method="pure")
     assert (good.stopped_by, good.converged) == ("verified_final", True)
     assert _exact_relative_epsilon(good) <= 0.01
     for init in ("truth", lambda c: 0.5 + c / 2):

@@ -686,6 +686,17 @@ def _refined_exact_epsilon(oracle, classes: Classes, tabs, cdfs, z_range) -> flo
     return max(seen)
 
 
+def truth_relative_epsilon(mech, classes: Classes, z_range: tuple[float, float]) -> float:
+    """The exact relative epsilon of truthful reports on the mechanism's ``interim``
+    (``_exact_relative_epsilon`` of the tables b(c) = c), the largest over the classes:
+    0 for an IC mechanism, large (or NaN: no utility at the truth) for one that pays the
+    bid.  ``auto`` asks it of a black box's rank interim."""
+    laws = classes.laws
+    tabs = [(np.array(law.support, dtype=float), np.clip(law.support, *z_range)) for law in laws]
+    cdfs = [tabulated_cdf(law) for law in laws]
+    return _exact_relative_epsilon(Oracle(mech, exact=True), classes, tabs, cdfs, z_range)
+
+
 def _exact_relative_epsilon(
     oracle, classes: Classes, tabs, cdfs, z_range, cells: int = 64, search: _Search | None = None
 ) -> float:

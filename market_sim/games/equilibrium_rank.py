@@ -263,18 +263,21 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
 
 def ranked_markets(z: np.ndarray, n: int, z_range: tuple[float, float]) -> np.ndarray:
     """(len(z), n, n) report vectors: market [i, k] has the deviator (seller 0) at z[i]
-    and k of the n - 1 others evenly below it (above the report range's bottom, or a
-    hair under it when z is there), the rest evenly above it (below the top, or a hair
-    over it)."""
+    and k of the n - 1 others evenly below it, the rest evenly above it, every report
+    strictly inside the report range: at an end of the range, where no other can be
+    strictly below (above) it, the deviator reports a hair (1e-9 of the range) inside
+    it, its outcome there the limit (a mechanism may refuse a report outside the
+    sellers' support: ``online``)."""
     lo, hi = z_range
     hair = 1e-9 * (hi - lo)
+    z = np.clip(z, lo + hair, hi - hair)[:, None]
     m = n - 1
     X = np.empty((z.size, n, n))
-    X[:, :, 0] = z[:, None]
+    X[:, :, 0] = z
     j = np.arange(1, m + 1)
     for k in range(n):
-        down = z[:, None] - (z[:, None] - lo + hair) * j[:k] / (k + 1)
-        up = z[:, None] + (hi - z[:, None] + hair) * j[: m - k] / (m - k + 1)
+        down = z - (z - lo) * j[:k] / (k + 1)
+        up = z + (hi - z) * j[: m - k] / (m - k + 1)
         X[:, k, 1:] = np.concatenate([down, up], axis=1)
     return X
 
@@ -285,9 +288,19 @@ def outcomes(mech, X: np.ndarray, rng: np.random.Generator, batched: bool):
     name = mechanism_name(mech)
     if batched:
         return _batch_result(mech.outcome(X, rng), X.shape, name)
-    rows = [as_outcome(mech.outcome(x, rng), X.shape[1], name) for x in X]
-    e = np.array([np.asarray(o.eps, dtype=float) for o in rows]).reshape(X.shape)
-    p = np.array([np.asarray(o.payments, dtype=float) for o in rows]).reshape(X.shape)
+    raw = [mech.outcome(x, rng) for x in X]
+    try:  # every row stacked, then checked at once as ``as_outcome`` checks one
+        e = np.array([r[0] if isinstance(r, tuple) else r.eps for r in raw], dtype=float)
+        p = np.array([r[1] if isinstance(r, tuple) else r.payments for r in raw], dtype=float)
+        ok = e.shape == p.shape == X.shape and bool(
+            np.all(np.isfinite(e) | np.isposinf(e)) and np.all(np.isfinite(p)) and np.all(e >= 0)
+        )
+    except (TypeError, ValueError, AttributeError, IndexError):
+        ok = False
+    if not ok:  # each row as as_outcome reads it: the first bad one raises in its words
+        rows = [as_outcome(r, X.shape[1], name) for r in raw]
+        e = np.array([o.eps for o in rows], dtype=float)
+        p = np.array([o.payments for o in rows], dtype=float)
     return e, p
 
 
