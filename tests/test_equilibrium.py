@@ -904,8 +904,11 @@ def test_the_black_box_verification_finds_a_narrow_gain(bump, at, width, truth):
     reports; none of the solver's code), asserted first.  Before the peaks' refinement
     (``_around_peaks``) the verification printed 0.72-0.80 of it (on the solver's own
     table with these bumps: 3.6-3.8% for 5.0%, 6.3% for 8.4%, 1.29-1.40% for 1.83%), and
-    the two-sample verification before issue #48's last change 0.87-0.99; now 0.98-1.09
-    of it on seeds 0-2 (at least 0.95 asserted on two)."""
+    the two-sample verification before issue #48's last change 0.87-0.99, the same-sample
+    one 0.98-1.09 on seeds 0-2.  The box passes the rank probe, so ``bne_epsilon`` also
+    measures the bids exactly on its rank interim and keeps the larger: 0.9999-1.062 of
+    it on seeds 0-2 (the two exact measures differ by their grids: at least 0.999
+    asserted)."""
     from bne_reference import table_gain
 
     from market_sim.distributions import as_distribution
@@ -921,4 +924,4 @@ def test_the_black_box_verification_finds_a_narrow_gain(bump, at, width, truth):
     assert exact == pytest.approx(truth, abs=0.0005)
     for seed in range(2):
         e = bne_epsilon(GlobalMinFirstPrice(), "uniform:0:1", 4, bid, np.random.default_rng(seed))
-        assert e.epsilon_relative >= 0.95 * exact
+        assert e.epsilon_relative >= 0.999 * exact

@@ -320,7 +320,9 @@ def bne_epsilon(
     refine, deviators (the automatic ones by path: ``equilibrium_setup._Options.for_path``;
     on the ``outcome`` and a deterministic mechanism's ``deviations`` path the deviations
     are searched on the fresh markets themselves),
-    and the market settings."""
+    and the market settings.  A black box that passes the rank probe is also measured
+    exactly on its rank interim, each class keeping the larger epsilon (``bne``'s
+    ``_rank_checked``)."""
     return max(
         bne_epsilon_by_group(
             mechanism, population, n_sellers, bid, rng, reference=reference,
@@ -346,7 +348,9 @@ def bne_epsilon_by_group(
     oracle = Oracle(setup.mech)
     opt = opt.for_path(oracle.path, G)  # the automatic eval_refine
     exact = _exact_verification(setup.mech, opt.exact)
-    return _verify(setup, opt, oracle, bidfns, None, c_tops, setup.z_range[1], rng, refs, exact)
+    checks = _verify(setup, opt, oracle, bidfns, None, c_tops, setup.z_range[1], rng, refs, exact)
+    z_top = setup.z_range[1]
+    return _rank_checked(setup, opt, checks, bidfns, None, c_tops, z_top, rng, refs, oracle)
 
 
 def _exact_verification(mech, exact: bool | None) -> bool:
@@ -363,11 +367,10 @@ def _exact_verification(mech, exact: bool | None) -> bool:
 # ---- the second method: distributional strategies -----------------------------------------
 #: ``bne``'s methods: "pure" (damped best responses of bid functions), "distributional"
 #: (mixed strategies on a discretised game, ``market_sim.games.equilibrium_distributional``),
-#: "auto" (for a mechanism with an exact ``interim`` the distributional one, and the pure
-#: one too when its tables' exact epsilon is above verify_tol; else the pure one, and the
-#: distributional one on the box's rank interim when the pure one is not certified and the
-#: box passes the rank probe; the better verified one is returned; docs/equilibrium.md,
-#: "Which method")
+#: "auto" (for a mechanism with an exact ``interim``, or a black box that passes the rank
+#: probe and is not truthful on its rank interim, the distributional one, and the pure one
+#: too when its tables' exact epsilon is above verify_tol; else the pure one; the better
+#: verified one is returned; docs/equilibrium.md, "Which method")
 METHODS = ("pure", "distributional", "auto")
 #: the distributional method's options (besides the verification's ``_VERIFY_KEYS``)
 DIST_OPTIONS = {f.name: f.default for f in dataclasses.fields(DistOptions)}
