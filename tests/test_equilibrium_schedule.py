@@ -115,18 +115,22 @@ def test_at_reports_is_exact_at_candidates_and_linear_between():
 
 
 def test_the_outcome_paths_first_early_iterations_skip_the_current_bids():
-    """On the ``outcome`` path the current bids are candidates from iteration 9 on
-    (``current_from``; the early phase ends at 10) and on every other path from the
-    first.  Without them (``with_current=False``) a best response asks the black box only
-    for the 25 reports on the live range and the 17 sentinels (41 distinct on [0, 1]:
-    multiples of 1/8 are on both lattices, 33), on every market: 256 x 33 report
+    """On the ``outcome`` path the current bids are candidates at the first iteration
+    (the start: an IC mechanism's truth kept by the tie, ``test_equilibrium_rank``'s
+    posted price) and from iteration 9 on (``current_from``; the early phase ends at 10),
+    not at iterations 2-8; on every other path at every iteration.  Without them
+    (``with_current=False``) a best response asks the black box only for the 25 reports
+    on the live range and the 17 sentinels (41 distinct on [0, 1]: multiples of 1/8 are
+    on both lattices, 33), on every market: 256 x 33 report
     vectors where the 33 current bids c + (1 - c) / 4 at c = k / 32 made it 256 x 61
     (0.25 + 3k / 128 is on the 1/16 lattice for k = 0, 8, .., 32 and on the 1/24 one
     only for k = 0, 16, 32: 5 on the lattices, 28 not)."""
     for path in ("deviations", "batched", "interim"):
-        assert _Options().for_path(path).schedule(path).current_from == 1
+        plan = _Options().for_path(path).schedule(path)
+        assert plan.current_from == 1 and all(plan.tries_current(it) for it in range(1, 27))
     plan = _Options().for_path("outcome").schedule("outcome")
     assert (plan.early, plan.current_from) == (10, 9)
+    assert [it for it in range(1, 27) if not plan.tries_current(it)] == list(range(2, 9))
     classes, _ = as_classes([("uniform:0:1", 4)])
     costs = np.linspace(0, 1, 33)
     current = costs + (1 - costs) / 4

@@ -348,8 +348,8 @@ def bne_epsilon_by_group(
     oracle = Oracle(setup.mech)
     opt = opt.for_path(oracle.path, G)  # the automatic eval_refine
     exact = _exact_verification(setup.mech, opt.exact)
-    checks = _verify(setup, opt, oracle, bidfns, None, c_tops, setup.z_range[1], rng, refs, exact)
     z_top = setup.z_range[1]
+    checks = _verify(setup, opt, oracle, bidfns, None, c_tops, z_top, rng, refs, exact)
     return _rank_checked(setup, opt, checks, bidfns, None, c_tops, z_top, rng, refs, oracle)
 
 
@@ -597,7 +597,7 @@ def _auto(mechanism, population, rng, called, progress, options) -> BNEResult:
     first, why = _auto_choice(mechanism, population, called, options)
     run = {"pure": _auto_pure, "distributional": _auto_distributional}
     r = run[first](mechanism, population, rng, called, progress, options)
-    tol = r.options.get("verify_tol", 0.01)
+    tol = _tol(options)
     unsettled = {
         "an exact interim": lambda: r.options.get("training_epsilon", math.nan) > tol,
         RANK_BOX: lambda: r.options.get("training_epsilon", math.nan) > tol,

@@ -522,7 +522,7 @@ def _responses(setup, opt, plan, it, oracle, sample, state, exact) -> list:
             prior_weights(law, state.costs[g]),
             opt.br_refine,
             plan.late_sentinels if late else SENTINELS,
-            it >= plan.current_from or it == 1,  # the start: an IC mechanism's ties kept
+            plan.tries_current(it),
         )  # fmt: skip
         for g, law in enumerate(setup.classes.laws)
     ]

@@ -217,10 +217,12 @@ class _Options:
         iterations (10 of 26) on a quarter of the sample with the step floored at 0.2
         (the start's transient decays twice as fast: first price, 4 sellers, the exact
         epsilon / u 0.32-1.11% -> 0.22-0.56% on U[0, 1], seeds 0-4), the first 8 of them
-        trying the bid grid and the sentinels but not the current bids (``current_from``;
-        their utilities interpolated: those columns were a fifth of Beta(1, 3)'s solve
-        calls, on its 68-cost grid, and the early responses move far from them; from the
-        9th on, the jumps' log included, as before), the others on half
+        trying the bid grid and the sentinels, and the current bids at the first only
+        (``tries_current``: at an IC mechanism's truth the tie keeps the start; from the
+        2nd to the 8th their utilities interpolated: those columns were a fifth of
+        Beta(1, 3)'s solve calls, on its 68-cost grid, and the early responses move far
+        from them; from the 9th on, ``current_from``, the jumps' log included, as
+        before), the others on half
         of it (512: the damped and the tail averages cancel its noise) trying only the
         current bids, 5 sentinels and the live range's two ends (``best_response``:
         near the equilibrium the current bids are a dense set of candidates around the
@@ -279,3 +281,9 @@ class _Schedule:
     def floor(self, it: int, damping: float) -> float:
         """The step's floor at iteration ``it``."""
         return damping if self.late(it) else self.early_floor
+
+    def tries_current(self, it: int) -> bool:
+        """Whether iteration ``it``'s candidates include the current bids: the first
+        (the start: at an IC mechanism's truth every response ties with it, and the tie
+        keeps it) and every one from ``current_from`` on."""
+        return it == 1 or it >= self.current_from
