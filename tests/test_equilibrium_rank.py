@@ -74,6 +74,41 @@ def test_the_rank_interim_is_the_exact_interim(mech, spec, wrap):
         assert np.allclose(E, E0, rtol=0, atol=1e-12) and np.allclose(T, T0, rtol=0, atol=1e-12)
 
 
+class CountingBatched(Batched):
+    """A batched box that counts the report vectors it is asked."""
+
+    rows = 0
+
+    def outcome(self, reports, rng=None):
+        self.rows += np.atleast_2d(reports).shape[0]
+        return super().outcome(reports, rng)
+
+
+@pytest.mark.parametrize("wrap", [CountingBatched, OneVector])
+def test_the_surrogates_outcome_is_the_boxs(wrap):
+    """``RankSurrogate.outcome`` is the box's outcome on any markets, ties included: a
+    batched box asked itself, once per report vector (before, through its table, n vectors
+    per report: 15 s of a 16-seller posted price's check), a one-vector box read off its
+    table (exact for first price away from ties: eps is constant and the payment linear
+    between the table's reports)."""
+    from market_sim.games.equilibrium_rank import RankSurrogate
+
+    mech = FirstPrice(1)
+    box = wrap(mech)
+    interim = _interim_of_box(box, [("uniform:0:1", 4)])
+    surrogate = RankSurrogate(box, interim)
+    rng = np.random.default_rng(3)
+    R = rng.uniform(0, 1, (64, 4))
+    if wrap is CountingBatched:
+        R[:8, 1] = R[:8, 0]  # ties: the box's own rule, which a table of ranks cannot hold
+        before = box.rows
+    eps, pay = surrogate.outcome(R)
+    e0, p0 = mech.outcome(R)
+    assert np.array_equal(eps, e0) and np.allclose(pay, p0, rtol=0, atol=1e-12)
+    if wrap is CountingBatched:
+        assert box.rows - before == R.shape[0]
+
+
 def test_ranked_markets_put_exactly_k_others_below():
     """k of the others strictly below the deviator, the rest strictly above, every report
     inside the range (a mechanism may refuse one outside: ``online`` raised at a report

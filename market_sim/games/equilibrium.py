@@ -145,7 +145,7 @@ def bne(
     exact = opt.exact is not False and not getattr(setup.mech, "needs_data", False)
     oracle = Oracle(setup.mech, exact=exact)
     sampled = Oracle(setup.mech)  # the verification draws opponents on every path
-    opt = opt.for_path(oracle.path, G)
+    opt = opt.for_path(oracle.path, G, max(setup.classes.counts))
     markets, d = opt.markets(oracle, opt.samples, setup.classes)
     train = (
         None

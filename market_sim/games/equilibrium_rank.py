@@ -157,7 +157,10 @@ class RankSurrogate(Mechanism):
     (``interim``), and an ``outcome`` read off the same table: every seller's E_k(z),
     T_k(z) at its own report z and its own k (the others strictly below it), batched:
     the box's outcome when the box is a rank mechanism, at the cost of vector operations
-    (the exact check's win rates on 1024 markets took 2.2 M one-vector calls)."""
+    (the exact check's win rates on 1024 markets took 2.2 M one-vector calls).  A box
+    that takes a batch is asked itself, in one call: its table would ask it n times per
+    report (a posted price, 16 sellers: the exact check's win rates took 14.9 s on its
+    table, 0.6 s on the box)."""
 
     batched: ClassVar[bool] = True
 
@@ -166,9 +169,12 @@ class RankSurrogate(Mechanism):
 
     def outcome(self, reports, rng=None):
         R = np.atleast_2d(np.asarray(reports, dtype=float))
-        k = (R[:, None, :] < R[:, :, None]).sum(axis=2)  # (B, n): others below each seller
-        eps, pay = self.interim.at_rank(R.ravel(), k.ravel())
-        eps, pay = eps.reshape(R.shape), pay.reshape(R.shape)
+        if self.interim.batched:  # deterministic (the probe refuses a randomized box)
+            eps, pay = outcomes(self.box, R, np.random.default_rng(0), True)
+        else:
+            k = (R[:, None, :] < R[:, :, None]).sum(axis=2)  # (B, n): others below each
+            eps, pay = self.interim.at_rank(R.ravel(), k.ravel())
+            eps, pay = eps.reshape(R.shape), pay.reshape(R.shape)
         return (eps[0], pay[0]) if np.ndim(reports) == 1 else (eps, pay)
 
 

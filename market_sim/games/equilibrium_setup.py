@@ -170,7 +170,7 @@ class _Options:
             kw[flag] = None if v is None else bool(v)
         return _Options(**kw)
 
-    def for_path(self, path: str, n_classes: int = 1) -> _Options:
+    def for_path(self, path: str, n_classes: int = 1, sellers: int = 1) -> _Options:
         """The automatic settings left open (None) for the oracle's path and the number
         of classes: on the ``outcome`` path (one call per report vector, slow) a
         25-report grid and no evaluated refinement; else a 49-report grid, one round of
@@ -178,7 +178,10 @@ class _Options:
         (on the ``outcome`` path too since its opponents are nets: a fixed sample of
         1024 left Beta(1, 3)'s exact epsilon / u at 2.7%, fresh ones 0.15%); damping
         0.1 and 40 iterations (26 on the ``outcome`` path, with its own ``schedule``;
-        0.05 and 100 for several classes, whose common lowest bid is a knife edge); a
+        0.05 and 100 for several classes, whose common lowest bid is a knife edge; 100 in
+        a market of at least ``CROWDED`` ``sellers``, the largest class's count: there a
+        deviator's outcome varies little from market to market and the damped iteration,
+        not the sample's noise, is what limits the solve; ``CROWDED``'s comment); a
         verification every 10 iterations (none on the ``outcome`` path);
         ``eval_samples`` 4 x ``samples``; the verification's ``eval_grid`` 33 and
         ``check_grid`` 129 (12 and 17 on the ``outcome`` path, whose search is its fresh
@@ -186,14 +189,14 @@ class _Options:
         ``equilibrium_pure._verify``).  On the exact ``interim`` path: 401 reports, 6
         rounds, damping 0.01 and up to 1000 (cheap) iterations
         (docs/equilibrium.md)."""
-        slow, many = path == "outcome", n_classes > 1
+        slow, many, crowded = path == "outcome", n_classes > 1, sellers >= CROWDED
         auto = dict(
             bid_grid=25 if slow else 49,
             br_refine=0 if slow else (3 if many else 1),
             resample=True,  # the outcome path too since its nets (issue #48)
             damping=0.05 if many else 0.1,
             # the outcome path's cheaper schedule (``schedule``) needs fewer iterations
-            max_iter=100 if many else (26 if slow else 40),
+            max_iter=26 if slow else (100 if many or crowded else 40),
             verify_every=0 if slow else 10,
             eval_refine=1 if slow else 3,  # each doubling re-evaluates every cost
             eval_samples=4 * self.samples,
@@ -248,6 +251,18 @@ class _Options:
 
 #: the solver's options and their defaults
 OPTIONS = {f.name: f.default for f in dataclasses.fields(_Options)}
+
+
+#: sellers from which a market is crowded (``_Options.for_path``: 100 iterations, not 40).
+#: Built-in pay-as-bid on U[1, 5], seed 0, verified epsilon / u (an independent measure,
+#: ``bne_reference.deviation_gains``): 100 sellers 2.0% (2.1%) in 40 iterations, 0.34%
+#: (0.37%) stopped by the gain rule at 56, in 0.75 of the CPU time; 20 sellers 0.62%
+#: (0.60%) -> 0.14% (0.11%), 0.8 of it; 16 sellers 0.73% (0.76%) -> 0.44% (0.03%), 0.84
+#: of it.  First price (its own ``deviations``), 16 sellers: L-inf 0.0183 -> 0.0153 (1.3
+#: times the CPU).  With 2 sellers on 4096 draws, where the sample's noise limits, 100
+#: iterations left L-inf 0.0139 where 40 left 0.0040 (the gain rule fired on the quarter
+#: sample's last iterates): small markets keep 40
+CROWDED = 16
 
 
 #: the ``outcome`` path's step floor in its early iterations (``_Options.schedule``):
