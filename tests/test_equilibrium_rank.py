@@ -11,6 +11,7 @@ import pytest
 from bne_reference import AllPayContest, FirstPriceReserve, all_pay_profile, table_relative_epsilon
 from test_equilibrium_distributional import _conformance
 
+from market_sim.errors import MarketSimError
 from market_sim.games.equilibrium import bne
 from market_sim.games.equilibrium_game import as_classes
 from market_sim.games.equilibrium_rank import RankInterim, rank_interim, ranked_markets
@@ -175,6 +176,42 @@ def test_the_probe_refuses_what_is_no_rank_mechanism(box):
     handicapped box sells to seller 0 against a lower opponent report when 0.9 z0 is the
     lowest score (the deviator's position matters).  The probe says None for each."""
     assert _interim_of_box(box, [("uniform:0:1", 4)]) is None
+
+
+class InfiniteWinner:
+    """First price whose winner, when it reports below 0.05, sells eps = +inf (a
+    zero-cost limit): a rank mechanism in every finite respect, but its rank interim
+    would mix +inf with probabilities of 0 (NaN)."""
+
+    def __init__(self, batch: bool):
+        self.batch = batch
+
+    def outcome(self, reports, rng=None):
+        r = np.asarray(reports, dtype=float)
+        if r.ndim != 1 and not self.batch:
+            raise ValueError("one report vector per call")
+        eps, pay = FirstPrice(1).outcome(r, rng)
+        eps = np.where((eps > 0) & (r < 0.05), np.inf, eps)
+        return eps, pay
+
+
+@pytest.mark.parametrize("batch", [True, False], ids=["batched", "one-vector"])
+def test_infinite_eps_gets_no_rank_interim_whether_batched_or_not(batch):
+    """Both ways of asking the box check its outcomes alike (``checked_outcome_arrays``
+    with no +inf eps) and name the first bad entry's market and seller.  Before, the
+    one-vector rows were checked as ``as_outcome`` checks one (+inf allowed) and only
+    the probe's comparison, NaN against the box, refused the box."""
+    from market_sim.games.equilibrium_rank import outcomes
+
+    box = InfiniteWinner(batch)
+    assert _interim_of_box(box, [("uniform:0:1", 3)]) is None
+    finite = _interim_of_box(OneVector(FirstPrice(1)), [("uniform:0:1", 3)])
+    assert isinstance(finite, RankInterim)  # the same box without the +inf passes
+    X = np.array([[0.5, 0.6, 0.7], [0.3, 0.01, 0.9]])  # market 1: seller 1 wins at 0.01
+    with pytest.raises(
+        MarketSimError, match=r"eps contains NaN or inf \(first at market 1, seller 1\)"
+    ):
+        outcomes(box, X, np.random.default_rng(0), batch)
 
 
 class LazyBonus:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..distributions import CostDistribution
 from ..errors import MarketSimError
-from ..mechanisms.base import Mechanism, as_outcome, mechanism_name
+from ..mechanisms.base import Mechanism, as_outcome, checked_outcome_arrays, mechanism_name
 from ..population import Population, as_population
 
 BidFn = Callable[[np.ndarray], np.ndarray]
@@ -550,9 +550,7 @@ def _batch_result(res, shape, name):
             f"{name}: batched = True, but outcome of a {shape} batch returned eps of shape "
             f"{e.shape}"
         )
-    if not (np.all(np.isfinite(e)) and np.all(np.isfinite(p))) or np.any(e < 0):
-        raise MarketSimError(f"{name}: outcome returned NaN, inf or negative eps")
-    return e, p
+    return checked_outcome_arrays(e, p, name, inf_eps=False)  # utilities mix markets
 
 
 # ---- best responses ---------------------------------------------------------------------

@@ -45,7 +45,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..mechanisms.base import Mechanism, as_outcome, mechanism_name
+from ..mechanisms.base import Mechanism, as_outcome, checked_outcome_arrays, mechanism_name
 from ..mechanisms.first_price import below_count_pmf
 from .equilibrium_game import Classes, _batch_result, batch_agrees, is_batched
 
@@ -290,24 +290,25 @@ def ranked_markets(z: np.ndarray, n: int, z_range: tuple[float, float]) -> np.nd
 
 def outcomes(mech, X: np.ndarray, rng: np.random.Generator, batched: bool):
     """Every seller's eps and payment, (B, n) each, for the B report vectors of X: one
-    call when the box takes a batch, else one call per vector."""
+    call when the box takes a batch, else one call per vector, the rows stacked.  Either
+    way checked by ``checked_outcome_arrays`` with no +inf eps (a rank interim mixes
+    outcomes over k: inf x a probability of 0 is NaN), so a box passes or fails the
+    probe the same whether it takes a batch or not."""
     name = mechanism_name(mech)
     if batched:
         return _batch_result(mech.outcome(X, rng), X.shape, name)
     raw = [mech.outcome(x, rng) for x in X]
-    try:  # every row stacked, then checked at once as ``as_outcome`` checks one
+    try:
         e = np.array([r[0] if isinstance(r, tuple) else r.eps for r in raw], dtype=float)
         p = np.array([r[1] if isinstance(r, tuple) else r.payments for r in raw], dtype=float)
-        ok = e.shape == p.shape == X.shape and bool(
-            np.all(np.isfinite(e) | np.isposinf(e)) and np.all(np.isfinite(p)) and np.all(e >= 0)
-        )
+        stacked = e.shape == p.shape == X.shape
     except (TypeError, ValueError, AttributeError, IndexError):
-        ok = False
-    if not ok:  # each row as as_outcome reads it: the first bad one raises in its words
+        stacked = False
+    if not stacked:  # each row as as_outcome reads it: the first bad one raises in its words
         rows = [as_outcome(r, X.shape[1], name) for r in raw]
         e = np.array([o.eps for o in rows], dtype=float)
         p = np.array([o.payments for o in rows], dtype=float)
-    return e, p
+    return checked_outcome_arrays(e, p, name, inf_eps=False)
 
 
 def _takes_batches(mech, R: np.ndarray) -> bool:

@@ -67,6 +67,7 @@ __all__ = [
     "Mechanism",
     "Outcome",
     "as_outcome",
+    "checked_outcome_arrays",
     "as_mechanism",
     "mechanism_name",
     "in_own_support",
@@ -153,18 +154,37 @@ def as_outcome(result: Any, n: int, who: str = "mechanism") -> Outcome:
     for label, arr in (("eps", eps), ("payments", pay)):
         if arr.size != n:
             raise MarketSimError(f"{who}: {label} has {arr.size} entries for {n} reports")
-        # eps = +inf is the offline mechanism's zero-cost limit (data released without
-        # noise at a report of virtual cost 0, ``offline._zero_cost_limit``)
-        ok = np.isfinite(arr) | (np.isposinf(arr) if label == "eps" else False)
-        if not np.all(ok):
-            raise MarketSimError(
-                f"{who}: {label} contains NaN or inf (first at seller {int(np.argmin(ok))})"
-            )
-    if np.any(eps < 0):
-        raise MarketSimError(
-            f"{who}: eps must be >= 0 (seller {int(np.argmax(eps < 0))} got {eps[eps < 0][0]:g})"
-        )
+    # eps = +inf is the offline mechanism's zero-cost limit (data released without noise
+    # at a report of virtual cost 0, ``offline._zero_cost_limit``)
+    eps, pay = checked_outcome_arrays(eps, pay, who, inf_eps=True)
     return Outcome(eps, pay, dict(info))
+
+
+def checked_outcome_arrays(eps, payments, who: str = "mechanism", *, inf_eps: bool = True):
+    """``eps`` and ``payments`` (arrays of one shape: a market's sellers, or (markets,
+    sellers) for a batch) checked as :func:`as_outcome` checks one market: finite
+    numbers, eps >= 0, eps = +inf allowed only with ``inf_eps`` (a zero-cost limit; a
+    solver that mixes utilities over markets refuses it).  The first bad entry is named
+    (its market too for a batch); returns the two float arrays."""
+    eps, payments = np.asarray(eps, dtype=float), np.asarray(payments, dtype=float)
+
+    def where(flat: int, shape) -> str:
+        if len(shape) < 2:
+            return f"seller {flat}"
+        row, col = np.unravel_index(flat, shape)
+        return f"market {int(row)}, seller {int(col)}"
+
+    for label, arr in (("eps", eps), ("payments", payments)):
+        ok = np.isfinite(arr) | (np.isposinf(arr) if label == "eps" and inf_eps else False)
+        if not np.all(ok):
+            at = where(int(np.argmin(ok.ravel())), arr.shape)
+            raise MarketSimError(f"{who}: {label} contains NaN or inf (first at {at})")
+    if np.any(eps < 0):
+        flat = int(np.argmax(eps.ravel() < 0))
+        raise MarketSimError(
+            f"{who}: eps must be >= 0 ({where(flat, eps.shape)} got {eps.ravel()[flat]:g})"
+        )
+    return eps, payments
 
 
 def _construct(cls: type, context: dict[str, Any]) -> Any:
