@@ -6,6 +6,8 @@ box (issue #48: neither method solved it) is solved by the default ``auto``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from bne_reference import AllPayContest, FirstPriceReserve, all_pay_profile, table_relative_epsilon
@@ -247,6 +249,83 @@ def test_a_box_that_passes_the_probe_is_caught_by_the_verification():
             samples=256)  # fmt: skip
     assert r.options["rank_interim"] is True
     assert not r.converged and r.epsilon_relative > 1.0
+
+
+#: the examples' first price with its own vectorised ``deviations`` (the deviations path)
+EXAMPLE_FIRST_PRICE = (
+    f"{Path(__file__).resolve().parent.parent / 'examples' / 'first_price.py'}"
+    ":FirstPriceProcurement"
+)
+
+
+@pytest.mark.parametrize(
+    "box, deviators, path",
+    [(OneVector(FirstPrice(1)), 1, "outcome"), (EXAMPLE_FIRST_PRICE, 2, "deviations")],
+    ids=["one-vector", "deviations"],
+)
+def test_the_control_variate_leaves_a_rank_box_no_noise(box, deviators, path):
+    """``ControlledOracle``: per market E_box - E_rank + E_exact.  On a rank box (first
+    price, 4 x U[0, 1], every seller bidding the equilibrium c + (1 - c)/4; one deviator
+    a market on the ``outcome`` path, two on the ``deviations`` path) the first two terms
+    cancel market by market: every market's row is the exact interim
+    (``FirstPrice.interim`` against the bids' report laws) to rounding, where the plain
+    oracle's rows scatter."""
+    from market_sim.games.equilibrium_game import Oracle, Sample, reports_of
+    from market_sim.games.equilibrium_rank import ControlledOracle
+
+    classes, laws, bid, Z = _equilibrium_laws()
+    mech = as_mechanism(box, n_sellers=4, dist=classes.laws[0])
+    interim = rank_interim(mech, classes, (0.0, 1.0))
+    assert isinstance(interim, RankInterim)
+    sample = Sample(classes, 64, deviators, np.random.default_rng(1))
+    R = reports_of(sample, classes, bid)
+    plain = Oracle(mech)
+    assert plain.path == path and sample.deviators[0].shape[1] == deviators
+    E, T = ControlledOracle(plain, interim, laws).eps_pay(sample, R, 0, Z)
+    E0, T0 = FirstPrice(1).interim(Z, laws.below(Z), np.array([3]))
+    assert np.allclose(E, E0[None, :], atol=1e-12) and np.allclose(T, T0[None, :], atol=1e-12)
+    Ep, _ = Oracle(mech).eps_pay(sample, R, 0, Z)
+    assert Ep.std(axis=0).max() > 0.1  # the plain rows scatter
+
+
+def test_the_control_variate_is_unbiased_on_a_box_that_fools_the_probe():
+    """On LazyBonus (no rank mechanism; it passes the probe) the rank term's mean over
+    4,096 markets is the exact term within 4 standard errors, E and T (so the controlled
+    mean is unbiased for the box's), and the controlled rows keep the bonus: they
+    differ from the exact interim by about 1 on the markets where it is paid."""
+    from market_sim.games.equilibrium_game import Oracle, Sample, reports_of
+    from market_sim.games.equilibrium_rank import ControlledOracle
+
+    classes, laws, bid, Z = _equilibrium_laws()
+    mech = as_mechanism(LazyBonus(), n_sellers=4, dist=classes.laws[0])
+    interim = rank_interim(mech, classes, (0.0, 1.0))
+    assert isinstance(interim, RankInterim)
+    markets = 4096
+    sample = Sample(classes, markets, 1, np.random.default_rng(1))
+    R = reports_of(sample, classes, bid)
+    controlled = ControlledOracle(Oracle(mech), interim, laws)
+    E, T = controlled.eps_pay(sample, R, 0, Z)
+    Ex, Tx = interim(Z, laws.below(Z), np.array([3]))
+    Er, Tr = controlled._rank_means(R, sample.deviators[0][:, :1], Z)
+    # all-pay: E is the win indicator and T = E + z - 1, so both have E's binomial
+    # standard error (not the sample's: 0 where none of the markets wins, at z = 0.95,
+    # where the exact E is 3e-4)
+    se = np.sqrt(Ex * (1 - Ex) / markets)
+    for got, want in ((Er, Ex), (Tr, Tx)):
+        assert np.all(np.abs(got.mean(axis=0) - want) <= 4 * se + 1e-12)
+    assert np.any(np.abs(T - Tx[None, :]) > 0.5)  # the bonus, kept
+
+
+def _equilibrium_laws():
+    """4 x U[0, 1] bidding first price's equilibrium c + (1 - c)/4: the classes, the
+    bids' exact report laws (an ``Interim``), the bid function and 19 reports."""
+    from market_sim.games.equilibrium_game import Interim
+
+    classes = _classes([("uniform:0:1", 4)])
+    bid = [lambda c: c + (1 - c) / 4]
+    x = np.linspace(0.0, 1.0, 4097)
+    laws = Interim(classes, [x], [bid[0](x)], [law.cdf for law in classes.laws])
+    return classes, laws, bid, np.linspace(0.05, 0.95, 19)
 
 
 def test_an_all_pay_black_box_is_solved_by_default():

@@ -68,7 +68,7 @@ from .equilibrium_pure import (
     _Trace,
     _verify,
 )
-from .equilibrium_rank import TABLE_POINTS, RankSurrogate, rank_interim
+from .equilibrium_rank import RankInterim, RankSurrogate, rank_interim
 from .equilibrium_result import (
     STOPPING_RULES,
     BNEResult,
@@ -157,15 +157,18 @@ def bne(
     jumps = _sharpen(setup, opt, oracle, state, trace, rng)
     solve_calls = oracle.calls  # the solve's (the final verification's apart)
     checks = None if any(jumps) else trace.final_checks
-    if checks is None or any(r is not None for r in references):
+    control = _rank_control(setup)
+    # a rank box's gains measured again with its control variate, unless none was found
+    controlled = control is not None and any(c.epsilon > 0 for c in checks or ())
+    if checks is None or any(r is not None for r in references) or controlled:
         checks = _verify(
             setup, opt, sampled, state.bidfns(), state.costs, state.c_top, state.z_top, rng,
-            references, exact=oracle.path == "interim",
+            references, exact=oracle.path == "interim", control=control,
         )  # fmt: skip
-    oracle.calls += sampled.calls
+    oracle.calls += sampled.calls + (control.calls if control else 0)
     checks = _rank_checked(
         setup, opt, checks, state.bidfns(), state.costs, state.c_top, state.z_top, rng,
-        references, oracle,
+        references, oracle, control,
     )  # fmt: skip
     trace.stopped_by = _final_rule(trace, checks, opt, oracle.path)
     r = _result(setup, opt, state, trace, checks, oracle, time.perf_counter() - t0, context)
@@ -349,8 +352,11 @@ def bne_epsilon_by_group(
     opt = opt.for_path(oracle.path, G)  # the automatic eval_refine
     exact = _exact_verification(setup.mech, opt.exact)
     z_top = setup.z_range[1]
-    checks = _verify(setup, opt, oracle, bidfns, None, c_tops, z_top, rng, refs, exact)
-    return _rank_checked(setup, opt, checks, bidfns, None, c_tops, z_top, rng, refs, oracle)
+    control = _rank_control(setup)
+    checks = _verify(setup, opt, oracle, bidfns, None, c_tops, z_top, rng, refs, exact, control)
+    return _rank_checked(
+        setup, opt, checks, bidfns, None, c_tops, z_top, rng, refs, oracle, control
+    )
 
 
 def _exact_verification(mech, exact: bool | None) -> bool:
@@ -427,14 +433,15 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
     vopt = dataclasses.replace(vopt, **{k: getattr(auto, k) for k in automatic})
     bidfns = [_linear(c, b) for c, b in tables]
     exact = _exact_verification(setup.mech, None)
+    control = _rank_control(setup, rank)
     checks = _verify(
         setup, vopt, oracle, bidfns, [c for c, _ in tables], c_tops, setup.z_range[1], rng,
-        references, exact,
+        references, exact, control,
     )  # fmt: skip
-    oracle.calls += sol.calls + (rank.interim.calls if rank else 0)
+    oracle.calls += sol.calls + (control.calls if control else 0)
     checks = _rank_checked(
         setup, vopt, checks, bidfns, [c for c, _ in tables], c_tops, setup.z_range[1], rng,
-        references, oracle, rank,
+        references, oracle, control,
     )  # fmt: skip
     state = _State([c for c, _ in tables], [b for _, b in tables], c_tops, setup.z_range[1])
     trace = _Trace(sol.iterations, sol.stopped_by, list(sol.history), best=sol.iterations)
@@ -484,27 +491,34 @@ def _with_rank_interim(setup, dopt: DistOptions) -> RankSurrogate | None:
     return None if interim is None else RankSurrogate(setup.mech, interim)
 
 
+def _rank_control(setup, rank=None) -> RankInterim | None:
+    """The black box's rank interim for the verification (``_verify``'s control variate,
+    ``equilibrium_rank.ControlledOracle``, and ``_rank_checked``), or None: a mechanism
+    with its own ``interim``, sellers with data, a box that fails the rank probe
+    (``rank``: already built).  A one-vector box's table costs 4097 x n outcome calls
+    (16,388 at 4 sellers, where its sampled verification makes about 0.5 M)."""
+    if rank is not None:
+        return rank.interim
+    if interim_of(setup.mech) is not None or setup.classes.data is not None:
+        return None
+    return rank_interim(setup.mech, setup.classes, setup.z_range)
+
+
 def _rank_checked(
-    setup, opt, checks, bidfns, state_costs, c_tops, z_top, rng, references, oracle, rank=None
+    setup, opt, checks, bidfns, state_costs, c_tops, z_top, rng, references, oracle, interim
 ) -> list[EpsilonResult]:
     """``checks``, or per class the larger (by relative epsilon) of it and the exact
     verification against the box's rank interim, for a black box that passes the rank
-    probe (``equilibrium_rank``; ``rank``: already built).  The sampled verification's
-    maximum is conservative on average only: on a first-price black box it printed 0.93
-    of the exact epsilon on one seed in 20 (issue #48), and a rank box's exact one is the
+    probe (``interim``: ``_rank_control``'s).  The sampled verification's maximum is
+    conservative on average only: on a first-price black box it printed 0.93 of the
+    exact epsilon on one seed in 20 (issue #48), and a rank box's exact one is the
     truth.  It never lowers a number: a box that fooled the probe keeps its sampled one
     (``tests/test_equilibrium_rank.py``).  Skipped when the bids fall (no exact report
-    laws) and, for a one-vector box, when the interim's table would cost more outcome
-    calls than the solve and its verification did (``oracle.calls``, updated).  Its win
-    rates come from the rank interim too (``RankSurrogate.outcome``)."""
-    if rank is None and (interim_of(setup.mech) is not None or setup.classes.data is not None):
-        return checks
-    interim = rank.interim if rank else rank_interim(setup.mech, setup.classes, setup.z_range)
+    laws).  Its win rates come from the box (``RankSurrogate.outcome``); ``oracle.calls``
+    updated."""
     if interim is None or _exact_laws(setup, bidfns, state_costs, c_tops) is None:
         return checks
-    if not interim.batched and TABLE_POINTS * setup.classes.n > oracle.calls:
-        return checks
-    box = rank or RankSurrogate(setup.mech, interim)
+    box = RankSurrogate(setup.mech, interim)
     before = interim.calls
     ranked = _verify(
         dataclasses.replace(setup, mech=box), opt, Oracle(box), bidfns, state_costs,

@@ -916,12 +916,14 @@ def interim_epsilon(oracle, laws: Interim, g, law, costs, bids, z_range, z_top, 
 
 
 def measure(
-    oracle, fresh, R, g, law, costs, bids, z_star, reference: BidFn | None, ref_wins=None
-) -> EpsilonResult:
+    oracle, fresh, R, g, law, costs, bids, z_star, reference: BidFn | None, ref_wins=None,
+    own_wins=None,
+) -> EpsilonResult:  # fmt: skip
     """The gains of the deviations ``z_star`` over the bids, re-measured on the fresh
     sample, and the metrics (docs/equilibrium.md); the distances to ``reference`` on
     the costs where the reference wins >= 1% (``ref_wins``: its win rates at ``costs``,
-    against the reference profile; without them the bids' own)."""
+    against the reference profile; without them the bids' own: ``own_wins`` when the
+    oracle's E is no outcome, a control variate's, else E > 0 here)."""
     n_c = costs.size
     E, T = oracle.eps_pay(fresh, R, g, np.concatenate((z_star, bids)))
     U = T - np.tile(costs, 2)[None, :] * E
@@ -933,7 +935,7 @@ def measure(
     half = _t_half(fresh, gains[:, i], float(mean_gain[i]))  # at the maximising cost
     ci = (max(0.0, float(mean_gain[i]) - half), max(0.0, float(mean_gain[i]) + half))
     util = fresh.mean(U[:, n_c:])
-    wins = fresh.mean((E[:, n_c:] > 0).astype(float))
+    wins = fresh.mean((E[:, n_c:] > 0).astype(float)) if own_wins is None else own_wins
     w = prior_weights(law, costs)
     u = float(w @ util)
     loss = float(w @ np.maximum(mean_gain, 0.0))  # ℓ̂: prior-weighted interim loss

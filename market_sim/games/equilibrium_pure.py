@@ -31,6 +31,7 @@ from .equilibrium_game import (
     search_reports,
     sharpen_jump,
 )
+from .equilibrium_rank import ControlledOracle
 from .equilibrium_setup import _as_bidfn, _Options, _per_class, _Schedule, _Setup
 
 #: grid costs each side of a jump solved again (``_around_jump``), the even costs that
@@ -528,7 +529,10 @@ def _responses(setup, opt, plan, it, oracle, sample, state, exact) -> list:
     ]
 
 
-def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, references, exact=False):
+def _verify(
+    setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, references, exact=False,
+    control=None,
+):  # fmt: skip
     """Per class, epsilon and the metrics on opponents the solve never saw, at evaluation
     costs refined until two successive densities agree (``_refined``; the density used
     is ``EpsilonResult.eval_cells``).  Each cost's best deviation is searched over every
@@ -542,9 +546,15 @@ def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, referen
     ``outcome`` path, where every report costs a call per market, and on a
     deterministic mechanism's ``deviations`` path, searched and measured on the same
     fresh markets (``_searched_on_fresh``, ``_search_sample``; docs/equilibrium.md,
-    "Verification")."""
+    "Verification").  ``control``: a black box's rank interim, the sampled gains'
+    control variate (``equilibrium_rank.ControlledOracle``; the win rates stay the box's)."""
     laws = _exact_laws(setup, bidfns, state_costs, c_tops) if exact else None
     exact_oracle = None if laws is None else Oracle(setup.mech, exact=True)
+    gains_oracle = oracle
+    if control is not None and laws is None:
+        report_laws = _exact_laws(setup, bidfns, state_costs, c_tops)
+        if report_laws is not None:
+            gains_oracle = ControlledOracle(oracle, control, report_laws)
     one_sample = oracle.outcome_only and laws is None
     on_fresh = _searched_on_fresh(oracle) and laws is None
     sampled_search = not on_fresh and laws is None
@@ -584,10 +594,13 @@ def _verify(setup, opt, oracle, bidfns, state_costs, c_tops, z_top, rng, referen
             wins = None if R_ref is None else _win_rates(oracle, *R_ref, g, refs[g](costs))
             on, R_on, rounds = (fresh, Rf, 0) if search is None else (*search, opt.refine)
             z_star = search_reports(
-                oracle, on, R_on, g, costs, bids, setup.z_range, z_top, opt.check_grid, rounds,
-                more,
+                gains_oracle, on, R_on, g, costs, bids, setup.z_range, z_top, opt.check_grid,
+                rounds, more,
             )  # fmt: skip
-            return measure(oracle, fresh, Rf, g, law, costs, bids, z_star, refs[g], wins)
+            own_wins = None if gains_oracle is oracle else _win_rates(oracle, fresh, Rf, g, bids)
+            return measure(
+                gains_oracle, fresh, Rf, g, law, costs, bids, z_star, refs[g], wins, own_wins
+            )
 
         check = _refined(at, opt.eval_grid, opt.eval_refine)
         if on_fresh or laws is not None:
