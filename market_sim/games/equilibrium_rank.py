@@ -47,7 +47,7 @@ import numpy as np
 
 from ..mechanisms.base import Mechanism, as_outcome, checked_outcome_arrays, mechanism_name
 from ..mechanisms.first_price import below_count_pmf
-from .equilibrium_game import Classes, _batch_result, batch_agrees, is_batched
+from .equilibrium_game import Classes, Interim, Oracle, _batch_result, batch_agrees, is_batched
 
 __all__ = ["PROBE_MARKETS", "RankInterim", "RankSurrogate", "rank_interim"]
 
@@ -195,40 +195,39 @@ class ControlledOracle:
     of that difference only.  ``raw`` is the box's oracle (win rates: E > 0 is the
     box's)."""
 
-    raw: object  # the box's Oracle
+    raw: Oracle  # the box's
     interim: RankInterim
-    laws: object  # an Interim: the bids' exact report laws
+    laws: Interim  # the bids' exact report laws
 
     @property
     def path(self) -> str:
-        return self.raw.path  # type: ignore[attr-defined]
+        return self.raw.path
 
     @property
     def outcome_only(self) -> bool:
-        return self.raw.outcome_only  # type: ignore[attr-defined]
+        return self.raw.outcome_only
 
     @property
     def mech(self):
-        return self.raw.mech  # type: ignore[attr-defined]
+        return self.raw.mech
 
     @property
     def calls(self) -> int:
-        return self.raw.calls  # type: ignore[attr-defined]
+        return self.raw.calls
 
     @calls.setter
     def calls(self, value: int) -> None:
-        self.raw.calls = value  # type: ignore[attr-defined]
+        self.raw.calls = value
 
     def eps_pay(self, sample, R, g: int, Z):
         Z = np.asarray(Z, dtype=float)
-        Eb, Tb = self.raw.eps_pay(sample, R, g, Z)  # type: ignore[attr-defined]
+        Eb, Tb = self.raw.eps_pay(sample, R, g, Z)
         dev = sample.deviators[g]
         dev = dev if self.path == "deviations" else dev[:, :1]  # as the box's oracle reads
         Er, Tr = self._rank_means(R, dev, Z)
-        counts = np.asarray(self.laws.classes.counts) - (
-            np.arange(len(self.laws.classes.counts)) == g
-        )  # type: ignore[attr-defined]
-        Ex, Tx = self.interim(Z, self.laws.below(Z), counts)  # type: ignore[attr-defined]
+        own = np.arange(len(self.laws.classes.counts)) == g
+        counts = np.asarray(self.laws.classes.counts) - own
+        Ex, Tx = self.interim(Z, self.laws.below(Z), counts)
         return Eb - Er + Ex[None, :], Tb - Tr + Tx[None, :]
 
     def _rank_means(self, R: np.ndarray, dev: np.ndarray, Z: np.ndarray):
