@@ -550,19 +550,13 @@ def _verify(
     control variate (``equilibrium_rank.ControlledOracle``; the win rates stay the box's)."""
     laws = _exact_laws(setup, bidfns, state_costs, c_tops) if exact else None
     exact_oracle = None if laws is None else Oracle(setup.mech, exact=True)
-    gains_oracle = oracle
-    if control is not None and laws is None:
-        report_laws = _exact_laws(setup, bidfns, state_costs, c_tops)
-        if report_laws is not None:
-            gains_oracle = ControlledOracle(oracle, control, report_laws)
+    gains_oracle = oracle if laws is not None else _controlled(setup, oracle, control, bidfns,
+                                                               state_costs, c_tops)  # fmt: skip
     one_sample = oracle.outcome_only and laws is None
     on_fresh = _searched_on_fresh(oracle) and laws is None
     sampled_search = not on_fresh and laws is None
     search = _search_sample(setup, opt, oracle, bidfns, rng) if sampled_search else None
-    refs = [None if r is None else _as_bidfn(r) for r in references]
-    tables = None  # the references tabulated (they may be slow, 1-D), every class known
-    if not any(r is None for r in refs):
-        tables = [_tabulated(r, law) for r, law in zip(refs, setup.classes.laws, strict=True)]
+    refs, tables = _references(references, setup.classes.laws)
 
     def drawn(samples: int):
         """A fresh sample, the bids' reports there and the references' (for their own
@@ -615,6 +609,25 @@ def _verify(
     if exact_oracle is not None:
         oracle.calls += exact_oracle.calls
     return out
+
+
+def _controlled(setup, oracle, control, bidfns, state_costs, c_tops):
+    """The sampled verification's oracle of the gains: ``oracle`` with a black box's rank
+    interim ``control`` as a control variate (``ControlledOracle``) when there is one and
+    the bids have exact report laws; else ``oracle`` itself."""
+    if control is None:
+        return oracle
+    report_laws = _exact_laws(setup, bidfns, state_costs, c_tops)
+    return oracle if report_laws is None else ControlledOracle(oracle, control, report_laws)
+
+
+def _references(references, laws):
+    """(the references as bid functions, or None per class; tabulated, they may be slow
+    and 1-D, when every class has one, else None)."""
+    refs = [None if r is None else _as_bidfn(r) for r in references]
+    if any(r is None for r in refs):
+        return refs, None
+    return refs, [_tabulated(r, law) for r, law in zip(refs, laws, strict=True)]
 
 
 def _searched_on_fresh(oracle) -> bool:
