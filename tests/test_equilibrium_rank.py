@@ -6,11 +6,10 @@ box (issue #48: neither method solved it) is solved by the default ``auto``."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from bne_reference import AllPayContest, FirstPriceReserve, all_pay_profile, table_relative_epsilon
+from test_equilibrium import FIRST_PRICE  # the examples' first price: its own deviations
 from test_equilibrium_distributional import _conformance
 
 from market_sim.errors import MarketSimError
@@ -251,16 +250,9 @@ def test_a_box_that_passes_the_probe_is_caught_by_the_verification():
     assert not r.converged and r.epsilon_relative > 1.0
 
 
-#: the examples' first price with its own vectorised ``deviations`` (the deviations path)
-EXAMPLE_FIRST_PRICE = (
-    f"{Path(__file__).resolve().parent.parent / 'examples' / 'first_price.py'}"
-    ":FirstPriceProcurement"
-)
-
-
 @pytest.mark.parametrize(
     "box, deviators, path",
-    [(OneVector(FirstPrice(1)), 1, "outcome"), (EXAMPLE_FIRST_PRICE, 2, "deviations")],
+    [(OneVector(FirstPrice(1)), 1, "outcome"), (FIRST_PRICE, 2, "deviations")],
     ids=["one-vector", "deviations"],
 )
 def test_the_control_variate_leaves_a_rank_box_no_noise(box, deviators, path):
@@ -306,7 +298,7 @@ def test_the_control_variate_is_unbiased_on_a_box_that_fools_the_probe():
     controlled = ControlledOracle(Oracle(mech), interim, laws)
     E, T = controlled.eps_pay(sample, R, 0, Z)
     Ex, Tx = interim(Z, laws.below(Z), np.array([3]))
-    Er, Tr = controlled._rank_means(R, sample.deviators[0][:, :1], Z)
+    Er, Tr = controlled._rank_means(R, controlled.raw.deviators(sample, 0), Z)
     # all-pay: E is the win indicator and T = E + z - 1, so both have E's binomial
     # standard error (not the sample's: 0 where none of the markets wins, at z = 0.95,
     # where the exact E is 3e-4)

@@ -376,6 +376,12 @@ class Oracle:
             return self._batched(sample, R, dev[:, 0], Z)
         return self._remembered(sample, R, g, Z)  # one outcome call per report vector
 
+    def deviators(self, sample, g: int) -> np.ndarray:
+        """(markets, d): class g's deviators whose outcomes this oracle averages per
+        market: all ``per_market`` of them on the ``deviations`` path, else the first."""
+        dev = sample.deviators[g]
+        return dev if self.path == "deviations" else dev[:, :1]
+
     def _remembered(self, sample, R: np.ndarray | None, g: int, Z: np.ndarray):
         """The loop over ``outcome`` (or, on the ``deviations`` path, the mechanism's
         ``deviations`` of a deterministic mechanism) at the reports of Z not yet
@@ -383,7 +389,8 @@ class Oracle:
         vector is evaluated once (the verification's denser costs and refinement rounds
         repeat reports; the columns are the same numbers, market by market, with the
         same seeds)."""
-        dev = sample.deviators[g] if self.path == "deviations" else sample.deviators[g][:, 0]
+        dev = self.deviators(sample, g)
+        dev = dev if self.path == "deviations" else dev[:, 0]
         per_column = sample.markets * (dev.shape[1] if dev.ndim == 2 else 1)
         evaluate = self._deviations if self.path == "deviations" else self._evaluate
         if not np.all(np.isfinite(Z)):  # NaN is no key: evaluated as it comes

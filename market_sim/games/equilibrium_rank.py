@@ -222,9 +222,7 @@ class ControlledOracle:
     def eps_pay(self, sample, R, g: int, Z):
         Z = np.asarray(Z, dtype=float)
         Eb, Tb = self.raw.eps_pay(sample, R, g, Z)
-        dev = sample.deviators[g]
-        dev = dev if self.path == "deviations" else dev[:, :1]  # as the box's oracle reads
-        Er, Tr = self._rank_means(R, dev, Z)
+        Er, Tr = self._rank_means(R, self.raw.deviators(sample, g), Z)
         own = np.arange(len(self.laws.classes.counts)) == g
         counts = np.asarray(self.laws.classes.counts) - own
         Ex, Tx = self.interim(Z, self.laws.below(Z), counts)
