@@ -397,3 +397,40 @@ def test_an_ic_black_box_is_certified_at_the_truth_at_once():
         np.testing.assert_allclose(r.bid(c), c, atol=1e-6)
         if method == "auto":
             assert "truthful on its rank interim" in r.options["method_reason"]
+
+
+def test_a_controlled_verification_draws_half_the_markets_and_prints_the_same(monkeypatch):
+    """``CONTROLLED_MARKETS``: with a control variate (a black box that passes the rank
+    probe) the verification draws 2 x ``samples`` markets, not 4 x: on a rank box its
+    terms cancel market by market, so the epsilon is the same to rounding with half the
+    box's calls (a one-vector first-price box, 3 x U[0, 1]); a given ``eval_samples`` is
+    kept, and a box without a control variate keeps 4 x."""
+    from market_sim.games.equilibrium_setup import CONTROLLED_MARKETS, _Options
+
+    assert CONTROLLED_MARKETS == 2
+    opt = _Options(samples=100).checked()
+    assert opt.for_path("outcome", controlled=True).eval_samples == 200
+    assert opt.for_path("outcome").eval_samples == 400
+    assert (
+        _Options(samples=100, eval_samples=64).for_path("outcome", controlled=True).eval_samples
+        == 64
+    )
+    from market_sim.games import equilibrium
+    from market_sim.games.equilibrium import bne_epsilon_by_group
+
+    # the sampled verification's own numbers: the exact rank check (which keeps the
+    # larger) patched out; the bids shade too little for 3 sellers ((1 - c)/4, not /3)
+    monkeypatch.setattr(equilibrium, "_rank_checked", lambda setup, opt, checks, *a: checks)
+    box, bid = OneVector(FirstPrice(1)), (lambda c: c + (1 - c) / 4)
+    kw = dict(samples=128, eval_grid=6, check_grid=9, refine=1)
+    runs = {
+        ev: bne_epsilon_by_group(
+            box, "uniform:0:1", 3, bid, np.random.default_rng(0), eval_samples=ev, **kw
+        )[0]  # fmt: skip
+        for ev in (None, 512)
+    }
+    half, full = runs[None], runs[512]
+    assert (half.eval_markets, full.eval_markets) == (256, 512)
+    assert half.verification == full.verification == "sampled"
+    assert half.epsilon_relative > 0.01  # a gain to measure
+    assert abs(half.epsilon - full.epsilon) <= 1e-12

@@ -349,10 +349,10 @@ def bne_epsilon_by_group(
     refs = _per_class(reference, G, "reference")
     c_tops = [d.support[1] for d in setup.classes.laws]
     oracle = Oracle(setup.mech)
-    opt = opt.for_path(oracle.path, G)  # the automatic eval_refine
+    control = _rank_control(setup)
+    opt = opt.for_path(oracle.path, G, controlled=control is not None)  # eval_refine, ...
     exact = _exact_verification(setup.mech, opt.exact)
     z_top = setup.z_range[1]
-    control = _rank_control(setup)
     checks = _verify(setup, opt, oracle, bidfns, None, c_tops, z_top, rng, refs, exact, control)
     return _rank_checked(
         setup, opt, checks, bidfns, None, c_tops, z_top, rng, refs, oracle, control
@@ -428,12 +428,13 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
     tables = chosen.tables
     c_tops = [live_top(s, law.support) for s, law in zip(sol.strategies, laws, strict=True)]
     oracle = Oracle(setup.mech)
-    auto = vopt.for_path(oracle.path, len(laws))  # the verification's automatic settings
+    control = _rank_control(setup, rank)
+    # the verification's automatic settings
+    auto = vopt.for_path(oracle.path, len(laws), controlled=control is not None)
     automatic = ("eval_refine", "eval_samples", "eval_grid", "check_grid")
     vopt = dataclasses.replace(vopt, **{k: getattr(auto, k) for k in automatic})
     bidfns = [_linear(c, b) for c, b in tables]
     exact = _exact_verification(setup.mech, None)
-    control = _rank_control(setup, rank)
     checks = _verify(
         setup, vopt, oracle, bidfns, [c for c, _ in tables], c_tops, setup.z_range[1], rng,
         references, exact, control,
