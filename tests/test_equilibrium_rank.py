@@ -434,3 +434,32 @@ def test_a_controlled_verification_draws_half_the_markets_and_prints_the_same(mo
     assert half.verification == full.verification == "sampled"
     assert half.epsilon_relative > 0.01  # a gain to measure
     assert abs(half.epsilon - full.epsilon) <= 1e-12
+
+
+@pytest.mark.parametrize(
+    "box, flag, solved_on_rank",
+    [(Handicapped(), True, False), (Batched(FirstPrice(1)), False, False),
+     (Batched(FirstPrice(1)), True, True)],
+    ids=["fails-the-probe", "rank_interim-False", "rank-box"],
+)  # fmt: skip
+def test_the_distributional_method_probes_a_box_once(monkeypatch, box, flag, solved_on_rank):
+    """One rank probe per ``method="distributional"`` call, whatever it says: its interim
+    serves the solve (unless ``rank_interim=False``) and the verification's control
+    variate and exact check (before, a box that failed the probe was probed twice: for
+    the solve, then for the verification)."""
+    from market_sim.games import equilibrium
+
+    probes: list[int] = []
+    original = equilibrium.rank_interim
+
+    def counted(*args, **kwargs):
+        probes.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(equilibrium, "rank_interim", counted)
+    r = bne(box, [("uniform:0:1", 3)], np.random.default_rng(0), method="distributional",
+            rank_interim=flag, grid=8, bid_grid=16, max_iter=8, markets=32, samples=16,
+            eval_grid=4, check_grid=9, refine=1)  # fmt: skip
+    assert len(probes) == 1
+    assert r.options["rank_interim"] is solved_on_rank
+    assert (r.options["path"] == "rank interim") is solved_on_rank

@@ -421,14 +421,14 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
     setup = _setup(mechanism, population, called["n_sellers"], rng, context, called["bid_max"])
     laws = setup.classes.laws
     references = _per_class(called["reference"], len(laws), "reference")
-    rank = _with_rank_interim(setup, dopt)
+    control = _rank_control(setup)  # the box probed once: for the solve and the verification
+    rank = RankSurrogate(setup.mech, control) if dopt.rank_interim and control is not None else None
     solved_on = rank or setup.mech
     sol = solve_distributional(solved_on, setup.classes, setup.z_range, rng, dopt, progress)
     chosen = bid_tables(solved_on, setup.classes, sol, setup.z_range)
     tables = chosen.tables
     c_tops = [live_top(s, law.support) for s, law in zip(sol.strategies, laws, strict=True)]
     oracle = Oracle(setup.mech)
-    control = _rank_control(setup, rank)
     # the verification's automatic settings
     auto = vopt.for_path(oracle.path, len(laws), controlled=control is not None)
     automatic = ("eval_refine", "eval_samples", "eval_grid", "check_grid")
@@ -481,25 +481,15 @@ def _distributional(mechanism, population, rng, called, progress, options) -> BN
     )
 
 
-def _with_rank_interim(setup, dopt: DistOptions) -> RankSurrogate | None:
-    """A black box with its rank interim attached, when it has no ``interim`` of its own
-    and passes the rank probe (``equilibrium_rank``; ``rank_interim=False``: never), for
-    the distributional method to solve; else None.  Only the solve and the tables'
-    choice see that interim: the verification asks the box itself."""
-    if not dopt.rank_interim or interim_of(setup.mech) is not None:
-        return None
-    interim = rank_interim(setup.mech, setup.classes, setup.z_range)
-    return None if interim is None else RankSurrogate(setup.mech, interim)
-
-
-def _rank_control(setup, rank=None) -> RankInterim | None:
-    """The black box's rank interim for the verification (``_verify``'s control variate,
-    ``equilibrium_rank.ControlledOracle``, and ``_rank_checked``), or None: a mechanism
-    with its own ``interim``, sellers with data, a box that fails the rank probe
-    (``rank``: already built).  A one-vector box's table costs 4097 x n outcome calls
-    (16,388 at 4 sellers, where its sampled verification makes about 0.5 M)."""
-    if rank is not None:
-        return rank.interim
+def _rank_control(setup) -> RankInterim | None:
+    """The black box's rank interim (``equilibrium_rank``), or None: a mechanism with its
+    own ``interim``, sellers with data, a box that fails the rank probe.  The
+    verification's control variate (``_verify``, ``equilibrium_rank.ControlledOracle``)
+    and ``_rank_checked``'s exact check; for the distributional method also what it
+    solves (``RankSurrogate``, unless ``rank_interim=False``): only the solve and the
+    tables' choice see it there, the verification asks the box itself.  A one-vector
+    box's table costs 4097 x n outcome calls (16,388 at 4 sellers, where its sampled
+    verification makes about 0.5 M)."""
     if interim_of(setup.mech) is not None or setup.classes.data is not None:
         return None
     return rank_interim(setup.mech, setup.classes, setup.z_range)
