@@ -250,6 +250,44 @@ def test_a_box_that_passes_the_probe_is_caught_by_the_verification():
     assert not r.converged and r.epsilon_relative > 1.0
 
 
+class RareBonus:
+    """All-pay with a bonus of 50 to a seller who reports below 0.9 while at least two
+    others report in [0.953, 0.971]: no rank mechanism, departing from its rank
+    interim in about 1% of the verification's markets (below), rarely enough to pass
+    the probe (its markets are even on [0, 1]: two of three others in a band of 0.018,
+    about 1e-3 a market)."""
+
+    batched = True
+
+    def outcome(self, reports, rng=None):
+        R = np.atleast_2d(np.asarray(reports, dtype=float))
+        eps, pay = AllPayContest().outcome(R)
+        inside = (R >= 0.953) & (R <= 0.971)
+        others = inside.sum(axis=1, keepdims=True) - inside
+        pay = pay + 50.0 * ((R < 0.9) & (others >= 2))
+        return (eps[0], pay[0]) if np.ndim(reports) == 1 else (eps, pay)
+
+
+def test_a_box_that_departs_from_rank_in_one_market_in_a_hundred_is_caught():
+    """The controlled verification draws 2 x ``samples`` markets (``CONTROLLED_MARKETS``):
+    RareBonus, whose departure a market has probability about 1%, is still caught at
+    ``samples=256`` (512 markets: about 5 expected, none with probability e^-4.8 = 0.8%).
+    The truth, for the returned bids (the all-pay equilibrium z(c) = 1 - 3/4 (1 - c)^4):
+    an opponent reports in [0.953, 0.971] when 1 - c is in [(0.029/0.75)^(1/4),
+    (0.047/0.75)^(1/4)] = [0.4435, 0.5003], probability p = 0.0568, so two of three do
+    with 3 p^2 (1 - p) + p^3 = 0.0093 and the bonus is worth 0.47 in expectation; a seller
+    of cost near 1 (bidding near 1, utility near 0) who reports 0.89 pays 0.11 more
+    effort: a gain of about 0.35, 7 times the ex-ante utility (0.05).  The verification
+    must not certify, and its epsilon / u must be above 1 (seed 0: 2.0, at the costs it
+    evaluates)."""
+    p = all_pay_profile(4)
+    r = bne(RareBonus(), p.population, np.random.default_rng(0), method="distributional",
+            samples=256)  # fmt: skip
+    assert r.options["rank_interim"] is True  # it passed the probe: the net is tested
+    assert r.check.eval_markets >= 512
+    assert not r.converged and r.epsilon_relative > 1.0
+
+
 @pytest.mark.parametrize(
     "box, deviators, path",
     [(OneVector(FirstPrice(1)), 1, "outcome"), (FIRST_PRICE, 2, "deviations")],
