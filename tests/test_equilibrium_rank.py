@@ -225,11 +225,19 @@ class LazyBonus:
     batched = True
 
     def outcome(self, reports, rng=None):
-        R = np.atleast_2d(np.asarray(reports, dtype=float))
-        eps, pay = AllPayContest().outcome(R)
-        lazy = (R > 0.995).sum(axis=1, keepdims=True) - (R > 0.995)
-        pay = pay + ((R < 0.9) & (lazy >= 2))
-        return (eps[0], pay[0]) if np.ndim(reports) == 1 else (eps, pay)
+        return _all_pay_with_bonus(reports, 1.0, lambda R: R > 0.995)
+
+
+def _all_pay_with_bonus(reports, bonus: float, counted):
+    """The all-pay contest's outcome (one vector or a (B, n) batch), each seller reporting
+    below 0.9 paid ``bonus`` more while at least two others are ``counted`` (a boolean
+    function of the (B, n) reports)."""
+    R = np.atleast_2d(np.asarray(reports, dtype=float))
+    eps, pay = AllPayContest().outcome(R)
+    inside = counted(R)
+    others = inside.sum(axis=1, keepdims=True) - inside
+    pay = pay + bonus * ((R < 0.9) & (others >= 2))
+    return (eps[0], pay[0]) if np.ndim(reports) == 1 else (eps, pay)
 
 
 def test_a_box_that_passes_the_probe_is_caught_by_the_verification():
@@ -260,12 +268,7 @@ class RareBonus:
     batched = True
 
     def outcome(self, reports, rng=None):
-        R = np.atleast_2d(np.asarray(reports, dtype=float))
-        eps, pay = AllPayContest().outcome(R)
-        inside = (R >= 0.953) & (R <= 0.971)
-        others = inside.sum(axis=1, keepdims=True) - inside
-        pay = pay + 50.0 * ((R < 0.9) & (others >= 2))
-        return (eps[0], pay[0]) if np.ndim(reports) == 1 else (eps, pay)
+        return _all_pay_with_bonus(reports, 50.0, lambda R: (R >= 0.953) & (R <= 0.971))
 
 
 def test_a_box_that_departs_from_rank_in_one_market_in_a_hundred_is_caught():
