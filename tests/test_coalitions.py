@@ -154,7 +154,8 @@ def test_fast_paths_match_run():
     rng = np.random.default_rng(5)
     members = np.array([1, 4])
     joint = rng.uniform(1, 5, (4, 2))
-    for name in ("offline", "online", "posted-price"):
+    # pay-as-bid: the compiled kernel against run's numpy solve (m = 6 < KERNEL_MIN_M)
+    for name in ("offline", "online", "posted-price", "pay-as-bid"):
         mech = as_mechanism(name, dist=DIST, n_sellers=6)
         path = _member_outcomes(mech)
         assert path.fn is not _generic

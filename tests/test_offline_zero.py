@@ -233,3 +233,27 @@ def test_payments_at_the_floor_equal_an_mpmath_reference(spec):
         r[0] = lo
         eps, pay = offline_payments(r, law, **KW)
         assert np.isposinf(eps[0]) and pay[0] == pytest.approx(R.payment(spec, r, 0, hi), rel=1e-9)
+
+
+def test_pay_as_bid_at_zero_is_paid_the_limit_0_without_a_nan():
+    """Pay-as-bid pays report x eps; at a report of 0 (eps = +inf) the product is NaN and
+    its limit is 0: z eps(z) <= sqrt(sigma z / gamma) (``baselines.paid_as_bid``'s proof).
+    Checked: run and deviations pay 0 there with no RuntimeWarning, and z eps(z) obeys
+    the bound and falls towards 0 at z = 1e-2 ... 1e-10."""
+    import warnings
+
+    mech = as_mechanism("pay-as-bid", dist=LAW, **KW)
+    reports = np.array([0.0, 0.3, 0.7, 0.2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        out = mech.run(reports)
+        dev = mech.deviations(np.array([1]), np.array([[0.0, 0.5]]), reports)
+    assert np.isposinf(out.eps[0]) and out.payments[0] == 0.0
+    assert np.all(np.isfinite(out.payments)) and np.all(out.payments[1:] == 0.0)
+    assert np.isposinf(dev.eps[0, 0]) and dev.payments[0, 0] == 0.0
+    assert dev.payments[0, 1] == pytest.approx(0.5 * dev.eps[0, 1])
+    z = 10.0 ** -np.arange(2, 11, 2)
+    paid = np.array([mech.deviations(np.array([1]), np.array([[v]]), reports).payments[0, 0]
+                     for v in z])  # fmt: skip
+    assert np.all(paid > 0) and np.all(paid <= np.sqrt(KW["sigma"] * z / KW["gamma"]))
+    assert np.all(np.diff(paid) < 0) and paid[-1] < 1e-4

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..distributions import CostDistribution, SellerLaws
 from ..errors import MarketSimError
+from ..privacy.limit import privacy_cost
 from .offline import solve
 
 __all__ = ["pay_as_bid", "posted_price"]
@@ -29,7 +30,17 @@ def pay_as_bid(
     (``backend`` as :func:`~market_sim.mechanisms.offline.solve`'s)."""
     r = dist.check_in_support(np.asarray(reports, dtype=float), "report")
     eps = solve(dist.virtual_cost(r), mu=mu, sigma=sigma, gamma=gamma, k=k, backend=backend).eps
-    return eps, r * eps
+    return eps, paid_as_bid(r, eps)
+
+
+def paid_as_bid(reports: np.ndarray, eps: np.ndarray) -> np.ndarray:
+    """t_i = report_i * eps_i: the seller's reported privacy cost, with 0 x inf = 0 at
+    the zero-cost limit (a report of 0 at a support's bottom 0, eps_i = +inf;
+    ``offline._zero_cost_limit``), the limit of z eps_i(z) as z -> 0.  Proof: eps_i =
+    a_i eta with eta = sqrt(sigma / x.a) and x.a >= a_i x_i, so eps_i <= sqrt(a_i sigma
+    / x_i) <= sqrt(sigma / (gamma psi_i)) (a_i <= 1); psi(z) = z + F(z)/f(z) >= z, so
+    z eps_i(z) <= sqrt(sigma z / gamma) -> 0."""
+    return privacy_cost(reports, eps)
 
 
 def posted_price(reports, *, price: float, eps_level: float):

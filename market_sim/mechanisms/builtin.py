@@ -152,8 +152,10 @@ class PayAsBidMechanism(_OfflineAllocation):
         sellers, cand, reports = _deviation_args(sellers, candidates, reports)
         _in_support(self.dist, reports, "report")
         cand = _in_support(self.dist, cand, "candidate report", sellers)
+        from .baselines import paid_as_bid
+
         eps = self.curves(reports).allocation_at(cand, sellers=sellers)
-        return Outcome(eps, cand * eps)
+        return Outcome(eps, paid_as_bid(cand, eps))
 
 
 @dataclass(frozen=True)
