@@ -197,8 +197,10 @@ def test_auto_choice_follows_the_rule(mech, kw, method, reason):
     from market_sim.games.equilibrium import _auto_choice
 
     called = dict(n_sellers=None, init="truth", reference=None, bid_max=None)
-    got, why = _auto_choice(mech, [("uniform:0:1", 3)], called, kw)
+    got, why, probed = _auto_choice(mech, [("uniform:0:1", 3)], called, kw)
     assert got == method and why.startswith(reason)
+    # only a mechanism with neither options nor an exact interim is probed (and counted)
+    assert (probed > 0) == (reason == "no exact interim")
 
 
 def test_conformance_table_claims():

@@ -421,6 +421,19 @@ class PostedPriceBox:
         return eps, 0.1 * eps
 
 
+class CountingBox:
+    """A box that counts the report vectors it evaluates (a (k, n) batch counts k)."""
+
+    def __init__(self, box):
+        self.box, self.vectors = box, 0
+
+    def outcome(self, reports, rng=None):
+        out = self.box.outcome(reports, rng)
+        r = np.asarray(reports)
+        self.vectors += r.shape[0] if r.ndim == 2 else 1
+        return out
+
+
 def test_an_ic_black_box_is_certified_at_the_truth_at_once():
     """The truth, proved: a seller's utility is (0.1 - c) 1[z <= 0.1] whatever the others
     report, so reporting its cost (selling exactly when c <= 0.1) is a dominant strategy
@@ -431,7 +444,10 @@ def test_an_ic_black_box_is_certified_at_the_truth_at_once():
     moved off the truth (a residual of 0.062) and the result was verified at epsilon / u
     0.943 after 21 iterations, not certified."""
     for method in ("auto", "pure"):
-        r = bne(PostedPriceBox(), [("uniform:0:1", 4)], np.random.default_rng(0), method=method)
+        box = CountingBox(PostedPriceBox())
+        r = bne(box, [("uniform:0:1", 4)], np.random.default_rng(0), method=method)
+        # every report vector the box evaluated is counted, auto's rank probe too
+        assert r.options["calls"] == box.vectors > 0
         assert r.options["method"] == "pure" and r.options["path"] == "outcome"
         assert (r.iterations, r.converged, r.epsilon) == (1, True, 0.0)
         c = np.linspace(0, 1, 101)

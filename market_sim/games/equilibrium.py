@@ -36,12 +36,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..errors import MarketSimError
 from ..execution import Job, check_executor, job_rng, run_jobs
+from ..mechanisms.base import mechanism_name
 from ..parameters import check_int
 from .equilibrium_distributional import (
     DistOptions,
@@ -535,7 +536,16 @@ def _verification_label(checks) -> str:
     return ", ".join(dict.fromkeys(ch.verification for ch in checks))
 
 
-def _auto_choice(mechanism, population, called, options) -> tuple[str, str]:
+class _Choice(NamedTuple):
+    """``_auto_choice``'s pick: the method, why, and the report vectors its rank probe
+    evaluated (counted in the result's ``calls``)."""
+
+    method: str
+    why: str
+    probe_calls: int = 0
+
+
+def _auto_choice(mechanism, population, called, options) -> _Choice:
     """``method="auto"``'s first pick and why (``METHODS``; docs/equilibrium.md, "Which
     method"): the pure method when the call is the pure method's (an option only it
     reads, or one both read with different meanings: grid, bid_grid, max_iter, eps_tol;
@@ -549,23 +559,42 @@ def _auto_choice(mechanism, population, called, options) -> tuple[str, str]:
     solver = sorted(set(options) - set(_VERIFY_KEYS) - set(CONTEXT_KEYS))
     own = [k for k in solver if k in DIST_OPTIONS and k not in OPTIONS]
     if own and len(own) == len(solver):
-        return "distributional", f"options only it reads ({', '.join(own)})"
+        return _Choice("distributional", f"options only it reads ({', '.join(own)})")
     if solver:
-        return "pure", f"options of the pure method given ({', '.join(solver)})"
+        return _Choice("pure", f"options of the pure method given ({', '.join(solver)})")
     if not (isinstance(called["init"], str) and called["init"] == "truth"):
-        return "pure", "an init given"
+        return _Choice("pure", "an init given")
     setup = _probe_setup(mechanism, population, called, options)
     if getattr(setup.mech, "needs_data", False):
-        return "pure", NO_INTERIM
+        return _Choice("pure", NO_INTERIM)
     if interim_of(setup.mech) is not None:
-        return "distributional", "an exact interim"
-    interim = rank_interim(setup.mech, setup.classes, setup.z_range)
+        return _Choice("distributional", "an exact interim")
+    counted = _Counting(setup.mech)
+    interim = rank_interim(counted, setup.classes, setup.z_range)
     if interim is None:
-        return "pure", NO_INTERIM
-    box = RankSurrogate(setup.mech, interim)
-    if truth_relative_epsilon(box, setup.classes, setup.z_range) <= _tol(options):
-        return "pure", RANK_TRUTHFUL
-    return "distributional", RANK_BOX
+        return _Choice("pure", NO_INTERIM, counted.calls)
+    box = RankSurrogate(counted, interim)
+    truthful = truth_relative_epsilon(box, setup.classes, setup.z_range) <= _tol(options)
+    return _Choice(*(("pure", RANK_TRUTHFUL) if truthful else ("distributional", RANK_BOX)),
+                   counted.calls)  # fmt: skip
+
+
+class _Counting:
+    """A black box that counts the report vectors it evaluates (a ``(k, n)`` batch
+    counts k), for ``calls``; its name and everything else are the box's own."""
+
+    def __init__(self, box):
+        self._box, self.calls = box, 0
+        self.name = mechanism_name(box)
+
+    def outcome(self, reports, rng=None):
+        out = self._box.outcome(reports, rng)
+        r = np.asarray(reports)
+        self.calls += r.shape[0] if r.ndim == 2 else 1
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self._box, name)
 
 
 #: ``_auto_choice``'s reason for the pure method on a mechanism without ``interim``
@@ -599,9 +628,10 @@ def _auto(mechanism, population, rng, called, progress, options) -> BNEResult:
     the game; a box that fooled the probe, ``tests/test_equilibrium_rank.py``'s LazyBonus,
     is returned not certified, its sampled epsilon printed.)  ``options["method_reason"]``
     says which and why (the rule, and both numbers when both ran)."""
-    first, why = _auto_choice(mechanism, population, called, options)
+    first, why, probe_calls = _auto_choice(mechanism, population, called, options)
     run = {"pure": _auto_pure, "distributional": _auto_distributional}
     r = run[first](mechanism, population, rng, called, progress, options)
+    calls = probe_calls + r.options["calls"]  # every report vector this call evaluated
     tol = _tol(options)
     unsettled = {
         "an exact interim": lambda: r.options.get("training_epsilon", math.nan) > tol,
@@ -610,7 +640,7 @@ def _auto(mechanism, population, rng, called, progress, options) -> BNEResult:
     }
     if not unsettled.get(why, lambda: False)():
         text = f"{first}: {why}; verified epsilon / utility {r.epsilon_relative:.3g}"
-        return dataclasses.replace(r, options={**r.options, "method_reason": text})
+        return dataclasses.replace(r, options={**r.options, "method_reason": text, "calls": calls})
     second = "pure" if first == "distributional" else "distributional"
     other = run[second](mechanism, population, rng, called, progress, options)
     best, worse = (other, r) if other.epsilon_relative < r.epsilon_relative else (r, other)
@@ -619,7 +649,10 @@ def _auto(mechanism, population, rng, called, progress, options) -> BNEResult:
         f"against {worse.epsilon_relative:.3g} for {worse.options['method']} (both run: "
         f"{_BOTH_RUN[why]})"
     )
-    return dataclasses.replace(best, options={**best.options, "method_reason": text})
+    calls += other.options["calls"]
+    return dataclasses.replace(
+        best, options={**best.options, "method_reason": text, "calls": calls}
+    )
 
 
 _BOTH_RUN = {
