@@ -56,6 +56,11 @@ TABLE_GAMES = (
     "pab-2unit-reserve",
     "asym-3-reserve",
     "asym-4",
+    # and after them (2026-11-30 18:00), again untuned
+    "pab-2unit-power-reserve",
+    "all-pay-sqrt-3",
+    "asym-power-2",
+    "power-0.6-k3-8",
 )
 METHOD_NAMES = ("pure", "distributional")
 #: ``--methods auto``: the default ``bne(..., method="auto")``, its own column (which

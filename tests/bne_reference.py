@@ -269,14 +269,32 @@ def _below_from_table(law, costs, bids) -> Callable:
     piecewise-linear function, exact where the bids rise strictly (issue #48: the
     interpolation of F itself between the table's costs, used before, put a curved
     law's report law off in a coarse first cell: Beta(1, 3), a 36-cost table, the
-    exact gain at c = 0 read 1.41% of u where 4 M i.i.d. draws give 1.00%)."""
+    exact gain at c = 0 read 1.41% of u where 4 M i.i.d. draws give 1.00%).  A flat
+    piece of the table is an atom of the reports: at its bid a tie counts half,
+    (F(sup{c : b(c) < z}) + F(sup{c : b(c) <= z})) / 2, a symmetric tie-break between
+    two sellers (ties among three or more, of probability O(atom mass^2), are read as
+    independent halves).  Before, ``np.interp`` on the repeated bids read the whole atom
+    as below, a tie as a loss, and the gain of undercutting an atom twice its size
+    (issue #48: 2-unit first price with a reserve of 0.7, 4 sellers on Beta(0.5, 2), the
+    distributional method's tables with an atom at 0.6925: 0.23% of u where the
+    mechanism's tie rule gives 0.12%, what the solver printed)."""
     c = np.asarray(costs, dtype=float)
     b = np.maximum.accumulate(np.asarray(bids, dtype=float))
 
+    def sup_cost(z, side):
+        # sup{c : b(c) < z} ("left") or sup{c : b(c) <= z} ("right") of the
+        # interpolated table: the cell where b crosses z, read linearly
+        n_below = np.searchsorted(b, z, side=side)  # table bids below (at most) z
+        j = np.clip(n_below, 1, b.size - 1)
+        b0, b1, c0, c1 = b[j - 1], b[j], c[j - 1], c[j]
+        t = np.clip(np.divide(z - b0, b1 - b0, out=np.zeros_like(z), where=b1 > b0), 0, 1)
+        return np.where(n_below == b.size, c[-1], np.where(n_below == 0, c[0], c0 + t * (c1 - c0)))
+
     def below(z):
         z = np.asarray(z, dtype=float)
-        inside = np.asarray(law.cdf(np.interp(z, b, c)), dtype=float)
-        return np.where(z < b[0], 0.0, np.where(z > b[-1], 1.0, inside))
+        tie_half = 0.5 * sum(np.asarray(law.cdf(sup_cost(z, s)), dtype=float)
+                             for s in ("left", "right"))  # fmt: skip
+        return np.where(z < b[0], 0.0, np.where(z > b[-1], 1.0, tie_half))
 
     return below
 
@@ -574,6 +592,13 @@ def _games() -> dict[str, Callable[[], Profile]]:
         "asym-4": lambda: asymmetric_profile(
             ["uniform:0:1", "beta:2:2:0:1", "beta:1:3:0:1", "beta:3:1:0:1"], [1, 1, 1, 1]
         ),
+        # added 2026-11-30 18:00 (issue #48, "new ones of the same kinds"), none tuned for:
+        # a reserve where a law with its mass at the bottom is thin (2 units), all-pay on a
+        # singular law, a singular class against a Beta class, 3 units of 8 sellers
+        "pab-2unit-power-reserve": lambda: symmetric_profile("beta:0.5:2:0:1", 4, k=2, reserve=0.7),
+        "all-pay-sqrt-3": lambda: all_pay_law_profile("beta:0.5:1:0:1", 3),
+        "asym-power-2": lambda: asymmetric_profile(["beta:0.5:1:0:1", "beta:2:5:0:1"], [2, 1]),
+        "power-0.6-k3-8": lambda: symmetric_profile("beta:0.6:1:0:1", 8, k=3),
     }
 
 

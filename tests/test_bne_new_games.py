@@ -20,14 +20,45 @@ from market_sim.games.equilibrium import bne
 
 @pytest.mark.parametrize(
     "name",
-    ["all-pay-2", "pab-2unit-reserve", "power-reserve-4", "power-0.15-5", "all-pay-beta-3"],
-)
+    ["all-pay-2", "pab-2unit-reserve", "power-reserve-4", "power-0.15-5", "all-pay-beta-3",
+     "all-pay-sqrt-3", "power-0.6-k3-8"],  # the last two added 2026-11-30 18:00
+)  # fmt: skip
 def test_auto_solves_a_new_game_within_the_bar(name):
     from test_equilibrium_distributional import _conformance
 
     conf = _conformance()
     game = GAMES[name]()
     r = bne(game.mechanism, game.population, np.random.default_rng(0), samples=256)
+    assert r.options["method"] == "distributional"
+    assert conf.linf_where_reference_wins(game, r, 0) <= 0.01
+    assert conf.exact_relative_gain(game, r, 0) <= 0.01
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue #48: auto's distributional solve misses L∞ "
+    "by 0.0003 on 64 quantile nodes (docs/equilibrium.md, Conformance)",
+)
+def test_a_reserve_where_the_law_is_thin_by_default():
+    """pab-2unit-power-reserve (2 units, reserve 0.7, 4 sellers on Beta(0.5, 2)): the
+    default's L∞ is 0.0103 (its exact epsilon 0.12%, within the bar)."""
+    _solved_within_the_bar("pab-2unit-power-reserve")
+
+
+def test_a_reserve_where_the_law_is_thin_with_twice_the_cost_nodes():
+    """The same game with ``grid=128`` cost nodes (``method="distributional"``: ``auto``
+    reads ``grid`` as the pure method's): L∞ 0.0012, exact epsilon 0.013% (the docs'
+    claim: quantile nodes are sparse where Beta(0.5, 2) is thin and the reserve bends
+    the bids)."""
+    _solved_within_the_bar("pab-2unit-power-reserve", method="distributional", grid=128)
+
+
+def _solved_within_the_bar(name, **options):
+    from test_equilibrium_distributional import _conformance
+
+    conf = _conformance()
+    game = GAMES[name]()
+    r = bne(game.mechanism, game.population, np.random.default_rng(0), **options)
     assert r.options["method"] == "distributional"
     assert conf.linf_where_reference_wins(game, r, 0) <= 0.01
     assert conf.exact_relative_gain(game, r, 0) <= 0.01

@@ -23,6 +23,8 @@ FAST = [
     # the games added untuned (h48new); asym-3-reserve's ODE takes ~20 s, not here
     "power-0.15-5", "power-reserve-4", "all-pay-beta-3", "all-pay-2", "pab-2unit-reserve",
     "asym-4",
+    # added 2026-11-30 18:00 (asym-power-2's ODE takes ~19 s, not here)
+    "pab-2unit-power-reserve", "all-pay-sqrt-3", "power-0.6-k3-8",
 ]  # fmt: skip
 
 
@@ -202,3 +204,36 @@ def test_deviation_gains_finds_truths_gain_at_every_cost_and_none_at_the_equilib
     bne = deviation_gains(mech, law, 3, uniform_bid_3, costs, np.random.default_rng(1), **kw)
     assert np.all(bne.gains <= 4 * bne.se + 1e-3)
     assert bne.utility == pytest.approx(1 / 12, rel=0.1)
+
+
+def test_a_flat_table_is_an_atom_and_a_tie_there_counts_half():
+    """The independent measure at an atom of the reports (a flat piece of a bid table, as
+    the distributional method's tables have).  Table: b = 0.5 on costs [0, 0.4], then
+    b(c) = c + 0.1 up to 1 at c = 0.9, then 1; costs U[0, 1].  P(report < z): 0 below 0.5;
+    at 0.5 half the atom, 0.4 / 2; just above, 0.4; at 0.75, c = 0.65; at 1, 0.9 + 0.1 / 2.
+    FirstPrice(1) breaks a tie by index, so a seller at a random index wins a two-seller
+    tie half the time (checked by Monte Carlo on its ``outcome``).  Two sellers, both on
+    the table: a seller of cost c < 0.4 bids 0.5 and gets 0.8 (0.5 - c) (it ties w.p.
+    0.4); just under 0.5 it always wins, 0.5 - c: the exact gain is 0.2 (0.5 - c) (the
+    best interior report gives ((1.1 - c) / 2)^2, less for c < 0.36).  Reading a tie as
+    a loss (``np.interp`` on the repeated bids, before) made it 0.4 (0.5 - c)."""
+    from bne_reference import _below_from_table, table_gain
+
+    from market_sim.distributions import as_distribution
+    from market_sim.mechanisms.first_price import FirstPrice
+
+    law = as_distribution("uniform:0:1")
+    c, b = np.array([0.0, 0.4, 0.9, 1.0]), np.array([0.5, 0.5, 1.0, 1.0])
+    below = _below_from_table(law, c, b)
+    z = np.array([0.5 - 1e-9, 0.5, 0.5 + 1e-9, 0.75, 1.0 - 1e-9, 1.0])
+    np.testing.assert_allclose(below(z), [0.0, 0.2, 0.4, 0.65, 0.9, 0.95], atol=1e-8)
+    # the mechanism's own tie rule: a deviator at 0.5 against draws of the table
+    rng = np.random.default_rng(0)
+    others = np.interp(law.sample(200_000, rng), c, b)
+    mine = np.arange(others.size) % 2  # its index: first or second, half the time each
+    R = np.where(mine[:, None] == np.arange(2)[None, :], 0.5, others[:, None])
+    won = FirstPrice(1).outcome(R)[0][np.arange(others.size), mine]
+    assert won.mean() == pytest.approx(1 - below(np.array([0.5]))[0], abs=0.004)
+    gain = table_gain(law, c, b, 2)
+    assert gain.at_cost < 0.01
+    assert gain.gain == pytest.approx(0.2 * (0.5 - gain.at_cost), abs=1e-6)
