@@ -24,14 +24,7 @@ from market_sim.games.equilibrium import bne
      "all-pay-sqrt-3", "power-0.6-k3-8"],  # the last two added 2026-11-30 18:00
 )  # fmt: skip
 def test_auto_solves_a_new_game_within_the_bar(name):
-    from test_equilibrium_distributional import _conformance
-
-    conf = _conformance()
-    game = GAMES[name]()
-    r = bne(game.mechanism, game.population, np.random.default_rng(0), samples=256)
-    assert r.options["method"] == "distributional"
-    assert conf.linf_where_reference_wins(game, r, 0) <= 0.01
-    assert conf.exact_relative_gain(game, r, 0) <= 0.01
+    _solved_within_the_bar(name, samples=256)
 
 
 @pytest.mark.xfail(
