@@ -76,3 +76,47 @@ def test_the_deviations_path_verification_is_not_below_the_exact_gain():
     for seed in (0, 1):
         e = bne_epsilon(DeviatingFirstPrice(), "uniform:0:1", 4, bid, np.random.default_rng(seed))
         assert 0.95 * exact <= e.epsilon_relative <= 2.0 * exact
+
+
+class _RecordsGenerators(FirstPrice):
+    """First price whose ``deviations`` records the generator it is given (and a copy
+    of it as given: a randomized mechanism's call draws from it)."""
+
+    def __init__(self, randomized: bool):
+        super().__init__(1)
+        self.randomized, self.given, self.as_given = randomized, [], []
+
+    def deviations(self, sellers, candidates, reports, rng=None):
+        import copy
+
+        self.given.append(rng)
+        self.as_given.append(copy.deepcopy(rng))
+        return super().deviations(sellers, candidates, reports, rng)
+
+
+@pytest.mark.parametrize("randomized", [False, True])
+def test_a_market_gets_its_own_generator_only_when_the_mechanism_draws(randomized):
+    """The ``deviations`` path: a randomized mechanism is given each market's own
+    generator, seeded by the sample's seed for that market (common random numbers
+    across reports); a deterministic one, which draws nothing, one generator for the
+    whole call (a generator per market was a third of the example first price's time).
+    Its numbers are the same either way: it ignores the generator."""
+    from market_sim.games.equilibrium_game import Sample, as_classes, reports_of
+
+    classes, _ = as_classes([("uniform:0:1", 3)])
+    sample = Sample(classes, 5, 1, np.random.default_rng(0))
+    R = reports_of(sample, classes, [lambda c: c])
+    Z = np.linspace(0.1, 0.9, 4)
+    mech = _RecordsGenerators(randomized)
+    oracle = Oracle(mech)
+    assert oracle.path == "deviations"
+    E, T = oracle.eps_pay(sample, R, 0, Z)
+    assert len(mech.given) == sample.markets
+    if randomized:
+        firsts = [g.random() for g in mech.as_given]
+        assert firsts == [np.random.default_rng(s).random() for s in sample.seeds]
+    else:
+        assert all(g is mech.given[0] for g in mech.given)
+        alone = [FirstPrice(1).deviations(sample.deviators[0][s], Z[None, :], R[s]) for s in
+                 range(sample.markets)]  # fmt: skip
+        np.testing.assert_array_equal(E, np.array([o.eps[0] for o in alone]))
