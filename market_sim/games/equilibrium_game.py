@@ -459,15 +459,10 @@ class Oracle:
         return E[None, :], T[None, :]
 
     def _deviations(self, sample, R, dev, Z):
-        """The mechanism's ``deviations``, one call per market.  A randomized mechanism
-        gets each market's own generator (common random numbers across reports); a
-        deterministic one, which draws nothing, one generator for the call (seeded by the
-        first market's seed): a generator per market was 24 us of the 70 us a market of
-        the example first price costs (``examples/first_price.py``)."""
-        M = R.shape[0]
+        """``deviations`` per market; a generator each if the mechanism draws, else one."""
+        M, randomized = R.shape[0], getattr(self.mech, "randomized", False)
         E, T = np.empty((M, Z.size)), np.empty((M, Z.size))
         cand = np.broadcast_to(Z, (dev.shape[1], Z.size))
-        randomized = getattr(self.mech, "randomized", False)
         shared = None if randomized or M == 0 else np.random.default_rng(sample.seeds[0])
         for s in range(M):
             mech = sample.mechanism(self.mech, s)
