@@ -574,9 +574,9 @@ def _auto_choice(mechanism, population, called, options) -> _Choice:
     if interim is None:
         return _Choice("pure", NO_INTERIM, counted.calls)
     box = RankSurrogate(counted, interim)
-    truthful = truth_relative_epsilon(box, setup.classes, setup.z_range) <= _tol(options)
-    return _Choice(*(("pure", RANK_TRUTHFUL) if truthful else ("distributional", RANK_BOX)),
-                   counted.calls)  # fmt: skip
+    if truth_relative_epsilon(box, setup.classes, setup.z_range) <= _tol(options):
+        return _Choice("pure", RANK_TRUTHFUL, counted.calls)
+    return _Choice("distributional", RANK_BOX, counted.calls)
 
 
 class _Counting:
