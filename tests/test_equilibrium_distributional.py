@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from bne_reference import GAMES, AllPayContest, all_pay_profile
+from bne_reference import GAMES, AllPayContest, all_pay_profile, symmetric_profile
 
 from market_sim.errors import MarketSimError
 from market_sim.games.equilibrium import bne
@@ -50,6 +50,66 @@ def test_quantile_nodes_follow_the_law():
     c, w = quantile_nodes(law, 64)
     assert np.allclose(c, ((np.arange(64) + 0.5) / 64) ** 2, atol=1e-9)
     assert np.allclose(w, 1 / 64)
+
+
+def test_a_ceiling_envelope_sells_to_every_cost_under_the_reserve():
+    """First price, reserve r = 0.6, 3 sellers on U[0, 1]: the equilibrium is b(c) = c +
+    int_c^r (1 - t)^2 dt / (1 - c)^2 for c < r (``bne_reference.symmetric_profile``;
+    the seller at cost c sells iff both others' costs are above c, and one above r bids
+    its cost).  Handed a table that prices out the costs 0.5-0.6 (they bid 0.65: the
+    grid's cut-off below the reserve, the case of pab-2unit-power-reserve), a plain
+    envelope step keeps the cut-off (E(t) = 0 there: its tail integral lacks
+    int_0.5^0.6 (1 - t)^2 dt, so every bid below 0.5 is low by that over (1 - c)^2, 0.061
+    at c = 0: checked), while the ceiling envelope finds the marginal cost c* = r (for
+    first price T = z E, a seller ranked at c gains (r - c) E(c) > 0 iff c < r) and maps
+    the table to the equilibrium: within 1e-4 on the costs that sell, the others above
+    the reserve (any such bid is a best response: it never sells), exact relative
+    epsilon under 0.01% (the input's is over 1%)."""
+    from market_sim.games import equilibrium_distributional as D
+    from market_sim.games.equilibrium_envelope import envelope_step
+    from market_sim.games.equilibrium_game import Oracle, interim_of, tabulated_cdf
+
+    game = symmetric_profile("uniform:0:1", 3, reserve=0.6)
+    classes, _ = as_classes([("uniform:0:1", 3)])
+    mech, law = game.mechanism, classes.laws[0]
+    interim, oracle, cdfs = interim_of(mech), Oracle(mech, exact=True), [tabulated_cdf(law)]
+    assert D._marginal_cost(interim, classes, 0.6) == pytest.approx(0.6, abs=1e-9)
+    c = np.linspace(0.0, 1.0, 201)
+    truth = game.bids[0](c)
+    fooled = (c, np.where((c >= 0.5) & (c < 0.6), 0.65, truth))
+    z = (0.0, 1.0)
+    plain = envelope_step(interim, classes, [fooled], z, 1.0, cdfs)[0][1]
+    assert plain[0] == pytest.approx(truth[0] - (0.5**3 - 0.4**3) / 3, abs=2e-3)
+    eps_in = D._exact_relative_epsilon(oracle, classes, [fooled], cdfs, z)
+    assert eps_in > 0.01
+    bids = np.linspace(0.0, 1.0, 101)
+    strategy = MixedStrategy(np.zeros(1), np.ones(1), bids, np.eye(1, 101), np.ones(1), 0.6)
+    sol = type("Sol", (), {"strategies": (strategy,)})()
+    best = D.Tables([fooled], 16, 0, eps_in)
+    out = D._with_ceiling_envelope(best, interim, oracle, classes, sol, cdfs, z)
+    costs, got = out.tables[0]
+    assert out.exact_epsilon < 1e-4
+    sells = costs < 0.6
+    assert np.max(np.abs(got[sells] - game.bids[0](costs[sells]))) < 1e-4
+    assert got[sells].max() <= 0.6 and np.all(got[~sells & (costs > 0.6)] > 0.6)
+
+
+def test_the_marginal_cost_is_where_a_report_at_the_ceiling_stops_paying():
+    """A mechanism whose interim pays (z - 0.1) E (a fee of 0.1 per unit sold), E = 1 -
+    below (a seller sells iff its one opponent is above it), ceiling r = 0.7: a seller
+    ranked at c gains (0.6 - c)(1 - c) at the ceiling, positive iff c < 0.6, so c* =
+    0.6; with the fee 0 it is r; with a fee of 0.8 no cost gains (None)."""
+    from market_sim.games import equilibrium_distributional as D
+
+    classes, _ = as_classes([("uniform:0:1", 2)])
+    for fee, expected in ((0.1, 0.6), (0.0, 0.7), (0.8, None)):
+
+        def interim(z, below, counts, fee=fee):
+            E = 1.0 - below[0]
+            return E, (np.asarray(z) - fee) * E
+
+        got = D._marginal_cost(interim, classes, 0.7)
+        assert got == (None if expected is None else pytest.approx(expected, abs=1e-9))
 
 
 def test_mixed_flag_reads_the_spread():

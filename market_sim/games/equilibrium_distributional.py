@@ -545,8 +545,10 @@ def bid_tables(mech, classes: Classes, sol: MixedSolution, z_range: tuple[float,
     the inverse bids of the first-order system solved by shooting
     (``equilibrium_envelope.inverse_bid_tables``: the damped steps' fixed point, which
     they need not reach), up to the lowest top of the supports or the highest bid that
-    sells (a reserve), kept if it lowers the exact epsilon.  On the sampled path a knot
-    every 16 nodes, nothing measured."""
+    sells (a reserve), kept if it lowers the exact epsilon; with one class under a
+    ceiling, one envelope step from the table made to sell to exactly the costs below
+    the marginal cost (``_with_ceiling_envelope``), kept likewise.  On the sampled path a
+    knot every 16 nodes, nothing measured."""
     laws = classes.laws
     interim = interim_of(mech) if classes.data is None else None
 
@@ -574,6 +576,8 @@ def bid_tables(mech, classes: Classes, sol: MixedSolution, z_range: tuple[float,
             best = Tables(tabs, best.knot_every, step, eps)
     if len(laws) > 1:
         best = _with_inverse_bids(best, interim, oracle, classes, sol, cdfs, z_range)
+    else:
+        best = _with_ceiling_envelope(best, interim, oracle, classes, sol, cdfs, z_range)
     best = _with_quantile_rows(best, oracle, classes, sol, cdfs, z_range)
     dense = _refined_exact_epsilon(oracle, classes, best.tables, cdfs, z_range)
     return dataclasses.replace(best, exact_epsilon=max(best.exact_epsilon, dense))
@@ -591,6 +595,62 @@ def _with_inverse_bids(best: Tables, interim, oracle, classes: Classes, sol, cdf
     if eps < best.exact_epsilon:
         return Tables(tabs, best.knot_every, 0, eps, inverse_bids=True)
     return best
+
+
+def _with_ceiling_envelope(best: Tables, interim, oracle, classes: Classes, sol, cdfs, z_range):
+    """One class under a ceiling (a reserve, ``_ceiling``): ``best``, or one envelope step
+    from its table made to sell to exactly the costs that sell in the equilibrium, when
+    that lowers the exact relative epsilon.  With one class the step maps a table to the
+    equilibrium given the costs that sell in the table (``equilibrium_envelope``: E(t)
+    is the table's allocation), and a grid's table prices out costs just under the
+    ceiling (issue #48, pab-2unit-power-reserve: the grid's highest selling bid 0.6992
+    under a reserve of 0.7; costs 0.638-0.675 pooled at 0.6925 and the step kept its
+    cut-off: L-infinity 0.0103).  In the equilibrium a seller of cost c sells, ranked by
+    its cost, as long as it gains by a report at the ceiling r: c < c*, the marginal
+    cost (``_marginal_cost``; c* = r for pay-as-bid, T = z E).  The table's bids: at
+    most r below c*, r at c*, and from just above c* at least the cost and the grid's
+    bid after r (which does not sell: r's next float still sells, r being found to
+    1e-12); the step's reports searched up to r."""
+    r = _ceiling(interim, classes, sol.strategies[0])
+    if not math.isfinite(r):
+        return best
+    c_star = _marginal_cost(interim, classes, r)
+    costs, bids = best.tables[0]
+    if c_star is None or not costs[0] < c_star < costs[-1]:
+        return best
+    grid = sol.strategies[0].bids  # above: the grid's bid after the highest that sells
+    above = float(grid[min(int(np.searchsorted(grid, r, side="right")), grid.size - 1)])
+    gap = 1e-9 * (costs[-1] - costs[0])  # the cut-off: a row just above c* sells nothing
+    low, high = costs < c_star, costs > c_star + gap
+    tab = (
+        np.concatenate((costs[low], [c_star, c_star + gap], costs[high])),
+        np.concatenate((np.minimum(bids[low], r), [r, above],
+                        np.maximum(np.maximum(bids[high], costs[high]), above))),
+    )  # fmt: skip
+    tabs = envelope_step(interim, classes, [tab], (z_range[0], r), 1.0, cdfs)
+    eps = _exact_relative_epsilon(oracle, classes, tabs, cdfs, z_range)
+    return Tables(tabs, best.knot_every, 1, eps) if eps < best.exact_epsilon else best
+
+
+def _marginal_cost(interim, classes: Classes, r: float) -> float | None:
+    """The top of the costs c of the (one) class whose seller, with its own class below
+    it with probability F(c) (its rank), gets T(r) - c E(r) > 0 at the ceiling r, by
+    bisection to 1e-12 (None: no such cost, or every cost of the support)."""
+    law = classes.laws[0]
+    lo, hi = (float(x) for x in law.support)
+    counts = np.asarray(classes.counts) - 1
+
+    def gains(c: float) -> bool:
+        below = np.clip(np.asarray(law.cdf(np.array([c])), dtype=float), 0.0, 1.0)[None, :]
+        E, T = interim(np.array([r]), below, counts)
+        return float(np.asarray(T)[0]) - c * float(np.asarray(E)[0]) > 0
+
+    if not math.isfinite(hi) or gains(hi) or not gains(lo):
+        return None
+    while hi - lo > 1e-12 * max(1.0, abs(hi)):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if gains(mid) else (lo, mid)
+    return lo
 
 
 def _with_quantile_rows(best: Tables, oracle, classes: Classes, sol, cdfs, z_range) -> Tables:
