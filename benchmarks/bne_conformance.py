@@ -61,6 +61,11 @@ TABLE_GAMES = (
     "all-pay-sqrt-3",
     "asym-power-2",
     "power-0.6-k3-8",
+    # and after them (2026-11-30 22:25), reserves again untuned
+    "power-0.3-reserve-3",
+    "pab-3unit-beta25-reserve",
+    "reserve-2-low",
+    "pab-2unit-beta31-reserve",
 )
 METHOD_NAMES = ("pure", "distributional")
 #: ``--methods auto``: the default ``bne(..., method="auto")``, its own column (which

@@ -599,6 +599,12 @@ def _games() -> dict[str, Callable[[], Profile]]:
         "all-pay-sqrt-3": lambda: all_pay_law_profile("beta:0.5:1:0:1", 3),
         "asym-power-2": lambda: asymmetric_profile(["beta:0.5:1:0:1", "beta:2:5:0:1"], [2, 1]),
         "power-0.6-k3-8": lambda: symmetric_profile("beta:0.6:1:0:1", 8, k=3),
+        # added 2026-11-30 22:25, untuned: reserves on a singular law, on Beta(2, 5) with
+        # 3 units of 6, low for 2 sellers, high on Beta(3, 1) with 2 units of 4
+        "power-0.3-reserve-3": lambda: symmetric_profile("beta:0.3:1:0:1", 3, reserve=0.2),
+        "pab-3unit-beta25-reserve": lambda: symmetric_profile("beta:2:5:0:1", 6, k=3, reserve=0.4),
+        "reserve-2-low": lambda: symmetric_profile("uniform:0:1", 2, reserve=0.3),
+        "pab-2unit-beta31-reserve": lambda: symmetric_profile("beta:3:1:0:1", 4, k=2, reserve=0.8),
     }
 
 

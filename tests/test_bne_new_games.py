@@ -21,7 +21,8 @@ from market_sim.games.equilibrium import bne
 @pytest.mark.parametrize(
     "name",
     ["all-pay-2", "pab-2unit-reserve", "power-reserve-4", "power-0.15-5", "all-pay-beta-3",
-     "all-pay-sqrt-3", "power-0.6-k3-8"],  # the last two added 2026-11-30 18:00
+     "all-pay-sqrt-3", "power-0.6-k3-8",  # these two added 2026-11-30 18:00
+     "power-0.3-reserve-3"],  # 22:25: the ceiling envelope's band (docs, Conformance)
 )  # fmt: skip
 def test_auto_solves_a_new_game_within_the_bar(name):
     _solved_within_the_bar(name, samples=256)

@@ -25,6 +25,9 @@ FAST = [
     "asym-4",
     # added 2026-11-30 18:00 (asym-power-2's ODE takes ~19 s, not here)
     "pab-2unit-power-reserve", "all-pay-sqrt-3", "power-0.6-k3-8",
+    # added 2026-11-30 22:25
+    "power-0.3-reserve-3", "pab-3unit-beta25-reserve", "reserve-2-low",
+    "pab-2unit-beta31-reserve",
 ]  # fmt: skip
 
 

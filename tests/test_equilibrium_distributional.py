@@ -112,6 +112,20 @@ def test_the_marginal_cost_is_where_a_report_at_the_ceiling_stops_paying():
         assert got == (None if expected is None else pytest.approx(expected, abs=1e-9))
 
 
+def test_the_cut_off_is_where_the_table_first_bids_above_the_ceiling():
+    """Linear between rows: (0, 0.1) to (1, 0.5) crosses 0.3 at c = 0.5; a table that
+    dips after crossing is read non-decreasing (the first crossing counts); never above:
+    its last cost; above from the start: its first."""
+    from market_sim.games.equilibrium_distributional import _cut_off
+
+    c = np.array([0.0, 1.0])
+    assert _cut_off(c, np.array([0.1, 0.5]), 0.3) == pytest.approx(0.5)
+    c3 = np.array([0.0, 0.5, 1.0])
+    assert _cut_off(c3, np.array([0.1, 0.4, 0.2]), 0.3) == pytest.approx(0.5 * 2 / 3)
+    assert _cut_off(c, np.array([0.1, 0.2]), 0.3) == 1.0
+    assert _cut_off(c, np.array([0.4, 0.5]), 0.3) == 0.0
+
+
 def test_mixed_flag_reads_the_spread():
     """A node spread evenly over 5 bids 0.1 apart (sd 0.141 > 3 steps of 0.1? no: 1.41
     steps) is not "mixed"; over bids 0 and 1 (sd 0.5 = 5 steps) it is."""

@@ -610,7 +610,10 @@ def _with_ceiling_envelope(best: Tables, interim, oracle, classes: Classes, sol,
     cost (``_marginal_cost``; c* = r for pay-as-bid, T = z E).  The table's bids: at
     most r below c*, r at c*, and from just above c* at least the cost and the grid's
     bid after r (which does not sell: r's next float still sells, r being found to
-    1e-12); the step's reports searched up to r."""
+    1e-12); the step's reports searched up to r.  Both tables are measured also at
+    costs between ``best``'s own cut-off under r and c* (a band that its even and
+    quantile costs can miss: F = c^0.3, 3 sellers, reserve 0.2, priced out 0.1981-0.2,
+    where the dense measure then found 1.2%)."""
     r = _ceiling(interim, classes, sol.strategies[0])
     if not math.isfinite(r):
         return best
@@ -628,8 +631,27 @@ def _with_ceiling_envelope(best: Tables, interim, oracle, classes: Classes, sol,
                         np.maximum(np.maximum(bids[high], costs[high]), above))),
     )  # fmt: skip
     tabs = envelope_step(interim, classes, [tab], (z_range[0], r), 1.0, cdfs)
-    eps = _exact_relative_epsilon(oracle, classes, tabs, cdfs, z_range)
-    return Tables(tabs, best.knot_every, 1, eps) if eps < best.exact_epsilon else best
+    band = [np.linspace(min(_cut_off(costs, bids, r), c_star), c_star, 9)[:-1]]
+    before = _exact_relative_epsilon(oracle, classes, best.tables, cdfs, z_range, extra=band)
+    before = max(before, best.exact_epsilon)
+    eps = _exact_relative_epsilon(oracle, classes, tabs, cdfs, z_range, extra=band)
+    if eps <= before:
+        return Tables(tabs, best.knot_every, 1, eps)
+    return dataclasses.replace(best, exact_epsilon=before)
+
+
+def _cut_off(costs: np.ndarray, bids: np.ndarray, r: float) -> float:
+    """The cost where the table (linear between its rows) first bids above ``r``
+    (its last cost when it never does)."""
+    mono = np.maximum.accumulate(bids)
+    above = np.flatnonzero(mono > r)
+    if above.size == 0:
+        return float(costs[-1])
+    i = int(above[0])
+    if i == 0:
+        return float(costs[0])
+    t = (r - mono[i - 1]) / (mono[i] - mono[i - 1])
+    return float(costs[i - 1] + t * (costs[i] - costs[i - 1]))
 
 
 def _marginal_cost(interim, classes: Classes, r: float) -> float | None:
@@ -758,10 +780,12 @@ def truth_relative_epsilon(mech, classes: Classes, z_range: tuple[float, float])
 
 
 def _exact_relative_epsilon(
-    oracle, classes: Classes, tabs, cdfs, z_range, cells: int = 64, search: _Search | None = None
-) -> float:
+    oracle, classes: Classes, tabs, cdfs, z_range, cells: int = 64, search: _Search | None = None,
+    extra=None,
+) -> float:  # fmt: skip
     """The largest over the classes of the exact relative epsilon of the tables
-    (``interim_epsilon``) at ``cells`` quantile and ``cells`` - 1 even costs of each law."""
+    (``interim_epsilon``) at ``cells`` quantile and ``cells`` - 1 even costs of each law
+    (and per class the costs ``extra[g]``, when given)."""
     mono = [(c, np.maximum.accumulate(b)) for c, b in tabs]
     laws_of = Interim(classes, [c for c, _ in mono], [b for _, b in mono], cdfs)
     eps = 0.0
@@ -769,7 +793,7 @@ def _exact_relative_epsilon(
         lo, hi = law.support
         q = (np.arange(cells) + 0.5) / cells
         costs = np.union1d(np.asarray(law.ppf(q)), np.linspace(lo, hi, cells + 1)[1:-1])
-        costs = np.clip(costs, lo, hi)
+        costs = np.clip(np.union1d(costs, [] if extra is None else extra[g]), lo, hi)
         bids = np.interp(costs, *tabs[g])
         eps = max(
             eps,
