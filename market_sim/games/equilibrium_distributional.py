@@ -547,8 +547,8 @@ def bid_tables(mech, classes: Classes, sol: MixedSolution, z_range: tuple[float,
     they need not reach), up to the lowest top of the supports or the highest bid that
     sells (a reserve), kept if it lowers the exact epsilon; with one class under a
     ceiling, one envelope step from the table made to sell to exactly the costs below
-    the marginal cost (``_with_ceiling_envelope``), kept likewise.  On the sampled path a
-    knot every 16 nodes, nothing measured."""
+    the marginal cost (``_with_ceiling_envelope``), kept if its exact epsilon is no
+    larger.  On the sampled path a knot every 16 nodes, nothing measured."""
     laws = classes.laws
     interim = interim_of(mech) if classes.data is None else None
 
@@ -600,7 +600,7 @@ def _with_inverse_bids(best: Tables, interim, oracle, classes: Classes, sol, cdf
 def _with_ceiling_envelope(best: Tables, interim, oracle, classes: Classes, sol, cdfs, z_range):
     """One class under a ceiling (a reserve, ``_ceiling``): ``best``, or one envelope step
     from its table made to sell to exactly the costs that sell in the equilibrium, when
-    that lowers the exact relative epsilon.  With one class the step maps a table to the
+    its exact relative epsilon is no larger.  With one class the step maps a table to the
     equilibrium given the costs that sell in the table (``equilibrium_envelope``: E(t)
     is the table's allocation), and a grid's table prices out costs just under the
     ceiling (issue #48, pab-2unit-power-reserve: the grid's highest selling bid 0.6992
