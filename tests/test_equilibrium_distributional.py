@@ -84,7 +84,7 @@ def test_a_ceiling_envelope_sells_to_every_cost_under_the_reserve():
     assert eps_in > 0.01
     bids = np.linspace(0.0, 1.0, 101)
     strategy = MixedStrategy(np.zeros(1), np.ones(1), bids, np.eye(1, 101), np.ones(1), 0.6)
-    sol = type("Sol", (), {"strategies": (strategy,)})()
+    sol = D.MixedSolution((strategy,), 0, "max_iter", 0.0, ())
     best = D.Tables([fooled], 16, 0, eps_in)
     out = D._with_ceiling_envelope(best, interim, oracle, classes, sol, cdfs, z)
     costs, got = out.tables[0]

@@ -621,8 +621,7 @@ def _with_ceiling_envelope(best: Tables, interim, oracle, classes: Classes, sol,
     costs, bids = best.tables[0]
     if c_star is None or not costs[0] < c_star < costs[-1]:
         return best
-    grid = sol.strategies[0].bids  # above: the grid's bid after the highest that sells
-    above = float(grid[min(int(np.searchsorted(grid, r, side="right")), grid.size - 1)])
+    above = _next_bid(sol.strategies[0])  # it does not sell (``_ceiling``)
     gap = 1e-9 * (costs[-1] - costs[0])  # the cut-off: a row just above c* sells nothing
     low, high = costs < c_star, costs > c_star + gap
     tab = (
@@ -669,10 +668,7 @@ def _marginal_cost(interim, classes: Classes, r: float) -> float | None:
 
     if not math.isfinite(hi) or gains(hi) or not gains(lo):
         return None
-    while hi - lo > 1e-12 * max(1.0, abs(hi)):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if gains(mid) else (lo, mid)
-    return lo
+    return _last_true(gains, lo, hi)
 
 
 def _with_quantile_rows(best: Tables, oracle, classes: Classes, sol, cdfs, z_range) -> Tables:
@@ -741,15 +737,27 @@ def _ceiling(interim, classes: Classes, strategy: MixedStrategy) -> float:
     inf when selling does not stop at once."""
     if not math.isfinite(strategy.top_selling):
         return math.inf
-    bids = strategy.bids
-    low = strategy.top_selling
-    high = float(bids[min(int(np.searchsorted(bids, low)) + 1, bids.size - 1)])
     alone = np.zeros((len(classes.laws), 1))
     counts = np.asarray(classes.counts) - (np.arange(len(classes.laws)) == 0)  # a class-0 seller's
+
+    def sells(z: float) -> bool:
+        return float(np.asarray(interim(np.array([z]), alone, counts)[0])[0]) > 0
+
+    return _last_true(sells, strategy.top_selling, _next_bid(strategy))
+
+
+def _next_bid(strategy: MixedStrategy) -> float:
+    """The grid's bid after the highest that sells (``top_selling``; the grid's top if none)."""
+    bids = strategy.bids
+    return float(bids[min(int(np.searchsorted(bids, strategy.top_selling)) + 1, bids.size - 1)])
+
+
+def _last_true(holds, low: float, high: float) -> float:
+    """Bisection to 1e-12 (relative, of at least 1) between ``low``, where ``holds`` is
+    true, and ``high``, where it is false: the last point where it holds."""
     while high - low > 1e-12 * max(1.0, abs(high)):
         mid = 0.5 * (low + high)
-        sells = float(np.asarray(interim(np.array([mid]), alone, counts)[0])[0]) > 0
-        low, high = (mid, high) if sells else (low, mid)
+        low, high = (mid, high) if holds(mid) else (low, mid)
     return low
 
 
