@@ -66,6 +66,21 @@ TABLE_GAMES = (
     "pab-3unit-beta25-reserve",
     "reserve-2-low",
     "pab-2unit-beta31-reserve",
+    # and 2026-12-01, all-pay again untuned
+    "all-pay-beta25-4",
+    "all-pay-power-5",
+    "asym-3-power",
+    "asym-3-counts",
+    "power-0.2-k2-6",
+    "power-0.5-2-k2-5",
+    "pab-4unit-beta-10",
+    "pab-2unit-beta15-reserve",
+    "power-0.5-reserve-2",
+    "beta52-reserve-3",
+    "all-pay-beta52-3",
+    "all-pay-beta072-4",
+    "all-pay-8",
+    "all-pay-beta13-2",
 )
 METHOD_NAMES = ("pure", "distributional")
 #: ``--methods auto``: the default ``bne(..., method="auto")``, its own column (which

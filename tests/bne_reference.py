@@ -605,6 +605,27 @@ def _games() -> dict[str, Callable[[], Profile]]:
         "pab-3unit-beta25-reserve": lambda: symmetric_profile("beta:2:5:0:1", 6, k=3, reserve=0.4),
         "reserve-2-low": lambda: symmetric_profile("uniform:0:1", 2, reserve=0.3),
         "pab-2unit-beta31-reserve": lambda: symmetric_profile("beta:3:1:0:1", 4, k=2, reserve=0.8),
+        # added 2026-12-01, untuned: all-pay where the mass is at the bottom and thin at
+        # the top, and on a singular law with 5 sellers
+        "all-pay-beta25-4": lambda: all_pay_law_profile("beta:2:5:0:1", 4),
+        "all-pay-power-5": lambda: all_pay_law_profile("beta:0.4:1:0:1", 5),
+        # and twelve more of the kinds, untuned (each passed on first try)
+        "asym-3-power": lambda: asymmetric_profile(
+            ["beta:0.3:1:0:1", "uniform:0:1", "beta:2:5:0:1"], [1, 1, 2]
+        ),
+        "asym-3-counts": lambda: asymmetric_profile(
+            ["beta:1:2:0:1", "beta:2:1:0:1", "uniform:0:1"], [2, 1, 1]
+        ),
+        "power-0.2-k2-6": lambda: symmetric_profile("beta:0.2:1:0:1", 6, k=2),
+        "power-0.5-2-k2-5": lambda: symmetric_profile("beta:0.5:2:0:1", 5, k=2),
+        "pab-4unit-beta-10": lambda: symmetric_profile("beta:2:2:0:1", 10, k=4),
+        "pab-2unit-beta15-reserve": lambda: symmetric_profile("beta:1:5:0:1", 5, k=2, reserve=0.3),
+        "power-0.5-reserve-2": lambda: symmetric_profile("beta:0.5:1:0:1", 2, reserve=0.4),
+        "beta52-reserve-3": lambda: symmetric_profile("beta:5:2:0:1", 3, reserve=0.8),
+        "all-pay-beta52-3": lambda: all_pay_law_profile("beta:5:2:0:1", 3),
+        "all-pay-beta072-4": lambda: all_pay_law_profile("beta:0.7:2:0:1", 4),
+        "all-pay-8": lambda: all_pay_profile(8),
+        "all-pay-beta13-2": lambda: all_pay_law_profile("beta:1:3:0:1", 2),
     }
 
 

@@ -28,7 +28,19 @@ FAST = [
     # added 2026-11-30 22:25
     "power-0.3-reserve-3", "pab-3unit-beta25-reserve", "reserve-2-low",
     "pab-2unit-beta31-reserve",
+    # added 2026-12-01
+    "all-pay-beta25-4", "all-pay-power-5", "power-0.2-k2-6", "power-0.5-2-k2-5",
+    "pab-4unit-beta-10", "pab-2unit-beta15-reserve", "power-0.5-reserve-2",
+    "beta52-reserve-3", "all-pay-beta52-3", "all-pay-beta072-4", "all-pay-8",
+    "all-pay-beta13-2",  # (asym-3-power's and asym-3-counts' ODEs take ~20 s: not here)
 ]  # fmt: skip
+
+#: references whose measured gain is above 1e-5 of u, and why: all-pay on a density
+#: singular at 0 (F = c^0.4, 5 sellers: 1.2e-4 at c = 3e-7; 5e-5 at 401 costs and 4001
+#: reports, 1.3e-5 at 2001 and 20001; Beta(0.7, 2), 4 sellers: 1.3e-5 at c = 9e-5), the
+#: table read linearly in the cost where the all-pay utility is flat to first order in
+#: the report over a range of 0.001: two orders under the 1% they judge
+REFERENCE_GAIN = {"all-pay-power-5": 2e-4, "all-pay-beta072-4": 2e-4}
 
 
 @pytest.mark.parametrize("name", FAST)
@@ -40,7 +52,7 @@ def test_reference_is_an_equilibrium(name):
     for g in range(len(p.laws)):
         r = exact_gain(p, g, costs=201, reports=2001)
         assert r.utility > 0.002
-        assert r.gain <= 1e-5 * r.utility, (name, g, r)
+        assert r.gain <= REFERENCE_GAIN.get(name, 1e-5) * r.utility, (name, g, r)
 
 
 def test_all_pay_quadrature_is_the_closed_form():

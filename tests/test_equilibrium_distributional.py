@@ -65,9 +65,10 @@ def test_a_ceiling_envelope_sells_to_every_cost_under_the_reserve():
     the table to the equilibrium: within 1e-4 on the costs that sell, the others above
     the reserve (any such bid is a best response: it never sells), exact relative
     epsilon under 0.01% (the input's is over 1%)."""
+    from market_sim.distributions import tabulated_cdf
     from market_sim.games import equilibrium_distributional as D
     from market_sim.games.equilibrium_envelope import envelope_step
-    from market_sim.games.equilibrium_game import Oracle, interim_of, tabulated_cdf
+    from market_sim.games.equilibrium_game import Oracle, interim_of
 
     game = symmetric_profile("uniform:0:1", 3, reserve=0.6)
     classes, _ = as_classes([("uniform:0:1", 3)])

@@ -237,3 +237,33 @@ def test_a_wrong_loose_decision_is_caught(monkeypatch):
     loose = [b0 for b0, rtol, _ in log if rtol > env._RTOL]
     assert loose and sum(rtol == env._RTOL for _, rtol, _ in log) >= 27  # redone
     assert tabs[0][1][0] == pytest.approx(good[0][1][0], abs=2 * env._SHOOT_TOL * 1.0)
+
+
+def test_the_top_cost_earns_its_best_response_not_its_tables_bid():
+    """All-pay contest, 4 x U[0, 1], from the closed form (2) shifted down by 0.001 (a
+    grid's top cell, purified, put the top bid at 0.9993: issue #48).  (E1) needs
+    u(c_top), the top cost's *best-response* utility: the report 1 earns T(1) - E(1) = 0
+    (nobody is above it), where the table's own bid 0.999 pays -0.001.  Anchored at the
+    table's own, (E1) puts every bid 0.001 low (z = 1 + u - (1 - c) E with u 0.001 short:
+    the step maps the shifted table to itself); anchored at 0, it gives (2) up to the
+    trapezoid's error (first test)."""
+    c = np.linspace(0, 1, 401)
+    closed = 1 - 0.75 * (1 - c) ** 4
+    z = _step(AllPayContest(), "uniform:0:1", 4, c, closed - 0.001)
+    assert np.max(np.abs(z - closed)) < 1e-5
+
+
+def test_an_all_pay_seller_that_never_wins_is_moved_too():
+    """All-pay contest, 12 x U[0, 1] (b = 1 - 11/12 (1 - c)^12), from the closed form
+    shifted down by 0.001: the costs above 0.567 win with E = (1 - c)^11 < 1e-4, but
+    an all-pay seller's payment rises with its report (dT/dz = 1) even where it never
+    wins, so (E2) fixes their reports: within 1e-6 of the closed form.  Kept (first
+    price's rule: T = z E does not fix a report that never sells, the damping test),
+    they would be lifted only to the highest moved bid, 1 - 4.2e-5."""
+    c = np.linspace(0, 1, 401)
+    closed = 1 - 11 / 12 * (1 - c) ** 12
+    z = _step(AllPayContest(), "uniform:0:1", 12, c, closed - 0.001)
+    dead = (1 - c) ** 11 < 1e-4
+    assert dead.sum() > 150 and 1 - closed[~dead][-1] > 4e-5
+    assert np.max(np.abs(z[dead] - closed[dead])) < 1e-6
+    assert np.max(np.abs(z - closed)) < 1e-5

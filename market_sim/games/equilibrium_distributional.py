@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..distributions import tabulated_cdf
 from ..errors import MarketSimError
 from ..parameters import check_int
 from .equilibrium_envelope import envelope_step, inverse_bid_tables
@@ -55,7 +56,6 @@ from .equilibrium_game import (
     Sample,
     interim_epsilon,
     interim_of,
-    tabulated_cdf,
 )
 
 __all__ = [
@@ -540,8 +540,10 @@ def bid_tables(mech, classes: Classes, sol: MixedSolution, z_range: tuple[float,
     even costs; the largest over the classes).  The candidates: the knot spacings
     ``KNOT_CHOICES`` (how much to smooth is a property of the game: a steep bottom wants
     more, a curved bid less), then envelope steps from the best of those
-    (``equilibrium_envelope``: one with one class, ``ENVELOPE_STEPS`` damped ones with
-    several), each kept only if it lowers the exact epsilon; with several classes, last,
+    (``equilibrium_envelope``: one with one class, from the table with its bent cells'
+    rows, ``quantile_rows``, since the step's bids are exact at every row and its
+    trapezoid runs on them; ``ENVELOPE_STEPS`` damped ones with several), each kept
+    only if it lowers the exact epsilon; with several classes, last,
     the inverse bids of the first-order system solved by shooting
     (``equilibrium_envelope.inverse_bid_tables``: the damped steps' fixed point, which
     they need not reach), up to the lowest top of the supports or the highest bid that
@@ -569,6 +571,8 @@ def bid_tables(mech, classes: Classes, sol: MixedSolution, z_range: tuple[float,
             best = Tables(tabs, every, 0, eps)
     steps, damping = (1, 1.0) if len(laws) == 1 else (ENVELOPE_STEPS, ENVELOPE_DAMPING)
     tabs = best.tables
+    if len(laws) == 1:  # the step's bids are exact at every row: give it the bent cells' rows
+        tabs = [quantile_rows(*tabs[0], laws[0], sol.strategies[0].top_selling)]
     for step in range(1, steps + 1):
         tabs = envelope_step(interim, classes, tabs, z_range, damping, cdfs)
         eps = _exact_relative_epsilon(oracle, classes, tabs, cdfs, z_range)
@@ -693,8 +697,11 @@ def _with_quantile_rows(best: Tables, oracle, classes: Classes, sol, cdfs, z_ran
     )
 
 
-#: ``quantile_rows``: rows per cell where a cell bends, and the bend that counts
-QUANTILE_PARTS, _BEND = 16, 0.02
+#: ``quantile_rows``: rows per cell where a cell bends, the bend that counts, and the
+#: chord's error in the bid that counts whatever the bend (a steep cell: all-pay on F =
+#: c^0.4, 5 sellers: cells at c ~ 1e-3 bend by 1.2% with bids 0.013 apart, the chord
+#: 1.5e-4 under the bid function, exact epsilon 1.9%; issue #48)
+QUANTILE_PARTS, _BEND, _BID_ERROR = 16, 0.02, 1e-5
 
 
 def quantile_rows(
@@ -711,7 +718,8 @@ def quantile_rows(
     u0, u1, c0, c1 = u[:-1], u[1:], costs[:-1], costs[1:]
     mid = np.clip(np.asarray(law.ppf(0.5 * (u0 + u1)), dtype=float), lo, hi)
     width = np.maximum(c1 - c0, 1e-300)
-    bends = (u1 > u0) & (np.abs(mid - 0.5 * (c0 + c1)) > _BEND * width)
+    bend = np.abs(mid - 0.5 * (c0 + c1)) / width  # the chord's error, a share of the cell
+    bends = (u1 > u0) & ((bend > _BEND) | (bend * np.abs(np.diff(bids)) > _BID_ERROR))
     bends &= np.maximum(bids[:-1], bids[1:]) <= top_selling
     if not bends.any():
         return costs, bids

@@ -26,8 +26,10 @@ probabilities below b_g(t) depend on their bids, and the step is iterated with d
 ``market_sim.games.equilibrium_distributional.bid_tables`` keeps whichever table (before or
 after the steps) has the smallest exact relative epsilon, so the step cannot make a
 result worse by that measure.  Costs whose seller gets (almost) nothing (E < 1e-4: a
-reserve, the costs priced out) keep their bids: (E2) does not fix a report that never
-sells.
+reserve, the costs priced out) keep their bids where (E2) does not fix a report that
+never sells (first price: T = z E); where the payment still rises with the report (an
+all-pay contest's effort) they move like the others.  u_g(c_top) is the top cost's
+best-response utility (``_top_utility``).
 
 **The inverse bids** (``inverse_bid_tables``).  With several classes the damped step
 need not converge (on three unlike first-price classes it does not: issue #48), so the
@@ -91,19 +93,34 @@ def envelope_step(
         below = laws_of.below(bids)
         below[g] = np.clip(np.asarray(classes.laws[g].cdf(costs), dtype=float), 0.0, 1.0)
         E, T = (np.asarray(x, dtype=float) for x in interim(bids, below, opponents))
-        target = _envelope_payment(costs, E, T)
-        z_env, found = _report_paying(interim, below, opponents, target, z_range)
-        move = found & (E >= _LIVE)
+        u_top = _top_utility(interim, laws_of, opponents, costs[-1], T[-1] - costs[-1] * E[-1],
+                             z_range)  # fmt: skip
+        target = _envelope_payment(costs, E, T, u_top)
+        z_env, found, slope = _report_paying(interim, below, opponents, target, z_range)
+        move = found & ((E >= _LIVE) | (slope >= _LIVE))
         new = np.where(move, bids + damping * (z_env - bids), bids)
         out.append((costs, np.maximum.accumulate(new)))
     return out
 
 
-def _envelope_payment(costs: np.ndarray, E: np.ndarray, T: np.ndarray) -> np.ndarray:
+def _top_utility(interim, laws_of, opponents, c_top: float, own: float, z_range) -> float:
+    """u(c_top) of (E1): the top cost's best-response utility against the table, the
+    larger of its own report's ``own`` and the best of ``_REPORTS`` even reports of the
+    range.  The envelope theorem's u is the value max_z T(z) - c E(z), not the table's
+    utility at its own report: an all-pay contest's table whose top bid is 0.9993 (a
+    grid's top cell, purified) has u(c_top) = -0.0007 where the report 1 earns 0, and
+    (E1) from it put every bid 0.0007 low (exact epsilon 6% of u on 4 sellers of
+    Beta(2, 5); issue #48).  For first price and pay-as-bid the two agree: the top
+    cost earns 0 (E = 0 at or above its cost, a loss below)."""
+    Z = np.linspace(z_range[0], z_range[1], _REPORTS)
+    E, T = (np.asarray(x, dtype=float) for x in interim(Z, laws_of.below(Z), opponents))
+    return max(float(own), float(np.max(T - c_top * E)))
+
+
+def _envelope_payment(costs: np.ndarray, E: np.ndarray, T: np.ndarray, u_top: float) -> np.ndarray:
     """(E2) at every cost of the table: u(c_top) + int_c^c_top E dt + c E (E1), the
     integral by the trapezoid rule on the table's costs (dense where the law's mass
-    is: they are its quantiles), u(c_top) the table's own utility at its top cost."""
-    u_top = T[-1] - costs[-1] * E[-1]
+    is: they are its quantiles), u(c_top) from ``_top_utility``."""
     tail = cumulative_trapezoid(E[::-1], -costs[::-1], initial=0.0)[::-1]
     return u_top + tail + costs * E
 
@@ -111,7 +128,9 @@ def _envelope_payment(costs: np.ndarray, E: np.ndarray, T: np.ndarray) -> np.nda
 def _report_paying(interim, below, opponents, target, z_range):
     """Per cost, the lowest report z of the range with T(z | below) >= target (the
     first crossing on ``_REPORTS`` even reports, then linear between the two around
-    it) and whether there is one."""
+    it), whether there is one, and dT/dz there (a cost that never sells is moved only
+    where the payment still fixes its report: an all-pay contest's dT/dz is 1, first
+    price's E)."""
     n = target.size
     Z = np.linspace(z_range[0], z_range[1], _REPORTS)
     reps = np.repeat(below, Z.size, axis=1)
@@ -124,7 +143,8 @@ def _report_paying(interim, below, opponents, target, z_range):
     rows = np.arange(n)
     t0, t1 = T[rows, j - 1], T[rows, j]
     frac = np.clip((target - t0) / np.maximum(t1 - t0, 1e-300), 0.0, 1.0)
-    return Z[j - 1] + (Z[j] - Z[j - 1]) * frac, found
+    slope = (t1 - t0) / (Z[j] - Z[j - 1])
+    return Z[j - 1] + (Z[j] - Z[j - 1]) * frac, found, slope
 
 
 # ---- the inverse bids: the system (E3) ---------------------------------------------------

@@ -275,22 +275,6 @@ class Interim:
         return out
 
 
-def tabulated_cdf(law: CostDistribution, points: int = 4097) -> Callable:
-    """The law's cdf, linearly interpolated between ``points`` costs of its support
-    (exact for a uniform law; else off by O(width^2 / points^2) x the density's slope):
-    the interim path asks for it thousands of times."""
-    lo, hi = law.support
-    by_mass = np.asarray(law.ppf(np.linspace(0.0, 1.0, points)), dtype=float)
-    x = np.unique(np.clip(np.concatenate((np.linspace(lo, hi, points), by_mass)), lo, hi))
-    x = x[np.isfinite(x)]  # and by quantile: a density singular at an end (issue #48)
-    F = np.asarray(law.cdf(x), dtype=float)
-
-    def cdf(c):
-        return np.interp(c, x, F)
-
-    return cdf
-
-
 def _sup_cost(x: np.ndarray, y: np.ndarray, Z: np.ndarray, side: str) -> np.ndarray:
     """sup{c : b(c) < z} (side "left") or sup{c : b(c) <= z} ("right") for the linear
     interpolation b of the non-decreasing bids y at the costs x."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..distributions import tabulated_cdf
 from ..errors import MarketSimError
 from ..mechanisms.base import Mechanism, as_mechanism, mechanism_name
 from ..parameters import check_int
@@ -19,7 +20,6 @@ from .equilibrium_game import (
     Classes,
     Oracle,
     as_classes,
-    tabulated_cdf,
 )
 from .equilibrium_result import BNEResult, ClassBid
 
