@@ -81,6 +81,7 @@ TABLE_GAMES = (
     "all-pay-beta072-4",
     "all-pay-8",
     "all-pay-beta13-2",
+    "asym-power-beta-5",
 )
 METHOD_NAMES = ("pure", "distributional")
 #: ``--methods auto``: the default ``bne(..., method="auto")``, its own column (which

@@ -626,6 +626,8 @@ def _games() -> dict[str, Callable[[], Profile]]:
         "all-pay-beta072-4": lambda: all_pay_law_profile("beta:0.7:2:0:1", 4),
         "all-pay-8": lambda: all_pay_profile(8),
         "all-pay-beta13-2": lambda: all_pay_law_profile("beta:1:3:0:1", 2),
+        # then one that failed first (2.1%: the inverse bids' table at b_0)
+        "asym-power-beta-5": lambda: asymmetric_profile(["beta:0.3:1:0:1", "beta:3:2:0:1"], [3, 2]),
     }
 
 
