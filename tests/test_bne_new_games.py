@@ -1,9 +1,9 @@
 """The conformance table's games nobody tuned for (docs/equilibrium.md, "Conformance";
 tests/bne_reference.py, the games added after the solvers were tuned), re-run by the
 default ``bne(..., method="auto")``: the cheap ones of one class, every setting the
-default but the verification's draws (power-0.15-5 and all-pay-beta-3 were 1.21% and 1.37% by the
-independent measure at 1001 costs before the tables got rows in their bent cells:
-``equilibrium_distributional.quantile_rows``).  Each within issue #48's bar by the
+default but the verification's draws (power-0.15-5 and all-pay-beta-3 were 1.21% and
+1.37% by the independent measure at 1001 costs before the tables got rows in their
+bent cells: ``equilibrium_distributional.quantile_rows``).  Each within issue #48's bar by the
 independent measure: L∞ <= 0.01 to the reference where the reference wins >= 1% and
 the exact relative gain of the returned profile (``bne_reference.exact_gain`` against
 the returned bids' exact report laws, none of the solver's code) <= 1%; auto picks the

@@ -87,33 +87,35 @@ def envelope_step(
     tables = [(np.asarray(c, dtype=float), np.maximum.accumulate(b)) for c, b in tables]
     laws_of = Interim(classes, [c for c, _ in tables], [b for _, b in tables], cdfs)
     counts = np.asarray(classes.counts)
+    Z = np.linspace(z_range[0], z_range[1], _REPORTS)  # the reports searched
+    below_Z = laws_of.below(Z)  # the top cost's opponents at each (every class alike)
     out = []
     for g, (costs, bids) in enumerate(tables):
         opponents = counts - (np.arange(counts.size) == g)
         below = laws_of.below(bids)
         below[g] = np.clip(np.asarray(classes.laws[g].cdf(costs), dtype=float), 0.0, 1.0)
         E, T = (np.asarray(x, dtype=float) for x in interim(bids, below, opponents))
-        u_top = _top_utility(interim, laws_of, opponents, costs[-1], T[-1] - costs[-1] * E[-1],
-                             z_range)  # fmt: skip
+        own = T[-1] - costs[-1] * E[-1]
+        u_top = _top_utility(interim, Z, below_Z, opponents, costs[-1], own)
         target = _envelope_payment(costs, E, T, u_top)
-        z_env, found, slope = _report_paying(interim, below, opponents, target, z_range)
+        z_env, found, slope = _report_paying(interim, below, opponents, target, Z)
         move = found & ((E >= _LIVE) | (slope >= _LIVE))
         new = np.where(move, bids + damping * (z_env - bids), bids)
         out.append((costs, np.maximum.accumulate(new)))
     return out
 
 
-def _top_utility(interim, laws_of, opponents, c_top: float, own: float, z_range) -> float:
+def _top_utility(interim, Z, below_Z, opponents, c_top: float, own: float) -> float:
     """u(c_top) of (E1): the top cost's best-response utility against the table, the
-    larger of its own report's ``own`` and the best of ``_REPORTS`` even reports of the
-    range.  The envelope theorem's u is the value max_z T(z) - c E(z), not the table's
-    utility at its own report: an all-pay contest's table whose top bid is 0.9993 (a
-    grid's top cell, purified) has u(c_top) = -0.0007 where the report 1 earns 0, and
-    (E1) from it put every bid 0.0007 low (exact epsilon 6% of u on 4 sellers of
-    Beta(2, 5); issue #48).  For first price and pay-as-bid the two agree: the top
-    cost earns 0 (E = 0 at or above its cost, a loss below)."""
-    Z = np.linspace(z_range[0], z_range[1], _REPORTS)
-    E, T = (np.asarray(x, dtype=float) for x in interim(Z, laws_of.below(Z), opponents))
+    larger of its own report's ``own`` and the best of the reports ``Z`` (the range's
+    ``_REPORTS``; ``below_Z`` the table's report laws below each).  The envelope
+    theorem's u is the value max_z T(z) - c E(z), not the table's utility at its own
+    report: an all-pay contest's table whose top bid is 0.9993 (a grid's top cell,
+    purified) has u(c_top) = -0.0007 where the report 1 earns 0, and (E1) from it put
+    every bid 0.0007 low (exact epsilon 6% of u on 4 sellers of Beta(2, 5); issue #48).
+    For first price and pay-as-bid the two agree: the top cost earns 0 (E = 0 at or
+    above its cost, a loss below)."""
+    E, T = (np.asarray(x, dtype=float) for x in interim(Z, below_Z, opponents))
     return max(float(own), float(np.max(T - c_top * E)))
 
 
@@ -125,14 +127,13 @@ def _envelope_payment(costs: np.ndarray, E: np.ndarray, T: np.ndarray, u_top: fl
     return u_top + tail + costs * E
 
 
-def _report_paying(interim, below, opponents, target, z_range):
+def _report_paying(interim, below, opponents, target, Z):
     """Per cost, the lowest report z of the range with T(z | below) >= target (the
-    first crossing on ``_REPORTS`` even reports, then linear between the two around
+    first crossing on the even reports ``Z``, then linear between the two around
     it), whether there is one, and dT/dz there (a cost that never sells is moved only
     where the payment still fixes its report: an all-pay contest's dT/dz is 1, first
     price's E)."""
     n = target.size
-    Z = np.linspace(z_range[0], z_range[1], _REPORTS)
     reps = np.repeat(below, Z.size, axis=1)
     _, T = interim(np.tile(Z, n), reps, opponents)
     T = np.asarray(T, dtype=float).reshape(n, Z.size)
