@@ -82,6 +82,8 @@ TABLE_GAMES = (
     "all-pay-8",
     "all-pay-beta13-2",
     "asym-power-beta-5",
+    "all-pay-12",
+    "all-pay-power-0.5-8",
 )
 METHOD_NAMES = ("pure", "distributional")
 #: ``--methods auto``: the default ``bne(..., method="auto")``, its own column (which

@@ -386,6 +386,25 @@ def _with_density_steps(d: CostDistribution, steps) -> CostDistribution:
     return replace(d, breaks=tuple(float(x) for x in cuts if lo < x < hi))
 
 
+def law_quantiles(law: CostDistribution, q) -> np.ndarray:
+    """``law.ppf(q)`` with scipy's RuntimeWarning silenced (its beta ppf may warn below
+    1e-8, Beta(0.5, 2): a point placed off is still a cost of the support)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.asarray(law.ppf(q), dtype=float)
+
+
+def tail_costs(law: CostDistribution, points: int = 64, widest: float = 1e-2) -> np.ndarray:
+    """Costs of ``law`` at ``points`` quantiles geometric from 1e-15 to ``widest`` towards
+    each end (u and 1 - u), clipped to the support, finite: where a density singular at
+    an end has its sellers (F = sqrt(c): the quantile 1e-5 is the cost 1e-10), which even
+    costs and equal-mass cells do not reach."""
+    lo, hi = law.support
+    tail = np.geomspace(1e-15, widest, points)
+    x = law_quantiles(law, np.concatenate((tail, 1.0 - tail)))
+    return np.clip(x[np.isfinite(x)], lo, hi)
+
+
 def tabulated_cdf(law: CostDistribution, points: int = 4097) -> Callable:
     """``law``'s cdf, linearly interpolated between ``points`` costs of its support,
     ``points`` quantiles and 512 quantiles geometric from 1e-15 to 0.1 towards each end
@@ -394,11 +413,8 @@ def tabulated_cdf(law: CostDistribution, points: int = 4097) -> Callable:
     F(1e-10) at 2.7e-5 for 1e-4, and the exact verification printed 2.4% of u for 0.22%
     (issue #48)."""
     lo, hi = law.support
-    tail = np.geomspace(1e-15, 0.1, 512)
-    q = np.concatenate((np.linspace(0.0, 1.0, points), tail, 1.0 - tail))
-    with warnings.catch_warnings():  # scipy's beta ppf may warn below 1e-8 (Beta(0.5, 2)):
-        warnings.simplefilter("ignore", RuntimeWarning)  # a point placed off is still exact
-        by_mass = np.asarray(law.ppf(q), dtype=float)
+    by_mass = np.concatenate((law_quantiles(law, np.linspace(0.0, 1.0, points)),
+                              tail_costs(law, 512, 0.1)))  # fmt: skip
     x = np.concatenate((np.linspace(lo, hi, points), by_mass))
     x = np.unique(np.clip(x[np.isfinite(x)], lo, hi))  # and by quantile (issue #48)
     F = np.asarray(law.cdf(x), dtype=float)

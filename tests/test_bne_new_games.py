@@ -23,7 +23,8 @@ from market_sim.games.equilibrium import bne
     ["all-pay-2", "pab-2unit-reserve", "power-reserve-4", "power-0.15-5", "all-pay-beta-3",
      "all-pay-sqrt-3", "power-0.6-k3-8",  # these two added 2026-11-30 18:00
      "power-0.3-reserve-3",  # 22:25: the ceiling envelope's band (docs, Conformance)
-     "all-pay-beta25-4", "all-pay-power-5"],  # 2026-12-01: the envelope's top, the cdf
+     "all-pay-beta25-4", "all-pay-power-5",  # 2026-12-01: the envelope's top, the cdf
+     "all-pay-12", "all-pay-power-0.5-8"],  # 06:00: curved cells' rows, the singular end
 )  # fmt: skip
 def test_auto_solves_a_new_game_within_the_bar(name):
     _solved_within_the_bar(name, samples=256)
@@ -138,6 +139,58 @@ def test_quantile_rows_split_a_steep_cell_that_bends_little(monkeypatch):
     assert error((costs, u)) > 4e-4
     now = D.quantile_rows(costs, u, law)
     monkeypatch.setattr(D, "_BID_ERROR", np.inf)
+    monkeypatch.setattr(D, "_CHORD_ERROR", np.inf)  # the rows for a curved bid, added later
     before = D.quantile_rows(costs, u, law)
     assert error(before) > 7e-5 and error(now) < 1.1e-5
     assert np.all(np.diff(now[0]) > 0) and np.all(np.diff(now[1]) >= 0)
+
+
+def test_quantile_rows_split_cells_where_the_bid_curves():
+    """All-pay, 12 sellers on U[0, 1]: b(c) = 1 - 11/12 (1 - c)^12 on 257 even rows (no
+    cell bends: the cost is the quantile) is read 2.3e-4 under itself in the first cells
+    (b'' = -121 at c = 0; the utility of a report inside a cell is linear in it, so the
+    gain is first order: exact epsilon 3.1%, issue #48).  With rows where the chord's
+    error (from the second differences) exceeds ``_CHORD_ERROR`` (2e-6), the table with
+    the bids exact at its rows (as the envelope step makes them) is within it; a linear
+    bid gets no row."""
+    from market_sim.distributions import parse_distribution
+    from market_sim.games.equilibrium_distributional import quantile_rows
+
+    law = parse_distribution("uniform:0:1")
+
+    def bid(c):
+        return 1 - 11 / 12 * (1 - c) ** 12
+
+    costs, probe = np.linspace(0, 1, 257), np.linspace(0, 1, 200001)
+
+    def error(c):
+        return np.max(np.abs(np.interp(probe, c, bid(c)) - bid(probe)))
+
+    rows, _ = quantile_rows(costs, bid(costs), law)
+    assert error(costs) > 2e-4 and error(rows) <= 2e-6
+    assert np.all(np.isin(rows[rows > 0.6], costs))  # only where it curves: |b''| < 0.02
+    assert quantile_rows(costs, 0.2 + 0.5 * costs, law)[0].size == costs.size
+
+
+def test_quantile_rows_reach_a_singular_end(monkeypatch):
+    """F(c) = sqrt(c): a bid linear in the quantile is sqrt(c) (up to an affine map), on 65
+    quantile rows.  Even parts of the first cell leave a first part [0, c_1/256] read by
+    one chord, under which the bid is off by its whole rise at c -> 0 (relative error 1.0
+    at quantiles 1e-14 .. 1e-2; all-pay, 8 sellers: a gain of 2.9% of u at c = 1e-9).
+    With quantiles geometric towards the end (``_end_rows``, ratio 2^(1/8)) the table,
+    bids exact at its rows, is within 0.1% of the bid at every probe."""
+    from market_sim.distributions import parse_distribution
+    from market_sim.games import equilibrium_distributional as D
+
+    law = parse_distribution("beta:0.5:1:0:1")
+    u = np.linspace(0, 1, 65)
+    probe = np.asarray(law.ppf(np.geomspace(1e-14, 1e-2, 4001)), dtype=float)
+
+    def error(c):
+        return np.max(np.abs(np.interp(probe, c, np.sqrt(c)) / np.sqrt(probe) - 1))
+
+    now, _ = D.quantile_rows(law.ppf(u), u, law)
+    monkeypatch.setattr(D, "_end_rows", lambda *a: np.empty(0))
+    before, _ = D.quantile_rows(law.ppf(u), u, law)
+    assert error(before) > 0.99 and error(now) < 1e-3
+    assert now[1] < 1e-29  # down to the quantile 1e-15

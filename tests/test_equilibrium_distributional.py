@@ -187,14 +187,15 @@ def test_all_pay_contest_within_the_bar():
     c <= 0.78); the pure bid-function solver's failure on it was L∞ 0.22 (issue #48).
     The exact relative gain of the returned bids (the independent measure:
     bne_reference's exact best response) at most 1%: 1.16% before the envelope step
-    (docs/equilibrium.md, step 6d), which is recorded as kept."""
+    (docs/equilibrium.md, step 6d), which is recorded as kept (one class: up to two,
+    the second on the rows the stepped table asks for)."""
     p = all_pay_profile(4)
     r = bne(AllPayContest(), p.population, np.random.default_rng(0), method="distributional",
             samples=256)  # fmt: skip
     c = np.linspace(0, 0.78, 157)
     assert np.max(np.abs(r.bid(c) - p.bids[0](c))) <= 0.01
     assert _conformance().exact_relative_gain(p, r, 0) <= 0.01
-    assert r.options["envelope_steps"] == 1
+    assert r.options["envelope_steps"] in (1, 2)
 
 
 def test_same_seed_same_numbers_on_the_sampled_path():

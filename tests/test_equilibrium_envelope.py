@@ -79,7 +79,8 @@ def _exact_relative(game, r) -> float:
 )
 def test_distributional_solves_the_symmetric_misses(name, kw):
     """Exact relative eps <= 1% (independent measure) and L∞ <= 0.01 on the costs where
-    the reference wins >= 1%; the result says it took an envelope step."""
+    the reference wins >= 1%; the result says it took an envelope step (one class: a
+    second when the stepped table asks for rows its start did not)."""
     from test_equilibrium_distributional import _conformance
 
     game = GAMES[name]()
@@ -87,7 +88,7 @@ def test_distributional_solves_the_symmetric_misses(name, kw):
             method="distributional", samples=256, **kw)  # fmt: skip
     assert _conformance().linf_where_reference_wins(game, r, 0) <= 0.01
     assert _exact_relative(game, r) <= 0.01
-    assert r.options["envelope_steps"] == 1
+    assert r.options["envelope_steps"] in (1, 2)
 
 
 # ---- the inverse bids of the first-order system (E3), issue #48's asymmetric classes ----

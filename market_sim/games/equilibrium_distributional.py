@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..distributions import tabulated_cdf
+from ..distributions import law_quantiles, tabulated_cdf
 from ..errors import MarketSimError
 from ..parameters import check_int
 from .equilibrium_envelope import envelope_step, inverse_bid_tables
@@ -540,9 +540,13 @@ def bid_tables(mech, classes: Classes, sol: MixedSolution, z_range: tuple[float,
     even costs; the largest over the classes).  The candidates: the knot spacings
     ``KNOT_CHOICES`` (how much to smooth is a property of the game: a steep bottom wants
     more, a curved bid less), then envelope steps from the best of those
-    (``equilibrium_envelope``: one with one class, from the table with its bent cells'
-    rows, ``quantile_rows``, since the step's bids are exact at every row and its
-    trapezoid runs on them; ``ENVELOPE_STEPS`` damped ones with several), each kept
+    (``equilibrium_envelope``: with one class, from the table with the rows
+    ``quantile_rows`` adds, since the step's bids are exact at every row and its
+    trapezoid runs on them, and once more when the stepped table, its bids now right,
+    asks for rows its start did not (a start whose bids fall and rise again has no
+    curvature to read: all-pay, 32 sellers, a cell of 1/256 left whole, its chord
+    8.7e-6 under the bid, exact epsilon 0.85% -> 0.17%); ``ENVELOPE_STEPS`` damped ones
+    with several), each kept
     only if it lowers the exact epsilon; with several classes, last,
     the inverse bids of the first-order system solved by shooting
     (``equilibrium_envelope.inverse_bid_tables``: the damped steps' fixed point, which
@@ -569,11 +573,14 @@ def bid_tables(mech, classes: Classes, sol: MixedSolution, z_range: tuple[float,
         eps = _exact_relative_epsilon(oracle, classes, tabs, cdfs, z_range)
         if eps < best.exact_epsilon:
             best = Tables(tabs, every, 0, eps)
-    steps, damping = (1, 1.0) if len(laws) == 1 else (ENVELOPE_STEPS, ENVELOPE_DAMPING)
+    steps, damping = (2, 1.0) if len(laws) == 1 else (ENVELOPE_STEPS, ENVELOPE_DAMPING)
     tabs = best.tables
-    if len(laws) == 1:  # the step's bids are exact at every row: give it the bent cells' rows
-        tabs = [quantile_rows(*tabs[0], laws[0], sol.strategies[0].top_selling)]
     for step in range(1, steps + 1):
+        if len(laws) == 1:  # the step's bids are exact at every row: give it the rows
+            rows = quantile_rows(*tabs[0], laws[0], sol.strategies[0].top_selling)
+            if step > 1 and rows[0].size == tabs[0][0].size:
+                break  # one class: a second step on the same rows is the first's fixed point
+            tabs = [rows]
         tabs = envelope_step(interim, classes, tabs, z_range, damping, cdfs)
         eps = _exact_relative_epsilon(oracle, classes, tabs, cdfs, z_range)
         if eps < best.exact_epsilon:
@@ -700,38 +707,98 @@ def _with_quantile_rows(best: Tables, oracle, classes: Classes, sol, cdfs, z_ran
 #: ``quantile_rows``: rows per cell where a cell bends, the bend that counts, and the
 #: chord's error in the bid that counts whatever the bend (a steep cell: all-pay on F =
 #: c^0.4, 5 sellers: cells at c ~ 1e-3 bend by 1.2% with bids 0.013 apart, the chord
-#: 1.5e-4 under the bid function, exact epsilon 1.9%; issue #48)
-QUANTILE_PARTS, _BEND, _BID_ERROR = 16, 0.02, 1e-5
+#: 1.5e-4 under the bid function, exact epsilon 1.9%; issue #48); a curved bid gets
+#: rows until its chord is within ``_CHORD_ERROR`` (at most ``CURVED_PARTS`` a cell:
+#: all-pay, 32 sellers, u = 1/1056, was 0.85% with 1e-5 and is 0.17% with 2e-6)
+QUANTILE_PARTS, _BEND, _BID_ERROR, CURVED_PARTS, _CHORD_ERROR = 16, 0.02, 1e-5, 32, 2e-6
+#: ``_end_rows``: the ratio of two successive quantiles towards a singular end (the bid
+#: of F = sqrt(c) is b_0 + 7 sqrt(c) there, 8 sellers of all-pay: read linearly in the
+#: cost between quantiles a ratio 2 apart it was 7e-5 low at c = 3.4e-8, 1.3% of u;
+#: the chord's error falls with the square of the ratio's excess over 1)
+_END_RATIO = 2.0**0.125
 
 
 def quantile_rows(
     costs: np.ndarray, bids: np.ndarray, law, top_selling: float = math.inf
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The table (costs, bids) with ``QUANTILE_PARTS`` - 1 rows added, evenly in the
-    quantile u = F(c), inside each cell whose cost is far from linear in u (its midpoint
-    in u off the cell's middle cost by more than ``_BEND`` of the cell) and whose bids
-    sell (at most ``top_selling``); their bids linear in u between the cell's.  A
-    uniform law has no such cell (the table as it is)."""
+    """The table (costs, bids) with rows added, evenly in the quantile u = F(c), inside
+    each cell that a linear reading in the cost gets wrong, their bids linear in u
+    between the cell's (an envelope step then makes them exact, ``bid_tables``):
+
+    * ``QUANTILE_PARTS`` parts where the cost is far from linear in u (the cell's
+      midpoint in u off its middle cost by more than ``_BEND`` of the cell, or by so
+      much that the chord is ``_BID_ERROR`` off in the bid);
+    * where the bid is curved in the cost (``_chord_error``: its second differences),
+      as many parts as bring the chord within ``_CHORD_ERROR``: all-pay, 12 sellers on U[0,
+      1], b(c) = 1 - 11/12 (1 - c)^12 rises by 0.04 in the first cells of 1/256 and its
+      chord is 2.3e-4 under it; every report in such a cell earns a utility linear in
+      the report, so the best one is a row's and the gain first order (issue #48: exact
+      epsilon 3.1%).
+
+    Only cells whose bids sell (at most ``top_selling``).  A uniform law and a bid linear
+    in the cost get none (the table as it is)."""
     costs, bids = np.asarray(costs, dtype=float), np.asarray(bids, dtype=float)
     lo, hi = law.support
     u = np.clip(np.asarray(law.cdf(costs), dtype=float), 0.0, 1.0)
     u0, u1, c0, c1 = u[:-1], u[1:], costs[:-1], costs[1:]
-    mid = np.clip(np.asarray(law.ppf(0.5 * (u0 + u1)), dtype=float), lo, hi)
+    mid = np.clip(law_quantiles(law, 0.5 * (u0 + u1)), lo, hi)
     width = np.maximum(c1 - c0, 1e-300)
     bend = np.abs(mid - 0.5 * (c0 + c1)) / width  # the chord's error, a share of the cell
-    bends = (u1 > u0) & ((bend > _BEND) | (bend * np.abs(np.diff(bids)) > _BID_ERROR))
-    bends &= np.maximum(bids[:-1], bids[1:]) <= top_selling
-    if not bends.any():
+    bent = (bend > _BEND) | (bend * np.abs(np.diff(bids)) > _BID_ERROR)
+    curved = np.ceil(np.sqrt(_chord_error(costs, bids) / _CHORD_ERROR))
+    parts = np.maximum(np.where(bent, QUANTILE_PARTS, 1), np.minimum(curved, CURVED_PARTS))
+    sells = np.maximum(bids[:-1], bids[1:]) <= top_selling
+    parts = np.where((u1 > u0) & sells, parts, 1).astype(np.int64)
+    if not (parts > 1).any():
         return costs, bids
-    t = np.arange(1, QUANTILE_PARTS) / QUANTILE_PARTS
-    u_new = (u0[bends][:, None] + t[None, :] * (u1 - u0)[bends][:, None]).ravel()
-    c_new = np.clip(np.asarray(law.ppf(u_new), dtype=float), lo, hi)
+    cells = np.flatnonzero(parts > 1)
+    added = parts[cells] - 1
+    cell = np.repeat(cells, added)
+    t = (np.arange(added.sum()) - np.repeat(np.cumsum(added) - added, added) + 1) / parts[cell]
+    u_new = np.concatenate((u0[cell] + t * (u1 - u0)[cell], _end_rows(u, parts, bent)))
+    c_new = np.clip(law_quantiles(law, u_new), lo, hi)
     b_new = np.interp(u_new, u, bids)
     order = np.argsort(np.concatenate((costs, c_new)), kind="stable")
     c_all = np.concatenate((costs, c_new))[order]
     b_all = np.concatenate((bids, b_new))[order]
     keep = np.concatenate(([True], np.diff(c_all) > 0))
     return c_all[keep], np.maximum.accumulate(b_all[keep]) if _rising(bids) else b_all[keep]
+
+
+def _end_rows(u: np.ndarray, parts: np.ndarray, bent: np.ndarray) -> np.ndarray:
+    """Quantiles geometric towards an end of the law, down to 1e-15, inside the table's
+    first (last) cell when it bends and starts at u = 0 (ends at 1): under a density
+    singular there the cost is far from linear in u at every scale, so even parts leave
+    a first part as bent as the cell (all-pay, 8 sellers, F = sqrt(c), b(c) ~ b_0 +
+    7 sqrt(c): read linearly in the cost over the first part, the others' reports were
+    spread like sqrt(z - b_0) above b_0 instead of evenly, and a seller of cost 1e-9
+    gained 2.9% of u by the report 0.0354; issue #48)."""
+    rows = []
+    if parts[0] > 1 and bent[0] and u[0] <= 0.0:
+        rows.append(_geometric_below(u[1] - u[0]))
+    if parts[-1] > 1 and bent[-1] and u[-1] >= 1.0:
+        rows.append(1.0 - _geometric_below(u[-1] - u[-2]))
+    return np.concatenate(rows) if rows else np.empty(0)
+
+
+def _geometric_below(first: float) -> np.ndarray:
+    """Quantiles from ``first`` down to 1e-15, each ``_END_RATIO`` times the next."""
+    count = int(math.log(max(first, 1e-15) / 1e-15) / math.log(_END_RATIO))
+    return first * _END_RATIO ** -np.arange(1.0, count + 1)
+
+
+def _chord_error(costs: np.ndarray, bids: np.ndarray) -> np.ndarray:
+    """Per cell, the chord's error in the bid, width^2 |b''| / 8, with b'' the larger of
+    the second divided differences at the cell's two rows (0 at the table's ends, and
+    beside a step, two rows at one cost)."""
+    width = np.diff(costs)
+    ok = width > 0
+    slope = np.where(ok, np.diff(bids) / np.where(ok, width, 1.0), np.nan)
+    span = costs[2:] - costs[:-2]
+    with np.errstate(invalid="ignore"):
+        second = 2 * np.abs(np.diff(slope)) / np.where(span > 0, span, np.nan)
+    second = np.nan_to_num(np.concatenate(([0.0], second, [0.0])), nan=0.0, posinf=0.0)
+    return width**2 * np.maximum(second[:-1], second[1:]) / 8
 
 
 def _rising(bids: np.ndarray) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..distributions import tail_costs
 from .equilibrium_game import (
     SENTINELS,
     BidFn,
@@ -685,17 +686,23 @@ def _exact_eval_costs(law, c_top: float) -> np.ndarray:
     to w 2^-24 (issue #48: gains in bands the evaluation grid's cells missed, the
     independent measure at 1001 costs found them: power-reserve-4 at c = 7e-7, 0.52%
     where 0.29% was printed; pab-2unit-reserve at c = 0.5992, just under its reserve
-    0.6, 0.15% where 0.03% was)."""
+    0.6, 0.15% where 0.03% was), and the law's ends dense in probability to the
+    quantiles 1e-15 and 1 - 1e-15 (``tail_costs``: all-pay, 8 sellers, F = sqrt(c):
+    the gain 2.9% of u at c = 1e-9, the quantile 3e-5, where the costs stopped at
+    6e-8 and 1.4% was printed)."""
     lo, hi = law.support
     top = min(c_top, hi)
     q = (np.arange(_EXACT_COSTS) + 0.5) / _EXACT_COSTS * float(law.cdf(top))
     ends = (top - lo) * 2.0 ** -np.arange(2, 25)
-    x = np.concatenate((np.linspace(lo, hi, _EXACT_COSTS), law.ppf(q), lo + ends, top - ends))
+    tails = tail_costs(law, _TAIL_COSTS)
+    x = np.concatenate((np.linspace(lo, hi, _EXACT_COSTS), law.ppf(q), lo + ends, top - ends,
+                        tails[tails <= top]))  # fmt: skip
     return np.clip(x[np.isfinite(x)], lo, hi)
 
 
-#: ``_exact_eval_costs``: its costs evenly and by probability
-_EXACT_COSTS = 1025
+#: ``_exact_eval_costs``: its costs evenly and by probability, and geometric in the
+#: probability towards each end
+_EXACT_COSTS, _TAIL_COSTS = 1025, 64
 
 #: the exact verification's search: at least this many reports on the range (and on the
 #: live range) and this many more rounds of local refinement than ``refine`` (a round
