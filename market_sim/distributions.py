@@ -398,11 +398,18 @@ def tail_costs(law: CostDistribution, points: int = 64, widest: float = 1e-2) ->
     """Costs of ``law`` at ``points`` quantiles geometric from 1e-15 to ``widest`` towards
     each end (u and 1 - u), clipped to the support, finite: where a density singular at
     an end has its sellers (F = sqrt(c): the quantile 1e-5 is the cost 1e-10), which even
-    costs and equal-mass cells do not reach."""
+    costs and equal-mass cells do not reach.  An end where the cost is linear in u to
+    0.1% of the span (a density flat there: U[0, 1] at both ends) gets none: even
+    costs serve it."""
     lo, hi = law.support
     tail = np.geomspace(1e-15, widest, points)
-    x = law_quantiles(law, np.concatenate((tail, 1.0 - tail)))
-    return np.clip(x[np.isfinite(x)], lo, hi)
+    ends = []
+    for end, q in ((lo, tail), (hi, 1.0 - tail)):
+        x = np.clip(law_quantiles(law, q), lo, hi)
+        linear = end + (tail / widest) * (x[-1] - end)  # the cost if linear in u there
+        if np.nanmax(np.abs(x - linear)) > 1e-3 * abs(x[-1] - end):  # else: even costs do
+            ends.append(x[np.isfinite(x)])
+    return np.concatenate(ends) if ends else np.empty(0)
 
 
 def tabulated_cdf(law: CostDistribution, points: int = 4097) -> Callable:

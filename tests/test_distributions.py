@@ -202,3 +202,19 @@ def test_tabulated_cdf_follows_a_density_singular_at_an_end():
     assert np.max(np.abs(u(x) - x)) < 1e-15
     y = cdf(np.linspace(-1, 2, 3001))
     assert y[0] == 0 and y[-1] == 1 and np.all(np.diff(y) >= 0)
+
+
+def test_tail_costs_reach_a_singular_end_and_skip_a_flat_one():
+    """``tail_costs``: F = sqrt(c) puts the quantile 1e-15 at the cost 1e-30 (c = u^2),
+    which even costs and equal-mass cells of 1/4096 do not reach (their first is 6e-8);
+    U[a, b] is linear in u at both ends, so it gets none; Beta(2, 5) vanishes at 0 (c ~
+    sqrt(u)) and gets its low end."""
+    from market_sim.distributions import parse_distribution, tail_costs
+
+    sqrt_law = parse_distribution("beta:0.5:1:0:1")
+    t = tail_costs(sqrt_law, 64)
+    assert t.min() == pytest.approx(1e-30, rel=1e-6) and np.all(np.isfinite(t))
+    assert np.all((t >= 0) & (t <= 1))
+    assert tail_costs(parse_distribution("uniform:1:3"), 64).size == 0
+    low = tail_costs(parse_distribution("beta:2:5:0:1"), 64)
+    assert low.min() < 1e-7

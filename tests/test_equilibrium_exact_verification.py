@@ -166,3 +166,35 @@ def test_the_exact_verification_finds_the_gains_between_the_grids_costs(name, mo
     assert truth > 1e-3
     assert r.options["verification"] == "exact"
     assert r.epsilon_relative >= 0.95 * truth
+
+
+def test_the_exact_verification_reads_a_singular_end(monkeypatch):
+    """Built to fool it: all-pay, 8 sellers on F = sqrt(c), the reference's bids raised by
+    0.001 exp(-((log10 c + 10) / 0.3)^2) (a bump at c ~ 1e-10, the quantile 1e-5),
+    tabulated at 2000 quantiles geometric from 1e-15 and 4001 evenly.  The independent
+    measure (``exact_gain``, its own search against the table's exact report laws) finds
+    a gain of 18% of u (at c = 2.8e-5: the others' reports bunch at the bump).  The
+    verification tabulates the bid function at its own costs: at quantiles 1/4096 apart
+    it verified another profile, and without its tail costs (``tail_costs``, patched out
+    here) it prints 2.6%; with them at least 0.95 of the truth (0.9999)."""
+    from market_sim.games import equilibrium_pure
+
+    p = GAMES["all-pay-power-0.5-8"]()
+    law = p.laws[0]
+    u = np.unique(np.concatenate((np.geomspace(1e-15, 1e-2, 2000), np.linspace(0, 1, 4001))))
+    c = np.unique(np.asarray(law.ppf(u), dtype=float))
+    log_c = np.log10(np.maximum(c, 1e-300))
+    b = np.maximum.accumulate(p.bids[0](c) + 0.001 * np.exp(-(((log_c + 10) / 0.3) ** 2)))
+
+    def bid(x):
+        return np.interp(x, c, b)
+
+    table = Profile(p.name, p.laws, p.counts, (bid,), (_below_from_table(law, c, b),),
+                    p.mechanism, p.kind)  # fmt: skip
+    truth = exact_gain(table, 0, costs=1001, reports=2001).relative
+    assert truth > 0.1
+    e = bne_epsilon(p.mechanism, law.spec, p.counts[0], bid, np.random.default_rng(0))
+    assert e.verification == "exact" and 0.95 * truth <= e.epsilon_relative <= 1.05 * truth
+    monkeypatch.setattr(equilibrium_pure, "tail_costs", lambda *a, **k: np.empty(0))
+    blind = bne_epsilon(p.mechanism, law.spec, p.counts[0], bid, np.random.default_rng(0))
+    assert blind.epsilon_relative < 0.5 * truth
