@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -70,7 +69,7 @@ from typing import ClassVar
 import numpy as np
 from scipy import integrate, stats
 
-from market_sim.distributions import CostDistribution, as_distribution
+from market_sim.distributions import CostDistribution, as_distribution, law_quantiles
 from market_sim.mechanisms.base import Mechanism
 
 __all__ = [
@@ -253,10 +252,7 @@ def _survival_tail(law, S, top, points: int = 8001):
     table gave a gain above 1e-5 of u at costs under 1e-8)."""
     lo, hi = law.support
     tail = np.geomspace(1e-15, 1e-2, 1000)
-    q = np.concatenate((np.linspace(0, 1, points), tail, 1 - tail))
-    with warnings.catch_warnings():  # scipy's beta ppf may warn far in a tail
-        warnings.simplefilter("ignore", RuntimeWarning)
-        by_mass = np.asarray(law.ppf(q), dtype=float)
+    by_mass = law_quantiles(law, np.concatenate((np.linspace(0, 1, points), tail, 1 - tail)))
     by_mass = by_mass[np.isfinite(by_mass)]
     c = np.unique(np.concatenate((np.clip(by_mass, lo, top), np.linspace(lo, top, points))))
     x, w = np.polynomial.legendre.leggauss(8)
@@ -528,9 +524,7 @@ def exact_gain(p: Profile, g: int = 0, costs: int = 401, reports: int = 4001) ->
     lo, hi = law.support
     q = (np.arange(costs) + 0.5) / costs
     tail = np.geomspace(1e-15, 1e-2, 48)
-    with warnings.catch_warnings():  # scipy's beta ppf may warn far in a tail
-        warnings.simplefilter("ignore", RuntimeWarning)
-        ends = np.asarray(law.ppf(np.concatenate((tail, 1 - tail))), dtype=float)
+    ends = law_quantiles(law, np.concatenate((tail, 1 - tail)))
     ends = np.clip(ends[np.isfinite(ends)], lo, hi)
     c = np.unique(np.concatenate((law.ppf(q), lo + (hi - lo) * q, ends)))
     z_lo = min(x.support[0] for x in p.laws)
