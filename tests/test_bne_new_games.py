@@ -51,6 +51,30 @@ def test_the_envelope_step_reads_the_bent_cells_rows():
     _solved_within_the_bar("beta52-reserve-3", linf=2e-4, eps=0.001)
 
 
+@pytest.mark.parametrize("name", ["all-pay-asym-2", "all-pay-asym-b52", "all-pay-asym-sqrt"])
+def test_auto_solves_an_all_pay_contest_of_two_unlike_sellers(name):
+    """All-pay contests of two unlike sellers (``bne_reference.asymmetric_all_pay_profile``,
+    added untuned 2026-12-01): U[0, 1] against Beta(2, 5) was 1.89% by the independent
+    measure and not certified, because the inverse bids' system is singular before the
+    top (the strong seller's costs reach their top there, the weak one keeps an atom at
+    the report 1) and the shooting returned nothing
+    (``equilibrium_envelope._tables_short_of_top``).  Every class within the bar (L∞ to
+    the reference where it wins >= 1%, the independent exact relative gain), the run
+    certified, and no printed epsilon under the independent one (to 1e-4 of u: the two
+    measures' quadratures of u)."""
+    from test_equilibrium_distributional import _conformance
+
+    conf = _conformance()
+    game = GAMES[name]()
+    r = bne(game.mechanism, game.population, np.random.default_rng(0), samples=256)
+    assert r.converged and r.options["method"] == "distributional"
+    for g in range(2):
+        assert conf.linf_where_reference_wins(game, r, g) <= 0.01
+        exact = conf.exact_relative_gain(game, r, g)
+        assert exact <= 0.01
+        assert r.classes[g].check.epsilon_relative >= exact - 1e-4
+
+
 def _solved_within_the_bar(name, linf=0.01, eps=0.01, **options):
     from test_equilibrium_distributional import _conformance
 

@@ -34,6 +34,7 @@ FAST = [
     "beta52-reserve-3", "all-pay-beta52-3", "all-pay-beta072-4", "all-pay-8",
     "all-pay-beta13-2",  # (asym-3-power's and asym-3-counts' ODEs take ~20 s: not here)
     "all-pay-12", "all-pay-power-0.5-8",  # added 2026-12-01 06:00
+    "all-pay-asym-2", "all-pay-asym-b52", "all-pay-asym-sqrt",  # 08:30, two unlike sellers
 ]  # fmt: skip
 
 #: references whose measured gain is above 1e-5 of u, and why: all-pay, 8 sellers on F =
@@ -137,6 +138,38 @@ def test_reserve_kink():
     assert abs(float(b(0.6)) - 0.6) < 1e-9
     assert (float(b(0.6)) - float(b(0.59))) / 0.01 < 0.05
     assert abs(float(b(0.7)) - 0.7) < 1e-12
+
+
+def test_the_unlike_all_pay_reference_is_the_closed_form_for_like_sellers():
+    """``asymmetric_all_pay_profile`` (integrated downward in effort, shot on the top
+    effort) on two U[0, 1] sellers is (2) with n = 2, z = 1 - (1 - c)^2 / 2, with no
+    atom; on U[0, 1] against Beta(2, 5) the weak (uniform) seller's costs above c* make
+    no effort (report 1), the strong seller's reports stay under 1 below its top, and
+    the weak seller's utility (1 - c) P(win) - (1 - z(c)) at c = 0.3 and 0.6 is the
+    envelope's int_c^c* P(win at z(t)) dt (Myerson's lemma with u(c*) = 0: the
+    zero-effort type earns nothing), P(win) the strong seller's report above z."""
+    from bne_reference import asymmetric_all_pay_profile
+
+    c = np.linspace(0, 1, 41)
+    like = asymmetric_all_pay_profile(["uniform:0:1", "uniform:0:1"])
+    for bid in like.bids:
+        assert np.max(np.abs(bid(c) - (1 - 0.5 * (1 - c) ** 2))) < 1e-8
+    p = GAMES["all-pay-asym-2"]()
+    weak, strong = p.bids
+    c_star = float(p.below[0](np.array([1 - 1e-12]))[0])  # U[0, 1]: F(c*) = c*
+    assert 0.7 < c_star < 0.8
+    assert np.all(weak(np.array([c_star + 1e-3, 0.9, 1.0])) == 1.0)
+    assert np.all(strong(np.array([0.5, 0.9, 0.99])) < 1.0)
+
+    def win(t):
+        return 1 - p.below[1](weak(t))
+
+    for c0 in (0.3, 0.6):
+        z = weak(np.array([c0]))
+        u = float(((1 - c0) * win(np.array([c0])) - (1 - z))[0])
+        t = np.linspace(c0, c_star, 20001)
+        assert u > 0.01
+        assert abs(u - np.trapezoid(win(t), t)) < 1e-6 * u
 
 
 def test_ode_matches_the_asymmetric_closed_form():

@@ -63,6 +63,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy.integrate import cumulative_trapezoid, solve_ivp
 
+from ..distributions import law_quantiles
 from .equilibrium_game import Classes, Interim
 
 __all__ = ["envelope_step", "inverse_bid_tables"]
@@ -170,6 +171,11 @@ _DZ, _DG = 1e-7, 1e-5
 #: top, 26 s so); b_0 moves by 9e-8 there, by 3.4e-7 from U[1, 2] + U[0, 2]'s closed
 #: form (its bids within 2.5e-5); the last integration runs to the top
 _TOP_GAP = 1e-3
+#: ``_tables_short_of_top``: where the system is singular before the top, the shooting's
+#: and the table's end this share of the range below the top (U[0, 1] against Beta(2,
+#: 5) in an all-pay contest: exact epsilon 0.87% at 1e-3, 0.009% at 1e-5, 0.007% at
+#: 1e-6), and the probability left above it from which a class's costs there are an atom
+_ATOM_GAP, _ATOM_MASS = 1e-5, 1e-3
 #: bids per table (dense towards the top, where the bids bend, and at b_0, where a class
 #: whose density vanishes at its low end has its costs rise steeply: 3 sellers of F =
 #: c^0.3 against 2 of Beta(3, 2), the Beta class's costs 0-0.010 in the first cell of
@@ -272,13 +278,64 @@ def inverse_bid_tables(
             return None  # even the highest start meets the diagonal: no bracket
         high = _shoot(rhs, lo, high, short, top - lo)
         sol, _ = _integrate(rhs, high, top, dense=True)
+        if sol is None:  # singular before the top: a class's costs reach their top first
+            return _tables_short_of_top(rhs, classes, lo, top)
     except (_NoSolution, ValueError, FloatingPointError):
-        return None
-    if sol is None:
         return None
     z = table_bids(high, sol.t[-1])
     costs = rhs.costs(np.clip(sol.sol(z), 0.0, 1.0))
     return [_table(law, z, c) for law, c in zip(classes.laws, costs, strict=True)]
+
+
+def _tables_short_of_top(rhs: _InverseBids, classes: Classes, lo: float, top: float):
+    """The inverse bids where (E3) is singular before the top: the system of an all-pay
+    contest of unlike classes (``AllPayContest``: dG_h/dz = 1 / (1 - c_g(z)) with one
+    opponent each) blows up as the strong class's cost nears the top of its support,
+    which it reaches at the top bid, while the weak class keeps an atom there: its costs
+    above some c* make no effort (Amann and Leininger 1996, two bidders).  b_0 is shot
+    again to ``_ATOM_GAP`` below the top (shooting to ``_TOP_GAP`` moved b_0 by 1e-3:
+    U[0, 1] against Beta(2, 5), one seller each, exact epsilon 0.87% -> 0.009%); the
+    costs a class has left there bid the top (its atom) when their probability is at
+    least ``_ATOM_MASS``, else rise in quantile from the last bid to the top, under the
+    atom (pooled with it the strong class's costs 0.97-1 tied it and gained 1.7% of u
+    by a report just below)."""
+    short = top - _ATOM_GAP * (top - lo)
+    high = short - _SHOOT_TOL * (top - lo)
+    if _integrate(rhs, high, short)[1]:
+        return None
+    high = _shoot(rhs, lo, high, short, top - lo)
+    sol, _ = _integrate(rhs, high, short, dense=True)
+    if sol is None:
+        return None
+    z = table_bids(high, sol.t[-1])
+    G = np.clip(sol.sol(z), 0.0, 1.0)
+    return [
+        _table_below_atom(law, z, c, top, left)
+        for law, c, left in zip(classes.laws, rhs.costs(G), 1.0 - G[:, -1], strict=True)
+    ]
+
+
+def _table_below_atom(law, z: np.ndarray, costs: np.ndarray, top: float, left: float):
+    """``_table`` where the costs above the last one reached, ``left`` their probability,
+    bid ``top`` (an atom: ``left`` at least ``_ATOM_MASS``) or rise with their quantile
+    from the last bid z[-1] to ``top`` (``_tables_short_of_top``); those rows at costs
+    even and by quantile."""
+    hi = law.support[1]
+    costs, bids = _reached(law, z, costs)
+    if costs[-1] >= hi:
+        return costs, bids
+    F0 = 1.0 - left
+    by_mass = law_quantiles(law, np.linspace(F0, 1.0, 65)[1:])
+    above = np.unique(np.concatenate((np.linspace(costs[-1], hi, 65)[1:], by_mass)))
+    above = above[np.isfinite(above) & (above > costs[-1]) & (above <= hi)]
+    if left < _ATOM_MASS:
+        share = np.clip((np.asarray(law.cdf(above), dtype=float) - F0) / left, 0.0, 1.0)
+        rise = z[-1] + (top - z[-1]) * share
+    else:
+        rise = np.full(above.size, top)
+    return np.concatenate((costs, above)), np.concatenate(
+        (bids, np.maximum(rise, np.minimum(above, top)))
+    )
 
 
 def table_bids(b0: float, end: float) -> np.ndarray:
@@ -324,12 +381,19 @@ def _table(law, z: np.ndarray, costs: np.ndarray) -> tuple[np.ndarray, np.ndarra
     """(costs, bids) of one class from its inverse bids c(z) on the bids ``z``: the
     lowest cost bids z[0] (b_0); the costs above the highest one reached bid the larger
     of their cost and the top bid (they never sell)."""
-    lo, hi = law.support
-    costs = np.maximum.accumulate(np.concatenate(([lo], costs[1:])))
-    costs, first = np.unique(costs, return_index=True)
-    bids = z[first]
+    hi = law.support[1]
+    costs, bids = _reached(law, z, costs)
     if costs[-1] < hi:
         above = np.linspace(costs[-1], hi, 65)[1:]
         costs = np.concatenate((costs, above))
         bids = np.concatenate((bids, np.maximum(above, z[-1])))
     return costs, bids
+
+
+def _reached(law, z: np.ndarray, costs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(costs, bids) of the costs the inverse bids c(z) reach on the bids ``z``: the
+    lowest cost of the support bids z[0] (b_0); a cost reached on several bids, the
+    lowest of them."""
+    costs = np.maximum.accumulate(np.concatenate(([law.support[0]], costs[1:])))
+    costs, first = np.unique(costs, return_index=True)
+    return costs, z[first]
