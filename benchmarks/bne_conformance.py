@@ -84,6 +84,11 @@ TABLE_GAMES = (
     "asym-power-beta-5",
     "all-pay-12",
     "all-pay-power-0.5-8",
+    # and 08:30: all-pay contests of two unlike sellers, untuned
+    "all-pay-asym-2",
+    "all-pay-asym-b52",
+    "all-pay-asym-sqrt",
+    "all-pay-asym-half",
 )
 METHOD_NAMES = ("pure", "distributional")
 #: ``--methods auto``: the default ``bne(..., method="auto")``, its own column (which

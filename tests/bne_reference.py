@@ -56,7 +56,7 @@ The games (procurement: a seller of cost c reporting z has utility T(z) - c E(z)
   the supports); too high and none has at T.  Bisection on b_0 to 1e-13; validated
   on the closed form of U[1, 2] + U[0, 2] (``asymmetric_first_price_bid``) and on the
   symmetric (1).
-* **An all-pay contest of two unlike sellers** (one of each law on [0, 1]).  In the
+* **An all-pay contest of two unlike sellers** (one of each law on [0, h], h <= 1).  In the
   mirror image (value v = 1 - c, effort e = 1 - z) a seller's utility is v P(win) - e,
   and in the BNE (Amann and Leininger 1996: unique, increasing efforts, one common top
   effort e_top; the weak seller makes no effort with positive probability) the
@@ -492,12 +492,12 @@ def _below_interp(law, b_grid, u) -> Callable:
 # ---- the all-pay contest of two unlike sellers ------------------------------------------
 def asymmetric_all_pay_profile(laws: Sequence, name: str = "") -> Profile:
     """(module doc, the last item): the all-pay contest's BNE of one seller of each of
-    the two ``laws`` on [0, 1], by the downward integration in effort shot on the top
+    the two ``laws`` on [0, h] (h <= 1), by the downward integration in effort shot on the top
     effort (bisection to 1e-13); each seller's bid function and report law read in the
     quantile from a table of 20,001 efforts dense at both ends."""
     laws = tuple(as_distribution(x) for x in laws)
-    if len(laws) != 2 or any(law.support != (0.0, 1.0) for law in laws):
-        raise ValueError("two laws on [0, 1]")
+    if len(laws) != 2 or any(law.support[0] != 0.0 or law.support[1] > 1.0 for law in laws):
+        raise ValueError("two laws on [0, h], h <= 1 (a common top effort)")
     ppfs = [_fast_ppf(law) for law in laws]
 
     def value(i: int, H: float) -> float:  # v_i at the effort quantile H: 1 - F_i^-1(1 - H)
@@ -535,7 +535,7 @@ def asymmetric_all_pay_profile(laws: Sequence, name: str = "") -> Profile:
         costs = np.clip(1.0 - np.array([value(i, h) for h in H[i]]), 0.0, 1.0)
         z = 1.0 - e
         if H[i, 0] > 1e-9:  # its atom: the costs above its last effort report 1
-            above = np.linspace(costs[0], 1.0, 2001)[1:]
+            above = np.linspace(costs[0], law.support[1], 2001)[1:]
             costs, z = np.concatenate((costs, above)), np.concatenate((z, np.ones(above.size)))
         order = np.argsort(costs, kind="stable")
         bid, below = _read_in_quantile(law, costs[order], np.maximum.accumulate(z[order]))
@@ -742,6 +742,9 @@ def _games() -> dict[str, Callable[[], Profile]]:
         "all-pay-asym-2": lambda: asymmetric_all_pay_profile(["uniform:0:1", "beta:2:5:0:1"]),
         "all-pay-asym-b52": lambda: asymmetric_all_pay_profile(["uniform:0:1", "beta:5:2:0:1"]),
         "all-pay-asym-sqrt": lambda: asymmetric_all_pay_profile(["beta:2:5:0:1", "beta:0.5:1:0:1"]),
+        # 09:10, untuned: costs that end at 0.5 against U[0, 1] (19%: the inverse bids ran
+        # to the lowest top of the supports, first price's top, not the report range's)
+        "all-pay-asym-half": lambda: asymmetric_all_pay_profile(["uniform:0:0.5", "uniform:0:1"]),
     }
 
 

@@ -51,7 +51,9 @@ def test_the_envelope_step_reads_the_bent_cells_rows():
     _solved_within_the_bar("beta52-reserve-3", linf=2e-4, eps=0.001)
 
 
-@pytest.mark.parametrize("name", ["all-pay-asym-2", "all-pay-asym-b52", "all-pay-asym-sqrt"])
+@pytest.mark.parametrize(
+    "name", ["all-pay-asym-2", "all-pay-asym-b52", "all-pay-asym-sqrt", "all-pay-asym-half"]
+)
 def test_auto_solves_an_all_pay_contest_of_two_unlike_sellers(name):
     """All-pay contests of two unlike sellers (``bne_reference.asymmetric_all_pay_profile``,
     added untuned 2026-12-01): U[0, 1] against Beta(2, 5) was 1.89% by the independent

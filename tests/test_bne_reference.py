@@ -35,6 +35,7 @@ FAST = [
     "all-pay-beta13-2",  # (asym-3-power's and asym-3-counts' ODEs take ~20 s: not here)
     "all-pay-12", "all-pay-power-0.5-8",  # added 2026-12-01 06:00
     "all-pay-asym-2", "all-pay-asym-b52", "all-pay-asym-sqrt",  # 08:30, two unlike sellers
+    "all-pay-asym-half",  # 09:10
 ]  # fmt: skip
 
 #: references whose measured gain is above 1e-5 of u, and why: all-pay, 8 sellers on F =

@@ -596,15 +596,21 @@ def bid_tables(mech, classes: Classes, sol: MixedSolution, z_range: tuple[float,
 
 def _with_inverse_bids(best: Tables, interim, oracle, classes: Classes, sol, cdfs, z_range):
     """``best``, or the inverse bids of the first-order system when their exact relative
-    epsilon is smaller (``bid_tables``)."""
-    tops = [law.support[1] for law in classes.laws]
-    tops += [_ceiling(interim, classes, s) for s in sol.strategies]
-    tabs = inverse_bid_tables(interim, classes, min(min(tops), z_range[1]))
-    if tabs is None:
-        return best
-    eps = _exact_relative_epsilon(oracle, classes, tabs, cdfs, z_range)
-    if eps < best.exact_epsilon:
-        return Tables(tabs, best.knot_every, 0, eps, inverse_bids=True)
+    epsilon is smaller (``bid_tables``), run to each of two tops of the bids: the lowest
+    top of the supports or where selling stops (first price: a cost above the lowest
+    top never sells), and where selling stops alone (an all-pay contest: every report
+    under the top wins against the weak seller's atom there, so a seller whose costs end
+    at 0.5 still bids up to 1: U[0, 0.5] against U[0, 1], one each, 19% exact epsilon
+    with the first top alone)."""
+    ceiling = min(min(_ceiling(interim, classes, s) for s in sol.strategies), z_range[1])
+    lowest_top = min(min(law.support[1] for law in classes.laws), ceiling)
+    for top in dict.fromkeys((lowest_top, ceiling)):
+        tabs = inverse_bid_tables(interim, classes, top)
+        if tabs is None:
+            continue
+        eps = _exact_relative_epsilon(oracle, classes, tabs, cdfs, z_range)
+        if eps < best.exact_epsilon:
+            best = Tables(tabs, best.knot_every, 0, eps, inverse_bids=True)
     return best
 
 

@@ -239,17 +239,24 @@ def _integrate(
 ):  # fmt: skip
     """(E3) from (b0, G = 0) to ``top`` at relative tolerance ``rtol``: the solution
     (None if the system became singular) and whether some class's cost met its bid
-    first (``c_g(z) >= z``: b0 too low).  A singular system counts as met: for first
-    price the row of a class whose cost meets its bid is (z - c_g) dE/dG, zero there."""
+    first (``c_g(z) >= z``: b0 too low) or some class's probability reached 1 first (its
+    costs all bid below the top: b0 too low too; under first price with ``top`` the
+    lowest top of the supports it implies the first, but an all-pay seller of costs
+    U[0, 0.5] bids up to the top 1 against a U[0, 1] one, far above its costs).  A
+    singular system counts as met: for first price the row of a class whose cost meets
+    its bid is (z - c_g) dE/dG, zero there."""
     margin = 1e-9 * (top - b0)
 
     def diagonal(z, G):
         return float(np.min(z - rhs.costs(np.clip(G, 0.0, 1.0)))) - margin
 
-    diagonal.terminal = True  # type: ignore[attr-defined]
+    def full(z, G):  # a class's costs all reached before the top: b0 too low as well
+        return 1.0 - float(np.max(G))
+
+    diagonal.terminal = full.terminal = True  # type: ignore[attr-defined]
     try:
         sol = solve_ivp(rhs, (b0, top), np.zeros(rhs.counts.size), method="RK45", rtol=rtol,
-                        atol=1e-3 * rtol, events=diagonal, dense_output=dense)  # fmt: skip
+                        atol=1e-3 * rtol, events=(diagonal, full), dense_output=dense)  # fmt: skip
     except _NoSolution:
         return None, True
     if sol.status < 0:
@@ -278,8 +285,8 @@ def inverse_bid_tables(
             return None  # even the highest start meets the diagonal: no bracket
         high = _shoot(rhs, lo, high, short, top - lo)
         sol, _ = _integrate(rhs, high, top, dense=True)
-        if sol is None:  # singular before the top: a class's costs reach their top first
-            return _tables_short_of_top(rhs, classes, lo, top)
+        if sol is None or _all_reached_first(sol):  # singular, or a class's costs all bid
+            return _tables_short_of_top(rhs, classes, lo, top)  # below the top
     except (_NoSolution, ValueError, FloatingPointError):
         return None
     z = table_bids(high, sol.t[-1])
@@ -287,12 +294,21 @@ def inverse_bid_tables(
     return [_table(law, z, c) for law, c in zip(classes.laws, costs, strict=True)]
 
 
+def _all_reached_first(sol) -> bool:
+    """Whether ``_integrate`` stopped where a class's probability reached 1 (its event
+    ``full``), not where a cost met its bid (``diagonal``, first price's end)."""
+    return len(sol.t_events[1]) > 0 and len(sol.t_events[0]) == 0
+
+
 def _tables_short_of_top(rhs: _InverseBids, classes: Classes, lo: float, top: float):
-    """The inverse bids where (E3) is singular before the top: the system of an all-pay
-    contest of unlike classes (``AllPayContest``: dG_h/dz = 1 / (1 - c_g(z)) with one
-    opponent each) blows up as the strong class's cost nears the top of its support,
-    which it reaches at the top bid, while the weak class keeps an atom there: its costs
-    above some c* make no effort (Amann and Leininger 1996, two bidders).  b_0 is shot
+    """The inverse bids where the integration from the b_0 shot to ``_TOP_GAP`` below
+    the top ends short of the top (singular there, or a class's costs all reached): the
+    system of an all-pay contest of unlike classes (``AllPayContest``: dG_h/dz = 1 / (1 -
+    c_g(z)) with one opponent each) blows up as the strong class's cost nears the top of
+    its support, which it reaches at the top bid, while the weak class keeps an atom
+    there: its costs above some c* make no effort (Amann and Leininger 1996, two
+    bidders); a strong class whose costs end at 0.5 against U[0, 1] reaches them all at
+    the top bid 1, where the shot b_0 had them reached at 1 - 1e-3.  b_0 is shot
     again to ``_ATOM_GAP`` below the top (shooting to ``_TOP_GAP`` moved b_0 by 1e-3:
     U[0, 1] against Beta(2, 5), one seller each, exact epsilon 0.87% -> 0.009%); the
     costs a class has left there bid the top (its atom) when their probability is at
@@ -318,8 +334,9 @@ def _tables_short_of_top(rhs: _InverseBids, classes: Classes, lo: float, top: fl
 def _table_below_atom(law, z: np.ndarray, costs: np.ndarray, top: float, left: float):
     """``_table`` where the costs above the last one reached, ``left`` their probability,
     bid ``top`` (an atom: ``left`` at least ``_ATOM_MASS``) or rise with their quantile
-    from the last bid z[-1] to ``top`` (``_tables_short_of_top``); those rows at costs
-    even and by quantile."""
+    from the last bid z[-1] halfway to ``top`` (``_tables_short_of_top``; reaching the
+    top, the top cost tied the atom there: U[0, 0.5] against U[0, 1], a gain of 26% of
+    u at c = 0.5); those rows at costs even and by quantile."""
     hi = law.support[1]
     costs, bids = _reached(law, z, costs)
     if costs[-1] >= hi:
@@ -328,10 +345,13 @@ def _table_below_atom(law, z: np.ndarray, costs: np.ndarray, top: float, left: f
     by_mass = law_quantiles(law, np.linspace(F0, 1.0, 65)[1:])
     above = np.unique(np.concatenate((np.linspace(costs[-1], hi, 65)[1:], by_mass)))
     above = above[np.isfinite(above) & (above > costs[-1]) & (above <= hi)]
-    if left < _ATOM_MASS:
+    if left < _ATOM_MASS:  # up to halfway to the top: the top cost too bids under the atom
         share = np.clip((np.asarray(law.cdf(above), dtype=float) - F0) / left, 0.0, 1.0)
-        rise = z[-1] + (top - z[-1]) * share
-    else:
+        rise = z[-1] + 0.5 * (top - z[-1]) * share
+    else:  # the atom: from just above the last cost reached (read linearly, the next row
+        # 1/64 of the support higher spread that much mass under the top: U[0, 0.5]
+        # against U[0, 1], the strong seller's cheapest reports there lost to it)
+        above = np.concatenate(([costs[-1] + 1e-9 * (hi - law.support[0])], above))
         rise = np.full(above.size, top)
     return np.concatenate((costs, above)), np.concatenate(
         (bids, np.maximum(rise, np.minimum(above, top)))
