@@ -294,3 +294,27 @@ def test_an_all_pay_seller_that_never_wins_is_moved_too():
     assert dead.sum() > 150 and 1 - closed[~dead][-1] > 4e-5
     assert np.max(np.abs(z[dead] - closed[dead])) < 1e-6
     assert np.max(np.abs(z - closed)) < 1e-5
+
+
+def test_the_costs_left_short_of_the_top_are_an_atom_at_it_or_rise_under_it():
+    """``_table_below_atom`` (the inverse bids ended 1e-5 below the top 1): a class with
+    probability 0.25 left (an all-pay contest's weak seller, U[0, 1], its costs above
+    0.75) bids the top from 1e-9 above its last cost reached (read linearly, the row
+    1/64 of the support higher spread 0.4% of its mass under the top); a class with 1e-6
+    left rises in quantile from its last bid and stays under the top, its top cost too
+    (at the top it tied the atom there: 26% of u at c = 0.5 on U[0, 0.5] against
+    U[0, 1])."""
+    from market_sim.distributions import as_distribution
+    from market_sim.games.equilibrium_envelope import _table_below_atom
+
+    z = np.linspace(0.4, 1 - 1e-5, 101)
+    weak = as_distribution("uniform:0:1")
+    costs, bids = _table_below_atom(weak, z, np.linspace(0.0, 0.75, 101), 1.0, 0.25)
+    assert bids[costs <= 0.75][-1] == z[-1]
+    assert np.all(bids[costs > 0.75] == 1.0) and costs[costs > 0.75][0] <= 0.75 + 1e-8
+    assert np.interp(0.75 + 1e-6, costs, bids) == 1.0
+    strong = as_distribution("uniform:0:0.5")
+    costs, bids = _table_below_atom(strong, z, np.linspace(0.0, 0.5 - 5e-7, 101), 1.0, 1e-6)
+    rows = costs > 0.5 - 5e-7
+    assert costs[-1] == 0.5 and np.all(np.diff(bids) >= 0)
+    assert np.all(bids[rows] > z[-1]) and bids[-1] == pytest.approx(z[-1] + 0.5e-5, abs=1e-12)
