@@ -532,7 +532,7 @@ def asymmetric_all_pay_profile(laws: Sequence, name: str = "") -> Profile:
     H = np.clip(sol.sol(e), 0.0, 1.0)
     bids, belows = [], []
     for i, law in enumerate(laws):
-        costs = np.clip(1.0 - np.array([value(i, h) for h in H[i]]), 0.0, 1.0)
+        costs = np.clip(law_quantiles(law, 1.0 - H[i]), 0.0, law.support[1])  # 1 - v_i
         z = 1.0 - e
         if H[i, 0] > 1e-9:  # its atom: the costs above its last effort report 1
             above = np.linspace(costs[0], law.support[1], 2001)[1:]

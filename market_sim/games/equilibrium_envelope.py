@@ -278,12 +278,10 @@ def inverse_bid_tables(
     if not top > lo:
         return None
     rhs = _InverseBids(interim, classes, top - lo)
-    short = top - _TOP_GAP * (top - lo)
     try:
-        high = short - _SHOOT_TOL * (top - lo)
-        if _integrate(rhs, high, short)[1]:
-            return None  # even the highest start meets the diagonal: no bracket
-        high = _shoot(rhs, lo, high, short, top - lo)
+        high = _shot_b0(rhs, lo, top, _TOP_GAP)
+        if high is None:
+            return None
         sol, _ = _integrate(rhs, high, top, dense=True)
         if sol is None or _all_reached_first(sol):  # singular, or a class's costs all bid
             return _tables_short_of_top(rhs, classes, lo, top)  # below the top
@@ -292,6 +290,16 @@ def inverse_bid_tables(
     z = table_bids(high, sol.t[-1])
     costs = rhs.costs(np.clip(sol.sol(z), 0.0, 1.0))
     return [_table(law, z, c) for law, c in zip(classes.laws, costs, strict=True)]
+
+
+def _shot_b0(rhs: _InverseBids, lo: float, top: float, gap: float) -> float | None:
+    """b_0 shot with each integration stopped ``gap`` of the range below ``top``
+    (``_shoot``); None when even the highest start meets the diagonal: no bracket."""
+    short = top - gap * (top - lo)
+    high = short - _SHOOT_TOL * (top - lo)
+    if _integrate(rhs, high, short)[1]:
+        return None
+    return _shoot(rhs, lo, high, short, top - lo)
 
 
 def _all_reached_first(sol) -> bool:
@@ -312,15 +320,13 @@ def _tables_short_of_top(rhs: _InverseBids, classes: Classes, lo: float, top: fl
     again to ``_ATOM_GAP`` below the top (shooting to ``_TOP_GAP`` moved b_0 by 1e-3:
     U[0, 1] against Beta(2, 5), one seller each, exact epsilon 0.87% -> 0.009%); the
     costs a class has left there bid the top (its atom) when their probability is at
-    least ``_ATOM_MASS``, else rise in quantile from the last bid to the top, under the
-    atom (pooled with it the strong class's costs 0.97-1 tied it and gained 1.7% of u
-    by a report just below)."""
-    short = top - _ATOM_GAP * (top - lo)
-    high = short - _SHOOT_TOL * (top - lo)
-    if _integrate(rhs, high, short)[1]:
+    least ``_ATOM_MASS``, else rise in quantile from the last bid halfway to the top,
+    under the atom (pooled with it the strong class's costs 0.97-1 tied it and gained
+    1.7% of u by a report just below; ``_table_below_atom``)."""
+    high = _shot_b0(rhs, lo, top, _ATOM_GAP)
+    if high is None:
         return None
-    high = _shoot(rhs, lo, high, short, top - lo)
-    sol, _ = _integrate(rhs, high, short, dense=True)
+    sol, _ = _integrate(rhs, high, top - _ATOM_GAP * (top - lo), dense=True)
     if sol is None:
         return None
     z = table_bids(high, sol.t[-1])
