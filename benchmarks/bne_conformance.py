@@ -89,6 +89,11 @@ TABLE_GAMES = (
     "all-pay-asym-b52",
     "all-pay-asym-sqrt",
     "all-pay-asym-half",
+    # and 11:00: all-pay contests of unlike classes with more than two sellers, untuned
+    "all-pay-asym-3",
+    "all-pay-asym-u2-b22",
+    "all-pay-asym-u3-b52",
+    "all-pay-asym-u2-b25",
 )
 METHOD_NAMES = ("pure", "distributional")
 #: ``--methods auto``: the default ``bne(..., method="auto")``, its own column (which

@@ -545,6 +545,125 @@ def asymmetric_all_pay_profile(laws: Sequence, name: str = "") -> Profile:
     return Profile(label, laws, (1, 1), tuple(bids), tuple(belows), AllPayContest(), "all-pay")
 
 
+class _ContestGap(ValueError):
+    """A class whose first-order condition asks it to bid less than nothing (x_g < 0)
+    while it has costs left and has not broken even: the equilibrium has a gap in its
+    efforts (Parreiras and Rubinchik 2010), which this reference does not build."""
+
+
+class _Contest:
+    """The all-pay contest of classes (module doc, the last item) in the report z, the
+    hazards x_g = s - r_g in closed form; ``run`` one integration from b_0 with its
+    exits, as pieces."""
+
+    def __init__(self, laws, counts):
+        self.laws, self.n = laws, np.asarray(counts, dtype=float)
+        self.ppfs = [_fast_ppf(law) for law in laws]
+
+    def parts(self, z, G, out):
+        G = np.clip(G, 0.0, 1.0)
+        c = np.array([ppf(float(x)) for ppf, x in zip(self.ppfs, G, strict=True)])
+        W = np.prod((1.0 - G) ** self.n) / np.maximum(1.0 - G, 1e-300)  # P(win) per class
+        r = 1.0 / np.maximum((1.0 - c) * W, 1e-300)
+        live = ~out
+        s = float(np.sum(self.n[live] * r[live]) / (self.n[live].sum() - 1.0))
+        return c, W, r, s
+
+    def rhs(self, out):
+        def f(z, G):
+            _, _, r, s = self.parts(z, G, out)
+            return (1.0 - np.clip(G, 0.0, 1.0)) * np.where(out, 0.0, np.maximum(s - r, 0.0))
+
+        return f
+
+    def run(self, b0: float, top: float, dense: bool = False):
+        """(pieces, exited classes, the end: "top", "full", "gap" (a class's x_g down to
+        0 with costs left: ``_ContestGap``), "alone" or "met")."""
+        out, z, G, pieces = np.zeros(len(self.laws), dtype=bool), b0, np.zeros(len(self.laws)), []
+        while True:
+
+            def full(z, G):
+                return 1.0 - 1e-12 - float(np.max(G))
+
+            def broke_even(z, G, out=out):  # u_g = (1 - c_g) W_g - (1 - z)
+                c, W, _, _ = self.parts(z, G, out)
+                return float(np.min(np.where(out | (G < 1e-12), 1.0, (1 - c) * W - (1 - z))))
+
+            def gap(z, G, out=out):
+                _, _, r, s = self.parts(z, G, out)
+                return float(np.min(np.where(out | (G > 1.0 - 1e-9), 1.0, s - r)))
+
+            full.terminal = broke_even.terminal = gap.terminal = True  # type: ignore[attr-defined]
+            sol = integrate.solve_ivp(self.rhs(out.copy()), (z, top), G, method="DOP853",
+                                      rtol=1e-12, atol=1e-15, events=(full, broke_even, gap),
+                                      dense_output=dense)  # fmt: skip
+            pieces.append(sol)
+            ends = {"full": sol.t_events[0], "gap": sol.t_events[2]}
+            for label, hits in ends.items():
+                if len(hits):
+                    return pieces, out, label
+            if not len(sol.t_events[1]):
+                return pieces, out, "top"
+            z, G = float(sol.t[-1]), sol.y[:, -1].copy()
+            c, W, r, _ = self.parts(z, G, out)
+            u = np.where(out | (G < 1e-12), np.inf, (1 - c) * W - (1 - z))
+            gone = out | (u <= u.min() + 1e-10)  # with the classes tied to it (like laws)
+            if self.n[~gone].sum() < 2:
+                return pieces, out, "alone"
+            if np.any(self.parts(z, G, gone)[3] <= r[gone & ~out]):  # u would rise: no exit
+                return pieces, out, "met"
+            out = gone
+
+
+def all_pay_contest_profile(laws: Sequence, counts: Sequence[int], name: str = "") -> Profile:
+    """(module doc, the last item): the all-pay contest's BNE of classes of sellers
+    (``laws`` on [0, h], h <= 1, ``counts``), every class bidding from the common top
+    effort and exiting, its costs above then making no effort (the report 1), where its
+    seller breaks even; b_0 shot by bisection (to 1e-13) so that the run first ends
+    within 1e-10 of the report 1; each class's bid function and report law read in the
+    quantile from a table of 20,001 reports per piece.  ``_ContestGap`` where a class
+    would need a gap in its efforts."""
+    laws = tuple(as_distribution(x) for x in laws)
+    if any(law.support[0] != 0.0 or law.support[1] > 1.0 for law in laws):
+        raise ValueError("laws on [0, h], h <= 1 (a common top effort)")
+    contest, top = _Contest(laws, counts), 1.0 - 1e-10
+    lo_b, hi_b = 0.0, 1.0  # too low: a class full or the last breaking even before the
+    while hi_b - lo_b > 1e-13:  # top; too high: the top reached, or a class's x_g at 0
+        mid = 0.5 * (lo_b + hi_b)
+        pieces, _, end = contest.run(mid, top)
+        low = end in ("full", "alone", "met") and pieces[-1].t[-1] < top - 1e-12
+        lo_b, hi_b = (mid, hi_b) if low else (lo_b, mid)
+    pieces, out, end = contest.run(hi_b, top, dense=True)
+    if end == "gap" and pieces[-1].t[-1] < 1.0 - 1e-6:  # not the end's degeneracy
+        raise _ContestGap(f"a class's efforts have a gap at the report {pieces[-1].t[-1]:.6f}")
+    s = np.linspace(0.0, 1.0, 20001)
+    z = np.unique(np.concatenate([
+        np.clip(a + (b - a) * np.union1d(s**2, 1.0 - s**2), a, b)
+        for a, b in ((p.t[0], p.t[-1]) for p in pieces)
+    ]))  # fmt: skip
+    which = np.searchsorted([p.t[-1] for p in pieces[:-1]], z, side="right")
+    G = np.empty((len(laws), z.size))
+    for i, p in enumerate(pieces):
+        G[:, which == i] = p.sol(z[which == i])
+    G = np.clip(G, 0.0, 1.0)
+    bids, belows = [], []
+    for g, law in enumerate(laws):
+        costs, zg = np.clip(law_quantiles(law, G[g]), 0.0, law.support[1]), z
+        if out[g] or G[g, -1] < 1.0 - 1e-9:  # its atom: the costs above make no effort,
+            above = np.linspace(costs[-1], law.support[1], 2001)  # from just above the last
+            above[0] += 1e-12  # (an exit jumps there from its last report to 1)
+            costs, zg = np.concatenate((costs, above)), np.concatenate((z, np.ones(above.size)))
+        order = np.argsort(costs, kind="stable")
+        bid, below = _read_in_quantile(law, costs[order], np.maximum.accumulate(zg[order]))
+        bids.append(bid)
+        belows.append(below)
+    label = name or "all-pay contest, " + " + ".join(
+        f"{law.spec} x {n}" for law, n in zip(laws, counts, strict=True)
+    )
+    return Profile(label, laws, tuple(int(n) for n in counts), tuple(bids), tuple(belows),
+                   AllPayContest(), "all-pay")  # fmt: skip
+
+
 # ---- the exact best-response check ---------------------------------------------------
 def _eps_pay(p: Profile, g: int, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Class g's deviator's exact E(z), T(z) against the profile's report laws (ties
@@ -745,6 +864,20 @@ def _games() -> dict[str, Callable[[], Profile]]:
         # 09:10, untuned: costs that end at 0.5 against U[0, 1] (19%: the inverse bids ran
         # to the lowest top of the supports, first price's top, not the report range's)
         "all-pay-asym-half": lambda: asymmetric_all_pay_profile(["uniform:0:0.5", "uniform:0:1"]),
+        # 2026-12-01 11:00: contests of unlike classes with more than two sellers, each
+        # failing first (1.1-2930%: a class exits where its seller breaks even)
+        "all-pay-asym-3": lambda: all_pay_contest_profile(
+            ["uniform:0:1", "beta:2:5:0:1", "beta:0.5:1:0:1"], [1, 1, 1]
+        ),
+        "all-pay-asym-u2-b22": lambda: all_pay_contest_profile(
+            ["uniform:0:1", "beta:2:2:0:1"], [2, 2]
+        ),
+        "all-pay-asym-u3-b52": lambda: all_pay_contest_profile(
+            ["uniform:0:1", "beta:5:2:0:1"], [3, 1]
+        ),
+        "all-pay-asym-u2-b25": lambda: all_pay_contest_profile(
+            ["uniform:0:1", "beta:2:5:0:1"], [2, 2]
+        ),
     }
 
 

@@ -52,25 +52,29 @@ def test_the_envelope_step_reads_the_bent_cells_rows():
 
 
 @pytest.mark.parametrize(
-    "name", ["all-pay-asym-2", "all-pay-asym-b52", "all-pay-asym-sqrt", "all-pay-asym-half"]
-)
-def test_auto_solves_an_all_pay_contest_of_two_unlike_sellers(name):
-    """All-pay contests of two unlike sellers (``bne_reference.asymmetric_all_pay_profile``,
-    added untuned 2026-12-01): U[0, 1] against Beta(2, 5) was 1.89% by the independent
-    measure and not certified, because the inverse bids' system is singular before the
-    top (the strong seller's costs reach their top there, the weak one keeps an atom at
-    the report 1) and the shooting returned nothing
-    (``equilibrium_envelope._tables_short_of_top``).  Every class within the bar (L∞ to
-    the reference where it wins >= 1%, the independent exact relative gain), the run
-    certified, and no printed epsilon under the independent one (to 1e-4 of u: the two
-    measures' quadratures of u)."""
+    "name",
+    ["all-pay-asym-2", "all-pay-asym-b52", "all-pay-asym-sqrt", "all-pay-asym-half",
+     "all-pay-asym-3", "all-pay-asym-u2-b22", "all-pay-asym-u3-b52", "all-pay-asym-u2-b25"],
+)  # fmt: skip
+def test_auto_solves_an_all_pay_contest_of_unlike_sellers(name):
+    """All-pay contests of unlike sellers (``bne_reference.asymmetric_all_pay_profile``
+    and ``all_pay_contest_profile``, added untuned 2026-12-01): U[0, 1] against Beta(2,
+    5) was 1.89% by the independent measure and not certified, because the inverse bids'
+    system is singular before the top (the strong seller's costs reach their top there,
+    the weak one keeps an atom at the report 1) and the shooting returned nothing
+    (``equilibrium_envelope._tables_short_of_top``); the last four, of more than two
+    sellers, were 1.1% to 2930% (U[0, 1] x 3 + Beta(5, 2)): a class must exit where its
+    seller breaks even, its costs above making no effort (``equilibrium_envelope._end_of``).
+    Every class within the bar (L∞ to the reference where it wins >= 1%, the independent
+    exact relative gain), the run certified, and no printed epsilon under the independent
+    one (to 1e-4 of u: the two measures' quadratures of u)."""
     from test_equilibrium_distributional import _conformance
 
     conf = _conformance()
     game = GAMES[name]()
     r = bne(game.mechanism, game.population, np.random.default_rng(0), samples=256)
     assert r.converged and r.options["method"] == "distributional"
-    for g in range(2):
+    for g in range(len(game.laws)):
         assert conf.linf_where_reference_wins(game, r, g) <= 0.01
         exact = conf.exact_relative_gain(game, r, g)
         assert exact <= 0.01

@@ -224,9 +224,9 @@ def _counted_inverse(monkeypatch, population, top):
         log.append((b0, rtol, hit))
         return sol, hit
 
-    def counted(self, z, G):
+    def counted(self, z, G, out=None):
         calls[0] += 1
-        return rhs_call(self, z, G)
+        return rhs_call(self, z, G, out)
 
     monkeypatch.setattr(env, "_integrate", logged)
     monkeypatch.setattr(env._InverseBids, "__call__", counted)
@@ -309,12 +309,46 @@ def test_the_costs_left_short_of_the_top_are_an_atom_at_it_or_rise_under_it():
 
     z = np.linspace(0.4, 1 - 1e-5, 101)
     weak = as_distribution("uniform:0:1")
-    costs, bids = _table_below_atom(weak, z, np.linspace(0.0, 0.75, 101), 1.0, 0.25)
+    costs, bids = _table_below_atom(weak, z, np.linspace(0.0, 0.75, 101), 1.0, 0.25, atom=True)
     assert bids[costs <= 0.75][-1] == z[-1]
     assert np.all(bids[costs > 0.75] == 1.0) and costs[costs > 0.75][0] <= 0.75 + 1e-8
     assert np.interp(0.75 + 1e-6, costs, bids) == 1.0
     strong = as_distribution("uniform:0:0.5")
-    costs, bids = _table_below_atom(strong, z, np.linspace(0.0, 0.5 - 5e-7, 101), 1.0, 1e-6)
+    reached = np.linspace(0.0, 0.5 - 5e-7, 101)
+    costs, bids = _table_below_atom(strong, z, reached, 1.0, 1e-6, atom=False)
     rows = costs > 0.5 - 5e-7
     assert costs[-1] == 0.5 and np.all(np.diff(bids) >= 0)
     assert np.all(bids[rows] > z[-1]) and bids[-1] == pytest.approx(z[-1] + 0.5e-5, abs=1e-12)
+
+
+def test_a_contest_class_exits_where_its_seller_breaks_even_and_first_price_never_does():
+    """(module doc, "Exits".)  All-pay, U[0, 1] + Beta(2, 5) + F = sqrt(c), one seller
+    each: the inverse bids' uniform class stops where its seller breaks even, its costs
+    above c* bidding the report 1; c* and the last report z_e are the reference's
+    (``bne_reference.all_pay_contest_profile``: none of the solver's code, its exact
+    gains under 1e-8 of u) to 1e-4, where without exits (the shooting counting a
+    seller's break-even as b_0 too low, or not watching it) the tables were 11.8% / 6.1%
+    / 0.91% by the independent measure.  First price never exits: from a start too low
+    on asym-3 the run ends where a cost meets its bid, no class out, like before exits
+    (b_0 and the tables of asym-2, asym-3 and asym-reserve unchanged to the bit)."""
+    import market_sim.games.equilibrium_envelope as env
+
+    classes = as_classes([("uniform:0:1", 1), ("beta:2:5:0:1", 1), ("beta:0.5:1:0:1", 1)])[0]
+    tabs = env.inverse_bid_tables(AllPayContest().interim, classes, 1.0)
+    assert tabs is not None
+    costs, bids = tabs[0]
+    ref = GAMES["all-pay-asym-3"]()
+    c_star = float(ref.below[0](np.array([1 - 1e-12]))[0])  # U[0, 1]: F(c*) = c*
+    z_e = float(ref.bids[0](np.array([c_star - 1e-9]))[0])
+    assert np.max(bids[bids < 1.0]) == pytest.approx(z_e, abs=1e-4)
+    assert np.max(costs[bids < 1.0]) == pytest.approx(c_star, abs=1e-4)
+    assert np.all(bids[costs > c_star + 1e-4] == 1.0)
+    assert np.max(tabs[1][1][tabs[1][0] < 0.9]) < 1.0  # Beta(2, 5): bids until its top
+    costs, bids = tabs[2]  # F = sqrt(c): to the top, its costs above 0.83 in the atom at 1
+    atom = float(ref.laws[2].ppf(ref.below[2](np.array([1 - 1e-12]))[0]))
+    assert np.min(costs[bids == 1.0]) == pytest.approx(atom, abs=1e-3)
+
+    fp = as_classes([("uniform:0:1", 1), ("beta:2:1:0:1", 1), ("beta:1:2:0:1", 1)])[0]
+    rhs = env._InverseBids(FirstPrice(1).interim, fp, 1.0)
+    path, short = env._integrate(rhs, 0.2, 0.999)  # b_0 is 0.345: too low
+    assert short and path.end == "diagonal" and not path.out.any()

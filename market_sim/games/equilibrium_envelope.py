@@ -54,10 +54,29 @@ high and none does; bisection to ``_SHOOT_TOL`` of the range, the integrations s
 ``_TOP_GAP`` below the top.  The profile's error near the top grows like the error of
 b_0: 1e-5 of it costs several percent of epsilon on asym-3, 1e-7 none (asym-3c's b_0
 is 1.2e-7 below the reference's; exact epsilon 0.02%).
+
+**Exits** (``_end_of``).  A class's seller of cost c_g(z) who reports z earns u_g = T -
+c_g E; where it comes to 0 (event ``broke_even``) under first price, u = (z - c) E,
+its cost has met its bid: b_0 was too low.  In an all-pay contest of three or more
+unlike classes it is where the class **exits**: its costs above c* = c_g(z_e) make no
+effort (the report 1, where they earn 0), and the others go on without it (its G held:
+(E3) without its row and column).  The exit is an equilibrium's only if the seller of
+cost c* earns less at any report above z_e than at 1: its utility along the others'
+play must fall as the report rises past z_e, d/dz u = A_g G' - r_g < 0 (row g of (E3)
+with the class gone; first price's slope is E > 0, so it never exits).  The local rule
+instead (drop the class where its G' in (E3) reaches 0) is no equilibrium: its seller of
+cost c* would then earn more at every report above, up to 1, than at z_e.  Classes tied
+with it (like laws split into classes) exit together; with fewer than two sellers left
+the run ends ("alone": the last class breaking even as the top nears, too low again).
+U[0, 1] + Beta(2, 5) + F = sqrt(c), one seller each: the uniform seller exits at z =
+0.891 with 40% of its costs bidding; exact epsilon 11.8% / 6.1% / 0.91% before, 0.002% /
+0.013% / 0.001% with exits.  A class that should stop bidding on a range of reports and
+bid again above it (a gap: Parreiras and Rubinchik 2010) is not built.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -176,6 +195,10 @@ _TOP_GAP = 1e-3
 #: 5) in an all-pay contest: exact epsilon 0.87% at 1e-3, 0.009% at 1e-5, 0.007% at
 #: 1e-6), and the probability left above it from which a class's costs there are an atom
 _ATOM_GAP, _ATOM_MASS = 1e-5, 1e-3
+#: classes whose sellers' utilities are within this of the one breaking even break even
+#: with it (like laws split into classes: one exiting alone left the others to the top
+#: with none filled, ties at the report 1)
+_TIE = 1e-10
 #: bids per table (dense towards the top, where the bids bend, and at b_0, where a class
 #: whose density vanishes at its low end has its costs rise steeply: 3 sellers of F =
 #: c^0.3 against 2 of Beta(3, 2), the Beta class's costs 0-0.010 in the first cell of
@@ -195,33 +218,67 @@ class _InverseBids:
         self.interim, self.counts = interim, np.asarray(classes.counts)
         self.quantiles = [_tabulated_ppf(law) for law in classes.laws]
         self.dz = _DZ * width
+        self._last: tuple = (math.nan, np.empty(0), np.empty((2, 0)))
 
     def costs(self, G: np.ndarray) -> np.ndarray:
         """c_g = F_g^-1(G_g) per class (``G`` (classes,) or (classes, points))."""
         return np.array([np.interp(x, u, c) for (u, c), x in zip(self.quantiles, G, strict=True)])
 
-    def __call__(self, z: float, G: np.ndarray) -> np.ndarray:
+    def __call__(self, z: float, G: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """G'(z) from (E3)'s rows of the classes not ``out`` (exited: their G' is 0)."""
+        live = np.ones(G.size, dtype=bool) if out is None else ~out
+        A, r = self._system(z, G, live)
+        try:
+            sub = np.linalg.solve(A[np.ix_(live, live)], r[live])
+        except np.linalg.LinAlgError as e:
+            raise _NoSolution from e
+        if not np.all(np.isfinite(sub)):
+            raise _NoSolution
+        slopes = np.zeros(G.size)
+        slopes[live] = sub
+        return slopes
+
+    def _system(self, z: float, G: np.ndarray, rows: np.ndarray):
+        """(A, r) of (E3) in the rows ``rows`` (the others NaN); remembers each row's
+        deviator's E and T at (z, G) (``utility``: the step's last point, where the
+        events are evaluated, is its last evaluation)."""
         k = G.size
         c = self.costs(np.clip(G, 0.0, 1.0))
-        A, r = np.empty((k, k)), np.empty(k)
+        A, r = np.full((k, k), np.nan), np.full(k, np.nan)
         Z = np.full(2 + 2 * k, float(z))
         Z[1] -= self.dz
         B = np.repeat(G[:, None], Z.size, axis=1)  # unclipped: E > 0 as G_h nears 1
         B[np.arange(k), 2 + 2 * np.arange(k)] += _DG
         B[np.arange(k), 3 + 2 * np.arange(k)] -= _DG
-        for g in range(k):
+        at = np.full((2, k), np.nan)
+        for g in np.flatnonzero(rows):
             opponents = self.counts - (np.arange(k) == g)
             E, T = (np.asarray(x, dtype=float) for x in self.interim(Z, B, opponents))
             dE_dG, dT_dG = (E[2::2] - E[3::2]) / (2 * _DG), (T[2::2] - T[3::2]) / (2 * _DG)
             A[g] = dT_dG - c[g] * dE_dG  # (E3), its row g
             r[g] = c[g] * (E[0] - E[1]) / self.dz - (T[0] - T[1]) / self.dz
-        try:
-            out = np.linalg.solve(A, r)
-        except np.linalg.LinAlgError as e:
-            raise _NoSolution from e
-        if not np.all(np.isfinite(out)):
-            raise _NoSolution
-        return out
+            at[:, g] = E[0], T[0]
+        self._last = (float(z), G.copy(), at)
+        return A, r
+
+    def utility(self, z: float, G: np.ndarray, g: int) -> tuple[float, float]:
+        """(u, E) of class g's seller whose cost is c_g(z), reporting z: u = T - c E."""
+        last_z, last_G, at = self._last
+        E, T = at[:, g]
+        if not (last_z == z and np.array_equal(last_G, G) and np.isfinite(E)):
+            opponents = self.counts - (np.arange(G.size) == g)
+            E, T = (float(np.asarray(x, dtype=float)[0]) for x in self.interim(
+                np.array([float(z)]), G[:, None].astype(float), opponents))  # fmt: skip
+        c = float(self.costs(np.clip(G, 0.0, 1.0))[g])
+        return float(T - c * E), float(E)
+
+    def exit_slopes(self, z: float, G: np.ndarray, leaving: np.ndarray, out: np.ndarray):
+        """d/dz of u at the report z of each class ``leaving``'s seller of cost c_g(z)
+        when those classes exit at z (the others' G' with them ``out`` too): (E3)'s
+        rows, A_g G' - r_g."""
+        slopes = self(z, G, out | leaving)
+        A, r = self._system(z, G, leaving)
+        return A[leaving] @ slopes - r[leaving]
 
 
 def _tabulated_ppf(law) -> tuple[np.ndarray, np.ndarray]:
@@ -238,14 +295,37 @@ def _integrate(
     rhs: _InverseBids, b0: float, top: float, dense: bool = False, rtol: float = _RTOL
 ):  # fmt: skip
     """(E3) from (b0, G = 0) to ``top`` at relative tolerance ``rtol``: the solution
-    (None if the system became singular) and whether some class's cost met its bid
-    first (``c_g(z) >= z``: b0 too low) or some class's probability reached 1 first (its
-    costs all bid below the top: b0 too low too; under first price with ``top`` the
-    lowest top of the supports it implies the first, but an all-pay seller of costs
-    U[0, 0.5] bids up to the top 1 against a U[0, 1] one, far above its costs).  A
-    singular system counts as met: for first price the row of a class whose cost meets
-    its bid is (z - c_g) dE/dG, zero there."""
+    (a ``_Path``; None if the system became singular) and whether it stopped short of
+    ``top``: some class's cost met its bid first (``c_g(z) >= z``: b0 too low), some
+    class's probability reached 1 first (its costs all bid below the top: b0 too low too;
+    under first price with ``top`` the lowest top of the supports it implies the first,
+    but an all-pay seller of costs U[0, 0.5] bids up to the top 1 against a U[0, 1]
+    one, far above its costs), or some class's seller came to break even and could not
+    exit (``_end_of``).  A singular system counts as met: for first price the row of a
+    class whose cost meets its bid is (z - c_g) dE/dG, zero there.  Where a class exits
+    the integration goes on without it (its G held: the module doc's exits)."""
     margin = 1e-9 * (top - b0)
+    k = rhs.counts.size
+    out, z, G, pieces = np.zeros(k, dtype=bool), b0, np.zeros(k), []
+    while True:
+        try:
+            piece = _piece(rhs, z, G, top, out, margin, dense, rtol)
+        except _NoSolution:
+            return None, True
+        pieces.append(piece)
+        end = _end_of(rhs, piece, out)
+        if isinstance(end, str):
+            path = _Path(pieces, out, end)
+            return path, path.t[-1] < top - margin
+        out = out | end
+        z, G = float(piece.t[-1]), piece.y[:, -1].copy()
+
+
+def _piece(rhs: _InverseBids, z0: float, G0: np.ndarray, top: float, out: np.ndarray,
+           margin: float, dense: bool, rtol: float):  # fmt: skip
+    """One piece of ``_integrate``: (E3) without the classes ``out`` from (z0, G0) to
+    ``top`` or to the first of its events (in this order: a cost meets its bid, a class's
+    probability reaches 1, a class's seller breaks even: u = T - c E down to 0)."""
 
     def diagonal(z, G):
         return float(np.min(z - rhs.costs(np.clip(G, 0.0, 1.0)))) - margin
@@ -253,15 +333,71 @@ def _integrate(
     def full(z, G):  # a class's costs all reached before the top: b0 too low as well
         return 1.0 - float(np.max(G))
 
-    diagonal.terminal = full.terminal = True  # type: ignore[attr-defined]
-    try:
-        sol = solve_ivp(rhs, (b0, top), np.zeros(rhs.counts.size), method="RK45", rtol=rtol,
-                        atol=1e-3 * rtol, events=(diagonal, full), dense_output=dense)  # fmt: skip
-    except _NoSolution:
-        return None, True
+    def broke_even(z, G):  # margin / 2 x E: first price's u = (z - c) E, after the diagonal
+        live = np.flatnonzero(~out)
+        return min(u - 0.5 * margin * E for u, E in (rhs.utility(z, G, g) for g in live))
+
+    for event in (diagonal, full, broke_even):
+        event.terminal = True  # type: ignore[attr-defined]
+    events = (diagonal, full, broke_even)
+    sol = solve_ivp(lambda z, G: rhs(z, G, out), (z0, top), G0, method="RK45", rtol=rtol,
+                    atol=1e-3 * rtol, events=events, dense_output=dense)  # fmt: skip
     if sol.status < 0:
         raise _NoSolution(sol.message)
-    return sol, sol.t[-1] < top - margin
+    return sol
+
+
+def _end_of(rhs: _InverseBids, piece, out: np.ndarray) -> np.ndarray | str:
+    """Why ``piece`` stopped: "top", "diagonal" (a cost met its bid), "full" (a class's
+    probability reached 1), or a seller broke even: "alone" if fewer than two sellers
+    would stay without its class (an all-pay contest's end, its last class breaking even
+    as the top nears; first price's sellers meet the diagonal first: ``_piece``), else
+    the classes that exit there (a mask: it and any class tied with it within ``_TIE``,
+    like laws, which break even together; the run goes on without them), or "met" where
+    a seller's utility rises as its report rises without them (first price's slope E >
+    0).  A class exits where
+    its seller's utility falls as the report rises without it: an all-pay contest,
+    whose costs above then bid 0 effort, the report 1, and earn 0."""
+    if len(piece.t_events[0]):
+        return "diagonal"
+    if len(piece.t_events[1]):
+        return "full"
+    if len(piece.t_events[2]) == 0:
+        return "top"
+    z, G = float(piece.t[-1]), piece.y[:, -1]
+    live = np.flatnonzero(~out)
+    u = np.array([rhs.utility(z, G, h)[0] for h in live])
+    leaving = np.zeros(out.size, dtype=bool)  # with the classes tied to it (like laws)
+    leaving[live[u <= u.min() + _TIE]] = True
+    if int(rhs.counts[~(out | leaving)].sum()) < 2:
+        return "alone"
+    try:
+        return leaving if np.all(rhs.exit_slopes(z, G, leaving, out) < 0.0) else "met"
+    except _NoSolution:
+        return "met"
+
+
+class _Path:
+    """``_integrate``'s solution in pieces (``solve_ivp`` results), one per set of
+    exited classes: the reports ``t``, the last piece's events, ``sol(z)``, the classes
+    ``out`` by the end, the reports ``exits`` where they left, and why it ended
+    (``_end_of``)."""
+
+    def __init__(self, pieces: list, out: np.ndarray, end: str):
+        self.pieces, self.out, self.end = pieces, out, end
+        self.t = np.concatenate([p.t for p in pieces])
+        self.t_events = pieces[-1].t_events
+        self.exits = np.array([p.t[-1] for p in pieces[:-1]])
+
+    def sol(self, z: np.ndarray) -> np.ndarray:
+        z = np.asarray(z, dtype=float)
+        which = np.searchsorted(self.exits, z, side="right")
+        G = np.empty((self.pieces[0].y.shape[0], z.size))
+        for i, piece in enumerate(self.pieces):
+            here = which == i
+            if here.any():
+                G[:, here] = piece.sol(z[here])
+        return G
 
 
 def inverse_bid_tables(
@@ -283,13 +419,17 @@ def inverse_bid_tables(
         if high is None:
             return None
         sol, _ = _integrate(rhs, high, top, dense=True)
-        if sol is None or _all_reached_first(sol):  # singular, or a class's costs all bid
-            return _tables_short_of_top(rhs, classes, lo, top)  # below the top
+        if sol is None or sol.end in ("full", "alone"):  # singular, or a class's costs all
+            return _tables_short_of_top(rhs, classes, lo, top)  # bid below the top
     except (_NoSolution, ValueError, FloatingPointError):
         return None
-    z = table_bids(high, sol.t[-1])
-    costs = rhs.costs(np.clip(sol.sol(z), 0.0, 1.0))
-    return [_table(law, z, c) for law, c in zip(classes.laws, costs, strict=True)]
+    z = np.union1d(table_bids(high, sol.t[-1]), sol.exits)
+    G = np.clip(sol.sol(z), 0.0, 1.0)
+    return [
+        _table_below_atom(law, z, c, top, 1.0 - G[g, -1], atom=True) if sol.out[g]
+        else _table(law, z, c)
+        for g, (law, c) in enumerate(zip(classes.laws, rhs.costs(G), strict=True))
+    ]  # fmt: skip
 
 
 def _shot_b0(rhs: _InverseBids, lo: float, top: float, gap: float) -> float | None:
@@ -300,12 +440,6 @@ def _shot_b0(rhs: _InverseBids, lo: float, top: float, gap: float) -> float | No
     if _integrate(rhs, high, short)[1]:
         return None
     return _shoot(rhs, lo, high, short, top - lo)
-
-
-def _all_reached_first(sol) -> bool:
-    """Whether ``_integrate`` stopped where a class's probability reached 1 (its event
-    ``full``), not where a cost met its bid (``diagonal``, first price's end)."""
-    return len(sol.t_events[1]) > 0 and len(sol.t_events[0]) == 0
 
 
 def _tables_short_of_top(rhs: _InverseBids, classes: Classes, lo: float, top: float):
@@ -329,20 +463,24 @@ def _tables_short_of_top(rhs: _InverseBids, classes: Classes, lo: float, top: fl
     sol, _ = _integrate(rhs, high, top - _ATOM_GAP * (top - lo), dense=True)
     if sol is None:
         return None
-    z = table_bids(high, sol.t[-1])
+    z = np.union1d(table_bids(high, sol.t[-1]), sol.exits)
     G = np.clip(sol.sol(z), 0.0, 1.0)
+    left = 1.0 - G[:, -1]
     return [
-        _table_below_atom(law, z, c, top, left)
-        for law, c, left in zip(classes.laws, rhs.costs(G), 1.0 - G[:, -1], strict=True)
+        _table_below_atom(law, z, c, top, left[g], atom=bool(sol.out[g] or left[g] >= _ATOM_MASS))
+        for g, (law, c) in enumerate(zip(classes.laws, rhs.costs(G), strict=True))
     ]
 
 
-def _table_below_atom(law, z: np.ndarray, costs: np.ndarray, top: float, left: float):
+def _table_below_atom(
+    law, z: np.ndarray, costs: np.ndarray, top: float, left: float, atom: bool
+):  # fmt: skip
     """``_table`` where the costs above the last one reached, ``left`` their probability,
-    bid ``top`` (an atom: ``left`` at least ``_ATOM_MASS``) or rise with their quantile
-    from the last bid z[-1] halfway to ``top`` (``_tables_short_of_top``; reaching the
-    top, the top cost tied the atom there: U[0, 0.5] against U[0, 1], a gain of 26% of
-    u at c = 0.5); those rows at costs even and by quantile."""
+    bid ``top`` (``atom``: ``left`` at least ``_ATOM_MASS``, or the class exited) or rise
+    with their quantile from the last bid z[-1] halfway to ``top``
+    (``_tables_short_of_top``; reaching the top, the top cost tied the atom there: U[0,
+    0.5] against U[0, 1], a gain of 26% of u at c = 0.5); those rows at costs even and
+    by quantile."""
     hi = law.support[1]
     costs, bids = _reached(law, z, costs)
     if costs[-1] >= hi:
@@ -351,7 +489,7 @@ def _table_below_atom(law, z: np.ndarray, costs: np.ndarray, top: float, left: f
     by_mass = law_quantiles(law, np.linspace(F0, 1.0, 65)[1:])
     above = np.unique(np.concatenate((np.linspace(costs[-1], hi, 65)[1:], by_mass)))
     above = above[np.isfinite(above) & (above > costs[-1]) & (above <= hi)]
-    if left < _ATOM_MASS:  # up to halfway to the top: the top cost too bids under the atom
+    if not atom:  # up to halfway to the top: the top cost too bids under the atom
         share = np.clip((np.asarray(law.cdf(above), dtype=float) - F0) / left, 0.0, 1.0)
         rise = z[-1] + 0.5 * (top - z[-1]) * share
     else:  # the atom: from just above the last cost reached (read linearly, the next row
