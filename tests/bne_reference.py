@@ -649,10 +649,16 @@ def all_pay_contest_profile(laws: Sequence, counts: Sequence[int], name: str = "
     bids, belows = [], []
     for g, law in enumerate(laws):
         costs, zg = np.clip(law_quantiles(law, G[g]), 0.0, law.support[1]), z
-        if out[g] or G[g, -1] < 1.0 - 1e-9:  # its atom: the costs above make no effort,
+        if out[g] or G[g, -1] < 1.0 - 1e-3:  # its atom: the costs above make no effort,
             above = np.linspace(costs[-1], law.support[1], 2001)  # from just above the last
             above[0] += 1e-12  # (an exit jumps there from its last report to 1)
             costs, zg = np.concatenate((costs, above)), np.concatenate((z, np.ones(above.size)))
+        elif costs[-1] < law.support[1]:  # the class that fills at 1, its last costs (1e-8
+            # of Beta(2, 5)'s mass spans 0.984-1) rising under the others' atoms at 1
+            above = np.linspace(costs[-1], law.support[1], 2001)[1:]
+            share = (np.asarray(law.cdf(above), dtype=float) - G[g, -1]) / (1.0 - G[g, -1])
+            rise = z[-1] + 0.5 * (1.0 - z[-1]) * np.clip(share, 0.0, 1.0)
+            costs, zg = np.concatenate((costs, above)), np.concatenate((z, rise))
         order = np.argsort(costs, kind="stable")
         bid, below = _read_in_quantile(law, costs[order], np.maximum.accumulate(zg[order]))
         bids.append(bid)

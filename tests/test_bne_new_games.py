@@ -224,3 +224,22 @@ def test_quantile_rows_reach_a_singular_end(monkeypatch):
     before, _ = D.quantile_rows(law.ppf(u), u, law)
     assert error(before) > 0.99 and error(now) < 1e-3
     assert now[1] < 1e-29  # down to the quantile 1e-15
+
+
+def test_the_verification_searches_just_under_the_top():
+    """all-pay-asym-u3-b52 (3 of U[0, 1] against one of Beta(5, 2)): the Beta class exits
+    (its costs above c* = 0.348 bid the top, an atom; its seller earns 0.001) and a seller
+    of that atom gains 5.8e-7 by a report about 5e-9 under the top, beating the atoms
+    there (the independent measure's search over 200,001 reports: 0.057% of u).  The
+    exact verification searched 513 reports and its refinements, none that close, and
+    printed 0.026% where the independent measure (``exact_gain``, 1001 costs) finds
+    0.032%; with reports geometric under the top (``equilibrium_pure._UNDER_TOP``) it
+    prints 0.061%.  Asserted: the printed epsilon not under the independent one (to 1e-5
+    of u, not the 1e-4 of the quadratures of u above: it was 6.6e-5 under)."""
+    from test_equilibrium_distributional import _conformance
+
+    game = GAMES["all-pay-asym-u3-b52"]()
+    r = bne(game.mechanism, game.population, np.random.default_rng(0), samples=256)
+    exact = _conformance().exact_relative_gain(game, r, 1)
+    assert 3e-4 < exact < 0.01
+    assert r.classes[1].check.epsilon_relative >= exact - 1e-5
