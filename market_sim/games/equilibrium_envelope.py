@@ -379,14 +379,12 @@ def _end_of(rhs: _InverseBids, piece, out: np.ndarray) -> np.ndarray | str:
 
 class _Path:
     """``_integrate``'s solution in pieces (``solve_ivp`` results), one per set of
-    exited classes: the reports ``t``, the last piece's events, ``sol(z)``, the classes
-    ``out`` by the end, the reports ``exits`` where they left, and why it ended
-    (``_end_of``)."""
+    exited classes: the reports ``t``, ``sol(z)``, the classes ``out`` by the end, the
+    reports ``exits`` where they left, and why it ended (``_end_of``)."""
 
     def __init__(self, pieces: list, out: np.ndarray, end: str):
         self.pieces, self.out, self.end = pieces, out, end
         self.t = np.concatenate([p.t for p in pieces])
-        self.t_events = pieces[-1].t_events
         self.exits = np.array([p.t[-1] for p in pieces[:-1]])
 
     def table_bids(self) -> np.ndarray:
