@@ -683,6 +683,31 @@ def test_epsilon_is_refined_until_two_densities_agree():
     assert refined.eval_cells >= 66 and refined.agreed
 
 
+def test_bids_outside_the_report_range_are_refused_not_clipped():
+    """3 x U[0, 1], every seller bidding c + 0.5: bids above 1 leave the report range
+    [1e-6, 1].  Clipped where the profile is played (as they were), the check verified
+    other bids than these: epsilon / u 0.76, that of min(c + 0.5, 1), where the
+    profile's own, with the range widened by ``bid_max=1.5``, is 0.1875.  Proof: each
+    other bids above z w.p. 1.5 - z, so U(z) = (z - c)(1.5 - z)^2, best at
+    z = 0.5 + 2c/3; the gain over the bid, (0.5 - c/3)(1 - 2c/3)^2 - (1 - c)^2 / 2, is
+    largest at c = 3/4: 1/16 - 1/32 = 1/32, and u = E[(1 - c)^2 / 2] = 1/6.  Now a
+    one-line error names the cost and the bid; bids at the support's bottom (the
+    closed form's, truth) stay fine."""
+    up = lambda c: np.asarray(c, dtype=float) + 0.5  # noqa: E731
+    down = lambda c: np.asarray(c, dtype=float) - 0.5  # noqa: E731
+    with pytest.raises(MarketSimError, match="above the highest report 1: pass bid_max="):
+        bne_epsilon(FirstPrice(1), "uniform:0:1", 3, up, np.random.default_rng(0))
+    with pytest.raises(MarketSimError, match="bids -0.5 at cost 0, below the lowest report"):
+        bne_epsilon(FirstPrice(1), "uniform:0:1", 3, down, np.random.default_rng(0))
+    wide = bne_epsilon(FirstPrice(1), "uniform:0:1", 3, up, np.random.default_rng(0), bid_max=1.5)
+    assert wide.epsilon_relative == pytest.approx(0.1875, rel=1e-3)
+    at_bottom = bne_epsilon(FirstPrice(1), "uniform:0:1", 3, lambda c: closed_form(c, 3),
+                            np.random.default_rng(0))  # fmt: skip
+    assert at_bottom.epsilon_relative < 1e-6
+    truth = bne_epsilon("uniform-price", "uniform:0:1", 3, "truth", np.random.default_rng(0))
+    assert truth.epsilon <= 1e-12  # a report of 0 at cost 0
+
+
 def test_converged_only_when_the_verification_certifies():
     """A rule that fires (gain, with gain_tol huge) but a verification that cannot certify
     (verify_tol tiny): not converged, and the printout says so beside the path."""

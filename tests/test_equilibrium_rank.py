@@ -349,6 +349,85 @@ def test_the_control_variate_is_unbiased_on_a_box_that_fools_the_probe():
     assert np.any(np.abs(T - Tx[None, :]) > 0.5)  # the bonus, kept
 
 
+class SplitTies:
+    """First price, one unit: the lowest report sells eps 1 at its report, a tie among
+    the lowest split evenly (eps and payment 1/t each).  A rank mechanism (the probe's
+    random reports never tie); with two sellers its tie is exactly ``interim``'s
+    convention (a tie counted half)."""
+
+    batched = True
+
+    def outcome(self, reports, rng=None):
+        R = np.atleast_2d(np.asarray(reports, dtype=float))
+        low = R == R.min(axis=1, keepdims=True)
+        eps = low / low.sum(axis=1, keepdims=True)
+        return (eps[0], (R * eps)[0]) if np.ndim(reports) == 1 else (eps, R * eps)
+
+
+def _laws_with_an_atom(n: int):
+    """n x U[0, 1] bidding first price's equilibrium b(c) = c + (1 - c)/n except a flat
+    piece: every cost in [0.4, 0.6] bids b(0.6) = 0.6 + 0.4/n (an atom of mass 0.2 in
+    each seller's reports; the bids stay non-decreasing), as a table and its
+    interpolation (the markets' bids and ``laws`` agree on it), and the atom."""
+    from market_sim.games.equilibrium_game import Interim
+
+    classes = _classes([("uniform:0:1", n)])
+    x = np.unique(np.concatenate((np.linspace(0.0, 1.0, 4097), [0.4, 0.6])))
+    atom = 0.6 + 0.4 / n
+    y = np.where((x >= 0.4) & (x <= 0.6), atom, x + (1 - x) / n)
+    laws = Interim(classes, [x], [y], [law.cdf for law in classes.laws])
+    return classes, laws, [lambda c: np.interp(c, x, y)], atom
+
+
+def test_the_rank_term_counts_a_tie_half_as_the_exact_term_does():
+    """At an atom of the others' reports the rank term's mean over markets is the exact
+    term's (a tie counted half): first price, 4 sellers, every cost in [0.4, 0.6]
+    bidding 0.7.  Proof of the truth at z = 0.7: each other is below w.p. 0.4 + 0.2/2,
+    so E_exact = P(none below) = 0.5^3 = 0.125.  Read as "strictly below" (a tie the
+    deviator's win, before the fix) the mean was P(none strictly below) = 0.6^3 =
+    0.216, and the controlled E was off by the ties' share."""
+    from market_sim.games.equilibrium_game import Oracle, Sample, reports_of
+    from market_sim.games.equilibrium_rank import ControlledOracle
+
+    classes, laws, bid, atom = _laws_with_an_atom(4)
+    mech = as_mechanism(Batched(FirstPrice(1)), n_sellers=4, dist=classes.laws[0])
+    interim = rank_interim(mech, classes, (0.0, 1.0))
+    assert isinstance(interim, RankInterim)
+    Z = np.array([atom - 0.05, atom, atom + 0.05])
+    Ex, _ = interim(Z, laws.below(Z), np.array([3]))
+    assert Ex[1] == pytest.approx(0.125, abs=1e-9)
+    markets = 4096
+    sample = Sample(classes, markets, 1, np.random.default_rng(3))
+    R = reports_of(sample, classes, bid)
+    controlled = ControlledOracle(Oracle(mech), interim, laws)
+    Er, _ = controlled._rank_means(R, controlled.raw.deviators(sample, 0), Z)
+    se = np.sqrt(Ex * (1 - Ex) / markets)
+    assert np.all(np.abs(Er.mean(axis=0) - Ex) <= 4 * se)
+    assert abs(0.216 - Ex[1]) > 15 * se[1]  # the strict reading is far outside
+
+
+def test_the_control_variate_leaves_a_split_tie_box_no_noise_at_an_atom():
+    """Two sellers, the split-tie box, bids with an atom at 0.8: every market's
+    controlled row is the exact interim to rounding at the atom too (the box's tie, 1/2
+    each, is the rank term's).  Before the fix the rows at the atom were 1/2 below on
+    the markets where the other sat on it."""
+    from market_sim.games.equilibrium_game import Oracle, Sample, reports_of
+    from market_sim.games.equilibrium_rank import ControlledOracle
+
+    classes, laws, bid, atom = _laws_with_an_atom(2)
+    mech = as_mechanism(SplitTies(), n_sellers=2, dist=classes.laws[0])
+    interim = rank_interim(mech, classes, (0.0, 1.0))
+    assert isinstance(interim, RankInterim)
+    Z = np.array([0.6, atom - 1e-4, atom, atom + 1e-4, 0.9])
+    sample = Sample(classes, 256, 1, np.random.default_rng(4))
+    R = reports_of(sample, classes, bid)
+    assert np.mean(R == atom) > 0.1  # markets where a tie happens at the atom
+    E, T = ControlledOracle(Oracle(mech), interim, laws).eps_pay(sample, R, 0, Z)
+    E0, T0 = FirstPrice(1).interim(Z, laws.below(Z), np.array([1]))
+    assert E0[2] == pytest.approx(0.4 + 0.1, abs=1e-9)  # above the atom, or half of it
+    assert np.allclose(E, E0[None, :], atol=1e-12) and np.allclose(T, T0[None, :], atol=1e-12)
+
+
 def _equilibrium_laws():
     """4 x U[0, 1] bidding first price's equilibrium c + (1 - c)/4: the classes, the
     bids' exact report laws (an ``Interim``), the bid function and 19 reports."""

@@ -346,7 +346,7 @@ def bne_epsilon_by_group(
         n_sellers = check_int("n_sellers", n_sellers, 2)
     setup = _setup(mechanism, population, n_sellers, rng, context, bid_max)
     G = len(setup.classes.laws)
-    bidfns = [_as_bidfn(b) for b in _per_class(bid, G, "bid")]
+    bidfns = [_as_bidfn(b, setup.z_range) for b in _per_class(bid, G, "bid")]
     refs = _per_class(reference, G, "reference")
     c_tops = [d.support[1] for d in setup.classes.laws]
     oracle = Oracle(setup.mech)

@@ -577,7 +577,9 @@ def _verify(
             fresh, Rf, R_ref = opponents
             dens = opt.eval_grid * 2 ** np.arange(int(round(math.log2(cells / opt.eval_grid))) + 1)
             grids = [eval_costs_for(law, c_tops[g], d, one_sample) for d in dens]
-            dense = () if laws is None else _exact_eval_costs(law, c_tops[g])
+            dense = () if laws is None else _exact_eval_costs(
+                law, c_tops[g], _bidding_top(laws, g, setup.z_range[1])
+            )
             costs = np.unique(np.concatenate([*grids, dense, np.asarray(extra, dtype=float)]))
             bids = np.clip(bidfns[g](costs), *setup.z_range)
             # on the fresh markets the refinement is the peaks' (``_around_peaks``): at
@@ -664,8 +666,11 @@ def _exact_laws(setup, bidfns, state_costs, c_tops) -> Interim | None:
     sqrt(c), read at the quantiles 1/4096 apart, was another profile, and its 18% gain
     printed as 7.7%), the support's ends, the live top
     and the solve's costs (``state_costs``: a piecewise-linear table's knots, so its
-    report law is exact), clipped to the report range; the cdfs tabulated
-    (``tabulated_cdf``).  None when a class's bids fall anywhere by more than 1e-12
+    report law is exact), clipped to the report range; the laws' own cdfs, not the
+    solve's tables of them (``tabulated_cdf``: its chords are off by up to h^2 F''/8, 2e-7
+    at F = 0.0028 on Beta(2, 5), and an all-pay contest's weak class, u 4.8e-5, printed
+    1.12% of u where the profile's exact gain is 0.35%; the error moves a gain either
+    way, issue #48).  None when a class's bids fall anywhere by more than 1e-12
     (an ``Interim`` inverts non-decreasing bids): then the sampled verification."""
     costs, bids = [], []
     for g, law in enumerate(setup.classes.laws):
@@ -680,13 +685,18 @@ def _exact_laws(setup, bidfns, state_costs, c_tops) -> Interim | None:
             return None
         costs.append(x)
         bids.append(np.maximum.accumulate(y))
-    return Interim(setup.classes, costs, bids, setup.cdfs)
+    return Interim(setup.classes, costs, bids, [law.cdf for law in setup.classes.laws])
 
 
-def _exact_eval_costs(law, c_top: float) -> np.ndarray:
+def _exact_eval_costs(law, c_top: float, bid_top: float) -> np.ndarray:
     """The exact verification's costs besides ``eval_costs_for``'s (a cost there is a
     row of vector operations, not markets): ``_EXACT_COSTS`` evenly on the support and
-    as many of equal probability up to the live top, and the live range's ends dense
+    as many of equal probability up to the live top and, where the class bids the top
+    of the range above ``bid_top`` below it (an all-pay class that exits), as many again
+    up to ``bid_top`` (issue #48: 3 x Beta(2, 5) + 2 x Beta(5, 2), the Beta(5, 2) class
+    bids below the top on 0.14% of its mass, where 29 of the 2,467 costs fell; its gains
+    there are a sawtooth of teeth about 2e-4 wide, and it printed 0.366% of u where the
+    independent measure at 2,001 costs finds 0.389%), and the live range's ends dense
     to w 2^-24 (issue #48: gains in bands the evaluation grid's cells missed, the
     independent measure at 1001 costs found them: power-reserve-4 at c = 7e-7, 0.52%
     where 0.29% was printed; pab-2unit-reserve at c = 0.5992, just under its reserve
@@ -699,9 +709,20 @@ def _exact_eval_costs(law, c_top: float) -> np.ndarray:
     q = (np.arange(_EXACT_COSTS) + 0.5) / _EXACT_COSTS * float(law.cdf(top))
     ends = (top - lo) * 2.0 ** -np.arange(2, 25)
     tails = tail_costs(law, _TAIL_COSTS)
-    x = np.concatenate((np.linspace(lo, hi, _EXACT_COSTS), law.ppf(q), lo + ends, top - ends,
-                        tails[tails <= top]))  # fmt: skip
+    bidding = ()
+    if lo < bid_top < top:
+        bidding = law.ppf((np.arange(_EXACT_COSTS) + 0.5) / _EXACT_COSTS * float(law.cdf(bid_top)))
+    x = np.concatenate((np.linspace(lo, hi, _EXACT_COSTS), law.ppf(q), bidding, lo + ends,
+                        top - ends, tails[tails <= top]))  # fmt: skip
     return np.clip(x[np.isfinite(x)], lo, hi)
+
+
+def _bidding_top(laws: Interim, g: int, z_hi: float) -> float:
+    """The first cost of class g's table from which it bids the top of the report range
+    ``z_hi`` (its support's top when it never does)."""
+    x, y = laws.costs[g], laws.bids[g]
+    at_top = np.flatnonzero(y >= z_hi - 1e-12 * max(1.0, abs(z_hi)))
+    return float(x[at_top[0]]) if at_top.size else float(x[-1])
 
 
 #: ``_exact_eval_costs``: its costs evenly and by probability, and geometric in the

@@ -230,19 +230,44 @@ class ControlledOracle:
 
     def _rank_means(self, R: np.ndarray, dev: np.ndarray, Z: np.ndarray):
         """(markets, len(Z)): the deviators' mean E_k(z), T_k(z) on each market, k the
-        others strictly below z (the deviator's own report left out)."""
+        others below z (the deviator's own report left out), each other *at* z (a tie)
+        below it with probability 1/2: the convention of ``laws.below`` (a tie counted
+        half), so that this term's mean over markets is E_exact's at an atom of the
+        reports too (issue #48: read as "strictly below", a tie was the deviator's win,
+        and at the atom of a flat piece of the bids the controlled E was off by the
+        ties' share: F = c^0.15, 6 sellers, an exact table printed 7.2% and 28% of u
+        for an exact 0.14%)."""
         E_k, T_k = self.interim.by_rank(Z)  # (K, n): k = 0..n - 1 others below
         srt = np.sort(R, axis=1)
-        below_all = np.stack([np.searchsorted(row, Z, side="left") for row in srt])  # (M, K)
-        cols = np.arange(Z.size)[None, :]
+        under = np.stack([np.searchsorted(row, Z, side="left") for row in srt])  # (M, K)
+        at_or_under = np.stack([np.searchsorted(row, Z, side="right") for row in srt])
         E = np.zeros((R.shape[0], Z.size))
         T = np.zeros_like(E)
         for j in range(dev.shape[1]):
-            own = R[np.arange(R.shape[0]), dev[:, j]]
-            k = below_all - (own[:, None] < Z[None, :])
-            E += E_k[cols, k]
-            T += T_k[cols, k]
+            own = R[np.arange(R.shape[0]), dev[:, j]][:, None]
+            k = under - (own < Z[None, :])
+            ties = at_or_under - under - (own == Z[None, :])
+            e, t = _tie_mixture(E_k, T_k, k, ties)
+            E += e
+            T += t
         return E / dev.shape[1], T / dev.shape[1]
+
+
+def _tie_mixture(E_k: np.ndarray, T_k: np.ndarray, k: np.ndarray, ties: np.ndarray):
+    """E_k(z), T_k(z) read at k + J, J ~ Binomial(ties, 1/2) (each tied other below the
+    deviator with probability 1/2), per market and report: (markets, len(Z)) each."""
+    cols = np.arange(k.shape[1])[None, :]
+    if not ties.any():
+        return E_k[cols, k], T_k[cols, k]
+    from scipy.stats import binom
+
+    E, T = np.zeros(k.shape), np.zeros(k.shape)
+    for j in range(int(ties.max()) + 1):
+        w = binom.pmf(j, ties, 0.5)  # 0 where j > ties
+        at = np.minimum(k + j, E_k.shape[1] - 1)  # k + j <= k + ties <= n - 1 where w > 0
+        E += w * E_k[cols, at]
+        T += w * T_k[cols, at]
+    return E, T
 
 
 def rank_interim(mech, classes: Classes, z_range: tuple[float, float]) -> RankInterim | None:

@@ -84,7 +84,13 @@ def _compiled(mech):
     return mech
 
 
-def _as_bidfn(bid) -> BidFn:
+def _as_bidfn(bid, z_range: tuple[float, float] | None = None) -> BidFn:
+    """``bid`` as a checked bid function: one finite bid per cost and, with ``z_range``,
+    every bid in the report range (to 1e-9 of its width).  A bid outside it would be
+    clipped into it where the profile is played, so a check of the user's bids would
+    verify other bids than theirs without a word (issue #48: first price, 3 x U[0, 1],
+    every seller bidding c + 0.5, printed epsilon / u 0.76, that of the bids clipped at
+    1; with ``bid_max=1.5`` it is 0.1875, the profile's own)."""
     if isinstance(bid, BNEResult):
         return bid.bid
     if isinstance(bid, ClassBid):
@@ -98,9 +104,27 @@ def _as_bidfn(bid) -> BidFn:
         b = np.asarray(bid(c), dtype=float)
         if b.shape != np.shape(c) or not np.all(np.isfinite(b)):
             raise MarketSimError("the bid function must return one finite bid per cost")
+        if z_range is not None:
+            _check_in_range(np.asarray(c, dtype=float), b, z_range)
         return b
 
     return fn
+
+
+def _check_in_range(c: np.ndarray, b: np.ndarray, z_range: tuple[float, float]) -> None:
+    """A clear error for a bid outside the report range ``z_range`` (above its top by
+    more than 1e-9 of its width; below its bottom, which ``_setup`` puts 1e-6 of the
+    width above the support's, by more than 2e-6: a bid of the support's bottom is
+    fine): the first such cost and its bid."""
+    lo, hi = z_range
+    for out, side in ((b > hi + 1e-9 * (hi - lo), f"above the highest report {hi:g}: pass "
+                                                   "bid_max= to widen the range"),
+                      (b < lo - 2e-6 * (hi - lo), f"below the lowest report {lo:g}")):  # fmt: skip
+        if np.any(out):
+            i = np.flatnonzero(out.ravel())[0]
+            raise MarketSimError(
+                f"the bid function bids {b.ravel()[i]:.6g} at cost {c.ravel()[i]:.6g}, {side}"
+            )
 
 
 def _per_class(bid, G: int, what: str) -> list:
