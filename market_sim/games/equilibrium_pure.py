@@ -577,8 +577,10 @@ def _verify(
             fresh, Rf, R_ref = opponents
             dens = opt.eval_grid * 2 ** np.arange(int(round(math.log2(cells / opt.eval_grid))) + 1)
             grids = [eval_costs_for(law, c_tops[g], d, one_sample) for d in dens]
-            dense = () if laws is None else _exact_eval_costs(
-                law, c_tops[g], _bidding_top(laws, g, setup.z_range[1])
+            dense = (
+                ()
+                if laws is None
+                else _exact_eval_costs(law, c_tops[g], _bidding_top(laws, g, setup.z_range[1]))
             )
             costs = np.unique(np.concatenate([*grids, dense, np.asarray(extra, dtype=float)]))
             bids = np.clip(bidfns[g](costs), *setup.z_range)
