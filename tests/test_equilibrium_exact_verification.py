@@ -198,3 +198,46 @@ def test_the_exact_verification_reads_a_singular_end(monkeypatch):
     monkeypatch.setattr(equilibrium_pure, "tail_costs", lambda *a, **k: np.empty(0))
     blind = bne_epsilon(p.mechanism, law.spec, p.counts[0], bid, np.random.default_rng(0))
     assert blind.epsilon_relative < 0.5 * truth
+
+
+def test_the_report_laws_are_read_with_the_laws_own_cdfs():
+    """``_exact_laws`` reads each class's report law through its law's own cdf.  With
+    every seller of Beta(2, 5) reporting its cost, P(report < z) is F(z) itself; the
+    solve's table of F (``tabulated_cdf``, chords between 4097 + 4097 + 1024 costs),
+    which the verification read before, is off by up to h^2 F''/8 between its nodes:
+    by more than 1e-9 at some of 200 reports in the lower tail, where a contest's weak
+    class has its sellers (issue #48: printed 1.12% of u where the profile's exact
+    gain is 0.39%, below)."""
+    from market_sim.distributions import tabulated_cdf
+    from market_sim.games.equilibrium_pure import _exact_laws
+    from market_sim.games.equilibrium_setup import _setup
+
+    law = as_distribution("beta:2:5:0:1")
+    setup = _setup(AllPayContest(), [(law.spec, 3)], None, np.random.default_rng(0), {}, None)
+    laws = _exact_laws(setup, [lambda c: np.asarray(c, dtype=float)], None, [1.0])
+    Z = np.linspace(0.0102, 0.0302, 200)
+    assert np.max(np.abs(laws.below(Z)[0] - law.cdf(Z))) <= 1e-15
+    assert np.max(np.abs(tabulated_cdf(law)(Z) - law.cdf(Z))) > 1e-9  # what it was
+
+
+def test_an_exited_classs_gains_are_measured_where_it_bids():
+    """All-pay, 3 x Beta(2, 5) + 2 x Beta(5, 2) (an untuned contest): the Beta(5, 2)
+    class bids below the top on 0.14% of its mass (costs under 0.1956) and exits above,
+    its sellers earn u = 4.8e-5, and its gains there are a sawtooth of teeth about 2e-4
+    wide.  The truth: ``exact_gain`` of the returned tables (1001 costs by quantile and
+    1001 evenly, against their exact report laws): 0.39% of u.  The verification
+    printed 1.12% (the tabulated cdfs, test above; not certified) and, with the laws'
+    cdfs, 0.366% on 29 costs there (under the truth by 2.3e-4 of u); with costs of equal
+    probability up to where the class bids the top, at least the truth less 1e-4, and
+    the run is certified."""
+    laws = tuple(as_distribution(s) for s in ("beta:2:5:0:1", "beta:5:2:0:1"))
+    r = bne(AllPayContest(), [(law.spec, n) for law, n in zip(laws, (3, 2))],
+            np.random.default_rng(0))  # fmt: skip
+    tables = tuple(r.classes[h] for h in range(2))
+    mine = Profile("solved", laws, (3, 2), tuple(t.bid for t in tables),
+                   tuple(_below_from_table(law, t.costs, t.bids) for law, t in zip(laws, tables)),
+                   AllPayContest(), "all-pay")  # fmt: skip
+    truth = exact_gain(mine, 1, costs=1001, reports=2001).relative
+    printed = r.classes[1].check.epsilon_relative
+    assert 0.003 < truth < 0.005
+    assert truth - 1e-4 <= printed <= 0.01 and r.converged
