@@ -231,12 +231,13 @@ def test_an_exited_classs_gains_are_measured_where_it_bids():
     probability up to where the class bids the top, at least the truth less 1e-4, and
     the run is certified."""
     laws = tuple(as_distribution(s) for s in ("beta:2:5:0:1", "beta:5:2:0:1"))
-    r = bne(AllPayContest(), [(law.spec, n) for law, n in zip(laws, (3, 2))],
-            np.random.default_rng(0))  # fmt: skip
+    population = [(law.spec, n) for law, n in zip(laws, (3, 2), strict=True)]
+    r = bne(AllPayContest(), population, np.random.default_rng(0))
     tables = tuple(r.classes[h] for h in range(2))
-    mine = Profile("solved", laws, (3, 2), tuple(t.bid for t in tables),
-                   tuple(_below_from_table(law, t.costs, t.bids) for law, t in zip(laws, tables)),
-                   AllPayContest(), "all-pay")  # fmt: skip
+    pairs = zip(laws, tables, strict=True)
+    below = tuple(_below_from_table(law, t.costs, t.bids) for law, t in pairs)
+    mine = Profile("solved", laws, (3, 2), tuple(t.bid for t in tables), below, AllPayContest(),
+                   "all-pay")  # fmt: skip
     truth = exact_gain(mine, 1, costs=1001, reports=2001).relative
     printed = r.classes[1].check.epsilon_relative
     assert 0.003 < truth < 0.005
