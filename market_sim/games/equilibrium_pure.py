@@ -577,11 +577,7 @@ def _verify(
             fresh, Rf, R_ref = opponents
             dens = opt.eval_grid * 2 ** np.arange(int(round(math.log2(cells / opt.eval_grid))) + 1)
             grids = [eval_costs_for(law, c_tops[g], d, one_sample) for d in dens]
-            dense = (
-                ()
-                if laws is None
-                else _exact_eval_costs(law, c_tops[g], _bidding_top(laws, g, setup.z_range[1]))
-            )
+            dense = () if laws is None else _exact_eval_costs(law, c_tops[g], laws, g, setup)
             costs = np.unique(np.concatenate([*grids, dense, np.asarray(extra, dtype=float)]))
             bids = np.clip(bidfns[g](costs), *setup.z_range)
             # on the fresh markets the refinement is the peaks' (``_around_peaks``): at
@@ -690,15 +686,16 @@ def _exact_laws(setup, bidfns, state_costs, c_tops) -> Interim | None:
     return Interim(setup.classes, costs, bids, [law.cdf for law in setup.classes.laws])
 
 
-def _exact_eval_costs(law, c_top: float, bid_top: float) -> np.ndarray:
+def _exact_eval_costs(law, c_top: float, laws: Interim, g: int, setup) -> np.ndarray:
     """The exact verification's costs besides ``eval_costs_for``'s (a cost there is a
     row of vector operations, not markets): ``_EXACT_COSTS`` evenly on the support and
-    as many of equal probability up to the live top and, where the class bids the top
-    of the range above ``bid_top`` below it (an all-pay class that exits), as many again
-    up to ``bid_top`` (issue #48: 3 x Beta(2, 5) + 2 x Beta(5, 2), the Beta(5, 2) class
-    bids below the top on 0.14% of its mass, where 29 of the 2,467 costs fell; its gains
-    there are a sawtooth of teeth about 2e-4 wide, and it printed 0.366% of u where the
-    independent measure at 2,001 costs finds 0.389%), and the live range's ends dense
+    as many of equal probability up to the live top and, where class g bids the top of
+    the range from a cost below it (``_bidding_top`` of its exact report laws ``laws``:
+    an all-pay class that exits), as many again up to that cost (issue #48:
+    3 x Beta(2, 5) + 2 x Beta(5, 2), the Beta(5, 2) class bids below the top on 0.14%
+    of its mass, where 29 of the 2,467 costs fell; its gains there are a sawtooth of
+    teeth about 2e-4 wide, and it printed 0.366% of u where the independent measure at
+    2,001 costs finds 0.389%), and the live range's ends dense
     to w 2^-24 (issue #48: gains in bands the evaluation grid's cells missed, the
     independent measure at 1001 costs found them: power-reserve-4 at c = 7e-7, 0.52%
     where 0.29% was printed; pab-2unit-reserve at c = 0.5992, just under its reserve
@@ -711,7 +708,7 @@ def _exact_eval_costs(law, c_top: float, bid_top: float) -> np.ndarray:
     q = (np.arange(_EXACT_COSTS) + 0.5) / _EXACT_COSTS * float(law.cdf(top))
     ends = (top - lo) * 2.0 ** -np.arange(2, 25)
     tails = tail_costs(law, _TAIL_COSTS)
-    bidding = ()
+    bidding, bid_top = (), _bidding_top(laws, g, setup.z_range[1])
     if lo < bid_top < top:
         bidding = law.ppf((np.arange(_EXACT_COSTS) + 0.5) / _EXACT_COSTS * float(law.cdf(bid_top)))
     x = np.concatenate((np.linspace(lo, hi, _EXACT_COSTS), law.ppf(q), bidding, lo + ends,
