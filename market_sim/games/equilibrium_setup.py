@@ -86,7 +86,7 @@ def _compiled(mech):
 
 def _as_bidfn(bid, z_range: tuple[float, float] | None = None) -> BidFn:
     """``bid`` as a checked bid function: one finite bid per cost and, with ``z_range``,
-    every bid in the report range (to 1e-9 of its width).  A bid outside it would be
+    every bid in the report range (``_check_in_range``).  A bid outside it would be
     clipped into it where the profile is played, so a check of the user's bids would
     verify other bids than theirs without a word (issue #48: first price, 3 x U[0, 1],
     every seller bidding c + 0.5, printed epsilon / u 0.76, that of the bids clipped at
