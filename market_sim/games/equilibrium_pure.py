@@ -683,7 +683,7 @@ def _exact_laws(setup, bidfns, state_costs, c_tops) -> Interim | None:
             return None
         costs.append(x)
         bids.append(np.maximum.accumulate(y))
-    return Interim(setup.classes, costs, bids, [law.cdf for law in setup.classes.laws])
+    return Interim(setup.classes, costs, bids)  # cdfs None: the laws' own
 
 
 def _exact_eval_costs(law, c_top: float, laws: Interim, g: int, setup) -> np.ndarray:
