@@ -242,3 +242,88 @@ def test_an_exited_classs_gains_are_measured_where_it_bids():
     printed = r.classes[1].check.epsilon_relative
     assert 0.003 < truth < 0.005
     assert truth - 1e-4 <= printed <= 0.01 and r.converged
+
+
+class _OneMarket:
+    """A sample of one market of weight 1 (``Sample``'s ``mean``)."""
+
+    markets = 1
+
+    def mean(self, X):
+        return X[0]
+
+
+class _TwoPeaks:
+    """An oracle whose deviator gets eps 1 and is paid T(z) = max(1 - 10 (z - 0.5)^2,
+    1.5 - 3000 |z - 0.3283|) at any report z: a broad peak of 1 at 0.5 and a narrow one
+    of 1.5 at 0.3283, whose nearest report of 513 even ones on [0, 1] (0.328125) pays
+    0.975, less than the broad peak, though more than its neighbours."""
+
+    def eps_pay(self, sample, R, g, Z):
+        Z = np.asarray(Z, dtype=float)
+        T = np.maximum(1.0 - 10.0 * (Z - 0.5) ** 2, 1.5 - 3000.0 * np.abs(Z - 0.3283))
+        return np.ones((1, Z.size)), T[None, :]
+
+
+def test_the_search_refines_the_next_best_peaks_too():
+    """Built to fool the search: its best report on the grid is the broad peak's (1 at
+    0.5), and refining from there alone ends at 1; the narrow peak pays 1.5 (by
+    construction: the sup of T - c E at cost 0 is 1.5, at z = 0.3283).  With the next
+    best local maxima as starts (``refine_best(..., starts)``, the exact verification's
+    ``_EXACT_STARTS``) the narrow peak is found: issue #48, an all-pay contest's class
+    printed a gain of 1.0e-5 of u where a report 1e-3 from its best gains 3.4e-5."""
+    from market_sim.games.equilibrium_game import refine_best
+    from market_sim.games.equilibrium_pure import _EXACT_STARTS
+
+    Z = np.linspace(0.0, 1.0, 513)
+    costs = np.zeros(1)
+    U = _TwoPeaks().eps_pay(None, None, 0, Z)[1]
+    one = refine_best(_TwoPeaks(), _OneMarket(), None, 0, costs, Z, U, (0.0, 1.0), 11)
+    assert one[0][0] == pytest.approx(0.5, abs=1e-3) and one[1][0] == pytest.approx(1.0)
+    z, u = refine_best(_TwoPeaks(), _OneMarket(), None, 0, costs, Z, U, (0.0, 1.0), 11,
+                       _EXACT_STARTS)  # fmt: skip
+    assert z[0] == pytest.approx(0.3283, abs=2e-5) and u[0] >= 1.5 - 0.06
+
+
+def _scanned_gain(p: Profile, g: int, costs: int = 40001, reports: int = 4001) -> float:
+    """Class g's largest gain / u over ``costs`` even costs of its support, each cost's
+    best report among ``reports`` even ones and every cost's bid (an achieved gain, so
+    a lower bound on the profile's epsilon), against the exact report laws
+    (``bne_reference._eps_pay``, none of the solver's code); u over 4000 quantile
+    midpoints."""
+    from bne_reference import _eps_pay
+
+    law = p.laws[g]
+    lo, hi = law.support
+    c = np.linspace(lo, hi, costs)
+    b = np.asarray(p.bids[g](c), dtype=float)
+    Z = np.unique(np.concatenate((np.linspace(lo, hi, reports), b)))
+    E, T = _eps_pay(p, g, Z)
+    Eb, Tb = _eps_pay(p, g, b)
+    best = np.concatenate([(T[None, :] - x[:, None] * E[None, :]).max(axis=1)
+                           for x in np.array_split(c, 20)])  # fmt: skip
+    cq = np.asarray(law.ppf((np.arange(4000) + 0.5) / 4000), dtype=float)
+    Eq, Tq = _eps_pay(p, g, np.asarray(p.bids[g](cq), dtype=float))
+    return float(np.max(best - (Tb - c * Eb)) / np.mean(Tq - cq * Eq))
+
+
+def test_a_gain_between_the_evaluation_costs_is_found():
+    """Built by the solver, found by an untuned measure: asym-3-power (three classes,
+    a first price) by the distributional method, seed 0, whose bid tables are steps,
+    so a seller's gain is a sawtooth in its cost.  The U[0, 1] class's gain, scanned
+    at 40,001 costs (``_scanned_gain``), reaches 6.8e-5 of u at c = 0.00405; the exact
+    verification's costs (about 3,200) stepped over it and printed 4.8e-5 (the
+    independent ``exact_gain`` at 1001 costs 5.2e-5).  The screen between the costs
+    (``equilibrium_pure._between_costs``: the gain there is at most the chord of the
+    convex best utility less the bid's utility) finds it: at least the scan prints."""
+    game = GAMES["asym-3-power"]()
+    r = bne(game.mechanism, game.population, np.random.default_rng(0), method="distributional")
+    tables = [(cl.costs, cl.bids) for cl in r.classes]
+    mine = Profile(game.name, game.laws, game.counts, tuple(cl.bid for cl in r.classes),
+                   tuple(_below_from_table(law, x, b)
+                         for law, (x, b) in zip(game.laws, tables, strict=True)),
+                   game.mechanism, game.kind, game.k, game.reserve)  # fmt: skip
+    scanned = _scanned_gain(mine, 1)
+    assert scanned > 6e-5  # the sawtooth's tooth, above what was printed before (4.8e-5)
+    assert r.classes[1].check.verification == "exact"
+    assert r.classes[1].check.epsilon_relative >= scanned * (1.0 - 1e-3)

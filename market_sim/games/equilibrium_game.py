@@ -642,14 +642,45 @@ def at_reports(Z: np.ndarray, U: np.ndarray, reports: np.ndarray) -> np.ndarray:
     return (1.0 - t) * U[i, j - 1] + t * U[i, j]
 
 
-def refine_best(oracle, sample, R, g, costs, Z, U, z_range, rounds):
+def refine_best(oracle, sample, R, g, costs, Z, U, z_range, rounds, starts: int = 1):
     """Per cost, the best report after ``rounds`` rounds of evaluated local refinement
     of the argmax of U over the reports Z: each round tries the parabola's vertex
     (first round) and the points half a bracket either side of the best so far, the
     bracket halving each round, all costs at once; only evaluated points are kept
-    (a vertex through a kink, e.g. at a rival's lowest bid, can be far off)."""
+    (a vertex through a kink, e.g. at a rival's lowest bid, can be far off).  With
+    ``starts`` > 1 also from each cost's next best local maxima of U (``_local_peaks``),
+    the best of all kept: a narrow peak between two reports can beat the argmax's
+    (issue #48: all-pay-asym-u3-b52, c = 0.000214, 1.0e-5 of u found, 3.4e-5 missed)."""
+    k = _local_peaks(U, starts)  # (costs, starts); column 0 the argmax
+    n, s = k.shape
+    rows = np.repeat(np.arange(n), s)
+    z, u = _refined_from(oracle, sample, R, g, costs[rows], Z, U[rows], k.ravel(), z_range,
+                         rounds)  # fmt: skip
+    z, u = z.reshape(n, s), u.reshape(n, s)
+    j = np.argmax(u, axis=1)  # ties: the argmax's refinement (column 0)
+    r = np.arange(n)
+    return z[r, j], u[r, j]
+
+
+def _local_peaks(U: np.ndarray, starts: int) -> np.ndarray:
+    """(rows, starts): each row's argmax, then its best other local maxima (a column at
+    least its neighbours) by value; a row with fewer repeats its argmax."""
+    k0 = np.argmax(U, axis=1)
+    if starts <= 1 or U.shape[1] < 3:
+        return k0[:, None]
+    inner = (U[:, 1:-1] >= U[:, :-2]) & (U[:, 1:-1] >= U[:, 2:])
+    peak = np.full(U.shape, -np.inf)
+    peak[:, 1:-1] = np.where(inner, U[:, 1:-1], -np.inf)
+    peak[np.arange(U.shape[0]), k0] = -np.inf
+    m = min(starts - 1, U.shape[1] - 1)
+    top = np.argpartition(-peak, m - 1, axis=1)[:, :m]
+    top = np.where(np.isfinite(np.take_along_axis(peak, top, axis=1)), top, k0[:, None])
+    return np.concatenate((k0[:, None], top), axis=1)
+
+
+def _refined_from(oracle, sample, R, g, costs, Z, U, k, z_range, rounds):
+    """``refine_best``'s refinement of each row's report Z[k] (one start per row)."""
     z_lo, z_hi = z_range
-    k = np.argmax(U, axis=1)
     rows = np.arange(costs.size)
     best_z, best_u = Z[k], U[rows, k]
     h = np.maximum(best_z - Z[np.maximum(k - 1, 0)], Z[np.minimum(k + 1, Z.size - 1)] - best_z)
@@ -679,23 +710,6 @@ def _utilities_at(oracle, sample, R, g, costs, pts: np.ndarray) -> np.ndarray:
     E2, T2 = oracle.eps_pay(sample, R, g, P)
     U2 = sample.mean(T2)[None, :] - costs[:, None] * sample.mean(E2)[None, :]
     return np.take_along_axis(U2, np.searchsorted(P, pts), axis=1)
-
-
-def isotonic(y: np.ndarray) -> np.ndarray:
-    """The non-decreasing sequence closest to ``y`` in least squares (pool adjacent
-    violators)."""
-    vals: list[float] = []
-    sizes: list[int] = []
-    for v in y.tolist():
-        vals.append(v)
-        sizes.append(1)
-        while len(vals) > 1 and vals[-2] > vals[-1]:
-            s = sizes[-2] + sizes[-1]
-            vals[-2] = (vals[-2] * sizes[-2] + vals[-1] * sizes[-1]) / s
-            sizes[-2] = s
-            vals.pop()
-            sizes.pop()
-    return np.repeat(vals, sizes)
 
 
 #: a jump of a bid function (``jump_cells``): a rise over one or two grid cells of at
@@ -880,19 +894,20 @@ def _spaced(x: np.ndarray, gap: float) -> np.ndarray:
 
 
 def search_reports(
-    oracle, sample, R, g, costs, bids, z_range, z_top, dense, refine, more=()
+    oracle, sample, R, g, costs, bids, z_range, z_top, dense, refine, more=(), starts=1
 ) -> np.ndarray:
     """Each cost's best report on the search sample: the argmax over ``dense`` reports on
     the whole range [z_lo, z_hi] (below the cost too), ``dense`` more on [z_lo, z_top],
     the bids and the reports ``more``, then ``refine`` rounds of local refinement (the
     parabola's vertex and the midpoints to both neighbours of the best so far, all costs
-    at once)."""
+    at once) from the argmax and, with ``starts`` > 1, from the next best local maxima
+    (``refine_best``)."""
     z_lo, z_hi = z_range
     grid = (np.linspace(z_lo, z_hi, dense), np.linspace(z_lo, z_top, dense), bids)
     Z = np.unique(np.concatenate((*grid, np.clip(np.asarray(more, dtype=float), z_lo, z_hi))))
     E, T = oracle.eps_pay(sample, R, g, Z)
     U = sample.mean(T)[None, :] - costs[:, None] * sample.mean(E)[None, :]
-    return refine_best(oracle, sample, R, g, costs, Z, U, z_range, refine)[0]
+    return refine_best(oracle, sample, R, g, costs, Z, U, z_range, refine, starts)[0]
 
 
 def interim_epsilon(oracle, laws: Interim, g, law, costs, bids, z_range, z_top, opt) -> float:
