@@ -764,7 +764,8 @@ def _exact_final(check, at, setup, exact, g, bidfn, wins) -> EpsilonResult:
     ``_read_off_a_table``), then the win rates at the final costs (``_with_win_rates``;
     ``wins``: the oracle, the fresh sample and the reference)."""
     if not _read_off_a_table(setup.mech):
-        check = _between_costs(check, at, *exact, g, bidfn, setup.z_range)
+        exact_oracle, laws = exact
+        check = _between_costs(check, at, exact_oracle, laws, g, bidfn, setup.z_range)
     oracle, first, ref = wins
     bids = np.clip(bidfn(check.eval_costs), *setup.z_range)
     return _with_win_rates(check, oracle, first, g, setup.classes.laws[g], bids, ref)
