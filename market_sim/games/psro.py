@@ -326,8 +326,10 @@ class _Oracle:
             with np.errstate(under="ignore"):
                 w = np.exp((U - best[:, None]) / tau[:, None]) * np.gradient(cand)[None, :]
             br = (w @ cand) / w.sum(axis=1)
+        from .equilibrium_pure import isotonic  # the one pool-adjacent-violators fit
+
         br = np.where(truth >= best - _TIE * scale, truth_z, br)
-        return np.maximum(_isotonic(br), truth_z)  # monotone, never below cost
+        return np.maximum(isotonic(br), truth_z)  # monotone, never below cost
 
     def _measure(self, fresh: _Sample, strategies, x, own, br) -> _Response:
         """Step 3 on ``fresh``: u(c, z) at every candidate report z (the bid grid, the
@@ -362,21 +364,6 @@ class _Response:
     regret: float
     regret_response: float
     utility: float
-
-
-def _isotonic(y: np.ndarray) -> np.ndarray:
-    """The non-decreasing least-squares fit to ``y`` (pool adjacent violators)."""
-    values: list[float] = []
-    sizes: list[int] = []
-    for v in y.tolist():
-        values.append(v)
-        sizes.append(1)
-        while len(values) > 1 and values[-2] > values[-1]:
-            n = sizes[-2] + sizes[-1]
-            values[-2] = (values[-2] * sizes[-2] + values[-1] * sizes[-1]) / n
-            sizes[-2] = n
-            del values[-1], sizes[-1]
-    return np.repeat(values, sizes)
 
 
 def _mixed_reports(sample: _Sample, strategies, x: np.ndarray) -> np.ndarray:
