@@ -947,10 +947,11 @@ def _screened(check: EpsilonResult, oracle, laws, g, bidfn, z_range):
     tt = np.tile(t, x.size - 1)
     c = x[left] + tt * (x[left + 1] - x[left])
     b = np.clip(np.asarray(bidfn(c), dtype=float), *z_range)
-    E, T = oracle.eps_pay(laws, None, g, np.concatenate((b, z[left], z[left + 1])))
-    U = (T[0] - np.tile(c, 3) * E[0]).reshape(3, c.size)
+    E, T = oracle.eps_pay(laws, None, g, np.concatenate((b, z)))  # each best report once
+    Eb, Tb, Ez, Tz = E[0, : c.size], T[0, : c.size], E[0, c.size :], T[0, c.size :]
+    ends = np.maximum(Tz[left] - c * Ez[left], Tz[left + 1] - c * Ez[left + 1])
     chord = V[left] + tt * (V[left + 1] - V[left])
-    bound = np.maximum(chord, np.maximum(U[1], U[2])) - U[0]
+    bound = np.maximum(chord, ends) - (Tb - c * Eb)
     return c, bound, left
 
 
