@@ -28,10 +28,11 @@ table at 100 quantile costs on those markets.
 What it found (docs/equilibrium.md, "Pay-as-bid on a Beta law", 2026-12-01): on the
 solver's seed-0 table with the defaults (8 rounds of 20,000 markets, then the
 measure: 41 minutes on two cores) the largest gain / u rose to 0.62 at c = 0.009,
-from 0.05-0.17.  The cheapest costs' best reports move by 10^-3 with the upper branch's first cells, whose
-own utility is flat in the report (their responses wandered 0.01 a round), and the
-belief averages over those moves.  So this is an experiment, not a solver: it is kept
-to reproduce the numbers and as the start of the next one.
+from 0.05-0.17.  The cheapest costs' best reports move by 10^-3 with the upper
+branch's first cells, whose own utility is flat in the report (their responses
+wandered 0.01 a round), and the belief averages over those moves.  So this is an
+experiment, not a solver: it is kept to reproduce the numbers and as the start of
+the next one.
 """
 
 from __future__ import annotations
