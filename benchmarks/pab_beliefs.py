@@ -39,14 +39,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from multiprocessing import Pool
 from pathlib import Path
 
 import numpy as np
 
-from market_sim.distributions import as_distribution
-from market_sim.mechanisms.base import as_mechanism
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from bne_reference import _market_means  # noqa: E402
+
+from market_sim.distributions import as_distribution  # noqa: E402
+from market_sim.mechanisms.base import as_mechanism  # noqa: E402
 
 LAW, SELLERS = "beta:2:5:0:2", 30
 #: the reports searched: the lower branch finely, the upper branch's first cells
@@ -66,15 +71,13 @@ def _start_worker() -> None:
 
 
 def _chunk(job) -> np.ndarray:
-    """Per market, the mean over its deviators of eps at each report (markets, reports)."""
+    """Per market, the mean over its deviators of eps at each report (markets, reports):
+    ``bne_reference``'s market loop, every seller deviating."""
     costs, bids, reports, seed, markets = job
-    rng = np.random.default_rng(seed)
-    grid = np.broadcast_to(reports, (SELLERS, reports.size))
-    out = np.empty((markets, reports.size))
-    for i in range(markets):
-        others = np.interp(np.asarray(_law.ppf(rng.random(SELLERS))), costs, bids)
-        out[i] = _mech.deviations(np.arange(SELLERS), grid, others).eps.mean(0)
-    return out
+    E, _ = _market_means(
+        _mech, _law, SELLERS, lambda c: np.interp(c, costs, bids), reports, seed, markets, SELLERS
+    )
+    return E
 
 
 def market_eps(pool, costs, bids, reports, markets: int, seed) -> np.ndarray:
