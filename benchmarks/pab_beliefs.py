@@ -2,10 +2,12 @@
 play in beliefs on large samples, and measured by an independent search (issue #48).
 
     python benchmarks/pab_beliefs.py --bids TABLE.npz [--rounds R] [--markets M]
+        [--top C] [--bottom C] [--smooth DEG] [--skip-measure]
         [--search-markets M] [--measure-markets M] [--seed S] [--workers W] [--out F]
 
-The solver's table (``costs``, ``bids``; ``pab_reference.py``'s ``.npz``) is kept above
-``--top`` (0.12); below it, each round:
+The table (``costs``, ``bids``; ``pab_reference.py``'s ``.npz``, or this script's
+``--out``) is kept outside [``--bottom``, ``--top``] (default [0, 0.12]); inside,
+each round:
 
 1. *Observe.* The deviator's mean eps E_t(z) at the reports ``REPORTS`` against the
    current table, on ``--markets`` fresh markets, every seller of a market deviating
@@ -18,6 +20,9 @@ The solver's table (``costs``, ``bids``; ``pab_reference.py``'s ``.npz``) is kep
    responses **as steps**: between two costs whose best reports differ, the step is at
    the cost where both pay the same, c = (z2 E2 - z1 E1) / (E2 - E1).  A linear
    interpolation there would bid between two levels, a report nobody's best.
+   With ``--smooth DEG`` (only above the jump) the responses are replaced by a
+   least-squares polynomial of that degree in the cost instead: a step table's flats
+   are atoms of the others' bids, which the next round undercuts.
 
 Then the measure, on two samples drawn from other seeds: the best report of each
 measured cost on ``--search-markets`` markets (a grid of 2e-4 below 0.075, 5e-4 above),
@@ -32,7 +37,10 @@ from 0.05-0.17.  The cheapest costs' best reports move by 10^-3 with the upper
 branch's first cells, whose own utility is flat in the report (their responses
 wandered 0.01 a round), and the belief averages over those moves.  So this is an
 experiment, not a solver: it is kept to reproduce the numbers and as the start of
-the next one.
+the next one.  On 2026-12-02 the two branches were solved in turn (the upper cells
+with ``--bottom 0.0345 --top 0.125``, then the lower branch with ``--top 0.034``):
+each stage brings the costs it solves within or near the bar and moves the other
+branch's best reports out of it (the docs' "Alternating the branches").
 """
 
 from __future__ import annotations
@@ -110,22 +118,39 @@ def as_steps(costs, best, E, reports) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(xs), np.asarray(ys)
 
 
+def smoothed(costs, responses, degree: int, split: float | None) -> np.ndarray:
+    """Least-squares polynomials of ``degree`` in the cost through the responses, one
+    on each side of ``split`` (a step there) when it is given."""
+    pieces = [costs < split, costs >= split] if split is not None else [costs == costs]
+    out = np.empty_like(responses)
+    for on in pieces:
+        out[on] = np.polyval(np.polyfit(costs[on], responses[on], degree), costs[on])
+    return out
+
+
 def play(pool, costs, bids, args) -> tuple[np.ndarray, np.ndarray]:
-    """``--rounds`` of fictitious play in beliefs of the costs below ``--top``."""
-    grid = np.linspace(0.0, args.top, int(round(args.top / 1.25e-4)) + 1)
-    above = costs > args.top
-    top_costs, top_bids = costs[above], bids[above]  # the solver's, kept
+    """``--rounds`` of fictitious play in beliefs of the costs in [``--bottom``, ``--top``]."""
+    lo, hi = args.bottom, args.top
+    grid = np.linspace(lo, hi, int(round((hi - lo) / 1.25e-4)) + 1)
+    below, above = costs < lo, costs > hi
+    low_costs, low_bids = costs[below], bids[below]  # the table's, kept
+    top_costs, top_bids = costs[above], bids[above]
+    # above a held lower branch, only the upper branch's reports (and 0.02 below) compete
+    reports = REPORTS[REPORTS >= np.interp(lo, costs, bids) - 0.02] if lo > 0 else REPORTS
     belief = None
     for r in range(args.rounds):
         t = time.time()
-        E = market_eps(pool, costs, bids, REPORTS, args.markets, [args.seed, r]).mean(0)
+        E = market_eps(pool, costs, bids, reports, args.markets, [args.seed, r]).mean(0)
         belief = E if belief is None else belief + (E - belief) / (r + 1)
-        best = best_reports(belief, grid, REPORTS)
+        best = best_reports(belief, grid, reports)
         before = np.interp(grid, costs, bids)
-        xs, ys = as_steps(grid, best, belief, REPORTS)
-        costs = np.r_[xs, top_costs]
-        bids = np.maximum.accumulate(np.r_[ys, top_bids])
-        moved = np.abs(REPORTS[best] - before)
+        if args.smooth:  # a polynomial through the responses: no flats, so no atoms
+            xs, ys = grid, smoothed(grid, reports[best], args.smooth, args.split)
+        else:
+            xs, ys = as_steps(grid, best, belief, reports)
+        costs = np.r_[low_costs, xs, top_costs]
+        bids = np.maximum.accumulate(np.r_[low_bids, ys, top_bids])
+        moved = np.abs(reports[best] - before)
         worst = grid[np.argmax(moved)]
         print(f"round {r}: {time.time() - t:.0f} s; mean |response - bid| {moved.mean():.5f}, "
               f"largest {moved.max():.4f} at c = {worst:.4f}", flush=True)  # fmt: skip
@@ -170,6 +195,12 @@ def main(argv=None) -> None:
     p.add_argument("--search-markets", type=int, default=50000, help="(default 50000)")
     p.add_argument("--measure-markets", type=int, default=150000, help="(default 150000)")
     p.add_argument("--top", type=float, default=0.12, help="costs re-solved (default 0.12)")
+    p.add_argument("--bottom", type=float, default=0.0, help="... from here (default 0)")
+    p.add_argument("--skip-measure", action="store_true", help="play only, no measure")
+    p.add_argument("--smooth", type=int, default=0,
+                   help="responses as a polynomial of this degree, not steps (needs "
+                   "--bottom above the jump; default 0: steps)")  # fmt: skip
+    p.add_argument("--split", type=float, help="--smooth: two pieces, a step here")
     p.add_argument("--seed", type=int, default=0, help="seed of every sample (default 0)")
     p.add_argument("--workers", type=int, default=2, help="processes (default 2)")
     p.add_argument("--out", help="write the table (.npz) and the measure (.json) here")
@@ -179,6 +210,14 @@ def main(argv=None) -> None:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     if not 0.03 < args.top <= 0.25:
         p.error("--top must be in (0.03, 0.25]: the reports searched cover that range")
+    if not 0.0 <= args.bottom < args.top - 0.005:
+        p.error("--bottom must be in [0, top - 0.005)")
+    if args.smooth and not (args.bottom > 0.028 and 1 <= args.smooth <= 6):
+        p.error("--smooth takes a degree 1-6 and a --bottom above the jump (0.028)")
+    if args.split is not None and not (
+        args.smooth and args.bottom + 0.005 < args.split < args.top - 0.005
+    ):
+        p.error("--split needs --smooth and a cost 0.005 inside (--bottom, --top)")
     try:
         table = np.load(args.bids)
         costs, bids = np.asarray(table["costs"], float), np.asarray(table["bids"], float)
@@ -186,10 +225,11 @@ def main(argv=None) -> None:
         p.error(f"--bids {args.bids}: not an .npz with costs and bids ({e})")
     with Pool(args.workers, _start_worker) as pool:
         costs, bids = play(pool, costs, bids, args)
-        summary = measure(pool, costs, bids, args)
+        summary = None if args.skip_measure else measure(pool, costs, bids, args)
     if args.out:
         np.savez(f"{args.out}.npz", costs=costs, bids=bids)
-        Path(f"{args.out}.json").write_text(json.dumps(summary, indent=1))
+        if summary is not None:
+            Path(f"{args.out}.json").write_text(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":
