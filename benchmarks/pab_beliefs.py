@@ -2,7 +2,7 @@
 play in beliefs on large samples, and measured by an independent search (issue #48).
 
     python benchmarks/pab_beliefs.py --bids TABLE.npz [--rounds R] [--markets M]
-        [--top C] [--bottom C] [--smooth DEG] [--skip-measure]
+        [--top C] [--bottom C] [--smooth DEG [--split C]] [--skip-measure]
         [--search-markets M] [--measure-markets M] [--seed S] [--workers W] [--out F]
 
 The table (``costs``, ``bids``; ``pab_reference.py``'s ``.npz``, or this script's
@@ -21,8 +21,9 @@ each round:
    the cost where both pay the same, c = (z2 E2 - z1 E1) / (E2 - E1).  A linear
    interpolation there would bid between two levels, a report nobody's best.
    With ``--smooth DEG`` (only above the jump) the responses are replaced by a
-   least-squares polynomial of that degree in the cost instead: a step table's flats
-   are atoms of the others' bids, which the next round undercuts.
+   least-squares polynomial of that degree in the cost instead (``--split C``: one
+   on each side of C, a step there): a step table's flats are atoms of the others'
+   bids, which the next round undercuts.
 
 Then the measure, on two samples drawn from other seeds: the best report of each
 measured cost on ``--search-markets`` markets (a grid of 2e-4 below 0.075, 5e-4 above),
