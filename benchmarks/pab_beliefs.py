@@ -122,7 +122,7 @@ def as_steps(costs, best, E, reports) -> tuple[np.ndarray, np.ndarray]:
 def smoothed(costs, responses, degree: int, split: float | None) -> np.ndarray:
     """Least-squares polynomials of ``degree`` in the cost through the responses, one
     on each side of ``split`` (a step there) when it is given."""
-    pieces = [costs < split, costs >= split] if split is not None else [costs == costs]
+    pieces = [costs < split, costs >= split] if split is not None else [np.ones(costs.shape, bool)]
     out = np.empty_like(responses)
     for on in pieces:
         out[on] = np.polyval(np.polyfit(costs[on], responses[on], degree), costs[on])
@@ -145,13 +145,15 @@ def play(pool, costs, bids, args) -> tuple[np.ndarray, np.ndarray]:
         belief = E if belief is None else belief + (E - belief) / (r + 1)
         best = best_reports(belief, grid, reports)
         before = np.interp(grid, costs, bids)
+        played = reports[best]  # what the table now bids on the grid
         if args.smooth:  # a polynomial through the responses: no flats, so no atoms
-            xs, ys = grid, smoothed(grid, reports[best], args.smooth, args.split)
+            xs, ys = grid, smoothed(grid, played, args.smooth, args.split)
+            played = ys  # (the change printed is the table's, not the fit's residual)
         else:
             xs, ys = as_steps(grid, best, belief, reports)
         costs = np.r_[low_costs, xs, top_costs]
         bids = np.maximum.accumulate(np.r_[low_bids, ys, top_bids])
-        moved = np.abs(reports[best] - before)
+        moved = np.abs(played - before)
         worst = grid[np.argmax(moved)]
         print(f"round {r}: {time.time() - t:.0f} s; mean |response - bid| {moved.mean():.5f}, "
               f"largest {moved.max():.4f} at c = {worst:.4f}", flush=True)  # fmt: skip
