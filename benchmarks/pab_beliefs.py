@@ -20,10 +20,12 @@ each round:
    responses **as steps**: between two costs whose best reports differ, the step is at
    the cost where both pay the same, c = (z2 E2 - z1 E1) / (E2 - E1).  A linear
    interpolation there would bid between two levels, a report nobody's best.
-   With ``--smooth DEG`` (only above the jump) the responses are replaced by a
-   least-squares polynomial of that degree in the cost instead (``--split C``: one
+   With ``--smooth DEG`` and ``--bottom`` above the jump the responses are replaced by
+   a least-squares polynomial of that degree in the cost instead (``--split C``: one
    on each side of C, a step there): a step table's flats are atoms of the others'
-   bids, which the next round undercuts.
+   bids, which the next round undercuts.  With ``--smooth DEG`` and ``--bottom 0``
+   both branches answer the one belief each round (``joint_table``): steps below the
+   jump (the responses' largest rise), the polynomial pieces above it.
 
 Then the measure, on two samples drawn from other seeds: the best report of each
 measured cost on ``--search-markets`` markets (a grid of 2e-4 below 0.075, 5e-4 above),
@@ -111,7 +113,7 @@ def as_steps(costs, best, E, reports) -> tuple[np.ndarray, np.ndarray]:
         a, b = best[i], best[i + 1]
         z1, z2, e1, e2 = reports[a], reports[b], E[a], E[b]
         at = (z2 * e2 - z1 * e1) / (e2 - e1) if e2 != e1 else costs[i + 1]
-        at = float(np.clip(at, costs[i], costs[i + 1]))
+        at = float(np.clip(at, costs[i], costs[i + 1] - 2e-12))  # at + 1e-12 stays inside
         xs += [at, at + 1e-12]
         ys += [z1, z2]
     xs.append(costs[-1])
@@ -127,6 +129,19 @@ def smoothed(costs, responses, degree: int, split: float | None) -> np.ndarray:
     for on in pieces:
         out[on] = np.polyval(np.polyfit(costs[on], responses[on], degree), costs[on])
     return out
+
+
+def joint_table(grid, best, E, reports, degree: int, split: float | None):
+    """Both branches from one belief: the responses below the jump (their largest rise
+    between neighbouring costs) as steps, with the jump's step where both pay the same;
+    above it, ``smoothed`` pieces."""
+    best = np.maximum.accumulate(best)
+    j = int(np.argmax(np.diff(reports[best])))  # grid[j] bids low, grid[j + 1] high
+    xs, ys = as_steps(grid[: j + 2], best[: j + 2], E, reports)
+    if split is not None and not grid[j + 1] + 0.005 < split < grid[-1] - 0.005:
+        split = None  # the jump moved past the split: one piece
+    upper = smoothed(grid[j + 1 :], reports[best[j + 1 :]], degree, split)
+    return np.r_[xs[:-1], grid[j + 1 :]], np.r_[ys[:-1], upper]
 
 
 def play(pool, costs, bids, args) -> tuple[np.ndarray, np.ndarray]:
@@ -146,7 +161,10 @@ def play(pool, costs, bids, args) -> tuple[np.ndarray, np.ndarray]:
         best = best_reports(belief, grid, reports)
         before = np.interp(grid, costs, bids)
         played = reports[best]  # what the table now bids on the grid
-        if args.smooth:  # a polynomial through the responses: no flats, so no atoms
+        if args.smooth and lo == 0:  # both branches: steps below the jump, pieces above
+            xs, ys = joint_table(grid, best, belief, reports, args.smooth, args.split)
+            played = np.interp(grid, xs, ys)
+        elif args.smooth:  # a polynomial through the responses: no flats, so no atoms
             xs, ys = grid, smoothed(grid, played, args.smooth, args.split)
             played = ys  # (the change printed is the table's, not the fit's residual)
         else:
@@ -215,8 +233,8 @@ def main(argv=None) -> None:
         p.error("--top must be in (0.03, 0.25]: the reports searched cover that range")
     if not 0.0 <= args.bottom < args.top - 0.005:
         p.error("--bottom must be in [0, top - 0.005)")
-    if args.smooth and not (args.bottom > 0.028 and 1 <= args.smooth <= 6):
-        p.error("--smooth takes a degree 1-6 and a --bottom above the jump (0.028)")
+    if args.smooth and not (1 <= args.smooth <= 6 and (args.bottom == 0 or args.bottom > 0.028)):
+        p.error("--smooth takes a degree 1-6, and --bottom 0 (both branches) or above the jump")
     if args.split is not None and not (
         args.smooth and args.bottom + 0.005 < args.split < args.top - 0.005
     ):
