@@ -22,7 +22,8 @@ each round:
    interpolation there would bid between two levels, a report nobody's best.
    With ``--smooth DEG`` and ``--bottom`` above the jump the responses are replaced by
    a least-squares polynomial of that degree in the cost instead (``--split C``: one
-   on each side of C, a step there): a step table's flats are atoms of the others'
+   on each side of C, a step there, unless it is down; ``--split auto``: where two
+   pieces fit best, if they halve the error): a step table's flats are atoms of the others'
    bids, which the next round undercuts.  With ``--smooth DEG`` and ``--bottom 0``
    both branches answer the one belief each round (``joint_table``): steps below the
    jump (the responses' largest rise), the polynomial pieces above it.
@@ -121,24 +122,52 @@ def as_steps(costs, best, E, reports) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(xs), np.asarray(ys)
 
 
-def smoothed(costs, responses, degree: int, split: float | None) -> np.ndarray:
-    """Least-squares polynomials of ``degree`` in the cost through the responses, one
-    on each side of ``split`` (a step there) when it is given."""
-    pieces = [costs < split, costs >= split] if split is not None else [np.ones(costs.shape, bool)]
+def _fit(costs, responses, degree: int, pieces) -> np.ndarray:
     out = np.empty_like(responses)
     for on in pieces:
         out[on] = np.polyval(np.polyfit(costs[on], responses[on], degree), costs[on])
     return out
 
 
-def joint_table(grid, best, E, reports, degree: int, split: float | None):
+def best_split(costs, responses, degree: int) -> float | None:
+    """The cost (one of ``costs``, about 0.0025 apart, 0.01 inside the range) where
+    two pieces fit the responses best; None unless they halve the one piece's squared
+    error (a rise the one piece draws through, not the report grid's rounding)."""
+    whole = [np.ones(costs.shape, bool)]
+    one = np.sum((_fit(costs, responses, degree, whole) - responses) ** 2)
+    best, split = one / 2, None
+    every = max(1, int(round(0.0025 / (costs[1] - costs[0]))))
+    inside = np.flatnonzero((costs >= costs[0] + 0.01) & (costs <= costs[-1] - 0.01))
+    for s in costs[inside[::every]]:
+        two = np.sum((_fit(costs, responses, degree, [costs < s, costs >= s]) - responses) ** 2)
+        if two < best:
+            best, split = two, float(s)
+    return split
+
+
+def smoothed(costs, responses, degree: int, split: float | str | None) -> np.ndarray:
+    """Least-squares polynomials of ``degree`` in the cost through the responses, one
+    on each side of ``split`` (a step there; ``"auto"``: ``best_split``) when it is
+    given, unless the step is down: a table is increasing, and its fill would be a
+    flat, an atom of the others' bids."""
+    whole = [np.ones(costs.shape, bool)]
+    if split == "auto":
+        split = best_split(costs, responses, degree)
+    if split is None:
+        return _fit(costs, responses, degree, whole)
+    out = _fit(costs, responses, degree, [costs < split, costs >= split])
+    i = int(np.searchsorted(costs, split))  # the first cost of the upper piece
+    return out if out[i] >= out[i - 1] else _fit(costs, responses, degree, whole)
+
+
+def joint_table(grid, best, E, reports, degree: int, split: float | str | None):
     """Both branches from one belief: the responses below the jump (their largest rise
     between neighbouring costs) as steps, with the jump's step where both pay the same;
     above it, ``smoothed`` pieces."""
     best = np.maximum.accumulate(best)
     j = int(np.argmax(np.diff(reports[best])))  # grid[j] bids low, grid[j + 1] high
     xs, ys = as_steps(grid[: j + 2], best[: j + 2], E, reports)
-    if split is not None and not grid[j + 1] + 0.005 < split < grid[-1] - 0.005:
+    if isinstance(split, float) and not grid[j + 1] + 0.005 < split < grid[-1] - 0.005:
         split = None  # the jump moved past the split: one piece
     upper = smoothed(grid[j + 1 :], reports[best[j + 1 :]], degree, split)
     return np.r_[xs[:-1], grid[j + 1 :]], np.r_[ys[:-1], upper]
@@ -208,6 +237,15 @@ def measure(pool, costs, bids, args) -> dict:
                 relative_gains=(g / u).tolist())  # fmt: skip
 
 
+def _split_arg(text: str) -> float | str:
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a cost or 'auto'") from None
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bids", required=True, help="the solver's table (.npz: costs, bids)")
@@ -221,7 +259,9 @@ def main(argv=None) -> None:
     p.add_argument("--smooth", type=int, default=0,
                    help="responses as a polynomial of this degree, not steps (needs "
                    "--bottom above the jump; default 0: steps)")  # fmt: skip
-    p.add_argument("--split", type=float, help="--smooth: two pieces, a step here")
+    p.add_argument("--split", type=_split_arg,
+                   help="--smooth: two pieces, a step at this cost (auto: where "
+                   "they fit best)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="seed of every sample (default 0)")
     p.add_argument("--workers", type=int, default=2, help="processes (default 2)")
     p.add_argument("--out", help="write the table (.npz) and the measure (.json) here")
@@ -236,7 +276,8 @@ def main(argv=None) -> None:
     if args.smooth and not (1 <= args.smooth <= 6 and (args.bottom == 0 or args.bottom > 0.028)):
         p.error("--smooth takes a degree 1-6, and --bottom 0 (both branches) or above the jump")
     if args.split is not None and not (
-        args.smooth and args.bottom + 0.005 < args.split < args.top - 0.005
+        args.smooth
+        and (args.split == "auto" or args.bottom + 0.005 < args.split < args.top - 0.005)
     ):
         p.error("--split needs --smooth and a cost 0.005 inside (--bottom, --top)")
     try:

@@ -34,6 +34,33 @@ def test_smoothed_pieces_fit_a_line_with_a_step_exactly():
     assert np.abs(pb.smoothed(c, line, 1, None) - line).max() > 1e-3
 
 
+def test_best_split_finds_a_rise_and_not_the_report_grids_rounding():
+    """A line with a step of 0.01 at 0.0701, on costs 0.0025 apart: two lines split at
+    the first cost past the step, 0.0725, fit it exactly, and no other split does; a
+    smooth quadratic rounded to the 5e-4 report grid has no split that halves the
+    error of one quadratic (rounding is not a rise)."""
+    c = np.linspace(0.035, 0.125, 37)
+    line = 0.18 + 0.5 * c + 0.01 * (c >= 0.0701)
+    assert pb.best_split(c, line, 1) == c[15] == pytest.approx(0.0725)
+    assert np.abs(pb.smoothed(c, line, 1, "auto") - line).max() < 1e-12
+    c = np.linspace(0.035, 0.125, 721)
+    rounded = np.round((0.18 + 0.9 * c + 2 * c**2) / 5e-4) * 5e-4
+    assert pb.best_split(c, rounded, 2) is None
+    one = np.polyval(np.polyfit(c, rounded, 2), c)
+    assert np.allclose(pb.smoothed(c, rounded, 2, "auto"), one, rtol=0, atol=1e-12)
+
+
+def test_a_step_down_at_the_split_is_one_piece():
+    """Responses with a step *down* of 0.01 at 0.07: two pieces would step down there,
+    and an increasing table would fill it with a flat (an atom); one piece is fitted
+    instead, and it increases."""
+    c = np.linspace(0.035, 0.125, 181)
+    down = 0.18 + 0.5 * c - 0.01 * (c >= 0.07)
+    out = pb.smoothed(c, down, 1, 0.07)
+    assert np.allclose(out, np.polyval(np.polyfit(c, down, 1), c))
+    assert np.all(np.diff(out) > 0)
+
+
 def test_joint_table_keeps_the_lower_steps_and_fits_the_upper_pieces():
     """The responses of a two-branch table (c + 0.035 below 0.028 on a 0.001 report
     grid; a line with a step at 0.07 above): the joint table is strictly increasing in
@@ -59,6 +86,7 @@ def test_joint_table_keeps_the_lower_steps_and_fits_the_upper_pieces():
         (["--bottom", "0.2", "--top", "0.1"], "--bottom must be in"),
         (["--smooth", "3", "--bottom", "0.01"], "--smooth takes a degree"),
         (["--split", "0.07"], "--split needs --smooth"),
+        (["--smooth", "2", "--split", "half"], "is not a cost or 'auto'"),
         (["--rounds", "0"], "--rounds must be at least 1"),
     ],
 )
