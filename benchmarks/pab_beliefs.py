@@ -2,7 +2,7 @@
 play in beliefs on large samples, and measured by an independent search (issue #48).
 
     python benchmarks/pab_beliefs.py --bids TABLE.npz [--rounds R] [--markets M]
-        [--top C] [--bottom C] [--smooth DEG [--split C]] [--skip-measure]
+        [--top C] [--bottom C] [--smooth DEG [--split C|auto]] [--skip-measure]
         [--search-markets M] [--measure-markets M] [--seed S] [--workers W] [--out F]
 
 The table (``costs``, ``bids``; ``pab_reference.py``'s ``.npz``, or this script's
@@ -28,11 +28,12 @@ each round:
    both branches answer the one belief each round (``joint_table``): steps below the
    jump (the responses' largest rise), the polynomial pieces above it.
 
-Then the measure, on two samples drawn from other seeds: the best report of each
-measured cost on ``--search-markets`` markets (a grid of 2e-4 below 0.075, 5e-4 above),
-and its gain over the table's bid on ``--measure-markets`` others (mean and 95%
-interval over markets, which share opponents), over the ex-ante utility u of the
-table at 100 quantile costs on those markets.
+Then the measure (``--rounds 0``: the measure alone), on two samples drawn from other
+seeds: the best report of each measured cost on ``--search-markets`` markets (a grid
+of 2e-4 below 0.075, 5e-4 above), and its gain over the table's bid on
+``--measure-markets`` others (mean and 95% interval over markets, which share
+opponents), over the ex-ante utility u of the table at 100 quantile costs on those
+markets.
 
 What it found (docs/equilibrium.md, "Pay-as-bid on a Beta law", 2026-12-01): on the
 solver's seed-0 table with the defaults (8 rounds of 20,000 markets, then the
@@ -249,7 +250,8 @@ def _split_arg(text: str) -> float | str:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bids", required=True, help="the solver's table (.npz: costs, bids)")
-    p.add_argument("--rounds", type=int, default=8, help="rounds of play (default 8)")
+    p.add_argument("--rounds", type=int, default=8,
+                   help="rounds of play (default 8; 0: measure the table as it is)")  # fmt: skip
     p.add_argument("--markets", type=int, default=20000, help="markets a round (20000)")
     p.add_argument("--search-markets", type=int, default=50000, help="(default 50000)")
     p.add_argument("--measure-markets", type=int, default=150000, help="(default 150000)")
@@ -266,9 +268,11 @@ def main(argv=None) -> None:
     p.add_argument("--workers", type=int, default=2, help="processes (default 2)")
     p.add_argument("--out", help="write the table (.npz) and the measure (.json) here")
     args = p.parse_args(argv)
-    for name in ("rounds", "markets", "search_markets", "measure_markets", "workers"):
+    for name in ("markets", "search_markets", "measure_markets", "workers"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.rounds < 0 or (args.rounds == 0 and args.skip_measure):
+        p.error("--rounds must be at least 0, and at least 1 with --skip-measure")
     if not 0.03 < args.top <= 0.25:
         p.error("--top must be in (0.03, 0.25]: the reports searched cover that range")
     if not 0.0 <= args.bottom < args.top - 0.005:

@@ -87,7 +87,9 @@ def test_joint_table_keeps_the_lower_steps_and_fits_the_upper_pieces():
         (["--smooth", "3", "--bottom", "0.01"], "--smooth takes a degree"),
         (["--split", "0.07"], "--split needs --smooth"),
         (["--smooth", "2", "--split", "half"], "is not a cost or 'auto'"),
-        (["--rounds", "0"], "--rounds must be at least 1"),
+        (["--rounds", "-1"], "--rounds must be at least 0"),
+        (["--rounds", "0", "--skip-measure"], "at least 1 with --skip-measure"),
+        (["--markets", "0"], "--markets must be at least 1"),
     ],
 )
 def test_bad_options_stop_with_one_line(argv, says, capsys, tmp_path):
