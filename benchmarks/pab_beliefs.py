@@ -23,8 +23,8 @@ each round:
    With ``--smooth DEG`` and ``--bottom`` above the jump the responses are replaced by
    a least-squares polynomial of that degree in the cost instead (``--split C``: one
    on each side of C, a step there, unless it is down; ``--split auto``: where two
-   pieces fit best, if they halve the error): a step table's flats are atoms of the others'
-   bids, which the next round undercuts.  With ``--smooth DEG`` and ``--bottom 0``
+   pieces fit best, if they halve the error): a step table's flats are atoms of the
+   others' bids, which the next round undercuts.  With ``--smooth DEG`` and ``--bottom 0``
    both branches answer the one belief each round (``joint_table``): steps below the
    jump (the responses' largest rise), the polynomial pieces above it.
 
@@ -262,8 +262,9 @@ def main(argv=None) -> None:
     p.add_argument("--bottom", type=float, default=0.0, help="... from here (default 0)")
     p.add_argument("--skip-measure", action="store_true", help="play only, no measure")
     p.add_argument("--smooth", type=int, default=0,
-                   help="responses as a polynomial of this degree, not steps (needs "
-                   "--bottom above the jump; default 0: steps)")  # fmt: skip
+                   help="responses above the jump as a polynomial of this degree, not "
+                   "steps (with --bottom 0: both branches in one belief; with --bottom "
+                   "above the jump: those costs alone; default 0: steps)")  # fmt: skip
     p.add_argument("--split", type=_split_arg,
                    help="--smooth: two pieces, a step at this cost (auto: where "
                    "they fit best)")  # fmt: skip
