@@ -126,7 +126,10 @@ def as_steps(costs, best, E, reports) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(xs), np.asarray(ys)
 
 
-def _fit(costs, responses, degree: int, pieces) -> np.ndarray:
+def _fit(costs, responses, degree: int, split: float | None) -> np.ndarray:
+    """Least-squares polynomials of ``degree``: one, or one on each side of ``split``."""
+    whole = np.ones(costs.shape, bool)
+    pieces = [whole] if split is None else [costs < split, costs >= split]
     out = np.empty_like(responses)
     for on in pieces:
         out[on] = np.polyval(np.polyfit(costs[on], responses[on], degree), costs[on])
@@ -137,13 +140,11 @@ def best_split(costs, responses, degree: int) -> float | None:
     """The cost (one of ``costs``, about 0.0025 apart, 0.01 inside the range) where
     two pieces fit the responses best; None unless they halve the one piece's squared
     error (a rise the one piece draws through, not the report grid's rounding)."""
-    whole = [np.ones(costs.shape, bool)]
-    one = np.sum((_fit(costs, responses, degree, whole) - responses) ** 2)
-    best, split = one / 2, None
+    best, split = np.sum((_fit(costs, responses, degree, None) - responses) ** 2) / 2, None
     every = max(1, int(round(0.0025 / (costs[1] - costs[0]))))
     inside = np.flatnonzero((costs >= costs[0] + 0.01) & (costs <= costs[-1] - 0.01))
     for s in costs[inside[::every]]:
-        two = np.sum((_fit(costs, responses, degree, [costs < s, costs >= s]) - responses) ** 2)
+        two = np.sum((_fit(costs, responses, degree, float(s)) - responses) ** 2)
         if two < best:
             best, split = two, float(s)
     return split
@@ -154,14 +155,13 @@ def smoothed(costs, responses, degree: int, split: float | str | None) -> np.nda
     on each side of ``split`` (a step there; ``"auto"``: ``best_split``) when it is
     given, unless the step is down: a table is increasing, and its fill would be a
     flat, an atom of the others' bids."""
-    whole = [np.ones(costs.shape, bool)]
     if split == "auto":
         split = best_split(costs, responses, degree)
+    out = _fit(costs, responses, degree, split)
     if split is None:
-        return _fit(costs, responses, degree, whole)
-    out = _fit(costs, responses, degree, [costs < split, costs >= split])
+        return out
     i = int(np.searchsorted(costs, split))  # the first cost of the upper piece
-    return out if out[i] >= out[i - 1] else _fit(costs, responses, degree, whole)
+    return out if out[i] >= out[i - 1] else _fit(costs, responses, degree, None)
 
 
 def joint_table(grid, best, E, reports, degree: int, split: float | str | None):
