@@ -221,6 +221,7 @@ def _width(setup) -> float:
 def _iterate(setup, opt, oracle, train, state, progress, rng) -> _Trace:
     """Damped best responses, all classes at once, until a stopping rule fires
     (``_stop_rule``; docs/equilibrium.md, "The method")."""
+    from sklearn.isotonic import isotonic_regression  # 0.8 s to import: only when solving
     from tqdm import tqdm
 
     trace = _Trace()
@@ -245,7 +246,10 @@ def _iterate(setup, opt, oracle, train, state, progress, rng) -> _Trace:
         trace.jump_log.append([_jumps_of(c, r) if single else [] for c, r in logged])
         brs = [
             np.clip(
-                isotonic(_smooth(c, r.bids, opt.knots, r.z_live, law, trace.persistent(g))),
+                # the closest non-decreasing fit (pool adjacent violators)
+                isotonic_regression(
+                    _smooth(c, r.bids, opt.knots, r.z_live, law, trace.persistent(g))
+                ),
                 *setup.z_range,
             )
             for g, (c, r, law) in enumerate(zip(state.costs, rs, setup.classes.laws, strict=True))
@@ -910,23 +914,6 @@ def _between_costs(check: EpsilonResult, at, oracle, laws, g, bidfn, z_range) ->
         again = at(check.eval_cells, np.concatenate((costs, between[pick])), reports)
         check = _as_density_of(check, again)
     return check
-
-
-def isotonic(y: np.ndarray) -> np.ndarray:
-    """The non-decreasing sequence closest to ``y`` in least squares (pool adjacent
-    violators)."""
-    vals: list[float] = []
-    sizes: list[int] = []
-    for v in y.tolist():
-        vals.append(v)
-        sizes.append(1)
-        while len(vals) > 1 and vals[-2] > vals[-1]:
-            s = sizes[-2] + sizes[-1]
-            vals[-2] = (vals[-2] * sizes[-2] + vals[-1] * sizes[-1]) / s
-            sizes[-2] = s
-            vals.pop()
-            sizes.pop()
-    return np.repeat(vals, sizes)
 
 
 def _read_off_a_table(mech) -> bool:

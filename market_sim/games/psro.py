@@ -326,10 +326,10 @@ class _Oracle:
             with np.errstate(under="ignore"):
                 w = np.exp((U - best[:, None]) / tau[:, None]) * np.gradient(cand)[None, :]
             br = (w @ cand) / w.sum(axis=1)
-        from .equilibrium_pure import isotonic  # the one pool-adjacent-violators fit
+        from sklearn.isotonic import isotonic_regression  # pool adjacent violators
 
         br = np.where(truth >= best - _TIE * scale, truth_z, br)
-        return np.maximum(isotonic(br), truth_z)  # monotone, never below cost
+        return np.maximum(isotonic_regression(br), truth_z)  # monotone, never below cost
 
     def _measure(self, fresh: _Sample, strategies, x, own, br) -> _Response:
         """Step 3 on ``fresh``: u(c, z) at every candidate report z (the bid grid, the
