@@ -49,6 +49,10 @@ branch's best reports out of it (the docs' "Alternating the branches").  Both
 branches in one belief (``--bottom 0 --top 0.125 --smooth 3``, three runs from stage D's
 table) reached a largest gain of 0.0088 of u [0.0064, 0.0113] at all 74 costs (the
 docs' "Both branches in one belief"); that table is ``data/pab30_beta25_joint.npz``.
+The same three runs from the solver's seed-0 table itself (no stages before them; 46
+minutes of play) reached 0.0097 of u [0.0071, 0.0122] here and 0.0064 [0.0034, 0.0095]
+by ``pab_reference.py`` (the docs' "Joint play from the solver's table"); that table is
+``data/pab30_beta25_from_solver.npz``.
 """
 
 from __future__ import annotations
