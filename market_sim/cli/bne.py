@@ -68,6 +68,14 @@ def add_parser(subparsers):
         ("eval-grid", count("eval-grid"), "cells of evaluation costs (whole range and focus)"),
         ("check-grid", at_least("check-grid", 3), "reports searched in the verification"),
         ("refine", at_least("refine", 0), "rounds of local refinement of the best deviation"),
+        (
+            "beliefs-rounds",
+            at_least("beliefs-rounds", 0),
+            "rounds of fictitious play in beliefs after the solve (0: off; docs/equilibrium.md)",
+        ),
+        ("beliefs-markets", count("beliefs-markets"), "markets observed each belief round"),
+        ("beliefs-epoch", count("beliefs-epoch"), "belief rounds before the belief restarts"),
+        ("beliefs-workers", count("beliefs-workers"), "processes of the belief rounds"),
     ):
         default = D[flag.replace("-", "_")]
         shown = "automatic" if default is None else default

@@ -33,6 +33,7 @@ CLI: ``market-sim bne --mechanism SPEC --dist SPEC --sellers N --out DIR`` or
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import time
@@ -44,6 +45,7 @@ from ..errors import MarketSimError
 from ..execution import Job, check_executor, job_rng, run_jobs
 from ..mechanisms.base import mechanism_name
 from ..parameters import check_int
+from .equilibrium_beliefs import play_beliefs
 from .equilibrium_distributional import (
     DistOptions,
     bid_tables,
@@ -156,6 +158,10 @@ def bne(
     state = _start(setup, opt, init)
     trace = _iterate(setup, opt, oracle, train, state, progress, rng)
     jumps = _sharpen(setup, opt, oracle, state, trace, rng)
+    changes: list[float] = []
+    if opt.beliefs_rounds:  # the opt-in last stage: fictitious play in beliefs
+        jumps, changes = play_beliefs(setup, opt, oracle, state, jumps, rng, progress)
+        trace.final_checks = None
     solve_calls = oracle.calls  # the solve's (the final verification's apart)
     checks = None if any(jumps) else trace.final_checks
     control = _rank_control(setup)
@@ -177,6 +183,7 @@ def bne(
     called["reference"] = _described(reference)
     called["method"] = "pure"
     called["jumps"] = jumps
+    called["beliefs_changes"] = changes
     called["solve_calls"] = solve_calls
     called["tail_iterates"] = len(trace.tail) if trace.stopped_by in _TAIL_RULES else 0
     return dataclasses.replace(r, options={**r.options, **called})
@@ -663,7 +670,36 @@ _BOTH_RUN = {
 
 
 def _auto_pure(mechanism, population, rng, called, progress, options) -> BNEResult:
-    return bne(mechanism, population, rng, method="pure", progress=progress, **called, **options)
+    """The pure method; when its tables jump on a sampled path and its verified epsilon /
+    u is above ``verify_tol`` (and ``beliefs_rounds`` was not given), the same solve
+    again from a copy of the generator's state before the first, with the beliefs stage
+    (``AUTO_BELIEFS_ROUNDS``; docs/equilibrium.md, "Fictitious play in beliefs"), the
+    better verified of the two returned; ``options["beliefs_reason"]`` says so."""
+    again = copy.deepcopy(rng)
+    r = bne(mechanism, population, rng, method="pure", progress=progress, **called, **options)
+    jumps = any(r.options.get("jumps") or ())
+    sampled = r.options.get("path") != "interim"
+    if not (jumps and sampled and r.epsilon_relative > _tol(options)):
+        return r
+    if "beliefs_rounds" in options:
+        return r
+    kw = {**options, "beliefs_rounds": AUTO_BELIEFS_ROUNDS}
+    b = bne(mechanism, population, again, method="pure", progress=progress, **called, **kw)
+    best, worse = (b, r) if b.epsilon_relative < r.epsilon_relative else (r, b)
+    text = (
+        f"run: the tables jump on a sampled path and the pure result was not certified "
+        f"(verified epsilon / u {r.epsilon_relative:.3g}); with {AUTO_BELIEFS_ROUNDS} rounds "
+        f"{b.epsilon_relative:.3g}; the {'stage' if best is b else 'pure'} result returned"
+    )
+    calls = r.options["calls"] + b.options["calls"]
+    return dataclasses.replace(
+        best, options={**best.options, "beliefs_reason": text, "calls": calls}
+    )
+
+
+#: ``method="auto"``'s rounds of the beliefs stage when it runs it (``_auto_pure``): three
+#: epochs of ``beliefs_epoch`` (8), as pay-as-bid's measured runs (docs/equilibrium.md)
+AUTO_BELIEFS_ROUNDS = 24
 
 
 def _auto_distributional(mechanism, population, rng, called, progress, options) -> BNEResult:

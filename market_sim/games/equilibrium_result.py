@@ -190,6 +190,16 @@ class BNEResult:
                     ),
                 ),
             )
+        if s.get("beliefs_rounds"):  # the opt-in last stage: fictitious play in beliefs
+            at = [k for k, _ in rows].index("method")
+            changes = s.get("beliefs_changes") or [math.nan]
+            rows.insert(at + 1, ("beliefs", (
+                f"{s['beliefs_rounds']} rounds of {s['beliefs_markets']} markets (a new belief "
+                f"every {s['beliefs_epoch']}); last change of the bids {changes[-1]:.2g}"
+            )))  # fmt: skip
+        if s.get("beliefs_reason"):  # method="auto" ran the beliefs stage, and why
+            at = [k for k, _ in rows].index("method")
+            rows.insert(at + 1, ("beliefs stage", str(s["beliefs_reason"])))
         if s.get("method_reason"):  # method="auto": which one ran, and why (as summary.json)
             at = [k for k, _ in rows].index("method")
             rows.insert(at + 1, ("method chosen", str(s["method_reason"])))

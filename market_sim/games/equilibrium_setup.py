@@ -166,12 +166,17 @@ class _Options:
     br_refine: int | None = None
     resample: bool | None = None
     exact: bool | None = None
+    beliefs_rounds: int = 0
+    beliefs_markets: int = 16384
+    beliefs_epoch: int = 8
+    beliefs_workers: int | None = None
 
     def checked(self) -> _Options:
         """The options, each checked (bad input: one line naming it)."""
         ints = dict(
             grid=3, bid_grid=3, samples=1, deviators=1, max_iter=1, eval_grid=1, check_grid=3,
             eval_refine=0, refine=0, knots=0, br_refine=0, verify_every=0, patience=0,
+            beliefs_rounds=0, beliefs_markets=1, beliefs_epoch=1, beliefs_workers=1,
         )  # fmt: skip
         kw: dict = {
             k: check_int(k, getattr(self, k), least) if getattr(self, k) is not None else None
