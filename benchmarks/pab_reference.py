@@ -3,10 +3,12 @@ by a measure independent of the solver.
 
     python benchmarks/pab_reference.py [--seed S | --bids FILE] [--markets M]
         [--low-markets M] [--search-markets M] [--json FILE]
+        [--beliefs-rounds R [--beliefs-markets M] [--workers W]] [--save TABLE.npz]
 
-Solves ``bne("pay-as-bid", [("beta:2:5:0:2", 30)], default_rng(S), method="pure")`` (or
-reads a bid table: ``bid.csv`` of ``market-sim bne`` or an ``.npz`` with ``costs`` and
-``bids``), then measures the gain of each evaluation cost's best deviation with
+Solves ``bne("pay-as-bid", [("beta:2:5:0:2", 30)], default_rng(S), method="pure")``
+(with ``--beliefs-rounds R``: and bne's beliefs stage, ``beliefs_rounds=R``; ``--save``
+keeps the table) (or reads a bid table: ``bid.csv`` of ``market-sim bne`` or an ``.npz``
+with ``costs`` and ``bids``), then measures the gain of each evaluation cost's best deviation with
 ``tests/bne_reference.py``'s ``deviation_gains``: i.i.d. numpy markets, the mechanism's
 own ``deviations``, every report of the range searched on one sample and the gains
 re-measured on another, none of the solver's code.  Three sets of costs:
@@ -52,17 +54,20 @@ def _table(path: str) -> tuple[np.ndarray, np.ndarray]:
     return rows[:, 1], rows[:, 2]
 
 
-def _solved(seed: int) -> tuple[np.ndarray, np.ndarray, dict]:
-    """The solver's bid table for ``seed`` and what its own verification printed."""
-    t = time.process_time()
-    r = bne("pay-as-bid", [(LAW, SELLERS)], np.random.default_rng(seed), method="pure")
+def _solved(seed: int, **options) -> tuple[np.ndarray, np.ndarray, dict]:
+    """The solver's bid table for ``seed`` (``options``: bne's, e.g. the beliefs stage's)
+    and what its own verification printed."""
+    t, wall = time.process_time(), time.perf_counter()
+    rng = np.random.default_rng(seed)
+    r = bne("pay-as-bid", [(LAW, SELLERS)], rng, method="pure", progress=True, **options)
     k = r.classes[0]
     lo, hi = r.epsilon_ci
     own = dict(
         epsilon_relative=r.epsilon_relative,
         ci_relative=[lo / k.check.utility, hi / k.check.utility],
         jumps=r.options["jumps"][0],
-        cpu_seconds=time.process_time() - t,
+        cpu_seconds=time.process_time() - t,  # this process's (not the beliefs workers')
+        seconds=time.perf_counter() - wall,
     )
     return np.asarray(k.costs), np.asarray(k.bids), own
 
@@ -153,13 +158,26 @@ def main(argv=None) -> None:
                    help="search markets (x 4 for the cheapest costs; default 1000)")  # fmt: skip
     p.add_argument("--reference-seed", type=int, default=12345,
                    help="seed of the reference's markets (default 12345)")  # fmt: skip
+    p.add_argument("--beliefs-rounds", type=int, default=0,
+                   help="solve with bne's beliefs stage, R rounds (default 0: off)")  # fmt: skip
+    p.add_argument("--beliefs-markets", type=int, default=16384,
+                   help="markets a beliefs round (default 16384)")  # fmt: skip
+    p.add_argument("--workers", type=int, default=None,
+                   help="processes of the beliefs rounds (default: every core)")  # fmt: skip
+    p.add_argument("--save", help="write the solved table here (.npz: costs, bids)")
     p.add_argument("--json", help="write the summary here")
     args = p.parse_args(argv)
+    if args.beliefs_rounds < 0 or args.beliefs_markets < 1 or (args.workers or 1) < 1:
+        p.error("--beliefs-rounds must be >= 0, --beliefs-markets and --workers >= 1")
     own = None
     if args.bids:
         costs, bids = _table(args.bids)
     else:
-        costs, bids, own = _solved(args.seed)
+        stage = dict(beliefs_rounds=args.beliefs_rounds, beliefs_markets=args.beliefs_markets,
+                     beliefs_workers=args.workers) if args.beliefs_rounds else {}  # fmt: skip
+        costs, bids, own = _solved(args.seed, **stage)
+        if args.save:
+            np.savez(args.save, costs=costs, bids=bids)
     summary = report(measure(costs, bids, args), own)
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=1, default=float))

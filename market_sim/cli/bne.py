@@ -23,16 +23,46 @@ from .arguments import (
 )
 
 
+def at_least(name, least):
+    return number(name, int, lambda v: v >= least, f">= {least}")
+
+
+def share(name):
+    return number(name, float, lambda v: 0 < v <= 1, "in (0, 1]")
+
+
+def nonneg(name):
+    return number(name, float, lambda v: math.isfinite(v) and v >= 0, ">= 0")
+
+
+#: the pure method's options as flags: (flag, its check, help)
+_SOLVER_FLAGS = (
+    ("grid", at_least("grid", 3), "costs per class on the relevant range"),
+    ("bid-grid", at_least("bid-grid", 3), "candidate reports of a best response"),
+    ("br-refine", at_least("br-refine", 0), "rounds of evaluated refinement of a response"),
+    ("samples", count("samples"), "opponent draws (training)"),
+    ("deviators", count("deviators"), "deviating sellers per market (deviations path)"),
+    ("damping", share("damping"), "least step towards the best response (1/(t+1) before)"),
+    ("tol", positive("tol"), "stop at sup|BR - b| <= tol x support width"),
+    ("gain-tol", positive("gain-tol"), "or at an ex-ante gain <= gain-tol x utility"),
+    ("max-iter", count("max-iter"), "most iterations"),
+    ("knots", at_least("knots", 0), "interior knots of the spline through the responses"),
+    ("tilt", nonneg("tilt"), "importance sampling towards high costs (0: off)"),
+    ("eval-grid", count("eval-grid"), "cells of evaluation costs (whole range and focus)"),
+    ("check-grid", at_least("check-grid", 3), "reports searched in the verification"),
+    ("refine", at_least("refine", 0), "rounds of local refinement of the best deviation"),
+    (
+        "beliefs-rounds",
+        at_least("beliefs-rounds", 0),
+        "rounds of fictitious play in beliefs after the solve (0: off; docs/equilibrium.md)",
+    ),
+    ("beliefs-markets", count("beliefs-markets"), "markets observed each belief round"),
+    ("beliefs-epoch", count("beliefs-epoch"), "belief rounds before the belief restarts"),
+    ("beliefs-workers", count("beliefs-workers"), "processes of the belief rounds"),
+)
+
+
 def add_parser(subparsers):
-    def at_least(name, least):
-        return number(name, int, lambda v: v >= least, f">= {least}")
-
-    def share(name):
-        return number(name, float, lambda v: 0 < v <= 1, "in (0, 1]")
-
-    def nonneg(name):
-        return number(name, float, lambda v: math.isfinite(v) and v >= 0, ">= 0")
-
     a = subparsers.add_parser(
         "bne",
         help="Bayes-Nash equilibrium bid functions of a mechanism (one per class of sellers)",
@@ -53,30 +83,7 @@ def add_parser(subparsers):
     a.add_argument("--sellers", type=at_least("sellers", 2), help="sellers (with --dist)")
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     D = OPTIONS
-    for flag, kind, text in (
-        ("grid", at_least("grid", 3), "costs per class on the relevant range"),
-        ("bid-grid", at_least("bid-grid", 3), "candidate reports of a best response"),
-        ("br-refine", at_least("br-refine", 0), "rounds of evaluated refinement of a response"),
-        ("samples", count("samples"), "opponent draws (training)"),
-        ("deviators", count("deviators"), "deviating sellers per market (deviations path)"),
-        ("damping", share("damping"), "least step towards the best response (1/(t+1) before)"),
-        ("tol", positive("tol"), "stop at sup|BR - b| <= tol x support width"),
-        ("gain-tol", positive("gain-tol"), "or at an ex-ante gain <= gain-tol x utility"),
-        ("max-iter", count("max-iter"), "most iterations"),
-        ("knots", at_least("knots", 0), "interior knots of the spline through the responses"),
-        ("tilt", nonneg("tilt"), "importance sampling towards high costs (0: off)"),
-        ("eval-grid", count("eval-grid"), "cells of evaluation costs (whole range and focus)"),
-        ("check-grid", at_least("check-grid", 3), "reports searched in the verification"),
-        ("refine", at_least("refine", 0), "rounds of local refinement of the best deviation"),
-        (
-            "beliefs-rounds",
-            at_least("beliefs-rounds", 0),
-            "rounds of fictitious play in beliefs after the solve (0: off; docs/equilibrium.md)",
-        ),
-        ("beliefs-markets", count("beliefs-markets"), "markets observed each belief round"),
-        ("beliefs-epoch", count("beliefs-epoch"), "belief rounds before the belief restarts"),
-        ("beliefs-workers", count("beliefs-workers"), "processes of the belief rounds"),
-    ):
+    for flag, kind, text in _SOLVER_FLAGS:
         default = D[flag.replace("-", "_")]
         shown = "automatic" if default is None else default
         # None unless given: --method distributional has its own defaults (DIST_OPTIONS)

@@ -157,11 +157,7 @@ def bne(
     )
     state = _start(setup, opt, init)
     trace = _iterate(setup, opt, oracle, train, state, progress, rng)
-    jumps = _sharpen(setup, opt, oracle, state, trace, rng)
-    changes: list[float] = []
-    if opt.beliefs_rounds:  # the opt-in last stage: fictitious play in beliefs
-        jumps, changes = play_beliefs(setup, opt, oracle, state, jumps, rng, progress)
-        trace.final_checks = None
+    jumps, changes = _last_stages(setup, opt, oracle, state, trace, rng, progress)
     solve_calls = oracle.calls  # the solve's (the final verification's apart)
     checks = None if any(jumps) else trace.final_checks
     control = _rank_control(setup)
@@ -187,6 +183,17 @@ def bne(
     called["solve_calls"] = solve_calls
     called["tail_iterates"] = len(trace.tail) if trace.stopped_by in _TAIL_RULES else 0
     return dataclasses.replace(r, options={**r.options, **called})
+
+
+def _last_stages(setup, opt, oracle, state, trace, rng, progress):
+    """After the iterations: the jumps made steps (``_sharpen``), then, when asked
+    (``beliefs_rounds``), fictitious play in beliefs (``equilibrium_beliefs``), whose
+    tables the verification must measure afresh; (jumps per class, the rounds' changes)."""
+    jumps = _sharpen(setup, opt, oracle, state, trace, rng)
+    if not opt.beliefs_rounds:
+        return jumps, []
+    trace.final_checks = None
+    return play_beliefs(setup, opt, oracle, state, jumps, rng, progress)
 
 
 def _described(bid) -> str | None:
@@ -673,7 +680,7 @@ def _auto_pure(mechanism, population, rng, called, progress, options) -> BNEResu
     """The pure method; when its tables jump on a sampled path and its verified epsilon /
     u is above ``verify_tol`` (and ``beliefs_rounds`` was not given), the same solve
     again from a copy of the generator's state before the first, with the beliefs stage
-    (``AUTO_BELIEFS_ROUNDS``; docs/equilibrium.md, "Fictitious play in beliefs"), the
+    (``AUTO_EPOCHS`` epochs; docs/equilibrium.md, "Fictitious play in beliefs"), the
     better verified of the two returned; ``options["beliefs_reason"]`` says so."""
     again = copy.deepcopy(rng)
     r = bne(mechanism, population, rng, method="pure", progress=progress, **called, **options)
@@ -683,23 +690,27 @@ def _auto_pure(mechanism, population, rng, called, progress, options) -> BNEResu
         return r
     if "beliefs_rounds" in options:
         return r
-    kw = {**options, "beliefs_rounds": AUTO_BELIEFS_ROUNDS}
+    rounds = AUTO_EPOCHS * options.get("beliefs_epoch", OPTIONS["beliefs_epoch"])
+    kw = {**options, "beliefs_rounds": rounds}
     b = bne(mechanism, population, again, method="pure", progress=progress, **called, **kw)
     best, worse = (b, r) if b.epsilon_relative < r.epsilon_relative else (r, b)
     text = (
         f"run: the tables jump on a sampled path and the pure result was not certified "
-        f"(verified epsilon / u {r.epsilon_relative:.3g}); with {AUTO_BELIEFS_ROUNDS} rounds "
+        f"(verified epsilon / u {r.epsilon_relative:.3g}); with {rounds} rounds "
         f"{b.epsilon_relative:.3g}; the {'stage' if best is b else 'pure'} result returned"
     )
     calls = r.options["calls"] + b.options["calls"]
     return dataclasses.replace(
-        best, options={**best.options, "beliefs_reason": text, "calls": calls}
+        best,
+        seconds=r.seconds + b.seconds,  # this call's: both solves
+        options={**best.options, "beliefs_reason": text, "calls": calls},
     )
 
 
-#: ``method="auto"``'s rounds of the beliefs stage when it runs it (``_auto_pure``): three
-#: epochs of ``beliefs_epoch`` (8), as pay-as-bid's measured runs (docs/equilibrium.md)
-AUTO_BELIEFS_ROUNDS = 24
+#: ``method="auto"``'s epochs of the beliefs stage when it runs it (``_auto_pure``): three
+#: of ``beliefs_epoch`` rounds (8: 24 rounds), as pay-as-bid's measured runs
+#: (docs/equilibrium.md)
+AUTO_EPOCHS = 3
 
 
 def _auto_distributional(mechanism, population, rng, called, progress, options) -> BNEResult:
