@@ -487,6 +487,12 @@ def worker_init(path: list[str] | None = None, parent: int | None = None) -> Non
     _worker_ready = True
 
 
+def in_worker() -> bool:
+    """Whether this process is one of the runner's pool workers (``worker_init`` ran): a
+    task that could start its own pool (``bne``'s beliefs stage) runs in-process there."""
+    return _worker_ready
+
+
 def _timed(fn, path, chunk, args):
     """``fn(chunk, *args)`` in a worker: (its result, seconds spent here)."""
     if not _worker_ready:  # Dask workers have no initializer

@@ -188,3 +188,13 @@ def test_auto_runs_the_stage_only_for_a_jump_not_certified():
     box = bne(FirstPriceBox(), pop, np.random.default_rng(0), max_iter=6, samples=256,
               verify_tol=1e-6, beliefs_markets=1024)  # fmt: skip
     assert not any(box.options["jumps"]) and "beliefs_reason" not in box.options
+
+
+def test_no_pool_inside_a_runner_worker(monkeypatch):
+    """``beliefs_workers``' default is every core, but one inside a runner's pool worker
+    (``bne_sweep``'s tasks already use every core)."""
+    import market_sim.execution as execution
+
+    assert eb.available_cores() >= 1
+    monkeypatch.setattr(execution, "_worker_ready", True)
+    assert execution.in_worker() and eb.available_cores() == 1

@@ -33,7 +33,7 @@ import sys
 
 import numpy as np
 
-from ..execution import Job, Shared, run_jobs
+from ..execution import Job, Shared, in_worker, run_jobs
 from ..mechanisms.base import Mechanism
 from .equilibrium_game import Classes, Interim, Oracle, Sample, jump_cells, reports_of
 from .equilibrium_pure import _linear, _smooth, _State
@@ -154,7 +154,10 @@ def observe(setup: _Setup, opt: _Options, oracle: Oracle, state: _State, reports
 
 
 def available_cores() -> int:
-    """The cores this process may run on (``beliefs_workers``' default)."""
+    """The cores this process may run on (``beliefs_workers``' default); one inside a
+    runner's worker (``bne_sweep``: its tasks already use every core; no pool in a pool)."""
+    if in_worker():
+        return 1
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
