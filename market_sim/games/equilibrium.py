@@ -686,14 +686,13 @@ def _auto_pure(mechanism, population, rng, called, progress, options) -> BNEResu
     r = bne(mechanism, population, rng, method="pure", progress=progress, **called, **options)
     jumps = any(r.options.get("jumps") or ())
     sampled = r.options.get("path") != "interim"
-    if not (jumps and sampled and r.epsilon_relative > _tol(options)):
-        return r
-    if "beliefs_rounds" in options:
+    asked = "beliefs_rounds" in options  # the caller's choice stands
+    if asked or not (jumps and sampled and r.epsilon_relative > _tol(options)):
         return r
     rounds = AUTO_EPOCHS * options.get("beliefs_epoch", OPTIONS["beliefs_epoch"])
     kw = {**options, "beliefs_rounds": rounds}
     b = bne(mechanism, population, again, method="pure", progress=progress, **called, **kw)
-    best, worse = (b, r) if b.epsilon_relative < r.epsilon_relative else (r, b)
+    best = b if b.epsilon_relative < r.epsilon_relative else r
     text = (
         f"run: the tables jump on a sampled path and the pure result was not certified "
         f"(verified epsilon / u {r.epsilon_relative:.3g}); with {rounds} rounds "

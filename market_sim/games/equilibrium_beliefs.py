@@ -135,10 +135,10 @@ def observe(setup: _Setup, opt: _Options, oracle: Oracle, state: _State, reports
     chunks = max(1, -(-opt.beliefs_markets // CHUNK))
     seeds = rng.integers(2**63, size=chunks)
     per_market = max(setup.classes.counts) if oracle.path == "deviations" else 1
-    table = Shared((setup.mech, setup.classes, oracle.path))
+    game = Shared((setup.mech, setup.classes))
     jobs = [
         Job(f"beliefs-{i}", observe_chunk,
-            (table, state.costs, state.bids, reports, int(s), per_market, oracle.outcome_only))
+            (game, state.costs, state.bids, reports, int(s), per_market, oracle.outcome_only))
         for i, s in enumerate(seeds)
     ]  # fmt: skip
     workers = min(len(jobs), opt.beliefs_workers or available_cores())
@@ -165,13 +165,13 @@ def available_cores() -> int:
 
 
 def observe_chunk(
-    game: tuple[Mechanism, Classes, str], costs, bids, reports, seed: int, per_market: int,
+    game: tuple[Mechanism, Classes], costs, bids, reports, seed: int, per_market: int,
     placed: bool,
 ):  # fmt: skip
     """One seeded chunk: (total weight, per class the weighted sums of eps and payment
     at its reports, the report vectors evaluated)."""
-    mech, classes, path = game
-    oracle = Oracle(mech, exact=path == "interim")
+    mech, classes = game
+    oracle = Oracle(mech)  # a sampled path: the interim one never reaches the chunks
     sample = Sample(classes, CHUNK, per_market, np.random.default_rng(seed), placed=placed)
     R = reports_of(sample, classes, [_linear(c, b) for c, b in zip(costs, bids, strict=True)])
     sums = []
