@@ -47,6 +47,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_egta.py
 	$(BIN)/python benchmarks/bench_learners.py --json benchmarks/learners.json
 	$(BIN)/python benchmarks/bench_equilibrium.py --json benchmarks/equilibrium.json
+	$(BIN)/python benchmarks/bench_beliefs.py
 	$(BIN)/python benchmarks/bench_dynamics.py --json benchmarks/dynamics.json
 	$(BIN)/python benchmarks/bench_suite.py --json benchmarks/suite.json --plot benchmarks/scaling.png
 	$(BIN)/python benchmarks/bench_audit.py --json benchmarks/audit.json

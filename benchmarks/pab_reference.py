@@ -3,6 +3,7 @@ by a measure independent of the solver.
 
     python benchmarks/pab_reference.py [--seed S | --bids FILE] [--markets M]
         [--low-markets M] [--search-markets M] [--json FILE]
+        [--sets low,jump,grid] [--grid-costs C1,C2,...]
         [--beliefs-rounds R [--beliefs-markets M] [--workers W]] [--save TABLE.npz]
 
 Solves ``bne("pay-as-bid", [("beta:2:5:0:2", 30)], default_rng(S), method="pure")``
@@ -17,7 +18,9 @@ re-measured on another, none of the solver's code.  Three sets of costs:
   utilities are about 0.1 while the ex-ante utility u is about 0.005: their per-market
   gains vary most, so they get ``--low-markets`` markets (few candidates each);
 * ``jump``: just above the jump (or 0.03 to 0.06);
-* ``grid``: the selling range by quantile and evenly, to 0.6.
+* ``grid``: the selling range by quantile and evenly, to 0.6 (or ``--grid-costs``).
+
+``--sets`` picks which are measured (the grid's run always: it gives u).
 
 Prints per cost the bid, the best report, the gain with its standard error and gain / u
 with its 95% interval, and per set the largest.  The solver's own verification
@@ -100,6 +103,9 @@ def measure(costs, bids, args) -> dict:
         return np.interp(c, costs, bids)
 
     sets = cost_sets(_jump_of(costs, bids))
+    if args.grid_costs:
+        sets["grid"] = np.asarray(args.grid_costs)
+    sets = {name: cs for name, cs in sets.items() if name in args.sets}
     rng = np.random.default_rng(args.reference_seed)
     out = {}
     for name, cs in sets.items():
@@ -146,6 +152,24 @@ def report(out: dict, own: dict | None) -> dict:
     return summary
 
 
+def _set_names(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in ("low", "jump", "grid")]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown set {unknown[0]!r} (low, jump, grid)")
+    return tuple(n for n in ("low", "jump", "grid") if n in names or n == "grid")
+
+
+def _costs(text: str) -> list[float]:
+    try:
+        cs = sorted(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"costs must be numbers (got {text!r})") from None
+    if not cs or not all(0.0 <= c <= 2.0 for c in cs):
+        raise argparse.ArgumentTypeError("costs must be in the support [0, 2]")
+    return cs
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=int, default=0, help="the solve's seed (default 0)")
@@ -164,6 +188,11 @@ def main(argv=None) -> None:
                    help="markets a beliefs round (default 16384)")  # fmt: skip
     p.add_argument("--workers", type=int, default=None,
                    help="processes of the beliefs rounds (default: every core)")  # fmt: skip
+    p.add_argument("--sets", type=_set_names, default=("low", "jump", "grid"),
+                   help="the cost sets measured, comma-separated (default low,jump,grid; "
+                        "grid, whose run gives u, always)")  # fmt: skip
+    p.add_argument("--grid-costs", type=_costs,
+                   help="the grid set's costs instead (comma-separated, in [0, 2])")  # fmt: skip
     p.add_argument("--save", help="write the solved table here (.npz: costs, bids)")
     p.add_argument("--json", help="write the summary here")
     args = p.parse_args(argv)

@@ -180,6 +180,32 @@ def test_truncnorm_virtual_cost_equals_a_50_digit_reference(spec):
             assert abs(g - want) <= 1e-12 * abs(want), (ci, g, float(want))
 
 
+@pytest.mark.parametrize(
+    "spec", ["beta:2:5:0:2", "beta:0.5:1:0:1", "beta:0.3:2:1:3", "beta:50:3:0:1"]
+)
+def test_beta_virtual_cost_equals_a_50_digit_reference(spec):
+    """psi = c + F/f of a scaled Beta by its closed form (betainc over the density, the
+    power in logs) against mpmath at 50 digits: I_x(a, b) B(a, b) / (x^(a-1)
+    (1 - x)^(b-1)) times the scale, x = (c - low) / (high - low); densities singular at
+    the bottom (a < 1), a support away from 0, a mass far from the bottom (Beta(50, 3)),
+    and costs 1e-300 and 1e-30 above the bottom, where F/f ~ x scale / a."""
+    import mpmath as mp
+
+    mp.mp.dps = 50
+    d = parse_distribution(spec)
+    a, b = d.dist.args
+    lo, hi = d.support
+    c = np.r_[np.linspace(lo, hi, 121)[:-1], lo + 1e-300, lo + 1e-30]
+    got = d.raw_virtual_cost(c)
+    assert got[0] == lo and np.all(np.isfinite(got))
+    for ci, g in zip(c[1:], got[1:], strict=True):
+        x = (mp.mpf(ci) - lo) / (hi - lo)
+        F = mp.betainc(a, b, 0, x, regularized=True)
+        f = x ** (a - 1) * (1 - x) ** (b - 1) / mp.beta(a, b) / (hi - lo)
+        want = ci + F / f
+        assert abs(g - want) <= 1e-12 * abs(want), (ci, g, float(want))
+
+
 def test_tabulated_cdf_follows_a_density_singular_at_an_end():
     """F(c) = c^0.4 (Beta(0.4, 1)) tabulated: between its quantile points the chord of
     a concave F is below it by at most a share (1 - r^0.4) - ... of F where the cell's

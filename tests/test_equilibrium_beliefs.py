@@ -53,9 +53,48 @@ def test_steps_sit_where_both_reports_pay_the_same():
     rises = xs[1:][np.diff(ys) > 0]
     assert np.allclose(rises, [1 / 70, 0.2], atol=1e-8)
     c = np.linspace(0, 0.3, 3001)
-    c = c[(np.abs(c - 1 / 35) > 1e-6) & (np.abs(c - 0.2) > 1e-6)]
+    c = c[(np.abs(c - 1 / 70) > 1e-6) & (np.abs(c - 0.2) > 1e-6)]
     direct = z[np.argmax(T[None, :] - c[:, None] * E[None, :], axis=1)]
     assert np.array_equal(np.interp(c, xs, ys), direct)
+
+
+def test_ramps_hold_each_run_of_responses_at_its_middle():
+    """Responses 0.1 on costs 0-0.2, 0.2 on 0.3-0.4, 0.3 on 0.5-0.8, 0.4 on 0.9-1: the
+    ramps are 0.1, 0.2, 0.3, 0.4 at the runs' middles 0.1, 0.35, 0.65, 0.95, linear in
+    between, flat outside them; no cost between two middles shares a bid with another."""
+    c = np.linspace(0, 1, 11)
+    best = np.array([0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 3])
+    z = np.array([0.1, 0.2, 0.3, 0.4])
+    got = eb.ramps(c, best, z)
+    want = np.interp(c, [0.1, 0.35, 0.65, 0.95], z)
+    assert np.allclose(got, want, atol=1e-12)
+    assert got[1] == 0.1 and got[-1] == 0.4 and np.all(np.diff(got[1:-1]) > 0)
+    assert eb.ramps(c[:0], best[:0], z).size == 0
+
+
+def test_below_the_jump_the_bids_are_continuous_not_atoms():
+    """The menu's exact belief (E and T = zE at the stage's reports: the menu's outcome
+    is the own report's, so the belief is exact): below its jump the best report rises
+    with the cost through nine reports.  The table there is continuous (strictly
+    increasing inside the first and last runs' halves: a step table's flats are atoms
+    of the class's bids, which make the others' eps jump), each bid within a report's
+    spacing (2%) of the truth, and the jump at c* within the response grid's cell."""
+    from market_sim.distributions import parse_distribution
+    from market_sim.games.equilibrium_pure import _State
+
+    law = parse_distribution("uniform:0:1")
+    reports = eb.report_set((0.0, 1.0), 1.0, 0.06)
+    E, T = menu_eps(reports), reports * menu_eps(reports)
+    grid = eb.response_grid(law, 1.0)
+    state = _State([grid], [grid.copy()], [1.0], 1.0)
+    costs, bids, jumps = eb.table_from_belief(grid, reports, E, T, 6, law, state, 0, True)
+    c_star = menu_jump()
+    assert len(jumps) == 1 and abs(jumps[0] - c_star) <= grid[1] - grid[0]
+    low = costs < jumps[0] - 1e-6
+    x, y = costs[low], bids[low]
+    inside = (x > 0.002) & (x < c_star - 0.002)  # past the first and last half-runs
+    assert np.all(np.diff(y[inside]) > 0)  # steps: 9 bids for these 97 costs
+    assert np.all(np.abs(y - menu_truth(x)) <= 0.02 * menu_truth(x) + 1e-9)
 
 
 def menu_jump() -> float:
@@ -162,8 +201,8 @@ def test_bad_options_are_one_line_errors(option, value):
 
 
 def test_auto_runs_the_stage_only_for_a_jump_not_certified():
-    """``method="auto"`` (the default) runs the stage again after the pure method when
-    the tables jump on a sampled path and the verified epsilon / u is above verify_tol:
+    """``method="auto"`` (the default) continues the pure method with the stage when its
+    tables jump on a sampled path and the verified epsilon / u is above verify_tol:
     on the menu (a jump, batched path) solved coarsely (256 samples, 14 iterations:
     epsilon / u about 1.07%) it does, and returns the better verified of the two, saying
     so with both numbers; with verify_tol 5% it does not; a first-price box (no jump)
@@ -181,7 +220,7 @@ def test_auto_runs_the_stage_only_for_a_jump_not_certified():
         assert f"{both.epsilon_relative:.3g}" == f"{staged:.3g}"
     else:
         assert both.epsilon_relative == pure.epsilon_relative <= staged
-    assert "beliefs stage" in both.format() and both.seconds > pure.seconds  # both solves
+    assert "beliefs stage" in both.format() and both.seconds > pure.seconds  # both stages
     lax = bne(TwoTierMenu(), pop, np.random.default_rng(0), verify_tol=0.05, **kw)
     assert "beliefs_reason" not in lax.options
     assert lax.epsilon_relative == pure.epsilon_relative

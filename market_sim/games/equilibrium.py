@@ -135,19 +135,24 @@ def bne(
     or "auto" (the default: the one suited to the mechanism and the options given,
     ``_auto``; ``options["method"]`` and ``["method_reason"]`` say which and why).  Same
     ``rng`` state, same result."""
+    called = dict(n_sellers=n_sellers, init=init, reference=reference, bid_max=bid_max)
     if method != "pure":
-        called = dict(n_sellers=n_sellers, init=init, reference=reference, bid_max=bid_max)
         return _by_method(method, mechanism, population, rng, called, bool(progress), options)
+    return _pure(mechanism, population, rng, called, bool(progress), options)
+
+
+def _pure(mechanism, population, rng, called, progress, options, auto=False) -> BNEResult:
+    """``bne(..., method="pure")``: the iterations, their last stages (``_last_stages``),
+    the verification (``_verified``); with ``auto`` (``method="auto"``), the beliefs
+    stage after it when the result asks for it (``_auto_beliefs``)."""
     t0 = time.perf_counter()
     context = {k: options.pop(k) for k in list(options) if k in CONTEXT_KEYS}
     opt = _options(options)
-    setup = _setup(mechanism, population, n_sellers, rng, context, bid_max)
+    setup = _setup(mechanism, population, called["n_sellers"], rng, context, called["bid_max"])
     G = len(setup.classes.laws)
-    references = _per_class(reference, G, "reference")
     # the interim path knows the others' report laws, not their data
     exact = opt.exact is not False and not getattr(setup.mech, "needs_data", False)
     oracle = Oracle(setup.mech, exact=exact)
-    sampled = Oracle(setup.mech)  # the verification draws opponents on every path
     opt = opt.for_path(oracle.path, G, max(setup.classes.counts))
     markets, d = opt.markets(oracle, opt.samples, setup.classes)
     train = (
@@ -155,10 +160,49 @@ def bne(
         if oracle.path == "interim"
         else Sample(setup.classes, markets, d, rng, opt.tilt, oracle.outcome_only)
     )
-    state = _start(setup, opt, init)
+    state = _start(setup, opt, called["init"])
     trace = _iterate(setup, opt, oracle, train, state, progress, rng)
-    jumps, changes = _last_stages(setup, opt, oracle, state, trace, rng, progress)
+    solve = _Solve(setup, opt, oracle, state, trace, context, called, progress, t0)
+    sharpened = _sharpen(setup, opt, oracle, state, trace, rng)
+    jumps, changes = _last_stages(solve, opt, sharpened, rng)
+    r = _verified(solve, opt, jumps, changes, rng)
+    if auto and _beliefs_wanted(r, options):
+        return _auto_beliefs(solve, r, sharpened, options, rng)
+    return r
+
+
+class _Solve(NamedTuple):
+    """A pure solve after its iterations: what its last stages and verification read."""
+
+    setup: Any
+    opt: Any
+    oracle: Oracle
+    state: Any
+    trace: Any
+    context: dict
+    called: dict
+    progress: bool
+    t0: float
+
+
+def _last_stages(solve: _Solve, opt, sharpened, rng):
+    """After the iterations and the jumps made steps (``_sharpen``: ``sharpened``), when
+    asked (``opt.beliefs_rounds``), fictitious play in beliefs (``equilibrium_beliefs``),
+    whose tables the verification must measure afresh; (jumps per class, the rounds'
+    changes)."""
+    if not opt.beliefs_rounds:
+        return sharpened, []
+    solve.trace.final_checks = None
+    return play_beliefs(solve.setup, opt, solve.oracle, solve.state, sharpened, rng, solve.progress)
+
+
+def _verified(solve: _Solve, opt, jumps, changes, rng) -> BNEResult:
+    """The solve's tables verified (afresh unless the iterations' last check stands) and
+    its result, ``options`` recording how it was called and what its stages did."""
+    setup, oracle, state, trace = solve.setup, solve.oracle, solve.state, solve.trace
+    references = _per_class(solve.called["reference"], len(setup.classes.laws), "reference")
     solve_calls = oracle.calls  # the solve's (the final verification's apart)
+    sampled = Oracle(setup.mech)  # the verification draws opponents on every path
     checks = None if any(jumps) else trace.final_checks
     control = _rank_control(setup)
     # a rank box's gains measured again with its control variate, unless none was found
@@ -174,26 +218,17 @@ def bne(
         references, oracle, control,
     )  # fmt: skip
     trace.stopped_by = _final_rule(trace, checks, opt, oracle.path)
-    r = _result(setup, opt, state, trace, checks, oracle, time.perf_counter() - t0, context)
-    called = dict(n_sellers=setup.classes.n, init=_described(init), progress=bool(progress))
-    called["reference"] = _described(reference)
+    seconds = time.perf_counter() - solve.t0
+    r = _result(setup, opt, state, trace, checks, oracle, seconds, solve.context)
+    called = dict(n_sellers=setup.classes.n, init=_described(solve.called["init"]))
+    called["progress"] = solve.progress
+    called["reference"] = _described(solve.called["reference"])
     called["method"] = "pure"
     called["jumps"] = jumps
     called["beliefs_changes"] = changes
     called["solve_calls"] = solve_calls
     called["tail_iterates"] = len(trace.tail) if trace.stopped_by in _TAIL_RULES else 0
     return dataclasses.replace(r, options={**r.options, **called})
-
-
-def _last_stages(setup, opt, oracle, state, trace, rng, progress):
-    """After the iterations: the jumps made steps (``_sharpen``), then, when asked
-    (``beliefs_rounds``), fictitious play in beliefs (``equilibrium_beliefs``), whose
-    tables the verification must measure afresh; (jumps per class, the rounds' changes)."""
-    jumps = _sharpen(setup, opt, oracle, state, trace, rng)
-    if not opt.beliefs_rounds:
-        return jumps, []
-    trace.final_checks = None
-    return play_beliefs(setup, opt, oracle, state, jumps, rng, progress)
 
 
 def _described(bid) -> str | None:
@@ -677,36 +712,46 @@ _BOTH_RUN = {
 
 
 def _auto_pure(mechanism, population, rng, called, progress, options) -> BNEResult:
-    """The pure method; when its tables jump on a sampled path and its verified epsilon /
-    u is above ``verify_tol`` (and ``beliefs_rounds`` was not given), the same solve
-    again from a copy of the generator's state before the first, with the beliefs stage
-    (``AUTO_EPOCHS`` epochs; docs/equilibrium.md, "Fictitious play in beliefs"), the
-    better verified of the two returned; ``options["beliefs_reason"]`` says so."""
-    again = copy.deepcopy(rng)
-    r = bne(mechanism, population, rng, method="pure", progress=progress, **called, **options)
+    """The pure method, and after it the beliefs stage when its result asks for it
+    (``_beliefs_wanted``, ``_auto_beliefs``)."""
+    return _pure(mechanism, population, rng, called, progress, options, auto=True)
+
+
+def _beliefs_wanted(r: BNEResult, options: dict) -> bool:
+    """``method="auto"`` runs the beliefs stage after the pure method when its tables
+    jump on a sampled path and its verified epsilon / u is above ``verify_tol`` (and
+    ``beliefs_rounds`` was not given: the caller's choice stands)."""
     jumps = any(r.options.get("jumps") or ())
     sampled = r.options.get("path") != "interim"
-    asked = "beliefs_rounds" in options  # the caller's choice stands
-    if asked or not (jumps and sampled and r.epsilon_relative > _tol(options)):
-        return r
-    rounds = AUTO_EPOCHS * options.get("beliefs_epoch", OPTIONS["beliefs_epoch"])
-    kw = {**options, "beliefs_rounds": rounds}
-    b = bne(mechanism, population, again, method="pure", progress=progress, **called, **kw)
+    asked = "beliefs_rounds" in options
+    return not asked and jumps and sampled and r.epsilon_relative > _tol(options)
+
+
+def _auto_beliefs(solve: _Solve, r: BNEResult, sharpened, options, rng) -> BNEResult:
+    """The beliefs stage (``AUTO_EPOCHS`` epochs; docs/equilibrium.md, "Fictitious play
+    in beliefs") continued from the pure solve's tables as they were before its
+    verification (``sharpened``: its jumps), verified afresh; the better verified of
+    the two results returned, ``options["beliefs_reason"]`` saying so.  Its ``seconds``
+    and ``calls`` count both."""
+    rounds = AUTO_EPOCHS * solve.opt.beliefs_epoch
+    opt = dataclasses.replace(solve.opt, beliefs_rounds=rounds)
+    solve = solve._replace(state=copy.deepcopy(solve.state))  # r's tables stay r's
+    jumps, changes = _last_stages(solve, opt, sharpened, rng)
+    b = _verified(solve, opt, jumps, changes, rng)
     best = b if b.epsilon_relative < r.epsilon_relative else r
     text = (
         f"run: the tables jump on a sampled path and the pure result was not certified "
         f"(verified epsilon / u {r.epsilon_relative:.3g}); with {rounds} rounds "
         f"{b.epsilon_relative:.3g}; the {'stage' if best is b else 'pure'} result returned"
     )
-    calls = r.options["calls"] + b.options["calls"]
     return dataclasses.replace(
         best,
-        seconds=r.seconds + b.seconds,  # this call's: both solves
-        options={**best.options, "beliefs_reason": text, "calls": calls},
+        seconds=b.seconds,  # from the pure solve's start: both
+        options={**best.options, "beliefs_reason": text, "calls": b.options["calls"]},
     )
 
 
-#: ``method="auto"``'s epochs of the beliefs stage when it runs it (``_auto_pure``): three
+#: ``method="auto"``'s epochs of the beliefs stage when it runs it (``_auto_beliefs``): three
 #: of ``beliefs_epoch`` rounds (8: 24 rounds), as pay-as-bid's measured runs
 #: (docs/equilibrium.md)
 AUTO_EPOCHS = 3

@@ -16,12 +16,13 @@ noise is averaged in the *belief*, not in the bids:
    in beliefs: each round's opponents are one more draw of the play so far), restarted
    every ``beliefs_epoch`` rounds so the start's tables are forgotten.
 3. **Respond.**  Every cost c of a fine grid takes the report maximising
-   T̄(z) - c Ē(z) (a utility is linear in the cost).  Below the responses' jump
-   (``jump_cells``; the largest) the table is the responses as **steps**, each at the
-   cost where its two reports pay the same, c = (T̄2 - T̄1) / (Ē2 - Ē1): a linear blend
-   there would bid between two levels, a report nobody's best.  Above it, the solver's
-   spline (``equilibrium_pure._smooth``, in the quantile): a step table's flats there
-   would be atoms of the others' bids, which the next round undercuts.
+   T̄(z) - c Ē(z) (a utility is linear in the cost).  At the responses' jump
+   (``jump_cells``; the largest) a **step**, at the cost where its two reports pay the
+   same, c = (T̄2 - T̄1) / (Ē2 - Ē1) (``steps_table``): a linear blend there would bid
+   between two branches, a report nobody's best.  Below it the responses as
+   ``ramps`` (each run of one report held at its middle, linear in between), above it
+   the solver's spline (``equilibrium_pure._smooth``, in the quantile): continuous, for
+   flats are atoms of the class's bids, which make the others' eps jump.
 
 What it reaches is in docs/equilibrium.md, "Pay-as-bid on a Beta law"."""
 
@@ -66,7 +67,7 @@ def play_beliefs(
 
     G = len(setup.classes.laws)
     grids = [response_grid(law, state.c_top[g]) for g, law in enumerate(setup.classes.laws)]
-    reports = [report_set(setup.z_range, state.z_top) for _ in range(G)]
+    reports = [report_set(setup.z_range, state.z_top, float(b[0])) for b in state.bids]
     belief: list = []
     steps: list[list[float]] = [[] for _ in range(G)]
     changes: list[float] = []
@@ -106,16 +107,20 @@ def response_grid(law, c_top: float) -> np.ndarray:
     return np.linspace(law.support[0], c_top, GRID)
 
 
-def report_set(z_range: tuple[float, float], z_top: float) -> np.ndarray:
+def report_set(z_range: tuple[float, float], z_top: float, lowest_bid: float) -> np.ndarray:
     """The reports observed, fixed for the stage (a belief averages curves at the same
-    reports): z_lo + w REPORT_RATIO^k from ``REPORT_FLOOR`` w (w = z_top - z_lo; the
-    spacing is 2% of the report above z_lo: a seller whose eps is large and steep, at a
-    low report, needs finer reports than one at a high report, whose utility is flat
-    near its peak), and ``REPORT_EVEN`` even reports on [z_lo, z_top]."""
+    reports): z_lo + w REPORT_RATIO^k (w = z_top - z_lo; the spacing is 2% of the report
+    above z_lo: a seller whose eps is large and steep, at a low report, needs finer
+    reports than one at a high report, whose utility is flat near its peak) from half
+    the class's lowest bid at the stage's start above z_lo (at least ``REPORT_FLOOR`` w:
+    the geometric reports far below every bid are never a response and cost the most;
+    pay-as-bid, 30 sellers: 289 reports instead of 449), and ``REPORT_EVEN`` even
+    reports on [z_lo, z_top]."""
     z_lo = z_range[0]
     w = max(z_top - z_lo, 1e-12)
-    k = math.ceil(math.log(1.0 / REPORT_FLOOR) / math.log(REPORT_RATIO))
-    geometric = z_lo + w * REPORT_FLOOR * REPORT_RATIO ** np.arange(k + 1)
+    floor = min(max(REPORT_FLOOR, 0.5 * (lowest_bid - z_lo) / w), 1.0)
+    k = math.ceil(math.log(1.0 / floor) / math.log(REPORT_RATIO))
+    geometric = z_lo + w * floor * REPORT_RATIO ** np.arange(k + 1)
     even = np.linspace(z_lo, z_top, REPORT_EVEN)
     return np.unique(np.clip(np.r_[geometric, even], z_lo, z_top))
 
@@ -183,9 +188,10 @@ def observe_chunk(
 
 def table_from_belief(grid, reports, E, T, knots: int, law, state: _State, g: int, cut: bool):
     """Class g's new table from the belief (module doc, step 3): (costs, bids, the
-    cost of the jump's step); with ``cut``, steps below the responses' largest jump
-    (``jump_cells``), else one spline.  Costs whose best report gets nothing, or gains nothing
-    (U <= 0), keep the current table's bids."""
+    cost of the jump's step); with ``cut``, ramps below the responses' largest jump
+    (``jump_cells``), a step at it and a spline above, else one spline.  Costs whose
+    best report gets nothing, or gains nothing (U <= 0), keep the current table's
+    bids."""
     U = T[None, :] - grid[:, None] * E[None, :]
     best = np.argmax(U, axis=1)
     sells = (U[np.arange(grid.size), best] > 0) & (E[best] > 0)
@@ -198,16 +204,35 @@ def table_from_belief(grid, reports, E, T, knots: int, law, state: _State, g: in
     cells = jump_cells(x, br) if cut else []
     if cells:
         i, j = max(cells, key=lambda ij: br[ij[1]] - br[ij[0]])
-        xs, ys = steps_table(x[: j + 1], best[: j + 1], reports, E, T)
+        sx, sy = steps_table(x[i : j + 1], best[i : j + 1], reports, E, T)
+        k = int(np.argmax(np.diff(sy)))  # the jump's step: (c* - h, c*)
+        m = int(np.searchsorted(x, sx[k]))  # the grid costs below it
         upper = _smooth(x[j:], br[j:], knots, math.inf, law)
-        xs, ys = np.r_[xs[:-1], x[j:]], np.r_[ys[:-1], upper]
-        jumps = [float(xs[np.argmax(np.diff(ys))])]
+        xs = np.r_[x[:m], sx[k : k + 2], x[j:]]
+        ys = np.r_[ramps(x[:m], best[:m], reports), sy[k : k + 2], upper]
+        jumps = [float(sx[k + 1])]
     else:
         xs, ys, jumps = x, _smooth(x, br, knots, math.inf, law), []
     keep = state.costs[g] > xs[-1]
     costs = np.r_[xs, state.costs[g][keep]]
     bids = np.maximum.accumulate(np.r_[ys, state.bids[g][keep]])
     return costs, bids, jumps
+
+
+def ramps(costs, best, reports) -> np.ndarray:
+    """The responses (``best``, indices into ``reports``, non-decreasing) as a continuous
+    bid function at ``costs``: each run of costs with the same best report holds it at
+    the run's middle, linear in between (flat before the first middle and after the
+    last).  Not steps: a step table's flats are atoms of the class's bids, and an
+    opponent's atom makes a deviator's expected eps jump at reports far from it
+    (pay-as-bid, 30 sellers: the lower branch's steps at the 290 reports put drops of
+    about 1% of u into the upper branch's utility, at reports near 0.2264 and 0.2342,
+    gone with the lower branch made continuous; docs/equilibrium.md)."""
+    if not costs.size:
+        return np.asarray(costs, dtype=float)
+    change = np.flatnonzero(np.diff(best)) + 1
+    first, last = np.r_[0, change], np.r_[change - 1, best.size - 1]
+    return np.interp(costs, 0.5 * (costs[first] + costs[last]), reports[best[first]])
 
 
 def steps_table(costs, best, reports, E, T) -> tuple[np.ndarray, np.ndarray]:
