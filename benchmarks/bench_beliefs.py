@@ -36,15 +36,6 @@ from market_sim.games.equilibrium_setup import _setup
 TABLE = Path(__file__).resolve().parent / "data" / "pab30_beta25_beliefs_stage.npz"
 
 
-def former_reports(z_range, z_top: float) -> np.ndarray:
-    """The reports before the floor at half the lowest bid: geometric from 10^-3 w."""
-    z_lo, w = z_range[0], z_top - z_range[0]
-    k = math.ceil(math.log(1.0 / stage.REPORT_FLOOR) / math.log(stage.REPORT_RATIO))
-    geometric = z_lo + w * stage.REPORT_FLOOR * stage.REPORT_RATIO ** np.arange(k + 1)
-    even = np.linspace(z_lo, z_top, stage.REPORT_EVEN)
-    return np.unique(np.clip(np.r_[geometric, even], z_lo, z_top))
-
-
 def scipy_ratio(c, frozen):
     """F / f by scipy's frozen cdf and pdf (the generic path)."""
     return frozen.cdf(c) / frozen.pdf(c)
@@ -72,7 +63,8 @@ def main(argv=None) -> None:
     z_top = 0.7  # the top of the live reports in the measured run's stage
     game = (setup.mech, setup.classes)
     now = stage.report_set(setup.z_range, z_top, float(bids[0]))
-    former = former_reports(setup.z_range, z_top)
+    # the former reports: geometric from REPORT_FLOOR of the range (a lowest bid at z_lo)
+    former = stage.report_set(setup.z_range, z_top, setup.z_range[0])
     rows = {"now": (now, True), "scipy psi": (now, False), "former": (former, False)}
     print(f"# beliefs stage, one chunk of {stage.CHUNK} markets; {platform.machine()}, "
           f"{time.strftime('%Y-%m-%d')}")  # fmt: skip

@@ -114,7 +114,7 @@ def report_set(z_range: tuple[float, float], z_top: float, lowest_bid: float) ->
     reports than one at a high report, whose utility is flat near its peak) from half
     the class's lowest bid at the stage's start above z_lo (at least ``REPORT_FLOOR`` w:
     the geometric reports far below every bid are never a response and cost the most;
-    pay-as-bid, 30 sellers: 289 reports instead of 449), and ``REPORT_EVEN`` even
+    pay-as-bid, 30 sellers: 290 reports instead of 449), and ``REPORT_EVEN`` even
     reports on [z_lo, z_top]."""
     z_lo = z_range[0]
     w = max(z_top - z_lo, 1e-12)
@@ -225,7 +225,7 @@ def ramps(costs, best, reports) -> np.ndarray:
     the run's middle, linear in between (flat before the first middle and after the
     last).  Not steps: a step table's flats are atoms of the class's bids, and an
     opponent's atom makes a deviator's expected eps jump at reports far from it
-    (pay-as-bid, 30 sellers: the lower branch's steps at the 290 reports put drops of
+    (pay-as-bid, 30 sellers: the lower branch's steps at the 449 reports put drops of
     about 1% of u into the upper branch's utility, at reports near 0.2264 and 0.2342,
     gone with the lower branch made continuous; docs/equilibrium.md)."""
     if not costs.size:
